@@ -1,0 +1,435 @@
+//! The event vocabulary: everything that happens in a quorum session.
+//!
+//! Events are the one contract between the engine (chat loop, dispatcher,
+//! ACP client, replay player) and every front end (TUI, headless printer,
+//! recorder). Each event carries its time in milliseconds since the session
+//! started, so the reducer never reads a clock.
+//!
+//! On disk an event is one JSON object: `{"t": 1200, "type": "user_message",
+//! "text": "..."}`.
+
+use serde::{Deserialize, Serialize};
+
+/// An event with its time: milliseconds since the session started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stamped {
+    pub t: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+impl Stamped {
+    pub fn new(t: u64, event: Event) -> Self {
+        Self { t, event }
+    }
+}
+
+/// Who runs a sub-agent call: the internal nested agent, or an external
+/// harness over ACP, by its registry name.
+///
+/// JSON: `"internal"` or `{"acp": "claude"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentRef {
+    Internal,
+    Acp(String),
+}
+
+impl AgentRef {
+    /// The name shown on screen: the ACP agent's name, or `internal`.
+    pub fn name(&self) -> &str {
+        match self {
+            AgentRef::Internal => "internal",
+            AgentRef::Acp(name) => name,
+        }
+    }
+}
+
+/// How a sub-agent's session was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    /// A new session (first call, or `continue_session: false`).
+    Fresh,
+    /// `session/resume` of the last successful session.
+    Resumed,
+    /// `session/load` of the last successful session.
+    Loaded,
+    /// Resume or load failed for a stored id; a new session was opened.
+    NewAfterStale,
+}
+
+impl SessionKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            SessionKind::Fresh => "fresh",
+            SessionKind::Resumed => "resumed",
+            SessionKind::Loaded => "loaded",
+            SessionKind::NewAfterStale => "new after stale session",
+        }
+    }
+}
+
+/// A code review's verdict, parsed from the report's severity header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Green,
+    Yellow,
+    Red,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Green => "green",
+            Severity::Yellow => "yellow",
+            Severity::Red => "red",
+        }
+    }
+}
+
+/// Status of a tool call, as ACP names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    #[default]
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// One entry of an agent's plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    #[serde(default)]
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    #[default]
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// What a running sub-agent does, streamed into its box.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Activity {
+    /// A chunk of the agent's message text.
+    MessageChunk { text: String },
+    /// A chunk of the agent's reasoning.
+    ThoughtChunk { text: String },
+    /// The agent started a tool call.
+    ToolCall {
+        id: String,
+        title: String,
+        #[serde(default)]
+        status: ToolStatus,
+    },
+    /// A tool call changed: status and/or title.
+    ToolCallUpdate {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<ToolStatus>,
+    },
+    /// The agent's plan, replaced whole.
+    Plan { entries: Vec<PlanEntry> },
+    /// The agent asks for permission; `options` are the choices offered.
+    PermissionRequest {
+        id: String,
+        title: String,
+        options: Vec<String>,
+    },
+    /// A permission request was answered (`outcome` is the option picked,
+    /// or `cancelled`).
+    PermissionResolved { id: String, outcome: String },
+}
+
+/// State of a background task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Running => "running",
+            TaskState::Done => "done",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The task state that a finished call with this stop reason leaves.
+    pub fn from_stop_reason(stop_reason: &str) -> Self {
+        match stop_reason {
+            "cancelled" => TaskState::Cancelled,
+            "error" => TaskState::Failed,
+            _ => TaskState::Done,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeLevel {
+    #[default]
+    Info,
+    Warning,
+}
+
+/// Everything that happens. Serialized with a `type` tag in snake_case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// What this session runs with, for the status line.
+    SessionInfo {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default)]
+        agents: Vec<String>,
+    },
+    /// The person sent a message.
+    UserMessage { text: String },
+    /// A chunk of the main assistant's message.
+    AssistantDelta { text: String },
+    /// The main assistant's message is complete.
+    AssistantEnd,
+    /// The main assistant called a tool (other than a sub-agent box).
+    ToolCallStarted {
+        id: String,
+        name: String,
+        /// One-line summary of the arguments.
+        #[serde(default)]
+        summary: String,
+    },
+    ToolCallFinished {
+        id: String,
+        ok: bool,
+        /// One-line summary of the result.
+        #[serde(default)]
+        summary: String,
+    },
+    /// A `subagent` call started: a box opens in the transcript.
+    SubagentStarted {
+        call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        agent: AgentRef,
+        input: String,
+        #[serde(default)]
+        code_review: bool,
+        #[serde(default)]
+        background: bool,
+        /// How the session was opened, when known at start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionKind>,
+    },
+    /// The call's session is open (sent when it was not known at start).
+    SubagentSession {
+        call_id: String,
+        session: SessionKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+    },
+    /// Something the sub-agent did.
+    SubagentActivity { call_id: String, activity: Activity },
+    /// The call ended. `output` is the final report with any severity
+    /// header already stripped; `stop_reason` is the ACP stop reason in
+    /// snake_case, or `error`.
+    SubagentFinished {
+        call_id: String,
+        output: String,
+        stop_reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        severity: Option<Severity>,
+    },
+    /// A background task's summary changed.
+    TaskProgress {
+        task_id: String,
+        state: TaskState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_activity: Option<String>,
+        #[serde(default)]
+        tool_calls: u32,
+    },
+    /// A background task's completion was reported back into the chat.
+    TaskReported {
+        task_id: String,
+        output: String,
+        stop_reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        severity: Option<Severity>,
+    },
+    /// Token usage of the main model.
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    Notice {
+        #[serde(default)]
+        level: NoticeLevel,
+        text: String,
+    },
+    Error { text: String },
+}
+
+impl Event {
+    /// Every event type name as written in the `type` field.
+    pub const TYPES: &'static [&'static str] = &[
+        "session_info",
+        "user_message",
+        "assistant_delta",
+        "assistant_end",
+        "tool_call_started",
+        "tool_call_finished",
+        "subagent_started",
+        "subagent_session",
+        "subagent_activity",
+        "subagent_finished",
+        "task_progress",
+        "task_reported",
+        "usage",
+        "notice",
+        "error",
+    ];
+
+    /// This event's `type` name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::SessionInfo { .. } => "session_info",
+            Event::UserMessage { .. } => "user_message",
+            Event::AssistantDelta { .. } => "assistant_delta",
+            Event::AssistantEnd => "assistant_end",
+            Event::ToolCallStarted { .. } => "tool_call_started",
+            Event::ToolCallFinished { .. } => "tool_call_finished",
+            Event::SubagentStarted { .. } => "subagent_started",
+            Event::SubagentSession { .. } => "subagent_session",
+            Event::SubagentActivity { .. } => "subagent_activity",
+            Event::SubagentFinished { .. } => "subagent_finished",
+            Event::TaskProgress { .. } => "task_progress",
+            Event::TaskReported { .. } => "task_reported",
+            Event::Usage { .. } => "usage",
+            Event::Notice { .. } => "notice",
+            Event::Error { .. } => "error",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Event> {
+        vec![
+            Event::SessionInfo {
+                model: Some("openai:gpt".into()),
+                agents: vec!["claude".into()],
+            },
+            Event::UserMessage { text: "hi".into() },
+            Event::AssistantDelta { text: "he".into() },
+            Event::AssistantEnd,
+            Event::ToolCallStarted {
+                id: "1".into(),
+                name: "subagent_status".into(),
+                summary: String::new(),
+            },
+            Event::ToolCallFinished {
+                id: "1".into(),
+                ok: true,
+                summary: "2 tasks".into(),
+            },
+            Event::SubagentStarted {
+                call_id: "c1".into(),
+                task_id: Some("t1".into()),
+                agent: AgentRef::Acp("claude".into()),
+                input: "review".into(),
+                code_review: true,
+                background: true,
+                session: Some(SessionKind::NewAfterStale),
+            },
+            Event::SubagentSession {
+                call_id: "c1".into(),
+                session: SessionKind::Loaded,
+                session_id: Some("s".into()),
+            },
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::Plan {
+                    entries: vec![PlanEntry {
+                        content: "x".into(),
+                        status: PlanStatus::InProgress,
+                    }],
+                },
+            },
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "ok".into(),
+                stop_reason: "end_turn".into(),
+                severity: Some(Severity::Red),
+            },
+            Event::TaskProgress {
+                task_id: "t1".into(),
+                state: TaskState::Running,
+                last_activity: None,
+                tool_calls: 3,
+            },
+            Event::TaskReported {
+                task_id: "t1".into(),
+                output: "ok".into(),
+                stop_reason: "end_turn".into(),
+                severity: None,
+            },
+            Event::Usage {
+                input_tokens: 1,
+                output_tokens: 2,
+            },
+            Event::Notice {
+                level: NoticeLevel::Warning,
+                text: "n".into(),
+            },
+            Event::Error { text: "e".into() },
+        ]
+    }
+
+    #[test]
+    fn every_type_round_trips_under_its_listed_name() {
+        let samples = samples();
+        assert_eq!(samples.len(), Event::TYPES.len(), "a sample per type");
+        for (i, event) in samples.into_iter().enumerate() {
+            let stamped = Stamped::new(i as u64 * 10, event);
+            let json = serde_json::to_value(&stamped).unwrap();
+            assert_eq!(json["t"], i as u64 * 10);
+            let name = json["type"].as_str().unwrap();
+            assert_eq!(name, stamped.event.type_name());
+            assert_eq!(name, Event::TYPES[i]);
+            let back: Stamped = serde_json::from_value(json).unwrap();
+            assert_eq!(back, stamped);
+        }
+    }
+
+    #[test]
+    fn agent_ref_json_shape() {
+        assert_eq!(
+            serde_json::to_string(&AgentRef::Internal).unwrap(),
+            "\"internal\""
+        );
+        assert_eq!(
+            serde_json::to_string(&AgentRef::Acp("gemini".into())).unwrap(),
+            "{\"acp\":\"gemini\"}"
+        );
+    }
+}

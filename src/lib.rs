@@ -1,0 +1,10 @@
+//! quorum: a terminal client in which one chat agent convenes sub-agents.
+//!
+//! See DESIGN.md for the map. Data flows one way: engine events go through
+//! [`tui::state::State::apply`] to the view, and to the transcript recorder.
+
+pub mod event;
+pub mod sanitize;
+pub mod subagent;
+pub mod transcript;
+pub mod tui;

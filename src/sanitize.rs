@@ -1,0 +1,134 @@
+//! Agent output is untrusted: before any of it reaches the screen, terminal
+//! control sequences and control characters are removed.
+//!
+//! Kept: printable text, `\n`. A tab becomes four spaces. Removed: ESC and
+//! whole escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ST`,
+//! DCS/SOS/PM/APC `... ST`, two-byte `ESC x`), other C0 controls, DEL, and
+//! the C1 controls U+0080..U+009F (8-bit CSI among them). `\r\n` becomes
+//! `\n`; a lone `\r` (used to overwrite a line) becomes `\n`.
+
+use std::borrow::Cow;
+
+fn needs_cleaning(s: &str) -> bool {
+    s.bytes().any(|b| (b < 0x20 && b != b'\n') || b == 0x7f)
+        // C1 controls are U+0080..U+009F, encoded as 0xC2 0x80..0x9F.
+        || s.as_bytes().windows(2).any(|w| w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1]))
+}
+
+/// Returns `s` without terminal control sequences; borrows when clean.
+pub fn sanitize(s: &str) -> Cow<'_, str> {
+    if !needs_cleaning(s) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => out.push('\n'),
+            '\t' => out.push_str("    "),
+            '\r' => {
+                if chars.peek() != Some(&'\n') {
+                    out.push('\n');
+                }
+            }
+            '\u{1b}' => skip_escape(&mut chars),
+            // 8-bit CSI: parameters and a final byte follow.
+            '\u{9b}' => skip_csi(&mut chars),
+            // 8-bit OSC, DCS, SOS, PM, APC: a string up to ST or BEL follows.
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+fn skip_escape(chars: &mut Chars<'_>) {
+    match chars.next() {
+        Some('[') => skip_csi(chars),
+        Some(']' | 'P' | 'X' | '^' | '_') => skip_string(chars),
+        // Intermediate bytes, then one final byte (e.g. `ESC ( B`).
+        Some(c) if ('\u{20}'..='\u{2f}').contains(&c) => {
+            while let Some(&c) = chars.peek() {
+                chars.next();
+                if !('\u{20}'..='\u{2f}').contains(&c) {
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// CSI: parameter and intermediate bytes, then a final byte in `@..~`.
+fn skip_csi(chars: &mut Chars<'_>) {
+    for c in chars.by_ref() {
+        if ('\u{40}'..='\u{7e}').contains(&c) || !('\u{20}'..='\u{7e}').contains(&c) {
+            break;
+        }
+    }
+}
+
+/// A control string, ended by BEL, ST (`ESC \` or U+009C).
+fn skip_string(chars: &mut Chars<'_>) {
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{7}' | '\u{9c}' => break,
+            '\u{1b}' => {
+                if chars.peek() == Some(&'\\') {
+                    chars.next();
+                }
+                break;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn clean_text_is_borrowed() {
+        assert!(matches!(sanitize("héllo\nwörld ✓"), Cow::Borrowed(_)));
+        assert!(matches!(sanitize("é café ¢"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn strips_sequences() {
+        let cases = [
+            ("\u{1b}[31mred\u{1b}[0m", "red"),
+            ("\u{1b}[2J\u{1b}[Hclear", "clear"),
+            ("\u{1b}]0;evil title\u{7}x", "x"),
+            ("\u{1b}]8;;http://e\u{1b}\\link\u{1b}]8;;\u{1b}\\", "link"),
+            ("\u{1b}P1$r\u{1b}\\dcs", "dcs"),
+            ("\u{1b}(Bcharset", "charset"),
+            ("\u{1b}7save\u{1b}8", "save"),
+            ("\u{9b}31mc1", "c1"),
+            ("\u{9d}0;t\u{9c}osc8", "osc8"),
+            ("bell\u{7}", "bell"),
+            ("back\u{8}space", "backspace"),
+            ("del\u{7f}", "del"),
+            ("a\tb", "a    b"),
+            ("a\r\nb", "a\nb"),
+            ("progress 10%\rprogress 20%", "progress 10%\nprogress 20%"),
+            ("\u{1b}", ""),
+            ("\u{1b}[", ""),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sanitize(input), want, "{input:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn output_has_no_control_characters(s in any::<String>()) {
+            let clean = sanitize(&s);
+            prop_assert!(!clean.chars().any(|c| c.is_control() && c != '\n'), "{:?}", clean);
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The sub-agent dispatcher. So far: the severity header of code reviews.
+
+pub mod severity;

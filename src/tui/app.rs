@@ -1,0 +1,436 @@
+//! The app: state, view and mode, the input keys, and the main loop that
+//! is generic over ratatui's backend (a real terminal or `TestBackend`).
+
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::text::Span;
+use ratatui::{Frame, Terminal, backend::Backend};
+use tokio::sync::mpsc;
+
+use super::player::Player;
+use super::state::State;
+use super::theme;
+use super::view::{self, Chrome, View};
+use crate::event::Stamped;
+use crate::transcript::Recorder;
+
+/// Input from the person at the terminal.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Paste(String),
+    Resize,
+}
+
+/// A command from the screen to the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// The person sent a message.
+    Submit(String),
+}
+
+/// Redraw interval while something animates (spinners, elapsed time).
+const TICK: Duration = Duration::from_millis(80);
+/// Rows a mouse wheel notch scrolls.
+const WHEEL_ROWS: isize = 3;
+
+#[derive(Default)]
+struct Composer {
+    text: String,
+    /// Cursor position, in chars.
+    cursor: usize,
+}
+
+impl Composer {
+    fn byte_at(&self, char_index: usize) -> usize {
+        self.text.char_indices().nth(char_index).map_or(self.text.len(), |(i, _)| i)
+    }
+
+    fn insert(&mut self, s: &str) {
+        let at = self.byte_at(self.cursor);
+        self.text.insert_str(at, s);
+        self.cursor += s.chars().count();
+    }
+
+    fn backspace(&mut self) {
+        if self.cursor > 0 {
+            self.cursor -= 1;
+            let at = self.byte_at(self.cursor);
+            self.text.remove(at);
+        }
+    }
+
+    fn delete(&mut self) {
+        if self.cursor < self.text.chars().count() {
+            let at = self.byte_at(self.cursor);
+            self.text.remove(at);
+        }
+    }
+
+    fn delete_word(&mut self) {
+        let chars: Vec<char> = self.text.chars().collect();
+        let mut start = self.cursor;
+        while start > 0 && chars[start - 1].is_whitespace() {
+            start -= 1;
+        }
+        while start > 0 && !chars[start - 1].is_whitespace() {
+            start -= 1;
+        }
+        let (a, b) = (self.byte_at(start), self.byte_at(self.cursor));
+        self.text.replace_range(a..b, "");
+        self.cursor = start;
+    }
+
+    fn take(&mut self) -> String {
+        self.cursor = 0;
+        std::mem::take(&mut self.text)
+    }
+}
+
+enum Mode {
+    /// An interactive session: a composer, and the real clock.
+    Live {
+        composer: Composer,
+        started: Instant,
+        ops: mpsc::UnboundedSender<Op>,
+    },
+    /// A transcript replaying on the player's clock.
+    Replay(Player),
+    /// A still picture: time stands at the last event (screenshots).
+    Still,
+}
+
+pub struct App {
+    pub state: State,
+    pub view: View,
+    mode: Mode,
+    recorder: Option<Recorder>,
+    banner: Option<String>,
+    quit: bool,
+    /// The terminal width at the last frame.
+    cols: u16,
+}
+
+impl App {
+    fn with_mode(mode: Mode) -> Self {
+        Self {
+            state: State::new(),
+            view: View::new(),
+            mode,
+            recorder: None,
+            banner: None,
+            quit: false,
+            cols: 0,
+        }
+    }
+
+    /// An interactive session; messages go to `ops`, events are recorded
+    /// to `recorder` when given.
+    pub fn live(ops: mpsc::UnboundedSender<Op>, started: Instant, recorder: Option<Recorder>) -> Self {
+        let mut app = Self::with_mode(Mode::Live {
+            composer: Composer::default(),
+            started,
+            ops,
+        });
+        app.recorder = recorder;
+        app
+    }
+
+    /// A replay driven by `player`.
+    pub fn replay(player: Player) -> Self {
+        Self::with_mode(Mode::Replay(player))
+    }
+
+    /// A still picture of applied events.
+    pub fn still() -> Self {
+        Self::with_mode(Mode::Still)
+    }
+
+    pub fn set_banner(&mut self, banner: Option<String>) {
+        self.banner = banner;
+    }
+
+    pub fn quitting(&self) -> bool {
+        self.quit
+    }
+
+    /// The time the screen shows, in ms since the session started.
+    pub fn now(&self) -> u64 {
+        let clock = match &self.mode {
+            Mode::Live { started, .. } => started.elapsed().as_millis() as u64,
+            Mode::Replay(p) => p.clock(Instant::now()),
+            Mode::Still => 0,
+        };
+        clock.max(self.state.now)
+    }
+
+    /// Records and applies one event from the engine or the player.
+    pub fn on_event(&mut self, event: Stamped) {
+        if let Some(recorder) = &mut self.recorder
+            && let Err(e) = recorder.record(&event)
+        {
+            self.banner = Some(format!(
+                "recording to {} stopped: {e}",
+                recorder.path().display()
+            ));
+            self.recorder = None;
+        }
+        self.state.apply(&event);
+    }
+
+    /// When the loop must wake up with no input: the next replayed event,
+    /// or the next animation frame.
+    pub fn deadline(&self) -> Option<Instant> {
+        let animate = match &self.mode {
+            Mode::Still => false,
+            Mode::Replay(p) => self.state.running() > 0 && !p.paused() && !p.finished(),
+            Mode::Live { .. } => self.state.running() > 0,
+        };
+        let tick = animate.then(|| Instant::now() + TICK);
+        let due = match &self.mode {
+            Mode::Replay(p) => p.deadline(),
+            _ => None,
+        };
+        match (tick, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Plays replayed events that are due.
+    pub fn on_timer(&mut self) {
+        let now = Instant::now();
+        while let Mode::Replay(p) = &mut self.mode {
+            let Some(event) = p.due(now) else { break };
+            self.on_event(event);
+        }
+    }
+
+    pub fn handle(&mut self, input: Input) {
+        match input {
+            Input::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
+            Input::Key(_) | Input::Resize => {}
+            Input::Mouse(m) => {
+                let now = self.now();
+                match m.kind {
+                    MouseEventKind::ScrollUp => self.view.scroll(&self.state, -WHEEL_ROWS, now),
+                    MouseEventKind::ScrollDown => self.view.scroll(&self.state, WHEEL_ROWS, now),
+                    _ => {}
+                }
+            }
+            Input::Paste(text) => {
+                if let Mode::Live { composer, .. } = &mut self.mode {
+                    composer.insert(&text.replace("\r\n", "\n").replace('\r', "\n"));
+                }
+            }
+        }
+    }
+
+    fn key(&mut self, key: KeyEvent) {
+        let now = self.now();
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Keys that work everywhere.
+        match key.code {
+            KeyCode::PageUp => return self.view.page_up(&self.state, now),
+            KeyCode::PageDown => return self.view.page_down(&self.state, now),
+            KeyCode::Home if ctrl => return self.view.home(),
+            KeyCode::End if ctrl => return self.view.end(),
+            KeyCode::Char('t') if ctrl => return self.view.toggle_panel(self.cols),
+            _ => {}
+        }
+        let instant = Instant::now();
+        match &mut self.mode {
+            Mode::Live { composer, ops, .. } => match key.code {
+                KeyCode::Char('c') if ctrl => {
+                    if composer.text.is_empty() {
+                        self.quit = true;
+                    } else {
+                        composer.take();
+                    }
+                }
+                KeyCode::Char('d') if ctrl && composer.text.is_empty() => self.quit = true,
+                KeyCode::Char('j') if ctrl => composer.insert("\n"),
+                KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) => {
+                    composer.insert("\n")
+                }
+                KeyCode::Enter => {
+                    let text = composer.take();
+                    if !text.trim().is_empty() {
+                        // The loop ends when the engine is gone; nothing to do here.
+                        let _ = ops.send(Op::Submit(text));
+                        self.view.end();
+                    }
+                }
+                KeyCode::Backspace => composer.backspace(),
+                KeyCode::Delete => composer.delete(),
+                KeyCode::Left => composer.cursor = composer.cursor.saturating_sub(1),
+                KeyCode::Right => composer.cursor = (composer.cursor + 1).min(composer.text.chars().count()),
+                KeyCode::Char('a') if ctrl => composer.cursor = 0,
+                KeyCode::Char('e') if ctrl => composer.cursor = composer.text.chars().count(),
+                KeyCode::Char('u') if ctrl => {
+                    let at = composer.byte_at(composer.cursor);
+                    composer.text.replace_range(..at, "");
+                    composer.cursor = 0;
+                }
+                KeyCode::Char('w') if ctrl => composer.delete_word(),
+                // Home and End scroll the transcript while there is nothing to edit.
+                KeyCode::Home if composer.text.is_empty() => self.view.home(),
+                KeyCode::End if composer.text.is_empty() => self.view.end(),
+                KeyCode::Home => composer.cursor = 0,
+                KeyCode::End => composer.cursor = composer.text.chars().count(),
+                KeyCode::Char(c) if !ctrl => composer.insert(c.encode_utf8(&mut [0; 4])),
+                _ => {}
+            },
+            Mode::Replay(player) => match key.code {
+                KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+                KeyCode::Char('c') if ctrl => self.quit = true,
+                KeyCode::Char(' ') => {
+                    let paused = !player.paused();
+                    player.set_paused(paused, instant);
+                }
+                KeyCode::Char('n') | KeyCode::Right => {
+                    if let Some(event) = player.step(instant) {
+                        self.on_event(event);
+                    }
+                }
+                KeyCode::Char('+') | KeyCode::Char('=') => player.scale_speed(2.0, instant),
+                KeyCode::Char('-') => player.scale_speed(0.5, instant),
+                KeyCode::End => {
+                    for event in player.to_end() {
+                        self.on_event(event);
+                    }
+                    self.view.end();
+                }
+                KeyCode::Home => self.view.home(),
+                KeyCode::Tab | KeyCode::Char('t') => self.view.toggle_panel(self.cols),
+                _ => {}
+            },
+            Mode::Still => {}
+        }
+    }
+
+    fn status(&self) -> Vec<Span<'static>> {
+        let dim = theme::dim();
+        match &self.mode {
+            Mode::Replay(p) => {
+                let (mark, word) = if p.finished() {
+                    ("■", "replay done")
+                } else if p.paused() {
+                    ("⏸", "replay paused")
+                } else {
+                    ("▶", "replay")
+                };
+                vec![
+                    Span::styled(format!("{mark} {word}"), theme::bold()),
+                    Span::raw(format!(" {}x · event {}/{}", fmt_speed(p.speed()), p.position(), p.total())),
+                    Span::styled(" · space pause · n step · +/- speed · End end · PgUp/PgDn scroll · t tasks · q quit", dim),
+                ]
+            }
+            _ => {
+                let model = self.state.model.as_deref().unwrap_or("no model");
+                let agents = if self.state.agents.is_empty() {
+                    "no agents".to_string()
+                } else {
+                    self.state.agents.join(", ")
+                };
+                let mut spans = vec![
+                    Span::styled("quorum", theme::bold()),
+                    Span::raw(format!(" · {model} · {agents}")),
+                ];
+                if self.state.input_tokens + self.state.output_tokens > 0 {
+                    spans.push(Span::styled(
+                        format!(" · {}↑ {}↓ tokens", self.state.input_tokens, self.state.output_tokens),
+                        dim,
+                    ));
+                }
+                if matches!(self.mode, Mode::Live { .. }) {
+                    spans.push(Span::styled(
+                        " · Enter send · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit",
+                        dim,
+                    ));
+                }
+                spans
+            }
+        }
+    }
+
+    /// Draws the whole screen.
+    pub fn draw(&mut self, frame: &mut Frame<'_>) {
+        self.cols = frame.area().width;
+        let now = self.now();
+        let status = self.status();
+        let composer = match &self.mode {
+            Mode::Live { composer, .. } => Some((composer.text.as_str(), composer.cursor)),
+            _ => None,
+        };
+        let chrome = Chrome {
+            composer,
+            status,
+            banner: self.banner.as_deref(),
+        };
+        view::draw(frame, &self.state, &mut self.view, &chrome, now);
+    }
+}
+
+fn fmt_speed(speed: f64) -> String {
+    if speed >= 1.0 {
+        format!("{speed:.0}")
+    } else {
+        format!("{speed}")
+    }
+}
+
+/// The main loop: draws, then waits for input, engine events or a timer.
+///
+/// Returns when the person quits or `inputs` closes. Events arriving
+/// together are applied together and drawn once.
+pub async fn run<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    inputs: &mut mpsc::UnboundedReceiver<Input>,
+    events: &mut mpsc::Receiver<Stamped>,
+) -> anyhow::Result<()>
+where
+    B::Error: Send + Sync + 'static,
+{
+    let mut events_open = true;
+    loop {
+        app.on_timer();
+        terminal.draw(|frame| app.draw(frame))?;
+        if app.quitting() {
+            return Ok(());
+        }
+        let deadline = app.deadline();
+        tokio::select! {
+            biased;
+            input = inputs.recv() => match input {
+                Some(input) => {
+                    app.handle(input);
+                    // Apply keys typed ahead before drawing again.
+                    while let Ok(input) = inputs.try_recv() {
+                        app.handle(input);
+                    }
+                }
+                None => return Ok(()),
+            },
+            event = events.recv(), if events_open => match event {
+                Some(event) => {
+                    app.on_event(event);
+                    while let Ok(event) = events.try_recv() {
+                        app.on_event(event);
+                    }
+                }
+                None => events_open = false,
+            },
+            _ = sleep_until(deadline), if deadline.is_some() => {}
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(d) = deadline {
+        tokio::time::sleep_until(d.into()).await;
+    }
+}

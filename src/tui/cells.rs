@@ -1,0 +1,368 @@
+//! Each transcript cell laid out as rows for a width. Cells render from
+//! their data, the width and the time alone.
+
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use unicode_width::UnicodeWidthStr;
+
+use super::markdown;
+use super::state::{ActivityLine, Cell, CellKind, SubagentBox, plan_progress};
+use super::theme;
+use super::wrap::{LLine, spans_width, wrap};
+use crate::event::{AgentRef, NoticeLevel, Severity, ToolStatus};
+
+/// Rows a running box shows of its activity.
+const ACTIVITY_ROWS: usize = 5;
+
+/// Whether a cell's rows change with time alone (spinner, elapsed time).
+pub fn is_animated(cell: &Cell) -> bool {
+    matches!(&cell.kind, CellKind::Subagent(b) if b.running())
+}
+
+/// Lays out a cell for `width` columns at time `now`, followed by one blank
+/// separator row.
+pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
+    let width = width.max(8);
+    let mut out = Vec::new();
+    match &cell.kind {
+        CellKind::User { text } => {
+            let lines: Vec<LLine> = text
+                .split('\n')
+                .enumerate()
+                .map(|(i, l)| {
+                    let first = if i == 0 { "› " } else { "  " };
+                    LLine::prefixed(
+                        vec![Span::styled(first, theme::user())],
+                        vec![Span::raw("  ")],
+                        vec![Span::styled(l.to_string(), theme::bold())],
+                    )
+                })
+                .collect();
+            wrap(&lines, width, &mut out);
+        }
+        CellKind::Assistant { text, .. } => {
+            let mut lines = markdown::render(text);
+            for l in &mut lines {
+                l.first.insert(0, Span::raw("  "));
+                l.rest.insert(0, Span::raw("  "));
+            }
+            wrap(&lines, width, &mut out);
+        }
+        CellKind::Tool {
+            name,
+            summary,
+            result,
+        } => {
+            let mut spans = vec![
+                Span::styled(name.clone(), theme::bold()),
+                Span::raw(" "),
+                Span::styled(summary.clone(), theme::dim()),
+            ];
+            match result {
+                None => spans.push(Span::styled(" …", theme::dim())),
+                Some((true, s)) => {
+                    spans.push(Span::styled(" ✓ ", Style::default().fg(theme::GREEN)));
+                    spans.push(Span::styled(s.clone(), theme::dim()));
+                }
+                Some((false, s)) => {
+                    spans.push(Span::styled(" ✗ ", theme::error()));
+                    spans.push(Span::styled(s.clone(), Style::default().fg(theme::RED)));
+                }
+            }
+            let line = LLine::prefixed(
+                vec![Span::styled("  ⚙ ", theme::dim())],
+                vec![Span::raw("    ")],
+                spans,
+            );
+            wrap(&[line], width, &mut out);
+        }
+        CellKind::Notice { level, text } => {
+            let (mark, style) = match level {
+                NoticeLevel::Info => ("  ℹ ", theme::dim()),
+                NoticeLevel::Warning => ("  ⚠ ", theme::warning()),
+            };
+            note(text, mark, style, width, &mut out);
+        }
+        CellKind::Error { text } => note(text, "  ✗ ", theme::error(), width, &mut out),
+        CellKind::Subagent(b) => subagent(b, width, now, &mut out),
+        CellKind::TaskReport {
+            task_id,
+            agent,
+            output: _,
+            stop_reason,
+            severity,
+        } => {
+            let color = theme::box_color(agent, *severity);
+            let mut spans = vec![
+                Span::styled(format!("task {task_id}"), Style::default().fg(color).add_modifier(Modifier::BOLD)),
+                Span::styled(format!(" ({agent}) finished"), theme::dim()),
+            ];
+            if let Some(s) = severity {
+                spans.push(Span::styled(format!(" ● {}", s.as_str()), Style::default().fg(color)));
+            }
+            if stop_reason != "end_turn" {
+                spans.push(Span::styled(format!(" · {stop_reason}"), stop_style(stop_reason)));
+            }
+            spans.push(Span::styled(" — reported to the chat", theme::dim()));
+            let line = LLine::prefixed(
+                vec![Span::styled("  ↩ ", Style::default().fg(color))],
+                vec![Span::raw("    ")],
+                spans,
+            );
+            wrap(&[line], width, &mut out);
+        }
+    }
+    out.push(Line::default());
+    out
+}
+
+fn note(text: &str, mark: &'static str, style: Style, width: usize, out: &mut Vec<Line<'static>>) {
+    let lines: Vec<LLine> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            LLine::prefixed(
+                vec![Span::styled(if i == 0 { mark } else { "    " }, style)],
+                vec![Span::raw("    ")],
+                vec![Span::styled(l.to_string(), style)],
+            )
+        })
+        .collect();
+    wrap(&lines, width, out);
+}
+
+fn stop_style(stop_reason: &str) -> Style {
+    match stop_reason {
+        "error" | "refusal" => Style::default().fg(theme::RED),
+        _ => theme::warning(),
+    }
+}
+
+/// Cuts spans to at most `width` columns, ending with `…` when cut.
+pub fn truncate(spans: Vec<Span<'static>>, width: usize) -> Vec<Span<'static>> {
+    if spans_width(&spans) <= width {
+        return spans;
+    }
+    let mut out = Vec::new();
+    let mut used = 0;
+    for span in spans {
+        let w = span.content.width();
+        if used + w < width {
+            used += w;
+            out.push(span);
+            continue;
+        }
+        let mut s = String::new();
+        for c in span.content.chars() {
+            let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+            if used + cw + 1 > width {
+                break;
+            }
+            used += cw;
+            s.push(c);
+        }
+        s.push('…');
+        out.push(Span::styled(s, span.style));
+        break;
+    }
+    out
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+}
+
+fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>>) {
+    let name = b.agent.name();
+    let color = theme::box_color(name, b.severity);
+    let border = Style::default().fg(color);
+    let inner = width.saturating_sub(4).max(1);
+
+    // Title: ╭─ name · badges ──── status ─╮
+    // The internal agent's name already says what it is.
+    let mut badges = match b.agent {
+        AgentRef::Internal => vec![],
+        AgentRef::Acp(_) => vec!["acp"],
+    };
+    if b.code_review {
+        badges.push("review");
+    }
+    if b.background {
+        badges.push("background");
+    }
+    if let Some(kind) = b.session {
+        badges.push(kind.label());
+    }
+    let mut left = vec![
+        Span::styled("╭─ ", border),
+        Span::styled(name.to_string(), border.add_modifier(Modifier::BOLD)),
+    ];
+    if let Some(task) = &b.task_id {
+        left.push(Span::styled(format!(" [{task}]"), border));
+    }
+    for badge in badges {
+        left.push(Span::styled(format!(" · {badge}"), theme::dim()));
+    }
+    left.push(Span::raw(" "));
+    let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
+    let right: Vec<Span<'static>> = match (b.finished, b.severity) {
+        (None, _) => vec![
+            Span::styled(format!(" {} ", theme::spinner(now)), border.add_modifier(Modifier::BOLD)),
+            Span::styled(format!("{elapsed} "), theme::dim()),
+            Span::styled("─╮", border),
+        ],
+        (Some(_), Some(s)) => vec![
+            Span::styled(format!(" ● {} ", s.as_str()), border.add_modifier(Modifier::BOLD)),
+            Span::styled(format!("{elapsed} "), theme::dim()),
+            Span::styled("─╮", border),
+        ],
+        (Some(_), None) => {
+            let (mark, style) = match b.stop_reason.as_deref() {
+                Some("end_turn") | None => ("✓", Style::default().fg(theme::GREEN)),
+                Some("cancelled") => ("⊘", theme::warning()),
+                Some(_) => ("✗", Style::default().fg(theme::RED)),
+            };
+            vec![
+                Span::styled(format!(" {mark} "), style),
+                Span::styled(format!("{elapsed} "), theme::dim()),
+                Span::styled("─╮", border),
+            ]
+        }
+    };
+    let right_w = spans_width(&right);
+    let left = truncate(left, width.saturating_sub(right_w + 1));
+    let fill = width.saturating_sub(spans_width(&left) + right_w);
+    let mut title = left;
+    title.push(Span::styled("─".repeat(fill), border));
+    title.extend(right);
+    out.push(Line::from(title));
+
+    // Body rows, each at most `inner` wide.
+    let mut body: Vec<Line<'static>> = Vec::new();
+    let input = first_line(&b.input);
+    if !input.is_empty() {
+        body.push(Line::from(truncate(
+            vec![
+                Span::styled("› ", theme::dim()),
+                Span::styled(input.to_string(), theme::dim().add_modifier(Modifier::ITALIC)),
+            ],
+            inner,
+        )));
+    }
+    if b.running() {
+        running_body(b, inner, &mut body);
+    } else {
+        let output = b.output.as_deref().unwrap_or("");
+        if output.trim().is_empty() {
+            body.push(Line::from(Span::styled("(no output)", theme::dim())));
+        } else {
+            wrap(&markdown::render(output), inner, &mut body);
+        }
+        if let Some(reason) = b.stop_reason.as_deref().filter(|r| *r != "end_turn") {
+            body.push(Line::from(vec![
+                Span::styled("stop reason: ", theme::dim()),
+                Span::styled(reason.to_string(), stop_style(reason).add_modifier(Modifier::BOLD)),
+            ]));
+        }
+    }
+    for row in body {
+        let pad = inner.saturating_sub(row.width());
+        let mut spans = vec![Span::styled("│ ", border)];
+        spans.extend(row.spans);
+        spans.push(Span::raw(" ".repeat(pad)));
+        spans.push(Span::styled(" │", border));
+        out.push(Line::from(spans));
+    }
+
+    // Bottom: ╰──── 3 tool calls ─╯
+    let counts = match b.tool_calls {
+        0 => String::new(),
+        1 => " 1 tool call ".to_string(),
+        n => format!(" {n} tool calls "),
+    };
+    let fill = width.saturating_sub(3 + counts.width());
+    out.push(Line::from(vec![
+        Span::styled(format!("╰{}", "─".repeat(fill)), border),
+        Span::styled(counts, theme::dim()),
+        Span::styled("─╯", border),
+    ]));
+}
+
+fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
+    if !b.plan.is_empty() {
+        let (done, total, current) = plan_progress(&b.plan);
+        let mut spans = vec![Span::styled(format!("plan {done}/{total}"), theme::bold())];
+        if let Some(c) = current {
+            spans.push(Span::styled(format!(" · {c}"), theme::dim()));
+        }
+        body.push(Line::from(truncate(spans, inner)));
+    }
+    let mut rows: Vec<Line<'static>> = Vec::new();
+    for line in &b.activity {
+        match line {
+            ActivityLine::Text(text) => {
+                let lines: Vec<LLine> = text
+                    .split('\n')
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| LLine::plain(vec![Span::raw(l.to_string())]))
+                    .collect();
+                wrap(&lines, inner, &mut rows);
+            }
+            ActivityLine::Thought(text) => {
+                let style = theme::dim().add_modifier(Modifier::ITALIC);
+                let lines: Vec<LLine> = text
+                    .split('\n')
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| LLine::plain(vec![Span::styled(l.to_string(), style)]))
+                    .collect();
+                wrap(&lines, inner, &mut rows);
+            }
+            ActivityLine::Tool { title, status, .. } => {
+                let (mark, style) = match status {
+                    ToolStatus::Pending | ToolStatus::InProgress => ("…", theme::dim()),
+                    ToolStatus::Completed => ("✓", Style::default().fg(theme::GREEN)),
+                    ToolStatus::Failed => ("✗", Style::default().fg(theme::RED)),
+                };
+                rows.push(Line::from(truncate(
+                    vec![
+                        Span::styled("⚙ ", theme::dim()),
+                        Span::raw(title.clone()),
+                        Span::styled(format!(" {mark}"), style),
+                    ],
+                    inner,
+                )));
+            }
+            ActivityLine::Note(text) => {
+                rows.push(Line::from(truncate(vec![Span::styled(text.clone(), theme::dim())], inner)));
+            }
+        }
+    }
+    let skip = rows.len().saturating_sub(ACTIVITY_ROWS);
+    body.extend(rows.into_iter().skip(skip));
+    if let Some((_, title, options)) = &b.permission {
+        let ask = Style::default().fg(Color::Yellow).add_modifier(Modifier::BOLD);
+        wrap(
+            &[LLine::prefixed(
+                vec![Span::styled("? ", ask)],
+                vec![Span::raw("  ")],
+                vec![Span::styled(format!("permission: {title}"), ask)],
+            )],
+            inner,
+            body,
+        );
+        let opts: Vec<Span<'static>> = options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Span::styled(format!("[{}] {o}  ", i + 1), theme::warning()))
+            .collect();
+        wrap(&[LLine::prefixed(vec![Span::raw("  ")], vec![Span::raw("  ")], opts)], inner, body);
+    }
+    if b.activity.is_empty() && b.plan.is_empty() && b.permission.is_none() {
+        body.push(Line::from(Span::styled("starting…", theme::dim())));
+    }
+}
+
+/// Severity colour or the agent's, for other widgets.
+pub fn verdict_style(agent: &str, severity: Option<Severity>) -> Style {
+    Style::default().fg(theme::box_color(agent, severity))
+}

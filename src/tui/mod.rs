@@ -1,0 +1,13 @@
+//! The terminal UI: a pure state built from events, a view that draws it,
+//! and an app loop generic over the backend.
+
+pub mod app;
+pub mod cells;
+pub mod markdown;
+pub mod player;
+pub mod screenshot;
+pub mod state;
+pub mod terminal;
+pub mod theme;
+pub mod view;
+pub mod wrap;

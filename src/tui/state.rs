@@ -1,0 +1,515 @@
+//! The screen's state, built by applying events. Pure: no I/O, no clock.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::event::{
+    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity,
+    Stamped, TaskState, ToolStatus,
+};
+
+/// How many activity lines a running box keeps.
+pub const ACTIVITY_LINES: usize = 4;
+/// How much streamed text a running box keeps (bytes, from the end).
+const ACTIVITY_TEXT: usize = 2048;
+
+/// One item of the transcript. `rev` changes whenever the cell does, so
+/// its layout can be cached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub rev: u64,
+    pub kind: CellKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellKind {
+    User {
+        text: String,
+    },
+    Assistant {
+        text: String,
+        done: bool,
+    },
+    Tool {
+        name: String,
+        summary: String,
+        /// `(ok, summary)` once finished.
+        result: Option<(bool, String)>,
+    },
+    Notice {
+        level: NoticeLevel,
+        text: String,
+    },
+    Error {
+        text: String,
+    },
+    Subagent(Box<SubagentBox>),
+    /// A background task's completion, reported back into the chat.
+    TaskReport {
+        task_id: String,
+        agent: String,
+        output: String,
+        stop_reason: String,
+        severity: Option<Severity>,
+    },
+}
+
+/// A `subagent` call's box.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentBox {
+    pub call_id: String,
+    pub task_id: Option<String>,
+    pub agent: AgentRef,
+    pub input: String,
+    pub code_review: bool,
+    pub background: bool,
+    pub session: Option<SessionKind>,
+    pub started: u64,
+    pub finished: Option<u64>,
+    /// The last few things the agent did, oldest first.
+    pub activity: VecDeque<ActivityLine>,
+    pub tool_calls: u32,
+    pub plan: Vec<PlanEntry>,
+    /// An unanswered permission request: id, title, options.
+    pub permission: Option<(String, String, Vec<String>)>,
+    pub output: Option<String>,
+    pub stop_reason: Option<String>,
+    pub severity: Option<Severity>,
+}
+
+impl SubagentBox {
+    pub fn running(&self) -> bool {
+        self.finished.is_none()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActivityLine {
+    Text(String),
+    Thought(String),
+    Tool {
+        id: String,
+        title: String,
+        status: ToolStatus,
+    },
+    Note(String),
+}
+
+impl ActivityLine {
+    /// A one-line summary, for the side panel.
+    pub fn summary(&self) -> String {
+        let one_line = |s: &str| s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        match self {
+            ActivityLine::Text(t) => one_line(t),
+            ActivityLine::Thought(t) => format!("thinking: {}", one_line(t)),
+            ActivityLine::Tool { title, .. } => format!("⚙ {title}"),
+            ActivityLine::Note(t) => t.clone(),
+        }
+    }
+}
+
+/// A background task, as the side panel shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub task_id: String,
+    pub agent: String,
+    pub code_review: bool,
+    pub state: TaskState,
+    pub started: u64,
+    pub finished: Option<u64>,
+    pub last_activity: Option<String>,
+    pub tool_calls: u32,
+    pub severity: Option<Severity>,
+    pub reported: bool,
+}
+
+/// Everything the screen shows, as built from events.
+#[derive(Debug, Default, Clone)]
+pub struct State {
+    pub cells: Vec<Cell>,
+    pub tasks: Vec<Task>,
+    /// Time of the latest event, ms since the session started.
+    pub now: u64,
+    pub model: Option<String>,
+    pub agents: Vec<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// How many events were applied.
+    pub applied: u64,
+    /// Running boxes (ids of their cells).
+    running: usize,
+    calls: HashMap<String, usize>,
+    tools: HashMap<String, usize>,
+    task_index: HashMap<String, usize>,
+    open_assistant: Option<usize>,
+    next_rev: u64,
+}
+
+impl State {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many sub-agent boxes are still running.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    fn push(&mut self, kind: CellKind) -> usize {
+        self.next_rev += 1;
+        self.cells.push(Cell {
+            rev: self.next_rev,
+            kind,
+        });
+        self.cells.len() - 1
+    }
+
+    fn touch(&mut self, index: usize) -> &mut CellKind {
+        self.next_rev += 1;
+        let cell = &mut self.cells[index];
+        cell.rev = self.next_rev;
+        &mut cell.kind
+    }
+
+    fn subagent(&mut self, call_id: &str) -> Option<&mut SubagentBox> {
+        let index = *self.calls.get(call_id)?;
+        match self.touch(index) {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn task(&mut self, task_id: &str) -> Option<&mut Task> {
+        let index = *self.task_index.get(task_id)?;
+        self.tasks.get_mut(index)
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, stamped: &Stamped) {
+        let t = stamped.t;
+        self.now = self.now.max(t);
+        self.applied += 1;
+        match &stamped.event {
+            Event::SessionInfo { model, agents } => {
+                self.model = model.clone();
+                self.agents = agents.clone();
+            }
+            Event::UserMessage { text } => {
+                self.open_assistant = None;
+                self.push(CellKind::User {
+                    text: clean(text),
+                });
+            }
+            Event::AssistantDelta { text } => {
+                let text = clean(text);
+                match self.open_assistant {
+                    Some(i) => {
+                        if let CellKind::Assistant { text: t, .. } = self.touch(i) {
+                            t.push_str(&text);
+                        }
+                    }
+                    None => {
+                        let i = self.push(CellKind::Assistant { text, done: false });
+                        self.open_assistant = Some(i);
+                    }
+                }
+            }
+            Event::AssistantEnd => {
+                if let Some(i) = self.open_assistant.take()
+                    && let CellKind::Assistant { done, .. } = self.touch(i)
+                {
+                    *done = true;
+                }
+            }
+            Event::ToolCallStarted { id, name, summary } => {
+                self.open_assistant = None;
+                let i = self.push(CellKind::Tool {
+                    name: clean(name),
+                    summary: clean(summary),
+                    result: None,
+                });
+                self.tools.insert(id.clone(), i);
+            }
+            Event::ToolCallFinished { id, ok, summary } => {
+                if let Some(&i) = self.tools.get(id)
+                    && let CellKind::Tool { result, .. } = self.touch(i)
+                {
+                    *result = Some((*ok, clean(summary)));
+                }
+            }
+            Event::SubagentStarted {
+                call_id,
+                task_id,
+                agent,
+                input,
+                code_review,
+                background,
+                session,
+            } => {
+                self.open_assistant = None;
+                let agent = match agent {
+                    AgentRef::Internal => AgentRef::Internal,
+                    AgentRef::Acp(name) => AgentRef::Acp(clean(name)),
+                };
+                if let Some(task_id) = task_id {
+                    self.task_index.insert(task_id.clone(), self.tasks.len());
+                    self.tasks.push(Task {
+                        task_id: clean(task_id),
+                        agent: agent.name().to_string(),
+                        code_review: *code_review,
+                        state: TaskState::Running,
+                        started: t,
+                        finished: None,
+                        last_activity: None,
+                        tool_calls: 0,
+                        severity: None,
+                        reported: false,
+                    });
+                }
+                let i = self.push(CellKind::Subagent(Box::new(SubagentBox {
+                    call_id: call_id.clone(),
+                    task_id: task_id.clone(),
+                    agent,
+                    input: clean(input),
+                    code_review: *code_review,
+                    background: *background,
+                    session: *session,
+                    started: t,
+                    finished: None,
+                    activity: VecDeque::new(),
+                    tool_calls: 0,
+                    plan: Vec::new(),
+                    permission: None,
+                    output: None,
+                    stop_reason: None,
+                    severity: None,
+                })));
+                // A call id used twice replaces the older box's entry.
+                if let Some(old) = self.calls.insert(call_id.clone(), i)
+                    && matches!(&self.cells[old].kind, CellKind::Subagent(b) if b.running())
+                {
+                    self.running -= 1;
+                }
+                self.running += 1;
+            }
+            Event::SubagentSession {
+                call_id, session, ..
+            } => {
+                if let Some(b) = self.subagent(call_id) {
+                    b.session = Some(*session);
+                }
+            }
+            Event::SubagentActivity { call_id, activity } => self.activity(call_id, activity),
+            Event::SubagentFinished {
+                call_id,
+                output,
+                stop_reason,
+                severity,
+            } => {
+                let Some(b) = self.subagent(call_id) else {
+                    return;
+                };
+                let was_running = b.running();
+                b.finished = Some(t);
+                b.output = Some(clean(output));
+                b.stop_reason = Some(clean(stop_reason));
+                b.severity = *severity;
+                b.permission = None;
+                let task_id = b.task_id.clone();
+                if was_running {
+                    self.running -= 1;
+                }
+                if let Some(task) = task_id.and_then(|id| self.task(&id)) {
+                    task.state = TaskState::from_stop_reason(stop_reason);
+                    task.finished = Some(t);
+                    task.severity = *severity;
+                }
+            }
+            Event::TaskProgress {
+                task_id,
+                state,
+                last_activity,
+                tool_calls,
+            } => {
+                if let Some(task) = self.task(task_id) {
+                    task.state = *state;
+                    if let Some(a) = last_activity {
+                        task.last_activity = Some(clean(a));
+                    }
+                    task.tool_calls = *tool_calls;
+                    if *state != TaskState::Running && task.finished.is_none() {
+                        task.finished = Some(t);
+                    }
+                }
+            }
+            Event::TaskReported {
+                task_id,
+                output,
+                stop_reason,
+                severity,
+            } => {
+                self.open_assistant = None;
+                let agent = match self.task(task_id) {
+                    Some(task) => {
+                        task.reported = true;
+                        task.agent.clone()
+                    }
+                    None => String::new(),
+                };
+                self.push(CellKind::TaskReport {
+                    task_id: clean(task_id),
+                    agent,
+                    output: clean(output),
+                    stop_reason: clean(stop_reason),
+                    severity: *severity,
+                });
+            }
+            Event::Usage {
+                input_tokens,
+                output_tokens,
+            } => {
+                self.input_tokens += input_tokens;
+                self.output_tokens += output_tokens;
+            }
+            Event::Notice { level, text } => {
+                self.push(CellKind::Notice {
+                    level: *level,
+                    text: clean(text),
+                });
+            }
+            Event::Error { text } => {
+                self.push(CellKind::Error { text: clean(text) });
+            }
+        }
+    }
+
+    fn activity(&mut self, call_id: &str, activity: &Activity) {
+        let Some(b) = self.subagent(call_id) else {
+            return;
+        };
+        let mut tool_started = false;
+        match activity {
+            Activity::MessageChunk { text } => push_text(&mut b.activity, text, false),
+            Activity::ThoughtChunk { text } => push_text(&mut b.activity, text, true),
+            Activity::ToolCall { id, title, status } => {
+                b.tool_calls += 1;
+                tool_started = true;
+                push_line(
+                    &mut b.activity,
+                    ActivityLine::Tool {
+                        id: id.clone(),
+                        title: clean(title),
+                        status: *status,
+                    },
+                );
+            }
+            Activity::ToolCallUpdate { id, title, status } => {
+                let line = b.activity.iter_mut().rev().find_map(|l| match l {
+                    ActivityLine::Tool {
+                        id: lid,
+                        title,
+                        status,
+                    } if lid == id => Some((title, status)),
+                    _ => None,
+                });
+                if let Some((t, s)) = line {
+                    if let Some(title) = title {
+                        *t = clean(title);
+                    }
+                    if let Some(status) = status {
+                        *s = *status;
+                    }
+                }
+            }
+            Activity::Plan { entries } => {
+                b.plan = entries
+                    .iter()
+                    .map(|e| PlanEntry {
+                        content: clean(&e.content),
+                        status: e.status,
+                    })
+                    .collect();
+            }
+            Activity::PermissionRequest { id, title, options } => {
+                b.permission = Some((
+                    id.clone(),
+                    clean(title),
+                    options.iter().map(|o| clean(o)).collect(),
+                ));
+            }
+            Activity::PermissionResolved { id, outcome } => {
+                if b.permission.as_ref().is_some_and(|p| &p.0 == id) {
+                    let title = b.permission.take().map(|p| p.1).unwrap_or_default();
+                    push_line(
+                        &mut b.activity,
+                        ActivityLine::Note(format!("permission {}: {title}", clean(outcome))),
+                    );
+                }
+            }
+        }
+        let task_id = b.task_id.clone();
+        let last = b.activity.back().map(ActivityLine::summary);
+        if let Some(task) = task_id.and_then(|id| self.task(&id)) {
+            if tool_started {
+                task.tool_calls += 1;
+            }
+            if last.is_some() {
+                task.last_activity = last;
+            }
+        }
+    }
+}
+
+fn clean(s: &str) -> String {
+    crate::sanitize::sanitize(s).into_owned()
+}
+
+fn push_line(lines: &mut VecDeque<ActivityLine>, line: ActivityLine) {
+    if lines.len() == ACTIVITY_LINES {
+        lines.pop_front();
+    }
+    lines.push_back(line);
+}
+
+/// Appends streamed text to the last text line of its kind, or starts one.
+fn push_text(lines: &mut VecDeque<ActivityLine>, chunk: &str, thought: bool) {
+    let chunk = crate::sanitize::sanitize(chunk);
+    let last = match lines.back_mut() {
+        Some(ActivityLine::Text(t)) if !thought => Some(t),
+        Some(ActivityLine::Thought(t)) if thought => Some(t),
+        _ => None,
+    };
+    match last {
+        Some(t) => {
+            t.push_str(&chunk);
+            if t.len() > ACTIVITY_TEXT * 2 {
+                let mut cut = t.len() - ACTIVITY_TEXT;
+                while !t.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                t.drain(..cut);
+            }
+        }
+        None => {
+            let text = chunk.into_owned();
+            push_line(
+                lines,
+                if thought {
+                    ActivityLine::Thought(text)
+                } else {
+                    ActivityLine::Text(text)
+                },
+            );
+        }
+    }
+}
+
+/// Plan progress: `(completed, total, current entry)`.
+pub fn plan_progress(plan: &[PlanEntry]) -> (usize, usize, Option<&str>) {
+    let done = plan.iter().filter(|e| e.status == PlanStatus::Completed).count();
+    let current = plan
+        .iter()
+        .find(|e| e.status == PlanStatus::InProgress)
+        .or_else(|| plan.iter().find(|e| e.status == PlanStatus::Pending))
+        .map(|e| e.content.as_str());
+    (done, plan.len(), current)
+}

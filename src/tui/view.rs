@@ -1,0 +1,408 @@
+//! Drawing the whole screen from the state: transcript, side panel,
+//! composer and status line.
+//!
+//! Only the visible part of the transcript is laid out. Each cell's rows
+//! are cached per width and revision, so a frame costs the same for ten
+//! cells or ten thousand, and a resize re-wraps only what is shown.
+
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Widget};
+
+use super::cells::{self, truncate};
+use super::state::{State, Task};
+use super::theme;
+use crate::event::TaskState;
+
+/// Width of the side panel.
+pub const PANEL_WIDTH: u16 = 40;
+/// Below this terminal width the side panel starts hidden.
+pub const PANEL_MIN_COLS: u16 = 100;
+
+/// The top visible row: a cell and a row inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Anchor {
+    pub cell: usize,
+    pub row: usize,
+}
+
+struct Cached {
+    width: usize,
+    rev: u64,
+    /// For animated cells, the time they were laid out at.
+    at: Option<u64>,
+    lines: Vec<Line<'static>>,
+}
+
+/// What the screen remembers between frames: scroll position, panel
+/// toggle, and layout caches. Never part of the recorded state.
+#[derive(Default)]
+pub struct View {
+    /// `None`: follow the bottom. `Some`: the user scrolled; stay there.
+    anchor: Option<Anchor>,
+    /// The panel as toggled by the user; `None` follows the width rule.
+    panel: Option<bool>,
+    cache: Vec<Option<Cached>>,
+    /// Transcript size at the last frame, for scrolling by pages.
+    width: usize,
+    height: usize,
+    /// The top row shown in the last frame.
+    top: Anchor,
+}
+
+impl View {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the side panel shows on a terminal `cols` wide.
+    pub fn panel_open(&self, cols: u16) -> bool {
+        self.panel.unwrap_or(cols >= PANEL_MIN_COLS)
+    }
+
+    pub fn toggle_panel(&mut self, cols: u16) {
+        self.panel = Some(!self.panel_open(cols));
+    }
+
+    pub fn set_panel(&mut self, open: Option<bool>) {
+        self.panel = open;
+    }
+
+    /// Whether new output scrolls into view.
+    pub fn following(&self) -> bool {
+        self.anchor.is_none()
+    }
+
+    /// Rows of cell `i` at the current width.
+    fn rows(&mut self, state: &State, i: usize, width: usize, now: u64) -> &[Line<'static>] {
+        if self.cache.len() < state.cells.len() {
+            self.cache.resize_with(state.cells.len(), || None);
+        }
+        let cell = &state.cells[i];
+        let at = cells::is_animated(cell).then_some(now);
+        let fresh = matches!(&self.cache[i], Some(c) if c.width == width && c.rev == cell.rev && c.at == at);
+        if !fresh {
+            self.cache[i] = Some(Cached {
+                width,
+                rev: cell.rev,
+                at,
+                lines: cells::render(cell, width, now),
+            });
+        }
+        &self.cache[i].as_ref().expect("filled above").lines
+    }
+
+    fn height_of(&mut self, state: &State, i: usize, width: usize, now: u64) -> usize {
+        self.rows(state, i, width, now).len()
+    }
+
+    /// The anchor that shows the last `height` rows (or the top, if all fit).
+    fn bottom_anchor(&mut self, state: &State, width: usize, height: usize, now: u64) -> Anchor {
+        let mut need = height;
+        for i in (0..state.cells.len()).rev() {
+            let h = self.height_of(state, i, width, now);
+            if h >= need {
+                return Anchor { cell: i, row: h - need };
+            }
+            need -= h;
+        }
+        Anchor::default()
+    }
+
+    /// Whether at least `height` rows follow `anchor`.
+    fn fills(&mut self, state: &State, anchor: Anchor, width: usize, height: usize, now: u64) -> bool {
+        let mut have = 0;
+        for i in anchor.cell..state.cells.len() {
+            have += self.height_of(state, i, width, now) - if i == anchor.cell { anchor.row } else { 0 };
+            if have >= height {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Scrolls by `delta` rows (negative: up, towards older output).
+    pub fn scroll(&mut self, state: &State, delta: isize, now: u64) {
+        let (width, height) = (self.width, self.height);
+        if width == 0 || state.cells.is_empty() {
+            return;
+        }
+        let mut a = self.anchor.unwrap_or(self.top);
+        a.cell = a.cell.min(state.cells.len() - 1);
+        if delta < 0 {
+            let mut up = delta.unsigned_abs();
+            while up > 0 {
+                if a.row >= up {
+                    a.row -= up;
+                    break;
+                }
+                up -= a.row;
+                if a.cell == 0 {
+                    a.row = 0;
+                    break;
+                }
+                a.cell -= 1;
+                a.row = self.height_of(state, a.cell, width, now);
+            }
+            self.anchor = Some(a);
+        } else {
+            let mut down = delta as usize;
+            while down > 0 {
+                let h = self.height_of(state, a.cell, width, now);
+                if a.row + down < h {
+                    a.row += down;
+                    break;
+                }
+                down -= h - a.row;
+                if a.cell + 1 >= state.cells.len() {
+                    a.row = h;
+                    break;
+                }
+                a.cell += 1;
+                a.row = 0;
+            }
+            self.anchor = if self.fills(state, a, width, height, now) {
+                Some(a)
+            } else {
+                None
+            };
+        }
+    }
+
+    pub fn page_up(&mut self, state: &State, now: u64) {
+        let page = self.height.saturating_sub(2).max(1) as isize;
+        self.scroll(state, -page, now);
+    }
+
+    pub fn page_down(&mut self, state: &State, now: u64) {
+        let page = self.height.saturating_sub(2).max(1) as isize;
+        self.scroll(state, page, now);
+    }
+
+    pub fn home(&mut self) {
+        self.anchor = Some(Anchor::default());
+    }
+
+    pub fn end(&mut self) {
+        self.anchor = None;
+    }
+
+    /// Draws the transcript into `area`.
+    pub fn draw_transcript(&mut self, state: &State, area: Rect, buf: &mut Buffer, now: u64) {
+        // One column of margin on each side.
+        let area = Rect {
+            x: area.x + 1,
+            width: area.width.saturating_sub(2),
+            ..area
+        };
+        let (width, height) = (area.width as usize, area.height as usize);
+        self.width = width;
+        self.height = height;
+        if width == 0 || height == 0 || state.cells.is_empty() {
+            return;
+        }
+        let anchored = self
+            .anchor
+            .filter(|a| a.cell < state.cells.len())
+            .filter(|&a| self.fills(state, a, width, height, now));
+        let top = match anchored {
+            Some(a) => a,
+            None => {
+                self.anchor = None;
+                self.bottom_anchor(state, width, height, now)
+            }
+        };
+        self.top = top;
+        let mut y = area.y;
+        let bottom = area.y + area.height;
+        'cells: for i in top.cell..state.cells.len() {
+            let skip = if i == top.cell { top.row } else { 0 };
+            for line in self.rows(state, i, width, now).iter().skip(skip) {
+                if y >= bottom {
+                    break 'cells;
+                }
+                buf.set_line(area.x, y, line, area.width);
+                y += 1;
+            }
+        }
+    }
+}
+
+/// What the bottom of the screen shows besides the transcript.
+pub struct Chrome<'a> {
+    /// The composer's text and cursor (in chars), or `None` in replay.
+    pub composer: Option<(&'a str, usize)>,
+    /// The status line, left part.
+    pub status: Vec<Span<'a>>,
+    /// A transient message shown above the status line's keys.
+    pub banner: Option<&'a str>,
+}
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chrome<'_>, now: u64) {
+    let area = frame.area();
+    let composer_rows = chrome.composer.map_or(0, |(text, _)| {
+        1 + text.split('\n').count().clamp(1, 6) as u16
+    });
+    let [main, composer, status] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(composer_rows),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let panel_open = view.panel_open(area.width) && area.width > PANEL_WIDTH + 20;
+    let (transcript, panel) = if panel_open {
+        let [t, p] = Layout::horizontal([Constraint::Min(1), Constraint::Length(PANEL_WIDTH)]).areas(main);
+        (t, Some(p))
+    } else {
+        (main, None)
+    };
+    view.draw_transcript(state, transcript, frame.buffer_mut(), now);
+    if let Some(p) = panel {
+        draw_panel(state, p, frame.buffer_mut(), now);
+    }
+    if let Some((text, cursor)) = chrome.composer {
+        draw_composer(frame, composer, text, cursor);
+    }
+    draw_status(state, view, chrome, status, frame.buffer_mut());
+}
+
+fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
+    let block = Block::default().borders(Borders::TOP).border_style(theme::dim());
+    let inner = block.inner(area);
+    block.render(area, frame.buffer_mut());
+    let lines: Vec<Line<'_>> = if text.is_empty() {
+        vec![Line::from(vec![
+            Span::styled("› ", theme::user()),
+            Span::styled("message the chat, or Ctrl+C to quit", theme::dim()),
+        ])]
+    } else {
+        text.split('\n')
+            .enumerate()
+            .map(|(i, l)| {
+                Line::from(vec![
+                    Span::styled(if i == 0 { "› " } else { "  " }, theme::user()),
+                    Span::raw(l),
+                ])
+            })
+            .collect()
+    };
+    // Keep the cursor's row in view.
+    let before: String = text.chars().take(cursor).collect();
+    let row = before.matches('\n').count() as u16;
+    let col = unicode_width::UnicodeWidthStr::width(before.rsplit('\n').next().unwrap_or("")) as u16;
+    let scroll = row.saturating_sub(inner.height.saturating_sub(1));
+    Paragraph::new(lines).scroll((scroll, 0)).render(inner, frame.buffer_mut());
+    let x = (inner.x + 2 + col).min(inner.right().saturating_sub(1));
+    frame.set_cursor_position((x, inner.y + row - scroll));
+}
+
+fn draw_status(state: &State, view: &View, chrome: &Chrome<'_>, area: Rect, buf: &mut Buffer) {
+    let mut spans: Vec<Span<'_>> = vec![Span::raw(" ")];
+    if let Some(banner) = chrome.banner {
+        spans.push(Span::styled(banner, theme::warning()));
+        spans.push(Span::raw("  "));
+    }
+    spans.extend(chrome.status.iter().cloned());
+    if !view.following() {
+        spans.push(Span::styled("  ↑ scrolled · End to follow", theme::warning()));
+    }
+    let running = state.running();
+    if running > 0 {
+        spans.push(Span::styled(format!("  {running} running"), theme::bold()));
+    }
+    let line = Line::from(truncate(spans.into_iter().map(owned).collect(), area.width as usize));
+    buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
+    buf.set_line(area.x, area.y, &line, area.width);
+}
+
+fn owned(span: Span<'_>) -> Span<'static> {
+    Span::styled(span.content.into_owned(), span.style)
+}
+
+fn task_style(task: &Task) -> Style {
+    Style::default().fg(theme::box_color(&task.agent, task.severity))
+}
+
+fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
+    let running = state.tasks.iter().filter(|t| t.state == TaskState::Running).count();
+    let title = format!(" Tasks · {running} running · {} done ", state.tasks.len() - running);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(theme::dim())
+        .title(Span::styled(title, theme::bold()));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let width = inner.width.saturating_sub(1) as usize;
+    if state.tasks.is_empty() {
+        Paragraph::new(vec![
+            Line::from(Span::styled("No background tasks.", theme::dim())),
+            Line::from(Span::styled("Ctrl+T hides this panel.", theme::dim())),
+        ])
+        .render(Rect { x: inner.x + 1, width: inner.width.saturating_sub(1), ..inner }, buf);
+        return;
+    }
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for task in &state.tasks {
+        let style = task_style(task);
+        let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
+        let mark = match task.state {
+            TaskState::Running => theme::spinner(now),
+            TaskState::Done => "●",
+            TaskState::Failed => "✗",
+            TaskState::Cancelled => "⊘",
+        };
+        let head = vec![
+            Span::styled(format!("{mark} {} ", task.task_id), style.add_modifier(Modifier::BOLD)),
+            Span::styled(task.agent.clone(), style),
+        ];
+        let head_w = super::wrap::spans_width(&head);
+        let mut head = truncate(head, width.saturating_sub(elapsed.len() + 1));
+        let pad = width.saturating_sub(head_w.min(width) + elapsed.len());
+        head.push(Span::raw(" ".repeat(pad)));
+        head.push(Span::styled(elapsed, theme::dim()));
+        lines.push(Line::from(head));
+
+        let state_style = match task.state {
+            TaskState::Failed => Style::default().fg(theme::RED),
+            TaskState::Cancelled => theme::warning(),
+            _ => style,
+        };
+        let mut facts = vec![Span::styled(format!("  {}", task.state.as_str()), state_style)];
+        if let Some(s) = task.severity {
+            facts.push(Span::styled(format!(" · {}", s.as_str()), style.add_modifier(Modifier::BOLD)));
+        } else if task.code_review {
+            facts.push(Span::styled(" · review", theme::dim()));
+        }
+        let tools = match task.tool_calls {
+            1 => " · 1 tool".to_string(),
+            n => format!(" · {n} tools"),
+        };
+        facts.push(Span::styled(tools, theme::dim()));
+        if task.reported {
+            facts.push(Span::styled(" · reported", theme::dim()));
+        }
+        lines.push(Line::from(truncate(facts, width)));
+        if let Some(a) = &task.last_activity {
+            lines.push(Line::from(truncate(
+                vec![Span::styled(format!("  {a}"), theme::dim())],
+                width,
+            )));
+        }
+        lines.push(Line::default());
+    }
+    // Show the newest tasks when they don't all fit.
+    let skip = lines.len().saturating_sub(inner.height as usize);
+    let area = Rect {
+        x: inner.x + 1,
+        width: inner.width.saturating_sub(1),
+        ..inner
+    };
+    for (y, line) in (area.y..area.bottom()).zip(lines.iter().skip(skip)) {
+        buf.set_line(area.x, y, line, area.width);
+    }
+}
