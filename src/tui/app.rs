@@ -311,8 +311,7 @@ impl App {
         }
     }
 
-    fn status(&self) -> Vec<Span<'static>> {
-        let dim = theme::dim();
+    fn status(&self) -> (Vec<Span<'static>>, &'static str) {
         match &self.mode {
             Mode::Replay(p) => {
                 let (mark, word) = if p.finished() {
@@ -322,11 +321,19 @@ impl App {
                 } else {
                     ("▶", "replay")
                 };
-                vec![
+                let spans = vec![
                     Span::styled(format!("{mark} {word}"), theme::bold()),
-                    Span::raw(format!(" {}x · event {}/{}", fmt_speed(p.speed()), p.position(), p.total())),
-                    Span::styled(" · space pause · n step · +/- speed · End end · PgUp/PgDn scroll · t tasks · q quit", dim),
-                ]
+                    Span::raw(format!(
+                        " {}x · event {}/{}",
+                        fmt_speed(p.speed()),
+                        p.position(),
+                        p.total()
+                    )),
+                ];
+                (
+                    spans,
+                    "space pause · n step · +/- speed · End end · PgUp/PgDn scroll · t tasks · q quit",
+                )
             }
             _ => {
                 let model = self.state.model.as_deref().unwrap_or("no model");
@@ -341,17 +348,18 @@ impl App {
                 ];
                 if self.state.input_tokens + self.state.output_tokens > 0 {
                     spans.push(Span::styled(
-                        format!(" · {}↑ {}↓ tokens", self.state.input_tokens, self.state.output_tokens),
-                        dim,
+                        format!(
+                            " · {}↑ {}↓ tokens",
+                            self.state.input_tokens, self.state.output_tokens
+                        ),
+                        theme::dim(),
                     ));
                 }
-                if matches!(self.mode, Mode::Live { .. }) {
-                    spans.push(Span::styled(
-                        " · Enter send · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit",
-                        dim,
-                    ));
-                }
-                spans
+                let keys = match self.mode {
+                    Mode::Live { .. } => "Enter send · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit",
+                    _ => "",
+                };
+                (spans, keys)
             }
         }
     }
@@ -360,7 +368,7 @@ impl App {
     pub fn draw(&mut self, frame: &mut Frame<'_>) {
         self.cols = frame.area().width;
         let now = self.now();
-        let status = self.status();
+        let (status, keys) = self.status();
         let composer = match &self.mode {
             Mode::Live { composer, .. } => Some((composer.text.as_str(), composer.cursor)),
             _ => None,
@@ -368,6 +376,7 @@ impl App {
         let chrome = Chrome {
             composer,
             status,
+            keys,
             banner: self.banner.as_deref(),
         };
         view::draw(frame, &self.state, &mut self.view, &chrome, now);
@@ -409,11 +418,18 @@ where
                 Some(input) => {
                     app.handle(input);
                     // Apply keys typed ahead before drawing again.
-                    while let Ok(input) = inputs.try_recv() {
+                    while !app.quitting() && let Ok(input) = inputs.try_recv() {
                         app.handle(input);
                     }
                 }
-                None => return Ok(()),
+                None => {
+                    // No more input: apply what the engine already sent, then stop.
+                    while let Ok(event) = events.try_recv() {
+                        app.on_event(event);
+                    }
+                    terminal.draw(|frame| app.draw(frame))?;
+                    return Ok(());
+                }
             },
             event = events.recv(), if events_open => match event {
                 Some(event) => {

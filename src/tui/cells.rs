@@ -220,7 +220,10 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             let (mark, style) = match b.stop_reason.as_deref() {
                 Some("end_turn") | None => ("✓", Style::default().fg(theme::GREEN)),
                 Some("cancelled") => ("⊘", theme::warning()),
-                Some(_) => ("✗", Style::default().fg(theme::RED)),
+                Some(reason) => (
+                    if matches!(reason, "error" | "refusal") { "✗" } else { "!" },
+                    stop_style(reason),
+                ),
             };
             vec![
                 Span::styled(format!(" {mark} "), style),

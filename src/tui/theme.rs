@@ -11,14 +11,18 @@ pub const RED: Color = Color::Red;
 
 /// Neutral box colours: never green, yellow or red, so a box without a
 /// verdict can't be mistaken for one with it.
-const NEUTRAL: [Color; 6] = [
+const NEUTRAL: [Color; 7] = [
     Color::Cyan,
     Color::Magenta,
     Color::Blue,
     Color::LightCyan,
     Color::LightMagenta,
     Color::LightBlue,
+    Color::White,
 ];
+
+/// The internal agent's colour.
+pub const INTERNAL: Color = Color::Blue;
 
 pub fn severity_color(severity: Severity) -> Color {
     match severity {
@@ -30,6 +34,9 @@ pub fn severity_color(severity: Severity) -> Color {
 
 /// The neutral colour of an agent: fixed per name, across runs and machines.
 pub fn agent_color(name: &str) -> Color {
+    if name == "internal" {
+        return INTERNAL;
+    }
     // FNV-1a: stable, unlike std's randomly seeded hasher.
     let mut hash: u32 = 0x811c_9dc5;
     for b in name.bytes() {

@@ -235,8 +235,10 @@ impl View {
 pub struct Chrome<'a> {
     /// The composer's text and cursor (in chars), or `None` in replay.
     pub composer: Option<(&'a str, usize)>,
-    /// The status line, left part.
+    /// The status line: facts first, then indicators, then `keys`.
     pub status: Vec<Span<'a>>,
+    /// Key hints, last on the status line (cut first when narrow).
+    pub keys: &'a str,
     /// A transient message shown above the status line's keys.
     pub banner: Option<&'a str>,
 }
@@ -308,11 +310,14 @@ fn draw_status(state: &State, view: &View, chrome: &Chrome<'_>, area: Rect, buf:
     }
     spans.extend(chrome.status.iter().cloned());
     if !view.following() {
-        spans.push(Span::styled("  ↑ scrolled · End to follow", theme::warning()));
+        spans.push(Span::styled(" · ↑ scrolled, End follows", theme::warning()));
     }
     let running = state.running();
     if running > 0 {
-        spans.push(Span::styled(format!("  {running} running"), theme::bold()));
+        spans.push(Span::styled(format!(" · {running} running"), theme::bold()));
+    }
+    if !chrome.keys.is_empty() {
+        spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
     }
     let line = Line::from(truncate(spans.into_iter().map(owned).collect(), area.width as usize));
     buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
@@ -337,7 +342,7 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         .title(Span::styled(title, theme::bold()));
     let inner = block.inner(area);
     block.render(area, buf);
-    let width = inner.width.saturating_sub(1) as usize;
+    let width = inner.width.saturating_sub(2) as usize;
     if state.tasks.is_empty() {
         Paragraph::new(vec![
             Line::from(Span::styled("No background tasks.", theme::dim())),

@@ -139,14 +139,12 @@ fn wrap_one(line: &LLine, width: usize, out: &mut Vec<Line<'static>>) {
                 continue;
             }
             pending.clear();
-            let rest_w = spans_width(&line.rest);
-            if row.has_content && rest_w + w <= width {
+            // Doesn't fit here: continue on a new row, breaking the word
+            // anywhere if it is wider than a whole row.
+            if row.has_content {
                 out.push(Line::from(std::mem::replace(&mut row, Row::new(&line.rest)).spans));
-                row.push(token, style, w);
-            } else {
-                // Wider than a whole row: break it anywhere.
-                push_chars(token, style, width, &line.rest, &mut row, out);
             }
+            push_chars(token, style, width, &line.rest, &mut row, out);
         }
     }
     out.push(Line::from(row.spans));

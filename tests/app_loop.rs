@@ -1,0 +1,271 @@
+//! The app loop driven headlessly with `TestBackend`: replay keys, the
+//! composer, scrolling, and recording, as a person would use them.
+
+mod common;
+
+use std::time::Instant;
+
+use common::*;
+use quorum::event::{Activity, Event, Stamped};
+use quorum::transcript::{self, Header, Recorder, TerminalSize};
+use quorum::tui::app::{self, App, Input, Op};
+use quorum::tui::player::Player;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::style::Color;
+use tokio::sync::mpsc;
+
+fn key(code: KeyCode) -> Input {
+    Input::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn ctrl(c: char) -> Input {
+    Input::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}
+
+fn chars(s: &str) -> Vec<Input> {
+    s.chars().map(|c| key(KeyCode::Char(c))).collect()
+}
+
+/// Runs the loop until `inputs` are used up (or the app quits).
+async fn drive(
+    terminal: &mut Terminal<TestBackend>,
+    app: &mut App,
+    inputs: Vec<Input>,
+    events: Vec<Stamped>,
+) {
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
+    let (ev_tx, mut ev_rx) = mpsc::channel(events.len().max(1));
+    for e in events {
+        ev_tx.send(e).await.unwrap();
+    }
+    // Engine events already waiting are applied before any key.
+    drop(ev_tx);
+    for i in inputs {
+        in_tx.send(i).unwrap();
+    }
+    drop(in_tx);
+    app::run(terminal, app, &mut in_rx, &mut ev_rx).await.unwrap();
+}
+
+fn text(terminal: &Terminal<TestBackend>) -> String {
+    rows(terminal.backend().buffer()).join("\n")
+}
+
+fn paused_demo() -> (App, Vec<Stamped>) {
+    let events = events(&demo());
+    let mut player = Player::new(events.clone(), 1.0, Instant::now());
+    player.set_paused(true, Instant::now());
+    (App::replay(player), events)
+}
+
+/// Index (1-based count) of the first event matching `f`.
+fn upto(events: &[Stamped], f: impl Fn(&Event) -> bool) -> usize {
+    events.iter().position(|e| f(&e.event)).expect("the demo has it") + 1
+}
+
+#[tokio::test]
+async fn demo_replays_through_the_loop_with_snapshots_at_key_events() {
+    let (mut app, events) = paused_demo();
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let total = events.len();
+
+    // 1. Claude asks for permission while the background review runs.
+    let n = upto(&events, |e| {
+        matches!(e, Event::SubagentActivity { activity: Activity::PermissionRequest { .. }, .. })
+    });
+    let steps = vec![key(KeyCode::Char('n')); n];
+    drive(&mut terminal, &mut app, steps, vec![]).await;
+    let screen = text(&terminal);
+    assert!(screen.contains(&format!("replay paused 1x · event {n}/{total}")), "{screen}");
+    insta::assert_snapshot!("demo_permission_request", screen);
+
+    // 2. Claude's review ends red.
+    let m = upto(&events, |e| matches!(e, Event::SubagentFinished { call_id, .. } if call_id == "c2"));
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Right); m - n], vec![]).await;
+    assert_eq!(box_colour(terminal.backend().buffer(), "claude"), Color::Red);
+    insta::assert_snapshot!("demo_claude_red", text(&terminal));
+
+    // 3. The internal agent at work: plan and tool calls in its box.
+    let k = upto(&events, |e| {
+        matches!(e, Event::SubagentActivity { call_id, activity: Activity::ToolCallUpdate { .. } } if call_id == "c3")
+    });
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('n')); k - m], vec![]).await;
+    let screen = text(&terminal);
+    assert!(screen.contains("plan 3/4"), "{screen}");
+    insta::assert_snapshot!("demo_internal_running", screen);
+
+    // 4. End: everything played, the background review reported back.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
+    let buf = terminal.backend().buffer().clone();
+    let screen = rows(&buf).join("\n");
+    assert!(screen.contains(&format!("replay done 1x · event {total}/{total}")), "{screen}");
+    assert!(screen.contains("task t1 (gemini) finished ● yellow"), "{screen}");
+    assert_eq!(box_colour(&buf, "internal"), Color::Green);
+    let (x, y) = find(&buf, "t1 gemini").unwrap();
+    assert_eq!(buf[(x, y)].fg, Color::Yellow, "the finished task takes its verdict colour");
+    insta::assert_debug_snapshot!("demo_end", buf);
+}
+
+#[tokio::test]
+async fn replay_keys_pause_speed_and_quit() {
+    let (mut app, events) = paused_demo();
+    let mut terminal = Terminal::new(TestBackend::new(120, 20)).unwrap();
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('+')), key(KeyCode::Char('+'))], vec![]).await;
+    assert!(text(&terminal).contains("replay paused 4x"), "{}", text(&terminal));
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('-')); 5], vec![]).await;
+    assert!(text(&terminal).contains("replay paused 0.125x"), "{}", text(&terminal));
+    // Space plays; space again pauses.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Char(' '))], vec![]).await;
+    assert!(text(&terminal).contains("▶ replay 0.125x"), "{}", text(&terminal));
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Char(' '))], vec![]).await;
+    assert!(text(&terminal).contains("⏸ replay paused"), "{}", text(&terminal));
+    // q quits at once: the keys after it are never handled.
+    let applied = app.state.applied;
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('q')), key(KeyCode::Char('n')), key(KeyCode::End)],
+        vec![],
+    )
+    .await;
+    assert!(app.quitting());
+    assert_eq!(app.state.applied, applied);
+    assert!(app.state.applied < events.len() as u64);
+}
+
+#[tokio::test]
+async fn replay_plays_in_real_time_scaled_by_speed() {
+    let events: Vec<Stamped> = (0..3)
+        .map(|i| Stamped::new(i * 100, Event::UserMessage { text: format!("message {i}") }))
+        .collect();
+    let mut app = App::replay(Player::new(events, 4.0, Instant::now()));
+    let mut terminal = Terminal::new(TestBackend::new(80, 10)).unwrap();
+    let (_in_tx, mut in_rx) = mpsc::unbounded_channel();
+    let (_ev_tx, mut ev_rx) = mpsc::channel(1);
+    // The loop runs until the person quits; stop it once all has played.
+    let run = app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx);
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(300), run).await;
+    assert_eq!(app.state.applied, 3, "200 ms of events at 4x play within 300 ms");
+    assert!(text(&terminal).contains("replay done"), "{}", text(&terminal));
+}
+
+#[tokio::test]
+async fn composer_sends_messages_and_quits_like_a_shell() {
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
+    let mut inputs = chars("hello wrold");
+    inputs.extend([ctrl('w')]);
+    inputs.extend(chars("world"));
+    inputs.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, inputs, vec![]).await;
+    assert_eq!(ops_rx.try_recv().unwrap(), Op::Submit("hello world".into()));
+    // Typing shows in the composer; Ctrl+C clears it first, then quits.
+    drive(&mut terminal, &mut app, chars("draft"), vec![]).await;
+    assert!(text(&terminal).contains("› draft"), "{}", text(&terminal));
+    drive(&mut terminal, &mut app, vec![ctrl('c')], vec![]).await;
+    assert!(!text(&terminal).contains("draft"));
+    assert!(!app.quitting());
+    drive(&mut terminal, &mut app, vec![ctrl('c')], vec![]).await;
+    assert!(app.quitting());
+    assert!(ops_rx.try_recv().is_err(), "nothing else was sent");
+}
+
+#[tokio::test]
+async fn live_events_are_recorded_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let header = Header::now(dir.path(), TerminalSize { cols: 80, rows: 12 });
+    let recorder = Recorder::create(&path, &header).unwrap();
+    let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now(), Some(recorder));
+    let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
+    let events = vec![
+        Stamped::new(5, Event::UserMessage { text: "hi".into() }),
+        Stamped::new(9, Event::AssistantDelta { text: "**hello** there".into() }),
+        Stamped::new(12, Event::AssistantEnd),
+    ];
+    drive(&mut terminal, &mut app, vec![], events.clone()).await;
+    assert!(text(&terminal).contains("hello there"), "{}", text(&terminal));
+    assert_eq!(transcript::load(&path).unwrap().events, events);
+}
+
+fn many_messages(n: usize) -> Vec<Stamped> {
+    (0..n)
+        .map(|i| Stamped::new(i as u64, Event::UserMessage { text: format!("message number {i}") }))
+        .collect()
+}
+
+#[tokio::test]
+async fn scrolling_stays_put_while_output_arrives_and_end_follows_again() {
+    let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut terminal = Terminal::new(TestBackend::new(60, 14)).unwrap();
+    drive(&mut terminal, &mut app, vec![], many_messages(40)).await;
+    assert!(text(&terminal).contains("message number 39"));
+
+    drive(&mut terminal, &mut app, vec![key(KeyCode::PageUp)], vec![]).await;
+    let scrolled = text(&terminal);
+    assert!(!scrolled.contains("message number 39"), "{scrolled}");
+    assert!(scrolled.contains("scrolled, End follows"), "{scrolled}");
+
+    // New output arrives: the view does not move.
+    let more = vec![Stamped::new(100, Event::UserMessage { text: "late arrival".into() })];
+    drive(&mut terminal, &mut app, vec![], more).await;
+    assert_eq!(rows(terminal.backend().buffer())[..10], scrolled.lines().map(String::from).collect::<Vec<_>>()[..10]);
+
+    // Home shows the first message; the wheel scrolls by rows.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Home)], vec![]).await;
+    assert!(rows(terminal.backend().buffer())[0].contains("message number 0"));
+    let wheel = Input::Mouse(MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        column: 0,
+        row: 0,
+        modifiers: KeyModifiers::NONE,
+    });
+    drive(&mut terminal, &mut app, vec![wheel], vec![]).await;
+    // Three rows down: message 0 and 1 (two rows each) scroll out.
+    let screen = rows(terminal.backend().buffer());
+    assert_eq!(screen[1], " › message number 2", "{}", text(&terminal));
+    assert!(!screen.iter().any(|r| r.contains("message number 1")), "{}", text(&terminal));
+
+    // End (with an empty composer) follows the bottom again.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
+    let screen = text(&terminal);
+    assert!(screen.contains("late arrival"), "{screen}");
+    assert!(!screen.contains("scrolled"), "{screen}");
+
+    // PgDn past the end also resumes following.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::PageUp), key(KeyCode::PageDown), key(KeyCode::PageDown)], vec![]).await;
+    assert!(!text(&terminal).contains("scrolled"), "{}", text(&terminal));
+}
+
+#[tokio::test]
+async fn side_panel_toggles_with_ctrl_t() {
+    let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 20)).unwrap();
+    drive(&mut terminal, &mut app, vec![], vec![]).await;
+    assert!(text(&terminal).contains("Tasks ·"));
+    drive(&mut terminal, &mut app, vec![ctrl('t')], vec![]).await;
+    assert!(!text(&terminal).contains("Tasks ·"));
+    drive(&mut terminal, &mut app, vec![ctrl('t')], vec![]).await;
+    assert!(text(&terminal).contains("Tasks ·"));
+}
+
+#[tokio::test]
+async fn resizing_rewraps_the_transcript() {
+    let (mut app, _) = paused_demo();
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
+    let wide = text(&terminal);
+    assert!(wide.contains("The background security review of src/auth/ finished yellow: nothing"), "{wide}");
+    terminal.backend_mut().resize(70, 40);
+    drive(&mut terminal, &mut app, vec![Input::Resize], vec![]).await;
+    let narrow = text(&terminal);
+    assert!(narrow.lines().all(|l| unicode_width::UnicodeWidthStr::width(l) <= 70));
+    assert!(narrow.contains("Shall I have an agent fix both?"), "{narrow}");
+    assert!(!narrow.contains("Tasks ·"), "panel hides below 100 columns: {narrow}");
+}

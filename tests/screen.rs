@@ -1,0 +1,121 @@
+//! The whole app rendered headlessly: snapshots of the buffer with its
+//! styles, and the colours a person reads verdicts from.
+
+mod common;
+
+use common::*;
+use quorum::tui::theme;
+use ratatui::style::Color;
+
+fn colours() -> Vec<quorum::event::Stamped> {
+    events(&fixture("colours.jsonl"))
+}
+
+#[test]
+fn boxes_take_their_verdict_colour_or_their_agents() {
+    let buf = screen(&colours(), 120, 40, Some(false));
+    assert_eq!(box_colour(&buf, "claude"), Color::Red);
+    assert_eq!(box_colour(&buf, "codex"), Color::Yellow);
+    assert_eq!(box_colour(&buf, "internal"), Color::Green);
+    // No verdict: the agent's own neutral colour, which is none of the three.
+    let neutral = box_colour(&buf, "opencode");
+    assert_eq!(neutral, theme::agent_color("opencode"));
+    assert!(![Color::Red, Color::Yellow, Color::Green].contains(&neutral));
+}
+
+#[test]
+fn running_boxes_use_the_agents_colour_until_the_verdict() {
+    let events = colours();
+    // Before any call finished: every box is neutral.
+    let buf = screen(&events[..6], 120, 40, Some(false));
+    for agent in ["claude", "codex", "internal", "opencode"] {
+        assert_eq!(box_colour(&buf, agent), theme::agent_color(agent), "{agent}");
+    }
+}
+
+#[test]
+fn finished_box_shows_badges_verdict_and_stop_reason() {
+    let text = rows(&screen(&colours(), 120, 40, Some(false))).join("\n");
+    assert!(text.contains("╭─ claude · acp · review · resumed"), "{text}");
+    assert!(text.contains("╭─ codex [t1] · acp · review · background · fresh"), "{text}");
+    assert!(text.contains("● red"), "{text}");
+    assert!(text.contains("● yellow"), "{text}");
+    assert!(text.contains("● green"), "{text}");
+    assert!(text.contains("new after stale session"), "{text}");
+    // Only a stop reason other than end_turn is shown.
+    assert!(text.contains("stop reason: max_tokens"), "{text}");
+    assert_eq!(text.matches("stop reason").count(), 1, "{text}");
+}
+
+#[test]
+fn side_panel_lists_tasks_in_their_verdict_colour() {
+    let buf = screen(&colours(), 120, 40, None);
+    let (x, y) = find(&buf, "t1 codex").expect("panel shows task t1");
+    assert!(x > 70, "panel is on the right, found at column {x}");
+    assert_eq!(buf[(x, y)].fg, Color::Yellow);
+    let (x, y) = find(&buf, "t2 opencode").expect("panel shows task t2");
+    assert_eq!(buf[(x, y)].fg, theme::agent_color("opencode"));
+    let text = rows(&buf).join("\n");
+    assert!(text.contains("done · yellow · 1 tool"), "{text}");
+}
+
+#[test]
+fn side_panel_starts_hidden_below_100_columns() {
+    let narrow = rows(&screen(&colours(), 99, 30, None)).join("\n");
+    assert!(!narrow.contains("Tasks ·"), "{narrow}");
+    let wide = rows(&screen(&colours(), 100, 30, None)).join("\n");
+    assert!(wide.contains("Tasks ·"), "{wide}");
+    let forced = rows(&screen(&colours(), 80, 24, Some(true))).join("\n");
+    assert!(forced.contains("Tasks ·"), "{forced}");
+}
+
+/// Whole-screen snapshots, with styles: the Debug form of the buffer lists
+/// every cell's colours, so a box changing colour changes the snapshot.
+#[test]
+fn snapshots_at_80x24_and_120x40_with_and_without_panel() {
+    let events = colours();
+    for (cols, rows) in [(80, 24), (120, 40)] {
+        for panel in [false, true] {
+            let buf = screen(&events, cols, rows, Some(panel));
+            let name = format!("colours_{cols}x{rows}_panel_{}", if panel { "on" } else { "off" });
+            insta::assert_debug_snapshot!(name, buf);
+        }
+    }
+}
+
+#[test]
+fn agent_text_cannot_reach_the_terminal_raw() {
+    use quorum::event::{Activity, AgentRef, Event, Stamped};
+    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mred\u{9b}1mtext";
+    let events = vec![
+        Stamped::new(0, Event::SubagentStarted {
+            call_id: "x".into(),
+            task_id: None,
+            agent: AgentRef::Acp("evil\u{1b}[5m".into()),
+            input: evil.into(),
+            code_review: false,
+            background: false,
+            session: None,
+        }),
+        Stamped::new(1, Event::SubagentActivity {
+            call_id: "x".into(),
+            activity: Activity::MessageChunk { text: evil.into() },
+        }),
+    ];
+    let running = screen(&events, 80, 24, Some(false));
+    let mut finished_events = events.clone();
+    finished_events.push(Stamped::new(2, Event::SubagentFinished {
+        call_id: "x".into(),
+        output: evil.into(),
+        stop_reason: "end_turn".into(),
+        severity: None,
+    }));
+    let finished = screen(&finished_events, 80, 24, Some(false));
+    for buf in [running, finished] {
+        for cell in buf.content() {
+            assert!(!cell.symbol().chars().any(char::is_control), "{:?}", cell.symbol());
+        }
+        let text = rows(&buf).join("\n");
+        assert!(text.contains("redtext"), "{text}");
+    }
+}

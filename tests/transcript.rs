@@ -1,0 +1,135 @@
+//! Transcripts: recorder → player round trip, and a clear error for every
+//! kind of bad file.
+
+mod common;
+
+use common::*;
+use quorum::event::{Event, Stamped};
+use quorum::transcript::{self, Header, Recorder, TerminalSize, TranscriptError, Warning};
+
+fn header() -> Header {
+    Header::now(std::path::Path::new("/work/x"), TerminalSize { cols: 120, rows: 40 })
+}
+
+#[test]
+fn recorder_to_player_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.jsonl");
+    let events = events(&demo());
+    let mut recorder = Recorder::create(&path, &header()).unwrap();
+    for e in &events {
+        recorder.record(e).unwrap();
+    }
+    drop(recorder);
+    let loaded = transcript::load(&path).unwrap();
+    assert_eq!(loaded.header, header_of(&loaded.header));
+    assert_eq!(loaded.header.version, transcript::VERSION);
+    assert_eq!(loaded.header.terminal, TerminalSize { cols: 120, rows: 40 });
+    assert!(loaded.warnings.is_empty());
+    assert_eq!(loaded.events, events);
+}
+
+fn header_of(h: &Header) -> Header {
+    Header {
+        started_at: h.started_at.clone(),
+        ..header()
+    }
+}
+
+#[test]
+fn every_recorded_event_is_on_disk_before_the_recorder_is_dropped() {
+    // What a process that dies right after `record` leaves behind: the file
+    // as another reader sees it while the recorder is still open.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.jsonl");
+    let mut recorder = Recorder::create(&path, &header()).unwrap();
+    for i in 0..50u64 {
+        let e = Stamped::new(i, Event::UserMessage { text: format!("m{i}") });
+        recorder.record(&e).unwrap();
+        let seen = transcript::load(&path).unwrap();
+        assert_eq!(seen.events.len() as u64, i + 1);
+        assert_eq!(seen.events.last(), Some(&e));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn transcripts_are_private_and_never_overwritten() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("private.jsonl");
+    drop(Recorder::create(&path, &header()).unwrap());
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let again = Recorder::create(&path, &header()).unwrap_err();
+    assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+}
+
+fn error_of(name: &str) -> String {
+    let path = fixture(&format!("bad/{name}"));
+    let err = transcript::load(&path).expect_err("a bad file is an error");
+    err.to_string()
+}
+
+#[test]
+fn not_json_names_the_line() {
+    let msg = error_of("not_json.jsonl");
+    assert!(msg.contains("not_json.jsonl:3: not JSON"), "{msg}");
+}
+
+#[test]
+fn unknown_event_type_names_line_and_type() {
+    let path = fixture("bad/unknown_event.jsonl");
+    match transcript::load(&path) {
+        Err(TranscriptError::UnknownEvent { line, name, .. }) => {
+            assert_eq!((line, name.as_str()), (3, "teleport"))
+        }
+        other => panic!("{other:?}"),
+    }
+    let msg = error_of("unknown_event.jsonl");
+    assert!(msg.contains("unknown_event.jsonl:3: unknown event type \"teleport\""), "{msg}");
+    assert!(msg.contains("subagent_started"), "lists the known types: {msg}");
+}
+
+#[test]
+fn newer_format_version_says_to_upgrade() {
+    let msg = error_of("newer_version.jsonl");
+    assert!(msg.contains("newer_version.jsonl:1: transcript format version 2 is newer"), "{msg}");
+    assert!(msg.contains("upgrade quorum"), "{msg}");
+}
+
+#[test]
+fn missing_field_names_line_event_and_field() {
+    let msg = error_of("missing_field.jsonl");
+    assert!(msg.contains("missing_field.jsonl:3: bad \"subagent_finished\" event"), "{msg}");
+    assert!(msg.contains("stop_reason"), "{msg}");
+}
+
+#[test]
+fn not_a_transcript_and_empty_file() {
+    let msg = error_of("not_a_transcript.jsonl");
+    assert!(msg.contains("not_a_transcript.jsonl:1: not a quorum transcript header"), "{msg}");
+    let msg = error_of("empty.jsonl");
+    assert!(msg.contains("empty.jsonl: empty file"), "{msg}");
+}
+
+#[test]
+fn truncated_last_line_is_reported_and_the_rest_replays() {
+    let path = fixture("bad/truncated.jsonl");
+    let loaded = transcript::load(&path).expect("a cut-short last line is not fatal");
+    assert_eq!(loaded.events.len(), 1);
+    assert_eq!(loaded.warnings, [Warning::TruncatedLastLine { path: path.clone(), line: 3 }]);
+    let msg = loaded.warnings[0].to_string();
+    assert!(msg.contains("truncated.jsonl:3: last line is cut short"), "{msg}");
+}
+
+#[test]
+fn a_bad_line_in_the_middle_is_an_error_even_without_newline_elsewhere() {
+    // Only the *last* line may be cut short; a bad line before it is fatal.
+    let text = format!(
+        "{}\n{{\"t\":0,\"type\":\"user_message\",\"te\n{{\"t\":1,\"type\":\"assistant_end\"}}",
+        serde_json::to_string(&header()).unwrap()
+    );
+    let err = transcript::parse(std::path::Path::new("mid.jsonl"), &text).unwrap_err();
+    assert!(err.to_string().starts_with("mid.jsonl:2: not JSON"), "{err}");
+}
