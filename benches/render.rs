@@ -1,1 +1,258 @@
-fn main() {}
+//! Render and reducer benchmarks (`cargo bench`).
+//!
+//! Targets (issue 2): one frame of a 10,000-cell transcript with 20 running
+//! boxes at 200x60 under 2 ms; frame cost that does not grow with the
+//! transcript's length; over 1,000,000 events applied per second.
+//!
+//! Prints figures and ratios; asserts nothing, so timing noise never fails
+//! a build.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use quorum::event::{Activity, AgentRef, Event, Severity, Stamped, ToolStatus};
+use quorum::tui::app::App;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+const REPORT: &str = "## Findings\n\n1. **Unchecked index** in `parse_header`: `buf[4]` panics on short input.\n2. The retry loop sleeps while holding the pool lock.\n\n```rust\nlet guard = pool.lock();\nsleep(backoff).await;\n```\n\nOtherwise the change reads well.";
+
+/// A session of `cells` transcript cells, the last of them 20 running boxes
+/// interleaved with other output.
+fn session(cells: usize) -> Vec<Stamped> {
+    let mut events = Vec::new();
+    let mut t = 0;
+    let mut push = |events: &mut Vec<Stamped>, e| {
+        t += 10;
+        events.push(Stamped::new(t, e));
+    };
+    let running_from = cells.saturating_sub(40);
+    for i in 0..cells {
+        let call = format!("c{i}");
+        match i % 4 {
+            _ if i >= running_from && i % 2 == 0 => {
+                push(
+                    &mut events,
+                    Event::SubagentStarted {
+                        call_id: call.clone(),
+                        task_id: Some(format!("t{i}")),
+                        agent: AgentRef::Acp(["claude", "gemini", "codex"][i % 3].into()),
+                        input: "Review the change to src/http.rs".into(),
+                        code_review: true,
+                        background: true,
+                        session: None,
+                    },
+                );
+                for j in 0..6 {
+                    push(
+                        &mut events,
+                        Event::SubagentActivity {
+                            call_id: call.clone(),
+                            activity: Activity::ToolCall {
+                                id: format!("{j}"),
+                                title: format!("Read src/file{j}.rs"),
+                                status: ToolStatus::Completed,
+                            },
+                        },
+                    );
+                }
+                push(
+                    &mut events,
+                    Event::SubagentActivity {
+                        call_id: call,
+                        activity: Activity::MessageChunk {
+                            text: "Looking at the retry loop now; the lock is held across".into(),
+                        },
+                    },
+                );
+            }
+            0 => push(
+                &mut events,
+                Event::UserMessage {
+                    text: format!("Please look at item {i} and tell me what you think about it."),
+                },
+            ),
+            1 => {
+                push(
+                    &mut events,
+                    Event::AssistantDelta {
+                        text: REPORT.into(),
+                    },
+                );
+                push(&mut events, Event::AssistantEnd);
+            }
+            2 => push(
+                &mut events,
+                Event::ToolCallStarted {
+                    id: call,
+                    name: "subagent_status".into(),
+                    summary: "task t1".into(),
+                },
+            ),
+            _ => {
+                push(
+                    &mut events,
+                    Event::SubagentStarted {
+                        call_id: call.clone(),
+                        task_id: None,
+                        agent: AgentRef::Internal,
+                        input: "Check it".into(),
+                        code_review: true,
+                        background: false,
+                        session: None,
+                    },
+                );
+                push(
+                    &mut events,
+                    Event::SubagentFinished {
+                        call_id: call,
+                        output: REPORT.into(),
+                        stop_reason: "end_turn".into(),
+                        severity: Some(Severity::Yellow),
+                    },
+                );
+            }
+        }
+    }
+    events
+}
+
+fn app_with(events: &[Stamped]) -> App {
+    let mut app = App::still();
+    app.view.set_panel(Some(true));
+    for e in events {
+        app.on_event(e.clone());
+    }
+    app
+}
+
+/// Mean time of `frames` frames, each at a new time so spinners move and
+/// running boxes are laid out afresh.
+fn frame_time(app: &mut App, cols: u16, rows: u16, frames: u32) -> Duration {
+    let mut terminal = Terminal::new(TestBackend::new(cols, rows)).unwrap();
+    terminal.draw(|f| app.draw(f)).unwrap(); // warm the caches
+    let start = Instant::now();
+    for i in 0..frames {
+        let tick = Stamped::new(
+            app.state.now + 80 * u64::from(i + 1),
+            Event::Usage {
+                input_tokens: 0,
+                output_tokens: 0,
+            },
+        );
+        app.on_event(tick);
+        terminal.draw(|f| app.draw(f)).unwrap();
+    }
+    start.elapsed() / frames
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    // cargo bench passes --bench; nothing to parse.
+    println!("render: one frame at 200x60, side panel open, 20 running boxes");
+    let mut base = Duration::ZERO;
+    for cells in [1_000, 10_000, 100_000] {
+        let events = session(cells);
+        let mut app = app_with(&events);
+        assert_eq!(app.state.cells.len(), cells);
+        assert_eq!(app.state.running(), 20);
+        let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
+        let cold = Instant::now();
+        terminal.draw(|f| app.draw(f)).unwrap();
+        let cold = cold.elapsed();
+        let warm = frame_time(&mut app, 200, 60, 200);
+        // A resize re-wraps only what is visible.
+        let mut resized = Terminal::new(TestBackend::new(160, 60)).unwrap();
+        let resize = Instant::now();
+        resized.draw(|f| app.draw(f)).unwrap();
+        let resize = resize.elapsed();
+        if cells == 1_000 {
+            base = warm;
+        }
+        println!(
+            "  {cells:>7} cells: frame {} (first frame {}, after resize {}), {:.2}x the 1,000-cell frame",
+            ms(warm),
+            ms(cold),
+            ms(resize),
+            warm.as_secs_f64() / base.as_secs_f64()
+        );
+    }
+
+    println!("apply: 1,000,000 events into the state");
+    let mut events = Vec::with_capacity(1_000_000);
+    let mut t = 0u64;
+    while events.len() < 1_000_000 {
+        let call = format!("c{}", events.len() / 1000);
+        t += 1;
+        events.push(Stamped::new(
+            t,
+            Event::SubagentStarted {
+                call_id: call.clone(),
+                task_id: Some(call.clone()),
+                agent: AgentRef::Acp("claude".into()),
+                input: "review".into(),
+                code_review: true,
+                background: true,
+                session: None,
+            },
+        ));
+        for j in 0..998 {
+            t += 1;
+            let activity = match j % 10 {
+                0 => Activity::ToolCall {
+                    id: format!("{j}"),
+                    title: "Read src/lib.rs".into(),
+                    status: ToolStatus::InProgress,
+                },
+                1 => Activity::ToolCallUpdate {
+                    id: format!("{}", j - 1),
+                    title: None,
+                    status: Some(ToolStatus::Completed),
+                },
+                2 => Activity::ThoughtChunk {
+                    text: "considering the lock".into(),
+                },
+                _ => Activity::MessageChunk {
+                    text: "some streamed words ".into(),
+                },
+            };
+            events.push(Stamped::new(
+                t,
+                Event::SubagentActivity {
+                    call_id: call.clone(),
+                    activity,
+                },
+            ));
+        }
+        t += 1;
+        events.push(Stamped::new(
+            t,
+            Event::SubagentFinished {
+                call_id: call,
+                output: "done".into(),
+                stop_reason: "end_turn".into(),
+                severity: Some(Severity::Green),
+            },
+        ));
+    }
+    events.truncate(1_000_000);
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let mut state = quorum::tui::state::State::new();
+        let start = Instant::now();
+        for e in &events {
+            state.apply(e);
+        }
+        best = best.min(start.elapsed());
+        black_box(&state);
+    }
+    println!(
+        "  {} in {} (best of 3): {:.2} million events per second",
+        events.len(),
+        ms(best),
+        events.len() as f64 / best.as_secs_f64() / 1e6
+    );
+}

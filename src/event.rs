@@ -203,9 +203,13 @@ pub enum Event {
         agents: Vec<String>,
     },
     /// The person sent a message.
-    UserMessage { text: String },
+    UserMessage {
+        text: String,
+    },
     /// A chunk of the main assistant's message.
-    AssistantDelta { text: String },
+    AssistantDelta {
+        text: String,
+    },
     /// The main assistant's message is complete.
     AssistantEnd,
     /// The main assistant called a tool (other than a sub-agent box).
@@ -246,7 +250,10 @@ pub enum Event {
         session_id: Option<String>,
     },
     /// Something the sub-agent did.
-    SubagentActivity { call_id: String, activity: Activity },
+    SubagentActivity {
+        call_id: String,
+        activity: Activity,
+    },
     /// The call ended. `output` is the final report with any severity
     /// header already stripped; `stop_reason` is the ACP stop reason in
     /// snake_case, or `error`.
@@ -284,7 +291,9 @@ pub enum Event {
         level: NoticeLevel,
         text: String,
     },
-    Error { text: String },
+    Error {
+        text: String,
+    },
 }
 
 impl Event {

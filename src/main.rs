@@ -16,7 +16,11 @@ use quorum::tui::screenshot::{self, Format};
 use quorum::tui::terminal::{TerminalGuard, spawn_input_reader};
 
 #[derive(Parser)]
-#[command(name = "quorum", version, about = "A terminal client in which one chat agent convenes many coding sub-agents")]
+#[command(
+    name = "quorum",
+    version,
+    about = "A terminal client in which one chat agent convenes many coding sub-agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -98,9 +102,14 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 fn parse_size(s: &str) -> Result<(u16, u16), String> {
     let bad = || format!("{s:?} is not a size like 120x40");
     let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
-    let (cols, rows): (u16, u16) = (c.trim().parse().map_err(|_| bad())?, r.trim().parse().map_err(|_| bad())?);
+    let (cols, rows): (u16, u16) = (
+        c.trim().parse().map_err(|_| bad())?,
+        r.trim().parse().map_err(|_| bad())?,
+    );
     if !(20..=1000).contains(&cols) || !(5..=1000).contains(&rows) {
-        return Err(format!("{s}: size must be 20..1000 columns by 5..1000 rows"));
+        return Err(format!(
+            "{s}: size must be 20..1000 columns by 5..1000 rows"
+        ));
     }
     Ok((cols, rows))
 }
@@ -174,7 +183,10 @@ async fn tui_cmd(args: TuiArgs) -> Result<()> {
             let cwd = std::env::current_dir().context("reading the current directory")?;
             let header = Header::now(&cwd, TerminalSize { cols, rows });
             Some(Recorder::create(path, &header).with_context(|| {
-                format!("cannot record to {}: choose a new file name", path.display())
+                format!(
+                    "cannot record to {}: choose a new file name",
+                    path.display()
+                )
             })?)
         }
         None => None,
@@ -195,7 +207,11 @@ async fn tui_cmd(args: TuiArgs) -> Result<()> {
 
 /// The engine for now: it records what the person says, and says that no
 /// chat model is connected yet.
-async fn engine(mut ops: mpsc::UnboundedReceiver<Op>, events: mpsc::Sender<Stamped>, started: Instant) {
+async fn engine(
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    events: mpsc::Sender<Stamped>,
+    started: Instant,
+) {
     let stamp = |event| Stamped::new(started.elapsed().as_millis() as u64, event);
     let _ = events
         .send(stamp(Event::SessionInfo {

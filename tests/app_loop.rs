@@ -46,7 +46,9 @@ async fn drive(
         in_tx.send(i).unwrap();
     }
     drop(in_tx);
-    app::run(terminal, app, &mut in_rx, &mut ev_rx).await.unwrap();
+    app::run(terminal, app, &mut in_rx, &mut ev_rx)
+        .await
+        .unwrap();
 }
 
 fn text(terminal: &Terminal<TestBackend>) -> String {
@@ -62,7 +64,11 @@ fn paused_demo() -> (App, Vec<Stamped>) {
 
 /// Index (1-based count) of the first event matching `f`.
 fn upto(events: &[Stamped], f: impl Fn(&Event) -> bool) -> usize {
-    events.iter().position(|e| f(&e.event)).expect("the demo has it") + 1
+    events
+        .iter()
+        .position(|e| f(&e.event))
+        .expect("the demo has it")
+        + 1
 }
 
 #[tokio::test]
@@ -73,25 +79,53 @@ async fn demo_replays_through_the_loop_with_snapshots_at_key_events() {
 
     // 1. Claude asks for permission while the background review runs.
     let n = upto(&events, |e| {
-        matches!(e, Event::SubagentActivity { activity: Activity::PermissionRequest { .. }, .. })
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::PermissionRequest { .. },
+                ..
+            }
+        )
     });
     let steps = vec![key(KeyCode::Char('n')); n];
     drive(&mut terminal, &mut app, steps, vec![]).await;
     let screen = text(&terminal);
-    assert!(screen.contains(&format!("replay paused 1x · event {n}/{total}")), "{screen}");
+    assert!(
+        screen.contains(&format!("replay paused 1x · event {n}/{total}")),
+        "{screen}"
+    );
     insta::assert_snapshot!("demo_permission_request", screen);
 
     // 2. Claude's review ends red.
-    let m = upto(&events, |e| matches!(e, Event::SubagentFinished { call_id, .. } if call_id == "c2"));
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Right); m - n], vec![]).await;
-    assert_eq!(box_colour(terminal.backend().buffer(), "claude"), Color::Red);
+    let m = upto(
+        &events,
+        |e| matches!(e, Event::SubagentFinished { call_id, .. } if call_id == "c2"),
+    );
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Right); m - n],
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        box_colour(terminal.backend().buffer(), "claude"),
+        Color::Red
+    );
     insta::assert_snapshot!("demo_claude_red", text(&terminal));
 
     // 3. The internal agent at work: plan and tool calls in its box.
-    let k = upto(&events, |e| {
-        matches!(e, Event::SubagentActivity { call_id, activity: Activity::ToolCallUpdate { .. } } if call_id == "c3")
-    });
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('n')); k - m], vec![]).await;
+    let k = upto(
+        &events,
+        |e| matches!(e, Event::SubagentActivity { call_id, activity: Activity::ToolCallUpdate { .. } } if call_id == "c3"),
+    );
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('n')); k - m],
+        vec![],
+    )
+    .await;
     let screen = text(&terminal);
     assert!(screen.contains("plan 3/4"), "{screen}");
     insta::assert_snapshot!("demo_internal_running", screen);
@@ -100,11 +134,21 @@ async fn demo_replays_through_the_loop_with_snapshots_at_key_events() {
     drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
     let buf = terminal.backend().buffer().clone();
     let screen = rows(&buf).join("\n");
-    assert!(screen.contains(&format!("replay done 1x · event {total}/{total}")), "{screen}");
-    assert!(screen.contains("task t1 (gemini) finished ● yellow"), "{screen}");
+    assert!(
+        screen.contains(&format!("replay done 1x · event {total}/{total}")),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("task t1 (gemini) finished ● yellow"),
+        "{screen}"
+    );
     assert_eq!(box_colour(&buf, "internal"), Color::Green);
     let (x, y) = find(&buf, "t1 gemini").unwrap();
-    assert_eq!(buf[(x, y)].fg, Color::Yellow, "the finished task takes its verdict colour");
+    assert_eq!(
+        buf[(x, y)].fg,
+        Color::Yellow,
+        "the finished task takes its verdict colour"
+    );
     insta::assert_debug_snapshot!("demo_end", buf);
 }
 
@@ -112,21 +156,65 @@ async fn demo_replays_through_the_loop_with_snapshots_at_key_events() {
 async fn replay_keys_pause_speed_and_quit() {
     let (mut app, events) = paused_demo();
     let mut terminal = Terminal::new(TestBackend::new(120, 20)).unwrap();
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('+')), key(KeyCode::Char('+'))], vec![]).await;
-    assert!(text(&terminal).contains("replay paused 4x"), "{}", text(&terminal));
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('-')); 5], vec![]).await;
-    assert!(text(&terminal).contains("replay paused 0.125x"), "{}", text(&terminal));
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('+')), key(KeyCode::Char('+'))],
+        vec![],
+    )
+    .await;
+    assert!(
+        text(&terminal).contains("replay paused 4x"),
+        "{}",
+        text(&terminal)
+    );
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('-')); 5],
+        vec![],
+    )
+    .await;
+    assert!(
+        text(&terminal).contains("replay paused 0.125x"),
+        "{}",
+        text(&terminal)
+    );
     // Space plays; space again pauses.
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char(' '))], vec![]).await;
-    assert!(text(&terminal).contains("▶ replay 0.125x"), "{}", text(&terminal));
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char(' '))], vec![]).await;
-    assert!(text(&terminal).contains("⏸ replay paused"), "{}", text(&terminal));
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char(' '))],
+        vec![],
+    )
+    .await;
+    assert!(
+        text(&terminal).contains("▶ replay 0.125x"),
+        "{}",
+        text(&terminal)
+    );
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char(' '))],
+        vec![],
+    )
+    .await;
+    assert!(
+        text(&terminal).contains("⏸ replay paused"),
+        "{}",
+        text(&terminal)
+    );
     // q quits at once: the keys after it are never handled.
     let applied = app.state.applied;
     drive(
         &mut terminal,
         &mut app,
-        vec![key(KeyCode::Char('q')), key(KeyCode::Char('n')), key(KeyCode::End)],
+        vec![
+            key(KeyCode::Char('q')),
+            key(KeyCode::Char('n')),
+            key(KeyCode::End),
+        ],
         vec![],
     )
     .await;
@@ -138,7 +226,14 @@ async fn replay_keys_pause_speed_and_quit() {
 #[tokio::test]
 async fn replay_plays_in_real_time_scaled_by_speed() {
     let events: Vec<Stamped> = (0..3)
-        .map(|i| Stamped::new(i * 100, Event::UserMessage { text: format!("message {i}") }))
+        .map(|i| {
+            Stamped::new(
+                i * 100,
+                Event::UserMessage {
+                    text: format!("message {i}"),
+                },
+            )
+        })
         .collect();
     let mut app = App::replay(Player::new(events, 4.0, Instant::now()));
     let mut terminal = Terminal::new(TestBackend::new(80, 10)).unwrap();
@@ -147,8 +242,15 @@ async fn replay_plays_in_real_time_scaled_by_speed() {
     // The loop runs until the person quits; stop it once all has played.
     let run = app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx);
     let _ = tokio::time::timeout(std::time::Duration::from_millis(300), run).await;
-    assert_eq!(app.state.applied, 3, "200 ms of events at 4x play within 300 ms");
-    assert!(text(&terminal).contains("replay done"), "{}", text(&terminal));
+    assert_eq!(
+        app.state.applied, 3,
+        "200 ms of events at 4x play within 300 ms"
+    );
+    assert!(
+        text(&terminal).contains("replay done"),
+        "{}",
+        text(&terminal)
+    );
 }
 
 #[tokio::test]
@@ -184,17 +286,33 @@ async fn live_events_are_recorded_and_shown() {
     let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
     let events = vec![
         Stamped::new(5, Event::UserMessage { text: "hi".into() }),
-        Stamped::new(9, Event::AssistantDelta { text: "**hello** there".into() }),
+        Stamped::new(
+            9,
+            Event::AssistantDelta {
+                text: "**hello** there".into(),
+            },
+        ),
         Stamped::new(12, Event::AssistantEnd),
     ];
     drive(&mut terminal, &mut app, vec![], events.clone()).await;
-    assert!(text(&terminal).contains("hello there"), "{}", text(&terminal));
+    assert!(
+        text(&terminal).contains("hello there"),
+        "{}",
+        text(&terminal)
+    );
     assert_eq!(transcript::load(&path).unwrap().events, events);
 }
 
 fn many_messages(n: usize) -> Vec<Stamped> {
     (0..n)
-        .map(|i| Stamped::new(i as u64, Event::UserMessage { text: format!("message number {i}") }))
+        .map(|i| {
+            Stamped::new(
+                i as u64,
+                Event::UserMessage {
+                    text: format!("message number {i}"),
+                },
+            )
+        })
         .collect()
 }
 
@@ -212,9 +330,17 @@ async fn scrolling_stays_put_while_output_arrives_and_end_follows_again() {
     assert!(scrolled.contains("scrolled, End follows"), "{scrolled}");
 
     // New output arrives: the view does not move.
-    let more = vec![Stamped::new(100, Event::UserMessage { text: "late arrival".into() })];
+    let more = vec![Stamped::new(
+        100,
+        Event::UserMessage {
+            text: "late arrival".into(),
+        },
+    )];
     drive(&mut terminal, &mut app, vec![], more).await;
-    assert_eq!(rows(terminal.backend().buffer())[..10], scrolled.lines().map(String::from).collect::<Vec<_>>()[..10]);
+    assert_eq!(
+        rows(terminal.backend().buffer())[..10],
+        scrolled.lines().map(String::from).collect::<Vec<_>>()[..10]
+    );
 
     // Home shows the first message; the wheel scrolls by rows.
     drive(&mut terminal, &mut app, vec![key(KeyCode::Home)], vec![]).await;
@@ -229,7 +355,11 @@ async fn scrolling_stays_put_while_output_arrives_and_end_follows_again() {
     // Three rows down: message 0 and 1 (two rows each) scroll out.
     let screen = rows(terminal.backend().buffer());
     assert_eq!(screen[1], " › message number 2", "{}", text(&terminal));
-    assert!(!screen.iter().any(|r| r.contains("message number 1")), "{}", text(&terminal));
+    assert!(
+        !screen.iter().any(|r| r.contains("message number 1")),
+        "{}",
+        text(&terminal)
+    );
 
     // End (with an empty composer) follows the bottom again.
     drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
@@ -238,7 +368,17 @@ async fn scrolling_stays_put_while_output_arrives_and_end_follows_again() {
     assert!(!screen.contains("scrolled"), "{screen}");
 
     // PgDn past the end also resumes following.
-    drive(&mut terminal, &mut app, vec![key(KeyCode::PageUp), key(KeyCode::PageDown), key(KeyCode::PageDown)], vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![
+            key(KeyCode::PageUp),
+            key(KeyCode::PageDown),
+            key(KeyCode::PageDown),
+        ],
+        vec![],
+    )
+    .await;
     assert!(!text(&terminal).contains("scrolled"), "{}", text(&terminal));
 }
 
@@ -261,11 +401,24 @@ async fn resizing_rewraps_the_transcript() {
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
     let wide = text(&terminal);
-    assert!(wide.contains("The background security review of src/auth/ finished yellow: nothing"), "{wide}");
+    assert!(
+        wide.contains("The background security review of src/auth/ finished yellow: nothing"),
+        "{wide}"
+    );
     terminal.backend_mut().resize(70, 40);
     drive(&mut terminal, &mut app, vec![Input::Resize], vec![]).await;
     let narrow = text(&terminal);
-    assert!(narrow.lines().all(|l| unicode_width::UnicodeWidthStr::width(l) <= 70));
-    assert!(narrow.contains("Shall I have an agent fix both?"), "{narrow}");
-    assert!(!narrow.contains("Tasks ·"), "panel hides below 100 columns: {narrow}");
+    assert!(
+        narrow
+            .lines()
+            .all(|l| unicode_width::UnicodeWidthStr::width(l) <= 70)
+    );
+    assert!(
+        narrow.contains("Shall I have an agent fix both?"),
+        "{narrow}"
+    );
+    assert!(
+        !narrow.contains("Tasks ·"),
+        "panel hides below 100 columns: {narrow}"
+    );
 }

@@ -29,15 +29,25 @@ fn running_boxes_use_the_agents_colour_until_the_verdict() {
     // Before any call finished: every box is neutral.
     let buf = screen(&events[..6], 120, 40, Some(false));
     for agent in ["claude", "codex", "internal", "opencode"] {
-        assert_eq!(box_colour(&buf, agent), theme::agent_color(agent), "{agent}");
+        assert_eq!(
+            box_colour(&buf, agent),
+            theme::agent_color(agent),
+            "{agent}"
+        );
     }
 }
 
 #[test]
 fn finished_box_shows_badges_verdict_and_stop_reason() {
     let text = rows(&screen(&colours(), 120, 40, Some(false))).join("\n");
-    assert!(text.contains("╭─ claude · acp · review · resumed"), "{text}");
-    assert!(text.contains("╭─ codex [t1] · acp · review · background · fresh"), "{text}");
+    assert!(
+        text.contains("╭─ claude · acp · review · resumed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("╭─ codex [t1] · acp · review · background · fresh"),
+        "{text}"
+    );
     assert!(text.contains("● red"), "{text}");
     assert!(text.contains("● yellow"), "{text}");
     assert!(text.contains("● green"), "{text}");
@@ -77,7 +87,10 @@ fn snapshots_at_80x24_and_120x40_with_and_without_panel() {
     for (cols, rows) in [(80, 24), (120, 40)] {
         for panel in [false, true] {
             let buf = screen(&events, cols, rows, Some(panel));
-            let name = format!("colours_{cols}x{rows}_panel_{}", if panel { "on" } else { "off" });
+            let name = format!(
+                "colours_{cols}x{rows}_panel_{}",
+                if panel { "on" } else { "off" }
+            );
             insta::assert_debug_snapshot!(name, buf);
         }
     }
@@ -88,32 +101,45 @@ fn agent_text_cannot_reach_the_terminal_raw() {
     use quorum::event::{Activity, AgentRef, Event, Stamped};
     let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mred\u{9b}1mtext";
     let events = vec![
-        Stamped::new(0, Event::SubagentStarted {
-            call_id: "x".into(),
-            task_id: None,
-            agent: AgentRef::Acp("evil\u{1b}[5m".into()),
-            input: evil.into(),
-            code_review: false,
-            background: false,
-            session: None,
-        }),
-        Stamped::new(1, Event::SubagentActivity {
-            call_id: "x".into(),
-            activity: Activity::MessageChunk { text: evil.into() },
-        }),
+        Stamped::new(
+            0,
+            Event::SubagentStarted {
+                call_id: "x".into(),
+                task_id: None,
+                agent: AgentRef::Acp("evil\u{1b}[5m".into()),
+                input: evil.into(),
+                code_review: false,
+                background: false,
+                session: None,
+            },
+        ),
+        Stamped::new(
+            1,
+            Event::SubagentActivity {
+                call_id: "x".into(),
+                activity: Activity::MessageChunk { text: evil.into() },
+            },
+        ),
     ];
     let running = screen(&events, 80, 24, Some(false));
     let mut finished_events = events.clone();
-    finished_events.push(Stamped::new(2, Event::SubagentFinished {
-        call_id: "x".into(),
-        output: evil.into(),
-        stop_reason: "end_turn".into(),
-        severity: None,
-    }));
+    finished_events.push(Stamped::new(
+        2,
+        Event::SubagentFinished {
+            call_id: "x".into(),
+            output: evil.into(),
+            stop_reason: "end_turn".into(),
+            severity: None,
+        },
+    ));
     let finished = screen(&finished_events, 80, 24, Some(false));
     for buf in [running, finished] {
         for cell in buf.content() {
-            assert!(!cell.symbol().chars().any(char::is_control), "{:?}", cell.symbol());
+            assert!(
+                !cell.symbol().chars().any(char::is_control),
+                "{:?}",
+                cell.symbol()
+            );
         }
         let text = rows(&buf).join("\n");
         assert!(text.contains("redtext"), "{text}");

@@ -8,7 +8,13 @@ use quorum::event::{Event, Stamped};
 use quorum::transcript::{self, Header, Recorder, TerminalSize, TranscriptError, Warning};
 
 fn header() -> Header {
-    Header::now(std::path::Path::new("/work/x"), TerminalSize { cols: 120, rows: 40 })
+    Header::now(
+        std::path::Path::new("/work/x"),
+        TerminalSize {
+            cols: 120,
+            rows: 40,
+        },
+    )
 }
 
 #[test]
@@ -24,7 +30,13 @@ fn recorder_to_player_round_trip() {
     let loaded = transcript::load(&path).unwrap();
     assert_eq!(loaded.header, header_of(&loaded.header));
     assert_eq!(loaded.header.version, transcript::VERSION);
-    assert_eq!(loaded.header.terminal, TerminalSize { cols: 120, rows: 40 });
+    assert_eq!(
+        loaded.header.terminal,
+        TerminalSize {
+            cols: 120,
+            rows: 40
+        }
+    );
     assert!(loaded.warnings.is_empty());
     assert_eq!(loaded.events, events);
 }
@@ -44,7 +56,12 @@ fn every_recorded_event_is_on_disk_before_the_recorder_is_dropped() {
     let path = dir.path().join("live.jsonl");
     let mut recorder = Recorder::create(&path, &header()).unwrap();
     for i in 0..50u64 {
-        let e = Stamped::new(i, Event::UserMessage { text: format!("m{i}") });
+        let e = Stamped::new(
+            i,
+            Event::UserMessage {
+                text: format!("m{i}"),
+            },
+        );
         recorder.record(&e).unwrap();
         let seen = transcript::load(&path).unwrap();
         assert_eq!(seen.events.len() as u64, i + 1);
@@ -87,28 +104,43 @@ fn unknown_event_type_names_line_and_type() {
         other => panic!("{other:?}"),
     }
     let msg = error_of("unknown_event.jsonl");
-    assert!(msg.contains("unknown_event.jsonl:3: unknown event type \"teleport\""), "{msg}");
-    assert!(msg.contains("subagent_started"), "lists the known types: {msg}");
+    assert!(
+        msg.contains("unknown_event.jsonl:3: unknown event type \"teleport\""),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("subagent_started"),
+        "lists the known types: {msg}"
+    );
 }
 
 #[test]
 fn newer_format_version_says_to_upgrade() {
     let msg = error_of("newer_version.jsonl");
-    assert!(msg.contains("newer_version.jsonl:1: transcript format version 2 is newer"), "{msg}");
+    assert!(
+        msg.contains("newer_version.jsonl:1: transcript format version 2 is newer"),
+        "{msg}"
+    );
     assert!(msg.contains("upgrade quorum"), "{msg}");
 }
 
 #[test]
 fn missing_field_names_line_event_and_field() {
     let msg = error_of("missing_field.jsonl");
-    assert!(msg.contains("missing_field.jsonl:3: bad \"subagent_finished\" event"), "{msg}");
+    assert!(
+        msg.contains("missing_field.jsonl:3: bad \"subagent_finished\" event"),
+        "{msg}"
+    );
     assert!(msg.contains("stop_reason"), "{msg}");
 }
 
 #[test]
 fn not_a_transcript_and_empty_file() {
     let msg = error_of("not_a_transcript.jsonl");
-    assert!(msg.contains("not_a_transcript.jsonl:1: not a quorum transcript header"), "{msg}");
+    assert!(
+        msg.contains("not_a_transcript.jsonl:1: not a quorum transcript header"),
+        "{msg}"
+    );
     let msg = error_of("empty.jsonl");
     assert!(msg.contains("empty.jsonl: empty file"), "{msg}");
 }
@@ -118,9 +150,18 @@ fn truncated_last_line_is_reported_and_the_rest_replays() {
     let path = fixture("bad/truncated.jsonl");
     let loaded = transcript::load(&path).expect("a cut-short last line is not fatal");
     assert_eq!(loaded.events.len(), 1);
-    assert_eq!(loaded.warnings, [Warning::TruncatedLastLine { path: path.clone(), line: 3 }]);
+    assert_eq!(
+        loaded.warnings,
+        [Warning::TruncatedLastLine {
+            path: path.clone(),
+            line: 3
+        }]
+    );
     let msg = loaded.warnings[0].to_string();
-    assert!(msg.contains("truncated.jsonl:3: last line is cut short"), "{msg}");
+    assert!(
+        msg.contains("truncated.jsonl:3: last line is cut short"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -131,5 +172,8 @@ fn a_bad_line_in_the_middle_is_an_error_even_without_newline_elsewhere() {
         serde_json::to_string(&header()).unwrap()
     );
     let err = transcript::parse(std::path::Path::new("mid.jsonl"), &text).unwrap_err();
-    assert!(err.to_string().starts_with("mid.jsonl:2: not JSON"), "{err}");
+    assert!(
+        err.to_string().starts_with("mid.jsonl:2: not JSON"),
+        "{err}"
+    );
 }

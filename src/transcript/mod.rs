@@ -51,8 +51,7 @@ impl Header {
             version: VERSION,
             quorum_version: env!("CARGO_PKG_VERSION").to_string(),
             cwd: cwd.display().to_string(),
-            started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                .to_string(),
+            started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             terminal,
         }
     }

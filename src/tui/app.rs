@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind,
+};
 use ratatui::text::Span;
 use ratatui::{Frame, Terminal, backend::Backend};
 use tokio::sync::mpsc;
@@ -45,7 +47,10 @@ struct Composer {
 
 impl Composer {
     fn byte_at(&self, char_index: usize) -> usize {
-        self.text.char_indices().nth(char_index).map_or(self.text.len(), |(i, _)| i)
+        self.text
+            .char_indices()
+            .nth(char_index)
+            .map_or(self.text.len(), |(i, _)| i)
     }
 
     fn insert(&mut self, s: &str) {
@@ -128,7 +133,11 @@ impl App {
 
     /// An interactive session; messages go to `ops`, events are recorded
     /// to `recorder` when given.
-    pub fn live(ops: mpsc::UnboundedSender<Op>, started: Instant, recorder: Option<Recorder>) -> Self {
+    pub fn live(
+        ops: mpsc::UnboundedSender<Op>,
+        started: Instant,
+        recorder: Option<Recorder>,
+    ) -> Self {
         let mut app = Self::with_mode(Mode::Live {
             composer: Composer::default(),
             started,
@@ -252,7 +261,11 @@ impl App {
                 }
                 KeyCode::Char('d') if ctrl && composer.text.is_empty() => self.quit = true,
                 KeyCode::Char('j') if ctrl => composer.insert("\n"),
-                KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) => {
+                KeyCode::Enter
+                    if key
+                        .modifiers
+                        .intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) =>
+                {
                     composer.insert("\n")
                 }
                 KeyCode::Enter => {
@@ -266,7 +279,9 @@ impl App {
                 KeyCode::Backspace => composer.backspace(),
                 KeyCode::Delete => composer.delete(),
                 KeyCode::Left => composer.cursor = composer.cursor.saturating_sub(1),
-                KeyCode::Right => composer.cursor = (composer.cursor + 1).min(composer.text.chars().count()),
+                KeyCode::Right => {
+                    composer.cursor = (composer.cursor + 1).min(composer.text.chars().count())
+                }
                 KeyCode::Char('a') if ctrl => composer.cursor = 0,
                 KeyCode::Char('e') if ctrl => composer.cursor = composer.text.chars().count(),
                 KeyCode::Char('u') if ctrl => {
@@ -356,7 +371,9 @@ impl App {
                     ));
                 }
                 let keys = match self.mode {
-                    Mode::Live { .. } => "Enter send · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit",
+                    Mode::Live { .. } => {
+                        "Enter send · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit"
+                    }
                     _ => "",
                 };
                 (spans, keys)

@@ -94,14 +94,23 @@ pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
         } => {
             let color = theme::box_color(agent, *severity);
             let mut spans = vec![
-                Span::styled(format!("task {task_id}"), Style::default().fg(color).add_modifier(Modifier::BOLD)),
+                Span::styled(
+                    format!("task {task_id}"),
+                    Style::default().fg(color).add_modifier(Modifier::BOLD),
+                ),
                 Span::styled(format!(" ({agent}) finished"), theme::dim()),
             ];
             if let Some(s) = severity {
-                spans.push(Span::styled(format!(" ● {}", s.as_str()), Style::default().fg(color)));
+                spans.push(Span::styled(
+                    format!(" ● {}", s.as_str()),
+                    Style::default().fg(color),
+                ));
             }
             if stop_reason != "end_turn" {
-                spans.push(Span::styled(format!(" · {stop_reason}"), stop_style(stop_reason)));
+                spans.push(Span::styled(
+                    format!(" · {stop_reason}"),
+                    stop_style(stop_reason),
+                ));
             }
             spans.push(Span::styled(" — reported to the chat", theme::dim()));
             let line = LLine::prefixed(
@@ -169,7 +178,10 @@ pub fn truncate(spans: Vec<Span<'static>>, width: usize) -> Vec<Span<'static>> {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>>) {
@@ -207,12 +219,18 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
     let right: Vec<Span<'static>> = match (b.finished, b.severity) {
         (None, _) => vec![
-            Span::styled(format!(" {} ", theme::spinner(now)), border.add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(" {} ", theme::spinner(now)),
+                border.add_modifier(Modifier::BOLD),
+            ),
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
         ],
         (Some(_), Some(s)) => vec![
-            Span::styled(format!(" ● {} ", s.as_str()), border.add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(" ● {} ", s.as_str()),
+                border.add_modifier(Modifier::BOLD),
+            ),
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
         ],
@@ -221,7 +239,11 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
                 Some("end_turn") | None => ("✓", Style::default().fg(theme::GREEN)),
                 Some("cancelled") => ("⊘", theme::warning()),
                 Some(reason) => (
-                    if matches!(reason, "error" | "refusal") { "✗" } else { "!" },
+                    if matches!(reason, "error" | "refusal") {
+                        "✗"
+                    } else {
+                        "!"
+                    },
                     stop_style(reason),
                 ),
             };
@@ -247,7 +269,10 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         body.push(Line::from(truncate(
             vec![
                 Span::styled("› ", theme::dim()),
-                Span::styled(input.to_string(), theme::dim().add_modifier(Modifier::ITALIC)),
+                Span::styled(
+                    input.to_string(),
+                    theme::dim().add_modifier(Modifier::ITALIC),
+                ),
             ],
             inner,
         )));
@@ -264,7 +289,10 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         if let Some(reason) = b.stop_reason.as_deref().filter(|r| *r != "end_turn") {
             body.push(Line::from(vec![
                 Span::styled("stop reason: ", theme::dim()),
-                Span::styled(reason.to_string(), stop_style(reason).add_modifier(Modifier::BOLD)),
+                Span::styled(
+                    reason.to_string(),
+                    stop_style(reason).add_modifier(Modifier::BOLD),
+                ),
             ]));
         }
     }
@@ -336,14 +364,19 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
                 )));
             }
             ActivityLine::Note(text) => {
-                rows.push(Line::from(truncate(vec![Span::styled(text.clone(), theme::dim())], inner)));
+                rows.push(Line::from(truncate(
+                    vec![Span::styled(text.clone(), theme::dim())],
+                    inner,
+                )));
             }
         }
     }
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);
     body.extend(rows.into_iter().skip(skip));
     if let Some((_, title, options)) = &b.permission {
-        let ask = Style::default().fg(Color::Yellow).add_modifier(Modifier::BOLD);
+        let ask = Style::default()
+            .fg(Color::Yellow)
+            .add_modifier(Modifier::BOLD);
         wrap(
             &[LLine::prefixed(
                 vec![Span::styled("? ", ask)],
@@ -358,7 +391,15 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
             .enumerate()
             .map(|(i, o)| Span::styled(format!("[{}] {o}  ", i + 1), theme::warning()))
             .collect();
-        wrap(&[LLine::prefixed(vec![Span::raw("  ")], vec![Span::raw("  ")], opts)], inner, body);
+        wrap(
+            &[LLine::prefixed(
+                vec![Span::raw("  ")],
+                vec![Span::raw("  ")],
+                opts,
+            )],
+            inner,
+            body,
+        );
     }
     if b.activity.is_empty() && b.plan.is_empty() && b.permission.is_none() {
         body.push(Line::from(Span::styled("starting…", theme::dim())));

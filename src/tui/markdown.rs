@@ -11,7 +11,8 @@ use super::wrap::{LLine, WrapMode};
 /// Renders Markdown to logical lines, to be wrapped at draw time.
 pub fn render(text: &str) -> Vec<LLine> {
     let mut r = Renderer::default();
-    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
     for event in Parser::new_ext(text, options) {
         r.event(event);
     }
@@ -35,7 +36,6 @@ struct Renderer {
     links: Vec<String>,
     code: Option<Style>,
     blank_before_next: bool,
-    in_table_head: bool,
 }
 
 impl Renderer {
@@ -115,7 +115,8 @@ impl Renderer {
             }
             return;
         }
-        self.spans.push(Span::styled(text.to_string(), self.style()));
+        self.spans
+            .push(Span::styled(text.to_string(), self.style()));
     }
 
     fn flush_code(&mut self, _style: Style) {
@@ -155,9 +156,9 @@ impl Renderer {
                 let mark = if done { "[x] " } else { "[ ] " };
                 self.spans.push(Span::styled(mark, theme::dim()));
             }
-            Event::FootnoteReference(name) => {
-                self.spans.push(Span::styled(format!("[{name}]"), theme::dim()))
-            }
+            Event::FootnoteReference(name) => self
+                .spans
+                .push(Span::styled(format!("[{name}]"), theme::dim())),
         }
     }
 
@@ -176,7 +177,8 @@ impl Renderer {
                 };
                 let style = theme::heading(n);
                 self.styles.push(style);
-                self.spans.push(Span::styled(format!("{} ", "#".repeat(n as usize)), style));
+                self.spans
+                    .push(Span::styled(format!("{} ", "#".repeat(n as usize)), style));
             }
             Tag::BlockQuote(_) => {
                 self.start_block();
@@ -215,7 +217,10 @@ impl Renderer {
                     }
                     _ => ["• ", "◦ ", "▪ "][(self.lists.len().saturating_sub(1)) % 3].to_string(),
                 };
-                self.containers.push(Container::Item { bullet, used: false });
+                self.containers.push(Container::Item {
+                    bullet,
+                    used: false,
+                });
                 self.blank_before_next = false;
             }
             Tag::Emphasis => self.push_style(|s| s.add_modifier(Modifier::ITALIC)),
@@ -227,14 +232,11 @@ impl Renderer {
             }
             Tag::Table(_) => self.start_block(),
             Tag::TableHead => {
-                self.in_table_head = true;
                 self.push_style(|s| s.add_modifier(Modifier::BOLD));
             }
             Tag::TableRow => {}
-            Tag::TableCell => {
-                if !self.spans.is_empty() {
-                    self.spans.push(Span::styled(" │ ", theme::dim()));
-                }
+            Tag::TableCell if !self.spans.is_empty() => {
+                self.spans.push(Span::styled(" │ ", theme::dim()));
             }
             _ => {}
         }
@@ -279,12 +281,12 @@ impl Renderer {
                 if let Some(url) = self.links.pop() {
                     let shown: String = self.spans.iter().map(|s| s.content.as_ref()).collect();
                     if !url.is_empty() && !shown.ends_with(&url) {
-                        self.spans.push(Span::styled(format!(" ({url})"), theme::dim()));
+                        self.spans
+                            .push(Span::styled(format!(" ({url})"), theme::dim()));
                     }
                 }
             }
             TagEnd::TableHead => {
-                self.in_table_head = false;
                 self.styles.pop();
                 self.flush();
             }
@@ -320,7 +322,13 @@ mod tests {
     fn lists_with_hanging_indent() {
         assert_eq!(
             show("- one two three four\n- five\n  1. six\n  2. seven", 14),
-            ["• one two", "  three four", "• five", "  1. six", "  2. seven"]
+            [
+                "• one two",
+                "  three four",
+                "• five",
+                "  1. six",
+                "  2. seven"
+            ]
         );
     }
 
@@ -335,8 +343,15 @@ mod tests {
     #[test]
     fn quotes_and_links() {
         assert_eq!(
-            show("> quoted words here\n\n[docs](https://x.dev) and <https://y.dev>", 60),
-            ["▌ quoted words here", "", "docs (https://x.dev) and https://y.dev"]
+            show(
+                "> quoted words here\n\n[docs](https://x.dev) and <https://y.dev>",
+                60
+            ),
+            [
+                "▌ quoted words here",
+                "",
+                "docs (https://x.dev) and https://y.dev"
+            ]
         );
     }
 

@@ -128,7 +128,14 @@ mod tests {
     fn events(times: &[u64]) -> Vec<Stamped> {
         times
             .iter()
-            .map(|&t| Stamped::new(t, Event::UserMessage { text: t.to_string() }))
+            .map(|&t| {
+                Stamped::new(
+                    t,
+                    Event::UserMessage {
+                        text: t.to_string(),
+                    },
+                )
+            })
             .collect()
     }
 
@@ -140,7 +147,10 @@ mod tests {
         assert_eq!(p.due(start), None);
         assert_eq!(p.deadline(), Some(start + Duration::from_millis(500)));
         assert_eq!(p.due(start + Duration::from_millis(499)), None);
-        assert_eq!(p.due(start + Duration::from_millis(500)).map(|e| e.t), Some(1100));
+        assert_eq!(
+            p.due(start + Duration::from_millis(500)).map(|e| e.t),
+            Some(1100)
+        );
     }
 
     #[test]
@@ -149,10 +159,18 @@ mod tests {
         let mut p = Player::new(events(&[0, 1000, 2000, 3000]), 1.0, start);
         p.set_paused(true, start);
         assert_eq!(p.deadline(), None);
-        assert_eq!(p.due(start + Duration::from_secs(10)), None, "paused plays nothing");
+        assert_eq!(
+            p.due(start + Duration::from_secs(10)),
+            None,
+            "paused plays nothing"
+        );
         assert_eq!(p.step(start).map(|e| e.t), Some(0));
         assert_eq!(p.step(start).map(|e| e.t), Some(1000));
-        assert_eq!(p.clock(start + Duration::from_secs(5)), 1000, "paused clock stands");
+        assert_eq!(
+            p.clock(start + Duration::from_secs(5)),
+            1000,
+            "paused clock stands"
+        );
         assert_eq!(p.to_end().len(), 2);
         assert!(p.finished());
         assert_eq!(p.step(start), None);

@@ -32,8 +32,11 @@ impl Format {
 
 /// Draws `app` into a buffer of `cols` x `rows`.
 pub fn render(app: &mut App, cols: u16, rows: u16) -> Buffer {
-    let mut terminal = Terminal::new(TestBackend::new(cols, rows)).expect("TestBackend never fails");
-    terminal.draw(|f| app.draw(f)).expect("TestBackend never fails");
+    let mut terminal =
+        Terminal::new(TestBackend::new(cols, rows)).expect("TestBackend never fails");
+    terminal
+        .draw(|f| app.draw(f))
+        .expect("TestBackend never fails");
     terminal.backend().buffer().clone()
 }
 
@@ -201,7 +204,10 @@ pub fn to_svg(buffer: &Buffer) -> String {
     const CW: f64 = 8.4;
     const CH: f64 = 17.0;
     const FONT: f64 = 14.0;
-    let (w, h) = (buffer.area.width as f64 * CW, buffer.area.height as f64 * CH);
+    let (w, h) = (
+        buffer.area.width as f64 * CW,
+        buffer.area.height as f64 * CH,
+    );
     let mut out = String::new();
     let _ = write!(
         out,
@@ -260,7 +266,10 @@ pub fn to_svg(buffer: &Buffer) -> String {
             if m.contains(Modifier::DIM) {
                 out.push_str(" opacity=\"0.6\"");
             }
-            match (m.contains(Modifier::UNDERLINED), m.contains(Modifier::CROSSED_OUT)) {
+            match (
+                m.contains(Modifier::UNDERLINED),
+                m.contains(Modifier::CROSSED_OUT),
+            ) {
                 (true, true) => out.push_str(" text-decoration=\"underline line-through\""),
                 (true, false) => out.push_str(" text-decoration=\"underline\""),
                 (false, true) => out.push_str(" text-decoration=\"line-through\""),

@@ -3,8 +3,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
-    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity,
-    Stamped, TaskState, ToolStatus,
+    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity, Stamped,
+    TaskState, ToolStatus,
 };
 
 /// How many activity lines a running box keeps.
@@ -97,7 +97,14 @@ pub enum ActivityLine {
 impl ActivityLine {
     /// A one-line summary, for the side panel.
     pub fn summary(&self) -> String {
-        let one_line = |s: &str| s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        let one_line = |s: &str| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
         match self {
             ActivityLine::Text(t) => one_line(t),
             ActivityLine::Thought(t) => format!("thinking: {}", one_line(t)),
@@ -112,6 +119,8 @@ impl ActivityLine {
 pub struct Task {
     pub task_id: String,
     pub agent: String,
+    /// The first line of the message the task was given.
+    pub input: String,
     pub code_review: bool,
     pub state: TaskState,
     pub started: u64,
@@ -195,9 +204,7 @@ impl State {
             }
             Event::UserMessage { text } => {
                 self.open_assistant = None;
-                self.push(CellKind::User {
-                    text: clean(text),
-                });
+                self.push(CellKind::User { text: clean(text) });
             }
             Event::AssistantDelta { text } => {
                 let text = clean(text);
@@ -255,6 +262,7 @@ impl State {
                     self.tasks.push(Task {
                         task_id: clean(task_id),
                         agent: agent.name().to_string(),
+                        input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
                         code_review: *code_review,
                         state: TaskState::Running,
                         started: t,
@@ -505,7 +513,10 @@ fn push_text(lines: &mut VecDeque<ActivityLine>, chunk: &str, thought: bool) {
 
 /// Plan progress: `(completed, total, current entry)`.
 pub fn plan_progress(plan: &[PlanEntry]) -> (usize, usize, Option<&str>) {
-    let done = plan.iter().filter(|e| e.status == PlanStatus::Completed).count();
+    let done = plan
+        .iter()
+        .filter(|e| e.status == PlanStatus::Completed)
+        .count();
     let current = plan
         .iter()
         .find(|e| e.status == PlanStatus::InProgress)

@@ -11,18 +11,19 @@ pub const RED: Color = Color::Red;
 
 /// Neutral box colours: never green, yellow or red, so a box without a
 /// verdict can't be mistaken for one with it.
+/// (Dark blue is left out: it is hard to read on dark terminals.)
 const NEUTRAL: [Color; 7] = [
     Color::Cyan,
     Color::Magenta,
-    Color::Blue,
+    Color::LightBlue,
     Color::LightCyan,
     Color::LightMagenta,
-    Color::LightBlue,
     Color::White,
+    Color::Gray,
 ];
 
 /// The internal agent's colour.
-pub const INTERNAL: Color = Color::Blue;
+pub const INTERNAL: Color = Color::LightBlue;
 
 pub fn severity_color(severity: Severity) -> Color {
     match severity {
@@ -60,7 +61,9 @@ pub fn bold() -> Style {
 }
 
 pub fn user() -> Style {
-    Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    Style::default()
+        .fg(Color::Cyan)
+        .add_modifier(Modifier::BOLD)
 }
 
 pub fn code() -> Style {
@@ -76,7 +79,9 @@ pub fn link() -> Style {
 pub fn heading(level: u8) -> Style {
     let style = Style::default().add_modifier(Modifier::BOLD);
     match level {
-        1 => style.fg(Color::LightMagenta).add_modifier(Modifier::UNDERLINED),
+        1 => style
+            .fg(Color::LightMagenta)
+            .add_modifier(Modifier::UNDERLINED),
         2 => style.fg(Color::LightMagenta),
         _ => style,
     }

@@ -105,7 +105,10 @@ impl View {
         for i in (0..state.cells.len()).rev() {
             let h = self.height_of(state, i, width, now);
             if h >= need {
-                return Anchor { cell: i, row: h - need };
+                return Anchor {
+                    cell: i,
+                    row: h - need,
+                };
             }
             need -= h;
         }
@@ -113,10 +116,18 @@ impl View {
     }
 
     /// Whether at least `height` rows follow `anchor`.
-    fn fills(&mut self, state: &State, anchor: Anchor, width: usize, height: usize, now: u64) -> bool {
+    fn fills(
+        &mut self,
+        state: &State,
+        anchor: Anchor,
+        width: usize,
+        height: usize,
+        now: u64,
+    ) -> bool {
         let mut have = 0;
         for i in anchor.cell..state.cells.len() {
-            have += self.height_of(state, i, width, now) - if i == anchor.cell { anchor.row } else { 0 };
+            have += self.height_of(state, i, width, now)
+                - if i == anchor.cell { anchor.row } else { 0 };
             if have >= height {
                 return true;
             }
@@ -257,7 +268,8 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
     .areas(area);
     let panel_open = view.panel_open(area.width) && area.width > PANEL_WIDTH + 20;
     let (transcript, panel) = if panel_open {
-        let [t, p] = Layout::horizontal([Constraint::Min(1), Constraint::Length(PANEL_WIDTH)]).areas(main);
+        let [t, p] =
+            Layout::horizontal([Constraint::Min(1), Constraint::Length(PANEL_WIDTH)]).areas(main);
         (t, Some(p))
     } else {
         (main, None)
@@ -273,7 +285,9 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
 }
 
 fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
-    let block = Block::default().borders(Borders::TOP).border_style(theme::dim());
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .border_style(theme::dim());
     let inner = block.inner(area);
     block.render(area, frame.buffer_mut());
     let lines: Vec<Line<'_>> = if text.is_empty() {
@@ -295,9 +309,12 @@ fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
     // Keep the cursor's row in view.
     let before: String = text.chars().take(cursor).collect();
     let row = before.matches('\n').count() as u16;
-    let col = unicode_width::UnicodeWidthStr::width(before.rsplit('\n').next().unwrap_or("")) as u16;
+    let col =
+        unicode_width::UnicodeWidthStr::width(before.rsplit('\n').next().unwrap_or("")) as u16;
     let scroll = row.saturating_sub(inner.height.saturating_sub(1));
-    Paragraph::new(lines).scroll((scroll, 0)).render(inner, frame.buffer_mut());
+    Paragraph::new(lines)
+        .scroll((scroll, 0))
+        .render(inner, frame.buffer_mut());
     let x = (inner.x + 2 + col).min(inner.right().saturating_sub(1));
     frame.set_cursor_position((x, inner.y + row - scroll));
 }
@@ -319,7 +336,10 @@ fn draw_status(state: &State, view: &View, chrome: &Chrome<'_>, area: Rect, buf:
     if !chrome.keys.is_empty() {
         spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
     }
-    let line = Line::from(truncate(spans.into_iter().map(owned).collect(), area.width as usize));
+    let line = Line::from(truncate(
+        spans.into_iter().map(owned).collect(),
+        area.width as usize,
+    ));
     buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
     buf.set_line(area.x, area.y, &line, area.width);
 }
@@ -333,8 +353,15 @@ fn task_style(task: &Task) -> Style {
 }
 
 fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
-    let running = state.tasks.iter().filter(|t| t.state == TaskState::Running).count();
-    let title = format!(" Tasks · {running} running · {} done ", state.tasks.len() - running);
+    let running = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Running)
+        .count();
+    let title = format!(
+        " Tasks · {running} running · {} done ",
+        state.tasks.len() - running
+    );
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
@@ -348,7 +375,14 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
             Line::from(Span::styled("No background tasks.", theme::dim())),
             Line::from(Span::styled("Ctrl+T hides this panel.", theme::dim())),
         ])
-        .render(Rect { x: inner.x + 1, width: inner.width.saturating_sub(1), ..inner }, buf);
+        .render(
+            Rect {
+                x: inner.x + 1,
+                width: inner.width.saturating_sub(1),
+                ..inner
+            },
+            buf,
+        );
         return;
     }
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -362,7 +396,10 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
             TaskState::Cancelled => "⊘",
         };
         let head = vec![
-            Span::styled(format!("{mark} {} ", task.task_id), style.add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!("{mark} {} ", task.task_id),
+                style.add_modifier(Modifier::BOLD),
+            ),
             Span::styled(task.agent.clone(), style),
         ];
         let head_w = super::wrap::spans_width(&head);
@@ -377,9 +414,15 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
             TaskState::Cancelled => theme::warning(),
             _ => style,
         };
-        let mut facts = vec![Span::styled(format!("  {}", task.state.as_str()), state_style)];
+        let mut facts = vec![Span::styled(
+            format!("  {}", task.state.as_str()),
+            state_style,
+        )];
         if let Some(s) = task.severity {
-            facts.push(Span::styled(format!(" · {}", s.as_str()), style.add_modifier(Modifier::BOLD)));
+            facts.push(Span::styled(
+                format!(" · {}", s.as_str()),
+                style.add_modifier(Modifier::BOLD),
+            ));
         } else if task.code_review {
             facts.push(Span::styled(" · review", theme::dim()));
         }
@@ -392,6 +435,15 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
             facts.push(Span::styled(" · reported", theme::dim()));
         }
         lines.push(Line::from(truncate(facts, width)));
+        if !task.input.is_empty() {
+            lines.push(Line::from(truncate(
+                vec![Span::styled(
+                    format!("  › {}", task.input),
+                    theme::dim().add_modifier(Modifier::ITALIC),
+                )],
+                width,
+            )));
+        }
         if let Some(a) = &task.last_activity {
             lines.push(Line::from(truncate(
                 vec![Span::styled(format!("  {a}"), theme::dim())],

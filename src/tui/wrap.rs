@@ -37,7 +37,11 @@ impl LLine {
         }
     }
 
-    pub fn prefixed(first: Vec<Span<'static>>, rest: Vec<Span<'static>>, spans: Vec<Span<'static>>) -> Self {
+    pub fn prefixed(
+        first: Vec<Span<'static>>,
+        rest: Vec<Span<'static>>,
+        spans: Vec<Span<'static>>,
+    ) -> Self {
         Self {
             first,
             rest,
@@ -99,7 +103,11 @@ pub fn wrap(lines: &[LLine], width: usize, out: &mut Vec<Line<'static>>) {
 fn wrap_one(line: &LLine, width: usize, out: &mut Vec<Line<'static>>) {
     let mut row = Row::new(&line.first);
     if line.mode == WrapMode::Rule {
-        let fill: String = line.spans.first().map(|s| s.content.to_string()).unwrap_or_default();
+        let fill: String = line
+            .spans
+            .first()
+            .map(|s| s.content.to_string())
+            .unwrap_or_default();
         let style = line.spans.first().map(|s| s.style).unwrap_or_default();
         let n = width.saturating_sub(row.width);
         let c = fill.chars().next().unwrap_or('─');
@@ -142,7 +150,9 @@ fn wrap_one(line: &LLine, width: usize, out: &mut Vec<Line<'static>>) {
             // Doesn't fit here: continue on a new row, breaking the word
             // anywhere if it is wider than a whole row.
             if row.has_content {
-                out.push(Line::from(std::mem::replace(&mut row, Row::new(&line.rest)).spans));
+                out.push(Line::from(
+                    std::mem::replace(&mut row, Row::new(&line.rest)).spans,
+                ));
             }
             push_chars(token, style, width, &line.rest, &mut row, out);
         }
@@ -240,7 +250,11 @@ mod tests {
     #[test]
     fn styles_survive_and_merge() {
         let bold = Style::default().add_modifier(ratatui::style::Modifier::BOLD);
-        let l = LLine::plain(vec![Span::raw("a "), Span::styled("b c", bold), Span::raw(" d")]);
+        let l = LLine::plain(vec![
+            Span::raw("a "),
+            Span::styled("b c", bold),
+            Span::raw(" d"),
+        ]);
         let mut out = Vec::new();
         wrap(&[l], 80, &mut out);
         assert_eq!(out.len(), 1);

@@ -10,7 +10,9 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Color;
 
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 pub fn demo() -> PathBuf {
@@ -35,7 +37,10 @@ pub fn screen(events: &[Stamped], cols: u16, rows: u16, panel: Option<bool>) -> 
 
 /// The buffer's text rows.
 pub fn rows(buf: &Buffer) -> Vec<String> {
-    screenshot::to_text(buf).lines().map(str::to_string).collect()
+    screenshot::to_text(buf)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Position of the first occurrence of `needle` on screen (column in cells).
@@ -52,7 +57,8 @@ pub fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
 
 /// The colour of the rounded top-left corner of the box titled `agent`.
 pub fn box_colour(buf: &Buffer, agent: &str) -> Color {
-    let (x, y) = find(buf, &format!("╭─ {agent}")).unwrap_or_else(|| panic!("no box for {agent}:\n{}", rows(buf).join("\n")));
+    let (x, y) = find(buf, &format!("╭─ {agent}"))
+        .unwrap_or_else(|| panic!("no box for {agent}:\n{}", rows(buf).join("\n")));
     let corner = &buf[(x, y)];
     // The whole border is one colour: corner, left side, bottom.
     let below = &buf[(x, y + 1)];

@@ -1,0 +1,188 @@
+//! The `quorum` binary as scripts and docs use it: headless screenshots and
+//! clear errors for bad input.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+fn quorum(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .args(args)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("quorum runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn shot(ext: &str, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(format!("shot.{ext}"));
+    let demo = demo();
+    let mut args = vec![
+        "replay",
+        demo.to_str().unwrap(),
+        "--screenshot",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = quorum(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::read_to_string(&out).unwrap()
+}
+
+#[test]
+fn text_screenshot_of_the_demo_end() {
+    let text = shot("txt", &["--size", "120x40"]);
+    assert_eq!(text.lines().count(), 40);
+    assert!(text.lines().all(|l| l.chars().count() <= 120));
+    assert!(
+        text.contains("task t1 (gemini) finished ● yellow"),
+        "{text}"
+    );
+    assert!(text.contains("Tasks · 0 running · 1 done"), "{text}");
+}
+
+#[test]
+fn screenshot_at_an_event_and_size() {
+    let text = shot("txt", &["--size", "80x24", "--at", "2"]);
+    assert_eq!(text.lines().count(), 24);
+    assert!(text.contains("I added retries"), "{text}");
+    assert!(
+        !text.contains("I'll start"),
+        "only two events applied: {text}"
+    );
+    assert!(
+        !text.contains("Tasks ·"),
+        "no panel below 100 columns: {text}"
+    );
+    let empty = shot("txt", &["--at", "0"]);
+    assert!(!empty.contains('›'), "{empty}");
+}
+
+#[test]
+fn ansi_screenshot_carries_the_verdict_colours() {
+    let ans = shot("ans", &[]);
+    // Red, yellow and green foregrounds, and a reset at each line end.
+    for sgr in ["\x1b[0;31m", "\x1b[0;1;33m", "\x1b[0;32m"] {
+        assert!(ans.contains(sgr), "missing {sgr:?}");
+    }
+    assert_eq!(ans.lines().count(), 40);
+    assert!(ans.lines().all(|l| l.ends_with("\x1b[0m")));
+}
+
+#[test]
+fn svg_screenshot_is_an_image_with_real_colours() {
+    let svg = shot("svg", &["--size", "100x30"]);
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"840\" height=\"510\"")
+    );
+    assert!(svg.trim_end().ends_with("</svg>"));
+    // xterm's yellow and green, for the verdict-tinted borders.
+    assert!(svg.contains("fill=\"#cdcd00\""), "yellow");
+    assert!(svg.contains("fill=\"#00cd00\""), "green");
+    // Text is escaped for XML.
+    assert!(!svg.contains("<Session"), "unescaped text");
+    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+}
+
+#[test]
+fn bad_inputs_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.txt");
+    let out = out.to_str().unwrap();
+    let bad = fixture("bad/not_json.jsonl");
+    let o = quorum(&["replay", bad.to_str().unwrap(), "--screenshot", out]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not_json.jsonl:3: not JSON"),
+        "{}",
+        stderr(&o)
+    );
+
+    let demo = demo();
+    let o = quorum(&[
+        "replay",
+        demo.to_str().unwrap(),
+        "--screenshot",
+        out,
+        "--at",
+        "100000",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--at 100000 is past the end"),
+        "{}",
+        stderr(&o)
+    );
+
+    let png = dir.path().join("x.png");
+    let o = quorum(&[
+        "replay",
+        demo.to_str().unwrap(),
+        "--screenshot",
+        png.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("end the name with .txt, .ans or .svg"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = quorum(&[
+        "replay",
+        demo.to_str().unwrap(),
+        "--screenshot",
+        out,
+        "--size",
+        "120by40",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not a size like 120x40"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = quorum(&["replay", "/no/such/file.jsonl", "--screenshot", out]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("/no/such/file.jsonl: cannot read"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn truncated_transcript_warns_and_still_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.txt");
+    let bad = fixture("bad/truncated.jsonl");
+    let o = quorum(&[
+        "replay",
+        bad.to_str().unwrap(),
+        "--screenshot",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: "), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("truncated.jsonl:3: last line is cut short"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(std::fs::read_to_string(&out).unwrap().contains("hello"));
+}
+
+#[test]
+fn the_tui_refuses_to_start_without_a_terminal() {
+    let demo = demo();
+    let o = quorum(&["replay", demo.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
+}
