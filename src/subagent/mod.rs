@@ -1,3 +1,109 @@
-//! The sub-agent dispatcher. So far: the severity header of code reviews.
+//! The sub-agent dispatcher. So far: turning a final report into the
+//! events that close a call's box.
 
 pub mod severity;
+
+use crate::event::{Event, NoticeLevel};
+
+/// The events that end a call: its `SubagentFinished`, preceded by a
+/// notice when a review's severity header has a value quorum does not know.
+///
+/// The header is stripped from what is shown either way; it only tints the
+/// box when the call asked for a code review.
+pub fn finish(
+    call_id: &str,
+    agent: &str,
+    report: &str,
+    stop_reason: &str,
+    code_review: bool,
+) -> Vec<Event> {
+    let verdict = severity::parse(report);
+    let mut events = Vec::with_capacity(2);
+    if code_review && let Some(value) = verdict.unknown {
+        events.push(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: format!(
+                "{agent}: unknown review severity {value:?} (expected green, yellow or red); no verdict"
+            ),
+        });
+    }
+    events.push(Event::SubagentFinished {
+        call_id: call_id.to_string(),
+        output: verdict.body.to_string(),
+        stop_reason: stop_reason.to_string(),
+        severity: if code_review { verdict.severity } else { None },
+    });
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Severity;
+
+    #[test]
+    fn review_header_tints_and_is_stripped() {
+        let events = finish(
+            "c",
+            "claude",
+            "<!-- severity: yellow -->\nTwo nits.",
+            "end_turn",
+            true,
+        );
+        assert_eq!(
+            events,
+            [Event::SubagentFinished {
+                call_id: "c".into(),
+                output: "Two nits.".into(),
+                stop_reason: "end_turn".into(),
+                severity: Some(Severity::Yellow),
+            }]
+        );
+    }
+
+    #[test]
+    fn without_the_review_flag_there_is_no_tint() {
+        let events = finish(
+            "c",
+            "claude",
+            "<!-- severity: red -->\nHi.",
+            "end_turn",
+            false,
+        );
+        assert!(matches!(
+            &events[..],
+            [Event::SubagentFinished { severity: None, output, .. }] if output == "Hi."
+        ));
+    }
+
+    #[test]
+    fn unknown_value_gives_a_notice_and_no_verdict() {
+        let events = finish(
+            "c",
+            "codex",
+            "<!-- severity: amber -->\nHmm.",
+            "end_turn",
+            true,
+        );
+        match &events[..] {
+            [
+                Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text,
+                },
+                Event::SubagentFinished {
+                    severity: None,
+                    output,
+                    ..
+                },
+            ] => {
+                assert!(
+                    text.contains("codex: unknown review severity \"amber\""),
+                    "{text}"
+                );
+                assert_eq!(output, "Hmm.");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
