@@ -3,6 +3,7 @@
 //! See DESIGN.md for the map. Data flows one way: engine events go through
 //! [`tui::state::State::apply`] to the view, and to the transcript recorder.
 
+pub mod acp;
 pub mod event;
 pub mod sanitize;
 pub mod subagent;

@@ -1,7 +1,9 @@
 //! The sub-agent dispatcher. So far: turning a final report into the
 //! events that close a call's box.
 
+pub mod memory;
 pub mod severity;
+pub mod types;
 
 use crate::event::{Event, NoticeLevel};
 

@@ -1,0 +1,4 @@
+//! The ACP client: the agent registry and detection, connections to agent
+//! processes, sessions, turns, permissions and file-system confinement.
+
+pub mod registry;

@@ -1,0 +1,429 @@
+//! Which ACP agents quorum knows, how each is launched, and which are
+//! installed.
+//!
+//! The built-in registry (`assets/agents.toml`) is merged with the user's
+//! config file: `[agents.NAME]` tables with `command`, `args`, `env`,
+//! `description` and `permissions`. A user entry overrides a built-in one
+//! field by field; a new name must give its `command`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use serde::Deserialize;
+
+const BUILTIN: &str = include_str!("../../assets/agents.toml");
+
+/// What to do when an agent asks for permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permissions {
+    /// Ask the person (in the TUI); headless, follow `--approve`.
+    #[default]
+    Ask,
+    Allow,
+    Deny,
+}
+
+/// One launchable agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSpec {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub description: String,
+    pub permissions: Permissions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAgent {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    description: Option<String>,
+    permissions: Option<Permissions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct File {
+    #[serde(default)]
+    agents: BTreeMap<String, FileAgent>,
+    /// Other sections belong to other parts of quorum.
+    #[serde(flatten)]
+    _rest: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: [agents.{name}] needs a `command` (it is not a built-in agent)")]
+    MissingCommand { path: PathBuf, name: String },
+}
+
+/// An agent name that is not in the registry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown agent {name:?}; available: {}", if available.is_empty() { "none installed".to_string() } else { available.join(", ") })]
+pub struct UnknownAgent {
+    pub name: String,
+    pub available: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Registry {
+    agents: BTreeMap<String, AgentSpec>,
+}
+
+impl Registry {
+    /// The built-in agents only.
+    pub fn builtin() -> Self {
+        let file: File = toml::from_str(BUILTIN).expect("assets/agents.toml is valid");
+        let mut registry = Self {
+            agents: BTreeMap::new(),
+        };
+        registry
+            .merge(Path::new("assets/agents.toml"), file)
+            .expect("built-in agents all have commands");
+        registry
+    }
+
+    /// The built-in agents with the config file at `path` merged in. A
+    /// missing file at the default location is no error.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut registry = Self::builtin();
+        let Some(path) = path else {
+            return Ok(registry);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: describe_toml_error(&text, &e),
+        })?;
+        registry.merge(path, file)?;
+        Ok(registry)
+    }
+
+    fn merge(&mut self, path: &Path, file: File) -> Result<(), ConfigError> {
+        for (name, entry) in file.agents {
+            let spec = match self.agents.remove(&name) {
+                Some(base) => AgentSpec {
+                    name: name.clone(),
+                    command: entry.command.unwrap_or(base.command),
+                    args: entry.args.unwrap_or(base.args),
+                    env: entry.env.unwrap_or(base.env),
+                    description: entry.description.unwrap_or(base.description),
+                    permissions: entry.permissions.unwrap_or(base.permissions),
+                },
+                None => AgentSpec {
+                    command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
+                        path: path.to_path_buf(),
+                        name: name.clone(),
+                    })?,
+                    name: name.clone(),
+                    args: entry.args.unwrap_or_default(),
+                    env: entry.env.unwrap_or_default(),
+                    description: entry.description.unwrap_or_default(),
+                    permissions: entry.permissions.unwrap_or_default(),
+                },
+            };
+            self.agents.insert(name, spec);
+        }
+        Ok(())
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &AgentSpec> {
+        self.agents.values()
+    }
+
+    /// The agents whose command is found (absolute path, or in `PATH`).
+    pub fn installed(&self) -> Vec<&AgentSpec> {
+        self.agents
+            .values()
+            .filter(|a| locate(&a.command).is_some())
+            .collect()
+    }
+
+    /// The agent called `name`, if it is known and installed.
+    pub fn get(&self, name: &str) -> Result<&AgentSpec, UnknownAgent> {
+        self.agents
+            .get(name)
+            .filter(|a| locate(&a.command).is_some())
+            .ok_or_else(|| UnknownAgent {
+                name: name.to_string(),
+                available: self.installed().iter().map(|a| a.name.clone()).collect(),
+            })
+    }
+
+    /// The `subagent` tool's description, naming the installed agents.
+    pub fn tool_description(&self) -> ToolDescription {
+        ToolDescription::new(&self.installed())
+    }
+}
+
+/// The default config file: `$QUORUM_CONFIG`, else
+/// `$XDG_CONFIG_HOME/quorum/config.toml` (`~/.config/quorum/config.toml`).
+pub fn default_config_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("QUORUM_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
+    let path = base.join("quorum/config.toml");
+    path.exists().then_some(path)
+}
+
+/// `line N, column M: message`, from a TOML error's byte span.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end().to_string();
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
+/// Where `command` is: itself if it is a path, else the first executable
+/// of that name in `PATH`. Looked up once per process for each command.
+pub fn locate(command: &str) -> Option<PathBuf> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<PathBuf>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().expect("not poisoned").get(command) {
+        return hit.clone();
+    }
+    let found = search_path(command, std::env::var_os("PATH").as_deref());
+    cache
+        .lock()
+        .expect("not poisoned")
+        .insert(command.to_string(), found.clone());
+    found
+}
+
+fn search_path(command: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return is_executable(&p).then_some(p);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(command))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
+}
+
+/// The `subagent` tool's description. A note (for example, that omitting
+/// `agent` runs the internal agent) is woven into its prose by
+/// [`ToolDescription::set_note`]; an empty note leaves the text as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDescription {
+    head: String,
+    tail: String,
+    note: String,
+}
+
+impl ToolDescription {
+    fn new(installed: &[&AgentSpec]) -> Self {
+        let agents = if installed.is_empty() {
+            "No ACP agents are installed on this machine.".to_string()
+        } else {
+            let list: Vec<String> = installed
+                .iter()
+                .map(|a| {
+                    if a.description.is_empty() {
+                        format!("`{}`", a.name)
+                    } else {
+                        format!("`{}` ({})", a.name, a.description)
+                    }
+                })
+                .collect();
+            format!("Set `agent` to one of: {}.", list.join(", "))
+        };
+        Self {
+            head: format!("Delegate a task to a sub-agent and get back its final report. {agents}"),
+            tail: " Each agent's last session is resumed unless `continue_session` is false. \
+                   With `code_review`, the report starts with a severity verdict \
+                   (green, yellow or red). With `run_in_background`, the call returns a \
+                   `task_id` at once and the report arrives later; `subagent_status` shows \
+                   progress."
+                .to_string(),
+            note: String::new(),
+        }
+    }
+
+    /// Weaves `note` into the description, after the list of agents.
+    pub fn set_note(&mut self, note: &str) {
+        self.note = note.trim().to_string();
+    }
+
+    pub fn text(&self) -> String {
+        if self.note.is_empty() {
+            format!("{}{}", self.head, self.tail)
+        } else {
+            format!("{} {}{}", self.head, self.note, self.tail)
+        }
+    }
+}
+
+/// The note that says what omitting `agent` does.
+pub const INTERNAL_AGENT_NOTE: &str = "Leave `agent` out to run quorum's internal agent instead: \
+a fresh helper with no memory of this conversation that works inside the session directory.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write_config(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn builtin_knows_the_common_harnesses() {
+        let r = Registry::builtin();
+        let launch = |n: &str| {
+            let a = r.agents.get(n).unwrap_or_else(|| panic!("{n}"));
+            std::iter::once(a.command.as_str())
+                .chain(a.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(launch("gemini"), "gemini --acp");
+        assert_eq!(launch("claude"), "claude-agent-acp");
+        assert_eq!(launch("codex"), "codex-acp");
+        assert_eq!(launch("opencode"), "opencode acp");
+        assert_eq!(launch("qwen"), "qwen --acp");
+        assert_eq!(launch("fast-agent"), "fast-agent --no-update-check acp");
+        assert_eq!(launch("goose"), "goose acp");
+        assert_eq!(launch("kimi"), "kimi acp");
+        assert_eq!(launch("vibe"), "vibe-acp");
+    }
+
+    #[test]
+    fn config_overrides_field_by_field_and_adds_agents() {
+        let f = write_config(
+            "[agents.gemini]\npermissions = \"allow\"\n\n[agents.mine]\ncommand = \"/bin/true\"\nargs = [\"--acp\"]\nenv = { A = \"1\" }\n",
+        );
+        let r = Registry::load(Some(f.path())).unwrap();
+        let g = &r.agents["gemini"];
+        assert_eq!(
+            (g.command.as_str(), g.permissions),
+            ("gemini", Permissions::Allow)
+        );
+        assert_eq!(g.args, ["--acp"]);
+        let m = &r.agents["mine"];
+        assert_eq!(m.args, ["--acp"]);
+        assert_eq!(m.env["A"], "1");
+        assert_eq!(r.get("mine").unwrap().command, "/bin/true");
+    }
+
+    #[test]
+    fn bad_config_names_file_line_and_field() {
+        let f = write_config("[agents.x]\ncommand = \"a\"\npermission = \"allow\"\n");
+        let e = Registry::load(Some(f.path())).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{}: line 3", f.path().display())),
+            "{e}"
+        );
+        assert!(e.contains("permission"), "{e}");
+
+        let f = write_config("[agents.x]\ncommand = \"a\"\npermissions = \"maybe\"\n");
+        let e = Registry::load(Some(f.path())).unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("maybe"), "{e}");
+
+        let f = write_config("[agents.new]\nargs = []\n");
+        let e = Registry::load(Some(f.path())).unwrap_err().to_string();
+        assert!(e.contains("[agents.new] needs a `command`"), "{e}");
+
+        let e = Registry::load(Some(Path::new("/no/such.toml")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/no/such.toml: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn unknown_agent_lists_the_installed_ones() {
+        let f = write_config("[agents.here]\ncommand = \"/bin/sh\"\n");
+        let r = Registry::load(Some(f.path())).unwrap();
+        let e = r.get("nope").unwrap_err();
+        assert!(e.available.contains(&"here".to_string()));
+        assert!(
+            e.to_string()
+                .starts_with("unknown agent \"nope\"; available: "),
+            "{e}"
+        );
+        // Known but not installed is unavailable too.
+        let f = write_config("[agents.gone]\ncommand = \"/no/such/agent\"\n");
+        let r = Registry::load(Some(f.path())).unwrap();
+        assert!(r.get("gone").is_err());
+    }
+
+    #[test]
+    fn path_search_finds_executables_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("agent-x");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        let plain = dir.path().join("not-exec");
+        std::fs::write(&plain, "").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = std::env::join_paths([Path::new("/nonexistent"), dir.path()]).unwrap();
+        assert_eq!(search_path("agent-x", Some(&path)), Some(exe));
+        assert_eq!(search_path("not-exec", Some(&path)), None);
+        assert_eq!(search_path("missing", Some(&path)), None);
+    }
+
+    #[test]
+    fn description_names_installed_agents_and_weaves_the_note() {
+        let f =
+            write_config("[agents.zz-here]\ncommand = \"/bin/sh\"\ndescription = \"a shell\"\n");
+        let r = Registry::load(Some(f.path())).unwrap();
+        let mut d = r.tool_description();
+        let plain = d.text();
+        assert!(plain.contains("`zz-here` (a shell)"), "{plain}");
+        assert!(
+            !plain.contains("vibe"),
+            "vibe-acp is not installed here: {plain}"
+        );
+        d.set_note("");
+        assert_eq!(d.text(), plain, "an empty note changes nothing");
+        d.set_note(INTERNAL_AGENT_NOTE);
+        let woven = d.text();
+        let at = woven.find("Leave `agent` out").expect("note present");
+        assert!(at > woven.find("zz-here").unwrap(), "after the agent list");
+        assert!(
+            at < woven.find("continue_session").unwrap(),
+            "inside the prose, not appended"
+        );
+    }
+}
