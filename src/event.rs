@@ -8,7 +8,10 @@
 //! On disk an event is one JSON object: `{"t": 1200, "type": "user_message",
 //! "text": "..."}`.
 
+use std::time::Instant;
+
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +24,30 @@ pub struct Stamped {
 impl Stamped {
     pub fn new(t: u64, event: Event) -> Self {
         Self { t, event }
+    }
+}
+
+/// Stamps events with the session clock and sends them on. Cheap to clone;
+/// sending never blocks, and a closed channel (the front end is gone) is
+/// not an error for the engine.
+#[derive(Debug, Clone)]
+pub struct Emitter {
+    tx: mpsc::UnboundedSender<Stamped>,
+    start: Instant,
+}
+
+impl Emitter {
+    pub fn new(start: Instant, tx: mpsc::UnboundedSender<Stamped>) -> Self {
+        Self { tx, start }
+    }
+
+    /// Milliseconds since the session started.
+    pub fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    pub fn emit(&self, event: Event) {
+        let _ = self.tx.send(Stamped::new(self.now(), event));
     }
 }
 
@@ -273,6 +300,15 @@ pub enum Event {
         #[serde(default)]
         tool_calls: u32,
     },
+    /// A background task finished: the notification the chat loop delivers
+    /// to the model at its next turn.
+    TaskCompleted {
+        task_id: String,
+        output: String,
+        stop_reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        severity: Option<Severity>,
+    },
     /// A background task's completion was reported back into the chat.
     TaskReported {
         task_id: String,
@@ -310,6 +346,7 @@ impl Event {
         "subagent_activity",
         "subagent_finished",
         "task_progress",
+        "task_completed",
         "task_reported",
         "usage",
         "notice",
@@ -330,6 +367,7 @@ impl Event {
             Event::SubagentActivity { .. } => "subagent_activity",
             Event::SubagentFinished { .. } => "subagent_finished",
             Event::TaskProgress { .. } => "task_progress",
+            Event::TaskCompleted { .. } => "task_completed",
             Event::TaskReported { .. } => "task_reported",
             Event::Usage { .. } => "usage",
             Event::Notice { .. } => "notice",
@@ -395,6 +433,12 @@ mod tests {
                 state: TaskState::Running,
                 last_activity: None,
                 tool_calls: 3,
+            },
+            Event::TaskCompleted {
+                task_id: "t1".into(),
+                output: "ok".into(),
+                stop_reason: "end_turn".into(),
+                severity: Some(Severity::Yellow),
             },
             Event::TaskReported {
                 task_id: "t1".into(),

@@ -192,7 +192,7 @@ async fn tui_cmd(args: TuiArgs) -> Result<()> {
         None => None,
     };
     let (ops_tx, ops_rx) = mpsc::unbounded_channel();
-    let (events_tx, mut events_rx) = mpsc::channel(1024);
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     tokio::spawn(engine(ops_rx, events_tx, started));
     let mut app = App::live(ops_tx, started, recorder);
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
@@ -257,7 +257,7 @@ async fn replay_cmd(args: ReplayArgs) -> Result<()> {
             ratatui::crossterm::event::KeyCode::End,
         )));
     }
-    let (_events_tx, mut events_rx) = mpsc::channel::<Stamped>(1);
+    let (_events_tx, mut events_rx) = mpsc::unbounded_channel::<Stamped>();
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
     let mut inputs = spawn_input_reader();
     let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events_rx).await;

@@ -1,4 +1,6 @@
 //! The ACP client: the agent registry and detection, connections to agent
 //! processes, sessions, turns, permissions and file-system confinement.
 
+pub mod client;
+pub mod fs;
 pub mod registry;

@@ -1,6 +1,7 @@
 //! The sub-agent dispatcher. So far: turning a final report into the
 //! events that close a call's box.
 
+pub mod dispatch;
 pub mod memory;
 pub mod severity;
 pub mod types;

@@ -416,7 +416,7 @@ pub async fn run<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
     inputs: &mut mpsc::UnboundedReceiver<Input>,
-    events: &mut mpsc::Receiver<Stamped>,
+    events: &mut mpsc::UnboundedReceiver<Stamped>,
 ) -> anyhow::Result<()>
 where
     B::Error: Send + Sync + 'static,

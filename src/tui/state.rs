@@ -349,6 +349,18 @@ impl State {
                     }
                 }
             }
+            Event::TaskCompleted {
+                task_id,
+                stop_reason,
+                severity,
+                ..
+            } => {
+                if let Some(task) = self.task(task_id) {
+                    task.state = TaskState::from_stop_reason(stop_reason);
+                    task.severity = *severity;
+                    task.finished.get_or_insert(t);
+                }
+            }
             Event::TaskReported {
                 task_id,
                 output,

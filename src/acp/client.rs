@@ -1,0 +1,695 @@
+//! Connections to ACP agent processes, and one sub-agent turn over them.
+//!
+//! One connection per agent name, started on first use and kept for later
+//! calls; a connection whose process died is started again. The process
+//! runs in the session's directory, so what an agent writes of its own
+//! (fast-agent's `.fast-agent/`, say) stays inside it.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
+    PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    ResumeSessionRequest, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    TextContent, ToolCallStatus, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use super::fs::Root;
+use super::registry::{AgentSpec, locate};
+use crate::event::{Activity, PlanEntry, PlanStatus, SessionKind, ToolStatus};
+
+/// How long an agent may take to end its turn after `session/cancel`.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+/// Lines of an agent's stderr kept for error messages.
+const STDERR_LINES: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    #[error("{agent}: command {command:?} not found")]
+    NotInstalled { agent: String, command: String },
+    #[error("{agent}: cannot start {command:?}: {source}")]
+    Spawn {
+        agent: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{agent}: {what} failed: {message}")]
+    Protocol {
+        agent: String,
+        what: &'static str,
+        message: String,
+    },
+}
+
+/// What the client does with the agent's permission requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Allow,
+    Deny,
+    /// Show the request and wait for the person's answer.
+    Ask,
+}
+
+/// Something the agent sent that belongs to one session's turn.
+enum Incoming {
+    Update(Box<SessionUpdate>),
+    Permission(Box<RequestPermissionRequest>, Responder<RequestPermissionResponse>),
+    /// A file request was refused or failed; shown in the box.
+    FsProblem(String),
+}
+
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>>;
+
+fn route(routes: &Routes, session: &str, incoming: Incoming) -> Result<(), Incoming> {
+    let routes = routes.lock().expect("not poisoned");
+    match routes.get(session) {
+        Some(tx) => tx.send(incoming).map_err(|e| e.0),
+        None => Err(incoming),
+    }
+}
+
+/// A live connection to one agent process.
+pub struct Connection {
+    pub agent: String,
+    cx: ConnectionTo<Agent>,
+    pub init: InitializeResponse,
+    routes: Routes,
+    dead: Arc<AtomicBool>,
+    exit: Arc<Mutex<Option<String>>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Connection {
+    pub fn alive(&self) -> bool {
+        !self.dead.load(Ordering::SeqCst)
+    }
+
+    pub fn can_resume(&self) -> bool {
+        self.init.agent_capabilities.session_capabilities.resume.is_some()
+    }
+
+    pub fn can_load(&self) -> bool {
+        self.init.agent_capabilities.load_session
+    }
+
+    /// Why the process ended, with its last stderr line, once it has.
+    pub fn death(&self) -> String {
+        death(&self.exit, &self.stderr)
+    }
+
+    /// Closes the connection; the process is stopped.
+    pub fn close(&self) {
+        if let Some(tx) = self.shutdown.lock().expect("not poisoned").take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Starts `spec`'s process in `root` and initializes it.
+    pub async fn start(spec: &AgentSpec, root: &Root) -> Result<Arc<Self>, AcpError> {
+        let agent = spec.name.clone();
+        let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
+            agent: agent.clone(),
+            command: spec.command.clone(),
+        })?;
+        let mut cmd = tokio::process::Command::new(&path);
+        cmd.args(&spec.args)
+            .envs(&spec.env)
+            .current_dir(root.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
+            agent: agent.clone(),
+            command: spec.command.clone(),
+            source,
+        })?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr_pipe = child.stderr.take().expect("piped");
+
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        tokio::spawn(drain_stderr(agent.clone(), stderr_pipe, stderr.clone()));
+
+        let dead = Arc::new(AtomicBool::new(false));
+        let exit = Arc::new(Mutex::new(None));
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        tokio::spawn(watch_process(agent.clone(), child, kill_rx, dead.clone(), exit.clone()));
+
+        let routes: Routes = Arc::default();
+        let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+        let (cx_tx, cx_rx) = oneshot::channel();
+
+        let notify_routes = routes.clone();
+        let perm_routes = routes.clone();
+        let read_routes = routes.clone();
+        let write_routes = routes.clone();
+        let read_root = root.clone();
+        let write_root = root.clone();
+        let driver = Client
+            .v1()
+            .name("quorum")
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    let _ = route(&notify_routes, &n.session_id.0, Incoming::Update(Box::new(n.update)));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: RequestPermissionRequest, responder: Responder<RequestPermissionResponse>, _cx| {
+                    let session = req.session_id.0.to_string();
+                    // The turn decides; an unknown session gets `cancelled`.
+                    if let Err(Incoming::Permission(_, responder)) = route(&perm_routes, &session, Incoming::Permission(Box::new(req), responder)) {
+                        responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled))?;
+                    }
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: ReadTextFileRequest, responder: Responder<ReadTextFileResponse>, _cx| {
+                    match read_root.read(&req.path, req.line, req.limit) {
+                        Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
+                        Err(e) => {
+                            let _ = route(&read_routes, &req.session_id.0, Incoming::FsProblem(format!("refused to read {e}")));
+                            responder.respond_with_error(fs_error(&e))
+                        }
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: WriteTextFileRequest, responder: Responder<WriteTextFileResponse>, _cx| {
+                    match write_root.write(&req.path, &req.content) {
+                        Ok(()) => responder.respond(WriteTextFileResponse::new()),
+                        Err(e) => {
+                            let _ = route(&write_routes, &req.session_id.0, Incoming::FsProblem(format!("refused to write {e}")));
+                            responder.respond_with_error(fs_error(&e))
+                        }
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+        .connect_with(
+            transport,
+            async move |cx: ConnectionTo<Agent>| {
+                let _ = cx_tx.send(cx.clone());
+                tokio::select! {
+                    _ = shutdown_rx => {}
+                    _ = cx.incoming_closed() => {}
+                }
+                Ok(())
+            },
+        );
+        {
+            let agent = agent.clone();
+            let dead = dead.clone();
+            tokio::spawn(async move {
+                if let Err(e) = driver.await {
+                    tracing::warn!("{agent}: connection ended: {e}");
+                }
+                dead.store(true, Ordering::SeqCst);
+                // Closing stdin lets a well-behaved agent exit; then kill.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let _ = kill_tx.send(());
+            });
+        }
+        let cx = cx_rx.await.map_err(|_| AcpError::Protocol {
+            agent: agent.clone(),
+            what: "connecting",
+            message: "the connection closed at once".into(),
+        })?;
+        let init = InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(
+                ClientCapabilities::new().fs(
+                    FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true),
+                ),
+            )
+            .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")));
+        let init = match cx.send_request(init).block_task().await {
+            Ok(init) => init,
+            Err(e) => {
+                // Give the watcher a moment to see an exit, for a better message.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let message = if dead.load(Ordering::SeqCst) {
+                    death(&exit, &stderr)
+                } else {
+                    e.to_string()
+                };
+                let _ = shutdown_tx.send(());
+                return Err(AcpError::Protocol {
+                    agent,
+                    what: "initialize",
+                    message,
+                });
+            }
+        };
+        let conn = Self {
+            agent,
+            cx,
+            init,
+            routes,
+            dead,
+            exit,
+            stderr,
+            shutdown: Mutex::new(Some(shutdown_tx)),
+        };
+        Ok(Arc::new(conn))
+    }
+
+    /// Runs one turn: opens (or resumes) a session, sends the prompt,
+    /// streams activity to `sink` and ends with the agent's final message.
+    pub async fn turn(&self, request: TurnRequest<'_>, sink: &dyn TurnSink, control: &mut TurnControl) -> TurnResult {
+        let (session_id, kind) = match self.open_session(request.root, request.resume, sink).await {
+            Ok(opened) => opened,
+            Err(message) => {
+                return TurnResult {
+                    output: message,
+                    stop_reason: "error".into(),
+                    session: None,
+                    session_id: None,
+                };
+            }
+        };
+        sink.session(kind, &session_id);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .insert(session_id.clone(), tx);
+        let prompt = PromptRequest::new(
+            session_id.clone(),
+            vec![ContentBlock::Text(TextContent::new(request.prompt.to_string()))],
+        );
+        let response = self.cx.send_request(prompt).block_task();
+        tokio::pin!(response);
+        let mut turn = Turn::default();
+        let mut pending: HashMap<String, (RequestPermissionRequest, Responder<RequestPermissionResponse>)> = HashMap::new();
+        let mut cancelled = false;
+        let grace = tokio::time::sleep(Duration::MAX / 4);
+        tokio::pin!(grace);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(incoming) = rx.recv() => match incoming {
+                    Incoming::Update(update) => turn.update(*update, sink),
+                    Incoming::FsProblem(text) => sink.notice(&text),
+                    Incoming::Permission(req, responder) => {
+                        let id = req.tool_call.tool_call_id.0.to_string();
+                        let policy = if cancelled { Policy::Deny } else { request.policy };
+                        match policy {
+                            Policy::Allow | Policy::Deny if cancelled => {
+                                let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+                            }
+                            Policy::Allow | Policy::Deny => {
+                                let allow = policy == Policy::Allow;
+                                let picked = pick_option(&req, allow);
+                                let name = picked.as_ref().map_or("cancelled".to_string(), |(_, n)| n.clone());
+                                sink.activity(Activity::PermissionRequest {
+                                    id: id.clone(),
+                                    title: permission_title(&req),
+                                    options: req.options.iter().map(|o| o.name.clone()).collect(),
+                                });
+                                sink.activity(Activity::PermissionResolved { id, outcome: format!("{name} (by policy)") });
+                                let _ = responder.respond(outcome_for(picked.map(|(id, _)| id)));
+                            }
+                            Policy::Ask => {
+                                sink.activity(Activity::PermissionRequest {
+                                    id: id.clone(),
+                                    title: permission_title(&req),
+                                    options: req.options.iter().map(|o| o.name.clone()).collect(),
+                                });
+                                pending.insert(id, (*req, responder));
+                            }
+                        }
+                    }
+                },
+                Some(answer) = control.answers.recv() => {
+                    if let Some((req, responder)) = pending.remove(&answer.request_id) {
+                        let chosen = answer.option.and_then(|i| req.options.get(i));
+                        let outcome = chosen.map_or("cancelled".to_string(), |o| o.name.clone());
+                        sink.activity(Activity::PermissionResolved { id: answer.request_id, outcome });
+                        let _ = responder.respond(outcome_for(chosen.map(|o| o.option_id.0.to_string())));
+                    }
+                }
+                changed = control.cancel.changed(), if !cancelled => {
+                    if changed.is_ok() && *control.cancel.borrow() {
+                        cancelled = true;
+                        let _ = self.cx.send_notification(CancelNotification::new(session_id.clone()));
+                        for (id, (_, responder)) in pending.drain() {
+                            sink.activity(Activity::PermissionResolved { id, outcome: "cancelled".into() });
+                            let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+                        }
+                        grace.as_mut().reset(tokio::time::Instant::now() + CANCEL_GRACE);
+                    }
+                }
+                result = &mut response => break Some(result),
+                _ = &mut grace => break None,
+            }
+        };
+        // Updates sent before the response are already queued: take them.
+        while let Ok(incoming) = rx.try_recv() {
+            if let Incoming::Update(update) = incoming {
+                turn.update(*update, sink);
+            }
+        }
+        self.routes.lock().expect("not poisoned").remove(&session_id);
+        for (_, (_, responder)) in pending.drain() {
+            let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+        }
+        let (output, stop_reason) = match result {
+            Some(Ok(response)) => (turn.final_text, stop_reason_name(&response.stop_reason)),
+            Some(Err(e)) => {
+                // A dead process fails its pending requests: say so plainly.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let message = if self.alive() {
+                    format!("{}: {}", self.agent, e.message)
+                } else {
+                    format!("{} exited during the turn: {}", self.agent, self.death())
+                };
+                (message, "error".into())
+            }
+            None => (turn.final_text, "cancelled".into()),
+        };
+        TurnResult {
+            output,
+            stop_reason,
+            session: Some(kind),
+            session_id: Some(session_id),
+        }
+    }
+
+    async fn open_session(&self, root: &Path, resume: Option<&str>, sink: &dyn TurnSink) -> Result<(String, SessionKind), String> {
+        if let Some(id) = resume {
+            // History replayed by load (or resume) arrives before the answer,
+            // while no route exists for the session: it is not shown.
+            let reopened = if self.can_resume() {
+                Some((
+                    self.cx
+                        .send_request(ResumeSessionRequest::new(id.to_string(), root.to_path_buf()))
+                        .block_task()
+                        .await
+                        .map(|_| ()),
+                    SessionKind::Resumed,
+                ))
+            } else if self.can_load() {
+                Some((
+                    self.cx
+                        .send_request(LoadSessionRequest::new(id.to_string(), root.to_path_buf()))
+                        .block_task()
+                        .await
+                        .map(|_| ()),
+                    SessionKind::Loaded,
+                ))
+            } else {
+                None
+            };
+            match reopened {
+                Some((Ok(()), kind)) => return Ok((id.to_string(), kind)),
+                Some((Err(e), _)) => {
+                    if !self.alive() {
+                        return Err(format!("{} exited: {}", self.agent, self.death()));
+                    }
+                    sink.notice(&format!(
+                        "{}: session {id} could not be reopened ({}); starting a new one",
+                        self.agent, e.message
+                    ));
+                    return self.new_session(root).await.map(|id| (id, SessionKind::NewAfterStale));
+                }
+                None => {}
+            }
+        }
+        self.new_session(root).await.map(|id| (id, SessionKind::Fresh))
+    }
+
+    async fn new_session(&self, root: &Path) -> Result<String, String> {
+        match self
+            .cx
+            .send_request(NewSessionRequest::new(root.to_path_buf()))
+            .block_task()
+            .await
+        {
+            Ok(r) => Ok(r.session_id.0.to_string()),
+            Err(e) if self.alive() => Err(format!("{}: session/new failed: {}", self.agent, e.message)),
+            Err(_) => Err(format!("{} exited: {}", self.agent, self.death())),
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn death(exit: &Mutex<Option<String>>, stderr: &Mutex<VecDeque<String>>) -> String {
+    let exit = exit.lock().expect("not poisoned").clone();
+    let exit = exit.unwrap_or_else(|| "the connection closed".to_string());
+    match stderr.lock().expect("not poisoned").back() {
+        Some(line) => format!("{exit}; last output: {line}"),
+        None => exit,
+    }
+}
+
+fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
+    use super::fs::FsError;
+    let code = match e {
+        FsError::Outside { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
+        FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
+        }
+        FsError::Io { .. } => agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+    };
+    agent_client_protocol::Error::new(code, e.to_string())
+}
+
+async fn drain_stderr(agent: String, pipe: tokio::process::ChildStderr, keep: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = tokio::io::BufReader::new(pipe).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "agent_stderr", "{agent}: {line}");
+        let clean = crate::sanitize::sanitize(&line).trim().to_string();
+        if clean.is_empty() {
+            continue;
+        }
+        let mut keep = keep.lock().expect("not poisoned");
+        if keep.len() == STDERR_LINES {
+            keep.pop_front();
+        }
+        keep.push_back(clean);
+    }
+}
+
+async fn watch_process(
+    agent: String,
+    mut child: tokio::process::Child,
+    kill: oneshot::Receiver<()>,
+    dead: Arc<AtomicBool>,
+    exit: Arc<Mutex<Option<String>>>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        _ = kill => {
+            #[cfg(unix)]
+            if let Some(pid) = child.id() {
+                // The whole process group: agents often run helpers.
+                unsafe_free_kill_group(pid);
+            }
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    let description = match status {
+        Ok(s) => match s.code() {
+            Some(code) => format!("exited with code {code}"),
+            None => format!("ended by {s}"),
+        },
+        Err(e) => format!("could not be waited for: {e}"),
+    };
+    tracing::info!("{agent}: process {description}");
+    *exit.lock().expect("not poisoned") = Some(description);
+    dead.store(true, Ordering::SeqCst);
+}
+
+/// Sends SIGTERM to a process group through the `kill` command, which
+/// keeps this crate free of `unsafe`.
+#[cfg(unix)]
+fn unsafe_free_kill_group(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &format!("-{pid}")])
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// The option to pick for a policy: an allow option (once before always),
+/// or a reject option (once before always).
+fn pick_option(req: &RequestPermissionRequest, allow: bool) -> Option<(String, String)> {
+    let kinds: &[PermissionOptionKind] = if allow {
+        &[PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways]
+    } else {
+        &[PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways]
+    };
+    kinds.iter().find_map(|kind| {
+        req.options
+            .iter()
+            .find(|o| o.kind == *kind)
+            .map(|o| (o.option_id.0.to_string(), o.name.clone()))
+    })
+}
+
+fn outcome_for(option_id: Option<String>) -> RequestPermissionResponse {
+    RequestPermissionResponse::new(match option_id {
+        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
+        None => RequestPermissionOutcome::Cancelled,
+    })
+}
+
+fn permission_title(req: &RequestPermissionRequest) -> String {
+    req.tool_call
+        .fields
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("tool call {}", req.tool_call.tool_call_id.0))
+}
+
+fn stop_reason_name(reason: &impl serde::Serialize) -> String {
+    match serde_json::to_value(reason) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "end_turn".into(),
+    }
+}
+
+fn tool_status(status: ToolCallStatus) -> ToolStatus {
+    match status {
+        ToolCallStatus::Pending => ToolStatus::Pending,
+        ToolCallStatus::InProgress => ToolStatus::InProgress,
+        ToolCallStatus::Completed => ToolStatus::Completed,
+        ToolCallStatus::Failed => ToolStatus::Failed,
+        _ => ToolStatus::InProgress,
+    }
+}
+
+fn content_text(block: &ContentBlock) -> Option<&str> {
+    match block {
+        ContentBlock::Text(t) => Some(&t.text),
+        _ => None,
+    }
+}
+
+/// The text of one turn, and its final message.
+#[derive(Default)]
+struct Turn {
+    /// Text written since the last tool call.
+    final_text: String,
+}
+
+impl Turn {
+    fn update(&mut self, update: SessionUpdate, sink: &dyn TurnSink) {
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                if let Some(text) = content_text(&chunk.content) {
+                    self.final_text.push_str(text);
+                    sink.activity(Activity::MessageChunk { text: text.to_string() });
+                }
+            }
+            SessionUpdate::AgentThoughtChunk(chunk) => {
+                if let Some(text) = content_text(&chunk.content) {
+                    sink.activity(Activity::ThoughtChunk { text: text.to_string() });
+                }
+            }
+            SessionUpdate::ToolCall(call) => {
+                self.final_text.clear();
+                sink.activity(Activity::ToolCall {
+                    id: call.tool_call_id.0.to_string(),
+                    title: call.title,
+                    status: tool_status(call.status),
+                });
+            }
+            SessionUpdate::ToolCallUpdate(update) => sink.activity(Activity::ToolCallUpdate {
+                id: update.tool_call_id.0.to_string(),
+                title: update.fields.title,
+                status: update.fields.status.map(tool_status),
+            }),
+            SessionUpdate::Plan(plan) => sink.activity(Activity::Plan {
+                entries: plan
+                    .entries
+                    .into_iter()
+                    .map(|e| PlanEntry {
+                        content: e.content,
+                        status: match serde_json::to_value(&e.status).ok().as_ref().and_then(|v| v.as_str()) {
+                            Some("completed") => PlanStatus::Completed,
+                            Some("in_progress") => PlanStatus::InProgress,
+                            _ => PlanStatus::Pending,
+                        },
+                    })
+                    .collect(),
+            }),
+            _ => {}
+        }
+    }
+}
+
+/// Where a turn's activity goes.
+pub trait TurnSink: Send + Sync {
+    fn activity(&self, activity: Activity);
+    fn session(&self, kind: SessionKind, session_id: &str);
+    fn notice(&self, text: &str);
+}
+
+pub struct TurnRequest<'a> {
+    pub prompt: &'a str,
+    pub root: &'a Path,
+    /// The session to reopen, if any.
+    pub resume: Option<&'a str>,
+    pub policy: Policy,
+}
+
+/// The person's answer to a permission request: an option index, or
+/// `None` to cancel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionAnswer {
+    pub request_id: String,
+    pub option: Option<usize>,
+}
+
+/// What steers a running turn from outside.
+pub struct TurnControl {
+    pub cancel: watch::Receiver<bool>,
+    pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnResult {
+    pub output: String,
+    pub stop_reason: String,
+    /// How the session was opened, if it was.
+    pub session: Option<SessionKind>,
+    pub session_id: Option<String>,
+}
+
+impl TurnResult {
+    /// A turn that reached the agent and got an answer (any stop reason but
+    /// `error`): its session may be resumed.
+    pub fn succeeded(&self) -> bool {
+        self.stop_reason != "error"
+    }
+}
