@@ -36,9 +36,9 @@ async fn drive(
     events: Vec<Stamped>,
 ) {
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-    let (ev_tx, mut ev_rx) = mpsc::channel(events.len().max(1));
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
     for e in events {
-        ev_tx.send(e).await.unwrap();
+        ev_tx.send(e).unwrap();
     }
     // Engine events already waiting are applied before any key.
     drop(ev_tx);
@@ -238,7 +238,7 @@ async fn replay_plays_in_real_time_scaled_by_speed() {
     let mut app = App::replay(Player::new(events, 4.0, Instant::now()));
     let mut terminal = Terminal::new(TestBackend::new(80, 10)).unwrap();
     let (_in_tx, mut in_rx) = mpsc::unbounded_channel();
-    let (_ev_tx, mut ev_rx) = mpsc::channel(1);
+    let (_ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Stamped>();
     // The loop runs until the person quits; stop it once all has played.
     let run = app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx);
     let _ = tokio::time::timeout(std::time::Duration::from_millis(300), run).await;
