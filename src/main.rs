@@ -2,13 +2,19 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::sync::mpsc;
 
-use quorum::event::{Event, NoticeLevel, Stamped};
+use quorum::acp::fs::Root;
+use quorum::acp::registry::{Registry, default_config_path};
+use quorum::event::{Activity, Emitter, Event, NoticeLevel, Stamped};
+use quorum::sanitize::sanitize;
+use quorum::subagent::dispatch::{Approval, Dispatcher, Reply};
+use quorum::subagent::types::SubAgentCallInput;
 use quorum::transcript::{self, Header, Recorder, TerminalSize};
 use quorum::tui::app::{self, App, Op};
 use quorum::tui::player::Player;
@@ -24,6 +30,9 @@ use quorum::tui::terminal::{TerminalGuard, spawn_input_reader};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Config file (default: $QUORUM_CONFIG, else ~/.config/quorum/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     tui: TuiArgs,
 }
@@ -41,6 +50,61 @@ enum Command {
     Tui(TuiArgs),
     /// Play a recorded transcript in the TUI, or render it to a screenshot.
     Replay(ReplayArgs),
+    /// Run sub-agent calls on an ACP agent without a terminal UI.
+    ///
+    /// Prints each call's final message. Exit code: 0 when every call ended
+    /// its turn normally, 1 when one stopped otherwise (cancelled, refusal,
+    /// error, ...), 2 when a call could not run at all.
+    Call(CallArgs),
+    /// List the known ACP agents and whether they are installed.
+    Agents(AgentsArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+enum ApproveArg {
+    /// Allow every permission request.
+    All,
+    /// Reject every permission request.
+    #[default]
+    None,
+}
+
+#[derive(clap::Args)]
+struct CallArgs {
+    /// The agent to run (see `quorum agents`).
+    #[arg(long)]
+    agent: String,
+    /// The message. Repeat to run several calls in turn, on the same
+    /// session memory; without any, the message is read from stdin.
+    #[arg(long = "input", value_name = "TEXT")]
+    inputs: Vec<String>,
+    /// Ask for a code review with a severity verdict.
+    #[arg(long)]
+    code_review: bool,
+    /// Start the first call in a fresh session (later calls continue it).
+    #[arg(long)]
+    new_session: bool,
+    /// Answer for permission requests of agents whose policy is `ask`.
+    #[arg(long, value_enum, default_value_t)]
+    approve: ApproveArg,
+    /// The session directory: the agent runs there and may only read and
+    /// write inside it (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Print one JSON object per call: output, stop_reason, severity,
+    /// session, session_id.
+    #[arg(long)]
+    json: bool,
+    /// Record the events to this transcript file.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct AgentsArgs {
+    /// Start each installed agent and show what it says of itself.
+    #[arg(long)]
+    probe: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum, Default)]
@@ -116,15 +180,21 @@ fn parse_size(s: &str) -> Result<(u16, u16), String> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    let config = cli.config.clone();
     match cli.command {
+        Some(Command::Call(args)) => {
+            let code = with_runtime(call_cmd(args, config))?;
+            std::process::exit(code);
+        }
+        Some(Command::Agents(args)) => with_runtime(agents_cmd(args, config)),
         Some(Command::Replay(args)) if args.screenshot.is_some() => screenshot_cmd(args),
         Some(Command::Replay(args)) => with_runtime(replay_cmd(args)),
-        Some(Command::Tui(args)) => with_runtime(tui_cmd(args)),
-        None => with_runtime(tui_cmd(cli.tui)),
+        Some(Command::Tui(args)) => with_runtime(tui_cmd(args, config)),
+        None => with_runtime(tui_cmd(cli.tui, config)),
     }
 }
 
-fn with_runtime(f: impl Future<Output = Result<()>>) -> Result<()> {
+fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -173,8 +243,11 @@ fn require_terminal() -> Result<()> {
     Ok(())
 }
 
-async fn tui_cmd(args: TuiArgs) -> Result<()> {
+async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
     require_terminal()?;
+    let registry = registry(config)?;
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let root = Root::new(&cwd).context("reading the current directory")?;
     init_logging();
     let started = Instant::now();
     let (cols, rows) = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
@@ -193,44 +266,88 @@ async fn tui_cmd(args: TuiArgs) -> Result<()> {
     };
     let (ops_tx, ops_rx) = mpsc::unbounded_channel();
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
-    tokio::spawn(engine(ops_rx, events_tx, started));
+    let emitter = Emitter::new(started, events_tx);
+    let agents = registry
+        .installed()
+        .iter()
+        .map(|a| a.name.clone())
+        .collect();
+    emitter.emit(Event::SessionInfo {
+        model: None,
+        agents,
+    });
+    let (dispatcher, _completions) = Dispatcher::new(
+        Arc::new(registry),
+        root,
+        emitter.clone(),
+        Approval::Interactive,
+    );
+    tokio::spawn(engine(ops_rx, emitter, dispatcher.clone()));
     let mut app = App::live(ops_tx, started, recorder);
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
     let mut inputs = spawn_input_reader();
     let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events_rx).await;
     drop(guard);
+    dispatcher.cancel_all();
+    dispatcher.shutdown().await;
     if let Some(path) = &args.record {
         eprintln!("session recorded to {}", path.display());
     }
     result
 }
 
-/// The engine for now: it records what the person says, and says that no
-/// chat model is connected yet.
+/// The engine for now: `@NAME message` goes straight to an ACP agent
+/// (`@NAME!` in the background, `@NAME?` as a code review); the chat model
+/// that answers plain messages is not built yet.
 async fn engine(
     mut ops: mpsc::UnboundedReceiver<Op>,
-    events: mpsc::Sender<Stamped>,
-    started: Instant,
+    emitter: Emitter,
+    dispatcher: Arc<Dispatcher>,
 ) {
-    let stamp = |event| Stamped::new(started.elapsed().as_millis() as u64, event);
-    let _ = events
-        .send(stamp(Event::SessionInfo {
-            model: None,
-            agents: Vec::new(),
-        }))
-        .await;
     while let Some(op) = ops.recv().await {
         match op {
             Op::Submit(text) => {
-                let _ = events.send(stamp(Event::UserMessage { text })).await;
-                let _ = events
-                    .send(stamp(Event::Notice {
+                emitter.emit(Event::UserMessage { text: text.clone() });
+                match app::parse_mention(&text) {
+                    Some(mention) => {
+                        let dispatcher = dispatcher.clone();
+                        let emitter = emitter.clone();
+                        tokio::spawn(async move {
+                            let call = SubAgentCallInput {
+                                agent: Some(mention.agent),
+                                input: Some(mention.message),
+                                code_review: mention.review,
+                                continue_session: true,
+                                run_in_background: mention.background,
+                            };
+                            if let Err(e) = dispatcher.call(call).await {
+                                emitter.emit(Event::Error {
+                                    text: e.to_string(),
+                                });
+                            }
+                        });
+                    }
+                    None => emitter.emit(Event::Notice {
                         level: NoticeLevel::Warning,
-                        text: "No chat model is connected in this build of quorum, so nothing \
-                               answers yet. `quorum replay assets/demo.jsonl` shows a whole session."
+                        text: "No chat model is connected in this build of quorum. Talk to an \
+                               agent directly with `@NAME message` (`@NAME!` runs it in the \
+                               background, `@NAME?` asks for a code review)."
                             .into(),
-                    }))
-                    .await;
+                    }),
+                }
+            }
+            Op::Cancel(call_id) => {
+                dispatcher.cancel(&call_id);
+            }
+            Op::Answer {
+                call_id,
+                request_id,
+                option,
+            } => {
+                dispatcher.answer(
+                    &call_id,
+                    quorum::acp::client::PermissionAnswer { request_id, option },
+                );
             }
         }
     }
@@ -297,5 +414,235 @@ fn screenshot_cmd(args: ReplayArgs) -> Result<()> {
     let buffer = screenshot::render(&mut app, cols, rows);
     std::fs::write(out, screenshot::write(&buffer, format))
         .with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
+}
+
+fn registry(config: Option<PathBuf>) -> Result<Registry> {
+    let path = config.or_else(default_config_path);
+    Ok(Registry::load(path.as_deref())?)
+}
+
+/// Exit code for a call that could not run.
+const EXIT_CANNOT_RUN: i32 = 2;
+
+async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
+    let registry = match registry(config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("quorum: {e:#}");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    if let Err(e) = registry.get(&args.agent) {
+        eprintln!("quorum: {e}");
+        return Ok(EXIT_CANNOT_RUN);
+    }
+    let dir = match &args.cwd {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let root = match Root::new(&dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("quorum: --cwd {}: {e}", dir.display());
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    let mut inputs = args.inputs.clone();
+    if inputs.is_empty() {
+        if std::io::stdin().is_terminal() {
+            eprintln!("quorum: give the message with --input TEXT, or pipe it on stdin");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading stdin")?;
+        inputs.push(text);
+    }
+    let mut recorder = match &args.record {
+        Some(path) => {
+            let header = Header::now(root.path(), TerminalSize { cols: 0, rows: 0 });
+            Some(Recorder::create(path, &header).with_context(|| {
+                format!(
+                    "cannot record to {}: choose a new file name",
+                    path.display()
+                )
+            })?)
+        }
+        None => None,
+    };
+    let started = Instant::now();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let emitter = Emitter::new(started, tx);
+    let approval = match args.approve {
+        ApproveArg::All => Approval::All,
+        ApproveArg::None => Approval::None,
+    };
+    let (dispatcher, _completions) = Dispatcher::new(Arc::new(registry), root, emitter, approval);
+    let printer = tokio::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            if let Some(r) = &mut recorder
+                && let Err(e) = r.record(&event)
+            {
+                eprintln!("quorum: recording stopped: {e}");
+                recorder = None;
+            }
+            progress(&event.event);
+        }
+    });
+    let mut code = 0;
+    for (i, input) in inputs.iter().enumerate() {
+        let call = SubAgentCallInput {
+            agent: Some(args.agent.clone()),
+            input: Some(input.clone()),
+            code_review: args.code_review,
+            continue_session: !(args.new_session && i == 0),
+            run_in_background: false,
+        };
+        let run = dispatcher.call(call);
+        tokio::pin!(run);
+        let mut interrupted = false;
+        let reply = loop {
+            tokio::select! {
+                reply = &mut run => break reply,
+                _ = tokio::signal::ctrl_c() => {
+                    if interrupted {
+                        eprintln!("quorum: interrupted twice, exiting");
+                        return Ok(130);
+                    }
+                    interrupted = true;
+                    eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                    dispatcher.cancel_all();
+                }
+            }
+        };
+        match reply {
+            Ok(Reply::Done(outcome)) => {
+                if args.json {
+                    println!("{}", serde_json::to_string(&outcome)?);
+                } else {
+                    println!("{}", sanitize(&outcome.output));
+                }
+                if outcome.stop_reason != "end_turn" {
+                    if !args.json {
+                        eprintln!("quorum: stop reason: {}", outcome.stop_reason);
+                    }
+                    code = 1;
+                }
+            }
+            Ok(Reply::Started { .. }) => unreachable!("quorum call runs in the foreground"),
+            Err(e) => {
+                eprintln!("quorum: {e}");
+                code = EXIT_CANNOT_RUN;
+                break;
+            }
+        }
+    }
+    dispatcher.shutdown().await;
+    drop(dispatcher);
+    let _ = printer.await;
+    Ok(code)
+}
+
+/// A line on stderr for what a headless call is doing. Agent text is
+/// untrusted: it is sanitized before it reaches the terminal.
+fn progress(event: &Event) {
+    let line = match event {
+        Event::SubagentSession {
+            session,
+            session_id,
+            ..
+        } => format!(
+            "session: {} {}",
+            session.label(),
+            session_id.as_deref().unwrap_or("")
+        ),
+        Event::SubagentActivity { activity, .. } => match activity {
+            Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
+            Activity::PermissionRequest { title, .. } => {
+                format!("? permission: {}", sanitize(title))
+            }
+            Activity::PermissionResolved { outcome, .. } => {
+                format!("  → {}", sanitize(outcome))
+            }
+            _ => return,
+        },
+        Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
+        Event::Error { text } => format!("error: {}", sanitize(text)),
+        _ => return,
+    };
+    eprintln!("{line}");
+}
+
+async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<()> {
+    let registry = registry(config)?;
+    let rows: Vec<_> = registry.all().collect();
+    let name_w = rows.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
+    let launch = |a: &quorum::acp::registry::AgentSpec| {
+        std::iter::once(a.command.as_str())
+            .chain(a.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let cmd_w = rows
+        .iter()
+        .map(|a| launch(a).len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    println!("{:name_w$}  {:cmd_w$}  INSTALLED", "NAME", "COMMAND");
+    let root = Root::new(&std::env::current_dir()?)?;
+    for a in rows {
+        let installed = quorum::acp::registry::locate(&a.command);
+        let where_ = installed
+            .as_ref()
+            .map_or("no".to_string(), |p| p.display().to_string());
+        println!("{:name_w$}  {:cmd_w$}  {where_}", a.name, launch(a));
+        if args.probe && installed.is_some() {
+            let probe = tokio::time::timeout(
+                std::time::Duration::from_secs(30),
+                quorum::acp::client::Connection::start(a, &root),
+            )
+            .await;
+            match probe {
+                Ok(Ok(conn)) => {
+                    let info = conn
+                        .init
+                        .agent_info
+                        .as_ref()
+                        .map_or("(no agentInfo)".to_string(), |i| {
+                            format!("{} {}", sanitize(&i.name), sanitize(&i.version))
+                        });
+                    let mut caps = Vec::new();
+                    if conn.can_load() {
+                        caps.push("load");
+                    }
+                    if conn.can_resume() {
+                        caps.push("resume");
+                    }
+                    if conn
+                        .init
+                        .agent_capabilities
+                        .session_capabilities
+                        .list
+                        .is_some()
+                    {
+                        caps.push("list");
+                    }
+                    let caps = if caps.is_empty() {
+                        "none".to_string()
+                    } else {
+                        caps.join(", ")
+                    };
+                    println!("{:name_w$}  ↳ {info}; sessions: {caps}", "");
+                    conn.close();
+                }
+                Ok(Err(e)) => println!("{:name_w$}  ↳ probe failed: {e}", ""),
+                Err(_) => println!(
+                    "{:name_w$}  ↳ probe failed: no answer to initialize within 30 s",
+                    ""
+                ),
+            }
+        }
+    }
     Ok(())
 }

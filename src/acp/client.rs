@@ -12,15 +12,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
+    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
     PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     ResumeSessionRequest, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
     TextContent, ToolCallStatus, WriteTextFileRequest, WriteTextFileResponse,
 };
+use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -66,7 +66,10 @@ pub enum Policy {
 /// Something the agent sent that belongs to one session's turn.
 enum Incoming {
     Update(Box<SessionUpdate>),
-    Permission(Box<RequestPermissionRequest>, Responder<RequestPermissionResponse>),
+    Permission(
+        Box<RequestPermissionRequest>,
+        Responder<RequestPermissionResponse>,
+    ),
     /// A file request was refused or failed; shown in the box.
     FsProblem(String),
 }
@@ -99,7 +102,11 @@ impl Connection {
     }
 
     pub fn can_resume(&self) -> bool {
-        self.init.agent_capabilities.session_capabilities.resume.is_some()
+        self.init
+            .agent_capabilities
+            .session_capabilities
+            .resume
+            .is_some()
     }
 
     pub fn can_load(&self) -> bool {
@@ -151,7 +158,13 @@ impl Connection {
         let exit = Arc::new(Mutex::new(None));
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
-        tokio::spawn(watch_process(agent.clone(), child, kill_rx, dead.clone(), exit.clone()));
+        tokio::spawn(watch_process(
+            agent.clone(),
+            child,
+            kill_rx,
+            dead.clone(),
+            exit.clone(),
+        ));
 
         let routes: Routes = Arc::default();
         let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
@@ -168,28 +181,46 @@ impl Connection {
             .name("quorum")
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
-                    let _ = route(&notify_routes, &n.session_id.0, Incoming::Update(Box::new(n.update)));
+                    let _ = route(
+                        &notify_routes,
+                        &n.session_id.0,
+                        Incoming::Update(Box::new(n.update)),
+                    );
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
             )
             .on_receive_request(
-                async move |req: RequestPermissionRequest, responder: Responder<RequestPermissionResponse>, _cx| {
+                async move |req: RequestPermissionRequest,
+                            responder: Responder<RequestPermissionResponse>,
+                            _cx| {
                     let session = req.session_id.0.to_string();
                     // The turn decides; an unknown session gets `cancelled`.
-                    if let Err(Incoming::Permission(_, responder)) = route(&perm_routes, &session, Incoming::Permission(Box::new(req), responder)) {
-                        responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled))?;
+                    if let Err(Incoming::Permission(_, responder)) = route(
+                        &perm_routes,
+                        &session,
+                        Incoming::Permission(Box::new(req), responder),
+                    ) {
+                        responder.respond(RequestPermissionResponse::new(
+                            RequestPermissionOutcome::Cancelled,
+                        ))?;
                     }
                     Ok(())
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |req: ReadTextFileRequest, responder: Responder<ReadTextFileResponse>, _cx| {
+                async move |req: ReadTextFileRequest,
+                            responder: Responder<ReadTextFileResponse>,
+                            _cx| {
                     match read_root.read(&req.path, req.line, req.limit) {
                         Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
                         Err(e) => {
-                            let _ = route(&read_routes, &req.session_id.0, Incoming::FsProblem(format!("refused to read {e}")));
+                            let _ = route(
+                                &read_routes,
+                                &req.session_id.0,
+                                Incoming::FsProblem(format!("refused to read {e}")),
+                            );
                             responder.respond_with_error(fs_error(&e))
                         }
                     }
@@ -197,28 +228,31 @@ impl Connection {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |req: WriteTextFileRequest, responder: Responder<WriteTextFileResponse>, _cx| {
+                async move |req: WriteTextFileRequest,
+                            responder: Responder<WriteTextFileResponse>,
+                            _cx| {
                     match write_root.write(&req.path, &req.content) {
                         Ok(()) => responder.respond(WriteTextFileResponse::new()),
                         Err(e) => {
-                            let _ = route(&write_routes, &req.session_id.0, Incoming::FsProblem(format!("refused to write {e}")));
+                            let _ = route(
+                                &write_routes,
+                                &req.session_id.0,
+                                Incoming::FsProblem(format!("refused to write {e}")),
+                            );
                             responder.respond_with_error(fs_error(&e))
                         }
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
             )
-        .connect_with(
-            transport,
-            async move |cx: ConnectionTo<Agent>| {
+            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                 let _ = cx_tx.send(cx.clone());
                 tokio::select! {
                     _ = shutdown_rx => {}
                     _ = cx.incoming_closed() => {}
                 }
                 Ok(())
-            },
-        );
+            });
         {
             let agent = agent.clone();
             let dead = dead.clone();
@@ -239,11 +273,9 @@ impl Connection {
         })?;
         let init = InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(
-                ClientCapabilities::new().fs(
-                    FileSystemCapabilities::new()
-                        .read_text_file(true)
-                        .write_text_file(true),
-                ),
+                ClientCapabilities::new().fs(FileSystemCapabilities::new()
+                    .read_text_file(true)
+                    .write_text_file(true)),
             )
             .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")));
         let init = match cx.send_request(init).block_task().await {
@@ -279,7 +311,12 @@ impl Connection {
 
     /// Runs one turn: opens (or resumes) a session, sends the prompt,
     /// streams activity to `sink` and ends with the agent's final message.
-    pub async fn turn(&self, request: TurnRequest<'_>, sink: &dyn TurnSink, control: &mut TurnControl) -> TurnResult {
+    pub async fn turn(
+        &self,
+        request: TurnRequest<'_>,
+        sink: &dyn TurnSink,
+        control: &mut TurnControl,
+    ) -> TurnResult {
         let (session_id, kind) = match self.open_session(request.root, request.resume, sink).await {
             Ok(opened) => opened,
             Err(message) => {
@@ -299,12 +336,20 @@ impl Connection {
             .insert(session_id.clone(), tx);
         let prompt = PromptRequest::new(
             session_id.clone(),
-            vec![ContentBlock::Text(TextContent::new(request.prompt.to_string()))],
+            vec![ContentBlock::Text(TextContent::new(
+                request.prompt.to_string(),
+            ))],
         );
         let response = self.cx.send_request(prompt).block_task();
         tokio::pin!(response);
         let mut turn = Turn::default();
-        let mut pending: HashMap<String, (RequestPermissionRequest, Responder<RequestPermissionResponse>)> = HashMap::new();
+        let mut pending: HashMap<
+            String,
+            (
+                RequestPermissionRequest,
+                Responder<RequestPermissionResponse>,
+            ),
+        > = HashMap::new();
         let mut cancelled = false;
         let grace = tokio::time::sleep(Duration::MAX / 4);
         tokio::pin!(grace);
@@ -373,9 +418,14 @@ impl Connection {
                 turn.update(*update, sink);
             }
         }
-        self.routes.lock().expect("not poisoned").remove(&session_id);
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .remove(&session_id);
         for (_, (_, responder)) in pending.drain() {
-            let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+            let _ = responder.respond(RequestPermissionResponse::new(
+                RequestPermissionOutcome::Cancelled,
+            ));
         }
         let (output, stop_reason) = match result {
             Some(Ok(response)) => (turn.final_text, stop_reason_name(&response.stop_reason)),
@@ -399,14 +449,22 @@ impl Connection {
         }
     }
 
-    async fn open_session(&self, root: &Path, resume: Option<&str>, sink: &dyn TurnSink) -> Result<(String, SessionKind), String> {
+    async fn open_session(
+        &self,
+        root: &Path,
+        resume: Option<&str>,
+        sink: &dyn TurnSink,
+    ) -> Result<(String, SessionKind), String> {
         if let Some(id) = resume {
             // History replayed by load (or resume) arrives before the answer,
             // while no route exists for the session: it is not shown.
             let reopened = if self.can_resume() {
                 Some((
                     self.cx
-                        .send_request(ResumeSessionRequest::new(id.to_string(), root.to_path_buf()))
+                        .send_request(ResumeSessionRequest::new(
+                            id.to_string(),
+                            root.to_path_buf(),
+                        ))
                         .block_task()
                         .await
                         .map(|_| ()),
@@ -434,12 +492,17 @@ impl Connection {
                         "{}: session {id} could not be reopened ({}); starting a new one",
                         self.agent, e.message
                     ));
-                    return self.new_session(root).await.map(|id| (id, SessionKind::NewAfterStale));
+                    return self
+                        .new_session(root)
+                        .await
+                        .map(|id| (id, SessionKind::NewAfterStale));
                 }
                 None => {}
             }
         }
-        self.new_session(root).await.map(|id| (id, SessionKind::Fresh))
+        self.new_session(root)
+            .await
+            .map(|id| (id, SessionKind::Fresh))
     }
 
     async fn new_session(&self, root: &Path) -> Result<String, String> {
@@ -450,7 +513,9 @@ impl Connection {
             .await
         {
             Ok(r) => Ok(r.session_id.0.to_string()),
-            Err(e) if self.alive() => Err(format!("{}: session/new failed: {}", self.agent, e.message)),
+            Err(e) if self.alive() => {
+                Err(format!("{}: session/new failed: {}", self.agent, e.message))
+            }
             Err(_) => Err(format!("{} exited: {}", self.agent, self.death())),
         }
     }
@@ -483,7 +548,11 @@ fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
     agent_client_protocol::Error::new(code, e.to_string())
 }
 
-async fn drain_stderr(agent: String, pipe: tokio::process::ChildStderr, keep: Arc<Mutex<VecDeque<String>>>) {
+async fn drain_stderr(
+    agent: String,
+    pipe: tokio::process::ChildStderr,
+    keep: Arc<Mutex<VecDeque<String>>>,
+) {
     let mut lines = tokio::io::BufReader::new(pipe).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         tracing::debug!(target: "agent_stderr", "{agent}: {line}");
@@ -544,9 +613,15 @@ fn unsafe_free_kill_group(pid: u32) {
 /// or a reject option (once before always).
 fn pick_option(req: &RequestPermissionRequest, allow: bool) -> Option<(String, String)> {
     let kinds: &[PermissionOptionKind] = if allow {
-        &[PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways]
+        &[
+            PermissionOptionKind::AllowOnce,
+            PermissionOptionKind::AllowAlways,
+        ]
     } else {
-        &[PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways]
+        &[
+            PermissionOptionKind::RejectOnce,
+            PermissionOptionKind::RejectAlways,
+        ]
     };
     kinds.iter().find_map(|kind| {
         req.options
@@ -608,12 +683,16 @@ impl Turn {
             SessionUpdate::AgentMessageChunk(chunk) => {
                 if let Some(text) = content_text(&chunk.content) {
                     self.final_text.push_str(text);
-                    sink.activity(Activity::MessageChunk { text: text.to_string() });
+                    sink.activity(Activity::MessageChunk {
+                        text: text.to_string(),
+                    });
                 }
             }
             SessionUpdate::AgentThoughtChunk(chunk) => {
                 if let Some(text) = content_text(&chunk.content) {
-                    sink.activity(Activity::ThoughtChunk { text: text.to_string() });
+                    sink.activity(Activity::ThoughtChunk {
+                        text: text.to_string(),
+                    });
                 }
             }
             SessionUpdate::ToolCall(call) => {
@@ -635,7 +714,11 @@ impl Turn {
                     .into_iter()
                     .map(|e| PlanEntry {
                         content: e.content,
-                        status: match serde_json::to_value(&e.status).ok().as_ref().and_then(|v| v.as_str()) {
+                        status: match serde_json::to_value(&e.status)
+                            .ok()
+                            .as_ref()
+                            .and_then(|v| v.as_str())
+                        {
                             Some("completed") => PlanStatus::Completed,
                             Some("in_progress") => PlanStatus::InProgress,
                             _ => PlanStatus::Pending,

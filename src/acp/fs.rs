@@ -89,7 +89,12 @@ impl Root {
     }
 
     /// Reads a text file; `line` (1-based) and `limit` select lines.
-    pub fn read(&self, path: &Path, line: Option<u32>, limit: Option<u32>) -> Result<String, FsError> {
+    pub fn read(
+        &self,
+        path: &Path,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<String, FsError> {
         let real = self.resolve_existing(path)?;
         let text = std::fs::read_to_string(&real).map_err(|source| FsError::Io {
             path: path.to_path_buf(),
@@ -133,18 +138,37 @@ mod tests {
     #[test]
     fn reads_inside_with_line_ranges() {
         let (dir, _o, root) = setup();
-        assert_eq!(root.read(&dir.path().join("in.txt"), None, None).unwrap(), "one\ntwo\nthree\n");
-        assert_eq!(root.read(Path::new("in.txt"), Some(2), Some(1)).unwrap(), "two\n");
+        assert_eq!(
+            root.read(&dir.path().join("in.txt"), None, None).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+        assert_eq!(
+            root.read(Path::new("in.txt"), Some(2), Some(1)).unwrap(),
+            "two\n"
+        );
     }
 
     #[test]
     fn refuses_dotdot_and_absolute_paths_outside() {
         let (dir, outside, root) = setup();
         let secret = outside.path().join("secret.txt");
-        assert!(matches!(root.read(&secret, None, None), Err(FsError::Outside { .. })));
-        let sneaky = dir.path().join("..").join(outside.path().file_name().unwrap()).join("secret.txt");
-        assert!(matches!(root.read(&sneaky, None, None), Err(FsError::Outside { .. })));
-        assert!(matches!(root.write(&secret, "x"), Err(FsError::Outside { .. })));
+        assert!(matches!(
+            root.read(&secret, None, None),
+            Err(FsError::Outside { .. })
+        ));
+        let sneaky = dir
+            .path()
+            .join("..")
+            .join(outside.path().file_name().unwrap())
+            .join("secret.txt");
+        assert!(matches!(
+            root.read(&sneaky, None, None),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(matches!(
+            root.write(&secret, "x"),
+            Err(FsError::Outside { .. })
+        ));
         assert!(matches!(
             root.write(&dir.path().join("new/../../escape.txt"), "x"),
             Err(FsError::Outside { .. })
@@ -158,19 +182,34 @@ mod tests {
         let (dir, outside, root) = setup();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(outside.path(), &link).unwrap();
-        assert!(matches!(root.read(&link.join("secret.txt"), None, None), Err(FsError::Outside { .. })));
-        assert!(matches!(root.write(&link.join("planted.txt"), "x"), Err(FsError::Outside { .. })));
+        assert!(matches!(
+            root.read(&link.join("secret.txt"), None, None),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(matches!(
+            root.write(&link.join("planted.txt"), "x"),
+            Err(FsError::Outside { .. })
+        ));
         assert!(!outside.path().join("planted.txt").exists());
         let file_link = dir.path().join("file-link");
         std::os::unix::fs::symlink(outside.path().join("secret.txt"), &file_link).unwrap();
-        assert!(matches!(root.write(&file_link, "x"), Err(FsError::Outside { .. })));
-        assert_eq!(std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(), "secret");
+        assert!(matches!(
+            root.write(&file_link, "x"),
+            Err(FsError::Outside { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+            "secret"
+        );
     }
 
     #[test]
     fn writes_inside_creating_directories() {
         let (dir, _o, root) = setup();
         root.write(&dir.path().join("a/b/c.txt"), "hi").unwrap();
-        assert_eq!(std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(), "hi");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "hi"
+        );
     }
 }

@@ -11,10 +11,14 @@ use tokio::sync::{mpsc, watch};
 
 use super::memory::{NoInput, SubAgent};
 use super::types::{REVIEW_CONTRACT, SubAgentCallInput, SubAgentCallOutput};
-use crate::acp::client::{Connection, PermissionAnswer, Policy, TurnControl, TurnRequest, TurnSink};
+use crate::acp::client::{
+    Connection, PermissionAnswer, Policy, TurnControl, TurnRequest, TurnSink,
+};
 use crate::acp::fs::Root;
 use crate::acp::registry::{Permissions, Registry, UnknownAgent};
-use crate::event::{Activity, AgentRef, Emitter, Event, NoticeLevel, SessionKind, Severity, TaskState};
+use crate::event::{
+    Activity, AgentRef, Emitter, Event, NoticeLevel, SessionKind, Severity, TaskState,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -22,7 +26,9 @@ pub enum DispatchError {
     NoInput(#[from] NoInput),
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
-    #[error("the internal agent is not available in this build of quorum; name an ACP agent with `agent`")]
+    #[error(
+        "the internal agent is not available in this build of quorum; name an ACP agent with `agent`"
+    )]
     NoInternalAgent,
     #[error("unknown task {0:?}; known tasks: {1}")]
     UnknownTask(String, String),
@@ -158,7 +164,9 @@ impl Dispatcher {
         let (message, resume) = {
             let mut memory = self.memory.lock().expect("not poisoned");
             let message = memory.resolve_input(input.input.as_deref())?;
-            let resume = memory.resume_id(&agent, input.continue_session).map(str::to_string);
+            let resume = memory
+                .resume_id(&agent, input.continue_session)
+                .map(str::to_string);
             (message, resume)
         };
         let n = self.next_id.fetch_add(1, Ordering::SeqCst);
@@ -238,7 +246,9 @@ impl Dispatcher {
             });
         }
         let spec = self.registry.get(agent).map_err(|e| e.to_string())?;
-        let conn = Connection::start(spec, &self.root).await.map_err(|e| e.to_string())?;
+        let conn = Connection::start(spec, &self.root)
+            .await
+            .map_err(|e| e.to_string())?;
         connections.insert(agent.to_string(), conn.clone());
         Ok(conn)
     }
@@ -270,14 +280,26 @@ impl Dispatcher {
                 session_id: None,
             },
         };
-        self.running.lock().expect("not poisoned").remove(&job.call_id);
+        self.running
+            .lock()
+            .expect("not poisoned")
+            .remove(&job.call_id);
         // Only a turn that succeeded moves the session on.
         if result.succeeded()
             && let Some(id) = &result.session_id
         {
-            self.memory.lock().expect("not poisoned").store_session(&job.agent, id);
+            self.memory
+                .lock()
+                .expect("not poisoned")
+                .store_session(&job.agent, id);
         }
-        let events = super::finish(&job.call_id, &job.agent, &result.output, &result.stop_reason, job.code_review);
+        let events = super::finish(
+            &job.call_id,
+            &job.agent,
+            &result.output,
+            &result.stop_reason,
+            job.code_review,
+        );
         let mut severity = None;
         for event in events {
             if let Event::SubagentFinished { severity: s, .. } = &event {
@@ -287,7 +309,13 @@ impl Dispatcher {
         }
         if let Some(task_id) = &job.task_id {
             let shown = super::severity::parse(&result.output).body.to_string();
-            if let Some(task) = self.tasks.lock().expect("not poisoned").iter_mut().find(|t| &t.task_id == task_id) {
+            if let Some(task) = self
+                .tasks
+                .lock()
+                .expect("not poisoned")
+                .iter_mut()
+                .find(|t| &t.task_id == task_id)
+            {
                 task.state = TaskState::from_stop_reason(&result.stop_reason);
                 task.elapsed_ms = task.started.elapsed().as_millis() as u64;
                 task.output = Some(result.output.clone());
@@ -362,7 +390,11 @@ impl Dispatcher {
                     if tasks.is_empty() {
                         "none".to_string()
                     } else {
-                        tasks.iter().map(|t| t.task_id.as_str()).collect::<Vec<_>>().join(", ")
+                        tasks
+                            .iter()
+                            .map(|t| t.task_id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     },
                 )),
             },
@@ -382,7 +414,11 @@ impl Dispatcher {
 
     /// The session stored for `agent`, if any.
     pub fn stored_session(&self, agent: &str) -> Option<String> {
-        self.memory.lock().expect("not poisoned").stored_session(agent).map(str::to_string)
+        self.memory
+            .lock()
+            .expect("not poisoned")
+            .stored_session(agent)
+            .map(str::to_string)
     }
 
     /// Stops every agent process.
@@ -415,7 +451,9 @@ impl TurnSink for CallSink<'_> {
         if let Some(task_id) = self.task_id {
             let summary = match &activity {
                 Activity::ToolCall { title, .. } => Some((format!("⚙ {title}"), true)),
-                Activity::PermissionRequest { title, .. } => Some((format!("? permission: {title}"), false)),
+                Activity::PermissionRequest { title, .. } => {
+                    Some((format!("? permission: {title}"), false))
+                }
                 _ => None,
             };
             // Summaries change on tool calls and requests, not on every chunk.

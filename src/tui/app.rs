@@ -31,6 +31,47 @@ pub enum Input {
 pub enum Op {
     /// The person sent a message.
     Submit(String),
+    /// Cancel a running sub-agent call.
+    Cancel(String),
+    /// Answer a permission request: an option index, or `None` to cancel.
+    Answer {
+        call_id: String,
+        request_id: String,
+        option: Option<usize>,
+    },
+}
+
+/// `@NAME message`: a message straight to an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    pub agent: String,
+    pub message: String,
+    /// `@NAME!`: run in the background.
+    pub background: bool,
+    /// `@NAME?`: ask for a code review.
+    pub review: bool,
+}
+
+/// Parses `@NAME message`, `@NAME! message` or `@NAME? message` (the marks
+/// may be combined).
+pub fn parse_mention(text: &str) -> Option<Mention> {
+    let rest = text.trim_start().strip_prefix('@')?;
+    let (head, message) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let name = head.trim_end_matches(['!', '?']);
+    let marks = &head[name.len()..];
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return None;
+    }
+    Some(Mention {
+        agent: name.to_string(),
+        message: message.trim().to_string(),
+        background: marks.contains('!'),
+        review: marks.contains('?'),
+    })
 }
 
 /// Redraw interval while something animates (spinners, elapsed time).
@@ -260,6 +301,25 @@ impl App {
                     }
                 }
                 KeyCode::Char('d') if ctrl && composer.text.is_empty() => self.quit = true,
+                KeyCode::Esc => {
+                    if let Some(call_id) = self.state.latest_running_call() {
+                        let _ = ops.send(Op::Cancel(call_id));
+                    }
+                }
+                KeyCode::Char(c @ '1'..='9')
+                    if composer.text.is_empty() && self.state.pending_permission().is_some() =>
+                {
+                    if let Some((call_id, request_id, options)) = self.state.pending_permission() {
+                        let index = c as usize - '1' as usize;
+                        if index < options {
+                            let _ = ops.send(Op::Answer {
+                                call_id,
+                                request_id,
+                                option: Some(index),
+                            });
+                        }
+                    }
+                }
                 KeyCode::Char('j') if ctrl => composer.insert("\n"),
                 KeyCode::Enter
                     if key

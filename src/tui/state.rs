@@ -158,6 +158,26 @@ impl State {
         Self::default()
     }
 
+    /// The call id of the newest running box.
+    pub fn latest_running_call(&self) -> Option<String> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) if b.running() => Some(b.call_id.clone()),
+            _ => None,
+        })
+    }
+
+    /// The newest unanswered permission request: call id, request id and
+    /// how many options it offers.
+    pub fn pending_permission(&self) -> Option<(String, String, usize)> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) => b
+                .permission
+                .as_ref()
+                .map(|(id, _, options)| (b.call_id.clone(), id.clone(), options.len())),
+            _ => None,
+        })
+    }
+
     /// How many sub-agent boxes are still running.
     pub fn running(&self) -> usize {
         self.running
