@@ -1,0 +1,206 @@
+//! Interop with a real third-party ACP agent: fast-agent with its
+//! `passthrough` model (it echoes the prompt; `***CALL_TOOL name {json}`
+//! makes it call a tool). `scripts/install-fast-agent.sh` installs it into
+//! `.tools/` the first time; a failed install fails these tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use quorum::event::{Activity, Event, SessionKind};
+use quorum::transcript;
+
+fn fast_agent() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-fast-agent.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "installing fast-agent failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        PathBuf::from(
+            stdout
+                .lines()
+                .last()
+                .expect("the script prints the path")
+                .trim(),
+        )
+    })
+}
+
+/// A session directory with a config that runs fast-agent on passthrough.
+struct Session {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+fn session() -> Session {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello from a file\n").unwrap();
+    let config = dir.path().join("quorum.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fast-agent]\ncommand = {:?}\nargs = [\"--no-update-check\", \"acp\", \"--model\", \"passthrough\"]\n",
+            fast_agent().display().to_string()
+        ),
+    )
+    .unwrap();
+    Session { dir, config }
+}
+
+impl Session {
+    fn call(&self, extra: &[&str], record: &str) -> (Output, Vec<serde_json::Value>, Vec<Event>) {
+        let record = self.dir.path().join(record);
+        let out = Command::new(env!("CARGO_BIN_EXE_quorum"))
+            .arg("--config")
+            .arg(&self.config)
+            .args(["call", "--agent", "fast-agent", "--json", "--cwd"])
+            .arg(self.dir.path())
+            .arg("--record")
+            .arg(&record)
+            .args(extra)
+            .output()
+            .unwrap();
+        let results = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        let events = transcript::load(&record)
+            .unwrap()
+            .events
+            .into_iter()
+            .map(|s| s.event)
+            .collect();
+        (out, results, events)
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn plain_turn_then_resume_then_fresh_session() {
+    let s = session();
+    let (out, results, events) = s.call(
+        &["--input", "hello world", "--input", "second turn"],
+        "a.jsonl",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["output"], "hello world");
+    assert_eq!(results[0]["stop_reason"], "end_turn");
+    assert_eq!(results[0]["session"], "fresh");
+    // The second call resumes the first call's session.
+    assert_eq!(results[1]["output"], "second turn");
+    assert_eq!(results[1]["session"], "resumed");
+    assert_eq!(results[1]["session_id"], results[0]["session_id"]);
+    let kinds: Vec<SessionKind> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentSession { session, .. } => Some(*session),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, [SessionKind::Fresh, SessionKind::Resumed]);
+    // fast-agent replays history on resume; none of it shows as activity.
+    let chunks: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::MessageChunk { text },
+                ..
+            } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks.concat(), "hello worldsecond turn");
+
+    // A new session on request: a different id.
+    let (out, fresh, _) = s.call(&["--new-session", "--input", "third"], "b.jsonl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fresh[0]["session"], "fresh");
+    assert_ne!(fresh[0]["session_id"], results[0]["session_id"]);
+}
+
+#[test]
+fn tool_call_asks_permission_then_reads_inside_the_session_directory() {
+    let s = session();
+    let notes = s.dir.path().join("notes.txt").canonicalize().unwrap();
+    let prompt = format!(
+        "***CALL_TOOL read_text_file {{\"path\": {:?}}}",
+        notes.display().to_string()
+    );
+    let (out, results, events) = s.call(&["--approve", "all", "--input", &prompt], "c.jsonl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        results[0]["output"], "hello from a file\n",
+        "only the text after the tool call"
+    );
+    let asked = events.iter().any(|e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::PermissionRequest { .. },
+                ..
+            }
+        )
+    });
+    let allowed = events.iter().any(|e| matches!(e, Event::SubagentActivity { activity: Activity::PermissionResolved { outcome, .. }, .. } if outcome.starts_with("Allow")));
+    let tool = events.iter().any(|e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::ToolCall { .. },
+                ..
+            }
+        )
+    });
+    assert!(asked && allowed && tool, "{events:#?}");
+}
+
+#[test]
+fn denied_permission_and_reads_outside_are_refused() {
+    let s = session();
+    let notes = s.dir.path().join("notes.txt").canonicalize().unwrap();
+    let prompt = format!(
+        "***CALL_TOOL read_text_file {{\"path\": {:?}}}",
+        notes.display().to_string()
+    );
+    // --approve none (the default): the agent is told no.
+    let (out, results, _) = s.call(&["--input", &prompt], "d.jsonl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !results[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("hello from a file"),
+        "{results:?}"
+    );
+
+    // Allowed, but outside the session directory: refused, with a notice.
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(outside.path(), "secret").unwrap();
+    let prompt = format!(
+        "***CALL_TOOL read_text_file {{\"path\": {:?}}}",
+        outside.path().display().to_string()
+    );
+    let (out, results, events) = s.call(&["--approve", "all", "--input", &prompt], "e.jsonl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let output = results[0]["output"].as_str().unwrap();
+    assert!(!output.contains("secret"), "{output}");
+    assert!(output.contains("outside the session directory"), "{output}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Notice { text, .. } if text.contains("refused to read"))),
+        "{events:#?}"
+    );
+}
