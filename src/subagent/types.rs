@@ -65,6 +65,20 @@ pub struct SubAgentCallOutput {
     pub stop_reason: String,
 }
 
+/// Arguments of a `subagent_status` call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusInput {
+    /// A background task's id; omit to list every task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+/// The JSON schema of `subagent_status`'s parameters.
+pub fn status_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(StatusInput)).expect("a schema is JSON")
+}
+
 /// The JSON schema of the tool's parameters.
 pub fn input_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(SubAgentCallInput)).expect("a schema is JSON")

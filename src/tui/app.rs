@@ -432,7 +432,7 @@ impl App {
                 }
                 let keys = match self.mode {
                     Mode::Live { .. } => {
-                        "Enter send · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit"
+                        "Enter send · Esc cancel agent · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit"
                     }
                     _ => "",
                 };

@@ -400,6 +400,13 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
             inner,
             body,
         );
+        body.push(Line::from(Span::styled(
+            format!(
+                "  press 1-{} to answer · Esc cancels the call",
+                options.len().min(9)
+            ),
+            theme::dim(),
+        )));
     }
     if b.activity.is_empty() && b.plan.is_empty() && b.permission.is_none() {
         body.push(Line::from(Span::styled("starting…", theme::dim())));

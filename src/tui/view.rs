@@ -293,7 +293,10 @@ fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
     let lines: Vec<Line<'_>> = if text.is_empty() {
         vec![Line::from(vec![
             Span::styled("› ", theme::user()),
-            Span::styled("message the chat, or Ctrl+C to quit", theme::dim()),
+            Span::styled(
+                "message the chat · @agent message to call an agent · Ctrl+C quits",
+                theme::dim(),
+            ),
         ])]
     } else {
         text.split('\n')
