@@ -76,11 +76,12 @@ enum Incoming {
 
 type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>>;
 
-fn route(routes: &Routes, session: &str, incoming: Incoming) -> Result<(), Incoming> {
+/// Hands `incoming` to its session's turn; gives it back if no turn runs.
+fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
     let routes = routes.lock().expect("not poisoned");
     match routes.get(session) {
-        Some(tx) => tx.send(incoming).map_err(|e| e.0),
-        None => Err(incoming),
+        Some(tx) => tx.send(incoming).err().map(|e| e.0),
+        None => Some(incoming),
     }
 }
 
@@ -196,7 +197,7 @@ impl Connection {
                             _cx| {
                     let session = req.session_id.0.to_string();
                     // The turn decides; an unknown session gets `cancelled`.
-                    if let Err(Incoming::Permission(_, responder)) = route(
+                    if let Some(Incoming::Permission(_, responder)) = route(
                         &perm_routes,
                         &session,
                         Incoming::Permission(Box::new(req), responder),

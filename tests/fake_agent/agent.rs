@@ -1,0 +1,726 @@
+//! `quorum-fake-agent`: a scripted ACP v1 agent for quorum's test suite.
+//!
+//! It speaks newline-delimited JSON-RPC on stdin/stdout and logs only to
+//! stderr. Each prompt's first word selects a scenario; see
+//! `tests/fake_agent/README.md` for the full list.
+//!
+//! The crate's `Stdio` transport needs its `stdio` feature, which quorum does
+//! not enable, so this binary bridges stdin/stdout to the crate's in-memory
+//! [`Channel`] transport with two plain threads.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionId, SessionNotification,
+    SessionResumeCapabilities, SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+};
+use agent_client_protocol::{
+    Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
+    RequestCancellation, TransportFrame, UntypedMessage,
+};
+use tokio::sync::{Notify, oneshot};
+
+/// Method of the private marker notification that tells the stdout writer to
+/// flush and exit with code 3 (the `crash` scenario). It is never written.
+const CRASH_MARKER: &str = "_quorum_fake_agent/crash";
+
+/// Method of the private marker notification that tells the stdout writer to
+/// write `params.line` `params.count` times (the `stream` scenario). It is
+/// never written itself.
+const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
+
+fn log(message: impl std::fmt::Display) {
+    eprintln!("quorum-fake-agent[{}]: {message}", std::process::id());
+}
+
+// ---------------------------------------------------------------------------
+// Session state
+// ---------------------------------------------------------------------------
+
+#[derive(Default)]
+struct TurnRecord {
+    prompt: String,
+    reply: String,
+}
+
+#[derive(Default)]
+struct Session {
+    history: Vec<TurnRecord>,
+    /// The running turn's number and cancel signal.
+    running: Option<(u64, Arc<Notify>)>,
+}
+
+#[derive(Default)]
+struct State {
+    sessions: HashMap<String, Session>,
+    next_session: u64,
+    next_turn: u64,
+}
+
+type Shared = Arc<Mutex<State>>;
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn unknown_session(session_id: &SessionId) -> Error {
+    Error::new(
+        ErrorCode::RESOURCE_NOT_FOUND,
+        format!("unknown session {session_id}"),
+    )
+    .data(serde_json::json!({ "sessionId": session_id }))
+}
+
+// ---------------------------------------------------------------------------
+// One prompt turn
+// ---------------------------------------------------------------------------
+
+struct Turn {
+    cx: ConnectionTo<Client>,
+    session_id: SessionId,
+    /// Prompts this session has received, this one included.
+    turns_so_far: usize,
+    /// Message text sent since the last tool call: the turn's stored reply.
+    reply: String,
+}
+
+impl Turn {
+    fn update(&mut self, update: SessionUpdate) -> Result<(), Error> {
+        match &update {
+            SessionUpdate::AgentMessageChunk(ContentChunk {
+                content: ContentBlock::Text(text),
+                ..
+            }) => self.reply.push_str(&text.text),
+            SessionUpdate::ToolCall(_) | SessionUpdate::ToolCallUpdate(_) => self.reply.clear(),
+            _ => {}
+        }
+        self.cx
+            .send_notification(SessionNotification::new(self.session_id.clone(), update))?;
+        Ok(())
+    }
+
+    fn chunk(&mut self, text: impl Into<String>) -> Result<(), Error> {
+        let chunk = ContentChunk::new(ContentBlock::from(text.into()));
+        self.update(SessionUpdate::AgentMessageChunk(chunk))
+    }
+
+    fn thought(&mut self, text: impl Into<String>) -> Result<(), Error> {
+        let chunk = ContentChunk::new(ContentBlock::from(text.into()));
+        self.update(SessionUpdate::AgentThoughtChunk(chunk))
+    }
+
+    fn tool_call(&mut self, call: ToolCall) -> Result<(), Error> {
+        self.update(SessionUpdate::ToolCall(call))
+    }
+
+    fn tool_status(&mut self, id: &'static str, status: ToolCallStatus) -> Result<(), Error> {
+        let fields = ToolCallUpdateFields::new().status(status);
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id, fields,
+        )))
+    }
+}
+
+/// Sends `request` to the client from a task of its own and returns a
+/// receiver for the answer. Unlike awaiting `block_task()` directly, giving up
+/// on the receiver (on cancel) does not drop the request, so no
+/// `$/cancel_request` is sent; the client's eventual answer is discarded.
+fn request_in_background<Req>(
+    cx: &ConnectionTo<Client>,
+    request: Req,
+) -> Result<oneshot::Receiver<Result<Req::Response, Error>>, Error>
+where
+    Req: JsonRpcRequest,
+    Req::Response: Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    let sent = cx.send_request(request);
+    cx.spawn(async move {
+        let _ = tx.send(sent.block_task().await);
+        Ok(())
+    })?;
+    Ok(rx)
+}
+
+/// Splits `text` into at most three pieces of nearly equal length.
+fn thirds(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let parts = chars.len().min(3);
+    let mut pieces = Vec::with_capacity(parts);
+    let mut start = 0;
+    for i in 0..parts {
+        let len = chars.len() / parts + usize::from(i < chars.len() % parts);
+        pieces.push(chars[start..start + len].iter().collect());
+        start += len;
+    }
+    pieces
+}
+
+/// Splits off the first whitespace-separated word; the rest keeps everything
+/// after the whitespace that follows the word.
+fn first_word(text: &str) -> (&str, &str) {
+    let text = text.trim_start();
+    match text.find(char::is_whitespace) {
+        Some(end) => (&text[..end], text[end..].trim_start()),
+        None => (text, ""),
+    }
+}
+
+/// Runs the scenario `text` selects. `cancel` fires on `session/cancel` for
+/// the session; a `$/cancel_request` for the prompt request counts too.
+async fn run_turn(
+    turn: &mut Turn,
+    text: &str,
+    cancel: Arc<Notify>,
+    request_cancellation: RequestCancellation,
+) -> Result<StopReason, Error> {
+    let cancelled = async {
+        tokio::select! {
+            () = cancel.notified() => {}
+            () = request_cancellation.cancelled() => {}
+        }
+    };
+    let (word, rest) = first_word(text);
+    match word {
+        "echo" => {
+            for piece in thirds(rest) {
+                turn.chunk(piece)?;
+            }
+        }
+        "stream" => {
+            let count: u64 = rest.trim().parse().map_err(|_| {
+                Error::invalid_params().data(format!("stream: bad count {:?}", rest.trim()))
+            })?;
+            // Going through `send_notification` costs ~15µs of CPU a message
+            // in a debug build (15 s for a million). Instead serialize the
+            // chunk once and have the stdout writer repeat the line: the
+            // marker travels the connection's outgoing queue like any other
+            // message, so wire order and bytes are unchanged.
+            let chunk = ContentChunk::new(ContentBlock::from("x"));
+            let update = SessionNotification::new(
+                turn.session_id.clone(),
+                SessionUpdate::AgentMessageChunk(chunk),
+            );
+            let params = serde_json::to_value(&update).map_err(Error::into_internal_error)?;
+            let line = TransportFrame::Single(RawJsonRpcMessage::notification(
+                "session/update".to_string(),
+                params,
+            )?)
+            .to_json()?;
+            let repeat = serde_json::json!({ "line": line, "count": count });
+            turn.cx
+                .send_notification(UntypedMessage::new(REPEAT_MARKER, repeat)?)?;
+            turn.reply = "x".repeat(usize::try_from(count).unwrap_or(usize::MAX));
+        }
+        "tools" => {
+            turn.chunk("Let me look.")?;
+            let read = ToolCall::new("t1", "Read README.md")
+                .kind(ToolKind::Read)
+                .status(ToolCallStatus::Pending);
+            turn.tool_call(read)?;
+            turn.tool_status("t1", ToolCallStatus::Completed)?;
+            turn.chunk("Still looking.")?;
+            let search =
+                ToolCall::new("t2", "Search \"fn main\"").status(ToolCallStatus::InProgress);
+            turn.tool_call(search)?;
+            turn.tool_status("t2", ToolCallStatus::Completed)?;
+            turn.chunk("Final ")?;
+            turn.chunk("answer.")?;
+        }
+        "review" => {
+            let value = rest.split_whitespace().next().unwrap_or("");
+            turn.thought("Reviewing.")?;
+            turn.chunk(format!("<!-- severity: {value} -->\n"))?;
+            turn.chunk(format!("## Review\nLooks {value}."))?;
+        }
+        "plan" => {
+            let entries = vec![
+                PlanEntry::new(
+                    "Read the code",
+                    PlanEntryPriority::High,
+                    PlanEntryStatus::Completed,
+                ),
+                PlanEntry::new(
+                    "Write the fix",
+                    PlanEntryPriority::Medium,
+                    PlanEntryStatus::InProgress,
+                ),
+                PlanEntry::new(
+                    "Run the tests",
+                    PlanEntryPriority::Low,
+                    PlanEntryStatus::Pending,
+                ),
+            ];
+            turn.update(SessionUpdate::Plan(Plan::new(entries)))?;
+            turn.chunk("planned")?;
+        }
+        "permission" => {
+            let call = ToolCall::new("p1", "Delete build/")
+                .kind(ToolKind::Delete)
+                .status(ToolCallStatus::Pending);
+            turn.tool_call(call)?;
+            let options = vec![
+                PermissionOption::new("allow", "Allow once", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("always", "Allow always", PermissionOptionKind::AllowAlways),
+                PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+            ];
+            let tool_call = ToolCallUpdate::new(
+                "p1",
+                ToolCallUpdateFields::new()
+                    .title("Delete build/".to_string())
+                    .kind(ToolKind::Delete)
+                    .status(ToolCallStatus::Pending),
+            );
+            let request =
+                RequestPermissionRequest::new(turn.session_id.clone(), tool_call, options);
+            let answer = request_in_background(&turn.cx, request)?;
+            let outcome = tokio::select! {
+                () = cancelled => return Ok(StopReason::Cancelled),
+                answer = answer => answer.unwrap_or_else(|_| Err(Error::internal_error())),
+            };
+            match outcome {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match selected.option_id.0.as_ref() {
+                            "allow" | "always" => {
+                                turn.tool_status("p1", ToolCallStatus::Completed)?;
+                                turn.chunk("permitted")?;
+                            }
+                            "reject" => {
+                                turn.tool_status("p1", ToolCallStatus::Failed)?;
+                                turn.chunk("denied")?;
+                            }
+                            other => {
+                                log(format!("permission: unknown option {other:?}"));
+                                turn.chunk("permission error")?;
+                            }
+                        }
+                    }
+                    RequestPermissionOutcome::Cancelled => return Ok(StopReason::Cancelled),
+                    _ => turn.chunk("permission error")?,
+                },
+                Err(error) => {
+                    log(format!("permission request failed: {error:?}"));
+                    turn.chunk("permission error")?;
+                }
+            }
+        }
+        "read" => {
+            let request = ReadTextFileRequest::new(turn.session_id.clone(), rest.trim());
+            match turn.cx.send_request(request).block_task().await {
+                Ok(response) => turn.chunk(format!("read: {}", response.content))?,
+                Err(error) => turn.chunk(format!("read failed: {}", error.message))?,
+            }
+        }
+        "write" => {
+            let (path, content) = first_word(rest);
+            let request =
+                WriteTextFileRequest::new(turn.session_id.clone(), path, content.to_string());
+            match turn.cx.send_request(request).block_task().await {
+                Ok(_) => turn.chunk("wrote")?,
+                Err(error) => turn.chunk(format!("write failed: {}", error.message))?,
+            }
+        }
+        "crash" => {
+            turn.chunk("about to crash")?;
+            // Outgoing messages are written in order, so the writer thread
+            // sees this marker only after the chunk above; it then flushes
+            // stdout and exits with code 3.
+            turn.cx
+                .send_notification(UntypedMessage::new(CRASH_MARKER, serde_json::json!({}))?)?;
+            std::future::pending::<()>().await;
+        }
+        "slow" => {
+            let seconds: f64 = match rest.trim() {
+                "" => 30.0,
+                value => value.parse().map_err(|_| {
+                    Error::invalid_params().data(format!("slow: bad seconds {value:?}"))
+                })?,
+            };
+            turn.chunk("working")?;
+            tokio::select! {
+                () = cancelled => return Ok(StopReason::Cancelled),
+                () = tokio::time::sleep(Duration::from_secs_f64(seconds.max(0.0))) => {}
+            }
+            turn.chunk(" done")?;
+        }
+        "turns" => {
+            // The handler recorded this prompt before the turn started.
+            let count = turn.turns_so_far;
+            turn.chunk(format!("turns: {count}"))?;
+        }
+        "stop" => {
+            let reason = match rest.trim() {
+                "max_tokens" => StopReason::MaxTokens,
+                "max_turn_requests" => StopReason::MaxTurnRequests,
+                "refusal" => StopReason::Refusal,
+                other => {
+                    return Err(Error::invalid_params().data(format!("stop: bad reason {other:?}")));
+                }
+            };
+            turn.chunk("stopping")?;
+            return Ok(reason);
+        }
+        "ext" => {
+            turn.cx.send_notification(UntypedMessage::new(
+                "_fake/hello",
+                serde_json::json!({ "x": 1 }),
+            )?)?;
+            let ask = UntypedMessage::new("_fake/ask", serde_json::json!({}))?;
+            if let Err(error) = turn.cx.send_request(ask).block_task().await {
+                log(format!(
+                    "_fake/ask answered with an error (expected): {error:?}"
+                ));
+            }
+            turn.chunk("ext ok")?;
+        }
+        other => turn.chunk(format!("unknown scenario: {other}"))?,
+    }
+    Ok(StopReason::EndTurn)
+}
+
+// ---------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------
+
+fn prompt_text(request: &PromptRequest) -> String {
+    request
+        .prompt
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn handle_prompt(
+    state: &Shared,
+    request: PromptRequest,
+    responder: agent_client_protocol::v1::Responder<PromptResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let text = prompt_text(&request);
+    let session_id = request.session_id;
+    let key = session_id.to_string();
+    // Record the prompt and register the turn's cancel signal here, inside
+    // the dispatch loop, so a `session/cancel` that follows the prompt on the
+    // wire always finds it.
+    let (turn_number, index, cancel) = {
+        let mut state = lock(state);
+        state.next_turn += 1;
+        let turn_number = state.next_turn;
+        let Some(session) = state.sessions.get_mut(&key) else {
+            return responder.respond_with_error(unknown_session(&session_id));
+        };
+        session.history.push(TurnRecord {
+            prompt: text.clone(),
+            reply: String::new(),
+        });
+        let cancel = Arc::new(Notify::new());
+        session.running = Some((turn_number, cancel.clone()));
+        (turn_number, session.history.len() - 1, cancel)
+    };
+    log(format!("{key}: prompt {text:?}"));
+
+    let state = state.clone();
+    let mut turn = Turn {
+        cx: cx.clone(),
+        session_id,
+        turns_so_far: index + 1,
+        reply: String::new(),
+    };
+    let request_cancellation = responder.cancellation();
+    cx.spawn(async move {
+        let result = run_turn(&mut turn, &text, cancel, request_cancellation).await;
+        {
+            let mut state = lock(&state);
+            if let Some(session) = state.sessions.get_mut(&key) {
+                if let Some(record) = session.history.get_mut(index) {
+                    record.reply = std::mem::take(&mut turn.reply);
+                }
+                if session
+                    .running
+                    .as_ref()
+                    .is_some_and(|(number, _)| *number == turn_number)
+                {
+                    session.running = None;
+                }
+            }
+        }
+        log(format!("{key}: turn ended with {result:?}"));
+        responder.respond_with_result(result.map(PromptResponse::new))
+    })
+}
+
+fn replay(
+    state: &Shared,
+    session_id: &SessionId,
+    cx: &ConnectionTo<Client>,
+) -> Result<bool, Error> {
+    let state = lock(state);
+    let Some(session) = state.sessions.get(&session_id.to_string()) else {
+        return Ok(false);
+    };
+    for record in &session.history {
+        let prompt = ContentChunk::new(ContentBlock::from(record.prompt.clone()));
+        let mut updates = vec![SessionUpdate::UserMessageChunk(prompt)];
+        // A turn that said nothing (e.g. `echo` alone) replays no reply.
+        if !record.reply.is_empty() {
+            let reply = ContentChunk::new(ContentBlock::from(record.reply.clone()));
+            updates.push(SessionUpdate::AgentMessageChunk(reply));
+        }
+        for update in updates {
+            cx.send_notification(SessionNotification::new(session_id.clone(), update))?;
+        }
+    }
+    Ok(true)
+}
+
+struct Options {
+    load: bool,
+    resume: bool,
+}
+
+fn parse_options() -> Options {
+    let mut options = Options {
+        load: true,
+        resume: true,
+    };
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--no-load" => options.load = false,
+            "--no-resume" => options.resume = false,
+            other => log(format!("ignoring unknown argument {other:?}")),
+        }
+    }
+    options
+}
+
+// ---------------------------------------------------------------------------
+// stdin/stdout bridge
+// ---------------------------------------------------------------------------
+
+/// Exits on a broken stdout: there is nobody left to talk to.
+fn write_or_exit(result: std::io::Result<()>) {
+    if let Err(error) = result {
+        log(format!("stdout: {error}"));
+        std::process::exit(1);
+    }
+}
+
+/// Writes one outgoing frame to stdout, acting on this binary's private
+/// marker notifications instead of writing them.
+fn write_frame(out: &mut impl Write, frame: &TransportFrame) {
+    if let TransportFrame::Single(RawJsonRpcMessage::Notification(notification)) = frame {
+        match &*notification.method {
+            CRASH_MARKER => {
+                write_or_exit(out.flush());
+                log("crash scenario: exiting with code 3");
+                std::process::exit(3);
+            }
+            REPEAT_MARKER => {
+                let params = notification.params.clone().map(|p| p.into_value());
+                let params = params.unwrap_or_default();
+                let line = params["line"].as_str().unwrap_or_default();
+                let count = params["count"].as_u64().unwrap_or_default();
+                for _ in 0..count {
+                    write_or_exit(writeln!(out, "{line}"));
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+    match frame.to_json() {
+        Ok(line) => write_or_exit(writeln!(out, "{line}")),
+        Err(error) => log(format!("cannot serialize outgoing frame: {error:?}")),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let options = parse_options();
+    log(format!(
+        "started (loadSession: {}, resume: {})",
+        options.load, options.resume
+    ));
+
+    // The crate's `Stdio` transport needs the `stdio` feature; instead, hand
+    // the connection one end of an in-memory `Channel` and pump the other end
+    // to and from stdin/stdout on two threads.
+    let (connection_end, bridge_end) = Channel::duplex();
+    let (mut outgoing, incoming) = bridge_end.into_parts();
+
+    // stdin -> connection. Dropping `incoming` at EOF closes the connection.
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let line = match line {
+                Ok(line) => line,
+                Err(error) => {
+                    log(format!("stdin: {error}"));
+                    break;
+                }
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            if incoming
+                .unbounded_send(TransportFrame::parse_json(&line))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+
+    // connection -> stdout, flushing whenever the queue runs dry. The queue
+    // ends when the connection drops its sender.
+    let writer = {
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::spawn(move || {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            loop {
+                let frame = match outgoing.try_recv() {
+                    Ok(frame) => frame,
+                    Err(_) => {
+                        write_or_exit(out.flush());
+                        match runtime.block_on(outgoing.recv()) {
+                            Ok(frame) => frame,
+                            Err(_) => break,
+                        }
+                    }
+                };
+                write_frame(&mut out, &frame);
+            }
+            write_or_exit(out.flush());
+        })
+    };
+
+    let state: Shared = Arc::default();
+    let result = Agent
+        .v1()
+        .name("quorum-fake-agent")
+        .on_receive_request(
+            async move |_request: InitializeRequest, responder, _cx| {
+                let resume = options.resume.then(SessionResumeCapabilities::new);
+                let capabilities = AgentCapabilities::new()
+                    .load_session(options.load)
+                    .session_capabilities(SessionCapabilities::new().resume(resume));
+                responder.respond(
+                    InitializeResponse::new(ProtocolVersion::V1)
+                        .agent_capabilities(capabilities)
+                        .agent_info(Implementation::new("quorum-fake-agent", "1.0.0")),
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |_request: NewSessionRequest, responder, _cx| {
+                    let id = {
+                        let mut state = lock(&state);
+                        state.next_session += 1;
+                        let id = format!("fake-{}-{}", std::process::id(), state.next_session);
+                        state.sessions.insert(id.clone(), Session::default());
+                        id
+                    };
+                    log(format!("new session {id}"));
+                    responder.respond(NewSessionResponse::new(id))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: LoadSessionRequest, responder, cx| {
+                    if !options.load {
+                        return responder.respond_with_error(Error::method_not_found());
+                    }
+                    // Replay is sent before the response, in wire order.
+                    if replay(&state, &request.session_id, &cx)? {
+                        responder.respond(LoadSessionResponse::new())
+                    } else {
+                        responder.respond_with_error(unknown_session(&request.session_id))
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: ResumeSessionRequest, responder, _cx| {
+                    if !options.resume {
+                        return responder.respond_with_error(Error::method_not_found());
+                    }
+                    let known = lock(&state)
+                        .sessions
+                        .contains_key(&request.session_id.to_string());
+                    if known {
+                        responder.respond(ResumeSessionResponse::new())
+                    } else {
+                        responder.respond_with_error(unknown_session(&request.session_id))
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: PromptRequest, responder, cx| {
+                    handle_prompt(&state, request, responder, cx)
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            {
+                let state = state.clone();
+                async move |notification: CancelNotification, _cx| {
+                    let key = notification.session_id.to_string();
+                    let state = lock(&state);
+                    match state.sessions.get(&key).and_then(|s| s.running.as_ref()) {
+                        Some((_, cancel)) => {
+                            log(format!("{key}: cancel"));
+                            cancel.notify_one();
+                        }
+                        None => log(format!("{key}: cancel with no running turn")),
+                    }
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(connection_end)
+        .await;
+
+    if let Err(error) = &result {
+        log(format!("connection ended with error: {error:?}"));
+    }
+    // The connection has dropped its sender, so the writer drains what is
+    // left, flushes and stops.
+    if writer.join().is_err() {
+        log("stdout writer panicked");
+    }
+    log("exiting");
+    if result.is_err() {
+        std::process::exit(1);
+    }
+}
