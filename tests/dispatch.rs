@@ -1,0 +1,655 @@
+//! The dispatcher against the fake ACP agent: each scenario checks the
+//! output, stop reason, verdict, session kind and the events recorded.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quorum::acp::client::PermissionAnswer;
+use quorum::acp::fs::Root;
+use quorum::acp::registry::Registry;
+use quorum::event::{Activity, AgentRef, Emitter, Event, SessionKind, Severity, Stamped};
+use quorum::subagent::dispatch::{
+    Approval, CallOutcome, Completion, DispatchError, Dispatcher, Reply,
+};
+use quorum::subagent::types::SubAgentCallInput;
+use tokio::sync::mpsc;
+
+struct Rig {
+    dir: tempfile::TempDir,
+    dispatcher: Arc<Dispatcher>,
+    events: mpsc::UnboundedReceiver<Stamped>,
+    completions: mpsc::UnboundedReceiver<Completion>,
+    _config: tempfile::NamedTempFile,
+}
+
+fn rig(approval: Approval) -> Rig {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        format!(
+            "[agents.fake]\ncommand = {fake:?}\n\n\
+             [agents.fake-load]\ncommand = {fake:?}\nargs = [\"--no-resume\"]\n\n\
+             [agents.fake-plain]\ncommand = {fake:?}\nargs = [\"--no-load\", \"--no-resume\"]\n\n\
+             [agents.fake-allow]\ncommand = {fake:?}\npermissions = \"allow\"\n"
+        ),
+    )
+    .unwrap();
+    let registry = Registry::load(Some(config.path())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("inside.txt"), "inside content").unwrap();
+    let root = Root::new(dir.path()).unwrap();
+    let (tx, events) = mpsc::unbounded_channel();
+    let (dispatcher, completions) = Dispatcher::new(
+        Arc::new(registry),
+        root,
+        Emitter::new(Instant::now(), tx),
+        approval,
+    );
+    Rig {
+        dir,
+        dispatcher,
+        events,
+        completions,
+        _config: config,
+    }
+}
+
+fn input(agent: &str, text: &str) -> SubAgentCallInput {
+    SubAgentCallInput {
+        agent: Some(agent.into()),
+        input: Some(text.into()),
+        ..Default::default()
+    }
+}
+
+impl Rig {
+    async fn call(&mut self, call: SubAgentCallInput) -> (CallOutcome, Vec<Event>) {
+        let reply = tokio::time::timeout(Duration::from_secs(60), self.dispatcher.call(call))
+            .await
+            .expect("the call ends")
+            .expect("the call runs");
+        let Reply::Done(outcome) = reply else {
+            panic!("foreground call: {reply:?}")
+        };
+        (outcome, self.drain())
+    }
+
+    fn drain(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        while let Ok(e) = self.events.try_recv() {
+            out.push(e.event);
+        }
+        out
+    }
+}
+
+fn chunks(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::MessageChunk { text },
+                ..
+            } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn session_kinds(events: &[Event]) -> Vec<SessionKind> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentSession { session, .. } => Some(*session),
+            _ => None,
+        })
+        .collect()
+}
+
+fn finished(events: &[Event]) -> (&str, &str, Option<Severity>) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::SubagentFinished {
+                output,
+                stop_reason,
+                severity,
+                ..
+            } => Some((output.as_str(), stop_reason.as_str(), *severity)),
+            _ => None,
+        })
+        .expect("a finished event")
+}
+
+fn notices(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Notice { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn streamed_text_in_a_fresh_session() {
+    let mut r = rig(Approval::None);
+    let (o, events) = r.call(input("fake", "echo hello there, world")).await;
+    assert_eq!(o.output, "hello there, world");
+    assert_eq!(o.stop_reason, "end_turn");
+    assert_eq!(o.severity, None);
+    assert_eq!(o.session, Some(SessionKind::Fresh));
+    assert!(
+        matches!(&events[0], Event::SubagentStarted { agent: AgentRef::Acp(a), code_review: false, background: false, .. } if a == "fake")
+    );
+    assert_eq!(session_kinds(&events), [SessionKind::Fresh]);
+    assert_eq!(chunks(&events), "hello there, world");
+    let n_chunks = events
+        .iter()
+        .filter(|e| matches!(e, Event::SubagentActivity { .. }))
+        .count();
+    assert_eq!(n_chunks, 3, "streamed as it came");
+    assert_eq!(finished(&events), ("hello there, world", "end_turn", None));
+}
+
+#[tokio::test]
+async fn only_the_text_after_the_last_tool_call_is_the_output() {
+    let mut r = rig(Approval::None);
+    let (o, events) = r.call(input("fake", "tools")).await;
+    assert_eq!(o.output, "Final answer.");
+    assert_eq!(o.stop_reason, "end_turn");
+    let tools: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::ToolCall { title, .. },
+                ..
+            } => Some(title.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools, ["Read README.md", "Search \"fn main\""]);
+    // All the text still streamed into the box.
+    assert_eq!(chunks(&events), "Let me look.Still looking.Final answer.");
+}
+
+#[tokio::test]
+async fn reviews_carry_their_verdict() {
+    let mut r = rig(Approval::None);
+    for (word, severity) in [
+        ("green", Severity::Green),
+        ("yellow", Severity::Yellow),
+        ("red", Severity::Red),
+    ] {
+        let mut call = input("fake", &format!("review {word}"));
+        call.code_review = true;
+        let (o, events) = r.call(call).await;
+        assert_eq!(o.severity, Some(severity), "{word}");
+        assert_eq!(
+            o.output,
+            format!("<!-- severity: {word} -->\n## Review\nLooks {word}."),
+            "the model sees the report as written"
+        );
+        assert_eq!(
+            finished(&events),
+            (
+                format!("## Review\nLooks {word}.").as_str(),
+                "end_turn",
+                Some(severity)
+            ),
+            "the box shows it stripped"
+        );
+        assert!(matches!(
+            &events[0],
+            Event::SubagentStarted {
+                code_review: true,
+                ..
+            }
+        ));
+    }
+    // An unknown value: no verdict, and a notice.
+    let mut call = input("fake", "review purple");
+    call.code_review = true;
+    let (o, events) = r.call(call).await;
+    assert_eq!(o.severity, None);
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("unknown review severity \"purple\"")),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn plans_stream_into_the_box() {
+    let mut r = rig(Approval::None);
+    let (o, events) = r.call(input("fake", "plan")).await;
+    assert_eq!(o.output, "planned");
+    let plan = events.iter().find_map(|e| match e {
+        Event::SubagentActivity {
+            activity: Activity::Plan { entries },
+            ..
+        } => Some(entries.len()),
+        _ => None,
+    });
+    assert_eq!(plan, Some(3));
+}
+
+fn permission_events(events: &[Event]) -> (Vec<Vec<String>>, Vec<String>) {
+    let mut asked = Vec::new();
+    let mut resolved = Vec::new();
+    for e in events {
+        match e {
+            Event::SubagentActivity {
+                activity: Activity::PermissionRequest { options, .. },
+                ..
+            } => asked.push(options.clone()),
+            Event::SubagentActivity {
+                activity: Activity::PermissionResolved { outcome, .. },
+                ..
+            } => resolved.push(outcome.clone()),
+            _ => {}
+        }
+    }
+    (asked, resolved)
+}
+
+#[tokio::test]
+async fn permission_follows_the_policy() {
+    let mut r = rig(Approval::All);
+    let (o, events) = r.call(input("fake", "permission")).await;
+    assert_eq!(
+        (o.output.as_str(), o.stop_reason.as_str()),
+        ("permitted", "end_turn")
+    );
+    let (asked, resolved) = permission_events(&events);
+    assert_eq!(
+        asked,
+        [vec![
+            "Allow once".to_string(),
+            "Allow always".into(),
+            "Reject".into()
+        ]]
+    );
+    assert_eq!(resolved, ["Allow once (by policy)"]);
+
+    let mut r = rig(Approval::None);
+    let (o, events) = r.call(input("fake", "permission")).await;
+    assert_eq!(o.output, "denied");
+    assert_eq!(permission_events(&events).1, ["Reject (by policy)"]);
+    // An agent configured `allow` is allowed even under --approve none.
+    let (o, _) = r.call(input("fake-allow", "permission")).await;
+    assert_eq!(o.output, "permitted");
+}
+
+/// Waits for the event matching `f`, collecting everything seen.
+async fn wait_for(
+    rx: &mut mpsc::UnboundedReceiver<Stamped>,
+    seen: &mut Vec<Event>,
+    f: impl Fn(&Event) -> bool,
+) {
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .expect("in time")
+            .expect("open");
+        let hit = f(&e.event);
+        seen.push(e.event);
+        if hit {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn interactive_permission_is_answered_by_the_person() {
+    let mut r = rig(Approval::Interactive);
+    let d = r.dispatcher.clone();
+    let call = tokio::spawn(async move { d.call(input("fake", "permission")).await });
+    let mut seen = Vec::new();
+    wait_for(&mut r.events, &mut seen, |e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::PermissionRequest { .. },
+                ..
+            }
+        )
+    })
+    .await;
+    let call_id = match &seen[0] {
+        Event::SubagentStarted { call_id, .. } => call_id.clone(),
+        other => panic!("{other:?}"),
+    };
+    // The person picks the third option, "Reject".
+    assert!(r.dispatcher.answer(
+        &call_id,
+        PermissionAnswer {
+            request_id: "p1".into(),
+            option: Some(2)
+        }
+    ));
+    let Reply::Done(o) = call.await.unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (o.output.as_str(), o.stop_reason.as_str()),
+        ("denied", "end_turn")
+    );
+    seen.extend(r.drain());
+    assert_eq!(permission_events(&seen).1, ["Reject"]);
+}
+
+#[tokio::test]
+async fn cancel_while_asking_answers_cancelled() {
+    let mut r = rig(Approval::Interactive);
+    let d = r.dispatcher.clone();
+    let call = tokio::spawn(async move { d.call(input("fake", "permission")).await });
+    let mut seen = Vec::new();
+    wait_for(&mut r.events, &mut seen, |e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::PermissionRequest { .. },
+                ..
+            }
+        )
+    })
+    .await;
+    let Event::SubagentStarted { call_id, .. } = &seen[0] else {
+        panic!()
+    };
+    assert!(r.dispatcher.cancel(call_id));
+    let Reply::Done(o) = call.await.unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(o.stop_reason, "cancelled");
+    seen.extend(r.drain());
+    assert_eq!(permission_events(&seen).1, ["cancelled"]);
+    assert_eq!(finished(&seen).1, "cancelled");
+}
+
+#[tokio::test]
+async fn a_slow_turn_is_cancelled() {
+    let mut r = rig(Approval::None);
+    let d = r.dispatcher.clone();
+    let started = Instant::now();
+    let call = tokio::spawn(async move { d.call(input("fake", "slow 30")).await });
+    let mut seen = Vec::new();
+    wait_for(&mut r.events, &mut seen, |e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::MessageChunk { .. },
+                ..
+            }
+        )
+    })
+    .await;
+    let Event::SubagentStarted { call_id, .. } = &seen[0] else {
+        panic!()
+    };
+    assert!(r.dispatcher.cancel(call_id));
+    let Reply::Done(o) = call.await.unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(o.stop_reason, "cancelled");
+    assert_eq!(o.output, "working");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "cancelled, not waited out"
+    );
+    assert!(!r.dispatcher.cancel(call_id), "nothing left to cancel");
+}
+
+#[tokio::test]
+async fn file_access_is_confined_to_the_session_directory() {
+    let mut r = rig(Approval::None);
+    let root = r.dir.path().canonicalize().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+
+    let (o, _) = r
+        .call(input(
+            "fake",
+            &format!("read {}", root.join("inside.txt").display()),
+        ))
+        .await;
+    assert_eq!(o.output, "read: inside content");
+
+    let secret = outside.path().join("secret.txt");
+    let dotdot = root
+        .join("..")
+        .join(outside.path().file_name().unwrap())
+        .join("secret.txt");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
+    let via_link = root.join("link/secret.txt");
+    for path in [&secret, &dotdot, &via_link] {
+        let (o, events) = r
+            .call(input("fake", &format!("read {}", path.display())))
+            .await;
+        assert!(
+            o.output.starts_with("read failed: "),
+            "{path:?}: {}",
+            o.output
+        );
+        assert!(
+            o.output.contains("outside the session directory"),
+            "{}",
+            o.output
+        );
+        assert!(
+            notices(&events)
+                .iter()
+                .any(|n| n.starts_with("refused to read")),
+            "{events:#?}"
+        );
+    }
+
+    let (o, _) = r
+        .call(input(
+            "fake",
+            &format!("write {} fresh words", root.join("new/file.txt").display()),
+        ))
+        .await;
+    assert_eq!(o.output, "wrote");
+    assert_eq!(
+        std::fs::read_to_string(root.join("new/file.txt")).unwrap(),
+        "fresh words"
+    );
+    for path in [
+        outside.path().join("planted.txt"),
+        root.join("link/planted.txt"),
+    ] {
+        let (o, events) = r
+            .call(input("fake", &format!("write {} x", path.display())))
+            .await;
+        assert!(o.output.starts_with("write failed: "), "{}", o.output);
+        assert!(
+            notices(&events)
+                .iter()
+                .any(|n| n.starts_with("refused to write"))
+        );
+    }
+    assert!(!outside.path().join("planted.txt").exists());
+}
+
+#[tokio::test]
+async fn resume_keeps_the_session_and_fresh_on_request() {
+    let mut r = rig(Approval::None);
+    let (a, _) = r.call(input("fake", "turns")).await;
+    assert_eq!(
+        (a.output.as_str(), a.session),
+        ("turns: 1", Some(SessionKind::Fresh))
+    );
+    let (b, events) = r.call(input("fake", "turns")).await;
+    assert_eq!(
+        (b.output.as_str(), b.session),
+        ("turns: 2", Some(SessionKind::Resumed))
+    );
+    assert_eq!(b.session_id, a.session_id);
+    assert_eq!(session_kinds(&events), [SessionKind::Resumed]);
+    let mut fresh = input("fake", "turns");
+    fresh.continue_session = false;
+    let (c, _) = r.call(fresh).await;
+    assert_eq!(
+        (c.output.as_str(), c.session),
+        ("turns: 1", Some(SessionKind::Fresh))
+    );
+    assert_ne!(c.session_id, a.session_id);
+}
+
+#[tokio::test]
+async fn load_when_resume_is_not_offered_and_replay_is_not_shown() {
+    let mut r = rig(Approval::None);
+    let (a, _) = r.call(input("fake-load", "echo first")).await;
+    let (b, events) = r.call(input("fake-load", "turns")).await;
+    assert_eq!(b.session, Some(SessionKind::Loaded));
+    assert_eq!(b.session_id, a.session_id);
+    assert_eq!(b.output, "turns: 2");
+    assert_eq!(
+        chunks(&events),
+        "turns: 2",
+        "the replayed history is not new activity"
+    );
+}
+
+#[tokio::test]
+async fn without_load_or_resume_every_call_is_fresh() {
+    let mut r = rig(Approval::None);
+    let (a, _) = r.call(input("fake-plain", "turns")).await;
+    let (b, _) = r.call(input("fake-plain", "turns")).await;
+    assert_eq!(a.session, Some(SessionKind::Fresh));
+    assert_eq!(
+        (b.output.as_str(), b.session),
+        ("turns: 1", Some(SessionKind::Fresh))
+    );
+    assert_ne!(a.session_id, b.session_id);
+}
+
+#[tokio::test]
+async fn a_crash_mid_turn_is_an_error_keeps_the_older_session_and_heals() {
+    let mut r = rig(Approval::None);
+    let (a, _) = r.call(input("fake", "turns")).await;
+    // A crash in a new session: the turn fails...
+    let mut crash = input("fake", "crash");
+    crash.continue_session = false;
+    let (c, events) = r.call(crash).await;
+    assert_eq!(c.stop_reason, "error");
+    assert!(c.output.contains("exited during the turn"), "{}", c.output);
+    assert!(c.output.contains("code 3"), "{}", c.output);
+    assert_eq!(finished(&events).1, "error");
+    // ...and the older session id is kept.
+    assert_eq!(r.dispatcher.stored_session("fake"), a.session_id);
+    // The next call starts the agent again; the old id is stale there, so
+    // a new session opens and the box says so.
+    let (d, events) = r.call(input("fake", "turns")).await;
+    assert_eq!(d.stop_reason, "end_turn");
+    assert_eq!(d.session, Some(SessionKind::NewAfterStale));
+    assert_eq!(d.output, "turns: 1");
+    let notes = notices(&events);
+    assert!(notes.iter().any(|n| n.contains("had exited")), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains("could not be reopened")),
+        "{notes:?}"
+    );
+    assert_eq!(r.dispatcher.stored_session("fake"), d.session_id, "healed");
+}
+
+#[tokio::test]
+async fn stale_load_heals_too() {
+    let mut r = rig(Approval::None);
+    r.call(input("fake-load", "echo one")).await;
+    let mut crash = input("fake-load", "crash");
+    crash.continue_session = false;
+    r.call(crash).await;
+    let (o, _) = r.call(input("fake-load", "turns")).await;
+    assert_eq!(o.session, Some(SessionKind::NewAfterStale));
+    assert_eq!(o.output, "turns: 1");
+}
+
+#[tokio::test]
+async fn other_stop_reasons_and_extensions() {
+    let mut r = rig(Approval::None);
+    for reason in ["max_tokens", "max_turn_requests", "refusal"] {
+        let (o, events) = r.call(input("fake", &format!("stop {reason}"))).await;
+        assert_eq!(o.stop_reason, reason);
+        assert_eq!(finished(&events).1, reason);
+    }
+    let (o, _) = r.call(input("fake", "ext")).await;
+    assert_eq!(
+        (o.output.as_str(), o.stop_reason.as_str()),
+        ("ext ok", "end_turn")
+    );
+}
+
+#[tokio::test]
+async fn background_tasks_report_when_done() {
+    let mut r = rig(Approval::None);
+    let mut call = input("fake", "slow 1");
+    call.run_in_background = true;
+    call.code_review = false;
+    let reply = r.dispatcher.call(call).await.unwrap();
+    let Reply::Started { task_id, .. } = &reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(
+        reply.to_json(),
+        serde_json::json!({ "task_id": task_id, "status": "running" })
+    );
+    let status = r.dispatcher.status(Some(task_id)).unwrap();
+    assert_eq!(status["state"], "running");
+    let done = tokio::time::timeout(Duration::from_secs(30), r.completions.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&done.task_id, task_id);
+    assert_eq!(
+        (done.output.as_str(), done.stop_reason.as_str()),
+        ("working done", "end_turn")
+    );
+    let status = r.dispatcher.status(Some(task_id)).unwrap();
+    assert_eq!(status["state"], "done");
+    assert_eq!(status["output"], "working done");
+    let all = r.dispatcher.status(None).unwrap();
+    assert_eq!(all["tasks"].as_array().unwrap().len(), 1);
+    let events = r.drain();
+    assert!(
+        matches!(&events[0], Event::SubagentStarted { task_id: Some(t), background: true, .. } if t == task_id)
+    );
+    assert!(events.iter().any(|e| matches!(e, Event::TaskCompleted { task_id: t, stop_reason, .. } if t == task_id && stop_reason == "end_turn")));
+    match r.dispatcher.status(Some("t999")) {
+        Err(DispatchError::UnknownTask(id, known)) => {
+            assert_eq!((id.as_str(), known.as_str()), ("t999", task_id.as_str()))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_calls_get_clear_errors() {
+    let r = rig(Approval::None);
+    let err = r
+        .dispatcher
+        .call(input("nope", "hi"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("unknown agent \"nope\"; available: "),
+        "{err}"
+    );
+    assert!(err.contains("fake"), "{err}");
+    let err = r
+        .dispatcher
+        .call(SubAgentCallInput {
+            agent: Some("fake".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`input` must say what to do"), "{err}");
+}
