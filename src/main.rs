@@ -456,7 +456,7 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
         }
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading stdin")?;
-        inputs.push(text);
+        inputs.push(text.trim_end().to_string());
     }
     let mut recorder = match &args.record {
         Some(path) => {
