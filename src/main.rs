@@ -11,12 +11,12 @@ use tokio::sync::mpsc;
 
 use quorum::acp::fs::Root;
 use quorum::acp::registry::{Registry, default_config_path};
-use quorum::event::{Activity, Emitter, Event, NoticeLevel, Stamped};
+use quorum::event::{Activity, Emitter, Event, Stamped};
 use quorum::sanitize::sanitize;
 use quorum::subagent::dispatch::{Approval, Dispatcher, Reply};
 use quorum::subagent::types::SubAgentCallInput;
 use quorum::transcript::{self, Header, Recorder, TerminalSize};
-use quorum::tui::app::{self, App, Op};
+use quorum::tui::app::{self, App};
 use quorum::tui::player::Player;
 use quorum::tui::screenshot::{self, Format};
 use quorum::tui::terminal::{TerminalGuard, spawn_input_reader};
@@ -282,7 +282,11 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
         emitter.clone(),
         Approval::Interactive,
     );
-    tokio::spawn(engine(ops_rx, emitter, dispatcher.clone()));
+    tokio::spawn(quorum::tui::engine::run(
+        ops_rx,
+        emitter,
+        dispatcher.clone(),
+    ));
     let mut app = App::live(ops_tx, started, recorder);
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
     let mut inputs = spawn_input_reader();
@@ -294,63 +298,6 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
         eprintln!("session recorded to {}", path.display());
     }
     result
-}
-
-/// The engine for now: `@NAME message` goes straight to an ACP agent
-/// (`@NAME!` in the background, `@NAME?` as a code review); the chat model
-/// that answers plain messages is not built yet.
-async fn engine(
-    mut ops: mpsc::UnboundedReceiver<Op>,
-    emitter: Emitter,
-    dispatcher: Arc<Dispatcher>,
-) {
-    while let Some(op) = ops.recv().await {
-        match op {
-            Op::Submit(text) => {
-                emitter.emit(Event::UserMessage { text: text.clone() });
-                match app::parse_mention(&text) {
-                    Some(mention) => {
-                        let dispatcher = dispatcher.clone();
-                        let emitter = emitter.clone();
-                        tokio::spawn(async move {
-                            let call = SubAgentCallInput {
-                                agent: Some(mention.agent),
-                                input: Some(mention.message),
-                                code_review: mention.review,
-                                continue_session: true,
-                                run_in_background: mention.background,
-                            };
-                            if let Err(e) = dispatcher.call(call).await {
-                                emitter.emit(Event::Error {
-                                    text: e.to_string(),
-                                });
-                            }
-                        });
-                    }
-                    None => emitter.emit(Event::Notice {
-                        level: NoticeLevel::Warning,
-                        text: "No chat model is connected in this build of quorum. Talk to an \
-                               agent directly with `@NAME message` (`@NAME!` runs it in the \
-                               background, `@NAME?` asks for a code review)."
-                            .into(),
-                    }),
-                }
-            }
-            Op::Cancel(call_id) => {
-                dispatcher.cancel(&call_id);
-            }
-            Op::Answer {
-                call_id,
-                request_id,
-                option,
-            } => {
-                dispatcher.answer(
-                    &call_id,
-                    quorum::acp::client::PermissionAnswer { request_id, option },
-                );
-            }
-        }
-    }
 }
 
 fn load(path: &Path) -> Result<transcript::Loaded> {

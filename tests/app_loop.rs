@@ -422,3 +422,116 @@ async fn resizing_rewraps_the_transcript() {
         "panel hides below 100 columns: {narrow}"
     );
 }
+
+/// `@NAME message` in the composer runs a call on that agent: keys → the
+/// engine → the dispatcher → the fake agent → events → the box on screen.
+#[tokio::test]
+async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
+    use quorum::acp::fs::Root;
+    use quorum::acp::registry::Registry;
+    use quorum::event::Emitter;
+    use quorum::subagent::dispatch::{Approval, Dispatcher};
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let registry = Registry::load(Some(&config)).unwrap();
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let emitter = Emitter::new(Instant::now(), ev_tx);
+    let (dispatcher, _completions) = Dispatcher::new(
+        std::sync::Arc::new(registry),
+        Root::new(dir.path()).unwrap(),
+        emitter.clone(),
+        Approval::Interactive,
+    );
+    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
+    tokio::spawn(quorum::tui::engine::run(ops_rx, emitter, dispatcher));
+    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+
+    // Feeds the loop engine events until `done` holds for the screen.
+    async fn until(
+        terminal: &mut Terminal<TestBackend>,
+        app: &mut App,
+        ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
+        done: impl Fn(&str) -> bool,
+    ) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while !done(&text(terminal)) {
+            assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
+            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            drive(terminal, app, vec![], vec![e]).await;
+        }
+    }
+
+    let mut keys = chars("@fake? review red");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("● red")).await;
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("╭─ fake · acp · review · fresh"),
+        "{screen}"
+    );
+    assert!(screen.contains("Looks red."), "{screen}");
+    assert!(
+        !screen.contains("severity:"),
+        "the header is stripped: {screen}"
+    );
+    assert_eq!(box_colour(terminal.backend().buffer(), "fake"), Color::Red);
+
+    // A permission request: the box asks, the digit answers.
+    let mut keys = chars("@fake permission");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("press 1-3 to answer")
+    })
+    .await;
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('1'))],
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("permitted")
+    })
+    .await;
+    assert!(text(&terminal).contains("resumed"), "{}", text(&terminal));
+
+    // Esc cancels the running call.
+    let mut keys = chars("@fake slow 30");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("working")
+    })
+    .await;
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("stop reason: cancelled")
+    })
+    .await;
+
+    // An unknown agent is an error in the transcript; the app goes on.
+    let mut keys = chars("@nobody hi");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("unknown agent \"nobody\"")
+    })
+    .await;
+    assert!(!app.quitting());
+}

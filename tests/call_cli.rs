@@ -28,7 +28,10 @@ fn shell() -> Shell {
 impl Shell {
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
-        c.arg("--config").arg(&self.config).args(args).current_dir(self.dir.path());
+        c.arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(self.dir.path());
         c
     }
 
@@ -47,20 +50,40 @@ fn prints_the_final_message_and_exits_zero() {
     let o = s.run(&["call", "--agent", "fake", "--input", "tools"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "Final answer.\n");
-    assert!(text(&o.stderr).contains("⚙ Read README.md"), "progress on stderr: {}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("⚙ Read README.md"),
+        "progress on stderr: {}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
 fn several_inputs_continue_one_session_and_json_says_so() {
     let s = shell();
-    let o = s.run(&["call", "--agent", "fake", "--json", "--input", "turns", "--input", "turns", "--input", "turns"]);
+    let o = s.run(&[
+        "call", "--agent", "fake", "--json", "--input", "turns", "--input", "turns", "--input",
+        "turns",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let lines: Vec<serde_json::Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let outputs: Vec<&str> = lines.iter().map(|l| l["output"].as_str().unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let outputs: Vec<&str> = lines
+        .iter()
+        .map(|l| l["output"].as_str().unwrap())
+        .collect();
     assert_eq!(outputs, ["turns: 1", "turns: 2", "turns: 3"]);
-    let kinds: Vec<&str> = lines.iter().map(|l| l["session"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["session"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["fresh", "resumed", "resumed"]);
-    assert!(lines.iter().all(|l| l["stop_reason"] == "end_turn" && l["severity"].is_null()));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["stop_reason"] == "end_turn" && l["severity"].is_null())
+    );
 }
 
 #[test]
@@ -68,21 +91,47 @@ fn stdin_review_and_record() {
     let s = shell();
     let record = s.dir.path().join("call.jsonl");
     let mut child = s
-        .command(&["call", "--agent", "fake", "--code-review", "--json", "--record", record.to_str().unwrap()])
+        .command(&[
+            "call",
+            "--agent",
+            "fake",
+            "--code-review",
+            "--json",
+            "--record",
+            record.to_str().unwrap(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"review yellow\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"review yellow\n")
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(v["severity"], "yellow");
-    assert!(v["output"].as_str().unwrap().starts_with("<!-- severity: yellow -->"));
+    assert!(
+        v["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("<!-- severity: yellow -->")
+    );
     let events = quorum::transcript::load(&record).unwrap().events;
-    assert!(matches!(&events[0].event, Event::SubagentStarted { code_review: true, input, .. } if input == "review yellow"));
-    assert!(events.iter().any(|e| matches!(&e.event, Event::SubagentFinished { severity: Some(quorum::event::Severity::Yellow), .. })));
+    assert!(
+        matches!(&events[0].event, Event::SubagentStarted { code_review: true, input, .. } if input == "review yellow")
+    );
+    assert!(events.iter().any(|e| matches!(
+        &e.event,
+        Event::SubagentFinished {
+            severity: Some(quorum::event::Severity::Yellow),
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -93,17 +142,41 @@ fn exit_codes_for_other_stop_reasons_and_bad_calls() {
     assert!(text(&o.stderr).contains("stop reason: max_tokens"));
     let o = s.run(&["call", "--agent", "fake", "--input", "crash"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stdout).contains("exited during the turn"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("exited during the turn"),
+        "{}",
+        text(&o.stdout)
+    );
     let o = s.run(&["call", "--agent", "nobody", "--input", "hi"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("unknown agent \"nobody\"; available: fake"), "{}", text(&o.stderr));
-    let o = s.run(&["call", "--agent", "fake", "--input", "hi", "--cwd", "/no/such/dir"]);
+    assert!(
+        text(&o.stderr).contains("unknown agent \"nobody\"; available: fake"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "hi",
+        "--cwd",
+        "/no/such/dir",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("--cwd /no/such/dir"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--cwd /no/such/dir"),
+        "{}",
+        text(&o.stderr)
+    );
     std::fs::write(&s.config, "[agents.fake]\nargs = 3\n").unwrap();
     let o = s.run(&["call", "--agent", "fake", "--input", "hi"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("quorum.toml: line 2"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("quorum.toml: line 2"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[cfg(unix)]
@@ -121,10 +194,16 @@ fn ctrl_c_cancels_the_turn() {
     let mut line = String::new();
     while !line.starts_with("session:") {
         line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "quorum ended early");
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "quorum ended early"
+        );
     }
     let started = Instant::now();
-    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(kill.success());
     let o = child.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -140,11 +219,23 @@ fn agents_lists_and_probes() {
     assert!(o.status.success());
     let out = text(&o.stdout);
     assert!(out.starts_with("NAME"), "{out}");
-    let fake_row = out.lines().find(|l| l.starts_with("fake ")).expect("fake listed");
-    assert!(fake_row.ends_with(env!("CARGO_BIN_EXE_quorum-fake-agent")), "{fake_row}");
-    let gemini = out.lines().find(|l| l.starts_with("gemini")).expect("built-ins listed");
+    let fake_row = out
+        .lines()
+        .find(|l| l.starts_with("fake "))
+        .expect("fake listed");
+    assert!(
+        fake_row.ends_with(env!("CARGO_BIN_EXE_quorum-fake-agent")),
+        "{fake_row}"
+    );
+    let gemini = out
+        .lines()
+        .find(|l| l.starts_with("gemini"))
+        .expect("built-ins listed");
     assert!(gemini.contains("gemini --acp"), "{gemini}");
     let o = s.run(&["agents", "--probe"]);
     let out = text(&o.stdout);
-    assert!(out.contains("↳ quorum-fake-agent 1.0.0; sessions: load, resume"), "{out}");
+    assert!(
+        out.contains("↳ quorum-fake-agent 1.0.0; sessions: load, resume"),
+        "{out}"
+    );
 }

@@ -527,3 +527,30 @@ async fn sleep_until(deadline: Option<Instant>) {
         tokio::time::sleep_until(d.into()).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions() {
+        let m = parse_mention("@claude review src/lib.rs").unwrap();
+        assert_eq!(
+            (m.agent.as_str(), m.message.as_str(), m.background, m.review),
+            ("claude", "review src/lib.rs", false, false)
+        );
+        let m = parse_mention("@fast-agent!? go").unwrap();
+        assert_eq!(
+            (m.agent.as_str(), m.background, m.review),
+            ("fast-agent", true, true)
+        );
+        let m = parse_mention("  @codex?\nmulti\nline").unwrap();
+        assert_eq!(
+            (m.agent.as_str(), m.message.as_str(), m.review),
+            ("codex", "multi\nline", true)
+        );
+        assert_eq!(parse_mention("hello @claude"), None);
+        assert_eq!(parse_mention("@ hi"), None);
+        assert_eq!(parse_mention("email@x.com"), None);
+    }
+}
