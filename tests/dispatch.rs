@@ -653,3 +653,43 @@ async fn bad_calls_get_clear_errors() {
         .to_string();
     assert!(err.contains("`input` must say what to do"), "{err}");
 }
+
+#[tokio::test]
+async fn a_busy_session_is_not_resumed_by_a_second_call() {
+    let mut r = rig(Approval::None);
+    let (first, _) = r.call(input("fake", "turns")).await;
+    // A long turn resumes the stored session...
+    let d = r.dispatcher.clone();
+    let slow = tokio::spawn(async move { d.call(input("fake", "slow 2")).await });
+    let mut seen = Vec::new();
+    wait_for(&mut r.events, &mut seen, |e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::MessageChunk { .. },
+                ..
+            }
+        )
+    })
+    .await;
+    // ...so a call meanwhile opens its own, and says so.
+    let (other, events) = r.call(input("fake", "turns")).await;
+    assert_eq!(
+        (other.output.as_str(), other.session),
+        ("turns: 1", Some(SessionKind::Fresh))
+    );
+    assert_ne!(other.session_id, first.session_id);
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("is busy with another call")),
+        "{events:#?}"
+    );
+    let Reply::Done(s) = slow.await.unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (s.session, s.session_id),
+        (Some(SessionKind::Resumed), first.session_id)
+    );
+}

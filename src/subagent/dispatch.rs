@@ -124,6 +124,9 @@ pub struct Dispatcher {
     connections: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
     tasks: Mutex<Vec<TaskEntry>>,
     running: Mutex<HashMap<String, Handle>>,
+    /// Sessions a running turn is using, by `(agent, session id)`: a second
+    /// call may not resume a session in the middle of a turn.
+    busy: Mutex<std::collections::HashSet<(String, String)>>,
     next_id: AtomicU64,
     completions: mpsc::UnboundedSender<Completion>,
 }
@@ -145,6 +148,7 @@ impl Dispatcher {
             connections: Default::default(),
             tasks: Default::default(),
             running: Default::default(),
+            busy: Default::default(),
             next_id: AtomicU64::new(1),
             completions,
         };
@@ -161,7 +165,7 @@ impl Dispatcher {
             return Err(DispatchError::NoInternalAgent);
         };
         let spec = self.registry.get(&agent)?.clone();
-        let (message, resume) = {
+        let (message, mut resume) = {
             let mut memory = self.memory.lock().expect("not poisoned");
             let message = memory.resolve_input(input.input.as_deref())?;
             let resume = memory
@@ -169,6 +173,21 @@ impl Dispatcher {
                 .map(str::to_string);
             (message, resume)
         };
+        if let Some(id) = &resume
+            && self
+                .busy
+                .lock()
+                .expect("not poisoned")
+                .contains(&(agent.clone(), id.clone()))
+        {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "{agent}'s session {id} is busy with another call; this one gets a new session"
+                ),
+            });
+            resume = None;
+        }
         let n = self.next_id.fetch_add(1, Ordering::SeqCst);
         let call_id = format!("call-{n}");
         let task_id = input.run_in_background.then(|| format!("t{n}"));
@@ -256,6 +275,7 @@ impl Dispatcher {
     async fn run(&self, job: CallJob, mut control: TurnControl) -> CallOutcome {
         let sink = CallSink {
             dispatcher: self,
+            agent: &job.agent,
             call_id: &job.call_id,
             task_id: job.task_id.as_deref(),
         };
@@ -284,6 +304,12 @@ impl Dispatcher {
             .lock()
             .expect("not poisoned")
             .remove(&job.call_id);
+        if let Some(id) = &result.session_id {
+            self.busy
+                .lock()
+                .expect("not poisoned")
+                .remove(&(job.agent.clone(), id.clone()));
+        }
         // Only a turn that succeeded moves the session on.
         if result.succeeded()
             && let Some(id) = &result.session_id
@@ -442,6 +468,7 @@ struct CallJob {
 /// Turns a call's activity into events, and keeps its task's summary.
 struct CallSink<'a> {
     dispatcher: &'a Dispatcher,
+    agent: &'a str,
     call_id: &'a str,
     task_id: Option<&'a str>,
 }
@@ -478,6 +505,11 @@ impl TurnSink for CallSink<'_> {
     }
 
     fn session(&self, kind: SessionKind, session_id: &str) {
+        self.dispatcher
+            .busy
+            .lock()
+            .expect("not poisoned")
+            .insert((self.agent.to_string(), session_id.to_string()));
         self.dispatcher.emitter.emit(Event::SubagentSession {
             call_id: self.call_id.to_string(),
             session: kind,
