@@ -241,10 +241,10 @@ async fn replay_plays_in_real_time_scaled_by_speed() {
     let (_ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Stamped>();
     // The loop runs until the person quits; stop it once all has played.
     let run = app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx);
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(300), run).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(2000), run).await;
     assert_eq!(
         app.state.applied, 3,
-        "200 ms of events at 4x play within 300 ms"
+        "200 ms of events at 4x (50 ms) play within 2 s"
     );
     assert!(
         text(&terminal).contains("replay done"),
