@@ -1,0 +1,105 @@
+//! The scripted model (`--model script:FILE`): a JSON file of turns, each
+//! text and/or tool calls, answered one per request. For demos and tests.
+//!
+//! ```json
+//! [
+//!   {"text": "Let me ask claude.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "claude", "input": "Review it"}}]},
+//!   {"text": "Claude says it is fine."}
+//! ]
+//! ```
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use serde::Deserialize;
+
+use super::{Delta, FinishReason, LlmError, Model, Request};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedCall>,
+    /// Milliseconds to wait before answering (a slow model, for cancel).
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedCall {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+pub struct ScriptModel {
+    label: String,
+    turns: Mutex<std::vec::IntoIter<Turn>>,
+}
+
+impl ScriptModel {
+    pub fn load(path: &Path) -> Result<Self, LlmError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LlmError::Config(format!("{}: cannot read: {e}", path.display())))?;
+        let turns: Vec<Turn> = serde_json::from_str(&text).map_err(|e| {
+            LlmError::Config(format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
+        })?;
+        Ok(Self::new(&path.display().to_string(), turns))
+    }
+
+    pub fn new(label: &str, turns: Vec<Turn>) -> Self {
+        Self {
+            label: label.to_string(),
+            turns: Mutex::new(turns.into_iter()),
+        }
+    }
+}
+
+impl Model for ScriptModel {
+    fn name(&self) -> String {
+        format!("script:{}", self.label)
+    }
+
+    fn stream(&self, _request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
+        let Some(turn) = self.turns.lock().expect("not poisoned").next() else {
+            return stream::iter([Err(LlmError::Config(format!(
+                "the script {} has no more turns",
+                self.label
+            )))])
+            .boxed();
+        };
+        let mut deltas: Vec<Result<Delta, LlmError>> = Vec::new();
+        // Text in word-sized pieces, like a real stream.
+        for piece in turn.text.split_inclusive(' ') {
+            deltas.push(Ok(Delta::Text(piece.to_string())));
+        }
+        for (index, call) in turn.tool_calls.iter().enumerate() {
+            deltas.push(Ok(Delta::ToolCallStart {
+                index,
+                id: format!("script-{index}-{}", call.name),
+                name: call.name.clone(),
+            }));
+            deltas.push(Ok(Delta::ToolCallArgs {
+                index,
+                fragment: call.arguments.to_string(),
+            }));
+        }
+        deltas.push(Ok(Delta::Usage {
+            input_tokens: 0,
+            output_tokens: turn.text.split_whitespace().count() as u64,
+        }));
+        deltas.push(Ok(Delta::Finish(if turn.tool_calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        })));
+        let delay = std::time::Duration::from_millis(turn.delay_ms);
+        stream::once(async move { tokio::time::sleep(delay).await })
+            .flat_map(move |()| stream::iter(deltas.clone()))
+            .boxed()
+    }
+}
