@@ -5,6 +5,7 @@
 
 pub mod acp;
 pub mod event;
+pub mod harness;
 pub mod llm;
 pub mod sanitize;
 pub mod subagent;

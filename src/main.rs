@@ -1,6 +1,6 @@
 //! The `quorum` binary: the interactive TUI, replay and headless screenshots.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,7 +11,10 @@ use tokio::sync::mpsc;
 
 use quorum::acp::fs::Root;
 use quorum::acp::registry::{Registry, default_config_path};
+use quorum::event::NoticeLevel;
 use quorum::event::{Activity, Emitter, Event, Stamped};
+use quorum::harness::chat::{Chat, ChatHandle};
+use quorum::llm::Model;
 use quorum::sanitize::sanitize;
 use quorum::subagent::dispatch::{Approval, Dispatcher, Reply};
 use quorum::subagent::types::SubAgentCallInput;
@@ -39,9 +42,32 @@ struct Cli {
 
 #[derive(clap::Args, Default)]
 struct TuiArgs {
-    /// Record the session's events to this transcript file (JSONL).
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Record the session's events to this transcript file (JSONL);
+    /// by default sessions are recorded under the state directory.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Do not record the session.
+    #[arg(long, conflicts_with = "record")]
+    no_record: bool,
+}
+
+#[derive(clap::Args, Default, Clone)]
+struct ModelArgs {
+    /// The chat model, PROVIDER:NAME: openai:gpt-4o, anthropic:claude-sonnet-4-5,
+    /// openai:qwen (with --base-url), script:FILE. Default: $QUORUM_MODEL, else
+    /// the config file's [model] name.
+    #[arg(long, value_name = "SPEC")]
+    model: Option<String>,
+    /// An OpenAI-compatible server (llama-server, Ollama, vLLM), e.g.
+    /// http://127.0.0.1:8080/v1. Default: $OPENAI_BASE_URL, else [model] base_url.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// How deep internal agents may nest sub-agent calls of their own
+    /// (0: the internal agent cannot call sub-agents).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    agent_depth: u32,
 }
 
 #[derive(Subcommand)]
@@ -58,6 +84,37 @@ enum Command {
     Call(CallArgs),
     /// List the known ACP agents and whether they are installed.
     Agents(AgentsArgs),
+    /// Run the chat loop without a terminal UI: one prompt, then the
+    /// reports of background tasks.
+    ///
+    /// Exit code: 0 when the chat ended its turn, 1 when the model failed
+    /// or the turn stopped otherwise, 2 on bad configuration, 3 with
+    /// --no-wait when tasks still run.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The message for the chat.
+    #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
+    prompt: String,
+    /// Print every event as one JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Exit after the first turn even if background tasks still run.
+    #[arg(long)]
+    no_wait: bool,
+    /// Answer for permission requests of agents whose policy is `ask`.
+    #[arg(long, value_enum, default_value_t)]
+    approve: ApproveArg,
+    /// The session directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Record the events to this transcript file.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
@@ -187,6 +244,10 @@ fn main() -> Result<()> {
             std::process::exit(code);
         }
         Some(Command::Agents(args)) => with_runtime(agents_cmd(args, config)),
+        Some(Command::Run(args)) => {
+            let code = with_runtime(run_cmd(args, config))?;
+            std::process::exit(code);
+        }
         Some(Command::Replay(args)) if args.screenshot.is_some() => screenshot_cmd(args),
         Some(Command::Replay(args)) => with_runtime(replay_cmd(args)),
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, config)),
@@ -245,15 +306,21 @@ fn require_terminal() -> Result<()> {
 
 async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
     require_terminal()?;
-    let registry = registry(config)?;
+    let config = config.or_else(default_config_path);
+    let registry = registry(config.clone())?;
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let root = Root::new(&cwd).context("reading the current directory")?;
     init_logging();
     let started = Instant::now();
     let (cols, rows) = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
-    let recorder = match &args.record {
+    let model = select_model(&args.model, config.as_deref())?;
+    let record_path = match (&args.record, args.no_record) {
+        (Some(path), _) => Some(path.clone()),
+        (None, true) => None,
+        (None, false) => default_record_path(),
+    };
+    let recorder = match &record_path {
         Some(path) => {
-            let cwd = std::env::current_dir().context("reading the current directory")?;
             let header = Header::now(&cwd, TerminalSize { cols, rows });
             Some(Recorder::create(path, &header).with_context(|| {
                 format!(
@@ -273,20 +340,44 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
         .map(|a| a.name.clone())
         .collect();
     emitter.emit(Event::SessionInfo {
-        model: None,
+        model: model.as_ref().map(|m| m.name()),
         agents,
     });
-    let (dispatcher, _completions) = Dispatcher::new(
+    let (dispatcher, completions) = Dispatcher::new(
         Arc::new(registry),
         root,
         emitter.clone(),
         Approval::Interactive,
     );
-    tokio::spawn(quorum::tui::engine::run(
-        ops_rx,
+    let chat = model.map(|model| {
+        dispatcher.set_internal_model(model.clone(), args.model.agent_depth);
+        ChatHandle::spawn(Chat::new(
+            model,
+            dispatcher.clone(),
+            emitter.clone(),
+            completions,
+        ))
+    });
+    if chat.is_none() {
+        emitter.emit(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: quorum::tui::engine::WELCOME.into(),
+        });
+    }
+    let make_model: quorum::tui::engine::ModelMaker = {
+        let base_url = args.model.base_url.clone();
+        Arc::new(move |spec: &str| {
+            quorum::llm::select::from_spec(spec, base_url.as_deref(), &env_var)
+                .map_err(|e| e.to_string())
+        })
+    };
+    let engine = quorum::tui::engine::Engine {
         emitter,
-        dispatcher.clone(),
-    ));
+        dispatcher: dispatcher.clone(),
+        chat,
+        make_model: Some(make_model),
+    };
+    tokio::spawn(engine.run(ops_rx));
     let mut app = App::live(ops_tx, started, recorder);
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
     let mut inputs = spawn_input_reader();
@@ -294,8 +385,8 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
     drop(guard);
     dispatcher.cancel_all();
     dispatcher.shutdown().await;
-    if let Some(path) = &args.record {
-        eprintln!("session recorded to {}", path.display());
+    if let Some(path) = app.recording() {
+        eprintln!("session recorded to {} (quorum replay {0})", path.display());
     }
     result
 }
@@ -592,4 +683,237 @@ async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ModelSection {
+    name: Option<String>,
+    base_url: Option<String>,
+}
+
+/// The `[model]` section of the config file, if there is one.
+fn config_model(config: Option<&Path>) -> Result<ModelSection> {
+    #[derive(serde::Deserialize, Default)]
+    struct File {
+        #[serde(default)]
+        model: Option<ModelSection>,
+    }
+    let Some(path) = config else {
+        return Ok(ModelSection::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let file: File = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    Ok(file.model.unwrap_or_default())
+}
+
+/// The chat model from the flags, the environment and the config file;
+/// `None` when none is configured.
+fn select_model(args: &ModelArgs, config: Option<&Path>) -> Result<Option<Arc<dyn Model>>> {
+    let section = config_model(config)?;
+    let spec = args
+        .model
+        .clone()
+        .or_else(|| quorum::llm::select::default_spec(&env_var))
+        .or(section.name);
+    let Some(spec) = spec else { return Ok(None) };
+    let base_url = args.base_url.clone().or(section.base_url);
+    Ok(Some(quorum::llm::select::from_spec(
+        &spec,
+        base_url.as_deref(),
+        &env_var,
+    )?))
+}
+
+/// `<state dir>/sessions/<start time>-<pid>.jsonl`.
+fn default_record_path() -> Option<PathBuf> {
+    let dir = state_dir()?.join("sessions");
+    std::fs::create_dir_all(&dir).ok()?;
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "-");
+    Some(dir.join(format!("{stamp}-{}.jsonl", std::process::id())))
+}
+
+/// Exit code for `quorum run --no-wait` with tasks still running.
+const EXIT_TASKS_RUNNING: i32 = 3;
+
+async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
+    let config = config.or_else(default_config_path);
+    let setup = (|| -> Result<_> {
+        let registry = registry(config.clone())?;
+        let model = select_model(&args.model, config.as_deref())?.context(
+            "no chat model: give --model PROVIDER:NAME (or set QUORUM_MODEL, or [model] in the config file)",
+        )?;
+        let dir = match &args.cwd {
+            Some(d) => d.clone(),
+            None => std::env::current_dir()?,
+        };
+        let root = Root::new(&dir).with_context(|| format!("--cwd {}", dir.display()))?;
+        Ok((registry, model, root))
+    })();
+    let (registry, model, root) = match setup {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("quorum: {e:#}");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    let mut recorder = match &args.record {
+        Some(path) => Some(
+            Recorder::create(
+                path,
+                &Header::now(root.path(), TerminalSize { cols: 0, rows: 0 }),
+            )
+            .with_context(|| {
+                format!(
+                    "cannot record to {}: choose a new file name",
+                    path.display()
+                )
+            })?,
+        ),
+        None => None,
+    };
+    let started = Instant::now();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let emitter = Emitter::new(started, tx);
+    let approval = match args.approve {
+        ApproveArg::All => Approval::All,
+        ApproveArg::None => Approval::None,
+    };
+    emitter.emit(Event::SessionInfo {
+        model: Some(model.name()),
+        agents: registry
+            .installed()
+            .iter()
+            .map(|a| a.name.clone())
+            .collect(),
+    });
+    let (dispatcher, completions) =
+        Dispatcher::new(Arc::new(registry), root, emitter.clone(), approval);
+    dispatcher.set_internal_model(model.clone(), args.model.agent_depth);
+    let mut chat = Chat::new(model, dispatcher.clone(), emitter.clone(), completions);
+    let json = args.json;
+    let printer = tokio::spawn(async move {
+        let mut out = std::io::stdout();
+        while let Some(event) = rx.recv().await {
+            if let Some(r) = &mut recorder
+                && let Err(e) = r.record(&event)
+            {
+                eprintln!("quorum: recording stopped: {e}");
+                recorder = None;
+            }
+            if json {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&event).expect("events are JSON")
+                );
+                continue;
+            }
+            match &event.event {
+                Event::AssistantDelta { text } => {
+                    let _ = write!(out, "{}", sanitize(text));
+                    let _ = out.flush();
+                }
+                Event::AssistantEnd => {
+                    let _ = writeln!(out);
+                }
+                Event::SubagentStarted {
+                    agent,
+                    input,
+                    task_id,
+                    ..
+                } => eprintln!(
+                    "▶ {}{}: {}",
+                    sanitize(agent.name()),
+                    task_id
+                        .as_ref()
+                        .map(|t| format!(" [{t}]"))
+                        .unwrap_or_default(),
+                    sanitize(input.lines().next().unwrap_or(""))
+                ),
+                Event::SubagentFinished {
+                    stop_reason,
+                    severity,
+                    ..
+                } => eprintln!(
+                    "■ {}{}",
+                    sanitize(stop_reason),
+                    severity
+                        .map(|s| format!(" ({})", s.as_str()))
+                        .unwrap_or_default()
+                ),
+                Event::TaskReported { task_id, .. } => {
+                    eprintln!("↩ task {} reported to the chat", sanitize(task_id))
+                }
+                other => progress(other),
+            }
+        }
+    });
+    let mut code = 0;
+    let mut interrupted = false;
+    let mut message = Some(args.prompt.clone());
+    let mut completion = None;
+    loop {
+        let (cancel_tx, cancel) = tokio::sync::watch::channel(false);
+        let result = {
+            let turn = chat.turn(message.take(), completion.take(), cancel);
+            tokio::pin!(turn);
+            loop {
+                tokio::select! {
+                    r = &mut turn => break r,
+                    _ = tokio::signal::ctrl_c() => {
+                        if interrupted {
+                            return Ok(130);
+                        }
+                        interrupted = true;
+                        eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                        let _ = cancel_tx.send(true);
+                        dispatcher.cancel_all();
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(end) if end.stop_reason == "end_turn" => {}
+            Ok(_) => code = code.max(1),
+            Err(_) => {
+                code = 1;
+                break;
+            }
+        }
+        if interrupted {
+            break;
+        }
+        if let Some(c) = chat.try_completion() {
+            completion = Some(c);
+            continue;
+        }
+        if !dispatcher.busy() {
+            break;
+        }
+        if args.no_wait {
+            eprintln!("quorum: background tasks are still running; exiting (--no-wait)");
+            code = EXIT_TASKS_RUNNING;
+            break;
+        }
+        // A background task's report: the chat answers it in a turn.
+        match chat.next_completion().await {
+            Some(c) => completion = Some(c),
+            None => break,
+        }
+    }
+    dispatcher.cancel_all();
+    dispatcher.shutdown().await;
+    drop(chat);
+    drop(dispatcher);
+    drop(emitter);
+    let _ = printer.await;
+    Ok(code)
 }

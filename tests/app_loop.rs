@@ -452,7 +452,15 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
         Approval::Interactive,
     );
     let (ops_tx, ops_rx) = mpsc::unbounded_channel();
-    tokio::spawn(quorum::tui::engine::run(ops_rx, emitter, dispatcher));
+    tokio::spawn(
+        quorum::tui::engine::Engine {
+            emitter,
+            dispatcher,
+            chat: None,
+            make_model: None,
+        }
+        .run(ops_rx),
+    );
     let mut app = App::live(ops_tx, Instant::now(), None);
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
 
@@ -534,4 +542,135 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
     })
     .await;
     assert!(!app.quitting());
+}
+
+/// The scripted model driving the whole app: an internal sub-agent that
+/// reads a real file, a background review on the fake agent whose report is
+/// delivered to the model by itself, and a cancelled turn.
+#[tokio::test]
+async fn scripted_chat_drives_the_app() {
+    use quorum::acp::fs::Root;
+    use quorum::acp::registry::Registry;
+    use quorum::event::Emitter;
+    use quorum::harness::chat::{Chat, ChatHandle};
+    use quorum::llm::script::ScriptModel;
+    use quorum::subagent::dispatch::{Approval, Dispatcher};
+    use quorum::tui::engine::Engine;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "the answer is 42\n").unwrap();
+    let config = dir.path().join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
+        {"tool_calls": [{"name": "subagent", "arguments": {"input": "What do the notes say?"}}]},
+        {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+        {"text": "The notes say **42**."},
+        {"text": "Your notes say 42."},
+        {"text": "Started a review.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "review yellow", "code_review": true, "run_in_background": true}}]},
+        {"text": "It runs in the background."},
+        {"text": "The background review came back yellow."},
+        {"delay_ms": 30000, "text": "never shown"}
+    ]))
+    .unwrap();
+    let model: std::sync::Arc<dyn quorum::llm::Model> =
+        std::sync::Arc::new(ScriptModel::new("chat.json", turns));
+    let registry = Registry::load(Some(&config)).unwrap();
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let emitter = Emitter::new(Instant::now(), ev_tx);
+    let (dispatcher, completions) = Dispatcher::new(
+        std::sync::Arc::new(registry),
+        Root::new(dir.path()).unwrap(),
+        emitter.clone(),
+        Approval::Interactive,
+    );
+    dispatcher.set_internal_model(model.clone(), 0);
+    let chat = ChatHandle::spawn(Chat::new(
+        model,
+        dispatcher.clone(),
+        emitter.clone(),
+        completions,
+    ));
+    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
+    tokio::spawn(
+        Engine {
+            emitter,
+            dispatcher,
+            chat: Some(chat),
+            make_model: None,
+        }
+        .run(ops_rx),
+    );
+    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
+
+    async fn until(
+        terminal: &mut Terminal<TestBackend>,
+        app: &mut App,
+        ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
+        done: impl Fn(&str) -> bool,
+    ) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while !done(&text(terminal)) {
+            assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
+            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            drive(terminal, app, vec![], vec![e]).await;
+        }
+    }
+
+    let mut keys = chars("what do my notes say?");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Your notes say 42.")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("╭─ internal ─"), "{screen}");
+    assert!(
+        screen.contains("The notes say 42."),
+        "the internal agent's final report: {screen}"
+    );
+    assert!(screen.contains("1 tool call"), "{screen}");
+
+    let mut keys = chars("review it in the background");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    // The report comes back and the idle chat answers it by itself.
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("The background review came back yellow.")
+    })
+    .await;
+    let buf = terminal.backend().buffer().clone();
+    let screen = rows(&buf).join("\n");
+    assert!(
+        screen.contains("(fake) finished ● yellow — reported to the"),
+        "{screen}"
+    );
+    assert_eq!(box_colour(&buf, "fake"), Color::Yellow);
+    assert!(screen.contains("done · yellow"), "the side panel: {screen}");
+
+    // A slow turn, cancelled with Esc.
+    let mut keys = chars("one more");
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("› one more")
+    })
+    .await;
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("turn cancelled")
+    })
+    .await;
+    assert!(!text(&terminal).contains("never shown"));
 }

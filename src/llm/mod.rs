@@ -2,7 +2,13 @@
 //! completions, Anthropic Messages, and a scripted model for demos and
 //! tests.
 
+pub mod anthropic;
+pub mod http;
+pub mod openai;
+pub mod recover;
 pub mod script;
+pub mod select;
+pub mod sse;
 
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};

@@ -46,7 +46,12 @@ impl ScriptModel {
         let text = std::fs::read_to_string(path)
             .map_err(|e| LlmError::Config(format!("{}: cannot read: {e}", path.display())))?;
         let turns: Vec<Turn> = serde_json::from_str(&text).map_err(|e| {
-            LlmError::Config(format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
+            LlmError::Config(format!(
+                "{}:{}:{}: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
         })?;
         Ok(Self::new(&path.display().to_string(), turns))
     }

@@ -12,13 +12,17 @@ use tokio::sync::{mpsc, watch};
 use super::memory::{NoInput, SubAgent};
 use super::types::{REVIEW_CONTRACT, SubAgentCallInput, SubAgentCallOutput};
 use crate::acp::client::{
-    Connection, PermissionAnswer, Policy, TurnControl, TurnRequest, TurnSink,
+    Connection, PermissionAnswer, Policy, TurnControl, TurnRequest, TurnResult, TurnSink,
 };
 use crate::acp::fs::Root;
 use crate::acp::registry::{Permissions, Registry, UnknownAgent};
 use crate::event::{
     Activity, AgentRef, Emitter, Event, NoticeLevel, SessionKind, Severity, TaskState,
 };
+use crate::harness::chat::ChatTools;
+use crate::harness::tools::{FileTools, Union};
+use crate::harness::{Harness, Sink, ToolSet};
+use crate::llm::{Model, ToolCall};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -129,6 +133,8 @@ pub struct Dispatcher {
     busy: Mutex<std::collections::HashSet<(String, String)>>,
     next_id: AtomicU64,
     completions: mpsc::UnboundedSender<Completion>,
+    /// The model internal agents run on, and how deep they may nest.
+    internal: Mutex<Option<(Arc<dyn Model>, u32)>>,
 }
 
 impl Dispatcher {
@@ -149,6 +155,7 @@ impl Dispatcher {
             tasks: Default::default(),
             running: Default::default(),
             busy: Default::default(),
+            internal: Mutex::new(None),
             next_id: AtomicU64::new(1),
             completions,
         };
@@ -159,18 +166,68 @@ impl Dispatcher {
         &self.registry
     }
 
+    /// Lets calls without an `agent` run the internal agent on `model`.
+    /// `max_depth` is how deep internal agents may nest further sub-agent
+    /// calls (0: the internal agent gets no `subagent` tool).
+    pub fn set_internal_model(&self, model: Arc<dyn Model>, max_depth: u32) {
+        *self.internal.lock().expect("not poisoned") = Some((model, max_depth));
+    }
+
     /// Runs a `subagent` call. A background call returns at once.
     pub async fn call(self: &Arc<Self>, input: SubAgentCallInput) -> Result<Reply, DispatchError> {
-        let Some(agent) = input.acp_agent().map(str::to_string) else {
-            return Err(DispatchError::NoInternalAgent);
+        self.call_with(input, None, 0).await
+    }
+
+    /// Runs a call whose turn is cancelled when `cancel` turns true (a
+    /// foreground call; a background one only by [`Dispatcher::cancel`]),
+    /// made at nesting `depth` (0: by the main chat).
+    pub async fn call_with(
+        self: &Arc<Self>,
+        input: SubAgentCallInput,
+        cancel: Option<watch::Receiver<bool>>,
+        depth: u32,
+    ) -> Result<Reply, DispatchError> {
+        let target = match input.acp_agent() {
+            Some(agent) => {
+                let spec = self.registry.get(agent)?;
+                let policy = match (spec.permissions, self.approval) {
+                    (Permissions::Allow, _) | (Permissions::Ask, Approval::All) => Policy::Allow,
+                    (Permissions::Deny, _) | (Permissions::Ask, Approval::None) => Policy::Deny,
+                    (Permissions::Ask, Approval::Interactive) => Policy::Ask,
+                };
+                Target::Acp {
+                    agent: agent.to_string(),
+                    policy,
+                }
+            }
+            None => {
+                let (model, max_depth) = self
+                    .internal
+                    .lock()
+                    .expect("not poisoned")
+                    .clone()
+                    .ok_or(DispatchError::NoInternalAgent)?;
+                Target::Internal {
+                    model,
+                    nested: depth < max_depth,
+                    depth: depth + 1,
+                }
+            }
         };
-        let spec = self.registry.get(&agent)?.clone();
+        let agent = match &target {
+            Target::Acp { agent, .. } => agent.clone(),
+            Target::Internal { .. } => "internal".to_string(),
+        };
         let (message, mut resume) = {
             let mut memory = self.memory.lock().expect("not poisoned");
             let message = memory.resolve_input(input.input.as_deref())?;
-            let resume = memory
-                .resume_id(&agent, input.continue_session)
-                .map(str::to_string);
+            // The internal agent starts fresh every time.
+            let resume = match target {
+                Target::Acp { .. } => memory
+                    .resume_id(&agent, input.continue_session)
+                    .map(str::to_string),
+                Target::Internal { .. } => None,
+            };
             (message, resume)
         };
         if let Some(id) = &resume
@@ -191,15 +248,13 @@ impl Dispatcher {
         let n = self.next_id.fetch_add(1, Ordering::SeqCst);
         let call_id = format!("call-{n}");
         let task_id = input.run_in_background.then(|| format!("t{n}"));
-        let policy = match (spec.permissions, self.approval) {
-            (Permissions::Allow, _) | (Permissions::Ask, Approval::All) => Policy::Allow,
-            (Permissions::Deny, _) | (Permissions::Ask, Approval::None) => Policy::Deny,
-            (Permissions::Ask, Approval::Interactive) => Policy::Ask,
-        };
         self.emitter.emit(Event::SubagentStarted {
             call_id: call_id.clone(),
             task_id: task_id.clone(),
-            agent: AgentRef::Acp(agent.clone()),
+            agent: match &target {
+                Target::Acp { agent, .. } => AgentRef::Acp(agent.clone()),
+                Target::Internal { .. } => AgentRef::Internal,
+            },
             input: message.clone(),
             code_review: input.code_review,
             background: input.run_in_background,
@@ -220,12 +275,23 @@ impl Dispatcher {
                 severity: None,
             });
         }
-        let (cancel, cancel_rx) = watch::channel(false);
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        if let (Some(mut outer), None) = (cancel, &task_id) {
+            // The caller's cancel reaches this call's turn.
+            let tx = cancel_tx.clone();
+            tokio::spawn(async move {
+                crate::harness::cancelled(&mut outer).await;
+                let _ = tx.send(true);
+            });
+        }
         let (answers, answers_rx) = mpsc::unbounded_channel();
-        self.running
-            .lock()
-            .expect("not poisoned")
-            .insert(call_id.clone(), Handle { cancel, answers });
+        self.running.lock().expect("not poisoned").insert(
+            call_id.clone(),
+            Handle {
+                cancel: cancel_tx,
+                answers,
+            },
+        );
         let control = TurnControl {
             cancel: cancel_rx,
             answers: answers_rx,
@@ -236,12 +302,12 @@ impl Dispatcher {
         }
         let job = CallJob {
             agent,
+            target,
             call_id: call_id.clone(),
             task_id: task_id.clone(),
             prompt,
             code_review: input.code_review,
             resume,
-            policy,
         };
         match task_id {
             Some(task_id) => {
@@ -272,38 +338,96 @@ impl Dispatcher {
         Ok(conn)
     }
 
-    async fn run(&self, job: CallJob, mut control: TurnControl) -> CallOutcome {
+    /// The internal agent: a fresh harness with an empty context, its file
+    /// and shell tools auto-approved, nothing persisted; only its final
+    /// report is returned.
+    async fn run_internal(
+        self: &Arc<Self>,
+        model: Arc<dyn Model>,
+        nested: bool,
+        depth: u32,
+        prompt: &str,
+        sink: &CallSink<'_>,
+        cancel: watch::Receiver<bool>,
+    ) -> TurnResult {
+        let files: Arc<dyn ToolSet> = Arc::new(FileTools::new(self.root.clone()));
+        let tools: Arc<dyn ToolSet> = if nested {
+            Arc::new(Union(vec![
+                files,
+                Arc::new(ChatTools::new(self.clone(), depth)),
+            ]))
+        } else {
+            files
+        };
+        let system = format!(
+            "You are a helper agent working in the directory {}. Use your tools to look at and \
+             change files there; paths are relative to it. Work until the task is done, then \
+             answer with your final report only.",
+            self.root.path().display()
+        );
+        let mut harness = Harness::new(model, tools, Some(system));
+        let box_sink = BoxSink { inner: sink };
+        match harness.turn(prompt.to_string(), &box_sink, cancel).await {
+            Ok(end) => TurnResult {
+                output: end.final_text,
+                stop_reason: end.stop_reason,
+                session: None,
+                session_id: None,
+            },
+            Err(e) => TurnResult {
+                output: format!("internal agent: {e}"),
+                stop_reason: "error".into(),
+                session: None,
+                session_id: None,
+            },
+        }
+    }
+
+    async fn run(self: &Arc<Self>, job: CallJob, mut control: TurnControl) -> CallOutcome {
         let sink = CallSink {
             dispatcher: self,
             agent: &job.agent,
             call_id: &job.call_id,
             task_id: job.task_id.as_deref(),
         };
-        let result = match self.connection(&job.agent).await {
-            Ok(conn) => {
-                conn.turn(
-                    TurnRequest {
-                        prompt: &job.prompt,
-                        root: self.root.path(),
-                        resume: job.resume.as_deref(),
-                        policy: job.policy,
-                    },
+        let result = match &job.target {
+            Target::Acp { policy, .. } => match self.connection(&job.agent).await {
+                Ok(conn) => {
+                    conn.turn(
+                        TurnRequest {
+                            prompt: &job.prompt,
+                            root: self.root.path(),
+                            resume: job.resume.as_deref(),
+                            policy: *policy,
+                        },
+                        &sink,
+                        &mut control,
+                    )
+                    .await
+                }
+                Err(message) => TurnResult {
+                    output: message,
+                    stop_reason: "error".into(),
+                    session: None,
+                    session_id: None,
+                },
+            },
+            Target::Internal {
+                model,
+                nested,
+                depth,
+            } => {
+                self.run_internal(
+                    model.clone(),
+                    *nested,
+                    *depth,
+                    &job.prompt,
                     &sink,
-                    &mut control,
+                    control.cancel.clone(),
                 )
                 .await
             }
-            Err(message) => crate::acp::client::TurnResult {
-                output: message,
-                stop_reason: "error".into(),
-                session: None,
-                session_id: None,
-            },
         };
-        self.running
-            .lock()
-            .expect("not poisoned")
-            .remove(&job.call_id);
         if let Some(id) = &result.session_id {
             self.busy
                 .lock()
@@ -362,6 +486,12 @@ impl Dispatcher {
                 severity,
             });
         }
+        // Done only now: a completion is sent before the call stops counting
+        // as running, so a waiting chat never misses it.
+        self.running
+            .lock()
+            .expect("not poisoned")
+            .remove(&job.call_id);
         CallOutcome {
             output: result.output,
             stop_reason: result.stop_reason,
@@ -455,14 +585,27 @@ impl Dispatcher {
     }
 }
 
+enum Target {
+    Acp {
+        agent: String,
+        policy: Policy,
+    },
+    Internal {
+        model: Arc<dyn Model>,
+        /// Whether this internal agent may call sub-agents itself.
+        nested: bool,
+        depth: u32,
+    },
+}
+
 struct CallJob {
     agent: String,
+    target: Target,
     call_id: String,
     task_id: Option<String>,
     prompt: String,
     code_review: bool,
     resume: Option<String>,
-    policy: Policy,
 }
 
 /// Turns a call's activity into events, and keeps its task's summary.
@@ -522,5 +665,70 @@ impl TurnSink for CallSink<'_> {
             level: NoticeLevel::Warning,
             text: text.to_string(),
         });
+    }
+}
+
+/// An internal agent's harness reports into its box.
+struct BoxSink<'a, 'b> {
+    inner: &'a CallSink<'b>,
+}
+
+/// A one-line summary of a tool call's arguments.
+pub fn summarize_args(call: &ToolCall) -> String {
+    let summary = match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+        Ok(serde_json::Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k}: {}", s.lines().next().unwrap_or("")),
+                other => format!("{k}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => call.arguments.clone(),
+    };
+    if summary.chars().count() > 120 {
+        let cut: String = summary.chars().take(119).collect();
+        format!("{cut}…")
+    } else {
+        summary
+    }
+}
+
+impl Sink for BoxSink<'_, '_> {
+    fn text(&self, text: &str) {
+        self.inner.activity(Activity::MessageChunk {
+            text: text.to_string(),
+        });
+    }
+
+    fn message_end(&self) {}
+
+    fn tool_started(&self, call: &ToolCall) {
+        self.inner.activity(Activity::ToolCall {
+            id: call.id.clone(),
+            title: format!("{} {}", call.name, summarize_args(call)),
+            status: crate::event::ToolStatus::InProgress,
+        });
+    }
+
+    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+        self.inner.activity(Activity::ToolCallUpdate {
+            id: call.id.clone(),
+            title: None,
+            status: Some(if result.is_ok() {
+                crate::event::ToolStatus::Completed
+            } else {
+                crate::event::ToolStatus::Failed
+            }),
+        });
+    }
+
+    fn usage(&self, _input_tokens: u64, _output_tokens: u64) {}
+
+    fn retry(&self, attempt: u32, wait_ms: u64, reason: &str) {
+        self.inner.notice(&format!(
+            "internal agent's model: {reason}; retry {attempt} in {:.1} s",
+            wait_ms as f64 / 1000.0
+        ));
     }
 }

@@ -155,8 +155,9 @@ pub struct App {
     recorder: Option<Recorder>,
     banner: Option<String>,
     quit: bool,
-    /// The terminal width at the last frame.
+    /// The terminal size at the last frame.
     cols: u16,
+    rows: u16,
 }
 
 impl App {
@@ -169,6 +170,7 @@ impl App {
             banner: None,
             quit: false,
             cols: 0,
+            rows: 0,
         }
     }
 
@@ -196,6 +198,38 @@ impl App {
     /// A still picture of applied events.
     pub fn still() -> Self {
         Self::with_mode(Mode::Still)
+    }
+
+    /// `/record FILE`: records this session's events from now on.
+    fn start_recording(&mut self, path: &str) {
+        let message = if path.is_empty() {
+            "/record FILE: give the file to record to".to_string()
+        } else if let Some(r) = &self.recorder {
+            format!("already recording to {}", r.path().display())
+        } else {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let header = crate::transcript::Header::now(
+                &cwd,
+                crate::transcript::TerminalSize {
+                    cols: self.cols,
+                    rows: self.rows,
+                },
+            );
+            match Recorder::create(std::path::Path::new(path), &header) {
+                Ok(r) => {
+                    let m = format!("recording to {}", r.path().display());
+                    self.recorder = Some(r);
+                    m
+                }
+                Err(e) => format!("cannot record to {path}: {e}"),
+            }
+        };
+        self.banner = Some(message);
+    }
+
+    /// Where this session is being recorded, if it is.
+    pub fn recording(&self) -> Option<&std::path::Path> {
+        self.recorder.as_ref().map(|r| r.path())
     }
 
     pub fn set_banner(&mut self, banner: Option<String>) {
@@ -301,10 +335,10 @@ impl App {
                     }
                 }
                 KeyCode::Char('d') if ctrl && composer.text.is_empty() => self.quit = true,
+                // The engine cancels the running chat turn first, else this call.
                 KeyCode::Esc => {
-                    if let Some(call_id) = self.state.latest_running_call() {
-                        let _ = ops.send(Op::Cancel(call_id));
-                    }
+                    let call_id = self.state.latest_running_call().unwrap_or_default();
+                    let _ = ops.send(Op::Cancel(call_id));
                 }
                 KeyCode::Char(c @ '1'..='9')
                     if composer.text.is_empty() && self.state.pending_permission().is_some() =>
@@ -330,7 +364,9 @@ impl App {
                 }
                 KeyCode::Enter => {
                     let text = composer.take();
-                    if !text.trim().is_empty() {
+                    if let Some(path) = text.trim().strip_prefix("/record") {
+                        self.start_recording(path.trim());
+                    } else if !text.trim().is_empty() {
                         // The loop ends when the engine is gone; nothing to do here.
                         let _ = ops.send(Op::Submit(text));
                         self.view.end();
@@ -444,6 +480,7 @@ impl App {
     /// Draws the whole screen.
     pub fn draw(&mut self, frame: &mut Frame<'_>) {
         self.cols = frame.area().width;
+        self.rows = frame.area().height;
         let now = self.now();
         let (status, keys) = self.status();
         let composer = match &self.mode {

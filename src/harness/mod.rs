@@ -1,0 +1,227 @@
+//! The chat loop, used by the main chat and by internal nested agents: a
+//! conversation driven turn by turn. The model's deltas go to a sink; its
+//! tool calls run (several at once in parallel) and their results go back
+//! to the model until it ends the turn.
+
+pub mod chat;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::llm::{Delta, FinishReason, LlmError, Message, Model, Request, ToolCall, ToolSpec};
+
+/// Room for the model's answer in each request.
+pub const MAX_TOKENS: u32 = 4096;
+
+/// Tools a harness offers its model.
+pub trait ToolSet: Send + Sync {
+    fn specs(&self) -> Vec<ToolSpec>;
+    /// Runs one call. `Err` is a failed call: its message goes back to the
+    /// model. Cancellation is signalled on `cancel`.
+    fn call(
+        &self,
+        call: ToolCall,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, Result<String, String>>;
+}
+
+/// Where a harness reports what happens.
+pub trait Sink: Send + Sync {
+    fn text(&self, text: &str);
+    /// The model's message ended (before its tool calls run, if any).
+    fn message_end(&self);
+    fn tool_started(&self, call: &ToolCall);
+    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>);
+    fn usage(&self, input_tokens: u64, output_tokens: u64);
+    fn retry(&self, attempt: u32, wait_ms: u64, reason: &str);
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnEnd {
+    /// The model's text after its last tool call.
+    pub final_text: String,
+    /// `end_turn`, `max_tokens`, `cancelled`.
+    pub stop_reason: String,
+}
+
+pub struct Harness {
+    model: Arc<dyn Model>,
+    tools: Arc<dyn ToolSet>,
+    system: Option<String>,
+    messages: Vec<Message>,
+}
+
+impl Harness {
+    pub fn new(model: Arc<dyn Model>, tools: Arc<dyn ToolSet>, system: Option<String>) -> Self {
+        Self {
+            model,
+            tools,
+            system,
+            messages: Vec::new(),
+        }
+    }
+
+    pub fn model(&self) -> &Arc<dyn Model> {
+        &self.model
+    }
+
+    /// Goes on with another model (the conversation is kept).
+    pub fn set_model(&mut self, model: Arc<dyn Model>) {
+        self.model = model;
+    }
+
+    /// Forgets the conversation.
+    pub fn clear(&mut self) {
+        self.messages.clear();
+    }
+
+    /// Runs one turn for `user`'s message until the model ends it, the
+    /// person cancels it, or the model fails.
+    pub async fn turn(
+        &mut self,
+        user: String,
+        sink: &dyn Sink,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Result<TurnEnd, LlmError> {
+        self.messages.push(Message::User { content: user });
+        let specs = self.tools.specs();
+        loop {
+            let request = Request {
+                system: self.system.clone(),
+                messages: self.messages.clone(),
+                tools: specs.clone(),
+                max_tokens: MAX_TOKENS,
+            };
+            let mut stream = self.model.stream(request);
+            let mut text = String::new();
+            let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
+            let mut finish = None;
+            let cancelled = loop {
+                let next = tokio::select! {
+                    next = stream.next() => next,
+                    _ = cancelled(&mut cancel) => break true,
+                };
+                match next {
+                    None => break false,
+                    Some(Err(e)) => {
+                        if !text.is_empty() {
+                            sink.message_end();
+                        }
+                        // Keep what was said, so the conversation can go on.
+                        self.messages.push(Message::Assistant {
+                            content: text,
+                            tool_calls: Vec::new(),
+                        });
+                        return Err(e);
+                    }
+                    Some(Ok(delta)) => match delta {
+                        Delta::Text(t) => {
+                            sink.text(&t);
+                            text.push_str(&t);
+                        }
+                        Delta::ToolCallStart { index, id, name } => {
+                            calls.insert(
+                                index,
+                                ToolCall {
+                                    id,
+                                    name,
+                                    arguments: String::new(),
+                                },
+                            );
+                        }
+                        Delta::ToolCallArgs { index, fragment } => {
+                            if let Some(c) = calls.get_mut(&index) {
+                                c.arguments.push_str(&fragment);
+                            }
+                        }
+                        Delta::Usage {
+                            input_tokens,
+                            output_tokens,
+                        } => sink.usage(input_tokens, output_tokens),
+                        Delta::Retry {
+                            attempt,
+                            wait_ms,
+                            reason,
+                        } => sink.retry(attempt, wait_ms, &reason),
+                        Delta::Finish(reason) => finish = Some(reason),
+                    },
+                }
+            };
+            drop(stream);
+            let mut calls: Vec<ToolCall> = calls.into_values().collect();
+            // A local model may write its call as JSON text instead.
+            if calls.is_empty()
+                && let Some(recovered) = recover(&text, &specs)
+            {
+                calls = recovered;
+                text.clear();
+            }
+            if !text.is_empty() {
+                sink.message_end();
+            }
+            self.messages.push(Message::Assistant {
+                content: text.clone(),
+                tool_calls: if cancelled { Vec::new() } else { calls.clone() },
+            });
+            if cancelled {
+                return Ok(TurnEnd {
+                    final_text: text,
+                    stop_reason: "cancelled".into(),
+                });
+            }
+            if calls.is_empty() {
+                let stop_reason = match finish {
+                    Some(FinishReason::Length) => "max_tokens",
+                    _ => "end_turn",
+                };
+                return Ok(TurnEnd {
+                    final_text: text,
+                    stop_reason: stop_reason.into(),
+                });
+            }
+            // Run the calls in parallel; results go back in call order.
+            let runs = calls.iter().map(|call| {
+                sink.tool_started(call);
+                let fut = self.tools.call(call.clone(), cancel.clone());
+                async move { (call, fut.await) }
+            });
+            let results = futures::future::join_all(runs).await;
+            for (call, result) in results {
+                sink.tool_finished(call, &result);
+                let content = match result {
+                    Ok(out) => out,
+                    Err(e) => format!("error: {e}"),
+                };
+                self.messages.push(Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                });
+            }
+            if *cancel.borrow() {
+                return Ok(TurnEnd {
+                    final_text: String::new(),
+                    stop_reason: "cancelled".into(),
+                });
+            }
+        }
+    }
+}
+
+/// Resolves once `cancel` is true (never, if its sender is gone).
+pub async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    if cancel.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Tool calls a local model wrote as JSON text.
+fn recover(text: &str, specs: &[ToolSpec]) -> Option<Vec<ToolCall>> {
+    crate::llm::recover::recover_tool_calls(text, specs)
+}

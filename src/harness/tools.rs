@@ -1,0 +1,518 @@
+//! The internal agent's tools. Files are read and written through the
+//! session's [`Root`], so nothing outside its directory is touched; shell
+//! commands run in that directory, with their output captured and capped,
+//! and are killed on cancel.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::ToolSet;
+use crate::acp::fs::Root;
+use crate::llm::{ToolCall, ToolSpec};
+
+/// Bytes of a tool's output the model gets back.
+pub const OUTPUT_CAP: usize = 16 * 1024;
+/// Matches `grep` reports at most.
+const GREP_MATCHES: usize = 200;
+/// Directories `list` and `grep` do not descend into.
+const SKIP_DIRS: [&str; 5] = [".git", "target", "node_modules", ".tools", ".fast-agent"];
+
+/// Cuts `text` to [`OUTPUT_CAP`] bytes, saying so.
+pub fn cap(mut text: String) -> String {
+    if text.len() > OUTPUT_CAP {
+        let mut cut = OUTPUT_CAP;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = text.len();
+        text.truncate(cut);
+        text.push_str(&format!(
+            "\n[output cut: {total} bytes, showing the first {cut}]"
+        ));
+    }
+    text
+}
+
+fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
+    let text = if call.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        &call.arguments
+    };
+    serde_json::from_str(text).map_err(|e| format!("bad arguments for {}: {e}", call.name))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+    /// First line to return, from 1.
+    start_line: Option<u32>,
+    /// Last line to return, inclusive.
+    end_line: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathArgs {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrepArgs {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    path: String,
+    old: String,
+    new: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    command: String,
+}
+
+/// The file and shell tools of an internal agent.
+#[derive(Clone)]
+pub struct FileTools {
+    root: Root,
+}
+
+impl FileTools {
+    pub fn new(root: Root) -> Self {
+        Self { root }
+    }
+
+    pub fn specs() -> Vec<ToolSpec> {
+        let spec = |name: &str, description: &str, parameters: serde_json::Value| ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        };
+        let path =
+            json!({"type": "string", "description": "a path relative to the session directory"});
+        vec![
+            spec(
+                "read",
+                "Read a text file, or some of its lines.",
+                json!({"type": "object", "properties": {"path": path, "start_line": {"type": "integer", "minimum": 1}, "end_line": {"type": "integer", "minimum": 1}}, "required": ["path"]}),
+            ),
+            spec(
+                "list",
+                "List a directory (default: the session directory).",
+                json!({"type": "object", "properties": {"path": path}}),
+            ),
+            spec(
+                "grep",
+                "Search files for a regular expression; prints path:line: text.",
+                json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": path}, "required": ["pattern"]}),
+            ),
+            spec(
+                "write",
+                "Write a whole file, creating it (and its directories) if needed.",
+                json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}}, "required": ["path", "content"]}),
+            ),
+            spec(
+                "edit",
+                "Replace the one occurrence of `old` in a file with `new`.",
+                json!({"type": "object", "properties": {"path": path, "old": {"type": "string"}, "new": {"type": "string"}}, "required": ["path", "old", "new"]}),
+            ),
+            spec(
+                "shell",
+                "Run a shell command in the session directory; returns its exit status and output.",
+                json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+            ),
+        ]
+    }
+
+    fn rel(&self, path: &Path) -> String {
+        path.strip_prefix(self.root.path())
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    pub async fn run(
+        &self,
+        call: ToolCall,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<String, String> {
+        let root = &self.root;
+        match call.name.as_str() {
+            "read" => {
+                let a: ReadArgs = args(&call)?;
+                let start = a.start_line.unwrap_or(1).max(1);
+                let limit = a.end_line.map(|end| end.saturating_sub(start) + 1);
+                root.read(Path::new(&a.path), Some(start), limit)
+                    .map(cap)
+                    .map_err(|e| e.to_string())
+            }
+            "list" => {
+                let a: PathArgs = args(&call)?;
+                let dir = root
+                    .resolve_existing(Path::new(a.path.as_deref().unwrap_or(".")))
+                    .map_err(|e| e.to_string())?;
+                let mut entries: Vec<String> = std::fs::read_dir(&dir)
+                    .map_err(|e| format!("{}: {e}", self.rel(&dir)))?
+                    .filter_map(Result::ok)
+                    .map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        if e.file_type().is_ok_and(|t| t.is_dir()) {
+                            format!("{name}/")
+                        } else {
+                            name
+                        }
+                    })
+                    .collect();
+                entries.sort();
+                Ok(cap(entries.join("\n")))
+            }
+            "grep" => {
+                let a: GrepArgs = args(&call)?;
+                let re = regex::Regex::new(&a.pattern).map_err(|e| format!("bad pattern: {e}"))?;
+                let start = root
+                    .resolve_existing(Path::new(a.path.as_deref().unwrap_or(".")))
+                    .map_err(|e| e.to_string())?;
+                let mut out = Vec::new();
+                grep(&re, &start, root, &mut out);
+                let more = out.len() >= GREP_MATCHES;
+                let mut text = out
+                    .into_iter()
+                    .map(|(p, n, l)| format!("{}:{n}: {l}", self.rel(&p)))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if more {
+                    text.push_str(&format!("\n[stopped at {GREP_MATCHES} matches]"));
+                }
+                if text.is_empty() {
+                    text = "no matches".into();
+                }
+                Ok(cap(text))
+            }
+            "write" => {
+                let a: WriteArgs = args(&call)?;
+                root.write(Path::new(&a.path), &a.content)
+                    .map_err(|e| e.to_string())?;
+                Ok(format!("wrote {} ({} bytes)", a.path, a.content.len()))
+            }
+            "edit" => {
+                let a: EditArgs = args(&call)?;
+                let text = root
+                    .read(Path::new(&a.path), None, None)
+                    .map_err(|e| e.to_string())?;
+                match text.matches(&a.old).count() {
+                    0 => Err(format!("{}: `old` was not found", a.path)),
+                    1 => {
+                        root.write(Path::new(&a.path), &text.replacen(&a.old, &a.new, 1))
+                            .map_err(|e| e.to_string())?;
+                        Ok(format!("edited {}", a.path))
+                    }
+                    n => Err(format!(
+                        "{}: `old` occurs {n} times; give more context so it is unique",
+                        a.path
+                    )),
+                }
+            }
+            "shell" => {
+                let a: ShellArgs = args(&call)?;
+                shell(&a.command, root.path(), cancel).await
+            }
+            other => Err(format!("unknown tool {other:?}")),
+        }
+    }
+}
+
+fn grep(re: &regex::Regex, path: &Path, root: &Root, out: &mut Vec<(PathBuf, usize, String)>) {
+    if out.len() >= GREP_MATCHES {
+        return;
+    }
+    // Never follow a path out of the root.
+    let Ok(real) = root.resolve_existing(path) else {
+        return;
+    };
+    if real.is_dir() {
+        let Ok(entries) = std::fs::read_dir(&real) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name();
+            if e.file_type().is_ok_and(|t| t.is_dir()) && SKIP_DIRS.iter().any(|s| name == *s) {
+                continue;
+            }
+            grep(re, &e.path(), root, out);
+        }
+    } else if let Ok(text) = std::fs::read_to_string(&real) {
+        for (i, line) in text.lines().enumerate() {
+            if re.is_match(line) {
+                out.push((real.clone(), i + 1, line.chars().take(300).collect()));
+                if out.len() >= GREP_MATCHES {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn shell(
+    command: &str,
+    dir: &Path,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let child = cmd.output();
+    tokio::select! {
+        out = child => {
+            let out = out.map_err(|e| format!("cannot run sh: {e}"))?;
+            let mut text = format!("exit status: {}\n", out.status.code().map_or("killed".to_string(), |c| c.to_string()));
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+            if !out.stderr.is_empty() {
+                text.push_str("\n[stderr]\n");
+                text.push_str(&String::from_utf8_lossy(&out.stderr));
+            }
+            Ok(cap(text))
+        }
+        // Dropping the child's future kills it (kill_on_drop).
+        _ = super::cancelled(&mut cancel) => Err("cancelled".into()),
+        _ = tokio::time::sleep(Duration::from_secs(24 * 3600)) => Err("ran for a day; stopped".into()),
+    }
+}
+
+impl ToolSet for FileTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        Self::specs()
+    }
+
+    fn call(
+        &self,
+        call: ToolCall,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let this = self.clone();
+        async move { this.run(call, cancel).await }.boxed()
+    }
+}
+
+/// A tool set made of others, tried in order.
+pub struct Union(pub Vec<Arc<dyn ToolSet>>);
+
+impl ToolSet for Union {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.0.iter().flat_map(|t| t.specs()).collect()
+    }
+
+    fn call(
+        &self,
+        call: ToolCall,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        for set in &self.0 {
+            if set.specs().iter().any(|s| s.name == call.name) {
+                return set.call(call, cancel);
+            }
+        }
+        let name = call.name.clone();
+        async move { Err(format!("unknown tool {name:?}")) }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "1".into(),
+            name: name.into(),
+            arguments: args.to_string(),
+        }
+    }
+
+    fn tools() -> (
+        tempfile::TempDir,
+        FileTools,
+        watch::Sender<bool>,
+        watch::Receiver<bool>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(
+            dir.path().join("src/lib.rs"),
+            "fn main() {}\nfn helper() {}\n",
+        )
+        .unwrap();
+        let (tx, rx) = watch::channel(false);
+        let tools = FileTools::new(Root::new(dir.path()).unwrap());
+        (dir, tools, tx, rx)
+    }
+
+    #[tokio::test]
+    async fn read_list_grep_write_edit() {
+        let (dir, t, _tx, rx) = tools();
+        assert_eq!(
+            t.run(
+                call(
+                    "read",
+                    json!({"path": "a.txt", "start_line": 2, "end_line": 3})
+                ),
+                rx.clone()
+            )
+            .await
+            .unwrap(),
+            "two\nthree\n"
+        );
+        assert_eq!(
+            t.run(call("list", json!({})), rx.clone()).await.unwrap(),
+            "a.txt\nsrc/"
+        );
+        assert_eq!(
+            t.run(
+                call("grep", json!({"pattern": "fn \\w+\\(", "path": "src"})),
+                rx.clone()
+            )
+            .await
+            .unwrap(),
+            "src/lib.rs:1: fn main() {}\nsrc/lib.rs:2: fn helper() {}"
+        );
+        t.run(
+            call("write", json!({"path": "new/b.txt", "content": "hello"})),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("new/b.txt")).unwrap(),
+            "hello"
+        );
+        t.run(
+            call("edit", json!({"path": "a.txt", "old": "two", "new": "2"})),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "one\n2\nthree\n"
+        );
+        let e = t
+            .run(
+                call(
+                    "edit",
+                    json!({"path": "src/lib.rs", "old": "fn", "new": "x"}),
+                ),
+                rx.clone(),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.contains("occurs 2 times"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn nothing_outside_the_root() {
+        let (_dir, t, _tx, rx) = tools();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("s.txt");
+        std::fs::write(&secret, "secret").unwrap();
+        let e = t
+            .run(call("read", json!({"path": secret})), rx.clone())
+            .await
+            .unwrap_err();
+        assert!(e.contains("outside the session directory"), "{e}");
+        let e = t
+            .run(
+                call("write", json!({"path": "../x.txt", "content": "x"})),
+                rx.clone(),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        let e = t
+            .run(call("list", json!({"path": ".."})), rx.clone())
+            .await
+            .unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        let e = t
+            .run(call("read", json!({"paht": "a.txt"})), rx.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            e.contains("bad arguments for read") && e.contains("paht"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn shell_runs_in_the_root_capped_and_cancellable() {
+        let (dir, t, tx, rx) = tools();
+        let out = t
+            .run(
+                call("shell", json!({"command": "pwd; echo err >&2; exit 3"})),
+                rx.clone(),
+            )
+            .await
+            .unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        assert!(
+            out.starts_with(&format!("exit status: 3\n{}\n", root.display())),
+            "{out}"
+        );
+        assert!(out.contains("[stderr]\nerr"), "{out}");
+        let big = t
+            .run(
+                call(
+                    "shell",
+                    json!({"command": "head -c 100000 /dev/zero | tr '\\0' x"}),
+                ),
+                rx.clone(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            big.len() < OUTPUT_CAP + 200 && big.contains("[output cut: "),
+            "{}",
+            big.len()
+        );
+        let started = std::time::Instant::now();
+        let run = t.run(call("shell", json!({"command": "sleep 30"})), rx.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            _ = &mut run => panic!("sleep 30 returned early"),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        tx.send(true).unwrap();
+        assert_eq!(run.await.unwrap_err(), "cancelled");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}

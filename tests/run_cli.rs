@@ -1,0 +1,217 @@
+//! `quorum run`: the chat loop headless, on the scripted model and the
+//! fake ACP agent.
+
+use std::process::{Command, Output};
+
+use quorum::event::{Event, Severity, Stamped};
+
+struct Dir {
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+fn dir() -> Dir {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("quorum.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "the notes say 42\n").unwrap();
+    Dir { dir, config }
+}
+
+impl Dir {
+    fn run(&self, script: serde_json::Value, extra: &[&str]) -> (Output, Vec<Event>) {
+        let path = self
+            .dir
+            .path()
+            .join(format!("script-{}.json", rand_suffix()));
+        std::fs::write(&path, script.to_string()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_quorum"))
+            .arg("--config")
+            .arg(&self.config)
+            .args(["run", "--json", "--model"])
+            .arg(format!("script:{}", path.display()))
+            .arg("--cwd")
+            .arg(self.dir.path())
+            .args(extra)
+            .env_remove("QUORUM_MODEL")
+            .output()
+            .unwrap();
+        let events = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Stamped>(l)
+                    .unwrap_or_else(|e| panic!("{e}: {l}"))
+                    .event
+            })
+            .collect();
+        (out, events)
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assistant_text(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AssistantDelta { text } => Some(text.as_str()),
+            Event::AssistantEnd => Some("|"),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_review_by_an_acp_agent_in_json_events() {
+    let d = dir();
+    let script = serde_json::json!([
+        {"text": "Asking fake.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "review red", "code_review": true}}]},
+        {"text": "The review is red."}
+    ]);
+    let (o, events) = d.run(script, &["-p", "review my change"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        matches!(&events[0], Event::SessionInfo { model: Some(m), agents } if m.starts_with("script:") && agents.contains(&"fake".to_string()))
+    );
+    assert!(matches!(&events[1], Event::UserMessage { text } if text == "review my change"));
+    assert_eq!(assistant_text(&events), "Asking fake.|The review is red.|");
+    let finished = events.iter().find_map(|e| match e {
+        Event::SubagentFinished {
+            severity,
+            stop_reason,
+            ..
+        } => Some((*severity, stop_reason.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        finished,
+        Some((Some(Severity::Red), "end_turn".to_string()))
+    );
+    // The box's events come between the two assistant messages.
+    let started = events
+        .iter()
+        .position(|e| matches!(e, Event::SubagentStarted { .. }))
+        .unwrap();
+    let second = events
+        .iter()
+        .rposition(|e| matches!(e, Event::AssistantDelta { .. }))
+        .unwrap();
+    assert!(started < second);
+}
+
+#[test]
+fn the_internal_agent_reads_a_real_file() {
+    let d = dir();
+    let script = serde_json::json!([
+        {"tool_calls": [{"name": "subagent", "arguments": {"input": "What do the notes say?"}}]},
+        {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+        {"text": "They say 42."},
+        {"text": "The internal agent says: 42."}
+    ]);
+    let (o, events) = d.run(script, &["-p", "what do the notes say?"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::SubagentStarted {
+            agent: quorum::event::AgentRef::Internal,
+            ..
+        }
+    )));
+    let tool = events.iter().find_map(|e| match e {
+        Event::SubagentActivity {
+            activity: quorum::event::Activity::ToolCall { title, .. },
+            ..
+        } => Some(title.clone()),
+        _ => None,
+    });
+    assert_eq!(tool.as_deref(), Some("read path: notes.txt"));
+    let finished = events.iter().find_map(|e| match e {
+        Event::SubagentFinished { output, .. } => Some(output.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        finished.as_deref(),
+        Some("They say 42."),
+        "only the final report"
+    );
+    assert!(assistant_text(&events).ends_with("The internal agent says: 42.|"));
+}
+
+#[test]
+fn background_reports_are_delivered_before_exit_or_not_with_no_wait() {
+    let d = dir();
+    let script = || {
+        serde_json::json!([
+            {"text": "Started it.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "slow 1", "run_in_background": true}}]},
+            {"text": "It is running."},
+            {"text": "The task said: working done."}
+        ])
+    };
+    let (o, events) = d.run(script(), &["-p", "go"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let reported: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::TaskReported { .. }))
+        .collect();
+    assert_eq!(reported.len(), 1, "delivered exactly once");
+    assert!(
+        matches!(reported[0], Event::TaskReported { output, stop_reason, .. } if output == "working done" && stop_reason == "end_turn")
+    );
+    assert!(assistant_text(&events).ends_with("The task said: working done.|"));
+
+    let (o, events) = d.run(script(), &["-p", "go", "--no-wait"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("still running"), "{}", stderr(&o));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::TaskReported { .. }))
+    );
+}
+
+#[test]
+fn failures_have_their_exit_codes() {
+    let d = dir();
+    // The model fails: exit 1, the error in the stream.
+    let (o, events) = d.run(serde_json::json!([]), &["-p", "hi"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Error { text } if text.contains("no more turns"))),
+        "{events:?}"
+    );
+    // A bad model spec: exit 2.
+    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .args(["run", "-p", "hi", "--model", "nosuch:thing"])
+        .env_remove("QUORUM_MODEL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nosuch"), "{}", stderr(&o));
+    // No model at all: exit 2 with what to do.
+    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .args(["run", "-p", "hi"])
+        .env_remove("QUORUM_MODEL")
+        .env("XDG_CONFIG_HOME", d.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no chat model"), "{}", stderr(&o));
+}
