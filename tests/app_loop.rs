@@ -674,3 +674,143 @@ async fn scripted_chat_drives_the_app() {
     .await;
     assert!(!text(&terminal).contains("never shown"));
 }
+
+#[tokio::test]
+async fn slash_commands() {
+    use quorum::acp::fs::Root;
+    use quorum::acp::registry::Registry;
+    use quorum::event::Emitter;
+    use quorum::subagent::dispatch::{Approval, Dispatcher};
+    use quorum::tui::engine::Engine;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\ndescription = \"the fake\"\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let emitter = Emitter::new(Instant::now(), ev_tx);
+    let (dispatcher, _c) = Dispatcher::new(
+        std::sync::Arc::new(Registry::load(Some(&config)).unwrap()),
+        Root::new(dir.path()).unwrap(),
+        emitter.clone(),
+        Approval::None,
+    );
+    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
+    tokio::spawn(
+        Engine {
+            emitter,
+            dispatcher,
+            chat: None,
+            make_model: None,
+        }
+        .run(ops_rx),
+    );
+    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+
+    async fn say(
+        terminal: &mut Terminal<TestBackend>,
+        app: &mut App,
+        ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
+        line: &str,
+        expect: &str,
+    ) {
+        let mut keys = chars(line);
+        keys.push(key(KeyCode::Enter));
+        drive(terminal, app, keys, vec![]).await;
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let shown = format!("{:?}", e.event);
+        assert!(shown.contains(expect), "{line}: {shown}");
+        drive(terminal, app, vec![], vec![e]).await;
+    }
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/help",
+        "Commands: /agents",
+    )
+    .await;
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/agents",
+        "Agents: fake (the fake)",
+    )
+    .await;
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/tasks",
+        "No background tasks.",
+    )
+    .await;
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/model",
+        "No chat model is configured",
+    )
+    .await;
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/new",
+        "New conversation",
+    )
+    .await;
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/cancel t9",
+        "no running task or call \\\"t9\\\"",
+    )
+    .await;
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/bogus",
+        "unknown command /bogus",
+    )
+    .await;
+    say(&mut terminal, &mut app, &mut ev_rx, "hello", "UserMessage").await;
+    let welcome = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&welcome.event, Event::Notice { text, .. } if text.starts_with("No chat model is configured"))
+    );
+
+    // /record starts a transcript from now on.
+    let record = dir.path().join("rec.jsonl");
+    let mut keys = chars(&format!("/record {}", record.display()));
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    assert!(
+        text(&terminal).contains(&format!("recording to {}", record.display())),
+        "{}",
+        text(&terminal)
+    );
+    say(&mut terminal, &mut app, &mut ev_rx, "/help", "Commands:").await;
+    let recorded = quorum::transcript::load(&record).unwrap().events;
+    assert_eq!(recorded.len(), 1);
+    assert!(
+        matches!(&recorded[0].event, Event::Notice { text, .. } if text.starts_with("Commands:"))
+    );
+}

@@ -842,7 +842,7 @@ async fn openai_retries_a_429_after_its_retry_after() {
         panic!("{deltas:?}")
     };
     assert!(
-        reason.contains("429") && reason.contains("Rate limit reached"),
+        reason.starts_with("HTTP 429: Rate limit reached for gpt-4o-mini"),
         "{reason}"
     );
     assert_eq!(without_retries(deltas), expected("openai_tool_call.sse"));
