@@ -319,18 +319,7 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
         (None, true) => None,
         (None, false) => default_record_path(),
     };
-    let recorder = match &record_path {
-        Some(path) => {
-            let header = Header::now(&cwd, TerminalSize { cols, rows });
-            Some(Recorder::create(path, &header).with_context(|| {
-                format!(
-                    "cannot record to {}: choose a new file name",
-                    path.display()
-                )
-            })?)
-        }
-        None => None,
-    };
+    let recorder = open_recorder(record_path.as_deref(), &cwd, TerminalSize { cols, rows })?;
     let (ops_tx, ops_rx) = mpsc::unbounded_channel();
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let emitter = Emitter::new(started, events_tx);
@@ -389,6 +378,19 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
         eprintln!("session recorded to {} (quorum replay {0})", path.display());
     }
     result
+}
+
+/// A new transcript at `path`, if one is asked for.
+fn open_recorder(path: Option<&Path>, cwd: &Path, size: TerminalSize) -> Result<Option<Recorder>> {
+    let Some(path) = path else { return Ok(None) };
+    let header = Header::now(cwd, size);
+    let recorder = Recorder::create(path, &header).with_context(|| {
+        format!(
+            "cannot record to {}: choose a new file name",
+            path.display()
+        )
+    })?;
+    Ok(Some(recorder))
 }
 
 fn load(path: &Path) -> Result<transcript::Loaded> {
@@ -496,18 +498,11 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading stdin")?;
         inputs.push(text.trim_end().to_string());
     }
-    let mut recorder = match &args.record {
-        Some(path) => {
-            let header = Header::now(root.path(), TerminalSize { cols: 0, rows: 0 });
-            Some(Recorder::create(path, &header).with_context(|| {
-                format!(
-                    "cannot record to {}: choose a new file name",
-                    path.display()
-                )
-            })?)
-        }
-        None => None,
-    };
+    let mut recorder = open_recorder(
+        args.record.as_deref(),
+        root.path(),
+        TerminalSize { cols: 0, rows: 0 },
+    )?;
     let started = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let emitter = Emitter::new(started, tx);
@@ -764,21 +759,11 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
             return Ok(EXIT_CANNOT_RUN);
         }
     };
-    let mut recorder = match &args.record {
-        Some(path) => Some(
-            Recorder::create(
-                path,
-                &Header::now(root.path(), TerminalSize { cols: 0, rows: 0 }),
-            )
-            .with_context(|| {
-                format!(
-                    "cannot record to {}: choose a new file name",
-                    path.display()
-                )
-            })?,
-        ),
-        None => None,
-    };
+    let mut recorder = open_recorder(
+        args.record.as_deref(),
+        root.path(),
+        TerminalSize { cols: 0, rows: 0 },
+    )?;
     let started = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let emitter = Emitter::new(started, tx);

@@ -55,6 +55,31 @@ fn text(terminal: &Terminal<TestBackend>) -> String {
     rows(terminal.backend().buffer()).join("\n")
 }
 
+/// Feeds engine events to the loop until `done` holds for the screen.
+async fn until(
+    terminal: &mut Terminal<TestBackend>,
+    app: &mut App,
+    ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
+    done: impl Fn(&str) -> bool,
+) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while !done(&text(terminal)) {
+        assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        drive(terminal, app, vec![], vec![e]).await;
+    }
+}
+
+/// Keys that type `line` and press Enter.
+fn line(text: &str) -> Vec<Input> {
+    let mut keys = chars(text);
+    keys.push(key(KeyCode::Enter));
+    keys
+}
+
 fn paused_demo() -> (App, Vec<Stamped>) {
     let events = events(&demo());
     let mut player = Player::new(events.clone(), 1.0, Instant::now());
@@ -464,27 +489,7 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
     let mut app = App::live(ops_tx, Instant::now(), None);
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
 
-    // Feeds the loop engine events until `done` holds for the screen.
-    async fn until(
-        terminal: &mut Terminal<TestBackend>,
-        app: &mut App,
-        ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
-        done: impl Fn(&str) -> bool,
-    ) {
-        let deadline = Instant::now() + std::time::Duration::from_secs(20);
-        while !done(&text(terminal)) {
-            assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
-            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            drive(terminal, app, vec![], vec![e]).await;
-        }
-    }
-
-    let mut keys = chars("@fake? review red");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, line("@fake? review red"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("● red")).await;
     let screen = text(&terminal);
     assert!(
@@ -499,9 +504,7 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
     assert_eq!(box_colour(terminal.backend().buffer(), "fake"), Color::Red);
 
     // A permission request: the box asks, the digit answers.
-    let mut keys = chars("@fake permission");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, line("@fake permission"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("press 1-3 to answer")
     })
@@ -520,9 +523,7 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
     assert!(text(&terminal).contains("resumed"), "{}", text(&terminal));
 
     // Esc cancels the running call.
-    let mut keys = chars("@fake slow 30");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, line("@fake slow 30"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("working")
     })
@@ -534,9 +535,7 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
     .await;
 
     // An unknown agent is an error in the transcript; the app goes on.
-    let mut keys = chars("@nobody hi");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, line("@nobody hi"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("unknown agent \"nobody\"")
     })
@@ -610,26 +609,13 @@ async fn scripted_chat_drives_the_app() {
     let mut app = App::live(ops_tx, Instant::now(), None);
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
 
-    async fn until(
-        terminal: &mut Terminal<TestBackend>,
-        app: &mut App,
-        ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
-        done: impl Fn(&str) -> bool,
-    ) {
-        let deadline = Instant::now() + std::time::Duration::from_secs(20);
-        while !done(&text(terminal)) {
-            assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
-            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            drive(terminal, app, vec![], vec![e]).await;
-        }
-    }
-
-    let mut keys = chars("what do my notes say?");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        line("what do my notes say?"),
+        vec![],
+    )
+    .await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("Your notes say 42.")
     })
@@ -642,9 +628,13 @@ async fn scripted_chat_drives_the_app() {
     );
     assert!(screen.contains("1 tool call"), "{screen}");
 
-    let mut keys = chars("review it in the background");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        line("review it in the background"),
+        vec![],
+    )
+    .await;
     // The report comes back and the idle chat answers it by itself.
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("The background review came back yellow.")
@@ -660,9 +650,7 @@ async fn scripted_chat_drives_the_app() {
     assert!(screen.contains("done · yellow"), "the side panel: {screen}");
 
     // A slow turn, cancelled with Esc.
-    let mut keys = chars("one more");
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, line("one more"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("› one more")
     })
@@ -718,18 +706,16 @@ async fn slash_commands() {
         terminal: &mut Terminal<TestBackend>,
         app: &mut App,
         ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
-        line: &str,
+        typed: &str,
         expect: &str,
     ) {
-        let mut keys = chars(line);
-        keys.push(key(KeyCode::Enter));
-        drive(terminal, app, keys, vec![]).await;
+        drive(terminal, app, line(typed), vec![]).await;
         let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
             .await
             .unwrap()
             .unwrap();
         let shown = format!("{:?}", e.event);
-        assert!(shown.contains(expect), "{line}: {shown}");
+        assert!(shown.contains(expect), "{typed}: {shown}");
         drive(terminal, app, vec![], vec![e]).await;
     }
     say(
@@ -799,9 +785,13 @@ async fn slash_commands() {
 
     // /record starts a transcript from now on.
     let record = dir.path().join("rec.jsonl");
-    let mut keys = chars(&format!("/record {}", record.display()));
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        line(&format!("/record {}", record.display())),
+        vec![],
+    )
+    .await;
     assert!(
         text(&terminal).contains(&format!("recording to {}", record.display())),
         "{}",

@@ -278,6 +278,7 @@ async fn attempt_once<D: EventDecoder>(
         let body = read_capped(response, 64 << 10).await;
         let message = error_message(status, &body);
         let code = status.as_u16();
+        let reason = format!("HTTP {code}: {message}");
         let error = match code {
             401 | 403 => LlmError::Auth {
                 status: code,
@@ -295,7 +296,7 @@ async fn attempt_once<D: EventDecoder>(
         };
         return Some(if retryable(code) {
             Failure::Retry {
-                reason: error.to_string(),
+                reason,
                 wait,
                 last: error,
             }
