@@ -104,6 +104,47 @@ fn expected(name: &str) -> Vec<Delta> {
             usage(12, 3),
             finish(Length),
         ],
+        // Recorded from llama-server with Qwen2.5-coder 0.5B: its tool call
+        // came as text.
+        "openai_llamacpp_tool_as_text.sse" => {
+            let pieces = [
+                "{\n",
+                "\"name",
+                "\":",
+                " \"",
+                "sub",
+                "agent",
+                "\",\n",
+                "\"",
+                "arguments",
+                "\":",
+                " {\n",
+                "\"",
+                "agent",
+                "\":",
+                " \"",
+                "cla",
+                "ude",
+                "\",\n",
+                "\"",
+                "input",
+                "\":",
+                " \"",
+                "src",
+                "/",
+                "ll",
+                "m",
+                "/open",
+                "ai",
+                ".rs",
+                "\"\n",
+                "}\n",
+                "}",
+            ];
+            let mut d: Vec<Delta> = pieces.into_iter().map(text).collect();
+            d.extend([usage(223, 33), finish(Stop)]);
+            d
+        }
         "anthropic_text.sse" => vec![
             text("Claude"),
             text("’s review is done:"),
@@ -146,8 +187,9 @@ fn expected(name: &str) -> Vec<Delta> {
     }
 }
 
-const OPENAI_FIXTURES: [&str; 4] = [
+const OPENAI_FIXTURES: [&str; 5] = [
     "openai_text.sse",
+    "openai_llamacpp_tool_as_text.sse",
     "openai_tool_call.sse",
     "openai_parallel_tool_calls.sse",
     "openai_length.sse",
@@ -270,6 +312,27 @@ fn fixture_tool_calls_assemble_to_json() {
     assert_eq!(
         assembled_calls(&expected("anthropic_parallel_tool_use.sse")).len(),
         3
+    );
+}
+
+#[test]
+fn a_local_model_tool_call_written_as_text_is_recovered() {
+    let deltas = expected("openai_llamacpp_tool_as_text.sse");
+    let said: String = deltas
+        .iter()
+        .filter_map(|d| match d {
+            Delta::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    let calls = quorum::llm::recover::recover_tool_calls(&said, &[subagent_tool(), list_tool()]);
+    assert_eq!(
+        calls,
+        Some(vec![ToolCall {
+            id: "recovered-0".into(),
+            name: "subagent".into(),
+            arguments: r#"{"agent":"claude","input":"src/llm/openai.rs"}"#.into(),
+        }])
     );
 }
 

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use futures::stream::BoxStream;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::http::{self, Call, EventDecoder, RetryPolicy, StreamDecoder};
@@ -312,6 +313,34 @@ pub fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    delta: Option<ChoiceDelta>,
+    #[serde(default)]
+    finish_reason: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceDelta {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Value>,
+}
+
 impl EventDecoder for Decoder {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) -> Result<(), LlmError> {
         let data = event.data.trim();
@@ -322,35 +351,37 @@ impl EventDecoder for Decoder {
         if data.is_empty() {
             return Ok(());
         }
-        let json: Value = serde_json::from_str(data)
-            .map_err(|e| LlmError::Decode(format!("{e} in chunk {}", clip(data))))?;
-        if event.event.as_deref() == Some("error")
-            || json.get("error").is_some_and(|e| !e.is_null())
-        {
-            return Err(stream_error(&json));
+        let bad = |e: serde_json::Error| LlmError::Decode(format!("{e} in chunk {}", clip(data)));
+        if event.event.as_deref() == Some("error") {
+            return Err(stream_error(&serde_json::from_str(data).map_err(bad)?));
         }
-        if let Some(usage) = json.get("usage").filter(|u| u.is_object()) {
+        // Only what is used is kept (`id`, `model`, `timings`… are skipped).
+        let chunk: Chunk = serde_json::from_str(data).map_err(bad)?;
+        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
+            return Err(stream_error(&json!({ "error": error })));
+        }
+        if let Some(usage) = chunk.usage.filter(|u| u.is_object()) {
             let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
             self.usage = Some((n("prompt_tokens"), n("completion_tokens")));
         }
-        let choices = json.get("choices").and_then(Value::as_array);
-        for choice in choices.into_iter().flatten() {
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+        for choice in chunk.choices.into_iter().flatten() {
+            if choice.index.unwrap_or(0) != 0 {
                 continue;
             }
-            if let Some(delta) = choice.get("delta") {
-                if let Some(text) = delta.get("content").and_then(Value::as_str)
+            if let Some(delta) = choice.delta {
+                if let Some(Value::String(text)) = delta.content
                     && !text.is_empty()
                 {
-                    out.push(Delta::Text(text.to_string()));
+                    out.push(Delta::Text(text));
                 }
-                let calls = delta.get("tool_calls").and_then(Value::as_array);
-                for item in calls.into_iter().flatten() {
-                    self.tool_call(item, out);
+                if let Some(Value::Array(calls)) = delta.tool_calls {
+                    for item in &calls {
+                        self.tool_call(item, out);
+                    }
                 }
             }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.finish = Some(finish_reason(reason));
+            if let Some(Value::String(reason)) = choice.finish_reason {
+                self.finish = Some(finish_reason(&reason));
             }
         }
         Ok(())

@@ -6,12 +6,14 @@
 //! objects (one per line, or in a JSON array), each optionally inside
 //! `<tool_call>…</tool_call>` tags or a ```` ```json ```` fence, each naming
 //! a declared tool in one of the shapes
-//! `{"name": N, "arguments": {…}}`, `{"name": N, "parameters": {…}}` or
+//! `{"name": N, "arguments": {…}}`, `{"name": N, "parameters": {…}}`,
 //! `{"function": {"name": N, "arguments": …}}`, where the arguments may be
-//! an object or a JSON string holding one. Prose around them, an undeclared
-//! tool or broken JSON means it was not a call.
+//! an object or a JSON string holding one, or flattened,
+//! `{"name": N, "agent": …, "input": …}`. Prose around them, an undeclared
+//! tool, broken JSON, or a tool's declaration echoed back (with its
+//! `description`, or its schema as the arguments) means it was not a call.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::{ToolCall, ToolSpec};
 
@@ -94,33 +96,44 @@ fn call(value: Value, tools: &[ToolSpec]) -> Option<(String, String)> {
         return None;
     };
     let (name, arguments) = match object.remove("function") {
-        Some(Value::Object(mut function)) => (
-            function.remove("name")?,
-            function
-                .remove("arguments")
-                .or_else(|| function.remove("parameters")),
-        ),
+        // A call's `function` has `arguments`; a declaration's (a small
+        // model may echo its tools) has `parameters`.
+        Some(Value::Object(mut function)) => {
+            if function.contains_key("parameters") || function.contains_key("description") {
+                return None;
+            }
+            (function.remove("name")?, function.remove("arguments"))
+        }
         Some(_) => return None,
-        None => (
-            object.remove("name")?,
-            object
+        None => {
+            if object.contains_key("description") {
+                return None;
+            }
+            let name = object.remove("name")?;
+            let arguments = object
                 .remove("arguments")
-                .or_else(|| object.remove("parameters")),
-        ),
+                .or_else(|| object.remove("parameters"))
+                .or_else(|| {
+                    // Flattened: `{"name": N, "agent": …, "input": …}`.
+                    object.remove("type");
+                    object.remove("id");
+                    Some(Value::Object(std::mem::take(&mut object)))
+                });
+            (name, arguments)
+        }
     };
     let Value::String(name) = name else {
         return None;
     };
-    if !tools.iter().any(|t| t.name == name) {
-        return None;
-    }
+    let tool = tools.iter().find(|t| t.name == name)?;
     let arguments = match arguments {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
         Some(Value::String(s)) => serde_json::from_str(&s).ok()?,
         Some(other) => other,
     };
-    if !arguments.is_object() {
+    // The tool's schema given back as its arguments is an echo, not a call.
+    if !arguments.is_object() || (arguments == tool.parameters && arguments != json!({})) {
         return None;
     }
     Some((name, arguments.to_string()))
@@ -129,7 +142,6 @@ fn call(value: Value, tools: &[ToolSpec]) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn tools() -> Vec<ToolSpec> {
         ["subagent", "list_agents"]
@@ -192,6 +204,16 @@ mod tests {
     }
 
     #[test]
+    fn flattened_arguments() {
+        // As Qwen2.5-coder 0.5B wrote one.
+        let text = r#"{"name": "subagent", "input": "claude review src/llm/openai.rs for bugs."}"#;
+        let want = json!({"input": "claude review src/llm/openai.rs for bugs."});
+        assert_eq!(calls(text), one("subagent", want));
+        let text = r#"{"type": "function", "name": "list_agents"}"#;
+        assert_eq!(calls(text), one("list_agents", json!({})));
+    }
+
+    #[test]
     fn fences_and_tags() {
         let args = json!({"agent": "codex"});
         for text in [
@@ -249,6 +271,11 @@ mod tests {
             "[{\"name\": \"subagent\"}, 3]",
             "\"subagent\"",
             "```python\n{\"name\": \"subagent\", \"arguments\": {}}\n```",
+            // Tools echoed back, as Qwen2.5-coder 0.5B did once.
+            "```json\n{\"name\": \"subagent\", \"function\": {\"name\": \"subagent\", \"description\": \"Send a task.\", \"parameters\": {\"type\": \"object\"}}, \"parallel\": true}\n```",
+            "{\"type\": \"function\", \"function\": {\"name\": \"subagent\", \"parameters\": {\"type\": \"object\"}}}",
+            "{\"name\": \"subagent\", \"description\": \"Send a task.\", \"parameters\": {\"type\": \"object\"}}",
+            "{\"name\": \"subagent\", \"parameters\": {\"type\": \"object\"}}",
         ] {
             assert_eq!(calls(text), None, "{text:?}");
         }
