@@ -317,6 +317,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         severity: Option<Severity>,
     },
+    /// The chat model's request is retried after a rate limit or a server
+    /// error (shown in the status line until the model answers).
+    ModelRetry {
+        attempt: u32,
+        wait_ms: u64,
+        reason: String,
+    },
     /// Token usage of the main model.
     Usage {
         input_tokens: u64,
@@ -348,6 +355,7 @@ impl Event {
         "task_progress",
         "task_completed",
         "task_reported",
+        "model_retry",
         "usage",
         "notice",
         "error",
@@ -369,6 +377,7 @@ impl Event {
             Event::TaskProgress { .. } => "task_progress",
             Event::TaskCompleted { .. } => "task_completed",
             Event::TaskReported { .. } => "task_reported",
+            Event::ModelRetry { .. } => "model_retry",
             Event::Usage { .. } => "usage",
             Event::Notice { .. } => "notice",
             Event::Error { .. } => "error",
@@ -445,6 +454,11 @@ mod tests {
                 output: "ok".into(),
                 stop_reason: "end_turn".into(),
                 severity: None,
+            },
+            Event::ModelRetry {
+                attempt: 2,
+                wait_ms: 1500,
+                reason: "rate limited".into(),
             },
             Event::Usage {
                 input_tokens: 1,

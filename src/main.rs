@@ -600,6 +600,15 @@ fn progress(event: &Event) {
             _ => return,
         },
         Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
+        Event::ModelRetry {
+            attempt,
+            wait_ms,
+            reason,
+        } => format!(
+            "model: {}; retry {attempt} in {:.1} s",
+            sanitize(reason),
+            *wait_ms as f64 / 1000.0
+        ),
         Event::Error { text } => format!("error: {}", sanitize(text)),
         _ => return,
     };

@@ -145,3 +145,37 @@ fn agent_text_cannot_reach_the_terminal_raw() {
         assert!(text.contains("redtext"), "{text}");
     }
 }
+
+#[test]
+fn a_model_retry_shows_in_the_status_line_until_the_model_answers() {
+    use quorum::event::{Event, Stamped};
+    let mut events = vec![
+        Stamped::new(0, Event::UserMessage { text: "hi".into() }),
+        Stamped::new(
+            10,
+            Event::ModelRetry {
+                attempt: 2,
+                wait_ms: 1500,
+                reason: "rate limited (429)".into(),
+            },
+        ),
+    ];
+    let status = |events: &[Stamped]| {
+        rows(&screen(events, 120, 10, Some(false)))
+            .last()
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        status(&events).contains("⟳ model: rate limited (429), retry 2 in 1.5 s"),
+        "{}",
+        status(&events)
+    );
+    events.push(Stamped::new(
+        2000,
+        Event::AssistantDelta {
+            text: "hello".into(),
+        },
+    ));
+    assert!(!status(&events).contains("retry"), "{}", status(&events));
+}

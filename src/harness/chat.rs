@@ -158,12 +158,10 @@ impl Sink for ChatSink {
     }
 
     fn retry(&self, attempt: u32, wait_ms: u64, reason: &str) {
-        self.emitter.emit(Event::Notice {
-            level: NoticeLevel::Warning,
-            text: format!(
-                "model: {reason}; retry {attempt} in {:.1} s",
-                wait_ms as f64 / 1000.0
-            ),
+        self.emitter.emit(Event::ModelRetry {
+            attempt,
+            wait_ms,
+            reason: reason.to_string(),
         });
     }
 }

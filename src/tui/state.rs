@@ -144,6 +144,8 @@ pub struct State {
     pub output_tokens: u64,
     /// How many events were applied.
     pub applied: u64,
+    /// The chat model's pending retry: attempt, wait, reason.
+    pub retry: Option<(u32, u64, String)>,
     /// Running boxes (ids of their cells).
     running: usize,
     calls: HashMap<String, usize>,
@@ -217,6 +219,16 @@ impl State {
         let t = stamped.t;
         self.now = self.now.max(t);
         self.applied += 1;
+        // The model answered (or failed for good): no retry is pending.
+        if matches!(
+            stamped.event,
+            Event::AssistantDelta { .. }
+                | Event::Usage { .. }
+                | Event::Error { .. }
+                | Event::ToolCallStarted { .. }
+        ) {
+            self.retry = None;
+        }
         match &stamped.event {
             Event::SessionInfo { model, agents } => {
                 self.model = model.clone();
@@ -402,6 +414,13 @@ impl State {
                     stop_reason: clean(stop_reason),
                     severity: *severity,
                 });
+            }
+            Event::ModelRetry {
+                attempt,
+                wait_ms,
+                reason,
+            } => {
+                self.retry = Some((*attempt, *wait_ms, clean(reason)));
             }
             Event::Usage {
                 input_tokens,

@@ -332,6 +332,15 @@ fn draw_status(state: &State, view: &View, chrome: &Chrome<'_>, area: Rect, buf:
     if !view.following() {
         spans.push(Span::styled(" · ↑ scrolled, End follows", theme::warning()));
     }
+    if let Some((attempt, wait_ms, reason)) = &state.retry {
+        spans.push(Span::styled(
+            format!(
+                " · ⟳ model: {reason}, retry {attempt} in {:.1} s",
+                *wait_ms as f64 / 1000.0
+            ),
+            theme::warning(),
+        ));
+    }
     let running = state.running();
     if running > 0 {
         spans.push(Span::styled(format!(" · {running} running"), theme::bold()));
