@@ -259,6 +259,12 @@ impl Chat {
                 level: NoticeLevel::Warning,
                 text: "turn cancelled".into(),
             }),
+            Ok(end) if end.stop_reason == "max_turn_requests" => {
+                self.sink.emitter.emit(Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: format!("turn stopped after {} model requests", super::MAX_REQUESTS),
+                })
+            }
             Ok(end) if end.stop_reason == "max_tokens" => self.sink.emitter.emit(Event::Notice {
                 level: NoticeLevel::Warning,
                 text: "the model's answer was cut at its token limit".into(),

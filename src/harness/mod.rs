@@ -17,6 +17,9 @@ use crate::llm::{Delta, FinishReason, LlmError, Message, Model, Request, ToolCal
 
 /// Room for the model's answer in each request.
 pub const MAX_TOKENS: u32 = 4096;
+/// Model requests in one turn before it is stopped (a model that calls
+/// tools forever would otherwise never end its turn).
+pub const MAX_REQUESTS: usize = 100;
 
 /// Tools a harness offers its model.
 pub trait ToolSet: Send + Sync {
@@ -91,7 +94,7 @@ impl Harness {
     ) -> Result<TurnEnd, LlmError> {
         self.messages.push(Message::User { content: user });
         let specs = self.tools.specs();
-        loop {
+        for _ in 0..MAX_REQUESTS {
             let request = Request {
                 system: self.system.clone(),
                 messages: self.messages.clone(),
@@ -211,6 +214,10 @@ impl Harness {
                 });
             }
         }
+        Ok(TurnEnd {
+            final_text: String::new(),
+            stop_reason: "max_turn_requests".into(),
+        })
     }
 }
 
@@ -224,4 +231,166 @@ pub async fn cancelled(cancel: &mut watch::Receiver<bool>) {
 /// Tool calls a local model wrote as JSON text.
 fn recover(text: &str, specs: &[ToolSpec]) -> Option<Vec<ToolCall>> {
     crate::llm::recover::recover_tool_calls(text, specs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::script::{ScriptModel, Turn};
+    use futures::FutureExt;
+    use std::sync::Mutex;
+
+    /// Records what a harness reports.
+    #[derive(Default)]
+    struct Log(Mutex<Vec<String>>);
+
+    impl Sink for Log {
+        fn text(&self, text: &str) {
+            self.0.lock().unwrap().push(format!("text {text}"));
+        }
+        fn message_end(&self) {
+            self.0.lock().unwrap().push("end".into());
+        }
+        fn tool_started(&self, call: &ToolCall) {
+            self.0.lock().unwrap().push(format!("start {}", call.name));
+        }
+        fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("done {} {result:?}", call.name));
+        }
+        fn usage(&self, _: u64, _: u64) {}
+        fn retry(&self, _: u32, _: u64, _: &str) {}
+    }
+
+    /// `wait` only returns when two calls wait at once: run one at a time,
+    /// the turn would hang.
+    struct Meet(Arc<tokio::sync::Barrier>);
+
+    impl ToolSet for Meet {
+        fn specs(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "wait".into(),
+                description: "waits".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }]
+        }
+        fn call(
+            &self,
+            call: ToolCall,
+            _cancel: watch::Receiver<bool>,
+        ) -> BoxFuture<'static, Result<String, String>> {
+            let barrier = self.0.clone();
+            async move {
+                barrier.wait().await;
+                Ok(format!("met {}", call.arguments))
+            }
+            .boxed()
+        }
+    }
+
+    fn script(turns: serde_json::Value) -> Arc<dyn Model> {
+        let turns: Vec<Turn> = serde_json::from_value(turns).unwrap();
+        Arc::new(ScriptModel::new("test", turns))
+    }
+
+    #[tokio::test]
+    async fn tool_calls_of_one_answer_run_in_parallel() {
+        let model = script(serde_json::json!([
+            {"tool_calls": [{"name": "wait", "arguments": {"n": 1}}, {"name": "wait", "arguments": {"n": 2}}]},
+            {"text": "both met"}
+        ]));
+        let mut h = Harness::new(
+            model,
+            Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(2)))),
+            None,
+        );
+        let log = Log::default();
+        let (_tx, cancel) = watch::channel(false);
+        let end = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            h.turn("go".into(), &log, cancel),
+        )
+        .await
+        .expect("parallel calls meet")
+        .unwrap();
+        assert_eq!(
+            end,
+            TurnEnd {
+                final_text: "both met".into(),
+                stop_reason: "end_turn".into()
+            }
+        );
+        // Results go back in call order.
+        let results: Vec<&Message> = h
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Tool { .. }))
+            .collect();
+        assert!(matches!(results[0], Message::Tool { content, .. } if content == "met {\"n\":1}"));
+        assert!(matches!(results[1], Message::Tool { content, .. } if content == "met {\"n\":2}"));
+    }
+
+    #[tokio::test]
+    async fn a_call_written_as_json_text_is_run() {
+        let model = script(serde_json::json!([
+            {"text": "{\"name\": \"wait\", \"arguments\": {\"n\": 7}}"},
+            {"text": "done"}
+        ]));
+        let barrier = Arc::new(tokio::sync::Barrier::new(1));
+        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let log = Log::default();
+        let (_tx, cancel) = watch::channel(false);
+        let end = h.turn("go".into(), &log, cancel).await.unwrap();
+        assert_eq!(end.final_text, "done");
+        assert!(
+            log.0
+                .lock()
+                .unwrap()
+                .contains(&"done wait Ok(\"met {\\\"n\\\":7}\")".to_string()),
+            "{:?}",
+            log.0.lock().unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_model_that_never_stops_calling_tools_is_stopped() {
+        let turns: Vec<serde_json::Value> = (0..MAX_REQUESTS + 5)
+            .map(|_| serde_json::json!({"tool_calls": [{"name": "wait", "arguments": {}}]}))
+            .collect();
+        let mut h = Harness::new(
+            script(serde_json::Value::Array(turns)),
+            Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
+            None,
+        );
+        let (_tx, cancel) = watch::channel(false);
+        let end = h.turn("go".into(), &Log::default(), cancel).await.unwrap();
+        assert_eq!(end.stop_reason, "max_turn_requests");
+    }
+
+    #[tokio::test]
+    async fn cancel_ends_a_slow_answer() {
+        let model = script(serde_json::json!([{"delay_ms": 30000, "text": "late"}]));
+        let mut h = Harness::new(
+            model,
+            Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
+            None,
+        );
+        let (tx, cancel) = watch::channel(false);
+        let log = Log::default();
+        let turn = h.turn("go".into(), &log, cancel);
+        tokio::pin!(turn);
+        tokio::select! {
+            _ = &mut turn => panic!("the slow answer came early"),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+        }
+        tx.send(true).unwrap();
+        let end = tokio::time::timeout(std::time::Duration::from_secs(5), turn)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(end.stop_reason, "cancelled");
+        assert!(log.0.lock().unwrap().is_empty());
+    }
 }
