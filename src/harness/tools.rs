@@ -278,15 +278,50 @@ fn grep(re: &regex::Regex, path: &Path, root: &Root, out: &mut Vec<(PathBuf, usi
     }
 }
 
+/// The note a shell result carries when no sandbox keeps its writes in.
+pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not installed, so this command could write outside the session directory]";
+
+/// `sh -c command` in `dir`. With bubblewrap installed, the command sees
+/// the file system read-only except for `dir` (and a private `/tmp`), so
+/// it cannot write outside the session directory.
+fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
+    match crate::acp::registry::locate("bwrap") {
+        Some(bwrap) => {
+            let mut cmd = tokio::process::Command::new(bwrap);
+            cmd.args([
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+            ])
+            .arg("--bind")
+            .arg(dir)
+            .arg(dir)
+            .arg("--chdir")
+            .arg(dir)
+            .args(["--unshare-pid", "--die-with-parent", "sh", "-c", command]);
+            (cmd, true)
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c").arg(command);
+            (cmd, false)
+        }
+    }
+}
+
 async fn shell(
     command: &str,
     dir: &Path,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<String, String> {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(dir)
+    let (mut cmd, sandboxed) = shell_command(command, dir);
+    cmd.current_dir(dir)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     #[cfg(unix)]
@@ -295,7 +330,11 @@ async fn shell(
     tokio::select! {
         out = child => {
             let out = out.map_err(|e| format!("cannot run sh: {e}"))?;
-            let mut text = format!("exit status: {}\n", out.status.code().map_or("killed".to_string(), |c| c.to_string()));
+            let mut text = format!(
+                "{}exit status: {}\n",
+                if sandboxed { String::new() } else { format!("{UNSANDBOXED}\n") },
+                out.status.code().map_or("killed".to_string(), |c| c.to_string())
+            );
             text.push_str(&String::from_utf8_lossy(&out.stdout));
             if !out.stderr.is_empty() {
                 text.push_str("\n[stderr]\n");
@@ -474,6 +513,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn shell_writes_stay_inside_when_sandboxed() {
+        let (dir, t, _tx, rx) = tools();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("planted.txt");
+        let command = format!("echo in > inside.txt; echo out > {}", target.display());
+        let out = t
+            .run(call("shell", json!({"command": command})), rx.clone())
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("inside.txt")).unwrap(),
+            "in\n"
+        );
+        if crate::acp::registry::locate("bwrap").is_some() {
+            assert!(!target.exists(), "a sandboxed shell wrote outside: {out}");
+            assert!(out.contains("cannot create"), "{out}");
+        } else {
+            // Without a sandbox the command is not confined, and says so.
+            assert!(out.starts_with(UNSANDBOXED), "{out}");
+        }
+    }
+
+    #[tokio::test]
     async fn shell_runs_in_the_root_capped_and_cancellable() {
         let (dir, t, tx, rx) = tools();
         let out = t
@@ -483,6 +545,7 @@ mod tests {
             )
             .await
             .unwrap();
+        let out = out.trim_start_matches(&format!("{UNSANDBOXED}\n"));
         let root = dir.path().canonicalize().unwrap();
         assert!(
             out.starts_with(&format!("exit status: 3\n{}\n", root.display())),
