@@ -103,6 +103,8 @@ impl Harness {
             };
             let mut stream = self.model.stream(request);
             let mut text = String::new();
+            // How much of `text` the sink has seen.
+            let mut shown = 0;
             let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
             let mut finish = None;
             let cancelled = loop {
@@ -113,6 +115,9 @@ impl Harness {
                 match next {
                     None => break false,
                     Some(Err(e)) => {
+                        if shown < text.len() {
+                            sink.text(&text[shown..]);
+                        }
                         if !text.is_empty() {
                             sink.message_end();
                         }
@@ -125,8 +130,13 @@ impl Harness {
                     }
                     Some(Ok(delta)) => match delta {
                         Delta::Text(t) => {
-                            sink.text(&t);
                             text.push_str(&t);
+                            // Text that may be a tool call written as JSON is
+                            // held back until the message ends.
+                            if !may_be_a_call(&text) {
+                                sink.text(&text[shown..]);
+                                shown = text.len();
+                            }
                         }
                         Delta::ToolCallStart { index, id, name } => {
                             calls.insert(
@@ -160,10 +170,14 @@ impl Harness {
             let mut calls: Vec<ToolCall> = calls.into_values().collect();
             // A local model may write its call as JSON text instead.
             if calls.is_empty()
+                && !cancelled
                 && let Some(recovered) = recover(&text, &specs)
             {
                 calls = recovered;
                 text.clear();
+            }
+            if shown < text.len() {
+                sink.text(&text[shown..]);
             }
             if !text.is_empty() {
                 sink.message_end();
@@ -226,6 +240,15 @@ pub async fn cancelled(cancel: &mut watch::Receiver<bool>) {
     if cancel.wait_for(|c| *c).await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// Whether `text` so far could be a tool call written as JSON.
+fn may_be_a_call(text: &str) -> bool {
+    let t = text.trim_start();
+    t.is_empty()
+        || t.starts_with(['{', '['])
+        || t.starts_with("```")
+        || t.starts_with("<tool_call>")
 }
 
 /// Tool calls a local model wrote as JSON text.
@@ -344,13 +367,37 @@ mod tests {
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &log, cancel).await.unwrap();
         assert_eq!(end.final_text, "done");
+        let log = log.0.lock().unwrap();
         assert!(
-            log.0
-                .lock()
-                .unwrap()
-                .contains(&"done wait Ok(\"met {\\\"n\\\":7}\")".to_string()),
-            "{:?}",
-            log.0.lock().unwrap()
+            !log.iter().any(|l| l.contains("\"name\"")),
+            "the JSON call is not shown as text: {log:?}"
+        );
+        assert!(log.contains(&"text done".to_string()), "{log:?}");
+        assert!(
+            log.contains(&"done wait Ok(\"met {\\\"n\\\":7}\")".to_string()),
+            "the recovered call ran: {log:?}"
+        );
+        drop(log);
+        let log = Log::default();
+        let model =
+            script(serde_json::json!([{"text": "{\"not\": \"a call\"} is JSON I was asked for"}]));
+        let mut h = Harness::new(
+            model,
+            Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
+            None,
+        );
+        let (_tx, cancel) = watch::channel(false);
+        h.turn("go".into(), &log, cancel).await.unwrap();
+        let shown: String = log
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.strip_prefix("text "))
+            .collect();
+        assert_eq!(
+            shown, "{\"not\": \"a call\"} is JSON I was asked for",
+            "held text is shown at the end"
         );
     }
 
