@@ -18,6 +18,21 @@ pub enum FsError {
     },
 }
 
+/// `path` with `.` and `..` applied to its text alone (no symlinks).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The directory an agent may read and write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root(PathBuf);
@@ -68,17 +83,26 @@ impl Root {
         let mut rest = Vec::new();
         while !existing.exists() {
             let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
-                break;
+                // `..` through a directory that does not exist: refused. Say
+                // "outside" when the path, read literally, leaves the root.
+                let inside = lexical(&abs).starts_with(&self.0);
+                return Err(if inside {
+                    FsError::Io {
+                        path: path.to_path_buf(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "a directory on the way does not exist",
+                        ),
+                    }
+                } else {
+                    FsError::Outside {
+                        path: path.to_path_buf(),
+                        root: self.0.clone(),
+                    }
+                });
             };
             rest.push(name.to_owned());
             existing = parent;
-        }
-        // A name that is `..` or similar never counts as a plain name.
-        if abs.components().any(|c| matches!(c, Component::ParentDir)) && !rest.is_empty() {
-            return Err(FsError::Outside {
-                path: path.to_path_buf(),
-                root: self.0.clone(),
-            });
         }
         let mut canonical = existing.canonicalize().map_err(|source| FsError::Io {
             path: path.to_path_buf(),
@@ -201,6 +225,27 @@ mod tests {
             std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
             "secret"
         );
+    }
+
+    #[test]
+    fn dotdot_through_existing_directories_is_resolved() {
+        let (dir, _o, root) = setup();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        root.write(&dir.path().join("sub/../via-dotdot.txt"), "ok")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("via-dotdot.txt")).unwrap(),
+            "ok"
+        );
+        // Through a directory that does not exist: refused, nothing written.
+        let escape = dir.path().join("missing/../../escape.txt");
+        assert!(matches!(
+            root.write(&escape, "x"),
+            Err(FsError::Outside { .. })
+        ));
+        let inside = dir.path().join("missing/../still-inside.txt");
+        assert!(matches!(root.write(&inside, "x"), Err(FsError::Io { .. })));
+        assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
     }
 
     #[test]
