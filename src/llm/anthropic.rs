@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::http::{self, Call, EventDecoder, RetryPolicy, StreamDecoder};
+use super::http::{self, Call, Endpoint, EventDecoder, RetryPolicy, StreamDecoder};
 use super::openai::{clip, schema};
 use super::sse::SseEvent;
 use super::{Delta, FinishReason, LlmError, Message, Model, Request, ToolSpec};
@@ -21,12 +21,7 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 pub struct Anthropic {
-    model: String,
-    base_url: String,
-    api_key: Option<String>,
-    /// The retry policy (tests shorten the waits).
-    pub retry: RetryPolicy,
-    client: reqwest::Client,
+    endpoint: Endpoint,
 }
 
 impl Anthropic {
@@ -34,23 +29,19 @@ impl Anthropic {
     /// is sent then.
     pub fn new(model: &str, base_url: &str, api_key: Option<String>) -> Self {
         Self {
-            model: model.to_string(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            retry: RetryPolicy::default(),
-            client: http::client(),
+            endpoint: Endpoint::new(model, base_url, api_key),
         }
     }
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.endpoint.retry = retry;
         self
     }
 
     /// `{base}/v1/messages`; a base that already ends in `/v1` or names
     /// the endpoint is taken as it is.
     pub fn url(&self) -> String {
-        let base = &self.base_url;
+        let base = &self.endpoint.base_url;
         if base.ends_with("/messages") {
             base.clone()
         } else if base.ends_with("/v1") {
@@ -63,7 +54,7 @@ impl Anthropic {
     /// The JSON body for `request`.
     pub fn body(&self, request: &Request) -> Value {
         let mut body = json!({
-            "model": self.model,
+            "model": self.endpoint.model,
             "max_tokens": request.max_tokens,
             "stream": true,
             "messages": messages(&request.messages),
@@ -150,20 +141,20 @@ fn tool(t: &ToolSpec) -> Value {
 
 impl Model for Anthropic {
     fn name(&self) -> String {
-        format!("anthropic:{}", self.model)
+        format!("anthropic:{}", self.endpoint.model)
     }
 
     fn stream(&self, request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.endpoint.api_key {
             headers.push(("x-api-key", key.clone()));
         }
         let call = Call {
-            client: self.client.clone(),
+            client: self.endpoint.client.clone(),
             url: self.url(),
             headers,
             body: self.body(&request).to_string().into_bytes(),
-            retry: self.retry.clone(),
+            retry: self.endpoint.retry.clone(),
         };
         http::drive(move |tx| http::run(call, Decoder::default, tx))
     }

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{self, Call, EventDecoder, RetryPolicy, StreamDecoder};
+use super::http::{self, Call, Endpoint, EventDecoder, RetryPolicy, StreamDecoder};
 use super::sse::SseEvent;
 use super::{Delta, FinishReason, LlmError, Message, Model, Request, ToolSpec};
 
@@ -21,12 +21,7 @@ use super::{Delta, FinishReason, LlmError, Message, Model, Request, ToolSpec};
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
 pub struct OpenAi {
-    model: String,
-    base_url: String,
-    api_key: Option<String>,
-    /// The retry policy (tests shorten the waits).
-    pub retry: RetryPolicy,
-    client: reqwest::Client,
+    endpoint: Endpoint,
 }
 
 impl OpenAi {
@@ -34,24 +29,20 @@ impl OpenAi {
     /// sent then.
     pub fn new(model: &str, base_url: &str, api_key: Option<String>) -> Self {
         Self {
-            model: model.to_string(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            retry: RetryPolicy::default(),
-            client: http::client(),
+            endpoint: Endpoint::new(model, base_url, api_key),
         }
     }
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.endpoint.retry = retry;
         self
     }
 
     pub fn url(&self) -> String {
-        if self.base_url.ends_with("/chat/completions") {
-            self.base_url.clone()
+        if self.endpoint.base_url.ends_with("/chat/completions") {
+            self.endpoint.base_url.clone()
         } else {
-            http::join_url(&self.base_url, "chat/completions")
+            http::join_url(&self.endpoint.base_url, "chat/completions")
         }
     }
 
@@ -64,13 +55,13 @@ impl OpenAi {
         messages.extend(request.messages.iter().map(message));
         // OpenAI's own reasoning models refuse `max_tokens`; the field that
         // replaced it is not known to every local server.
-        let limit = if self.base_url == OPENAI_BASE_URL {
+        let limit = if self.endpoint.base_url == OPENAI_BASE_URL {
             "max_completion_tokens"
         } else {
             "max_tokens"
         };
         let mut body = json!({
-            "model": self.model,
+            "model": self.endpoint.model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -145,20 +136,20 @@ pub(crate) fn schema(parameters: &Value) -> Value {
 
 impl Model for OpenAi {
     fn name(&self) -> String {
-        format!("openai:{}", self.model)
+        format!("openai:{}", self.endpoint.model)
     }
 
     fn stream(&self, request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
         let mut headers = Vec::new();
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.endpoint.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
         let call = Call {
-            client: self.client.clone(),
+            client: self.endpoint.client.clone(),
             url: self.url(),
             headers,
             body: self.body(&request).to_string().into_bytes(),
-            retry: self.retry.clone(),
+            retry: self.endpoint.retry.clone(),
         };
         http::drive(move |tx| http::run(call, Decoder::default, tx))
     }
