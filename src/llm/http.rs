@@ -512,6 +512,30 @@ pub fn join_url(base: &str, path: &str) -> String {
     )
 }
 
+/// What a provider is configured with.
+pub struct Endpoint {
+    pub model: String,
+    /// Without a trailing `/`.
+    pub base_url: String,
+    /// `None` (or empty) sends no key: a local server, or a proxy that adds it.
+    pub api_key: Option<String>,
+    /// The retry policy (tests shorten the waits).
+    pub retry: RetryPolicy,
+    pub client: reqwest::Client,
+}
+
+impl Endpoint {
+    pub fn new(model: &str, base_url: &str, api_key: Option<String>) -> Self {
+        Self {
+            model: model.to_string(),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            retry: RetryPolicy::default(),
+            client: client(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,29 +619,5 @@ mod tests {
             "http://h:1/v1/chat/completions"
         );
         assert_eq!(join_url("http://h", "v1/messages"), "http://h/v1/messages");
-    }
-}
-
-/// What a provider is configured with.
-pub struct Endpoint {
-    pub model: String,
-    /// Without a trailing `/`.
-    pub base_url: String,
-    /// `None` (or empty) sends no key: a local server, or a proxy that adds it.
-    pub api_key: Option<String>,
-    /// The retry policy (tests shorten the waits).
-    pub retry: RetryPolicy,
-    pub client: reqwest::Client,
-}
-
-impl Endpoint {
-    pub fn new(model: &str, base_url: &str, api_key: Option<String>) -> Self {
-        Self {
-            model: model.to_string(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            retry: RetryPolicy::default(),
-            client: client(),
-        }
     }
 }
