@@ -693,3 +693,24 @@ async fn a_busy_session_is_not_resumed_by_a_second_call() {
         (Some(SessionKind::Resumed), first.session_id)
     );
 }
+
+#[tokio::test]
+async fn two_calls_started_together_do_not_share_a_session() {
+    let mut r = rig(Approval::None);
+    let (first, _) = r.call(input("fake", "turns")).await;
+    let (a, b) = tokio::join!(
+        r.dispatcher.call(input("fake", "slow 1")),
+        r.dispatcher.call(input("fake", "slow 1"))
+    );
+    let (Reply::Done(a), Reply::Done(b)) = (a.unwrap(), b.unwrap()) else {
+        panic!()
+    };
+    let mut kinds = [a.session, b.session];
+    kinds.sort_by_key(|k| format!("{k:?}"));
+    assert_eq!(
+        kinds,
+        [Some(SessionKind::Fresh), Some(SessionKind::Resumed)]
+    );
+    assert_ne!(a.session_id, b.session_id);
+    assert!([&a.session_id, &b.session_id].contains(&&first.session_id));
+}

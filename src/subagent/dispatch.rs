@@ -230,20 +230,23 @@ impl Dispatcher {
             };
             (message, resume)
         };
-        if let Some(id) = &resume
-            && self
+        // Claim the session to resume; one busy with another turn is not
+        // resumed twice (checked and claimed under one lock).
+        if let Some(id) = resume.clone() {
+            let claimed = self
                 .busy
                 .lock()
                 .expect("not poisoned")
-                .contains(&(agent.clone(), id.clone()))
-        {
-            self.emitter.emit(Event::Notice {
-                level: NoticeLevel::Info,
-                text: format!(
-                    "{agent}'s session {id} is busy with another call; this one gets a new session"
-                ),
-            });
-            resume = None;
+                .insert((agent.clone(), id.clone()));
+            if !claimed {
+                self.emitter.emit(Event::Notice {
+                    level: NoticeLevel::Info,
+                    text: format!(
+                        "{agent}'s session {id} is busy with another call; this one gets a new session"
+                    ),
+                });
+                resume = None;
+            }
         }
         let n = self.next_id.fetch_add(1, Ordering::SeqCst);
         let call_id = format!("call-{n}");
@@ -428,11 +431,11 @@ impl Dispatcher {
                 .await
             }
         };
-        if let Some(id) = &result.session_id {
-            self.busy
-                .lock()
-                .expect("not poisoned")
-                .remove(&(job.agent.clone(), id.clone()));
+        {
+            let mut busy = self.busy.lock().expect("not poisoned");
+            for id in [&job.resume, &result.session_id].into_iter().flatten() {
+                busy.remove(&(job.agent.clone(), id.clone()));
+            }
         }
         // Only a turn that succeeded moves the session on.
         if result.succeeded()
