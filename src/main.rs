@@ -126,6 +126,15 @@ enum ApproveArg {
     None,
 }
 
+impl From<ApproveArg> for Approval {
+    fn from(a: ApproveArg) -> Self {
+        match a {
+            ApproveArg::All => Approval::All,
+            ApproveArg::None => Approval::None,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 struct CallArgs {
     /// The agent to run (see `quorum agents`).
@@ -506,10 +515,7 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
     let started = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let emitter = Emitter::new(started, tx);
-    let approval = match args.approve {
-        ApproveArg::All => Approval::All,
-        ApproveArg::None => Approval::None,
-    };
+    let approval = args.approve.into();
     let (dispatcher, _completions) = Dispatcher::new(Arc::new(registry), root, emitter, approval);
     let printer = tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
@@ -776,10 +782,7 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
     let started = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let emitter = Emitter::new(started, tx);
-    let approval = match args.approve {
-        ApproveArg::All => Approval::All,
-        ApproveArg::None => Approval::None,
-    };
+    let approval = args.approve.into();
     emitter.emit(Event::SessionInfo {
         model: Some(model.name()),
         agents: registry
