@@ -239,6 +239,13 @@ pub enum Event {
     },
     /// The main assistant's message is complete.
     AssistantEnd,
+    /// The chat model starts working on a turn.
+    TurnStarted,
+    /// The chat's turn ended (`end_turn`, `cancelled`, `max_tokens`,
+    /// `max_turn_requests`, or `error`).
+    TurnEnded {
+        stop_reason: String,
+    },
     /// The main assistant called a tool (other than a sub-agent box).
     ToolCallStarted {
         id: String,
@@ -346,6 +353,8 @@ impl Event {
         "user_message",
         "assistant_delta",
         "assistant_end",
+        "turn_started",
+        "turn_ended",
         "tool_call_started",
         "tool_call_finished",
         "subagent_started",
@@ -368,6 +377,8 @@ impl Event {
             Event::UserMessage { .. } => "user_message",
             Event::AssistantDelta { .. } => "assistant_delta",
             Event::AssistantEnd => "assistant_end",
+            Event::TurnStarted => "turn_started",
+            Event::TurnEnded { .. } => "turn_ended",
             Event::ToolCallStarted { .. } => "tool_call_started",
             Event::ToolCallFinished { .. } => "tool_call_finished",
             Event::SubagentStarted { .. } => "subagent_started",
@@ -398,6 +409,10 @@ mod tests {
             Event::UserMessage { text: "hi".into() },
             Event::AssistantDelta { text: "he".into() },
             Event::AssistantEnd,
+            Event::TurnStarted,
+            Event::TurnEnded {
+                stop_reason: "end_turn".into(),
+            },
             Event::ToolCallStarted {
                 id: "1".into(),
                 name: "subagent_status".into(),

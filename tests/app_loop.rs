@@ -652,12 +652,16 @@ async fn scripted_chat_drives_the_app() {
     // A slow turn, cancelled with Esc.
     drive(&mut terminal, &mut app, line("one more"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
-        s.contains("› one more")
+        s.contains("› one more") && s.contains("chat working (Esc cancels)")
     })
     .await;
     drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("turn cancelled")
+    })
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        !s.contains("chat working")
     })
     .await;
     assert!(!text(&terminal).contains("never shown"));

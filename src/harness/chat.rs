@@ -250,7 +250,14 @@ impl Chat {
                 .emit(Event::UserMessage { text: m.clone() });
             prompt.push_str(&m);
         }
+        self.sink.emitter.emit(Event::TurnStarted);
         let result = self.harness.turn(prompt, &self.sink, cancel).await;
+        self.sink.emitter.emit(Event::TurnEnded {
+            stop_reason: match &result {
+                Ok(end) => end.stop_reason.clone(),
+                Err(_) => "error".into(),
+            },
+        });
         match &result {
             Err(e) => self.sink.emitter.emit(Event::Error {
                 text: format!("model: {e}"),

@@ -270,7 +270,7 @@ impl App {
         let animate = match &self.mode {
             Mode::Still => false,
             Mode::Replay(p) => self.state.running() > 0 && !p.paused() && !p.finished(),
-            Mode::Live { .. } => self.state.running() > 0,
+            Mode::Live { .. } => self.state.running() > 0 || self.state.turn_running,
         };
         let tick = animate.then(|| Instant::now() + TICK);
         let due = match &self.mode {

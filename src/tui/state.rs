@@ -144,6 +144,8 @@ pub struct State {
     pub output_tokens: u64,
     /// How many events were applied.
     pub applied: u64,
+    /// Whether the chat model is working on a turn.
+    pub turn_running: bool,
     /// The chat model's pending retry: attempt, wait, reason.
     pub retry: Option<(u32, u64, String)>,
     /// Running boxes (ids of their cells).
@@ -252,6 +254,8 @@ impl State {
                     }
                 }
             }
+            Event::TurnStarted => self.turn_running = true,
+            Event::TurnEnded { .. } => self.turn_running = false,
             Event::AssistantEnd => {
                 if let Some(i) = self.open_assistant.take()
                     && let CellKind::Assistant { done, .. } = self.touch(i)

@@ -281,7 +281,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
     if let Some((text, cursor)) = chrome.composer {
         draw_composer(frame, composer, text, cursor);
     }
-    draw_status(state, view, chrome, status, frame.buffer_mut());
+    draw_status(state, view, chrome, status, frame.buffer_mut(), now);
 }
 
 fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
@@ -322,7 +322,14 @@ fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
     frame.set_cursor_position((x, inner.y + row - scroll));
 }
 
-fn draw_status(state: &State, view: &View, chrome: &Chrome<'_>, area: Rect, buf: &mut Buffer) {
+fn draw_status(
+    state: &State,
+    view: &View,
+    chrome: &Chrome<'_>,
+    area: Rect,
+    buf: &mut Buffer,
+    now: u64,
+) {
     let mut spans: Vec<Span<'_>> = vec![Span::raw(" ")];
     if let Some(banner) = chrome.banner {
         spans.push(Span::styled(banner, theme::warning()));
@@ -331,6 +338,12 @@ fn draw_status(state: &State, view: &View, chrome: &Chrome<'_>, area: Rect, buf:
     spans.extend(chrome.status.iter().cloned());
     if !view.following() {
         spans.push(Span::styled(" · ↑ scrolled, End follows", theme::warning()));
+    }
+    if state.turn_running {
+        spans.push(Span::styled(
+            format!(" · {} chat working (Esc cancels)", theme::spinner(now)),
+            theme::bold(),
+        ));
     }
     if let Some((attempt, wait_ms, reason)) = &state.retry {
         spans.push(Span::styled(
