@@ -147,7 +147,8 @@ struct CallArgs {
     /// Ask for a code review with a severity verdict.
     #[arg(long)]
     code_review: bool,
-    /// Start the first call in a fresh session (later calls continue it).
+    /// Run every call in a fresh session (by default each call resumes the
+    /// session of the call before it; sessions last one invocation).
     #[arg(long)]
     new_session: bool,
     /// Answer for permission requests of agents whose policy is `ask`.
@@ -475,6 +476,7 @@ fn registry(config: Option<PathBuf>) -> Result<Registry> {
 const EXIT_CANNOT_RUN: i32 = 2;
 
 async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
+    init_logging();
     let registry = match registry(config) {
         Ok(r) => r,
         Err(e) => {
@@ -529,12 +531,12 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
         }
     });
     let mut code = 0;
-    for (i, input) in inputs.iter().enumerate() {
+    for input in &inputs {
         let call = SubAgentCallInput {
             agent: Some(args.agent.clone()),
             input: Some(input.clone()),
             code_review: args.code_review,
-            continue_session: !(args.new_session && i == 0),
+            continue_session: !args.new_session,
             run_in_background: false,
         };
         let run = dispatcher.call(call);
@@ -622,6 +624,7 @@ fn progress(event: &Event) {
 }
 
 async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<()> {
+    init_logging();
     let registry = registry(config)?;
     let rows: Vec<_> = registry.all().collect();
     let name_w = rows.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
@@ -754,6 +757,7 @@ fn default_record_path() -> Option<PathBuf> {
 const EXIT_TASKS_RUNNING: i32 = 3;
 
 async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
+    init_logging();
     let config = config.or_else(default_config_path);
     let setup = (|| -> Result<_> {
         let registry = registry(config.clone())?;

@@ -239,3 +239,37 @@ fn agents_lists_and_probes() {
         "{out}"
     );
 }
+
+#[test]
+fn new_session_makes_every_call_fresh_and_logs_go_to_the_state_dir() {
+    let s = shell();
+    let state = s.dir.path().join("state");
+    let o = s
+        .command(&[
+            "call",
+            "--agent",
+            "fake",
+            "--json",
+            "--new-session",
+            "--input",
+            "turns",
+            "--input",
+            "turns",
+        ])
+        .env("XDG_STATE_HOME", &state)
+        .env("QUORUM_LOG", "debug")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        (lines[0]["output"].as_str(), lines[1]["output"].as_str()),
+        (Some("turns: 1"), Some("turns: 1"))
+    );
+    assert_ne!(lines[0]["session_id"], lines[1]["session_id"]);
+    let log = std::fs::read_to_string(state.join("quorum/quorum.log")).unwrap();
+    assert!(log.contains("fake"), "the agent's process is logged: {log}");
+}

@@ -714,3 +714,60 @@ async fn two_calls_started_together_do_not_share_a_session() {
     assert_ne!(a.session_id, b.session_id);
     assert!([&a.session_id, &b.session_id].contains(&&first.session_id));
 }
+
+#[tokio::test]
+async fn permission_for_a_path_outside_the_session_directory_is_refused_whatever_the_policy() {
+    let mut r = rig(Approval::All);
+    let outside = tempfile::tempdir().unwrap();
+    let (o, events) = r
+        .call(input(
+            "fake",
+            &format!("permission {}", outside.path().join("x").display()),
+        ))
+        .await;
+    assert_eq!(o.output, "denied");
+    let (asked, resolved) = permission_events(&events);
+    assert_eq!(asked.len(), 1);
+    assert!(
+        resolved[0].starts_with("refused: ")
+            && resolved[0].ends_with("is outside the session directory"),
+        "{resolved:?}"
+    );
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("outside the session directory"))
+    );
+    // Inside, the policy decides as usual.
+    let inside = r.dir.path().join("build");
+    let (o, _) = r
+        .call(input("fake", &format!("permission {}", inside.display())))
+        .await;
+    assert_eq!(o.output, "permitted");
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_is_cancelled_even_if_the_agent_says_end_turn() {
+    let mut r = rig(Approval::None);
+    let d = r.dispatcher.clone();
+    let call = tokio::spawn(async move { d.call(input("fake", "slow 30 end_turn")).await });
+    let mut seen = Vec::new();
+    wait_for(&mut r.events, &mut seen, |e| {
+        matches!(
+            e,
+            Event::SubagentActivity {
+                activity: Activity::MessageChunk { .. },
+                ..
+            }
+        )
+    })
+    .await;
+    let Event::SubagentStarted { call_id, .. } = &seen[0] else {
+        panic!()
+    };
+    assert!(r.dispatcher.cancel(call_id));
+    let Reply::Done(o) = call.await.unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(o.stop_reason, "cancelled");
+}

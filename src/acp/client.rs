@@ -344,6 +344,7 @@ impl Connection {
         let response = self.cx.send_request(prompt).block_task();
         tokio::pin!(response);
         let mut turn = Turn::default();
+        let root = Root::new(request.root).ok();
         let mut pending: HashMap<
             String,
             (
@@ -362,6 +363,19 @@ impl Connection {
                     Incoming::FsProblem(text) => sink.notice(&text),
                     Incoming::Permission(req, responder) => {
                         let id = req.tool_call.tool_call_id.0.to_string();
+                        // Whatever the policy, nothing outside the session directory.
+                        if let Some(path) = root.as_ref().and_then(|r| outside_path(&req, r)) {
+                            sink.activity(Activity::PermissionRequest {
+                                id: id.clone(),
+                                title: permission_title(&req),
+                                options: req.options.iter().map(|o| o.name.clone()).collect(),
+                            });
+                            let reason = format!("refused: {} is outside the session directory", path.display());
+                            sink.activity(Activity::PermissionResolved { id, outcome: reason.clone() });
+                            sink.notice(&format!("{}: {reason}", self.agent));
+                            let _ = responder.respond(outcome_for(pick_option(&req, false).map(|(id, _)| id)));
+                            continue;
+                        }
                         let policy = if cancelled { Policy::Deny } else { request.policy };
                         match policy {
                             Policy::Allow | Policy::Deny if cancelled => {
@@ -429,6 +443,8 @@ impl Connection {
             ));
         }
         let (output, stop_reason) = match result {
+            // Some agents answer a cancelled turn with `end_turn`: it was cancelled.
+            Some(Ok(_)) if cancelled => (turn.final_text, "cancelled".into()),
             Some(Ok(response)) => (turn.final_text, stop_reason_name(&response.stop_reason)),
             Some(Err(e)) => {
                 // A dead process fails its pending requests: say so plainly.
@@ -708,6 +724,37 @@ fn outcome_for(option_id: Option<String>) -> RequestPermissionResponse {
         Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
         None => RequestPermissionOutcome::Cancelled,
     })
+}
+
+/// A path a permission request names (its locations, an absolute path as
+/// its title, or absolute paths among its raw input's strings) that lies
+/// outside `root`.
+fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<std::path::PathBuf> {
+    let fields = &req.tool_call.fields;
+    let mut candidates: Vec<std::path::PathBuf> = fields
+        .locations
+        .iter()
+        .flatten()
+        .map(|l| l.path.clone())
+        .collect();
+    if let Some(title) = &fields.title
+        && title.starts_with('/')
+        && !title.contains(char::is_whitespace)
+    {
+        candidates.push(title.into());
+    }
+    if let Some(serde_json::Value::Object(input)) = &fields.raw_input {
+        candidates.extend(
+            input
+                .values()
+                .filter_map(|v| v.as_str())
+                .filter(|s| s.starts_with('/') && !s.contains('\n'))
+                .map(std::path::PathBuf::from),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|p| matches!(root.resolve_new(p), Err(super::fs::FsError::Outside { .. })))
 }
 
 fn permission_title(req: &RequestPermissionRequest) -> String {

@@ -22,8 +22,8 @@ use agent_client_protocol::v1::schema::{
     PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest,
     RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
     ResumeSessionResponse, SessionCapabilities, SessionId, SessionNotification,
-    SessionResumeCapabilities, SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+    SessionResumeCapabilities, SessionUpdate, StopReason, ToolCall, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
 };
 use agent_client_protocol::{
     Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
@@ -268,9 +268,22 @@ async fn run_turn(
             turn.chunk("planned")?;
         }
         "permission" => {
-            let call = ToolCall::new("p1", "Delete build/")
+            // `permission PATH`: the call names PATH as its location.
+            let target = rest.trim();
+            let title = if target.is_empty() {
+                "Delete build/".to_string()
+            } else {
+                format!("Delete {target}")
+            };
+            let locations: Vec<ToolCallLocation> = if target.is_empty() {
+                Vec::new()
+            } else {
+                vec![ToolCallLocation::new(target)]
+            };
+            let call = ToolCall::new("p1", title.clone())
                 .kind(ToolKind::Delete)
-                .status(ToolCallStatus::Pending);
+                .status(ToolCallStatus::Pending)
+                .locations(locations.clone());
             turn.tool_call(call)?;
             let options = vec![
                 PermissionOption::new("allow", "Allow once", PermissionOptionKind::AllowOnce),
@@ -280,9 +293,10 @@ async fn run_turn(
             let tool_call = ToolCallUpdate::new(
                 "p1",
                 ToolCallUpdateFields::new()
-                    .title("Delete build/".to_string())
+                    .title(title)
                     .kind(ToolKind::Delete)
-                    .status(ToolCallStatus::Pending),
+                    .status(ToolCallStatus::Pending)
+                    .locations(locations),
             );
             let request =
                 RequestPermissionRequest::new(turn.session_id.clone(), tool_call, options);
@@ -344,15 +358,23 @@ async fn run_turn(
             std::future::pending::<()>().await;
         }
         "slow" => {
-            let seconds: f64 = match rest.trim() {
-                "" => 30.0,
-                value => value.parse().map_err(|_| {
+            // `slow [SECONDS] [end_turn]`: with `end_turn`, a cancelled turn
+            // answers `end_turn` (as opencode does) instead of `cancelled`.
+            let mut words = rest.split_whitespace();
+            let seconds: f64 = match words.next() {
+                None => 30.0,
+                Some(value) => value.parse().map_err(|_| {
                     Error::invalid_params().data(format!("slow: bad seconds {value:?}"))
                 })?,
             };
+            let on_cancel = if words.next() == Some("end_turn") {
+                StopReason::EndTurn
+            } else {
+                StopReason::Cancelled
+            };
             turn.chunk("working")?;
             tokio::select! {
-                () = cancelled => return Ok(StopReason::Cancelled),
+                () = cancelled => return Ok(on_cancel),
                 () = tokio::time::sleep(Duration::from_secs_f64(seconds.max(0.0))) => {}
             }
             turn.chunk(" done")?;
