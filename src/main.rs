@@ -390,6 +390,16 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
     result
 }
 
+/// Records `event` headlessly; a failed write stops recording, said once.
+fn record(recorder: &mut Option<Recorder>, event: &Stamped) {
+    if let Some(r) = recorder
+        && let Err(e) = r.record(event)
+    {
+        eprintln!("quorum: recording to {} stopped: {e}", r.path().display());
+        *recorder = None;
+    }
+}
+
 /// A new transcript at `path`, if one is asked for.
 fn open_recorder(path: Option<&Path>, cwd: &Path, size: TerminalSize) -> Result<Option<Recorder>> {
     let Some(path) = path else { return Ok(None) };
@@ -521,12 +531,7 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
     let (dispatcher, _completions) = Dispatcher::new(Arc::new(registry), root, emitter, approval);
     let printer = tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
-            if let Some(r) = &mut recorder
-                && let Err(e) = r.record(&event)
-            {
-                eprintln!("quorum: recording stopped: {e}");
-                recorder = None;
-            }
+            record(&mut recorder, &event);
             progress(&event.event);
         }
     });
@@ -803,12 +808,7 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
     let printer = tokio::spawn(async move {
         let mut out = std::io::stdout();
         while let Some(event) = rx.recv().await {
-            if let Some(r) = &mut recorder
-                && let Err(e) = r.record(&event)
-            {
-                eprintln!("quorum: recording stopped: {e}");
-                recorder = None;
-            }
+            record(&mut recorder, &event);
             if json {
                 let _ = writeln!(
                     out,

@@ -84,6 +84,63 @@ impl Rig {
     }
 }
 
+/// A call running in its own task.
+struct Running {
+    task: tokio::task::JoinHandle<Result<Reply, DispatchError>>,
+    call_id: String,
+}
+
+impl Running {
+    async fn outcome(self) -> CallOutcome {
+        match self.task.await.unwrap().unwrap() {
+            Reply::Done(o) => o,
+            other => panic!("foreground call: {other:?}"),
+        }
+    }
+}
+
+impl Rig {
+    /// Starts a call in its own task and waits until an event matches
+    /// `until`; returns the call and the events seen so far.
+    async fn start(
+        &mut self,
+        call: SubAgentCallInput,
+        until: fn(&Event) -> bool,
+    ) -> (Running, Vec<Event>) {
+        let d = self.dispatcher.clone();
+        let task = tokio::spawn(async move { d.call(call).await });
+        let mut seen = Vec::new();
+        wait_for(&mut self.events, &mut seen, until).await;
+        let call_id = match &seen[0] {
+            Event::SubagentStarted { call_id, .. } => call_id.clone(),
+            other => panic!("{other:?}"),
+        };
+        (Running { task, call_id }, seen)
+    }
+}
+
+/// The agent asks for permission.
+fn asking(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::SubagentActivity {
+            activity: Activity::PermissionRequest { .. },
+            ..
+        }
+    )
+}
+
+/// The agent has started writing.
+fn streaming(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::SubagentActivity {
+            activity: Activity::MessageChunk { .. },
+            ..
+        }
+    )
+}
+
 fn chunks(events: &[Event]) -> String {
     events
         .iter()
@@ -305,23 +362,8 @@ async fn wait_for(
 #[tokio::test]
 async fn interactive_permission_is_answered_by_the_person() {
     let mut r = rig(Approval::Interactive);
-    let d = r.dispatcher.clone();
-    let call = tokio::spawn(async move { d.call(input("fake", "permission")).await });
-    let mut seen = Vec::new();
-    wait_for(&mut r.events, &mut seen, |e| {
-        matches!(
-            e,
-            Event::SubagentActivity {
-                activity: Activity::PermissionRequest { .. },
-                ..
-            }
-        )
-    })
-    .await;
-    let call_id = match &seen[0] {
-        Event::SubagentStarted { call_id, .. } => call_id.clone(),
-        other => panic!("{other:?}"),
-    };
+    let (call, mut seen) = r.start(input("fake", "permission"), asking).await;
+    let call_id = call.call_id.clone();
     // The person picks the third option, "Reject".
     assert!(r.dispatcher.answer(
         &call_id,
@@ -330,9 +372,7 @@ async fn interactive_permission_is_answered_by_the_person() {
             option: Some(2)
         }
     ));
-    let Reply::Done(o) = call.await.unwrap().unwrap() else {
-        panic!()
-    };
+    let o = call.outcome().await;
     assert_eq!(
         (o.output.as_str(), o.stop_reason.as_str()),
         ("denied", "end_turn")
@@ -344,26 +384,10 @@ async fn interactive_permission_is_answered_by_the_person() {
 #[tokio::test]
 async fn cancel_while_asking_answers_cancelled() {
     let mut r = rig(Approval::Interactive);
-    let d = r.dispatcher.clone();
-    let call = tokio::spawn(async move { d.call(input("fake", "permission")).await });
-    let mut seen = Vec::new();
-    wait_for(&mut r.events, &mut seen, |e| {
-        matches!(
-            e,
-            Event::SubagentActivity {
-                activity: Activity::PermissionRequest { .. },
-                ..
-            }
-        )
-    })
-    .await;
-    let Event::SubagentStarted { call_id, .. } = &seen[0] else {
-        panic!()
-    };
-    assert!(r.dispatcher.cancel(call_id));
-    let Reply::Done(o) = call.await.unwrap().unwrap() else {
-        panic!()
-    };
+    let (call, mut seen) = r.start(input("fake", "permission"), asking).await;
+    let call_id = call.call_id.clone();
+    assert!(r.dispatcher.cancel(&call_id));
+    let o = call.outcome().await;
     assert_eq!(o.stop_reason, "cancelled");
     seen.extend(r.drain());
     assert_eq!(permission_events(&seen).1, ["cancelled"]);
@@ -373,34 +397,18 @@ async fn cancel_while_asking_answers_cancelled() {
 #[tokio::test]
 async fn a_slow_turn_is_cancelled() {
     let mut r = rig(Approval::None);
-    let d = r.dispatcher.clone();
     let started = Instant::now();
-    let call = tokio::spawn(async move { d.call(input("fake", "slow 30")).await });
-    let mut seen = Vec::new();
-    wait_for(&mut r.events, &mut seen, |e| {
-        matches!(
-            e,
-            Event::SubagentActivity {
-                activity: Activity::MessageChunk { .. },
-                ..
-            }
-        )
-    })
-    .await;
-    let Event::SubagentStarted { call_id, .. } = &seen[0] else {
-        panic!()
-    };
-    assert!(r.dispatcher.cancel(call_id));
-    let Reply::Done(o) = call.await.unwrap().unwrap() else {
-        panic!()
-    };
+    let (call, _) = r.start(input("fake", "slow 30"), streaming).await;
+    let call_id = call.call_id.clone();
+    assert!(r.dispatcher.cancel(&call_id));
+    let o = call.outcome().await;
     assert_eq!(o.stop_reason, "cancelled");
     assert_eq!(o.output, "working");
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "cancelled, not waited out"
     );
-    assert!(!r.dispatcher.cancel(call_id), "nothing left to cancel");
+    assert!(!r.dispatcher.cancel(&call_id), "nothing left to cancel");
 }
 
 #[tokio::test]
@@ -659,19 +667,7 @@ async fn a_busy_session_is_not_resumed_by_a_second_call() {
     let mut r = rig(Approval::None);
     let (first, _) = r.call(input("fake", "turns")).await;
     // A long turn resumes the stored session...
-    let d = r.dispatcher.clone();
-    let slow = tokio::spawn(async move { d.call(input("fake", "slow 2")).await });
-    let mut seen = Vec::new();
-    wait_for(&mut r.events, &mut seen, |e| {
-        matches!(
-            e,
-            Event::SubagentActivity {
-                activity: Activity::MessageChunk { .. },
-                ..
-            }
-        )
-    })
-    .await;
+    let (slow, _) = r.start(input("fake", "slow 2"), streaming).await;
     // ...so a call meanwhile opens its own, and says so.
     let (other, events) = r.call(input("fake", "turns")).await;
     assert_eq!(
@@ -685,9 +681,7 @@ async fn a_busy_session_is_not_resumed_by_a_second_call() {
             .any(|n| n.contains("is busy with another call")),
         "{events:#?}"
     );
-    let Reply::Done(s) = slow.await.unwrap().unwrap() else {
-        panic!()
-    };
+    let s = slow.outcome().await;
     assert_eq!(
         (s.session, s.session_id),
         (Some(SessionKind::Resumed), first.session_id)
@@ -749,25 +743,9 @@ async fn permission_for_a_path_outside_the_session_directory_is_refused_whatever
 #[tokio::test]
 async fn a_cancelled_turn_is_cancelled_even_if_the_agent_says_end_turn() {
     let mut r = rig(Approval::None);
-    let d = r.dispatcher.clone();
-    let call = tokio::spawn(async move { d.call(input("fake", "slow 30 end_turn")).await });
-    let mut seen = Vec::new();
-    wait_for(&mut r.events, &mut seen, |e| {
-        matches!(
-            e,
-            Event::SubagentActivity {
-                activity: Activity::MessageChunk { .. },
-                ..
-            }
-        )
-    })
-    .await;
-    let Event::SubagentStarted { call_id, .. } = &seen[0] else {
-        panic!()
-    };
-    assert!(r.dispatcher.cancel(call_id));
-    let Reply::Done(o) = call.await.unwrap().unwrap() else {
-        panic!()
-    };
+    let (call, _) = r.start(input("fake", "slow 30 end_turn"), streaming).await;
+    let call_id = call.call_id.clone();
+    assert!(r.dispatcher.cancel(&call_id));
+    let o = call.outcome().await;
     assert_eq!(o.stop_reason, "cancelled");
 }

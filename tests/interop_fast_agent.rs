@@ -3,6 +3,8 @@
 //! makes it call a tool). `scripts/install-fast-agent.sh` installs it into
 //! `.tools/` the first time; a failed install fails these tests.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -12,26 +14,7 @@ use quorum::transcript;
 
 fn fast_agent() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-fast-agent.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .output()
-            .expect("bash runs");
-        assert!(
-            out.status.success(),
-            "installing fast-agent failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        PathBuf::from(
-            stdout
-                .lines()
-                .last()
-                .expect("the script prints the path")
-                .trim(),
-        )
-    })
+    PATH.get_or_init(|| common::install("install-fast-agent.sh"))
 }
 
 /// A session directory with a config that runs fast-agent on passthrough.

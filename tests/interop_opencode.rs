@@ -4,31 +4,9 @@
 //! `scripts/install-opencode.sh` installs opencode into `.tools/` the first
 //! time; a failed install fails the test.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn opencode() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-opencode.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .expect("bash runs");
-    assert!(
-        out.status.success(),
-        "installing opencode failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(
-        stdout
-            .lines()
-            .last()
-            .expect("the script prints the path")
-            .trim(),
-    )
-}
 
 /// The text of the last user message of a chat-completions request.
 fn last_user_text(body: &serde_json::Value) -> String {
@@ -133,7 +111,9 @@ async fn serve(listener: tokio::net::TcpListener) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_answers_and_resumes_its_session() {
-    let opencode = tokio::task::spawn_blocking(opencode).await.unwrap();
+    let opencode = tokio::task::spawn_blocking(|| common::install("install-opencode.sh"))
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(serve(listener));

@@ -66,3 +66,28 @@ pub fn box_colour(buf: &Buffer, agent: &str) -> Color {
     assert_eq!(below.fg, corner.fg, "left border of {agent}");
     corner.fg
 }
+
+/// Runs one of the repo's install scripts (idempotent) and returns the path
+/// it prints last. A failed install fails the test.
+pub fn install(script: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
+    let out = std::process::Command::new("bash")
+        .arg(&path)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .expect("the script prints the path")
+            .trim(),
+    )
+}
