@@ -107,7 +107,7 @@ fn session(cells: usize) -> Vec<Stamped> {
                     Event::SubagentFinished {
                         call_id: call,
                         output: REPORT.into(),
-                        stop_reason: "end_turn".into(),
+                        stop_reason: quorum::event::StopReason::EndTurn,
                         severity: Some(Severity::Yellow),
                     },
                 );
@@ -233,7 +233,7 @@ fn main() {
             Event::SubagentFinished {
                 call_id: call,
                 output: "done".into(),
-                stop_reason: "end_turn".into(),
+                stop_reason: quorum::event::StopReason::EndTurn,
                 severity: Some(Severity::Green),
             },
         ));

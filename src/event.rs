@@ -8,10 +8,7 @@
 //! On disk an event is one JSON object: `{"t": 1200, "type": "user_message",
 //! "text": "..."}`.
 
-use std::time::Instant;
-
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,30 +21,6 @@ pub struct Stamped {
 impl Stamped {
     pub fn new(t: u64, event: Event) -> Self {
         Self { t, event }
-    }
-}
-
-/// Stamps events with the session clock and sends them on. Cheap to clone;
-/// sending never blocks, and a closed channel (the front end is gone) is
-/// not an error for the engine.
-#[derive(Debug, Clone)]
-pub struct Emitter {
-    tx: mpsc::UnboundedSender<Stamped>,
-    start: Instant,
-}
-
-impl Emitter {
-    pub fn new(start: Instant, tx: mpsc::UnboundedSender<Stamped>) -> Self {
-        Self { tx, start }
-    }
-
-    /// Milliseconds since the session started.
-    pub fn now(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
-    }
-
-    pub fn emit(&self, event: Event) {
-        let _ = self.tx.send(Stamped::new(self.now(), event));
     }
 }
 
@@ -180,10 +153,112 @@ pub enum Activity {
     PermissionResolved { id: String, outcome: String },
 }
 
-/// State of a background task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Why a turn ended: the ACP stop reasons, plus `error` for a turn that
+/// failed (the agent died, a request failed, the model could not answer).
+///
+/// JSON: `"end_turn"`, `"max_tokens"`, `"max_turn_requests"`, `"refusal"`,
+/// `"cancelled"`, `"error"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    #[default]
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+    Error,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Error => "error",
+        }
+    }
+
+    /// The turn reached the agent and got an answer (anything but
+    /// `error`): its session may be resumed.
+    pub fn answered(self) -> bool {
+        self != StopReason::Error
+    }
+
+    /// A failure worth showing in red (`error`, `refusal`).
+    pub fn is_failure(self) -> bool {
+        matches!(self, StopReason::Error | StopReason::Refusal)
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How one sub-agent call ended: the one result type, from the ACP turn
+/// or the internal agent up to the tool's answer and `quorum call --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Outcome {
+    /// The agent's final message (its text after its last tool call), as it
+    /// wrote it: a review's severity header is still there. For a call
+    /// that failed, what went wrong.
+    pub output: String,
+    pub stop_reason: StopReason,
+    /// A code review's verdict, parsed from the header.
+    pub severity: Option<Severity>,
+    /// How the session was opened (`None` if none was).
+    pub session: Option<SessionKind>,
+    pub session_id: Option<String>,
+}
+
+impl Outcome {
+    /// A call that ended with `stop_reason` and `output`, with no session.
+    pub fn new(stop_reason: StopReason, output: impl Into<String>) -> Self {
+        Self {
+            output: output.into(),
+            stop_reason,
+            ..Self::default()
+        }
+    }
+
+    /// A call that failed: `error` and what went wrong.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self::new(StopReason::Error, message)
+    }
+
+    /// What the model sees of it: `{"output", "stop_reason"}`.
+    pub fn tool_json(&self) -> serde_json::Value {
+        serde_json::json!({ "output": self.output, "stop_reason": self.stop_reason })
+    }
+}
+
+/// A command from a front end to the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// The person sent a message (a chat message, `@NAME message`, or a
+    /// `/command`).
+    Submit(String),
+    /// Esc: cancel the running chat turn, else this sub-agent call (by call
+    /// id; empty: none).
+    Cancel(String),
+    /// Answer a permission request: an option index, or `None` to cancel.
+    Answer {
+        call_id: String,
+        request_id: String,
+        option: Option<usize>,
+    },
+}
+
+/// State of a sub-agent call or background task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
+    #[default]
     Running,
     Done,
     Failed,
@@ -201,10 +276,10 @@ impl TaskState {
     }
 
     /// The task state that a finished call with this stop reason leaves.
-    pub fn from_stop_reason(stop_reason: &str) -> Self {
+    pub fn from_stop_reason(stop_reason: StopReason) -> Self {
         match stop_reason {
-            "cancelled" => TaskState::Cancelled,
-            "error" => TaskState::Failed,
+            StopReason::Cancelled => TaskState::Cancelled,
+            StopReason::Error => TaskState::Failed,
             _ => TaskState::Done,
         }
     }
@@ -244,7 +319,7 @@ pub enum Event {
     /// The chat's turn ended (`end_turn`, `cancelled`, `max_tokens`,
     /// `max_turn_requests`, or `error`).
     TurnEnded {
-        stop_reason: String,
+        stop_reason: StopReason,
     },
     /// The main assistant called a tool (other than a sub-agent box).
     ToolCallStarted {
@@ -288,41 +363,37 @@ pub enum Event {
         call_id: String,
         activity: Activity,
     },
-    /// The call ended. `output` is the final report with any severity
-    /// header already stripped; `stop_reason` is the ACP stop reason in
-    /// snake_case, or `error`.
+    /// The call ended: the one event that carries its output. `output` is
+    /// the final report with any severity header already stripped.
     SubagentFinished {
         call_id: String,
         output: String,
-        stop_reason: String,
+        stop_reason: StopReason,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         severity: Option<Severity>,
     },
-    /// A background task's summary changed.
+    /// The task board's summary of a call (and of its background task, if
+    /// it is one) changed. A complete snapshot: the screen copies it, and
+    /// box and side panel show the same numbers.
     TaskProgress {
-        task_id: String,
-        state: TaskState,
+        call_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        last_activity: Option<String>,
+        task_id: Option<String>,
+        state: TaskState,
         #[serde(default)]
         tool_calls: u32,
-    },
-    /// A background task finished: the notification the chat loop delivers
-    /// to the model at its next turn.
-    TaskCompleted {
-        task_id: String,
-        output: String,
-        stop_reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_activity: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         severity: Option<Severity>,
+        /// Waiting for the person to answer a permission request.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        waiting: bool,
     },
-    /// A background task's completion was reported back into the chat.
+    /// A background task's report was delivered to the chat model (its
+    /// output is the one its `subagent_finished` carried).
     TaskReported {
         task_id: String,
-        output: String,
-        stop_reason: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        severity: Option<Severity>,
     },
     /// The chat model's request is retried after a rate limit or a server
     /// error (shown in the status line until the model answers).
@@ -362,7 +433,6 @@ impl Event {
         "subagent_activity",
         "subagent_finished",
         "task_progress",
-        "task_completed",
         "task_reported",
         "model_retry",
         "usage",
@@ -386,7 +456,6 @@ impl Event {
             Event::SubagentActivity { .. } => "subagent_activity",
             Event::SubagentFinished { .. } => "subagent_finished",
             Event::TaskProgress { .. } => "task_progress",
-            Event::TaskCompleted { .. } => "task_completed",
             Event::TaskReported { .. } => "task_reported",
             Event::ModelRetry { .. } => "model_retry",
             Event::Usage { .. } => "usage",
@@ -411,7 +480,7 @@ mod tests {
             Event::AssistantEnd,
             Event::TurnStarted,
             Event::TurnEnded {
-                stop_reason: "end_turn".into(),
+                stop_reason: StopReason::MaxTurnRequests,
             },
             Event::ToolCallStarted {
                 id: "1".into(),
@@ -449,26 +518,20 @@ mod tests {
             Event::SubagentFinished {
                 call_id: "c1".into(),
                 output: "ok".into(),
-                stop_reason: "end_turn".into(),
+                stop_reason: StopReason::EndTurn,
                 severity: Some(Severity::Red),
             },
             Event::TaskProgress {
-                task_id: "t1".into(),
+                call_id: "c1".into(),
+                task_id: Some("t1".into()),
                 state: TaskState::Running,
-                last_activity: None,
                 tool_calls: 3,
-            },
-            Event::TaskCompleted {
-                task_id: "t1".into(),
-                output: "ok".into(),
-                stop_reason: "end_turn".into(),
+                last_activity: Some("⚙ Read".into()),
                 severity: Some(Severity::Yellow),
+                waiting: true,
             },
             Event::TaskReported {
                 task_id: "t1".into(),
-                output: "ok".into(),
-                stop_reason: "end_turn".into(),
-                severity: None,
             },
             Event::ModelRetry {
                 attempt: 2,
@@ -500,6 +563,25 @@ mod tests {
             assert_eq!(name, Event::TYPES[i]);
             let back: Stamped = serde_json::from_value(json).unwrap();
             assert_eq!(back, stamped);
+        }
+    }
+
+    #[test]
+    fn stop_reasons_keep_their_wire_names() {
+        for (reason, name) in [
+            (StopReason::EndTurn, "end_turn"),
+            (StopReason::MaxTokens, "max_tokens"),
+            (StopReason::MaxTurnRequests, "max_turn_requests"),
+            (StopReason::Refusal, "refusal"),
+            (StopReason::Cancelled, "cancelled"),
+            (StopReason::Error, "error"),
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), name);
+            assert_eq!(reason.as_str(), name);
+            assert_eq!(
+                serde_json::from_value::<StopReason>(name.into()).unwrap(),
+                reason
+            );
         }
     }
 

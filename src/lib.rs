@@ -4,6 +4,10 @@
 //! [`tui::state::State::apply`] to the view, and to the transcript recorder.
 
 pub mod acp;
+pub mod board;
+pub mod bus;
+pub mod cancel;
+pub mod engine;
 pub mod event;
 pub mod harness;
 pub mod llm;

@@ -6,9 +6,12 @@ mod common;
 use std::time::Instant;
 
 use common::*;
-use quorum::event::{Activity, Event, Stamped};
-use quorum::transcript::{self, Header, Recorder, TerminalSize};
-use quorum::tui::app::{self, App, Input, Op};
+use quorum::acp::fs::Root;
+use quorum::acp::registry::{Permissions, Registry};
+use quorum::engine::{Session, SessionConfig};
+use quorum::event::{Activity, Event, Op, Stamped};
+use quorum::transcript;
+use quorum::tui::app::{self, App, Input};
 use quorum::tui::player::Player;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -49,6 +52,36 @@ async fn drive(
     app::run(terminal, app, &mut in_rx, &mut ev_rx)
         .await
         .unwrap();
+}
+
+/// A session as `quorum` starts one, in `dir` with the fake agent
+/// configured (`extra` adds to its config table), serving the app: the
+/// app's commands go to it, its events come back.
+fn live_session(
+    dir: &std::path::Path,
+    extra: &str,
+    model: Option<std::sync::Arc<dyn quorum::llm::Model>>,
+    permissions: Permissions,
+    record: Option<std::path::PathBuf>,
+) -> (Session, App, mpsc::UnboundedReceiver<Stamped>) {
+    let config = dir.join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n{extra}",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let registry = Registry::load(Some(&config)).unwrap();
+    let mut config = SessionConfig::new(registry, Root::new(dir).unwrap());
+    config.model = model;
+    config.permissions = permissions;
+    config.record = record;
+    let started = Instant::now();
+    let (mut session, events) = Session::start(config, started).unwrap();
+    let ops = session.serve();
+    (session, App::live(ops, started), events)
 }
 
 fn text(terminal: &Terminal<TestBackend>) -> String {
@@ -281,7 +314,7 @@ async fn replay_plays_in_real_time_scaled_by_speed() {
 #[tokio::test]
 async fn composer_sends_messages_and_quits_like_a_shell() {
     let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
-    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut app = App::live(ops_tx, Instant::now());
     let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
     let mut inputs = chars("hello wrold");
     inputs.extend([ctrl('w')]);
@@ -300,32 +333,33 @@ async fn composer_sends_messages_and_quits_like_a_shell() {
     assert!(ops_rx.try_recv().is_err(), "nothing else was sent");
 }
 
+/// What the engine emits is recorded (by the engine, not the screen) and
+/// shown; the transcript holds exactly the events the screen applied.
 #[tokio::test]
 async fn live_events_are_recorded_and_shown() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    let header = Header::now(dir.path(), TerminalSize { cols: 80, rows: 12 });
-    let recorder = Recorder::create(&path, &header).unwrap();
-    let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
-    let mut app = App::live(ops_tx, Instant::now(), Some(recorder));
-    let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
-    let events = vec![
-        Stamped::new(5, Event::UserMessage { text: "hi".into() }),
-        Stamped::new(
-            9,
-            Event::AssistantDelta {
-                text: "**hello** there".into(),
-            },
-        ),
-        Stamped::new(12, Event::AssistantEnd),
-    ];
-    drive(&mut terminal, &mut app, vec![], events.clone()).await;
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Ask, Some(path.clone()));
+    let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
+    drive(&mut terminal, &mut app, line("hello there"), vec![]).await;
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(e);
+    }
+    // session_info, the welcome notice, the message, the notice again.
+    assert!(matches!(&seen[2].event, Event::UserMessage { text } if text == "hello there"));
+    drive(&mut terminal, &mut app, vec![], seen.clone()).await;
     assert!(
-        text(&terminal).contains("hello there"),
+        text(&terminal).contains("› hello there"),
         "{}",
         text(&terminal)
     );
-    assert_eq!(transcript::load(&path).unwrap().events, events);
+    assert_eq!(transcript::load(&path).unwrap().events, seen);
 }
 
 fn many_messages(n: usize) -> Vec<Stamped> {
@@ -344,7 +378,7 @@ fn many_messages(n: usize) -> Vec<Stamped> {
 #[tokio::test]
 async fn scrolling_stays_put_while_output_arrives_and_end_follows_again() {
     let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
-    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut app = App::live(ops_tx, Instant::now());
     let mut terminal = Terminal::new(TestBackend::new(60, 14)).unwrap();
     drive(&mut terminal, &mut app, vec![], many_messages(40)).await;
     assert!(text(&terminal).contains("message number 39"));
@@ -410,7 +444,7 @@ async fn scrolling_stays_put_while_output_arrives_and_end_follows_again() {
 #[tokio::test]
 async fn side_panel_toggles_with_ctrl_t() {
     let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
-    let mut app = App::live(ops_tx, Instant::now(), None);
+    let mut app = App::live(ops_tx, Instant::now());
     let mut terminal = Terminal::new(TestBackend::new(120, 20)).unwrap();
     drive(&mut terminal, &mut app, vec![], vec![]).await;
     assert!(text(&terminal).contains("Tasks ·"));
@@ -452,41 +486,8 @@ async fn resizing_rewraps_the_transcript() {
 /// engine → the dispatcher → the fake agent → events → the box on screen.
 #[tokio::test]
 async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
-    use quorum::acp::fs::Root;
-    use quorum::acp::registry::Registry;
-    use quorum::event::Emitter;
-    use quorum::subagent::dispatch::{Approval, Dispatcher};
-
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("q.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.fake]\ncommand = {:?}\n",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
-    let registry = Registry::load(Some(&config)).unwrap();
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    let emitter = Emitter::new(Instant::now(), ev_tx);
-    let (dispatcher, _completions) = Dispatcher::new(
-        std::sync::Arc::new(registry),
-        Root::new(dir.path()).unwrap(),
-        emitter.clone(),
-        Approval::Interactive,
-    );
-    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
-    tokio::spawn(
-        quorum::tui::engine::Engine {
-            emitter,
-            dispatcher,
-            chat: None,
-            make_model: None,
-        }
-        .run(ops_rx),
-    );
-    let mut app = App::live(ops_tx, Instant::now(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
 
     drive(&mut terminal, &mut app, line("@fake? review red"), vec![]).await;
@@ -548,25 +549,10 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
 /// delivered to the model by itself, and a cancelled turn.
 #[tokio::test]
 async fn scripted_chat_drives_the_app() {
-    use quorum::acp::fs::Root;
-    use quorum::acp::registry::Registry;
-    use quorum::event::Emitter;
-    use quorum::harness::chat::{Chat, ChatHandle};
     use quorum::llm::script::ScriptModel;
-    use quorum::subagent::dispatch::{Approval, Dispatcher};
-    use quorum::tui::engine::Engine;
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "the answer is 42\n").unwrap();
-    let config = dir.path().join("q.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.fake]\ncommand = {:?}\n",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
     let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
         {"tool_calls": [{"name": "subagent", "arguments": {"input": "What do the notes say?"}}]},
         {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
@@ -580,33 +566,8 @@ async fn scripted_chat_drives_the_app() {
     .unwrap();
     let model: std::sync::Arc<dyn quorum::llm::Model> =
         std::sync::Arc::new(ScriptModel::new("chat.json", turns));
-    let registry = Registry::load(Some(&config)).unwrap();
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    let emitter = Emitter::new(Instant::now(), ev_tx);
-    let (dispatcher, completions) = Dispatcher::new(
-        std::sync::Arc::new(registry),
-        Root::new(dir.path()).unwrap(),
-        emitter.clone(),
-        Approval::Interactive,
-    );
-    dispatcher.set_internal_model(model.clone(), 0);
-    let chat = ChatHandle::spawn(Chat::new(
-        model,
-        dispatcher.clone(),
-        emitter.clone(),
-        completions,
-    ));
-    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
-    tokio::spawn(
-        Engine {
-            emitter,
-            dispatcher,
-            chat: Some(chat),
-            make_model: None,
-        }
-        .run(ops_rx),
-    );
-    let mut app = App::live(ops_tx, Instant::now(), None);
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", Some(model), Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
 
     drive(
@@ -669,42 +630,20 @@ async fn scripted_chat_drives_the_app() {
 
 #[tokio::test]
 async fn slash_commands() {
-    use quorum::acp::fs::Root;
-    use quorum::acp::registry::Registry;
-    use quorum::event::Emitter;
-    use quorum::subagent::dispatch::{Approval, Dispatcher};
-    use quorum::tui::engine::Engine;
-
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("q.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.fake]\ncommand = {:?}\ndescription = \"the fake\"\n",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    let emitter = Emitter::new(Instant::now(), ev_tx);
-    let (dispatcher, _c) = Dispatcher::new(
-        std::sync::Arc::new(Registry::load(Some(&config)).unwrap()),
-        Root::new(dir.path()).unwrap(),
-        emitter.clone(),
-        Approval::None,
+    let (_session, mut app, mut ev_rx) = live_session(
+        dir.path(),
+        "description = \"the fake\"\n",
+        None,
+        Permissions::Deny,
+        None,
     );
-    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
-    tokio::spawn(
-        Engine {
-            emitter,
-            dispatcher,
-            chat: None,
-            make_model: None,
-        }
-        .run(ops_rx),
-    );
-    let mut app = App::live(ops_tx, Instant::now(), None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    // The session opens with what it runs with, and the welcome notice.
+    for _ in 0..2 {
+        let e = ev_rx.recv().await.unwrap();
+        drive(&mut terminal, &mut app, vec![], vec![e]).await;
+    }
 
     async fn say(
         terminal: &mut Terminal<TestBackend>,
@@ -789,22 +728,26 @@ async fn slash_commands() {
 
     // /record starts a transcript from now on.
     let record = dir.path().join("rec.jsonl");
-    drive(
+    say(
         &mut terminal,
         &mut app,
-        line(&format!("/record {}", record.display())),
-        vec![],
+        &mut ev_rx,
+        &format!("/record {}", record.display()),
+        &format!("recording to {}", record.display()),
     )
     .await;
-    assert!(
-        text(&terminal).contains(&format!("recording to {}", record.display())),
-        "{}",
-        text(&terminal)
-    );
     say(&mut terminal, &mut app, &mut ev_rx, "/help", "Commands:").await;
     let recorded = quorum::transcript::load(&record).unwrap().events;
-    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
     assert!(
-        matches!(&recorded[0].event, Event::Notice { text, .. } if text.starts_with("Commands:"))
+        matches!(&recorded[1].event, Event::Notice { text, .. } if text.starts_with("Commands:"))
     );
+    say(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        "/record other.jsonl",
+        "already recording to",
+    )
+    .await;
 }

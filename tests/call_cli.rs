@@ -122,8 +122,12 @@ fn stdin_review_and_record() {
             .starts_with("<!-- severity: yellow -->")
     );
     let events = quorum::transcript::load(&record).unwrap().events;
+    assert!(matches!(
+        &events[0].event,
+        Event::SessionInfo { model: None, agents } if agents.contains(&"fake".to_string())
+    ));
     assert!(
-        matches!(&events[0].event, Event::SubagentStarted { code_review: true, input, .. } if input == "review yellow")
+        matches!(&events[1].event, Event::SubagentStarted { code_review: true, input, .. } if input == "review yellow")
     );
     assert!(events.iter().any(|e| matches!(
         &e.event,

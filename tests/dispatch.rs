@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use quorum::acp::client::PermissionAnswer;
 use quorum::acp::fs::Root;
-use quorum::acp::registry::Registry;
-use quorum::event::{Activity, AgentRef, Emitter, Event, SessionKind, Severity, Stamped};
-use quorum::subagent::dispatch::{
-    Approval, CallOutcome, Completion, DispatchError, Dispatcher, Reply,
+use quorum::acp::registry::{Permissions, Registry};
+use quorum::engine::{Session, SessionConfig};
+use quorum::event::{
+    Activity, AgentRef, Event, Outcome, SessionKind, Severity, Stamped, StopReason, TaskState,
 };
+use quorum::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use quorum::subagent::types::SubAgentCallInput;
 use tokio::sync::mpsc;
 
@@ -18,11 +19,12 @@ struct Rig {
     dir: tempfile::TempDir,
     dispatcher: Arc<Dispatcher>,
     events: mpsc::UnboundedReceiver<Stamped>,
-    completions: mpsc::UnboundedReceiver<Completion>,
+    completions: mpsc::UnboundedReceiver<String>,
+    _session: Session,
     _config: tempfile::NamedTempFile,
 }
 
-fn rig(approval: Approval) -> Rig {
+fn rig(approval: Permissions) -> Rig {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
@@ -39,18 +41,21 @@ fn rig(approval: Approval) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("inside.txt"), "inside content").unwrap();
     let root = Root::new(dir.path()).unwrap();
-    let (tx, events) = mpsc::unbounded_channel();
-    let (dispatcher, completions) = Dispatcher::new(
-        Arc::new(registry),
-        root,
-        Emitter::new(Instant::now(), tx),
-        approval,
-    );
+    let mut config_ = SessionConfig::new(registry, root);
+    config_.permissions = approval;
+    let (mut session, mut events) = Session::start(config_, Instant::now()).unwrap();
+    // The session's first event says what it runs with.
+    assert!(matches!(
+        events.try_recv().unwrap().event,
+        Event::SessionInfo { .. }
+    ));
+    let completions = session.take_completions().unwrap();
     Rig {
         dir,
-        dispatcher,
+        dispatcher: session.dispatcher().clone(),
         events,
         completions,
+        _session: session,
         _config: config,
     }
 }
@@ -64,7 +69,7 @@ fn input(agent: &str, text: &str) -> SubAgentCallInput {
 }
 
 impl Rig {
-    async fn call(&mut self, call: SubAgentCallInput) -> (CallOutcome, Vec<Event>) {
+    async fn call(&mut self, call: SubAgentCallInput) -> (Outcome, Vec<Event>) {
         let reply = tokio::time::timeout(Duration::from_secs(60), self.dispatcher.call(call))
             .await
             .expect("the call ends")
@@ -91,7 +96,7 @@ struct Running {
 }
 
 impl Running {
-    async fn outcome(self) -> CallOutcome {
+    async fn outcome(self) -> Outcome {
         match self.task.await.unwrap().unwrap() {
             Reply::Done(o) => o,
             other => panic!("foreground call: {other:?}"),
@@ -164,7 +169,7 @@ fn session_kinds(events: &[Event]) -> Vec<SessionKind> {
         .collect()
 }
 
-fn finished(events: &[Event]) -> (&str, &str, Option<Severity>) {
+fn finished(events: &[Event]) -> (&str, StopReason, Option<Severity>) {
     events
         .iter()
         .find_map(|e| match e {
@@ -173,7 +178,7 @@ fn finished(events: &[Event]) -> (&str, &str, Option<Severity>) {
                 stop_reason,
                 severity,
                 ..
-            } => Some((output.as_str(), stop_reason.as_str(), *severity)),
+            } => Some((output.as_str(), *stop_reason, *severity)),
             _ => None,
         })
         .expect("a finished event")
@@ -191,10 +196,10 @@ fn notices(events: &[Event]) -> Vec<&str> {
 
 #[tokio::test]
 async fn streamed_text_in_a_fresh_session() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (o, events) = r.call(input("fake", "echo hello there, world")).await;
     assert_eq!(o.output, "hello there, world");
-    assert_eq!(o.stop_reason, "end_turn");
+    assert_eq!(o.stop_reason, StopReason::EndTurn);
     assert_eq!(o.severity, None);
     assert_eq!(o.session, Some(SessionKind::Fresh));
     assert!(
@@ -207,15 +212,18 @@ async fn streamed_text_in_a_fresh_session() {
         .filter(|e| matches!(e, Event::SubagentActivity { .. }))
         .count();
     assert_eq!(n_chunks, 3, "streamed as it came");
-    assert_eq!(finished(&events), ("hello there, world", "end_turn", None));
+    assert_eq!(
+        finished(&events),
+        ("hello there, world", StopReason::EndTurn, None)
+    );
 }
 
 #[tokio::test]
 async fn only_the_text_after_the_last_tool_call_is_the_output() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (o, events) = r.call(input("fake", "tools")).await;
     assert_eq!(o.output, "Final answer.");
-    assert_eq!(o.stop_reason, "end_turn");
+    assert_eq!(o.stop_reason, StopReason::EndTurn);
     let tools: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -233,7 +241,7 @@ async fn only_the_text_after_the_last_tool_call_is_the_output() {
 
 #[tokio::test]
 async fn reviews_carry_their_verdict() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     for (word, severity) in [
         ("green", Severity::Green),
         ("yellow", Severity::Yellow),
@@ -252,7 +260,7 @@ async fn reviews_carry_their_verdict() {
             finished(&events),
             (
                 format!("## Review\nLooks {word}.").as_str(),
-                "end_turn",
+                StopReason::EndTurn,
                 Some(severity)
             ),
             "the box shows it stripped"
@@ -280,7 +288,7 @@ async fn reviews_carry_their_verdict() {
 
 #[tokio::test]
 async fn plans_stream_into_the_box() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (o, events) = r.call(input("fake", "plan")).await;
     assert_eq!(o.output, "planned");
     let plan = events.iter().find_map(|e| match e {
@@ -314,7 +322,7 @@ fn permission_events(events: &[Event]) -> (Vec<Vec<String>>, Vec<String>) {
 
 #[tokio::test]
 async fn permission_follows_the_policy() {
-    let mut r = rig(Approval::All);
+    let mut r = rig(Permissions::Allow);
     let (o, events) = r.call(input("fake", "permission")).await;
     assert_eq!(
         (o.output.as_str(), o.stop_reason.as_str()),
@@ -331,7 +339,7 @@ async fn permission_follows_the_policy() {
     );
     assert_eq!(resolved, ["Allow once (by policy)"]);
 
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (o, events) = r.call(input("fake", "permission")).await;
     assert_eq!(o.output, "denied");
     assert_eq!(permission_events(&events).1, ["Reject (by policy)"]);
@@ -361,7 +369,7 @@ async fn wait_for(
 
 #[tokio::test]
 async fn interactive_permission_is_answered_by_the_person() {
-    let mut r = rig(Approval::Interactive);
+    let mut r = rig(Permissions::Ask);
     let (call, mut seen) = r.start(input("fake", "permission"), asking).await;
     let call_id = call.call_id.clone();
     // The person picks the third option, "Reject".
@@ -383,26 +391,26 @@ async fn interactive_permission_is_answered_by_the_person() {
 
 #[tokio::test]
 async fn cancel_while_asking_answers_cancelled() {
-    let mut r = rig(Approval::Interactive);
+    let mut r = rig(Permissions::Ask);
     let (call, mut seen) = r.start(input("fake", "permission"), asking).await;
     let call_id = call.call_id.clone();
     assert!(r.dispatcher.cancel(&call_id));
     let o = call.outcome().await;
-    assert_eq!(o.stop_reason, "cancelled");
+    assert_eq!(o.stop_reason, StopReason::Cancelled);
     seen.extend(r.drain());
     assert_eq!(permission_events(&seen).1, ["cancelled"]);
-    assert_eq!(finished(&seen).1, "cancelled");
+    assert_eq!(finished(&seen).1, StopReason::Cancelled);
 }
 
 #[tokio::test]
 async fn a_slow_turn_is_cancelled() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let started = Instant::now();
     let (call, _) = r.start(input("fake", "slow 30"), streaming).await;
     let call_id = call.call_id.clone();
     assert!(r.dispatcher.cancel(&call_id));
     let o = call.outcome().await;
-    assert_eq!(o.stop_reason, "cancelled");
+    assert_eq!(o.stop_reason, StopReason::Cancelled);
     assert_eq!(o.output, "working");
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -413,7 +421,7 @@ async fn a_slow_turn_is_cancelled() {
 
 #[tokio::test]
 async fn file_access_is_confined_to_the_session_directory() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let root = r.dir.path().canonicalize().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
@@ -486,7 +494,7 @@ async fn file_access_is_confined_to_the_session_directory() {
 
 #[tokio::test]
 async fn resume_keeps_the_session_and_fresh_on_request() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (a, _) = r.call(input("fake", "turns")).await;
     assert_eq!(
         (a.output.as_str(), a.session),
@@ -511,7 +519,7 @@ async fn resume_keeps_the_session_and_fresh_on_request() {
 
 #[tokio::test]
 async fn load_when_resume_is_not_offered_and_replay_is_not_shown() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (a, _) = r.call(input("fake-load", "echo first")).await;
     let (b, events) = r.call(input("fake-load", "turns")).await;
     assert_eq!(b.session, Some(SessionKind::Loaded));
@@ -526,7 +534,7 @@ async fn load_when_resume_is_not_offered_and_replay_is_not_shown() {
 
 #[tokio::test]
 async fn without_load_or_resume_every_call_is_fresh() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (a, _) = r.call(input("fake-plain", "turns")).await;
     let (b, _) = r.call(input("fake-plain", "turns")).await;
     assert_eq!(a.session, Some(SessionKind::Fresh));
@@ -539,22 +547,22 @@ async fn without_load_or_resume_every_call_is_fresh() {
 
 #[tokio::test]
 async fn a_crash_mid_turn_is_an_error_keeps_the_older_session_and_heals() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (a, _) = r.call(input("fake", "turns")).await;
     // A crash in a new session: the turn fails...
     let mut crash = input("fake", "crash");
     crash.continue_session = false;
     let (c, events) = r.call(crash).await;
-    assert_eq!(c.stop_reason, "error");
+    assert_eq!(c.stop_reason, StopReason::Error);
     assert!(c.output.contains("exited during the turn"), "{}", c.output);
     assert!(c.output.contains("code 3"), "{}", c.output);
-    assert_eq!(finished(&events).1, "error");
+    assert_eq!(finished(&events).1, StopReason::Error);
     // ...and the older session id is kept.
     assert_eq!(r.dispatcher.stored_session("fake"), a.session_id);
     // The next call starts the agent again; the old id is stale there, so
     // a new session opens and the box says so.
     let (d, events) = r.call(input("fake", "turns")).await;
-    assert_eq!(d.stop_reason, "end_turn");
+    assert_eq!(d.stop_reason, StopReason::EndTurn);
     assert_eq!(d.session, Some(SessionKind::NewAfterStale));
     assert_eq!(d.output, "turns: 1");
     let notes = notices(&events);
@@ -568,7 +576,7 @@ async fn a_crash_mid_turn_is_an_error_keeps_the_older_session_and_heals() {
 
 #[tokio::test]
 async fn stale_load_heals_too() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     r.call(input("fake-load", "echo one")).await;
     let mut crash = input("fake-load", "crash");
     crash.continue_session = false;
@@ -580,11 +588,11 @@ async fn stale_load_heals_too() {
 
 #[tokio::test]
 async fn other_stop_reasons_and_extensions() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     for reason in ["max_tokens", "max_turn_requests", "refusal"] {
         let (o, events) = r.call(input("fake", &format!("stop {reason}"))).await;
-        assert_eq!(o.stop_reason, reason);
-        assert_eq!(finished(&events).1, reason);
+        assert_eq!(o.stop_reason.as_str(), reason);
+        assert_eq!(finished(&events).1.as_str(), reason);
     }
     let (o, _) = r.call(input("fake", "ext")).await;
     assert_eq!(
@@ -595,7 +603,7 @@ async fn other_stop_reasons_and_extensions() {
 
 #[tokio::test]
 async fn background_tasks_report_when_done() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let mut call = input("fake", "slow 1");
     call.run_in_background = true;
     call.code_review = false;
@@ -613,11 +621,7 @@ async fn background_tasks_report_when_done() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(&done.task_id, task_id);
-    assert_eq!(
-        (done.output.as_str(), done.stop_reason.as_str()),
-        ("working done", "end_turn")
-    );
+    assert_eq!(&done, task_id);
     let status = r.dispatcher.status(Some(task_id)).unwrap();
     assert_eq!(status["state"], "done");
     assert_eq!(status["output"], "working done");
@@ -627,10 +631,18 @@ async fn background_tasks_report_when_done() {
     assert!(
         matches!(&events[0], Event::SubagentStarted { task_id: Some(t), background: true, .. } if t == task_id)
     );
-    assert!(events.iter().any(|e| matches!(e, Event::TaskCompleted { task_id: t, stop_reason, .. } if t == task_id && stop_reason == "end_turn")));
+    assert_eq!(task_id, "t1", "background task ids count background tasks");
+    assert!(
+        events.iter().any(|e| matches!(e, Event::SubagentFinished { output, stop_reason: StopReason::EndTurn, .. } if output == "working done"))
+    );
+    // The board's snapshots follow the task to its end.
+    assert!(events.iter().any(|e| matches!(e, Event::TaskProgress { task_id: Some(t), state: TaskState::Done, .. } if t == task_id)));
     match r.dispatcher.status(Some("t999")) {
-        Err(DispatchError::UnknownTask(id, known)) => {
-            assert_eq!((id.as_str(), known.as_str()), ("t999", task_id.as_str()))
+        Err(DispatchError::UnknownTask(e)) => {
+            assert_eq!(
+                (e.id.as_str(), e.known.clone()),
+                ("t999", vec![task_id.clone()])
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -638,7 +650,7 @@ async fn background_tasks_report_when_done() {
 
 #[tokio::test]
 async fn bad_calls_get_clear_errors() {
-    let r = rig(Approval::None);
+    let r = rig(Permissions::Deny);
     let err = r
         .dispatcher
         .call(input("nope", "hi"))
@@ -664,7 +676,7 @@ async fn bad_calls_get_clear_errors() {
 
 #[tokio::test]
 async fn a_busy_session_is_not_resumed_by_a_second_call() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (first, _) = r.call(input("fake", "turns")).await;
     // A long turn resumes the stored session...
     let (slow, _) = r.start(input("fake", "slow 2"), streaming).await;
@@ -690,7 +702,7 @@ async fn a_busy_session_is_not_resumed_by_a_second_call() {
 
 #[tokio::test]
 async fn two_calls_started_together_do_not_share_a_session() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (first, _) = r.call(input("fake", "turns")).await;
     let (a, b) = tokio::join!(
         r.dispatcher.call(input("fake", "slow 1")),
@@ -711,7 +723,7 @@ async fn two_calls_started_together_do_not_share_a_session() {
 
 #[tokio::test]
 async fn permission_for_a_path_outside_the_session_directory_is_refused_whatever_the_policy() {
-    let mut r = rig(Approval::All);
+    let mut r = rig(Permissions::Allow);
     let outside = tempfile::tempdir().unwrap();
     let (o, events) = r
         .call(input(
@@ -742,10 +754,10 @@ async fn permission_for_a_path_outside_the_session_directory_is_refused_whatever
 
 #[tokio::test]
 async fn a_cancelled_turn_is_cancelled_even_if_the_agent_says_end_turn() {
-    let mut r = rig(Approval::None);
+    let mut r = rig(Permissions::Deny);
     let (call, _) = r.start(input("fake", "slow 30 end_turn"), streaming).await;
     let call_id = call.call_id.clone();
     assert!(r.dispatcher.cancel(&call_id));
     let o = call.outcome().await;
-    assert_eq!(o.stop_reason, "cancelled");
+    assert_eq!(o.stop_reason, StopReason::Cancelled);
 }

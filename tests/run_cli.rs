@@ -96,12 +96,12 @@ fn a_review_by_an_acp_agent_in_json_events() {
             severity,
             stop_reason,
             ..
-        } => Some((*severity, stop_reason.clone())),
+        } => Some((*severity, *stop_reason)),
         _ => None,
     });
     assert_eq!(
         finished,
-        Some((Some(Severity::Red), "end_turn".to_string()))
+        Some((Some(Severity::Red), quorum::event::StopReason::EndTurn))
     );
     // The box's events come between the two assistant messages.
     let started = events
@@ -170,9 +170,9 @@ fn background_reports_are_delivered_before_exit_or_not_with_no_wait() {
         .filter(|e| matches!(e, Event::TaskReported { .. }))
         .collect();
     assert_eq!(reported.len(), 1, "delivered exactly once");
-    assert!(
-        matches!(reported[0], Event::TaskReported { output, stop_reason, .. } if output == "working done" && stop_reason == "end_turn")
-    );
+    assert!(matches!(reported[0], Event::TaskReported { task_id } if task_id == "t1"));
+    // The report itself is the one the task's box finished with.
+    assert!(events.iter().any(|e| matches!(e, Event::SubagentFinished { output, stop_reason: quorum::event::StopReason::EndTurn, .. } if output == "working done")));
     assert!(assistant_text(&events).ends_with("The task said: working done.|"));
 
     let (o, events) = d.run(script(), &["-p", "go", "--no-wait"]);

@@ -128,7 +128,7 @@ fn agent_text_cannot_reach_the_terminal_raw() {
         Event::SubagentFinished {
             call_id: "x".into(),
             output: evil.into(),
-            stop_reason: "end_turn".into(),
+            stop_reason: quorum::event::StopReason::EndTurn,
             severity: None,
         },
     ));

@@ -118,7 +118,7 @@ fn unknown_event_type_names_line_and_type() {
 fn newer_format_version_says_to_upgrade() {
     let msg = error_of("newer_version.jsonl");
     assert!(
-        msg.contains("newer_version.jsonl:1: transcript format version 2 is newer"),
+        msg.contains("newer_version.jsonl:1: transcript format version 3 is newer"),
         "{msg}"
     );
     assert!(msg.contains("upgrade quorum"), "{msg}");
@@ -176,4 +176,40 @@ fn a_bad_line_in_the_middle_is_an_error_even_without_newline_elsewhere() {
         err.to_string().starts_with("mid.jsonl:2: not JSON"),
         "{err}"
     );
+}
+
+/// Version-1 transcripts still replay: their task snapshots are made by the
+/// same task board the engine uses, so the demo as first recorded (whose
+/// panel said 6 tools while its box said 5) now shows one number in both.
+#[test]
+fn version_1_replays_with_box_and_panel_agreeing() {
+    let v1 = fixture("demo_v1.jsonl");
+    let raw = std::fs::read_to_string(&v1).unwrap();
+    assert!(raw.starts_with("{\"format\": \"quorum-transcript\", \"version\": 1"));
+    assert!(
+        raw.contains("\"type\": \"task_progress\", \"task_id\""),
+        "a real v1 file"
+    );
+    let loaded = transcript::load(&v1).unwrap();
+    assert_eq!(loaded.header.version, 1);
+    assert_eq!(
+        loaded.events,
+        events(&demo()),
+        "the same events as the demo converted to version 2"
+    );
+    let buf = screen(&loaded.events, 120, 200, Some(true));
+    let text = rows(&buf).join("\n");
+    // gemini's background review: its box and its panel entry.
+    let panel = text
+        .lines()
+        .find_map(|l| l.split("done · yellow · ").nth(1))
+        .and_then(|rest| rest.split(" tools").next())
+        .unwrap_or_else(|| panic!("no panel entry for t1:\n{text}"));
+    let gemini_box = text
+        .split("╭─ gemini")
+        .nth(1)
+        .and_then(|b| b.split(" tool calls ─╯").next())
+        .and_then(|b| b.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("no gemini box:\n{text}"));
+    assert_eq!(panel, gemini_box, "{text}");
 }

@@ -27,8 +27,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::fs::Root;
-use super::registry::{AgentSpec, locate};
-use crate::event::{Activity, PlanEntry, PlanStatus, SessionKind, ToolStatus};
+use super::registry::{AgentSpec, Permissions, locate};
+use crate::cancel::cancelled;
+use crate::event::{Activity, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolStatus};
 
 /// How long an agent may take to end its turn after `session/cancel`.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -52,15 +53,15 @@ pub enum AcpError {
         what: &'static str,
         message: String,
     },
-}
-
-/// What the client does with the agent's permission requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    Allow,
-    Deny,
-    /// Show the request and wait for the person's answer.
-    Ask,
+    #[error(
+        "{agent}: no answer to {what} within {} s (startup_timeout in its config)",
+        timeout.as_secs_f64()
+    )]
+    Timeout {
+        agent: String,
+        what: &'static str,
+        timeout: Duration,
+    },
 }
 
 /// Something the agent sent that belongs to one session's turn.
@@ -95,6 +96,8 @@ pub struct Connection {
     exit: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    /// How long `session/new` (and resume, load) may take.
+    startup_timeout: Duration,
 }
 
 impl Connection {
@@ -126,7 +129,9 @@ impl Connection {
         }
     }
 
-    /// Starts `spec`'s process in `root` and initializes it.
+    /// Starts `spec`'s process in `root` and initializes it, within the
+    /// agent's `startup_timeout`. Dropping the future before it is done
+    /// stops the process.
     pub async fn start(spec: &AgentSpec, root: &Root) -> Result<Arc<Self>, AcpError> {
         let agent = spec.name.clone();
         let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
@@ -279,9 +284,18 @@ impl Connection {
                     .write_text_file(true)),
             )
             .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")));
-        let init = match cx.send_request(init).block_task().await {
-            Ok(init) => init,
-            Err(e) => {
+        let answer = tokio::time::timeout(spec.startup_timeout, cx.send_request(init).block_task());
+        let init = match answer.await {
+            Ok(Ok(init)) => init,
+            Err(_) => {
+                let _ = shutdown_tx.send(());
+                return Err(AcpError::Timeout {
+                    agent,
+                    what: "initialize",
+                    timeout: spec.startup_timeout,
+                });
+            }
+            Ok(Err(e)) => {
                 // Give the watcher a moment to see an exit, for a better message.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let message = if dead.load(Ordering::SeqCst) {
@@ -306,6 +320,7 @@ impl Connection {
             exit,
             stderr,
             shutdown: Mutex::new(Some(shutdown_tx)),
+            startup_timeout: spec.startup_timeout,
         };
         Ok(Arc::new(conn))
     }
@@ -317,16 +332,31 @@ impl Connection {
         request: TurnRequest<'_>,
         sink: &dyn TurnSink,
         control: &mut TurnControl,
-    ) -> TurnResult {
-        let (session_id, kind) = match self.open_session(request.root, request.resume, sink).await {
-            Ok(opened) => opened,
-            Err(message) => {
-                return TurnResult {
-                    output: message,
-                    stop_reason: "error".into(),
-                    session: None,
-                    session_id: None,
-                };
+    ) -> Outcome {
+        // Opening the session may hang like `initialize`: it is bounded by
+        // the startup timeout, and the person can cancel it.
+        let open = tokio::time::timeout(
+            self.startup_timeout,
+            self.open_session(request.root, request.resume, sink),
+        );
+        let opened = tokio::select! {
+            opened = open => opened,
+            _ = cancelled(&mut control.cancel) => {
+                return Outcome::new(
+                    StopReason::Cancelled,
+                    format!("{}: cancelled while opening a session", self.agent),
+                );
+            }
+        };
+        let (session_id, kind) = match opened {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(message)) => return Outcome::error(message),
+            Err(_) => {
+                return Outcome::error(format!(
+                    "{}: no answer to session/new within {} s (startup_timeout in its config)",
+                    self.agent,
+                    self.startup_timeout.as_secs_f64()
+                ));
             }
         };
         sink.session(kind, &session_id);
@@ -376,13 +406,13 @@ impl Connection {
                             let _ = responder.respond(outcome_for(pick_option(&req, false).map(|(id, _)| id)));
                             continue;
                         }
-                        let policy = if cancelled { Policy::Deny } else { request.policy };
+                        let policy = if cancelled { Permissions::Deny } else { request.policy };
                         match policy {
-                            Policy::Allow | Policy::Deny if cancelled => {
+                            Permissions::Allow | Permissions::Deny if cancelled => {
                                 let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
                             }
-                            Policy::Allow | Policy::Deny => {
-                                let allow = policy == Policy::Allow;
+                            Permissions::Allow | Permissions::Deny => {
+                                let allow = policy == Permissions::Allow;
                                 let picked = pick_option(&req, allow);
                                 let name = picked.as_ref().map_or("cancelled".to_string(), |(_, n)| n.clone());
                                 sink.activity(Activity::PermissionRequest {
@@ -393,7 +423,7 @@ impl Connection {
                                 sink.activity(Activity::PermissionResolved { id, outcome: format!("{name} (by policy)") });
                                 let _ = responder.respond(outcome_for(picked.map(|(id, _)| id)));
                             }
-                            Policy::Ask => {
+                            Permissions::Ask => {
                                 sink.activity(Activity::PermissionRequest {
                                     id: id.clone(),
                                     title: permission_title(&req),
@@ -444,8 +474,8 @@ impl Connection {
         }
         let (output, stop_reason) = match result {
             // Some agents answer a cancelled turn with `end_turn`: it was cancelled.
-            Some(Ok(_)) if cancelled => (turn.final_text, "cancelled".into()),
-            Some(Ok(response)) => (turn.final_text, stop_reason_name(&response.stop_reason)),
+            Some(Ok(_)) if cancelled => (turn.final_text, StopReason::Cancelled),
+            Some(Ok(response)) => (turn.final_text, stop_reason(response.stop_reason)),
             Some(Err(e)) => {
                 // A dead process fails its pending requests: say so plainly.
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -454,13 +484,14 @@ impl Connection {
                 } else {
                     format!("{} exited during the turn: {}", self.agent, self.death())
                 };
-                (message, "error".into())
+                (message, StopReason::Error)
             }
-            None => (turn.final_text, "cancelled".into()),
+            None => (turn.final_text, StopReason::Cancelled),
         };
-        TurnResult {
+        Outcome {
             output,
             stop_reason,
+            severity: None,
             session: Some(kind),
             session_id: Some(session_id),
         }
@@ -765,10 +796,16 @@ fn permission_title(req: &RequestPermissionRequest) -> String {
         .unwrap_or_else(|| format!("tool call {}", req.tool_call.tool_call_id.0))
 }
 
-fn stop_reason_name(reason: &impl serde::Serialize) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => "end_turn".into(),
+fn stop_reason(reason: agent_client_protocol::v1::schema::StopReason) -> StopReason {
+    use agent_client_protocol::v1::schema::StopReason as Acp;
+    match reason {
+        Acp::EndTurn => StopReason::EndTurn,
+        Acp::MaxTokens => StopReason::MaxTokens,
+        Acp::MaxTurnRequests => StopReason::MaxTurnRequests,
+        Acp::Refusal => StopReason::Refusal,
+        Acp::Cancelled => StopReason::Cancelled,
+        // A reason newer than this client knows: the turn did end.
+        _ => StopReason::EndTurn,
     }
 }
 
@@ -862,7 +899,7 @@ pub struct TurnRequest<'a> {
     pub root: &'a Path,
     /// The session to reopen, if any.
     pub resume: Option<&'a str>,
-    pub policy: Policy,
+    pub policy: Permissions,
 }
 
 /// The person's answer to a permission request: an option index, or
@@ -877,21 +914,4 @@ pub struct PermissionAnswer {
 pub struct TurnControl {
     pub cancel: watch::Receiver<bool>,
     pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnResult {
-    pub output: String,
-    pub stop_reason: String,
-    /// How the session was opened, if it was.
-    pub session: Option<SessionKind>,
-    pub session_id: Option<String>,
-}
-
-impl TurnResult {
-    /// A turn that reached the agent and got an answer (any stop reason but
-    /// `error`): its session may be resumed.
-    pub fn succeeded(&self) -> bool {
-        self.stop_reason != "error"
-    }
 }

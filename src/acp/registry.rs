@@ -9,21 +9,45 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use serde::Deserialize;
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 
-/// What to do when an agent asks for permission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+/// What to do when an agent asks for permission: the one policy type,
+/// for the config file (`permissions = "ask" | "allow" | "deny"`), for
+/// `--approve all|none`, and for a running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Permissions {
     /// Ask the person (in the TUI); headless, follow `--approve`.
     #[default]
+    #[value(skip)]
     Ask,
+    /// Allow every permission request.
+    #[value(name = "all")]
     Allow,
+    /// Reject every permission request.
+    #[value(name = "none")]
     Deny,
 }
+
+impl Permissions {
+    /// The policy a turn follows: an agent's own `allow` or `deny` wins;
+    /// its `ask` follows the session's (`--approve`, or the person in the
+    /// TUI).
+    pub fn resolve(self, session: Permissions) -> Permissions {
+        match self {
+            Permissions::Ask => session,
+            own => own,
+        }
+    }
+}
+
+/// How long an agent may take to answer `initialize` or `session/new`,
+/// unless its config sets `startup_timeout` (seconds).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One launchable agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +58,8 @@ pub struct AgentSpec {
     pub env: BTreeMap<String, String>,
     pub description: String,
     pub permissions: Permissions,
+    /// How long `initialize` and `session/new` may take.
+    pub startup_timeout: Duration,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -44,6 +70,8 @@ struct FileAgent {
     env: Option<BTreeMap<String, String>>,
     description: Option<String>,
     permissions: Option<Permissions>,
+    /// Seconds.
+    startup_timeout: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,6 +144,18 @@ impl Registry {
 
     fn merge(&mut self, path: &Path, file: File) -> Result<(), ConfigError> {
         for (name, entry) in file.agents {
+            let startup_timeout = match entry.startup_timeout {
+                Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+                Some(s) => {
+                    return Err(ConfigError::Parse {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "[agents.{name}] startup_timeout must be a number of seconds above 0, got {s}"
+                        ),
+                    });
+                }
+                None => None,
+            };
             let spec = match self.agents.remove(&name) {
                 Some(base) => AgentSpec {
                     name: name.clone(),
@@ -124,6 +164,7 @@ impl Registry {
                     env: entry.env.unwrap_or(base.env),
                     description: entry.description.unwrap_or(base.description),
                     permissions: entry.permissions.unwrap_or(base.permissions),
+                    startup_timeout: startup_timeout.unwrap_or(base.startup_timeout),
                 },
                 None => AgentSpec {
                     command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
@@ -135,6 +176,7 @@ impl Registry {
                     env: entry.env.unwrap_or_default(),
                     description: entry.description.unwrap_or_default(),
                     permissions: entry.permissions.unwrap_or_default(),
+                    startup_timeout: startup_timeout.unwrap_or(STARTUP_TIMEOUT),
                 },
             };
             self.agents.insert(name, spec);

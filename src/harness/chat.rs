@@ -8,11 +8,12 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
-use super::{Harness, Sink, ToolSet, TurnEnd};
+use super::{Harness, Sink, ToolSet, summarize_args};
 use crate::acp::registry::INTERNAL_AGENT_NOTE;
-use crate::event::{Emitter, Event, NoticeLevel};
+use crate::bus::Emitter;
+use crate::event::{Event, NoticeLevel, Outcome, StopReason};
 use crate::llm::{LlmError, Model, ToolCall, ToolSpec};
-use crate::subagent::dispatch::{Completion, Dispatcher, summarize_args};
+use crate::subagent::dispatch::Dispatcher;
 use crate::subagent::types::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 
 const SYSTEM: &str = "You are the chat agent of quorum, a terminal client for working with many \
@@ -171,7 +172,8 @@ pub struct Chat {
     harness: Harness,
     dispatcher: Arc<Dispatcher>,
     sink: ChatSink,
-    completions: mpsc::UnboundedReceiver<Completion>,
+    /// Background tasks that finished, by task id.
+    completions: mpsc::UnboundedReceiver<String>,
 }
 
 impl Chat {
@@ -179,7 +181,7 @@ impl Chat {
         model: Arc<dyn Model>,
         dispatcher: Arc<Dispatcher>,
         emitter: Emitter,
-        completions: mpsc::UnboundedReceiver<Completion>,
+        completions: mpsc::UnboundedReceiver<String>,
     ) -> Self {
         let tools = Arc::new(ChatTools::new(dispatcher.clone(), 0));
         Self {
@@ -206,12 +208,12 @@ impl Chat {
     }
 
     /// A background completion that is waiting, if any.
-    pub fn try_completion(&mut self) -> Option<Completion> {
+    pub fn try_completion(&mut self) -> Option<String> {
         self.completions.try_recv().ok()
     }
 
     /// Waits for the next background completion (for an idle chat).
-    pub async fn next_completion(&mut self) -> Option<Completion> {
+    pub async fn next_completion(&mut self) -> Option<String> {
         self.completions.recv().await
     }
 
@@ -220,63 +222,66 @@ impl Chat {
     pub async fn turn(
         &mut self,
         message: Option<String>,
-        first: Option<Completion>,
+        first: Option<String>,
         cancel: watch::Receiver<bool>,
-    ) -> Result<TurnEnd, LlmError> {
-        let mut delivered: Vec<Completion> = first.into_iter().collect();
+    ) -> Result<Outcome, LlmError> {
+        let mut delivered: Vec<String> = first.into_iter().collect();
         while let Ok(c) = self.completions.try_recv() {
             delivered.push(c);
         }
+        let emitter = &self.sink.emitter;
         let mut prompt = String::new();
-        for c in &delivered {
-            self.sink.emitter.emit(Event::TaskReported {
-                task_id: c.task_id.clone(),
-                output: crate::subagent::severity::parse(&c.output).body.to_string(),
-                stop_reason: c.stop_reason.clone(),
-                severity: c.severity,
+        for task_id in delivered {
+            let Some(task) = emitter.board(|b| b.task(&task_id).cloned()) else {
+                continue;
+            };
+            emitter.emit(Event::TaskReported {
+                task_id: task_id.clone(),
             });
             prompt.push_str(&format!(
-                "[automated message] Background task {} ({}) finished with stop reason {}{}. Its report:\n{}\n\n",
-                c.task_id,
-                c.agent,
-                c.stop_reason,
-                c.severity.map(|s| format!(", verdict {}", s.as_str())).unwrap_or_default(),
-                c.output
+                "[automated message] Background task {task_id} ({}) finished with stop reason {}{}. Its report:\n{}\n\n",
+                task.agent,
+                task.stop_reason.unwrap_or_default(),
+                task.severity
+                    .map(|s| format!(", verdict {}", s.as_str()))
+                    .unwrap_or_default(),
+                task.output.as_deref().unwrap_or("")
             ));
         }
         if let Some(m) = message {
-            self.sink
-                .emitter
-                .emit(Event::UserMessage { text: m.clone() });
+            emitter.emit(Event::UserMessage { text: m.clone() });
             prompt.push_str(&m);
         }
-        self.sink.emitter.emit(Event::TurnStarted);
+        emitter.emit(Event::TurnStarted);
         let result = self.harness.turn(prompt, &self.sink, cancel).await;
-        self.sink.emitter.emit(Event::TurnEnded {
-            stop_reason: match &result {
-                Ok(end) => end.stop_reason.clone(),
-                Err(_) => "error".into(),
-            },
-        });
-        match &result {
-            Err(e) => self.sink.emitter.emit(Event::Error {
-                text: format!("model: {e}"),
-            }),
-            Ok(end) if end.stop_reason == "cancelled" => self.sink.emitter.emit(Event::Notice {
-                level: NoticeLevel::Warning,
-                text: "turn cancelled".into(),
-            }),
-            Ok(end) if end.stop_reason == "max_turn_requests" => {
-                self.sink.emitter.emit(Event::Notice {
-                    level: NoticeLevel::Warning,
-                    text: format!("turn stopped after {} model requests", super::MAX_REQUESTS),
-                })
+        let emitter = &self.sink.emitter;
+        let stop_reason = match &result {
+            Ok(end) => end.stop_reason,
+            Err(_) => StopReason::Error,
+        };
+        emitter.emit(Event::TurnEnded { stop_reason });
+        let warning = match (&result, stop_reason) {
+            (Err(e), _) => {
+                emitter.emit(Event::Error {
+                    text: format!("model: {e}"),
+                });
+                None
             }
-            Ok(end) if end.stop_reason == "max_tokens" => self.sink.emitter.emit(Event::Notice {
+            (_, StopReason::Cancelled) => Some("turn cancelled".to_string()),
+            (_, StopReason::MaxTurnRequests) => Some(format!(
+                "turn stopped after {} model requests",
+                super::MAX_REQUESTS
+            )),
+            (_, StopReason::MaxTokens) => {
+                Some("the model's answer was cut at its token limit".to_string())
+            }
+            _ => None,
+        };
+        if let Some(text) = warning {
+            emitter.emit(Event::Notice {
                 level: NoticeLevel::Warning,
-                text: "the model's answer was cut at its token limit".into(),
-            }),
-            Ok(_) => {}
+                text,
+            });
         }
         result
     }

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
+use crate::event::{Outcome, StopReason};
 use crate::llm::{Delta, FinishReason, LlmError, Message, Model, Request, ToolCall, ToolSpec};
 
 /// Room for the model's answer in each request.
@@ -42,15 +43,6 @@ pub trait Sink: Send + Sync {
     fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>);
     fn usage(&self, input_tokens: u64, output_tokens: u64);
     fn retry(&self, attempt: u32, wait_ms: u64, reason: &str);
-}
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnEnd {
-    /// The model's text after its last tool call.
-    pub final_text: String,
-    /// `end_turn`, `max_tokens`, `cancelled`.
-    pub stop_reason: String,
 }
 
 pub struct Harness {
@@ -91,7 +83,7 @@ impl Harness {
         user: String,
         sink: &dyn Sink,
         mut cancel: watch::Receiver<bool>,
-    ) -> Result<TurnEnd, LlmError> {
+    ) -> Result<Outcome, LlmError> {
         self.messages.push(Message::User { content: user });
         let specs = self.tools.specs();
         for _ in 0..MAX_REQUESTS {
@@ -187,20 +179,14 @@ impl Harness {
                 tool_calls: if cancelled { Vec::new() } else { calls.clone() },
             });
             if cancelled {
-                return Ok(TurnEnd {
-                    final_text: text,
-                    stop_reason: "cancelled".into(),
-                });
+                return Ok(Outcome::new(StopReason::Cancelled, text));
             }
             if calls.is_empty() {
                 let stop_reason = match finish {
-                    Some(FinishReason::Length) => "max_tokens",
-                    _ => "end_turn",
+                    Some(FinishReason::Length) => StopReason::MaxTokens,
+                    _ => StopReason::EndTurn,
                 };
-                return Ok(TurnEnd {
-                    final_text: text,
-                    stop_reason: stop_reason.into(),
-                });
+                return Ok(Outcome::new(stop_reason, text));
             }
             // Run the calls in parallel; results go back in call order.
             let runs = calls.iter().map(|call| {
@@ -222,23 +208,33 @@ impl Harness {
                 });
             }
             if *cancel.borrow() {
-                return Ok(TurnEnd {
-                    final_text: String::new(),
-                    stop_reason: "cancelled".into(),
-                });
+                return Ok(Outcome::new(StopReason::Cancelled, ""));
             }
         }
-        Ok(TurnEnd {
-            final_text: String::new(),
-            stop_reason: "max_turn_requests".into(),
-        })
+        Ok(Outcome::new(StopReason::MaxTurnRequests, ""))
     }
 }
 
-/// Resolves once `cancel` is true (never, if its sender is gone).
-pub async fn cancelled(cancel: &mut watch::Receiver<bool>) {
-    if cancel.wait_for(|c| *c).await.is_err() {
-        std::future::pending::<()>().await;
+pub use crate::cancel::cancelled;
+
+/// A one-line summary of a tool call's arguments.
+pub fn summarize_args(call: &ToolCall) -> String {
+    let summary = match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+        Ok(serde_json::Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k}: {}", s.lines().next().unwrap_or("")),
+                other => format!("{k}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => call.arguments.clone(),
+    };
+    if summary.chars().count() > 120 {
+        let cut: String = summary.chars().take(119).collect();
+        format!("{cut}…")
+    } else {
+        summary
     }
 }
 
@@ -338,13 +334,7 @@ mod tests {
         .await
         .expect("parallel calls meet")
         .unwrap();
-        assert_eq!(
-            end,
-            TurnEnd {
-                final_text: "both met".into(),
-                stop_reason: "end_turn".into()
-            }
-        );
+        assert_eq!(end, Outcome::new(StopReason::EndTurn, "both met"));
         // Results go back in call order.
         let results: Vec<&Message> = h
             .messages
@@ -366,7 +356,7 @@ mod tests {
         let log = Log::default();
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &log, cancel).await.unwrap();
-        assert_eq!(end.final_text, "done");
+        assert_eq!(end.output, "done");
         let seen = log.0.lock().unwrap().clone();
         assert!(
             !seen.iter().any(|l| l.contains("\"name\"")),
@@ -412,7 +402,7 @@ mod tests {
         );
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &Log::default(), cancel).await.unwrap();
-        assert_eq!(end.stop_reason, "max_turn_requests");
+        assert_eq!(end.stop_reason, StopReason::MaxTurnRequests);
     }
 
     #[tokio::test]
@@ -436,7 +426,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(end.stop_reason, "cancelled");
+        assert_eq!(end.stop_reason, StopReason::Cancelled);
         assert!(log.0.lock().unwrap().is_empty());
     }
 }

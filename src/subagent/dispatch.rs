@@ -1,28 +1,28 @@
-//! The dispatcher: runs `subagent` calls on ACP agents, remembers their
-//! sessions, and keeps the board of background tasks.
+//! The dispatcher: runs `subagent` calls on ACP agents, or on the internal
+//! agent through an injected runner, and remembers their sessions.
+//!
+//! Call and task state is not kept here: every call reports what happens
+//! as events, and the session's task board (behind the [`Emitter`]) is the
+//! one record of it. The dispatcher keeps only what steers running calls
+//! (their cancel flags and permission answers) and the agent connections.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared, WeakShared};
 use tokio::sync::{mpsc, watch};
 
 use super::memory::{NoInput, SubAgent};
-use super::types::{REVIEW_CONTRACT, SubAgentCallInput, SubAgentCallOutput};
-use crate::acp::client::{
-    Connection, PermissionAnswer, Policy, TurnControl, TurnRequest, TurnResult, TurnSink,
-};
+use super::types::{REVIEW_CONTRACT, SubAgentCallInput};
+use crate::acp::client::{Connection, PermissionAnswer, TurnControl, TurnRequest, TurnSink};
 use crate::acp::fs::Root;
 use crate::acp::registry::{Permissions, Registry, UnknownAgent};
-use crate::event::{
-    Activity, AgentRef, Emitter, Event, NoticeLevel, SessionKind, Severity, TaskState,
-};
-use crate::harness::chat::ChatTools;
-use crate::harness::tools::{FileTools, Union};
-use crate::harness::{Harness, Sink, ToolSet};
-use crate::llm::{Model, ToolCall};
+use crate::board::UnknownTask;
+use crate::bus::Emitter;
+use crate::cancel::cancelled;
+use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -31,27 +31,33 @@ pub enum DispatchError {
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
     #[error(
-        "the internal agent is not available in this build of quorum; name an ACP agent with `agent`"
+        "the internal agent is not available in this session (it needs a chat model); name an ACP agent with `agent`"
     )]
     NoInternalAgent,
-    #[error("unknown task {0:?}; known tasks: {1}")]
-    UnknownTask(String, String),
+    #[error(transparent)]
+    UnknownTask(#[from] UnknownTask),
 }
 
-/// How permission requests are answered when the agent's policy is `ask`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Approval {
-    /// The person decides, in the TUI.
-    Interactive,
-    /// Headless: allow all, or none.
-    All,
-    None,
+/// Runs the internal nested agent: a fresh harness with an empty context,
+/// auto-approved tools, nothing persisted, only its final report returned.
+/// Injected by the engine, so the dispatcher knows nothing of the chat
+/// loop (as an external agent is reached through its connection).
+pub trait InternalRunner: Send + Sync {
+    /// Runs `prompt` at nesting `depth` (1: called by the main chat);
+    /// activity goes to `sink`.
+    fn run<'a>(
+        &'a self,
+        prompt: String,
+        depth: u32,
+        sink: &'a dyn TurnSink,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'a, Outcome>;
 }
 
-/// What a call returns: its output at once, or a task id for later.
+/// What a call returns: its outcome at once, or a task id for later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    Done(CallOutcome),
+    Done(Outcome),
     Started { task_id: String, call_id: String },
 }
 
@@ -59,11 +65,7 @@ impl Reply {
     /// The tool result the model sees.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
-            Reply::Done(o) => serde_json::to_value(SubAgentCallOutput {
-                output: o.output.clone(),
-                stop_reason: o.stop_reason.clone(),
-            })
-            .expect("plain data"),
+            Reply::Done(o) => o.tool_json(),
             Reply::Started { task_id, .. } => {
                 serde_json::json!({ "task_id": task_id, "status": "running" })
             }
@@ -71,93 +73,68 @@ impl Reply {
     }
 }
 
-/// A finished call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CallOutcome {
-    /// The agent's final message, as it wrote it.
-    pub output: String,
-    pub stop_reason: String,
-    pub severity: Option<Severity>,
-    /// How the session was opened (`None` if none could be).
-    pub session: Option<SessionKind>,
-    pub session_id: Option<String>,
-}
-
-/// A background task's completion, for the chat loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completion {
-    pub task_id: String,
-    pub agent: String,
-    pub output: String,
-    pub stop_reason: String,
-    pub severity: Option<Severity>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct TaskEntry {
-    task_id: String,
-    #[serde(skip)]
-    call_id: String,
-    agent: String,
-    state: TaskState,
-    #[serde(skip)]
-    started: Instant,
-    elapsed_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_activity: Option<String>,
-    tool_calls: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stop_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    severity: Option<Severity>,
-}
-
 struct Handle {
     cancel: watch::Sender<bool>,
     answers: mpsc::UnboundedSender<PermissionAnswer>,
+}
+
+type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
+
+/// An agent's connection: being started (shared by every call waiting for
+/// it, and dropped, process and all, when the last of them gives up), or
+/// ready.
+enum Slot {
+    Starting(WeakShared<BoxFuture<'static, Result<Arc<Connection>, String>>>),
+    Ready(Arc<Connection>),
 }
 
 pub struct Dispatcher {
     registry: Arc<Registry>,
     root: Root,
     emitter: Emitter,
-    approval: Approval,
+    /// The session's answer for agents whose own policy is `ask`.
+    permissions: Permissions,
     memory: Mutex<SubAgent>,
-    connections: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
-    tasks: Mutex<Vec<TaskEntry>>,
+    connections: Mutex<HashMap<String, Slot>>,
+    /// Running calls, by call id.
     running: Mutex<HashMap<String, Handle>>,
     /// Sessions a running turn is using, by `(agent, session id)`: a second
     /// call may not resume a session in the middle of a turn.
-    busy: Mutex<std::collections::HashSet<(String, String)>>,
-    next_id: AtomicU64,
-    completions: mpsc::UnboundedSender<Completion>,
-    /// The model internal agents run on, and how deep they may nest.
-    internal: Mutex<Option<(Arc<dyn Model>, u32)>>,
+    busy: Mutex<HashSet<(String, String)>>,
+    next_call: AtomicU64,
+    next_task: AtomicU64,
+    /// Background tasks that finished, by task id, for the chat loop.
+    completions: mpsc::UnboundedSender<String>,
+    internal: Mutex<Option<Arc<dyn InternalRunner>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Dispatcher {
+    /// A dispatcher and the receiving end of its background completions
+    /// (task ids; the task board has their outcome).
     pub fn new(
         registry: Arc<Registry>,
         root: Root,
         emitter: Emitter,
-        approval: Approval,
-    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Completion>) {
+        permissions: Permissions,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<String>) {
         let (completions, rx) = mpsc::unbounded_channel();
         let d = Self {
             registry,
             root,
             emitter,
-            approval,
+            permissions,
             memory: Mutex::new(SubAgent::new()),
             connections: Default::default(),
-            tasks: Default::default(),
             running: Default::default(),
             busy: Default::default(),
-            internal: Mutex::new(None),
-            next_id: AtomicU64::new(1),
+            next_call: AtomicU64::new(1),
+            next_task: AtomicU64::new(1),
             completions,
+            internal: Mutex::new(None),
         };
         (Arc::new(d), rx)
     }
@@ -166,11 +143,17 @@ impl Dispatcher {
         &self.registry
     }
 
-    /// Lets calls without an `agent` run the internal agent on `model`.
-    /// `max_depth` is how deep internal agents may nest further sub-agent
-    /// calls (0: the internal agent gets no `subagent` tool).
-    pub fn set_internal_model(&self, model: Arc<dyn Model>, max_depth: u32) {
-        *self.internal.lock().expect("not poisoned") = Some((model, max_depth));
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    pub fn emitter(&self) -> &Emitter {
+        &self.emitter
+    }
+
+    /// Lets calls without an `agent` run the internal agent.
+    pub fn set_internal(&self, runner: Arc<dyn InternalRunner>) {
+        *lock(&self.internal) = Some(runner);
     }
 
     /// Runs a `subagent` call. A background call returns at once.
@@ -190,41 +173,29 @@ impl Dispatcher {
         let target = match input.acp_agent() {
             Some(agent) => {
                 let spec = self.registry.get(agent)?;
-                let policy = match (spec.permissions, self.approval) {
-                    (Permissions::Allow, _) | (Permissions::Ask, Approval::All) => Policy::Allow,
-                    (Permissions::Deny, _) | (Permissions::Ask, Approval::None) => Policy::Deny,
-                    (Permissions::Ask, Approval::Interactive) => Policy::Ask,
-                };
                 Target::Acp {
                     agent: agent.to_string(),
-                    policy,
+                    policy: spec.permissions.resolve(self.permissions),
                 }
             }
-            None => {
-                let (model, max_depth) = self
-                    .internal
-                    .lock()
-                    .expect("not poisoned")
+            None => Target::Internal {
+                runner: lock(&self.internal)
                     .clone()
-                    .ok_or(DispatchError::NoInternalAgent)?;
-                Target::Internal {
-                    model,
-                    nested: depth < max_depth,
-                    depth: depth + 1,
-                }
-            }
+                    .ok_or(DispatchError::NoInternalAgent)?,
+                depth: depth + 1,
+            },
         };
         let agent = match &target {
-            Target::Acp { agent, .. } => agent.clone(),
-            Target::Internal { .. } => "internal".to_string(),
+            Target::Acp { agent, .. } => AgentRef::Acp(agent.clone()),
+            Target::Internal { .. } => AgentRef::Internal,
         };
         let (message, mut resume) = {
-            let mut memory = self.memory.lock().expect("not poisoned");
+            let mut memory = lock(&self.memory);
             let message = memory.resolve_input(input.input.as_deref())?;
             // The internal agent starts fresh every time.
             let resume = match target {
                 Target::Acp { .. } => memory
-                    .resume_id(&agent, input.continue_session)
+                    .resume_id(agent.name(), input.continue_session)
                     .map(str::to_string),
                 Target::Internal { .. } => None,
             };
@@ -233,68 +204,48 @@ impl Dispatcher {
         // Claim the session to resume; one busy with another turn is not
         // resumed twice (checked and claimed under one lock).
         if let Some(id) = resume.clone() {
-            let claimed = self
-                .busy
-                .lock()
-                .expect("not poisoned")
-                .insert((agent.clone(), id.clone()));
+            let claimed = lock(&self.busy).insert((agent.name().to_string(), id.clone()));
             if !claimed {
                 self.emitter.emit(Event::Notice {
                     level: NoticeLevel::Info,
                     text: format!(
-                        "{agent}'s session {id} is busy with another call; this one gets a new session"
+                        "{}'s session {id} is busy with another call; this one gets a new session",
+                        agent.name()
                     ),
                 });
                 resume = None;
             }
         }
-        let n = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let call_id = format!("call-{n}");
-        let task_id = input.run_in_background.then(|| format!("t{n}"));
-        self.emitter.emit(Event::SubagentStarted {
-            call_id: call_id.clone(),
-            task_id: task_id.clone(),
-            agent: match &target {
-                Target::Acp { agent, .. } => AgentRef::Acp(agent.clone()),
-                Target::Internal { .. } => AgentRef::Internal,
-            },
-            input: message.clone(),
-            code_review: input.code_review,
-            background: input.run_in_background,
-            session: None,
-        });
-        if let Some(task_id) = &task_id {
-            self.tasks.lock().expect("not poisoned").push(TaskEntry {
-                task_id: task_id.clone(),
-                call_id: call_id.clone(),
-                agent: agent.clone(),
-                state: TaskState::Running,
-                started: Instant::now(),
-                elapsed_ms: 0,
-                last_activity: None,
-                tool_calls: 0,
-                output: None,
-                stop_reason: None,
-                severity: None,
-            });
-        }
+        let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
+        let task_id = input
+            .run_in_background
+            .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         let (cancel_tx, cancel_rx) = watch::channel(false);
         if let (Some(mut outer), None) = (cancel, &task_id) {
             // The caller's cancel reaches this call's turn.
             let tx = cancel_tx.clone();
             tokio::spawn(async move {
-                crate::harness::cancelled(&mut outer).await;
+                cancelled(&mut outer).await;
                 let _ = tx.send(true);
             });
         }
         let (answers, answers_rx) = mpsc::unbounded_channel();
-        self.running.lock().expect("not poisoned").insert(
+        lock(&self.running).insert(
             call_id.clone(),
             Handle {
                 cancel: cancel_tx,
                 answers,
             },
         );
+        self.emitter.emit(Event::SubagentStarted {
+            call_id: call_id.clone(),
+            task_id: task_id.clone(),
+            agent: agent.clone(),
+            input: message.clone(),
+            code_review: input.code_review,
+            background: input.run_in_background,
+            session: None,
+        });
         let control = TurnControl {
             cancel: cancel_rx,
             answers: answers_rx,
@@ -322,198 +273,134 @@ impl Dispatcher {
         }
     }
 
-    async fn connection(&self, agent: &str) -> Result<Arc<Connection>, String> {
-        let mut connections = self.connections.lock().await;
-        if let Some(conn) = connections.get(agent) {
-            if conn.alive() {
-                return Ok(conn.clone());
+    /// The connection to `agent`: a live one, the start already under way
+    /// (two calls share one start), or a new start. No lock is held while
+    /// an agent starts.
+    fn connection(&self, agent: &str) -> Result<Starting, String> {
+        let mut connections = lock(&self.connections);
+        match connections.get(agent) {
+            Some(Slot::Ready(conn)) if conn.alive() => {
+                let conn = conn.clone();
+                return Ok(async move { Ok(conn) }.boxed().shared());
             }
-            self.emitter.emit(Event::Notice {
+            Some(Slot::Ready(conn)) => self.emitter.emit(Event::Notice {
                 level: NoticeLevel::Info,
                 text: format!("{agent} had exited ({}); starting it again", conn.death()),
-            });
+            }),
+            Some(Slot::Starting(weak)) => {
+                if let Some(start) = weak.upgrade() {
+                    return Ok(start);
+                }
+            }
+            None => {}
         }
-        let spec = self.registry.get(agent).map_err(|e| e.to_string())?;
-        let conn = Connection::start(spec, &self.root)
-            .await
-            .map_err(|e| e.to_string())?;
-        connections.insert(agent.to_string(), conn.clone());
-        Ok(conn)
+        let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
+        let root = self.root.clone();
+        let start = async move {
+            Connection::start(&spec, &root)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .boxed()
+        .shared();
+        let weak = start.downgrade().expect("not yet polled");
+        connections.insert(agent.to_string(), Slot::Starting(weak));
+        Ok(start)
     }
 
-    /// The internal agent: a fresh harness with an empty context, its file
-    /// and shell tools auto-approved, nothing persisted; only its final
-    /// report is returned.
-    async fn run_internal(
-        self: &Arc<Self>,
-        model: Arc<dyn Model>,
-        nested: bool,
-        depth: u32,
-        prompt: &str,
-        sink: &CallSink<'_>,
-        cancel: watch::Receiver<bool>,
-    ) -> TurnResult {
-        let files: Arc<dyn ToolSet> = Arc::new(FileTools::new(self.root.clone()));
-        let tools: Arc<dyn ToolSet> = if nested {
-            Arc::new(Union(vec![
-                files,
-                Arc::new(ChatTools::new(self.clone(), depth)),
-            ]))
-        } else {
-            files
+    /// Waits for `agent`'s connection unless the call is cancelled first.
+    async fn connect(
+        &self,
+        agent: &str,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<Arc<Connection>, Outcome> {
+        let start = self.connection(agent).map_err(Outcome::error)?;
+        let started = tokio::select! {
+            started = start => started,
+            _ = cancelled(cancel) => {
+                return Err(Outcome::new(
+                    StopReason::Cancelled,
+                    format!("{agent}: cancelled while starting"),
+                ));
+            }
         };
-        let system = format!(
-            "You are a helper agent working in the directory {}. Use your tools to look at and \
-             change files there; paths are relative to it. Work until the task is done, then \
-             answer with your final report only.",
-            self.root.path().display()
-        );
-        let mut harness = Harness::new(model, tools, Some(system));
-        let box_sink = BoxSink { inner: sink };
-        match harness.turn(prompt.to_string(), &box_sink, cancel).await {
-            Ok(end) => TurnResult {
-                output: end.final_text,
-                stop_reason: end.stop_reason,
-                session: None,
-                session_id: None,
-            },
-            Err(e) => TurnResult {
-                output: format!("internal agent: {e}"),
-                stop_reason: "error".into(),
-                session: None,
-                session_id: None,
-            },
+        let mut connections = lock(&self.connections);
+        match started {
+            Ok(conn) => {
+                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
+                    connections.insert(agent.to_string(), Slot::Ready(conn.clone()));
+                }
+                Ok(conn)
+            }
+            Err(message) => {
+                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
+                    connections.remove(agent);
+                }
+                Err(Outcome::error(message))
+            }
         }
     }
 
-    async fn run(self: &Arc<Self>, job: CallJob, mut control: TurnControl) -> CallOutcome {
+    async fn run(self: &Arc<Self>, job: CallJob, mut control: TurnControl) -> Outcome {
         let sink = CallSink {
             dispatcher: self,
-            agent: &job.agent,
+            agent: job.agent.name(),
             call_id: &job.call_id,
-            task_id: job.task_id.as_deref(),
         };
         let result = match &job.target {
-            Target::Acp { policy, .. } => match self.connection(&job.agent).await {
+            Target::Acp { policy, agent } => match self.connect(agent, &mut control.cancel).await {
                 Ok(conn) => {
-                    conn.turn(
-                        TurnRequest {
-                            prompt: &job.prompt,
-                            root: self.root.path(),
-                            resume: job.resume.as_deref(),
-                            policy: *policy,
-                        },
-                        &sink,
-                        &mut control,
-                    )
-                    .await
+                    let request = TurnRequest {
+                        prompt: &job.prompt,
+                        root: self.root.path(),
+                        resume: job.resume.as_deref(),
+                        policy: *policy,
+                    };
+                    conn.turn(request, &sink, &mut control).await
                 }
-                Err(message) => TurnResult {
-                    output: message,
-                    stop_reason: "error".into(),
-                    session: None,
-                    session_id: None,
-                },
+                Err(outcome) => outcome,
             },
-            Target::Internal {
-                model,
-                nested,
-                depth,
-            } => {
-                self.run_internal(
-                    model.clone(),
-                    *nested,
-                    *depth,
-                    &job.prompt,
-                    &sink,
-                    control.cancel.clone(),
-                )
-                .await
+            Target::Internal { runner, depth } => {
+                runner
+                    .run(job.prompt.clone(), *depth, &sink, control.cancel.clone())
+                    .await
             }
         };
         {
-            let mut busy = self.busy.lock().expect("not poisoned");
+            let mut busy = lock(&self.busy);
             for id in [&job.resume, &result.session_id].into_iter().flatten() {
-                busy.remove(&(job.agent.clone(), id.clone()));
+                busy.remove(&(job.agent.name().to_string(), id.clone()));
             }
         }
-        // Only a turn that succeeded moves the session on.
-        if result.succeeded()
+        // Only a turn that got an answer moves the session on.
+        if result.stop_reason.answered()
             && let Some(id) = &result.session_id
         {
-            self.memory
-                .lock()
-                .expect("not poisoned")
-                .store_session(&job.agent, id);
+            lock(&self.memory).store_session(job.agent.name(), id);
         }
-        let events = super::finish(
-            &job.call_id,
-            &job.agent,
-            &result.output,
-            &result.stop_reason,
-            job.code_review,
-        );
-        let mut severity = None;
-        for event in events {
-            if let Event::SubagentFinished { severity: s, .. } = &event {
-                severity = *s;
+        let mut outcome = result;
+        for event in super::finish(&job.call_id, &job.agent, &outcome, job.code_review) {
+            if let Event::SubagentFinished { severity, .. } = &event {
+                outcome.severity = *severity;
             }
             self.emitter.emit(event);
         }
         if let Some(task_id) = &job.task_id {
-            let shown = super::severity::parse(&result.output).body.to_string();
-            if let Some(task) = self
-                .tasks
-                .lock()
-                .expect("not poisoned")
-                .iter_mut()
-                .find(|t| &t.task_id == task_id)
-            {
-                task.state = TaskState::from_stop_reason(&result.stop_reason);
-                task.elapsed_ms = task.started.elapsed().as_millis() as u64;
-                task.output = Some(result.output.clone());
-                task.stop_reason = Some(result.stop_reason.clone());
-                task.severity = severity;
-            }
-            self.emitter.emit(Event::TaskCompleted {
-                task_id: task_id.clone(),
-                output: shown,
-                stop_reason: result.stop_reason.clone(),
-                severity,
-            });
-            let _ = self.completions.send(Completion {
-                task_id: task_id.clone(),
-                agent: job.agent.clone(),
-                output: result.output.clone(),
-                stop_reason: result.stop_reason.clone(),
-                severity,
-            });
+            let _ = self.completions.send(task_id.clone());
         }
         // Done only now: a completion is sent before the call stops counting
         // as running, so a waiting chat never misses it.
-        self.running
-            .lock()
-            .expect("not poisoned")
-            .remove(&job.call_id);
-        CallOutcome {
-            output: result.output,
-            stop_reason: result.stop_reason,
-            severity,
-            session: result.session,
-            session_id: result.session_id,
-        }
+        lock(&self.running).remove(&job.call_id);
+        outcome
     }
 
     /// Cancels a running call, by call id or task id. False if none runs.
     pub fn cancel(&self, id: &str) -> bool {
         let call_id = self
-            .tasks
-            .lock()
-            .expect("not poisoned")
-            .iter()
-            .find(|t| t.task_id == id)
-            .map_or(id.to_string(), |t| t.call_id.clone());
-        match self.running.lock().expect("not poisoned").get(&call_id) {
+            .emitter
+            .board(|b| b.task(id).map(|t| t.call_id.clone()))
+            .unwrap_or_else(|| id.to_string());
+        match lock(&self.running).get(&call_id) {
             Some(handle) => handle.cancel.send(true).is_ok(),
             None => false,
         }
@@ -521,69 +408,47 @@ impl Dispatcher {
 
     /// Cancels every running call.
     pub fn cancel_all(&self) {
-        for handle in self.running.lock().expect("not poisoned").values() {
+        for handle in lock(&self.running).values() {
             let _ = handle.cancel.send(true);
         }
     }
 
     /// Answers a permission request shown in a call's box.
     pub fn answer(&self, call_id: &str, answer: PermissionAnswer) -> bool {
-        match self.running.lock().expect("not poisoned").get(call_id) {
+        match lock(&self.running).get(call_id) {
             Some(handle) => handle.answers.send(answer).is_ok(),
             None => false,
         }
     }
 
-    /// The `subagent_status` tool: one task's state (and output once done),
-    /// or every task.
+    /// The `subagent_status` tool: one task's state (and report once
+    /// done), or every task.
     pub fn status(&self, task_id: Option<&str>) -> Result<serde_json::Value, DispatchError> {
-        let mut tasks = self.tasks.lock().expect("not poisoned");
-        for t in tasks.iter_mut().filter(|t| t.state == TaskState::Running) {
-            t.elapsed_ms = t.started.elapsed().as_millis() as u64;
-        }
-        match task_id {
-            Some(id) => match tasks.iter().find(|t| t.task_id == id) {
-                Some(t) => Ok(serde_json::to_value(t).expect("plain data")),
-                None => Err(DispatchError::UnknownTask(
-                    id.to_string(),
-                    if tasks.is_empty() {
-                        "none".to_string()
-                    } else {
-                        tasks
-                            .iter()
-                            .map(|t| t.task_id.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    },
-                )),
-            },
-            None => Ok(serde_json::json!({ "tasks": *tasks })),
-        }
+        let now = self.emitter.now();
+        Ok(self.emitter.board(|b| b.status(task_id, now))?)
     }
 
     /// Whether any call is still running.
     pub fn busy(&self) -> bool {
-        !self.running.lock().expect("not poisoned").is_empty()
+        !lock(&self.running).is_empty()
     }
 
     /// Forgets sessions and the last input (`/new`).
     pub fn forget(&self) {
-        self.memory.lock().expect("not poisoned").clear();
+        lock(&self.memory).clear();
     }
 
     /// The session stored for `agent`, if any.
     pub fn stored_session(&self, agent: &str) -> Option<String> {
-        self.memory
-            .lock()
-            .expect("not poisoned")
-            .stored_session(agent)
-            .map(str::to_string)
+        lock(&self.memory).stored_session(agent).map(str::to_string)
     }
 
-    /// Stops every agent process.
-    pub async fn shutdown(&self) {
-        for conn in self.connections.lock().await.drain().map(|(_, c)| c) {
-            conn.close();
+    /// Stops every agent process (starts under way stop with their calls).
+    pub fn shutdown(&self) {
+        for (_, slot) in lock(&self.connections).drain() {
+            if let Slot::Ready(conn) = slot {
+                conn.close();
+            }
         }
     }
 }
@@ -591,18 +456,17 @@ impl Dispatcher {
 enum Target {
     Acp {
         agent: String,
-        policy: Policy,
+        policy: Permissions,
     },
     Internal {
-        model: Arc<dyn Model>,
-        /// Whether this internal agent may call sub-agents itself.
-        nested: bool,
+        runner: Arc<dyn InternalRunner>,
+        /// The nesting depth the internal agent runs at.
         depth: u32,
     },
 }
 
 struct CallJob {
-    agent: String,
+    agent: AgentRef,
     target: Target,
     call_id: String,
     task_id: Option<String>,
@@ -611,39 +475,15 @@ struct CallJob {
     resume: Option<String>,
 }
 
-/// Turns a call's activity into events, and keeps its task's summary.
+/// Turns a call's activity into events (the task board keeps its summary).
 struct CallSink<'a> {
     dispatcher: &'a Dispatcher,
     agent: &'a str,
     call_id: &'a str,
-    task_id: Option<&'a str>,
 }
 
 impl TurnSink for CallSink<'_> {
     fn activity(&self, activity: Activity) {
-        if let Some(task_id) = self.task_id {
-            let summary = match &activity {
-                Activity::ToolCall { title, .. } => Some((format!("⚙ {title}"), true)),
-                Activity::PermissionRequest { title, .. } => {
-                    Some((format!("? permission: {title}"), false))
-                }
-                _ => None,
-            };
-            // Summaries change on tool calls and requests, not on every chunk.
-            if let Some((text, tool)) = summary {
-                let mut tasks = self.dispatcher.tasks.lock().expect("not poisoned");
-                if let Some(t) = tasks.iter_mut().find(|t| t.task_id == task_id) {
-                    t.tool_calls += u32::from(tool);
-                    t.last_activity = Some(text.clone());
-                    self.dispatcher.emitter.emit(Event::TaskProgress {
-                        task_id: task_id.to_string(),
-                        state: t.state,
-                        last_activity: Some(text),
-                        tool_calls: t.tool_calls,
-                    });
-                }
-            }
-        }
         self.dispatcher.emitter.emit(Event::SubagentActivity {
             call_id: self.call_id.to_string(),
             activity,
@@ -651,11 +491,7 @@ impl TurnSink for CallSink<'_> {
     }
 
     fn session(&self, kind: SessionKind, session_id: &str) {
-        self.dispatcher
-            .busy
-            .lock()
-            .expect("not poisoned")
-            .insert((self.agent.to_string(), session_id.to_string()));
+        lock(&self.dispatcher.busy).insert((self.agent.to_string(), session_id.to_string()));
         self.dispatcher.emitter.emit(Event::SubagentSession {
             call_id: self.call_id.to_string(),
             session: kind,
@@ -668,70 +504,5 @@ impl TurnSink for CallSink<'_> {
             level: NoticeLevel::Warning,
             text: text.to_string(),
         });
-    }
-}
-
-/// An internal agent's harness reports into its box.
-struct BoxSink<'a, 'b> {
-    inner: &'a CallSink<'b>,
-}
-
-/// A one-line summary of a tool call's arguments.
-pub fn summarize_args(call: &ToolCall) -> String {
-    let summary = match serde_json::from_str::<serde_json::Value>(&call.arguments) {
-        Ok(serde_json::Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => format!("{k}: {}", s.lines().next().unwrap_or("")),
-                other => format!("{k}: {other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => call.arguments.clone(),
-    };
-    if summary.chars().count() > 120 {
-        let cut: String = summary.chars().take(119).collect();
-        format!("{cut}…")
-    } else {
-        summary
-    }
-}
-
-impl Sink for BoxSink<'_, '_> {
-    fn text(&self, text: &str) {
-        self.inner.activity(Activity::MessageChunk {
-            text: text.to_string(),
-        });
-    }
-
-    fn message_end(&self) {}
-
-    fn tool_started(&self, call: &ToolCall) {
-        self.inner.activity(Activity::ToolCall {
-            id: call.id.clone(),
-            title: format!("{} {}", call.name, summarize_args(call)),
-            status: crate::event::ToolStatus::InProgress,
-        });
-    }
-
-    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
-        self.inner.activity(Activity::ToolCallUpdate {
-            id: call.id.clone(),
-            title: None,
-            status: Some(if result.is_ok() {
-                crate::event::ToolStatus::Completed
-            } else {
-                crate::event::ToolStatus::Failed
-            }),
-        });
-    }
-
-    fn usage(&self, _input_tokens: u64, _output_tokens: u64) {}
-
-    fn retry(&self, attempt: u32, wait_ms: u64, reason: &str) {
-        self.inner.notice(&format!(
-            "internal agent's model: {reason}; retry {attempt} in {:.1} s",
-            wait_ms as f64 / 1000.0
-        ));
     }
 }

@@ -1,4 +1,5 @@
-//! The sub-agent dispatcher. So far: turning a final report into the
+//! The sub-agent tool: its input types, session memory, the severity
+//! verdict, and the dispatcher; here, turning a final report into the
 //! events that close a call's box.
 
 pub mod dispatch;
@@ -6,21 +7,16 @@ pub mod memory;
 pub mod severity;
 pub mod types;
 
-use crate::event::{Event, NoticeLevel};
+use crate::event::{AgentRef, Event, NoticeLevel, Outcome};
 
 /// The events that end a call: its `SubagentFinished`, preceded by a
 /// notice when a review's severity header has a value quorum does not know.
 ///
 /// The header is stripped from what is shown either way; it only tints the
 /// box when the call asked for a code review.
-pub fn finish(
-    call_id: &str,
-    agent: &str,
-    report: &str,
-    stop_reason: &str,
-    code_review: bool,
-) -> Vec<Event> {
-    let verdict = severity::parse(report);
+pub fn finish(call_id: &str, agent: &AgentRef, outcome: &Outcome, code_review: bool) -> Vec<Event> {
+    let agent = agent.name();
+    let verdict = severity::parse(&outcome.output);
     let mut events = Vec::with_capacity(2);
     if code_review && let Some(value) = verdict.unknown {
         events.push(Event::Notice {
@@ -33,7 +29,7 @@ pub fn finish(
     events.push(Event::SubagentFinished {
         call_id: call_id.to_string(),
         output: verdict.body.to_string(),
-        stop_reason: stop_reason.to_string(),
+        stop_reason: outcome.stop_reason,
         severity: if code_review { verdict.severity } else { None },
     });
     events
@@ -42,23 +38,26 @@ pub fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Severity;
+    use crate::event::{Severity, StopReason};
+
+    fn finish(agent: &str, report: &str, code_review: bool) -> Vec<Event> {
+        super::finish(
+            "c",
+            &AgentRef::Acp(agent.into()),
+            &Outcome::new(StopReason::EndTurn, report),
+            code_review,
+        )
+    }
 
     #[test]
     fn review_header_tints_and_is_stripped() {
-        let events = finish(
-            "c",
-            "claude",
-            "<!-- severity: yellow -->\nTwo nits.",
-            "end_turn",
-            true,
-        );
+        let events = finish("claude", "<!-- severity: yellow -->\nTwo nits.", true);
         assert_eq!(
             events,
             [Event::SubagentFinished {
                 call_id: "c".into(),
                 output: "Two nits.".into(),
-                stop_reason: "end_turn".into(),
+                stop_reason: StopReason::EndTurn,
                 severity: Some(Severity::Yellow),
             }]
         );
@@ -66,13 +65,7 @@ mod tests {
 
     #[test]
     fn without_the_review_flag_there_is_no_tint() {
-        let events = finish(
-            "c",
-            "claude",
-            "<!-- severity: red -->\nHi.",
-            "end_turn",
-            false,
-        );
+        let events = finish("claude", "<!-- severity: red -->\nHi.", false);
         assert!(matches!(
             &events[..],
             [Event::SubagentFinished { severity: None, output, .. }] if output == "Hi."
@@ -81,13 +74,7 @@ mod tests {
 
     #[test]
     fn unknown_value_gives_a_notice_and_no_verdict() {
-        let events = finish(
-            "c",
-            "codex",
-            "<!-- severity: amber -->\nHmm.",
-            "end_turn",
-            true,
-        );
+        let events = finish("codex", "<!-- severity: amber -->\nHmm.", true);
         match &events[..] {
             [
                 Event::Notice {

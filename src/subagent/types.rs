@@ -55,16 +55,6 @@ impl SubAgentCallInput {
     }
 }
 
-/// Result of a `subagent` call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct SubAgentCallOutput {
-    /// The agent's final message: its text after its last tool call.
-    pub output: String,
-    /// The ACP stop reason in snake_case (`end_turn`, `max_tokens`,
-    /// `max_turn_requests`, `refusal`, `cancelled`), or `error`.
-    pub stop_reason: String,
-}
-
 /// Arguments of a `subagent_status` call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -117,12 +107,9 @@ mod tests {
         .unwrap();
         assert_eq!(input.acp_agent(), Some("claude"));
         assert!(input.code_review && !input.continue_session && input.run_in_background);
-        let out = SubAgentCallOutput {
-            output: "done".into(),
-            stop_reason: "end_turn".into(),
-        };
+        let out = crate::event::Outcome::new(crate::event::StopReason::EndTurn, "done");
         assert_eq!(
-            serde_json::to_string(&out).unwrap(),
+            out.tool_json().to_string(),
             r#"{"output":"done","stop_reason":"end_turn"}"#
         );
     }

@@ -1,7 +1,9 @@
 //! Transcripts: a session's events as JSONL.
 //!
-//! Format v1: the first line is a [`Header`], then one [`Stamped`] event per
-//! line. The recorder appends and flushes each line with a single write, so a
+//! The first line is a [`Header`], then one [`Stamped`] event per line.
+//! Version 2 added the task board's snapshots (`task_progress` for every
+//! call) and dropped `task_completed`; version-1 files still replay (the
+//! reader makes their snapshots with the same board). The recorder appends and flushes each line with a single write, so a
 //! process that dies loses nothing already recorded; at worst the last line
 //! is cut short, which the player reports and skips.
 //!
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// The format name written in every header.
 pub const FORMAT: &str = "quorum-transcript";
 /// The newest format version this quorum reads and the one it writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The first line of a transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -94,6 +94,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Loaded, TranscriptError> {
     };
     let mut events = Vec::new();
     let mut warnings = Vec::new();
+    // Version 1 had no task-board snapshots for calls: its `task_progress`
+    // and `task_completed` lines are dropped, and the snapshots are made
+    // by running its events through a board, as the engine does today.
+    let mut upgrade = (header.version == 1).then(crate::board::Board::new);
     for (index, raw) in lines {
         let line = index + 1;
         let complete = raw.ends_with('\n');
@@ -101,8 +105,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Loaded, TranscriptError> {
         if body.trim().is_empty() {
             continue;
         }
-        match parse_event(path, line, body) {
-            Ok(event) => events.push(event),
+        let parsed = match &upgrade {
+            Some(_) => parse_v1_event(path, line, body),
+            None => parse_event(path, line, body).map(Some),
+        };
+        match parsed {
+            Ok(None) => {}
+            Ok(Some(event)) => {
+                let snapshot = upgrade.as_mut().and_then(|b| b.observe(&event));
+                let t = event.t;
+                events.push(event);
+                events.extend(snapshot.map(|s| Stamped::new(t, s)));
+            }
             // A cut-short last line: report it and keep what came before.
             Err(TranscriptError::NotJson { .. }) if !complete => {
                 warnings.push(Warning::TruncatedLastLine {
@@ -143,6 +157,26 @@ fn parse_header(path: &Path, line: &str) -> Result<Header, TranscriptError> {
         });
     }
     serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
+/// Event types of version 1 that version 2 replaced by board snapshots.
+const V1_DROPPED: [&str; 2] = ["task_progress", "task_completed"];
+
+/// A version-1 line: `None` for a type the board now derives.
+fn parse_v1_event(
+    path: &Path,
+    line: usize,
+    text: &str,
+) -> Result<Option<Stamped>, TranscriptError> {
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
+        && value
+            .get("type")
+            .and_then(|t| t.as_str())
+            .is_some_and(|t| V1_DROPPED.contains(&t))
+    {
+        return Ok(None);
+    }
+    parse_event(path, line, text).map(Some)
 }
 
 fn parse_event(path: &Path, line: usize, text: &str) -> Result<Stamped, TranscriptError> {

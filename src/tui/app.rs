@@ -14,8 +14,7 @@ use super::player::Player;
 use super::state::State;
 use super::theme;
 use super::view::{self, Chrome, View};
-use crate::event::Stamped;
-use crate::transcript::Recorder;
+use crate::event::{Op, Stamped};
 
 /// Input from the person at the terminal.
 #[derive(Debug, Clone)]
@@ -24,54 +23,8 @@ pub enum Input {
     Mouse(MouseEvent),
     Paste(String),
     Resize,
-}
-
-/// A command from the screen to the engine.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Op {
-    /// The person sent a message.
-    Submit(String),
-    /// Cancel a running sub-agent call.
-    Cancel(String),
-    /// Answer a permission request: an option index, or `None` to cancel.
-    Answer {
-        call_id: String,
-        request_id: String,
-        option: Option<usize>,
-    },
-}
-
-/// `@NAME message`: a message straight to an agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mention {
-    pub agent: String,
-    pub message: String,
-    /// `@NAME!`: run in the background.
-    pub background: bool,
-    /// `@NAME?`: ask for a code review.
-    pub review: bool,
-}
-
-/// Parses `@NAME message`, `@NAME! message` or `@NAME? message` (the marks
-/// may be combined).
-pub fn parse_mention(text: &str) -> Option<Mention> {
-    let rest = text.trim_start().strip_prefix('@')?;
-    let (head, message) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    let name = head.trim_end_matches(['!', '?']);
-    let marks = &head[name.len()..];
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
-    {
-        return None;
-    }
-    Some(Mention {
-        agent: name.to_string(),
-        message: message.trim().to_string(),
-        background: marks.contains('!'),
-        review: marks.contains('?'),
-    })
+    /// SIGTERM or SIGHUP: quit now.
+    Quit,
 }
 
 /// Redraw interval while something animates (spinners, elapsed time).
@@ -152,7 +105,6 @@ pub struct App {
     pub state: State,
     pub view: View,
     mode: Mode,
-    recorder: Option<Recorder>,
     banner: Option<String>,
     quit: bool,
     /// The terminal size at the last frame.
@@ -166,7 +118,6 @@ impl App {
             state: State::new(),
             view: View::new(),
             mode,
-            recorder: None,
             banner: None,
             quit: false,
             cols: 0,
@@ -174,20 +125,13 @@ impl App {
         }
     }
 
-    /// An interactive session; messages go to `ops`, events are recorded
-    /// to `recorder` when given.
-    pub fn live(
-        ops: mpsc::UnboundedSender<Op>,
-        started: Instant,
-        recorder: Option<Recorder>,
-    ) -> Self {
-        let mut app = Self::with_mode(Mode::Live {
+    /// An interactive session: the person's commands go to `ops`.
+    pub fn live(ops: mpsc::UnboundedSender<Op>, started: Instant) -> Self {
+        Self::with_mode(Mode::Live {
             composer: Composer::default(),
             started,
             ops,
-        });
-        app.recorder = recorder;
-        app
+        })
     }
 
     /// A replay driven by `player`.
@@ -198,38 +142,6 @@ impl App {
     /// A still picture of applied events.
     pub fn still() -> Self {
         Self::with_mode(Mode::Still)
-    }
-
-    /// `/record FILE`: records this session's events from now on.
-    fn start_recording(&mut self, path: &str) {
-        let message = if path.is_empty() {
-            "/record FILE: give the file to record to".to_string()
-        } else if let Some(r) = &self.recorder {
-            format!("already recording to {}", r.path().display())
-        } else {
-            let cwd = std::env::current_dir().unwrap_or_default();
-            let header = crate::transcript::Header::now(
-                &cwd,
-                crate::transcript::TerminalSize {
-                    cols: self.cols,
-                    rows: self.rows,
-                },
-            );
-            match Recorder::create(std::path::Path::new(path), &header) {
-                Ok(r) => {
-                    let m = format!("recording to {}", r.path().display());
-                    self.recorder = Some(r);
-                    m
-                }
-                Err(e) => format!("cannot record to {path}: {e}"),
-            }
-        };
-        self.banner = Some(message);
-    }
-
-    /// Where this session is being recorded, if it is.
-    pub fn recording(&self) -> Option<&std::path::Path> {
-        self.recorder.as_ref().map(|r| r.path())
     }
 
     pub fn set_banner(&mut self, banner: Option<String>) {
@@ -250,17 +162,8 @@ impl App {
         clock.max(self.state.now)
     }
 
-    /// Records and applies one event from the engine or the player.
+    /// Applies one event from the engine or the player.
     pub fn on_event(&mut self, event: Stamped) {
-        if let Some(recorder) = &mut self.recorder
-            && let Err(e) = recorder.record(&event)
-        {
-            self.banner = Some(format!(
-                "recording to {} stopped: {e}",
-                recorder.path().display()
-            ));
-            self.recorder = None;
-        }
         self.state.apply(&event);
     }
 
@@ -296,6 +199,7 @@ impl App {
         match input {
             Input::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
             Input::Key(_) | Input::Resize => {}
+            Input::Quit => self.quit = true,
             Input::Mouse(m) => {
                 let now = self.now();
                 match m.kind {
@@ -364,9 +268,7 @@ impl App {
                 }
                 KeyCode::Enter => {
                     let text = composer.take();
-                    if let Some(path) = text.trim().strip_prefix("/record") {
-                        self.start_recording(path.trim());
-                    } else if !text.trim().is_empty() {
+                    if !text.trim().is_empty() {
                         // The loop ends when the engine is gone; nothing to do here.
                         let _ = ops.send(Op::Submit(text));
                         self.view.end();
@@ -562,32 +464,5 @@ where
 async fn sleep_until(deadline: Option<Instant>) {
     if let Some(d) = deadline {
         tokio::time::sleep_until(d.into()).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mentions() {
-        let m = parse_mention("@claude review src/lib.rs").unwrap();
-        assert_eq!(
-            (m.agent.as_str(), m.message.as_str(), m.background, m.review),
-            ("claude", "review src/lib.rs", false, false)
-        );
-        let m = parse_mention("@fast-agent!? go").unwrap();
-        assert_eq!(
-            (m.agent.as_str(), m.background, m.review),
-            ("fast-agent", true, true)
-        );
-        let m = parse_mention("  @codex?\nmulti\nline").unwrap();
-        assert_eq!(
-            (m.agent.as_str(), m.message.as_str(), m.review),
-            ("codex", "multi\nline", true)
-        );
-        assert_eq!(parse_mention("hello @claude"), None);
-        assert_eq!(parse_mention("@ hi"), None);
-        assert_eq!(parse_mention("email@x.com"), None);
     }
 }

@@ -9,7 +9,7 @@ use super::markdown;
 use super::state::{ActivityLine, Cell, CellKind, SubagentBox, plan_progress};
 use super::theme;
 use super::wrap::{LLine, spans_width, wrap};
-use crate::event::{AgentRef, NoticeLevel, Severity, ToolStatus};
+use crate::event::{AgentRef, NoticeLevel, Severity, StopReason, ToolStatus};
 
 /// Rows a running box shows of its activity.
 const ACTIVITY_ROWS: usize = 5;
@@ -106,10 +106,10 @@ pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
                     Style::default().fg(color),
                 ));
             }
-            if stop_reason != "end_turn" {
+            if *stop_reason != StopReason::EndTurn {
                 spans.push(Span::styled(
                     format!(" · {stop_reason}"),
-                    stop_style(stop_reason),
+                    stop_style(*stop_reason),
                 ));
             }
             spans.push(Span::styled(" — reported to the chat", theme::dim()));
@@ -140,10 +140,11 @@ fn note(text: &str, mark: &'static str, style: Style, width: usize, out: &mut Ve
     wrap(&lines, width, out);
 }
 
-fn stop_style(stop_reason: &str) -> Style {
-    match stop_reason {
-        "error" | "refusal" => Style::default().fg(theme::RED),
-        _ => theme::warning(),
+fn stop_style(stop_reason: StopReason) -> Style {
+    if stop_reason.is_failure() {
+        Style::default().fg(theme::RED)
+    } else {
+        theme::warning()
     }
 }
 
@@ -235,15 +236,11 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             Span::styled("─╮", border),
         ],
         (Some(_), None) => {
-            let (mark, style) = match b.stop_reason.as_deref() {
-                Some("end_turn") | None => ("✓", Style::default().fg(theme::GREEN)),
-                Some("cancelled") => ("⊘", theme::warning()),
+            let (mark, style) = match b.stop_reason {
+                Some(StopReason::EndTurn) | None => ("✓", Style::default().fg(theme::GREEN)),
+                Some(StopReason::Cancelled) => ("⊘", theme::warning()),
                 Some(reason) => (
-                    if matches!(reason, "error" | "refusal") {
-                        "✗"
-                    } else {
-                        "!"
-                    },
+                    if reason.is_failure() { "✗" } else { "!" },
                     stop_style(reason),
                 ),
             };
@@ -286,11 +283,11 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         } else {
             wrap(&markdown::render(output), inner, &mut body);
         }
-        if let Some(reason) = b.stop_reason.as_deref().filter(|r| *r != "end_turn") {
+        if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
             body.push(Line::from(vec![
                 Span::styled("stop reason: ", theme::dim()),
                 Span::styled(
-                    reason.to_string(),
+                    reason.as_str(),
                     stop_style(reason).add_modifier(Modifier::BOLD),
                 ),
             ]));

@@ -3,7 +3,7 @@
 
 pub mod app;
 pub mod cells;
-pub mod engine;
+pub mod commands;
 pub mod markdown;
 pub mod player;
 pub mod screenshot;

@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
     Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity, Stamped,
-    TaskState, ToolStatus,
+    StopReason, TaskState, ToolStatus,
 };
 
 /// How many activity lines a running box keeps.
@@ -48,7 +48,7 @@ pub enum CellKind {
         task_id: String,
         agent: String,
         output: String,
-        stop_reason: String,
+        stop_reason: StopReason,
         severity: Option<Severity>,
     },
 }
@@ -67,12 +67,13 @@ pub struct SubagentBox {
     pub finished: Option<u64>,
     /// The last few things the agent did, oldest first.
     pub activity: VecDeque<ActivityLine>,
+    /// From the task board's snapshot, as the side panel shows it.
     pub tool_calls: u32,
     pub plan: Vec<PlanEntry>,
     /// An unanswered permission request: id, title, options.
     pub permission: Option<(String, String, Vec<String>)>,
     pub output: Option<String>,
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     pub severity: Option<Severity>,
 }
 
@@ -114,10 +115,12 @@ impl ActivityLine {
     }
 }
 
-/// A background task, as the side panel shows it.
+/// A background task, as the side panel shows it: its summary is a copy
+/// of the task board's latest snapshot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
     pub task_id: String,
+    pub call_id: String,
     pub agent: String,
     /// The first line of the message the task was given.
     pub input: String,
@@ -128,6 +131,8 @@ pub struct Task {
     pub last_activity: Option<String>,
     pub tool_calls: u32,
     pub severity: Option<Severity>,
+    /// Waiting for the person to answer a permission request.
+    pub waiting: bool,
     pub reported: bool,
 }
 
@@ -297,6 +302,7 @@ impl State {
                     self.task_index.insert(task_id.clone(), self.tasks.len());
                     self.tasks.push(Task {
                         task_id: clean(task_id),
+                        call_id: call_id.clone(),
                         agent: agent.name().to_string(),
                         input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
                         code_review: *code_review,
@@ -306,6 +312,7 @@ impl State {
                         last_activity: None,
                         tool_calls: 0,
                         severity: None,
+                        waiting: false,
                         reported: false,
                     });
                 }
@@ -355,68 +362,63 @@ impl State {
                 let was_running = b.running();
                 b.finished = Some(t);
                 b.output = Some(clean(output));
-                b.stop_reason = Some(clean(stop_reason));
+                b.stop_reason = Some(*stop_reason);
                 b.severity = *severity;
                 b.permission = None;
-                let task_id = b.task_id.clone();
                 if was_running {
                     self.running -= 1;
                 }
-                if let Some(task) = task_id.and_then(|id| self.task(&id)) {
-                    task.state = TaskState::from_stop_reason(stop_reason);
-                    task.finished = Some(t);
-                    task.severity = *severity;
-                }
             }
             Event::TaskProgress {
+                call_id,
                 task_id,
                 state,
-                last_activity,
                 tool_calls,
+                last_activity,
+                severity,
+                waiting,
             } => {
-                if let Some(task) = self.task(task_id) {
+                // A copy of the board's snapshot: box and panel show the
+                // same numbers.
+                if let Some(b) = self.subagent(call_id) {
+                    b.tool_calls = *tool_calls;
+                }
+                if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
                     task.state = *state;
-                    if let Some(a) = last_activity {
-                        task.last_activity = Some(clean(a));
-                    }
                     task.tool_calls = *tool_calls;
+                    task.last_activity = last_activity.as_deref().map(clean);
+                    task.severity = *severity;
+                    task.waiting = *waiting;
                     if *state != TaskState::Running && task.finished.is_none() {
                         task.finished = Some(t);
                     }
                 }
             }
-            Event::TaskCompleted {
-                task_id,
-                stop_reason,
-                severity,
-                ..
-            } => {
-                if let Some(task) = self.task(task_id) {
-                    task.state = TaskState::from_stop_reason(stop_reason);
-                    task.severity = *severity;
-                    task.finished.get_or_insert(t);
-                }
-            }
-            Event::TaskReported {
-                task_id,
-                output,
-                stop_reason,
-                severity,
-            } => {
+            Event::TaskReported { task_id } => {
                 self.open_assistant = None;
-                let agent = match self.task(task_id) {
-                    Some(task) => {
-                        task.reported = true;
-                        task.agent.clone()
-                    }
-                    None => String::new(),
+                let Some(task) = self.task(task_id) else {
+                    return;
                 };
+                task.reported = true;
+                let (agent, call_id) = (task.agent.clone(), task.call_id.clone());
+                let report = self
+                    .calls
+                    .get(&call_id)
+                    .and_then(|&i| match &self.cells[i].kind {
+                        CellKind::Subagent(b) => Some((
+                            b.output.clone().unwrap_or_default(),
+                            b.stop_reason.unwrap_or_default(),
+                            b.severity,
+                        )),
+                        _ => None,
+                    });
+                let (output, stop_reason, severity) = report.unwrap_or_default();
                 self.push(CellKind::TaskReport {
                     task_id: clean(task_id),
                     agent,
-                    output: clean(output),
-                    stop_reason: clean(stop_reason),
-                    severity: *severity,
+                    output,
+                    stop_reason,
+                    severity,
                 });
             }
             Event::ModelRetry {
@@ -449,13 +451,10 @@ impl State {
         let Some(b) = self.subagent(call_id) else {
             return;
         };
-        let mut tool_started = false;
         match activity {
             Activity::MessageChunk { text } => push_text(&mut b.activity, text, false),
             Activity::ThoughtChunk { text } => push_text(&mut b.activity, text, true),
             Activity::ToolCall { id, title, status } => {
-                b.tool_calls += 1;
-                tool_started = true;
                 push_line(
                     &mut b.activity,
                     ActivityLine::Tool {
@@ -507,16 +506,6 @@ impl State {
                         ActivityLine::Note(format!("permission {}: {title}", clean(outcome))),
                     );
                 }
-            }
-        }
-        let task_id = b.task_id.clone();
-        let last = b.activity.back().map(ActivityLine::summary);
-        if let Some(task) = task_id.and_then(|id| self.task(&id)) {
-            if tool_started {
-                task.tool_calls += 1;
-            }
-            if last.is_some() {
-                task.last_activity = last;
             }
         }
     }

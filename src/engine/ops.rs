@@ -1,26 +1,60 @@
-//! The engine behind the interactive TUI: it turns the screen's commands
-//! into chat turns, sub-agent calls and slash commands.
+//! The person's commands: chat messages, `@NAME message`, slash commands,
+//! Esc and permission answers, turned into chat turns and sub-agent calls.
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::app::Op;
 use crate::acp::client::PermissionAnswer;
-use crate::event::{Emitter, Event, NoticeLevel};
+use crate::bus::Emitter;
+use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::subagent::dispatch::Dispatcher;
 use crate::subagent::types::SubAgentCallInput;
+use crate::transcript::TerminalSize;
 
-/// Turns a model spec into a model, for `/model SPEC`.
-pub type ModelMaker = Arc<dyn Fn(&str) -> Result<Arc<dyn crate::llm::Model>, String> + Send + Sync>;
+/// `@NAME message`: a message straight to an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    pub agent: String,
+    pub message: String,
+    /// `@NAME!`: run in the background.
+    pub background: bool,
+    /// `@NAME?`: ask for a code review.
+    pub review: bool,
+}
 
-pub struct Engine {
+/// Parses `@NAME message`, `@NAME! message` or `@NAME? message` (the marks
+/// may be combined).
+pub fn parse_mention(text: &str) -> Option<Mention> {
+    let rest = text.trim_start().strip_prefix('@')?;
+    let (head, message) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let name = head.trim_end_matches(['!', '?']);
+    let marks = &head[name.len()..];
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return None;
+    }
+    Some(Mention {
+        agent: name.to_string(),
+        message: message.trim().to_string(),
+        background: marks.contains('!'),
+        review: marks.contains('?'),
+    })
+}
+
+pub(super) struct Ops {
     pub emitter: Emitter,
     pub dispatcher: Arc<Dispatcher>,
     /// The chat model's conversation, when a model is configured.
     pub chat: Option<ChatHandle>,
-    pub make_model: Option<ModelMaker>,
+    /// The base URL for `/model SPEC`.
+    pub base_url: Option<String>,
+    /// For `/record`'s header.
+    pub terminal: TerminalSize,
 }
 
 pub const WELCOME: &str = "No chat model is configured, so plain messages have no one to answer them. \
@@ -38,7 +72,7 @@ session) · /help. `@NAME message` calls an agent directly (`@NAME!` background,
 review). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
 PgUp/PgDn scroll, Ctrl+T shows the tasks, Ctrl+C quits.";
 
-impl Engine {
+impl Ops {
     fn notice(&self, text: impl Into<String>) {
         self.emitter.emit(Event::Notice {
             level: NoticeLevel::Info,
@@ -78,7 +112,7 @@ impl Engine {
         if let Some(command) = text.trim().strip_prefix('/') {
             return self.slash(command.trim());
         }
-        if let Some(mention) = super::app::parse_mention(&text) {
+        if let Some(mention) = parse_mention(&text) {
             self.emitter.emit(Event::UserMessage { text: text.clone() });
             let dispatcher = self.dispatcher.clone();
             let emitter = self.emitter.clone();
@@ -140,33 +174,30 @@ impl Engine {
                 text.push_str(" Without a name, `subagent` runs the internal agent.");
                 self.notice(text);
             }
-            "tasks" => match self.dispatcher.status(None) {
-                Ok(status) => {
-                    let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
-                    if tasks.is_empty() {
-                        self.notice("No background tasks.");
-                    } else {
-                        let lines: Vec<String> = tasks
-                            .iter()
-                            .map(|t| {
-                                format!(
-                                    "{} {} {}{} · {} tool calls",
-                                    t["task_id"].as_str().unwrap_or("?"),
-                                    t["agent"].as_str().unwrap_or("?"),
-                                    t["state"].as_str().unwrap_or("?"),
-                                    t["severity"]
-                                        .as_str()
-                                        .map(|s| format!(" ({s})"))
-                                        .unwrap_or_default(),
-                                    t["tool_calls"]
-                                )
-                            })
-                            .collect();
-                        self.notice(lines.join("\n"));
-                    }
+            "tasks" => {
+                let lines: Vec<String> = self.emitter.board(|b| {
+                    b.tasks()
+                        .map(|t| {
+                            format!(
+                                "{} {} {}{} · {} tool calls",
+                                t.task_id.as_deref().unwrap_or("?"),
+                                t.agent,
+                                t.state.as_str(),
+                                t.severity
+                                    .map(|s| format!(" ({})", s.as_str()))
+                                    .unwrap_or_default(),
+                                t.tool_calls
+                            )
+                        })
+                        .collect()
+                });
+                if lines.is_empty() {
+                    self.notice("No background tasks.");
+                } else {
+                    self.notice(lines.join("\n"));
                 }
-                Err(e) => self.error(e.to_string()),
-            },
+            }
+            "record" => self.record(arg),
             "cancel" => {
                 if arg.is_empty() {
                     let turn = self.chat.as_ref().is_some_and(|c| c.cancel());
@@ -186,23 +217,78 @@ impl Engine {
                     "New conversation: the model's context and the agents' sessions are forgotten.",
                 );
             }
-            "model" => match (arg.is_empty(), &self.chat, &self.make_model) {
-                (true, Some(chat), _) => self.notice(format!("Chat model: {}", chat.model_name())),
-                (true, None, _) => self.notice(WELCOME),
-                (false, Some(chat), Some(make)) => match make(arg) {
-                    Ok(model) => {
-                        let name = model.name();
-                        chat.set_model(model);
-                        self.notice(format!("Chat model: {name}"));
+            "model" => match (arg.is_empty(), &self.chat) {
+                (true, Some(chat)) => self.notice(format!("Chat model: {}", chat.model_name())),
+                (true, None) => self.notice(WELCOME),
+                (false, Some(chat)) => {
+                    match crate::llm::select::from_spec(
+                        arg,
+                        self.base_url.as_deref(),
+                        &super::config::env_var,
+                    ) {
+                        Ok(model) => {
+                            let name = model.name();
+                            chat.set_model(model);
+                            self.notice(format!("Chat model: {name}"));
+                        }
+                        Err(e) => self.error(format!("/model: {e}")),
                     }
-                    Err(e) => self.error(format!("/model: {e}")),
-                },
-                (false, _, _) => {
+                }
+                (false, None) => {
                     self.error("/model: restart quorum with --model SPEC to start a chat")
                 }
             },
-            // `/record` is handled by the screen, which owns the recorder.
             other => self.error(format!("unknown command /{other}; /help lists them")),
         }
+    }
+
+    /// `/record FILE`: records this session's events from now on.
+    fn record(&self, path: &str) {
+        if path.is_empty() {
+            return self.error("/record FILE: give the file to record to");
+        }
+        if let Some(current) = self.emitter.recording() {
+            return self.notice(format!("already recording to {}", current.display()));
+        }
+        let header = crate::transcript::Header::now(self.dispatcher.root().path(), self.terminal);
+        match crate::transcript::Recorder::create(std::path::Path::new(path), &header) {
+            Ok(recorder) => {
+                let shown = recorder.path().display().to_string();
+                match self.emitter.record(recorder) {
+                    Ok(()) => self.notice(format!("recording to {shown}")),
+                    Err(current) => {
+                        self.notice(format!("already recording to {}", current.display()))
+                    }
+                }
+            }
+            Err(e) => self.error(format!("cannot record to {path}: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions() {
+        let m = parse_mention("@claude review src/lib.rs").unwrap();
+        assert_eq!(
+            (m.agent.as_str(), m.message.as_str(), m.background, m.review),
+            ("claude", "review src/lib.rs", false, false)
+        );
+        let m = parse_mention("@fast-agent!? go").unwrap();
+        assert_eq!(
+            (m.agent.as_str(), m.background, m.review),
+            ("fast-agent", true, true)
+        );
+        let m = parse_mention("  @codex?\nmulti\nline").unwrap();
+        assert_eq!(
+            (m.agent.as_str(), m.message.as_str(), m.review),
+            ("codex", "multi\nline", true)
+        );
+        assert_eq!(parse_mention("hello @claude"), None);
+        assert_eq!(parse_mention("@ hi"), None);
+        assert_eq!(parse_mention("email@x.com"), None);
     }
 }

@@ -1,0 +1,431 @@
+//! The task board: the one record of every sub-agent call and background
+//! task, and the only place their summaries (state, tool count, last
+//! activity, verdict, waiting for the person) are computed.
+//!
+//! The board is pure: it takes in the events a call emits (started,
+//! activity, finished) and answers with the snapshot they change, as a
+//! `task_progress` event that carries the whole summary. The engine runs
+//! every event through one board as it is emitted; the screen copies the
+//! snapshots and never counts by itself, so a box and the side panel can't
+//! disagree. The transcript reader runs version-1 files (which had no
+//! snapshots for calls) through a board too.
+
+use std::collections::HashMap;
+
+use crate::event::{Activity, Event, Severity, Stamped, StopReason, TaskState};
+
+/// Longest summary line kept (chars).
+const SUMMARY_CHARS: usize = 160;
+/// Longest unfinished text line kept while waiting for its end (bytes).
+const PARTIAL_BYTES: usize = 512;
+
+/// One call on the board.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub call_id: String,
+    pub task_id: Option<String>,
+    pub agent: String,
+    pub code_review: bool,
+    /// When it started and ended, ms since the session started.
+    pub started: u64,
+    pub finished: Option<u64>,
+    pub state: TaskState,
+    pub tool_calls: u32,
+    pub last_activity: Option<String>,
+    pub severity: Option<Severity>,
+    pub waiting: bool,
+    pub stop_reason: Option<StopReason>,
+    /// A background task's report, severity header stripped (kept for
+    /// `subagent_status`; foreground calls return theirs at once).
+    pub output: Option<String>,
+    /// The streamed text line not yet ended by a newline.
+    partial: String,
+}
+
+impl Entry {
+    /// The snapshot event of this entry.
+    pub fn snapshot(&self) -> Event {
+        Event::TaskProgress {
+            call_id: self.call_id.clone(),
+            task_id: self.task_id.clone(),
+            state: self.state,
+            tool_calls: self.tool_calls,
+            last_activity: self.last_activity.clone(),
+            severity: self.severity,
+            waiting: self.waiting,
+        }
+    }
+
+    /// `subagent_status`'s view of a background task.
+    pub fn status_json(&self, now: u64) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "state": self.state,
+            "elapsed_ms": self.finished.unwrap_or(now).saturating_sub(self.started),
+            "tool_calls": self.tool_calls,
+        });
+        let map = v.as_object_mut().expect("an object");
+        if let Some(a) = &self.last_activity {
+            map.insert("last_activity".into(), a.clone().into());
+        }
+        if self.waiting {
+            map.insert("waiting_for_permission".into(), true.into());
+        }
+        if let Some(o) = &self.output {
+            map.insert("output".into(), o.clone().into());
+        }
+        if let Some(r) = self.stop_reason {
+            map.insert("stop_reason".into(), r.as_str().into());
+        }
+        if let Some(s) = self.severity {
+            map.insert("severity".into(), s.as_str().into());
+        }
+        v
+    }
+}
+
+/// No background task has this id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown task {id:?}; known tasks: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })]
+pub struct UnknownTask {
+    pub id: String,
+    pub known: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Board {
+    entries: Vec<Entry>,
+    by_call: HashMap<String, usize>,
+    by_task: HashMap<String, usize>,
+}
+
+impl Board {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes in one event; returns the snapshot it changed, if any.
+    pub fn observe(&mut self, stamped: &Stamped) -> Option<Event> {
+        let t = stamped.t;
+        match &stamped.event {
+            Event::SubagentStarted {
+                call_id,
+                task_id,
+                agent,
+                code_review,
+                ..
+            } => {
+                let entry = Entry {
+                    call_id: call_id.clone(),
+                    task_id: task_id.clone(),
+                    agent: agent.name().to_string(),
+                    code_review: *code_review,
+                    started: t,
+                    finished: None,
+                    state: TaskState::Running,
+                    tool_calls: 0,
+                    last_activity: None,
+                    severity: None,
+                    waiting: false,
+                    stop_reason: None,
+                    output: None,
+                    partial: String::new(),
+                };
+                let index = self.entries.len();
+                self.entries.push(entry);
+                self.by_call.insert(call_id.clone(), index);
+                if let Some(task_id) = task_id {
+                    self.by_task.insert(task_id.clone(), index);
+                }
+                // The screen opens the box and the task from the start
+                // event itself: nothing else to say yet.
+                None
+            }
+            Event::SubagentActivity { call_id, activity } => {
+                let entry = self.entry_mut(call_id)?;
+                entry.activity(activity).then(|| entry.snapshot())
+            }
+            Event::SubagentFinished {
+                call_id,
+                output,
+                stop_reason,
+                severity,
+            } => {
+                let entry = self.entry_mut(call_id)?;
+                entry.finished = Some(t);
+                entry.state = TaskState::from_stop_reason(*stop_reason);
+                entry.stop_reason = Some(*stop_reason);
+                entry.severity = *severity;
+                entry.waiting = false;
+                entry.partial.clear();
+                if entry.task_id.is_some() {
+                    entry.output = Some(output.clone());
+                }
+                Some(entry.snapshot())
+            }
+            _ => None,
+        }
+    }
+
+    fn entry_mut(&mut self, call_id: &str) -> Option<&mut Entry> {
+        let index = *self.by_call.get(call_id)?;
+        self.entries.get_mut(index)
+    }
+
+    pub fn call(&self, call_id: &str) -> Option<&Entry> {
+        self.entries.get(*self.by_call.get(call_id)?)
+    }
+
+    pub fn task(&self, task_id: &str) -> Option<&Entry> {
+        self.entries.get(*self.by_task.get(task_id)?)
+    }
+
+    /// The background tasks, oldest first.
+    pub fn tasks(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| e.task_id.is_some())
+    }
+
+    /// The `subagent_status` answer: one task, or every task.
+    pub fn status(
+        &self,
+        task_id: Option<&str>,
+        now: u64,
+    ) -> Result<serde_json::Value, UnknownTask> {
+        match task_id {
+            Some(id) => self
+                .task(id)
+                .map(|e| e.status_json(now))
+                .ok_or_else(|| UnknownTask {
+                    id: id.to_string(),
+                    known: self.tasks().filter_map(|e| e.task_id.clone()).collect(),
+                }),
+            None => Ok(serde_json::json!({
+                "tasks": self.tasks().map(|e| e.status_json(now)).collect::<Vec<_>>()
+            })),
+        }
+    }
+}
+
+impl Entry {
+    /// Applies one activity; true when the summary changed. Streamed text
+    /// changes it only when a line ends, not on every chunk.
+    fn activity(&mut self, activity: &Activity) -> bool {
+        match activity {
+            Activity::MessageChunk { text } => self.text(text, ""),
+            Activity::ThoughtChunk { text } => self.text(text, "thinking: "),
+            Activity::ToolCall { title, .. } => {
+                self.tool_calls += 1;
+                self.partial.clear();
+                self.set_last(format!("⚙ {}", one_line(title)));
+                true
+            }
+            Activity::PermissionRequest { title, .. } => {
+                self.waiting = true;
+                self.set_last(format!("? permission: {}", one_line(title)));
+                true
+            }
+            Activity::PermissionResolved { outcome, .. } => {
+                let was = self.waiting;
+                self.waiting = false;
+                let last = format!("permission {}", one_line(outcome));
+                was | self.set_last(last)
+            }
+            Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,
+        }
+    }
+
+    fn text(&mut self, chunk: &str, prefix: &str) -> bool {
+        let Some(end) = chunk.rfind('\n') else {
+            if self.partial.len() < PARTIAL_BYTES {
+                self.partial.push_str(chunk);
+            }
+            return false;
+        };
+        // The last non-empty line that this chunk ends.
+        let mut done = std::mem::take(&mut self.partial);
+        done.push_str(&chunk[..end]);
+        self.partial.push_str(&chunk[end + 1..]);
+        match done.lines().rev().find(|l| !l.trim().is_empty()) {
+            Some(line) => self.set_last(format!("{prefix}{}", one_line(line))),
+            None => false,
+        }
+    }
+
+    fn set_last(&mut self, line: String) -> bool {
+        if self.last_activity.as_deref() == Some(line.as_str()) {
+            return false;
+        }
+        self.last_activity = Some(line);
+        true
+    }
+}
+
+/// The first line of `text`, trimmed and cut to [`SUMMARY_CHARS`].
+fn one_line(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let line = line.trim();
+    if line.chars().count() > SUMMARY_CHARS {
+        let mut cut: String = line.chars().take(SUMMARY_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    } else {
+        line.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{AgentRef, ToolStatus};
+
+    fn started(call: &str, task: Option<&str>) -> Stamped {
+        Stamped::new(
+            10,
+            Event::SubagentStarted {
+                call_id: call.into(),
+                task_id: task.map(Into::into),
+                agent: AgentRef::Acp("fake".into()),
+                input: "go".into(),
+                code_review: true,
+                background: task.is_some(),
+                session: None,
+            },
+        )
+    }
+
+    fn activity(call: &str, activity: Activity) -> Stamped {
+        Stamped::new(
+            20,
+            Event::SubagentActivity {
+                call_id: call.into(),
+                activity,
+            },
+        )
+    }
+
+    fn tool(id: &str) -> Activity {
+        Activity::ToolCall {
+            id: id.into(),
+            title: format!("Read {id}"),
+            status: ToolStatus::Pending,
+        }
+    }
+
+    #[test]
+    fn each_tool_call_is_counted_once_and_snapshotted_whole() {
+        let mut b = Board::new();
+        assert_eq!(b.observe(&started("c1", Some("t1"))), None);
+        let snap = b.observe(&activity("c1", tool("a"))).unwrap();
+        assert_eq!(
+            snap,
+            Event::TaskProgress {
+                call_id: "c1".into(),
+                task_id: Some("t1".into()),
+                state: TaskState::Running,
+                tool_calls: 1,
+                last_activity: Some("⚙ Read a".into()),
+                severity: None,
+                waiting: false,
+            }
+        );
+        b.observe(&activity("c1", tool("b")));
+        assert_eq!(b.task("t1").unwrap().tool_calls, 2);
+        assert_eq!(b.call("c1").unwrap().tool_calls, 2);
+    }
+
+    #[test]
+    fn text_changes_the_summary_only_when_a_line_ends() {
+        let mut b = Board::new();
+        b.observe(&started("c1", None));
+        let chunk = |t: &str| {
+            activity(
+                "c1",
+                Activity::MessageChunk {
+                    text: t.to_string(),
+                },
+            )
+        };
+        assert_eq!(b.observe(&chunk("Looking at ")), None);
+        assert_eq!(b.observe(&chunk("the code")), None);
+        let Some(Event::TaskProgress { last_activity, .. }) = b.observe(&chunk(".\nNext")) else {
+            panic!("a line ended")
+        };
+        assert_eq!(last_activity.as_deref(), Some("Looking at the code."));
+        // The same line again is no change.
+        assert_eq!(
+            b.observe(&chunk("\n")),
+            Some(b.call("c1").unwrap().snapshot())
+        );
+        assert_eq!(b.call("c1").unwrap().last_activity.as_deref(), Some("Next"));
+        assert_eq!(b.observe(&chunk("\n\n")), None);
+    }
+
+    #[test]
+    fn waiting_for_permission_and_the_finish() {
+        let mut b = Board::new();
+        b.observe(&started("c1", Some("t1")));
+        b.observe(&activity(
+            "c1",
+            Activity::PermissionRequest {
+                id: "p".into(),
+                title: "Delete build/".into(),
+                options: vec!["Allow".into()],
+            },
+        ));
+        assert!(b.task("t1").unwrap().waiting);
+        b.observe(&activity(
+            "c1",
+            Activity::PermissionResolved {
+                id: "p".into(),
+                outcome: "Allow".into(),
+            },
+        ));
+        assert!(!b.task("t1").unwrap().waiting);
+        let snap = b.observe(&Stamped::new(
+            90,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "Looks red.".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Red),
+            },
+        ));
+        assert!(matches!(
+            snap,
+            Some(Event::TaskProgress {
+                state: TaskState::Done,
+                severity: Some(Severity::Red),
+                waiting: false,
+                ..
+            })
+        ));
+        let status = b.status(Some("t1"), 1000).unwrap();
+        assert_eq!(status["elapsed_ms"], 80);
+        assert_eq!(status["output"], "Looks red.");
+        assert_eq!(status["severity"], "red");
+        assert_eq!(status["state"], "done");
+    }
+
+    #[test]
+    fn unknown_task_names_the_known_ones() {
+        let mut b = Board::new();
+        assert_eq!(
+            b.status(Some("t9"), 0).unwrap_err().to_string(),
+            "unknown task \"t9\"; known tasks: none"
+        );
+        b.observe(&started("c1", Some("t1")));
+        b.observe(&started("c2", None));
+        assert_eq!(
+            b.status(Some("t9"), 0).unwrap_err().to_string(),
+            "unknown task \"t9\"; known tasks: t1"
+        );
+        assert_eq!(
+            b.status(None, 0).unwrap()["tasks"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! `quorum agents`: the known agents, whether each is installed, and, when
+//! probed, what each says of itself.
+
+use std::io::Write;
+
+use crate::acp::client::Connection;
+use crate::acp::fs::Root;
+use crate::acp::registry::{AgentSpec, Registry, locate};
+use crate::sanitize::sanitize;
+
+/// Writes the table to `out`; `probe` starts each installed agent.
+pub async fn list(
+    registry: &Registry,
+    root: &Root,
+    probe: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let rows: Vec<_> = registry.all().collect();
+    let name_w = rows.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
+    let launch = |a: &AgentSpec| {
+        std::iter::once(a.command.as_str())
+            .chain(a.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let cmd_w = rows
+        .iter()
+        .map(|a| launch(a).len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    writeln!(out, "{:name_w$}  {:cmd_w$}  INSTALLED", "NAME", "COMMAND")?;
+    for a in rows {
+        let installed = locate(&a.command);
+        let where_ = installed
+            .as_ref()
+            .map_or("no".to_string(), |p| p.display().to_string());
+        writeln!(out, "{:name_w$}  {:cmd_w$}  {where_}", a.name, launch(a))?;
+        if probe && installed.is_some() {
+            let line = match Connection::start(a, root).await {
+                Ok(conn) => {
+                    let line = describe(&conn);
+                    conn.close();
+                    line
+                }
+                Err(e) => format!("probe failed: {}", sanitize(&e.to_string())),
+            };
+            writeln!(out, "{:name_w$}  ↳ {line}", "")?;
+        }
+    }
+    Ok(())
+}
+
+/// `NAME VERSION; sessions: load, resume, list`.
+fn describe(conn: &Connection) -> String {
+    let info = conn
+        .init
+        .agent_info
+        .as_ref()
+        .map_or("(no agentInfo)".to_string(), |i| {
+            format!("{} {}", sanitize(&i.name), sanitize(&i.version))
+        });
+    let mut caps = Vec::new();
+    if conn.can_load() {
+        caps.push("load");
+    }
+    if conn.can_resume() {
+        caps.push("resume");
+    }
+    if conn
+        .init
+        .agent_capabilities
+        .session_capabilities
+        .list
+        .is_some()
+    {
+        caps.push("list");
+    }
+    let caps = if caps.is_empty() {
+        "none".to_string()
+    } else {
+        caps.join(", ")
+    };
+    format!("{info}; sessions: {caps}")
+}

@@ -1,0 +1,179 @@
+//! Where a session's settings come from: the config file, the environment
+//! and the command line, read once into a [`SessionConfig`]; and the
+//! state directory (logs, recorded sessions).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::acp::fs::Root;
+use crate::acp::registry::{Permissions, Registry, default_config_path};
+use crate::llm::Model;
+use crate::transcript::TerminalSize;
+
+/// Everything a session is built from, for the TUI, `call`, `run` and the
+/// tests alike.
+pub struct SessionConfig {
+    pub registry: Registry,
+    /// The session directory: agents run there, and may only read and
+    /// write inside it.
+    pub root: Root,
+    /// The answer to permission requests of agents whose own policy is
+    /// `ask`: `Ask` (the person decides, in the TUI), or `--approve`'s.
+    pub permissions: Permissions,
+    /// The chat model, if one is configured; internal agents run on it.
+    pub model: Option<Arc<dyn Model>>,
+    /// For `/model SPEC`: the base URL new models use.
+    pub base_url: Option<String>,
+    /// How deep internal agents may nest sub-agent calls of their own.
+    pub agent_depth: u32,
+    /// Record the session's events to this new transcript file.
+    pub record: Option<PathBuf>,
+    /// The terminal size, for the transcript header (0x0 headless).
+    pub terminal: TerminalSize,
+}
+
+impl SessionConfig {
+    /// A session in `root` with `registry`, no model, no recording, and
+    /// permission requests answered by the person.
+    pub fn new(registry: Registry, root: Root) -> Self {
+        Self {
+            registry,
+            root,
+            permissions: Permissions::Ask,
+            model: None,
+            base_url: None,
+            agent_depth: 0,
+            record: None,
+            terminal: TerminalSize { cols: 0, rows: 0 },
+        }
+    }
+}
+
+/// The model options of the command line.
+#[derive(Debug, Clone, Default)]
+pub struct ModelChoice {
+    /// `--model PROVIDER:NAME`.
+    pub spec: Option<String>,
+    /// `--base-url URL`.
+    pub base_url: Option<String>,
+    /// `--agent-depth N`.
+    pub agent_depth: u32,
+}
+
+/// The config file to read: `--config`, else `$QUORUM_CONFIG`, else the
+/// default one if it exists.
+pub fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
+    flag.or_else(default_config_path)
+}
+
+/// The agents: built in, with the config file merged in.
+pub fn registry(config: Option<&Path>) -> Result<Registry> {
+    Ok(Registry::load(config)?)
+}
+
+/// The session directory: `--cwd DIR`, else the current directory.
+pub fn root(cwd: Option<&Path>) -> Result<Root> {
+    match cwd {
+        Some(d) => Root::new(d).map_err(|e| anyhow::anyhow!("--cwd {}: {e}", d.display())),
+        None => std::env::current_dir()
+            .and_then(|d| Root::new(&d))
+            .context("reading the current directory"),
+    }
+}
+
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ModelSection {
+    name: Option<String>,
+    base_url: Option<String>,
+}
+
+/// The `[model]` section of the config file, if there is one.
+fn config_model(config: Option<&Path>) -> Result<ModelSection> {
+    #[derive(serde::Deserialize, Default)]
+    struct File {
+        #[serde(default)]
+        model: Option<ModelSection>,
+    }
+    let Some(path) = config else {
+        return Ok(ModelSection::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let file: File = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    Ok(file.model.unwrap_or_default())
+}
+
+impl SessionConfig {
+    /// Sets the chat model from the flags, the environment and the config
+    /// file (none when none is configured), the base URL `/model` uses, and
+    /// how deep internal agents may nest.
+    pub fn choose_model(&mut self, choice: &ModelChoice, config: Option<&Path>) -> Result<()> {
+        let section = config_model(config)?;
+        let spec = choice
+            .spec
+            .clone()
+            .or_else(|| crate::llm::select::default_spec(&env_var))
+            .or(section.name);
+        self.base_url = choice.base_url.clone().or(section.base_url);
+        self.agent_depth = choice.agent_depth;
+        self.model = match spec {
+            Some(spec) => Some(crate::llm::select::from_spec(
+                &spec,
+                self.base_url.as_deref(),
+                &env_var,
+            )?),
+            None => None,
+        };
+        Ok(())
+    }
+}
+
+/// `$XDG_STATE_HOME/quorum`, else `~/.local/state/quorum`.
+pub fn state_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))?;
+    Some(base.join("quorum"))
+}
+
+/// Logs go to a file under the state directory: nothing may print over
+/// the TUI.
+pub fn init_logging() {
+    let Some(dir) = state_dir() else { return };
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("quorum.log"))
+    else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("QUORUM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+/// `<state dir>/sessions/<start time>-<pid>.jsonl`: where the TUI records
+/// by default.
+pub fn default_record_path() -> Option<PathBuf> {
+    let dir = state_dir()?.join("sessions");
+    std::fs::create_dir_all(&dir).ok()?;
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "-");
+    Some(dir.join(format!("{stamp}-{}.jsonl", std::process::id())))
+}

@@ -1,0 +1,373 @@
+//! The headless front ends: `quorum call` (sub-agent calls, final
+//! messages on stdout) and `quorum run` (the chat loop, its text on stdout
+//! or every event as JSON). Progress goes to stderr; agent text is
+//! untrusted and sanitised before it reaches the terminal.
+
+use std::io::Write;
+
+use tokio::sync::{mpsc, watch};
+
+use super::Session;
+use crate::event::{Activity, Event, Stamped, StopReason};
+use crate::sanitize::sanitize;
+use crate::subagent::dispatch::Reply;
+use crate::subagent::types::SubAgentCallInput;
+
+/// Exit code: every call ended its turn.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a call stopped otherwise (cancelled, refusal, error, ...).
+pub const EXIT_STOPPED: i32 = 1;
+/// Exit code: a call could not run (unknown agent, bad config or input).
+pub const EXIT_CANNOT_RUN: i32 = 2;
+/// Exit code for `quorum run --no-wait` with tasks still running.
+pub const EXIT_TASKS_RUNNING: i32 = 3;
+/// Exit code after a second Ctrl+C.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// What `quorum call` does.
+pub struct CallRequest {
+    pub agent: String,
+    /// One call per input, in turn, on the same session memory.
+    pub inputs: Vec<String>,
+    pub code_review: bool,
+    /// Every call in a fresh session.
+    pub new_session: bool,
+    /// One JSON object per call instead of its final message.
+    pub json: bool,
+}
+
+/// Why a headless command should stop early.
+pub enum Interrupt {
+    /// Ctrl+C: cancel; a second one quits.
+    Cancel,
+    /// SIGTERM or SIGHUP: cancel and quit.
+    Quit(i32),
+}
+
+/// The interrupts a headless command listens to: Ctrl+C, SIGTERM, SIGHUP.
+pub fn interrupts() -> mpsc::UnboundedReceiver<Interrupt> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            loop {
+                let interrupt = tokio::select! {
+                    _ = tokio::signal::ctrl_c() => Interrupt::Cancel,
+                    _ = term.recv() => Interrupt::Quit(128 + 15),
+                    _ = hup.recv() => Interrupt::Quit(128 + 1),
+                };
+                if tx.send(interrupt).is_err() {
+                    return;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if tx.send(Interrupt::Cancel).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs `quorum call`'s calls; returns the exit code.
+pub async fn call(
+    session: &Session,
+    events: mpsc::UnboundedReceiver<Stamped>,
+    request: CallRequest,
+) -> i32 {
+    let printer = Printer::spawn(events, |event| progress(&event.event));
+    let mut interrupts = interrupts();
+    let mut code = EXIT_OK;
+    let mut interrupted = false;
+    'calls: for input in &request.inputs {
+        let call = SubAgentCallInput {
+            agent: Some(request.agent.clone()),
+            input: Some(input.clone()),
+            code_review: request.code_review,
+            continue_session: !request.new_session,
+            run_in_background: false,
+        };
+        let run = session.call(call);
+        tokio::pin!(run);
+        let reply = loop {
+            tokio::select! {
+                reply = &mut run => break reply,
+                Some(interrupt) = interrupts.recv() => match interrupt {
+                    Interrupt::Cancel if !interrupted => {
+                        interrupted = true;
+                        eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                        session.cancel_all();
+                    }
+                    Interrupt::Cancel => {
+                        eprintln!("quorum: interrupted twice, exiting");
+                        code = EXIT_INTERRUPTED;
+                        break 'calls;
+                    }
+                    Interrupt::Quit(exit) => {
+                        code = exit;
+                        break 'calls;
+                    }
+                },
+            }
+        };
+        match reply {
+            Ok(Reply::Done(outcome)) => {
+                if request.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string(&outcome).expect("an outcome is JSON")
+                    );
+                } else {
+                    println!("{}", sanitize(&outcome.output));
+                }
+                if outcome.stop_reason != StopReason::EndTurn {
+                    if !request.json {
+                        eprintln!("quorum: stop reason: {}", outcome.stop_reason);
+                    }
+                    code = EXIT_STOPPED;
+                }
+            }
+            Ok(Reply::Started { .. }) => unreachable!("quorum call runs in the foreground"),
+            Err(e) => {
+                eprintln!("quorum: {e}");
+                code = EXIT_CANNOT_RUN;
+                break;
+            }
+        }
+        if interrupted {
+            break;
+        }
+    }
+    session.shutdown();
+    printer.finish().await;
+    code
+}
+
+/// Runs `quorum run`: one prompt, then (unless `no_wait`) the reports of
+/// background tasks, each answered by the chat. Returns the exit code.
+pub async fn run(
+    session: &mut Session,
+    events: mpsc::UnboundedReceiver<Stamped>,
+    prompt: String,
+    json: bool,
+    no_wait: bool,
+) -> i32 {
+    let Some(mut chat) = session.take_chat() else {
+        eprintln!(
+            "quorum: no chat model: give --model PROVIDER:NAME (or set QUORUM_MODEL, or [model] in the config file)"
+        );
+        return EXIT_CANNOT_RUN;
+    };
+    let mut out = std::io::stdout();
+    let printer = Printer::spawn(events, move |event| print_run(&mut out, event, json));
+    let mut interrupts = interrupts();
+    let mut code = EXIT_OK;
+    let mut interrupted = false;
+    let mut message = Some(prompt);
+    let mut completion = None;
+    'turns: loop {
+        let (cancel_tx, cancel) = watch::channel(false);
+        let result = {
+            let turn = chat.turn(message.take(), completion.take(), cancel);
+            tokio::pin!(turn);
+            loop {
+                tokio::select! {
+                    r = &mut turn => break r,
+                    Some(interrupt) = interrupts.recv() => match interrupt {
+                        Interrupt::Cancel if !interrupted => {
+                            interrupted = true;
+                            eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                            let _ = cancel_tx.send(true);
+                            session.cancel_all();
+                        }
+                        Interrupt::Cancel => {
+                            code = EXIT_INTERRUPTED;
+                            break 'turns;
+                        }
+                        Interrupt::Quit(exit) => {
+                            code = exit;
+                            break 'turns;
+                        }
+                    },
+                }
+            }
+        };
+        match result {
+            Ok(end) if end.stop_reason == StopReason::EndTurn => {}
+            Ok(_) => code = code.max(EXIT_STOPPED),
+            Err(_) => {
+                code = EXIT_STOPPED;
+                break;
+            }
+        }
+        if interrupted {
+            break;
+        }
+        if let Some(c) = chat.try_completion() {
+            completion = Some(c);
+            continue;
+        }
+        if !session.busy() {
+            break;
+        }
+        if no_wait {
+            eprintln!("quorum: background tasks are still running; exiting (--no-wait)");
+            code = EXIT_TASKS_RUNNING;
+            break;
+        }
+        // A background task's report: the chat answers it in a turn.
+        tokio::select! {
+            c = chat.next_completion() => match c {
+                Some(c) => completion = Some(c),
+                None => break,
+            },
+            Some(interrupt) = interrupts.recv() => {
+                code = match interrupt {
+                    Interrupt::Cancel => EXIT_INTERRUPTED,
+                    Interrupt::Quit(exit) => exit,
+                };
+                break;
+            }
+        }
+    }
+    session.shutdown();
+    drop(chat);
+    printer.finish().await;
+    code
+}
+
+/// Prints events as they come, in a task of its own.
+struct Printer {
+    task: tokio::task::JoinHandle<()>,
+    done: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Printer {
+    fn spawn(
+        mut events: mpsc::UnboundedReceiver<Stamped>,
+        mut print: impl FnMut(&Stamped) + Send + 'static,
+    ) -> Self {
+        let (done, mut finish) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        Some(event) => print(&event),
+                        None => return,
+                    },
+                    _ = &mut finish => break,
+                }
+            }
+            // Everything emitted before the end is already queued.
+            while let Ok(event) = events.try_recv() {
+                print(&event);
+            }
+        });
+        Self { task, done }
+    }
+
+    /// Prints what is left, then stops.
+    async fn finish(self) {
+        let _ = self.done.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// `quorum run`'s output: the chat's text on stdout and progress on
+/// stderr, or every event as one JSON line.
+fn print_run(out: &mut std::io::Stdout, event: &Stamped, json: bool) {
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(event).expect("events are JSON")
+        );
+        return;
+    }
+    {
+        match &event.event {
+            Event::AssistantDelta { text } => {
+                let _ = write!(out, "{}", sanitize(text));
+                let _ = out.flush();
+            }
+            Event::AssistantEnd => {
+                let _ = writeln!(out);
+            }
+            Event::SubagentStarted {
+                agent,
+                input,
+                task_id,
+                ..
+            } => eprintln!(
+                "▶ {}{}: {}",
+                sanitize(agent.name()),
+                task_id
+                    .as_ref()
+                    .map(|t| format!(" [{t}]"))
+                    .unwrap_or_default(),
+                sanitize(input.lines().next().unwrap_or(""))
+            ),
+            Event::SubagentFinished {
+                stop_reason,
+                severity,
+                ..
+            } => eprintln!(
+                "■ {stop_reason}{}",
+                severity
+                    .map(|s| format!(" ({})", s.as_str()))
+                    .unwrap_or_default()
+            ),
+            Event::TaskReported { task_id } => {
+                eprintln!("↩ task {} reported to the chat", sanitize(task_id))
+            }
+            other => progress(other),
+        }
+    }
+}
+
+/// A line on stderr for what a headless call is doing.
+fn progress(event: &Event) {
+    let line = match event {
+        Event::SubagentSession {
+            session,
+            session_id,
+            ..
+        } => format!(
+            "session: {} {}",
+            session.label(),
+            session_id.as_deref().unwrap_or("")
+        ),
+        Event::SubagentActivity { activity, .. } => match activity {
+            Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
+            Activity::PermissionRequest { title, .. } => {
+                format!("? permission: {}", sanitize(title))
+            }
+            Activity::PermissionResolved { outcome, .. } => {
+                format!("  → {}", sanitize(outcome))
+            }
+            _ => return,
+        },
+        Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
+        Event::ModelRetry {
+            attempt,
+            wait_ms,
+            reason,
+        } => format!(
+            "model: {}; retry {attempt} in {:.1} s",
+            sanitize(reason),
+            *wait_ms as f64 / 1000.0
+        ),
+        Event::Error { text } => format!("error: {}", sanitize(text)),
+        _ => return,
+    };
+    eprintln!("{line}");
+}

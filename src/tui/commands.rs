@@ -1,0 +1,119 @@
+//! The screen's commands: an interactive session on a real terminal, a
+//! replay, and a headless screenshot.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use tokio::sync::mpsc;
+
+use super::app::{self, App, Input};
+use super::player::Player;
+use super::screenshot::{self, Format};
+use super::terminal::{TerminalGuard, spawn_input_reader};
+use crate::event::{Op, Stamped};
+use crate::transcript;
+
+/// The TUI needs a terminal on both ends.
+pub fn require_terminal() -> Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "quorum's TUI needs a terminal; for a picture without one, use \
+             `quorum replay FILE --screenshot OUT.svg`"
+        );
+    }
+    Ok(())
+}
+
+/// An interactive session: commands go to `ops`, `events` are drawn.
+/// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
+/// restored.
+pub async fn live(
+    ops: mpsc::UnboundedSender<Op>,
+    mut events: mpsc::UnboundedReceiver<Stamped>,
+    started: Instant,
+) -> Result<()> {
+    let mut app = App::live(ops, started);
+    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+    let mut inputs = spawn_input_reader();
+    app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await
+}
+
+/// How to replay.
+pub struct ReplayOptions {
+    pub speed: f64,
+    pub instant: bool,
+    pub paused: bool,
+    /// The side panel: `None` for automatic.
+    pub panel: Option<bool>,
+}
+
+/// Plays a transcript in the terminal.
+pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
+    let loaded = transcript::load(file)?;
+    require_terminal()?;
+    let warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+    let mut player = Player::new(loaded.events, options.speed, Instant::now());
+    if options.paused {
+        player.set_paused(true, Instant::now());
+    }
+    let mut app = App::replay(player);
+    app.view.set_panel(options.panel);
+    app.set_banner(warnings.first().cloned());
+    if options.instant {
+        app.handle(Input::Key(KeyEvent::from(KeyCode::End)));
+    }
+    let (_events_tx, mut events_rx) = mpsc::unbounded_channel::<Stamped>();
+    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+    let mut inputs = spawn_input_reader();
+    let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events_rx).await;
+    drop(guard);
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    result
+}
+
+/// What to render headlessly.
+pub struct ScreenshotOptions {
+    pub out: PathBuf,
+    pub size: (u16, u16),
+    /// After event N (default: the end).
+    pub at: Option<usize>,
+    pub panel: Option<bool>,
+}
+
+/// Renders the screen after some of a transcript's events to a file.
+pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
+    let out = &options.out;
+    let format = Format::from_path(out).with_context(|| {
+        format!(
+            "{}: unknown screenshot format; end the name with .txt, .ans or .svg",
+            out.display()
+        )
+    })?;
+    let loaded = transcript::load(file)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let total = loaded.events.len();
+    let at = options.at.unwrap_or(total);
+    if at > total {
+        bail!(
+            "--at {at} is past the end: {} has {total} events",
+            file.display()
+        );
+    }
+    let mut app = App::still();
+    app.view.set_panel(options.panel);
+    for event in loaded.events.into_iter().take(at) {
+        app.on_event(event);
+    }
+    let (cols, rows) = options.size;
+    let buffer = screenshot::render(&mut app, cols, rows);
+    std::fs::write(out, screenshot::write(&buffer, format))
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
+}
