@@ -1,18 +1,16 @@
 //! The `quorum` binary: the interactive TUI, replay and headless screenshots.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 use quorum::acp::registry::Permissions;
 use quorum::engine::Session;
-use quorum::engine::config::{self, ModelChoice, SessionConfig};
-use quorum::engine::headless::{self, CallRequest, EXIT_CANNOT_RUN};
-use quorum::transcript::TerminalSize;
-use quorum::tui::commands::{self as screen, ReplayOptions, ScreenshotOptions};
+use quorum::engine::config::{self, ModelChoice};
+use quorum::engine::headless::{self, CallRequest, Setup};
+use quorum::tui::commands::{self as screen, PanelArg, ReplayOptions, ScreenshotOptions};
 
 #[derive(Parser)]
 #[command(
@@ -96,15 +94,33 @@ struct RunArgs {
     /// Exit after the first turn even if background tasks still run.
     #[arg(long)]
     no_wait: bool,
+    #[command(flatten)]
+    headless: HeadlessArgs,
+}
+
+#[derive(clap::Args)]
+struct HeadlessArgs {
     /// Answer for permission requests of agents whose policy is `ask`.
     #[arg(long, value_enum, default_value = "none")]
     approve: Permissions,
-    /// The session directory (default: the current directory).
+    /// The session directory: the agent runs there and may only read and
+    /// write inside it (default: the current directory).
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
     /// Record the events to this transcript file.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+}
+
+impl HeadlessArgs {
+    fn setup(self, config: Option<PathBuf>) -> Setup {
+        Setup {
+            config,
+            cwd: self.cwd,
+            approve: self.approve,
+            record: self.record,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -123,20 +139,12 @@ struct CallArgs {
     /// session of the call before it; sessions last one invocation).
     #[arg(long)]
     new_session: bool,
-    /// Answer for permission requests of agents whose policy is `ask`.
-    #[arg(long, value_enum, default_value = "none")]
-    approve: Permissions,
-    /// The session directory: the agent runs there and may only read and
-    /// write inside it (default: the current directory).
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
     /// Print one JSON object per call: output, stop_reason, severity,
     /// session, session_id.
     #[arg(long)]
     json: bool,
-    /// Record the events to this transcript file.
-    #[arg(long, value_name = "FILE")]
-    record: Option<PathBuf>,
+    #[command(flatten)]
+    headless: HeadlessArgs,
 }
 
 #[derive(clap::Args)]
@@ -146,31 +154,12 @@ struct AgentsArgs {
     probe: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum, Default)]
-enum PanelArg {
-    /// Shown when the terminal is at least 100 columns wide.
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-impl PanelArg {
-    fn open(self) -> Option<bool> {
-        match self {
-            PanelArg::Auto => None,
-            PanelArg::On => Some(true),
-            PanelArg::Off => Some(false),
-        }
-    }
-}
-
 #[derive(clap::Args)]
 struct ReplayArgs {
     /// The transcript to play.
     file: PathBuf,
     /// Playback speed: 2 plays twice as fast as recorded.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    #[arg(long, default_value_t = 1.0, value_parser = screen::parse_speed)]
     speed: f64,
     /// Show the end state at once.
     #[arg(long)]
@@ -186,35 +175,11 @@ struct ReplayArgs {
     #[arg(long, value_name = "OUT")]
     screenshot: Option<PathBuf>,
     /// Screenshot size, COLSxROWS.
-    #[arg(long, default_value = "120x40", value_parser = parse_size, requires = "screenshot")]
+    #[arg(long, default_value = "120x40", value_parser = screen::parse_size, requires = "screenshot")]
     size: (u16, u16),
     /// Screenshot after event N (1 is the first event; default: the end).
     #[arg(long, value_name = "N", requires = "screenshot")]
     at: Option<usize>,
-}
-
-fn parse_speed(s: &str) -> Result<f64, String> {
-    let speed: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if speed.is_finite() && speed > 0.0 {
-        Ok(speed)
-    } else {
-        Err(format!("speed must be above 0, got {s}"))
-    }
-}
-
-fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("{s:?} is not a size like 120x40");
-    let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
-    let (cols, rows): (u16, u16) = (
-        c.trim().parse().map_err(|_| bad())?,
-        r.trim().parse().map_err(|_| bad())?,
-    );
-    if !(20..=1000).contains(&cols) || !(5..=1000).contains(&rows) {
-        return Err(format!(
-            "{s}: size must be 20..1000 columns by 5..1000 rows"
-        ));
-    }
-    Ok((cols, rows))
 }
 
 fn main() -> Result<()> {
@@ -251,17 +216,9 @@ impl ModelArgs {
 
 async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<i32> {
     screen::require_terminal()?;
-    config::init_logging();
-    let registry = config::registry(config.as_deref())?;
-    let mut session = SessionConfig::new(registry, config::root(None)?);
-    session.choose_model(&args.model.choice(), config.as_deref())?;
-    session.record = match (&args.record, args.no_record) {
-        (Some(path), _) => Some(path.clone()),
-        (None, true) => None,
-        (None, false) => config::default_record_path(),
-    };
-    let (cols, rows) = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
-    session.terminal = TerminalSize { cols, rows };
+    let record = (!args.no_record).then_some(args.record);
+    let size = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
+    let session = config::interactive(config.as_deref(), &args.model.choice(), record, size)?;
     let started = Instant::now();
     let (mut session, events) = Session::start(session, started)?;
     let ops = session.serve();
@@ -301,88 +258,24 @@ fn replay_cmd(args: ReplayArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// A headless session in `--cwd`, answering permissions as `--approve`
-/// says; a problem is printed and is exit code 2.
-fn headless_config(
-    config: Option<&std::path::Path>,
-    cwd: Option<&std::path::Path>,
-    approve: Permissions,
-    record: Option<PathBuf>,
-) -> Result<SessionConfig> {
-    let registry = config::registry(config)?;
-    let mut session = SessionConfig::new(registry, config::root(cwd)?);
-    session.permissions = approve;
-    session.record = record;
-    Ok(session)
-}
-
 async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
-    config::init_logging();
-    let setup = headless_config(
-        config.as_deref(),
-        args.cwd.as_deref(),
-        args.approve,
-        args.record,
-    )
-    .and_then(|session| {
-        session.registry.get(&args.agent)?;
-        Ok(session)
-    });
-    let session = match setup {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("quorum: {e:#}");
-            return Ok(EXIT_CANNOT_RUN);
-        }
-    };
-    let mut inputs = args.inputs;
-    if inputs.is_empty() {
-        if std::io::stdin().is_terminal() {
-            eprintln!("quorum: give the message with --input TEXT, or pipe it on stdin");
-            return Ok(EXIT_CANNOT_RUN);
-        }
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading stdin")?;
-        inputs.push(text.trim_end().to_string());
-    }
-    let (session, events) = Session::start(session, Instant::now())?;
+    let setup = args.headless.setup(config);
     let request = CallRequest {
         agent: args.agent,
-        inputs,
+        inputs: args.inputs,
         code_review: args.code_review,
         new_session: args.new_session,
         json: args.json,
     };
-    Ok(headless::call(&session, events, request).await)
+    headless::call_command(setup, request).await
 }
 
 async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
-    config::init_logging();
-    let setup = headless_config(
-        config.as_deref(),
-        args.cwd.as_deref(),
-        args.approve,
-        args.record,
-    )
-    .and_then(|mut session| {
-        session.choose_model(&args.model.choice(), config.as_deref())?;
-        Ok(session)
-    });
-    let session = match setup {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("quorum: {e:#}");
-            return Ok(EXIT_CANNOT_RUN);
-        }
-    };
-    let (mut session, events) = Session::start(session, Instant::now())?;
-    Ok(headless::run(&mut session, events, args.prompt, args.json, args.no_wait).await)
+    let setup = args.headless.setup(config);
+    let model = args.model.choice();
+    headless::run_command(setup, model, args.prompt, args.json, args.no_wait).await
 }
 
 async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<i32> {
-    config::init_logging();
-    let registry = config::registry(config.as_deref())?;
-    let root = config::root(None)?;
-    quorum::engine::agents::list(&registry, &root, args.probe, &mut std::io::stdout()).await?;
-    Ok(0)
+    quorum::engine::agents::command(config.as_deref(), args.probe).await
 }

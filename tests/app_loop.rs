@@ -751,3 +751,66 @@ async fn slash_commands() {
     )
     .await;
 }
+
+/// A background task's box and its side-panel entry show the same tool
+/// count, through the real dispatcher and the fake agent: both copy the
+/// task board's snapshot (they used to count on their own and disagree).
+#[tokio::test]
+async fn box_and_panel_show_the_same_tool_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake! tools"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Final answer.") && s.contains("done ·")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("2 tool calls ─╯"), "the box: {screen}");
+    assert!(screen.contains("done · 2 tools"), "the panel: {screen}");
+    assert!(
+        screen.contains("t1 fake"),
+        "the first background task is t1: {screen}"
+    );
+}
+
+/// Esc cancels an agent that never answers `initialize`: the box closes as
+/// cancelled and the app goes on.
+#[tokio::test]
+async fn esc_cancels_a_stuck_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "\n[agents.stuck]\ncommand = {:?}\nargs = [\"--hang-initialize\"]\n",
+        env!("CARGO_BIN_EXE_quorum-fake-agent")
+    );
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), &extra, None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("@stuck hello"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("╭─ stuck")
+    })
+    .await;
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("stop reason: cancelled")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("stuck: cancelled while starting"),
+        "{}",
+        text(&terminal)
+    );
+    // Another agent still answers.
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake echo still here"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("│ still here")
+    })
+    .await;
+}

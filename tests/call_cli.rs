@@ -277,3 +277,31 @@ fn new_session_makes_every_call_fresh_and_logs_go_to_the_state_dir() {
     let log = std::fs::read_to_string(state.join("quorum/quorum.log")).unwrap();
     assert!(log.contains("fake"), "the agent's process is logged: {log}");
 }
+
+/// `quorum call` on an agent that never answers `initialize` ends at its
+/// `startup_timeout` with exit code 1 and says which agent and step.
+#[test]
+fn a_stuck_agent_times_out_and_call_exits_1() {
+    let s = shell();
+    std::fs::write(
+        &s.config,
+        format!(
+            "[agents.stuck]\ncommand = {:?}\nargs = [\"--hang-initialize\"]\nstartup_timeout = 1\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let o = s.run(&["call", "--agent", "stuck", "--input", "hi"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout)
+            .contains("stuck: no answer to initialize within 1 s (startup_timeout in its config)"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(
+        text(&o.stderr).contains("stop reason: error"),
+        "{}",
+        text(&o.stderr)
+    );
+}

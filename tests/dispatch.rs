@@ -33,7 +33,9 @@ fn rig(approval: Permissions) -> Rig {
             "[agents.fake]\ncommand = {fake:?}\n\n\
              [agents.fake-load]\ncommand = {fake:?}\nargs = [\"--no-resume\"]\n\n\
              [agents.fake-plain]\ncommand = {fake:?}\nargs = [\"--no-load\", \"--no-resume\"]\n\n\
-             [agents.fake-allow]\ncommand = {fake:?}\npermissions = \"allow\"\n"
+             [agents.fake-allow]\ncommand = {fake:?}\npermissions = \"allow\"\n\n\
+             [agents.fake-hang]\ncommand = {fake:?}\nargs = [\"--hang-initialize\"]\nstartup_timeout = 0.5\n\n\
+             [agents.fake-stuck]\ncommand = {fake:?}\nargs = [\"--hang-initialize\"]\n"
         ),
     )
     .unwrap();
@@ -760,4 +762,70 @@ async fn a_cancelled_turn_is_cancelled_even_if_the_agent_says_end_turn() {
     assert!(r.dispatcher.cancel(&call_id));
     let o = call.outcome().await;
     assert_eq!(o.stop_reason, StopReason::Cancelled);
+}
+
+/// An agent that never answers `initialize` blocks nothing else: another
+/// agent's call completes meanwhile, and the stuck start is cancelled like
+/// a turn (Esc, `/cancel`, Ctrl+C all cancel the call).
+#[tokio::test]
+async fn a_stuck_start_blocks_no_one_and_is_cancellable() {
+    let mut r = rig(Permissions::Deny);
+    let (stuck, seen) = r
+        .start(input("fake-stuck", "echo never"), |e| {
+            matches!(e, Event::SubagentStarted { .. })
+        })
+        .await;
+    assert_eq!(seen.len(), 1);
+    // A second agent's call completes while the first is still starting.
+    let (o, _) = r.call(input("fake", "echo meanwhile")).await;
+    assert_eq!(
+        (o.output.as_str(), o.stop_reason),
+        ("meanwhile", StopReason::EndTurn)
+    );
+    assert!(!stuck.task.is_finished(), "still starting");
+    // A second call to the stuck agent shares its start, and is cancelled
+    // on its own.
+    let (second, _) = r
+        .start(input("fake-stuck", "echo again"), |e| {
+            matches!(e, Event::SubagentStarted { .. })
+        })
+        .await;
+    assert!(r.dispatcher.cancel(&second.call_id));
+    let o = tokio::time::timeout(Duration::from_secs(10), second.outcome())
+        .await
+        .expect("a cancel ends a stuck start");
+    assert_eq!(o.stop_reason, StopReason::Cancelled);
+    assert_eq!(o.output, "fake-stuck: cancelled while starting");
+    assert!(r.dispatcher.cancel(&stuck.call_id));
+    let o = tokio::time::timeout(Duration::from_secs(10), stuck.outcome())
+        .await
+        .expect("a cancel ends a stuck start");
+    assert_eq!(o.stop_reason, StopReason::Cancelled);
+    let events = r.drain();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::SubagentFinished {
+                stop_reason: StopReason::Cancelled,
+                ..
+            }
+        )),
+        "the boxes close: {events:?}"
+    );
+}
+
+/// `startup_timeout` ends a start that never answers, with an error naming
+/// the agent and the step; the next call tries again.
+#[tokio::test]
+async fn startup_timeout_names_the_agent_and_the_step() {
+    let mut r = rig(Permissions::Deny);
+    for _ in 0..2 {
+        let (o, events) = r.call(input("fake-hang", "echo never")).await;
+        assert_eq!(o.stop_reason, StopReason::Error);
+        assert_eq!(
+            o.output,
+            "fake-hang: no answer to initialize within 0.5 s (startup_timeout in its config)"
+        );
+        assert_eq!(finished(&events).1, StopReason::Error);
+    }
 }

@@ -213,3 +213,42 @@ fn version_1_replays_with_box_and_panel_agreeing() {
         .unwrap_or_else(|| panic!("no gemini box:\n{text}"));
     assert_eq!(panel, gemini_box, "{text}");
 }
+
+/// Version 1's `task_completed` and old-shape `task_progress` lines give
+/// way to the board's snapshots; its `task_reported` keeps only the task id.
+#[test]
+fn version_1_task_lines_become_board_snapshots() {
+    let text = concat!(
+        r#"{"format":"quorum-transcript","version":1,"quorum_version":"0.1.0","cwd":"/w","started_at":"2026-11-30T10:00:00Z","terminal":{"cols":80,"rows":24}}"#,
+        "\n",
+        r#"{"t":1,"type":"subagent_started","call_id":"c","task_id":"t1","agent":{"acp":"fake"},"input":"go","background":true}"#,
+        "\n",
+        r#"{"t":2,"type":"subagent_activity","call_id":"c","activity":{"kind":"tool_call","id":"a","title":"Read"}}"#,
+        "\n",
+        r#"{"t":2,"type":"task_progress","task_id":"t1","state":"running","tool_calls":1}"#,
+        "\n",
+        r#"{"t":3,"type":"subagent_finished","call_id":"c","output":"ok","stop_reason":"end_turn"}"#,
+        "\n",
+        r#"{"t":3,"type":"task_completed","task_id":"t1","output":"ok","stop_reason":"end_turn"}"#,
+        "\n",
+        r#"{"t":4,"type":"task_reported","task_id":"t1","output":"ok","stop_reason":"end_turn"}"#,
+        "\n",
+    );
+    let loaded = transcript::parse(std::path::Path::new("old.jsonl"), text).unwrap();
+    let types: Vec<&str> = loaded.events.iter().map(|e| e.event.type_name()).collect();
+    assert_eq!(
+        types,
+        [
+            "subagent_started",
+            "subagent_activity",
+            "task_progress",
+            "subagent_finished",
+            "task_progress",
+            "task_reported"
+        ]
+    );
+    assert!(matches!(
+        &loaded.events[2].event,
+        Event::TaskProgress { call_id, task_id: Some(t), tool_calls: 1, .. } if call_id == "c" && t == "t1"
+    ));
+}

@@ -8,6 +8,15 @@ use crate::acp::fs::Root;
 use crate::acp::registry::{AgentSpec, Registry, locate};
 use crate::sanitize::sanitize;
 
+/// `quorum agents [--probe]`, on stdout.
+pub async fn command(config: Option<&std::path::Path>, probe: bool) -> anyhow::Result<i32> {
+    super::config::init_logging();
+    let registry = super::config::registry(config)?;
+    let root = super::config::root(None)?;
+    list(&registry, &root, probe, &mut std::io::stdout()).await?;
+    Ok(0)
+}
+
 /// Writes the table to `out`; `probe` starts each installed agent.
 pub async fn list(
     registry: &Registry,

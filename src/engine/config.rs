@@ -51,6 +51,23 @@ impl SessionConfig {
     }
 }
 
+/// The interactive session: in the current directory, the person answers
+/// permission requests, recorded to `record` (`Some(None)`: to the default
+/// place under the state directory; `None`: not at all).
+pub fn interactive(
+    config: Option<&Path>,
+    model: &ModelChoice,
+    record: Option<Option<PathBuf>>,
+    (cols, rows): (u16, u16),
+) -> Result<SessionConfig> {
+    init_logging();
+    let mut session = SessionConfig::new(registry(config)?, root(None)?);
+    session.choose_model(model, config)?;
+    session.record = record.and_then(|path| path.or_else(default_record_path));
+    session.terminal = TerminalSize { cols, rows };
+    Ok(session)
+}
+
 /// The model options of the command line.
 #[derive(Debug, Clone, Default)]
 pub struct ModelChoice {

@@ -3,11 +3,16 @@
 //! or every event as JSON). Progress goes to stderr; agent text is
 //! untrusted and sanitised before it reaches the terminal.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Instant;
 
+use anyhow::Result;
 use tokio::sync::{mpsc, watch};
 
-use super::Session;
+use super::config::{self, ModelChoice};
+use super::{Session, SessionConfig};
+use crate::acp::registry::Permissions;
 use crate::event::{Activity, Event, Stamped, StopReason};
 use crate::sanitize::sanitize;
 use crate::subagent::dispatch::Reply;
@@ -23,6 +28,77 @@ pub const EXIT_CANNOT_RUN: i32 = 2;
 pub const EXIT_TASKS_RUNNING: i32 = 3;
 /// Exit code after a second Ctrl+C.
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Where and how a headless session runs.
+pub struct Setup {
+    /// The config file.
+    pub config: Option<PathBuf>,
+    /// `--cwd`: the session directory.
+    pub cwd: Option<PathBuf>,
+    /// `--approve`: the answer to permission requests.
+    pub approve: Permissions,
+    /// `--record FILE`.
+    pub record: Option<PathBuf>,
+}
+
+impl Setup {
+    fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
+        let registry = config::registry(self.config.as_deref())?;
+        let mut session = SessionConfig::new(registry, config::root(self.cwd.as_deref())?);
+        session.permissions = self.approve;
+        session.record = self.record;
+        if let Some(choice) = model {
+            session.choose_model(choice, self.config.as_deref())?;
+        }
+        Ok(session)
+    }
+}
+
+/// `quorum call`: a problem with the setup is printed, exit code 2.
+pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32> {
+    config::init_logging();
+    let session = match setup.session(None).and_then(|session| {
+        session.registry.get(&request.agent)?;
+        Ok(session)
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("quorum: {e:#}");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    if request.inputs.is_empty() {
+        if std::io::stdin().is_terminal() {
+            eprintln!("quorum: give the message with --input TEXT, or pipe it on stdin");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        request.inputs.push(text.trim_end().to_string());
+    }
+    let (session, events) = Session::start(session, Instant::now())?;
+    Ok(call(&session, events, request).await)
+}
+
+/// `quorum run`: a problem with the setup is printed, exit code 2.
+pub async fn run_command(
+    setup: Setup,
+    model: ModelChoice,
+    prompt: String,
+    json: bool,
+    no_wait: bool,
+) -> Result<i32> {
+    config::init_logging();
+    let session = match setup.session(Some(&model)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("quorum: {e:#}");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    let (mut session, events) = Session::start(session, Instant::now())?;
+    Ok(run(&mut session, events, prompt, json, no_wait).await)
+}
 
 /// What `quorum call` does.
 pub struct CallRequest {

@@ -41,6 +41,26 @@ pub async fn live(
     app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await
 }
 
+/// `--panel`: the side panel of background tasks.
+#[derive(Clone, Copy, clap::ValueEnum, Default)]
+pub enum PanelArg {
+    /// Shown when the terminal is at least 100 columns wide.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl PanelArg {
+    pub fn open(self) -> Option<bool> {
+        match self {
+            PanelArg::Auto => None,
+            PanelArg::On => Some(true),
+            PanelArg::Off => Some(false),
+        }
+    }
+}
+
 /// How to replay.
 pub struct ReplayOptions {
     pub speed: f64,
@@ -116,4 +136,30 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
     std::fs::write(out, screenshot::write(&buffer, format))
         .with_context(|| format!("writing {}", out.display()))?;
     Ok(())
+}
+
+/// `--speed`: above 0.
+pub fn parse_speed(s: &str) -> Result<f64, String> {
+    let speed: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if speed.is_finite() && speed > 0.0 {
+        Ok(speed)
+    } else {
+        Err(format!("speed must be above 0, got {s}"))
+    }
+}
+
+/// `--size COLSxROWS`.
+pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("{s:?} is not a size like 120x40");
+    let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let (cols, rows): (u16, u16) = (
+        c.trim().parse().map_err(|_| bad())?,
+        r.trim().parse().map_err(|_| bad())?,
+    );
+    if !(20..=1000).contains(&cols) || !(5..=1000).contains(&rows) {
+        return Err(format!(
+            "{s}: size must be 20..1000 columns by 5..1000 rows"
+        ));
+    }
+    Ok((cols, rows))
 }

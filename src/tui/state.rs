@@ -568,3 +568,444 @@ pub fn plan_progress(plan: &[PlanEntry]) -> (usize, usize, Option<&str>) {
         .map(|e| e.content.as_str());
     (done, plan.len(), current)
 }
+
+#[cfg(test)]
+mod tests {
+    //! One test per event kind: what applying it changes on screen.
+
+    use super::*;
+    use crate::event::{PlanEntry, PlanStatus};
+
+    fn apply(state: &mut State, t: u64, event: Event) {
+        state.apply(&Stamped::new(t, event));
+    }
+
+    fn started(background: bool) -> Event {
+        Event::SubagentStarted {
+            call_id: "c1".into(),
+            task_id: background.then(|| "t1".into()),
+            agent: AgentRef::Acp("fake\x1b[31m".into()),
+            input: "\nreview it\nplease".into(),
+            code_review: true,
+            background,
+            session: None,
+        }
+    }
+
+    fn activity(activity: Activity) -> Event {
+        Event::SubagentActivity {
+            call_id: "c1".into(),
+            activity,
+        }
+    }
+
+    fn the_box(state: &State) -> &SubagentBox {
+        state
+            .cells
+            .iter()
+            .find_map(|c| match &c.kind {
+                CellKind::Subagent(b) => Some(&**b),
+                _ => None,
+            })
+            .expect("a box")
+    }
+
+    fn snapshot(tool_calls: u32, state: TaskState, waiting: bool) -> Event {
+        Event::TaskProgress {
+            call_id: "c1".into(),
+            task_id: Some("t1".into()),
+            state,
+            tool_calls,
+            last_activity: Some("⚙ Read a.rs".into()),
+            severity: None,
+            waiting,
+        }
+    }
+
+    #[test]
+    fn session_info_sets_the_status_line() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            0,
+            Event::SessionInfo {
+                model: Some("script:x".into()),
+                agents: vec!["fake".into()],
+            },
+        );
+        assert_eq!(
+            (s.model.as_deref(), &s.agents[..]),
+            (Some("script:x"), &["fake".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn messages_open_cells_and_deltas_join_until_the_end() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::UserMessage {
+                text: "hi\x1b]0;x\x07".into(),
+            },
+        );
+        apply(&mut s, 2, Event::AssistantDelta { text: "he".into() });
+        apply(&mut s, 3, Event::AssistantDelta { text: "llo".into() });
+        apply(&mut s, 4, Event::AssistantEnd);
+        apply(&mut s, 5, Event::AssistantDelta { text: "new".into() });
+        let kinds: Vec<&CellKind> = s.cells.iter().map(|c| &c.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                &CellKind::User { text: "hi".into() },
+                &CellKind::Assistant {
+                    text: "hello".into(),
+                    done: true
+                },
+                &CellKind::Assistant {
+                    text: "new".into(),
+                    done: false
+                },
+            ]
+        );
+        assert_eq!((s.now, s.applied), (5, 5));
+    }
+
+    #[test]
+    fn turn_started_and_ended_drive_the_working_mark() {
+        let mut s = State::new();
+        apply(&mut s, 1, Event::TurnStarted);
+        assert!(s.turn_running);
+        apply(
+            &mut s,
+            2,
+            Event::TurnEnded {
+                stop_reason: StopReason::Cancelled,
+            },
+        );
+        assert!(!s.turn_running);
+    }
+
+    #[test]
+    fn tool_calls_are_a_line_then_their_result() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ToolCallStarted {
+                id: "1".into(),
+                name: "subagent_status".into(),
+                summary: "task_id: t1".into(),
+            },
+        );
+        apply(
+            &mut s,
+            2,
+            Event::ToolCallFinished {
+                id: "1".into(),
+                ok: false,
+                summary: "unknown task".into(),
+            },
+        );
+        assert_eq!(
+            s.cells[0].kind,
+            CellKind::Tool {
+                name: "subagent_status".into(),
+                summary: "task_id: t1".into(),
+                result: Some((false, "unknown task".into())),
+            }
+        );
+    }
+
+    #[test]
+    fn subagent_started_opens_a_box_and_a_task() {
+        let mut s = State::new();
+        apply(&mut s, 7, started(true));
+        let b = the_box(&s);
+        assert_eq!(b.agent, AgentRef::Acp("fake".into()), "sanitised");
+        assert!(b.running() && b.code_review && b.background);
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.tasks[0].task_id, "t1");
+        assert_eq!(s.tasks[0].input, "review it", "the first line");
+        assert_eq!(s.tasks[0].started, 7);
+        assert_eq!(s.latest_running_call().as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn subagent_session_sets_the_badge() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            Event::SubagentSession {
+                call_id: "c1".into(),
+                session: SessionKind::Resumed,
+                session_id: Some("s".into()),
+            },
+        );
+        assert_eq!(the_box(&s).session, Some(SessionKind::Resumed));
+    }
+
+    #[test]
+    fn activity_fills_the_box_but_never_counts() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            2,
+            activity(Activity::ToolCall {
+                id: "a".into(),
+                title: "Read a.rs".into(),
+                status: ToolStatus::Pending,
+            }),
+        );
+        apply(
+            &mut s,
+            3,
+            activity(Activity::ToolCallUpdate {
+                id: "a".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+            }),
+        );
+        apply(
+            &mut s,
+            4,
+            activity(Activity::MessageChunk {
+                text: "Looks ".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            5,
+            activity(Activity::MessageChunk {
+                text: "fine.".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            6,
+            activity(Activity::Plan {
+                entries: vec![PlanEntry {
+                    content: "step".into(),
+                    status: PlanStatus::InProgress,
+                }],
+            }),
+        );
+        apply(
+            &mut s,
+            7,
+            activity(Activity::PermissionRequest {
+                id: "p".into(),
+                title: "Delete build/".into(),
+                options: vec!["Allow".into(), "Reject".into()],
+            }),
+        );
+        let b = the_box(&s);
+        assert_eq!(
+            b.activity.iter().cloned().collect::<Vec<_>>(),
+            [
+                ActivityLine::Tool {
+                    id: "a".into(),
+                    title: "Read a.rs".into(),
+                    status: ToolStatus::Completed
+                },
+                ActivityLine::Text("Looks fine.".into()),
+            ]
+        );
+        assert_eq!(b.plan.len(), 1);
+        assert_eq!(b.tool_calls, 0, "counts come from the board's snapshot");
+        assert_eq!(s.tasks[0].tool_calls, 0);
+        assert_eq!(s.pending_permission(), Some(("c1".into(), "p".into(), 2)));
+        apply(
+            &mut s,
+            8,
+            activity(Activity::PermissionResolved {
+                id: "p".into(),
+                outcome: "Allow".into(),
+            }),
+        );
+        assert_eq!(s.pending_permission(), None);
+        assert_eq!(
+            the_box(&s).activity.back(),
+            Some(&ActivityLine::Note(
+                "permission Allow: Delete build/".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn task_progress_is_copied_into_box_and_panel() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(&mut s, 2, snapshot(3, TaskState::Running, true));
+        assert_eq!(the_box(&s).tool_calls, 3);
+        let task = &s.tasks[0];
+        assert_eq!((task.tool_calls, task.waiting), (3, true));
+        assert_eq!(task.last_activity.as_deref(), Some("⚙ Read a.rs"));
+        // Copied, never added to: the same snapshot twice is the same.
+        apply(&mut s, 3, snapshot(3, TaskState::Running, false));
+        assert_eq!((the_box(&s).tool_calls, s.tasks[0].tool_calls), (3, 3));
+        assert!(!s.tasks[0].waiting);
+        apply(&mut s, 9, snapshot(3, TaskState::Done, false));
+        assert_eq!(s.tasks[0].finished, Some(9));
+    }
+
+    #[test]
+    fn subagent_finished_closes_the_box() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            5,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "Done.".into(),
+                stop_reason: StopReason::Refusal,
+                severity: Some(Severity::Red),
+            },
+        );
+        let b = the_box(&s);
+        assert_eq!(b.finished, Some(5));
+        assert_eq!(b.output.as_deref(), Some("Done."));
+        assert_eq!(b.stop_reason, Some(StopReason::Refusal));
+        assert_eq!(b.severity, Some(Severity::Red));
+        assert_eq!(s.running(), 0);
+    }
+
+    #[test]
+    fn task_reported_shows_the_report_of_its_box() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            5,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "All good.".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            },
+        );
+        apply(
+            &mut s,
+            6,
+            Event::TaskReported {
+                task_id: "t1".into(),
+            },
+        );
+        assert!(s.tasks[0].reported);
+        assert_eq!(
+            s.cells.last().unwrap().kind,
+            CellKind::TaskReport {
+                task_id: "t1".into(),
+                agent: "fake".into(),
+                output: "All good.".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            }
+        );
+        // An unknown task is ignored.
+        let cells = s.cells.len();
+        apply(
+            &mut s,
+            7,
+            Event::TaskReported {
+                task_id: "t9".into(),
+            },
+        );
+        assert_eq!(s.cells.len(), cells);
+    }
+
+    #[test]
+    fn model_retry_shows_until_the_model_answers() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ModelRetry {
+                attempt: 2,
+                wait_ms: 1500,
+                reason: "rate limited".into(),
+            },
+        );
+        assert_eq!(s.retry, Some((2, 1500, "rate limited".into())));
+        apply(&mut s, 2, Event::AssistantDelta { text: "ok".into() });
+        assert_eq!(s.retry, None);
+    }
+
+    #[test]
+    fn usage_adds_up() {
+        let mut s = State::new();
+        for t in 0..2 {
+            apply(
+                &mut s,
+                t,
+                Event::Usage {
+                    input_tokens: 10,
+                    output_tokens: 3,
+                },
+            );
+        }
+        assert_eq!((s.input_tokens, s.output_tokens), (20, 6));
+    }
+
+    #[test]
+    fn notices_and_errors_are_cells() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::Notice {
+                level: NoticeLevel::Warning,
+                text: "careful".into(),
+            },
+        );
+        apply(
+            &mut s,
+            2,
+            Event::Error {
+                text: "broke".into(),
+            },
+        );
+        assert_eq!(
+            s.cells.iter().map(|c| c.kind.clone()).collect::<Vec<_>>(),
+            [
+                CellKind::Notice {
+                    level: NoticeLevel::Warning,
+                    text: "careful".into()
+                },
+                CellKind::Error {
+                    text: "broke".into()
+                }
+            ]
+        );
+    }
+
+    /// Each event kind above has its test; a new kind must get one.
+    #[test]
+    fn every_event_kind_is_covered() {
+        let covered = [
+            "session_info",
+            "user_message",
+            "assistant_delta",
+            "assistant_end",
+            "turn_started",
+            "turn_ended",
+            "tool_call_started",
+            "tool_call_finished",
+            "subagent_started",
+            "subagent_session",
+            "subagent_activity",
+            "subagent_finished",
+            "task_progress",
+            "task_reported",
+            "model_retry",
+            "usage",
+            "notice",
+            "error",
+        ];
+        assert_eq!(covered, Event::TYPES);
+    }
+}

@@ -515,17 +515,22 @@ fn replay(
 struct Options {
     load: bool,
     resume: bool,
+    /// Never answer `initialize`, and stay up after stdin closes: a wedged
+    /// agent.
+    hang_initialize: bool,
 }
 
 fn parse_options() -> Options {
     let mut options = Options {
         load: true,
         resume: true,
+        hang_initialize: false,
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--no-load" => options.load = false,
             "--no-resume" => options.resume = false,
+            "--hang-initialize" => options.hang_initialize = true,
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -576,6 +581,15 @@ fn write_frame(out: &mut impl Write, frame: &TransportFrame) {
 #[tokio::main]
 async fn main() {
     let options = parse_options();
+    if options.hang_initialize {
+        log("hanging: initialize is never answered");
+        for line in std::io::stdin().lock().lines() {
+            log(format!("ignoring {:?}", line.unwrap_or_default()));
+        }
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
     log(format!(
         "started (loadSession: {}, resume: {})",
         options.load, options.resume
