@@ -38,8 +38,10 @@ pub struct Entry {
     /// A background task's report, severity header stripped (kept for
     /// `subagent_status`; foreground calls return theirs at once).
     pub output: Option<String>,
-    /// The streamed text line not yet ended by a newline.
+    /// The streamed text line not yet ended by a newline, and whether it
+    /// is a thought's (`"thinking: "`) or the message's (`""`).
     partial: String,
+    partial_prefix: &'static str,
 }
 
 impl Entry {
@@ -131,6 +133,7 @@ impl Board {
                     stop_reason: None,
                     output: None,
                     partial: String::new(),
+                    partial_prefix: "",
                 };
                 let index = self.entries.len();
                 self.entries.push(entry);
@@ -158,7 +161,8 @@ impl Board {
                 entry.stop_reason = Some(*stop_reason);
                 entry.severity = *severity;
                 entry.waiting = false;
-                entry.partial.clear();
+                // The line the agent ended on, though no newline ended it.
+                entry.flush();
                 if entry.task_id.is_some() {
                     entry.output = Some(output.clone());
                 }
@@ -235,21 +239,37 @@ impl Entry {
         }
     }
 
-    fn text(&mut self, chunk: &str, prefix: &str) -> bool {
+    fn text(&mut self, chunk: &str, prefix: &'static str) -> bool {
+        // A thought after message text (or the other way round) ends the
+        // line before it.
+        let mut changed = false;
+        if self.partial_prefix != prefix {
+            changed = self.flush();
+            self.partial_prefix = prefix;
+        }
         let Some(end) = chunk.rfind('\n') else {
             if self.partial.len() < PARTIAL_BYTES {
                 self.partial.push_str(chunk);
             }
-            return false;
+            return changed;
         };
         // The last non-empty line that this chunk ends.
         let mut done = std::mem::take(&mut self.partial);
         done.push_str(&chunk[..end]);
         self.partial.push_str(&chunk[end + 1..]);
         match done.lines().rev().find(|l| !l.trim().is_empty()) {
-            Some(line) => self.set_last(format!("{prefix}{}", one_line(line))),
-            None => false,
+            Some(line) => self.set_last(format!("{prefix}{}", one_line(line))) | changed,
+            None => changed,
         }
+    }
+
+    /// Ends the unfinished line: it becomes the summary.
+    fn flush(&mut self) -> bool {
+        let partial = std::mem::take(&mut self.partial);
+        if partial.trim().is_empty() {
+            return false;
+        }
+        self.set_last(format!("{}{}", self.partial_prefix, one_line(&partial)))
     }
 
     fn set_last(&mut self, line: String) -> bool {
@@ -359,6 +379,33 @@ mod tests {
         );
         assert_eq!(b.call("c1").unwrap().last_activity.as_deref(), Some("Next"));
         assert_eq!(b.observe(&chunk("\n\n")), None);
+        // A thought ends the message line before it; the finish ends the
+        // thought's.
+        b.observe(&chunk("Almost"));
+        let thought = activity(
+            "c1",
+            Activity::ThoughtChunk {
+                text: "checking".into(),
+            },
+        );
+        assert!(b.observe(&thought).is_some());
+        assert_eq!(
+            b.call("c1").unwrap().last_activity.as_deref(),
+            Some("Almost")
+        );
+        b.observe(&Stamped::new(
+            30,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "Almost".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: None,
+            },
+        ));
+        assert_eq!(
+            b.call("c1").unwrap().last_activity.as_deref(),
+            Some("thinking: checking")
+        );
     }
 
     #[test]

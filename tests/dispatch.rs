@@ -829,3 +829,23 @@ async fn startup_timeout_names_the_agent_and_the_step() {
         assert_eq!(finished(&events).1, StopReason::Error);
     }
 }
+
+/// Two calls to an agent that is not running yet share one start: one
+/// process serves both (the fake agent's session ids carry its pid).
+#[tokio::test]
+async fn two_first_calls_share_one_agent_process() {
+    let r = rig(Permissions::Deny);
+    let (a, b) = tokio::join!(
+        r.dispatcher.call(input("fake", "echo a")),
+        r.dispatcher.call(input("fake", "echo b"))
+    );
+    let (Reply::Done(a), Reply::Done(b)) = (a.unwrap(), b.unwrap()) else {
+        panic!()
+    };
+    let pid = |o: &Outcome| {
+        let id = o.session_id.clone().expect("a session");
+        id.split('-').nth(1).expect("fake-PID-N").to_string()
+    };
+    assert_ne!(a.session_id, b.session_id);
+    assert_eq!(pid(&a), pid(&b), "{:?} {:?}", a.session_id, b.session_id);
+}
