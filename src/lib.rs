@@ -9,5 +9,6 @@ pub mod harness;
 pub mod llm;
 pub mod sanitize;
 pub mod subagent;
+pub mod supervisor;
 pub mod transcript;
 pub mod tui;
