@@ -18,6 +18,7 @@ use quorum::llm::Model;
 use quorum::sanitize::sanitize;
 use quorum::subagent::dispatch::{Approval, Dispatcher, Reply};
 use quorum::subagent::types::SubAgentCallInput;
+use quorum::supervisor::{self, Supervisor};
 use quorum::transcript::{self, Header, Recorder, TerminalSize};
 use quorum::tui::app::{self, App};
 use quorum::tui::player::Player;
@@ -248,29 +249,36 @@ fn parse_size(s: &str) -> Result<(u16, u16), String> {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let config = cli.config.clone();
+    supervisor::kill_all_on_panic();
+    // Every process the commands start; ended before the runtime is.
+    let sup = Supervisor::new();
     match cli.command {
         Some(Command::Call(args)) => {
-            let code = with_runtime(call_cmd(args, config))?;
+            let code = with_runtime(&sup, call_cmd(args, config, sup.clone()))?;
             std::process::exit(code);
         }
-        Some(Command::Agents(args)) => with_runtime(agents_cmd(args, config)),
+        Some(Command::Agents(args)) => with_runtime(&sup, agents_cmd(args, config, sup.clone())),
         Some(Command::Run(args)) => {
-            let code = with_runtime(run_cmd(args, config))?;
+            let code = with_runtime(&sup, run_cmd(args, config, sup.clone()))?;
             std::process::exit(code);
         }
         Some(Command::Replay(args)) if args.screenshot.is_some() => screenshot_cmd(args),
-        Some(Command::Replay(args)) => with_runtime(replay_cmd(args)),
-        Some(Command::Tui(args)) => with_runtime(tui_cmd(args, config)),
-        None => with_runtime(tui_cmd(cli.tui, config)),
+        Some(Command::Replay(args)) => with_runtime(&sup, replay_cmd(args)),
+        Some(Command::Tui(args)) => with_runtime(&sup, tui_cmd(args, config, sup.clone())),
+        None => with_runtime(&sup, tui_cmd(cli.tui, config, sup.clone())),
     }
 }
 
-fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
-    tokio::runtime::Builder::new_multi_thread()
+/// Runs `f`, then ends every process group `sup` still owns, however `f`
+/// returned, while the runtime is still there.
+fn with_runtime<T>(sup: &Supervisor, f: impl Future<Output = Result<T>>) -> Result<T> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?
-        .block_on(f)
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(f);
+    sup.shutdown_blocking();
+    result
 }
 
 /// `$XDG_STATE_HOME/quorum`, else `~/.local/state/quorum`.
@@ -314,7 +322,7 @@ fn require_terminal() -> Result<()> {
     Ok(())
 }
 
-async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
+async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>, sup: Supervisor) -> Result<()> {
     require_terminal()?;
     let config = config.or_else(default_config_path);
     let registry = registry(config.clone())?;
@@ -347,6 +355,7 @@ async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<()> {
         root,
         emitter.clone(),
         Approval::Interactive,
+        sup,
     );
     let chat = model.map(|model| {
         dispatcher.set_internal_model(model.clone(), args.model.agent_depth);
@@ -485,7 +494,9 @@ fn registry(config: Option<PathBuf>) -> Result<Registry> {
 /// Exit code for a call that could not run.
 const EXIT_CANNOT_RUN: i32 = 2;
 
-async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
+/// `quorum call`. SIGTERM or SIGHUP cancels the call and exits 143 or 129
+/// (128 + the signal), through the same shutdown as any other exit.
+async fn call_cmd(args: CallArgs, config: Option<PathBuf>, sup: Supervisor) -> Result<i32> {
     init_logging();
     let registry = match registry(config) {
         Ok(r) => r,
@@ -528,13 +539,16 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let emitter = Emitter::new(started, tx);
     let approval = args.approve.into();
-    let (dispatcher, _completions) = Dispatcher::new(Arc::new(registry), root, emitter, approval);
+    let (dispatcher, _completions) =
+        Dispatcher::new(Arc::new(registry), root, emitter, approval, sup);
     let printer = tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
             record(&mut recorder, &event);
             progress(&event.event);
         }
     });
+    let terminated = supervisor::termination_signal();
+    tokio::pin!(terminated);
     let mut code = 0;
     for input in &inputs {
         let call = SubAgentCallInput {
@@ -558,6 +572,11 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
                     interrupted = true;
                     eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
                     dispatcher.cancel_all();
+                }
+                code = &mut terminated => {
+                    eprintln!("quorum: terminated by a signal; stopping the agents");
+                    dispatcher.cancel_all();
+                    return Ok(code);
                 }
             }
         };
@@ -628,7 +647,7 @@ fn progress(event: &Event) {
     eprintln!("{line}");
 }
 
-async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<()> {
+async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>, sup: Supervisor) -> Result<()> {
     init_logging();
     let registry = registry(config)?;
     let rows: Vec<_> = registry.all().collect();
@@ -656,7 +675,7 @@ async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<()> {
         if args.probe && installed.is_some() {
             let probe = tokio::time::timeout(
                 std::time::Duration::from_secs(30),
-                quorum::acp::client::Connection::start(a, &root),
+                quorum::acp::client::Connection::start(a, &root, &sup),
             )
             .await;
             match probe {
@@ -761,7 +780,9 @@ fn default_record_path() -> Option<PathBuf> {
 /// Exit code for `quorum run --no-wait` with tasks still running.
 const EXIT_TASKS_RUNNING: i32 = 3;
 
-async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
+/// `quorum run`. SIGTERM or SIGHUP cancels the turn and exits 143 or 129,
+/// as in `quorum call`.
+async fn run_cmd(args: RunArgs, config: Option<PathBuf>, sup: Supervisor) -> Result<i32> {
     init_logging();
     let config = config.or_else(default_config_path);
     let setup = (|| -> Result<_> {
@@ -801,7 +822,7 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
             .collect(),
     });
     let (dispatcher, completions) =
-        Dispatcher::new(Arc::new(registry), root, emitter.clone(), approval);
+        Dispatcher::new(Arc::new(registry), root, emitter.clone(), approval, sup);
     dispatcher.set_internal_model(model.clone(), args.model.agent_depth);
     let mut chat = Chat::new(model, dispatcher.clone(), emitter.clone(), completions);
     let json = args.json;
@@ -857,6 +878,8 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
             }
         }
     });
+    let terminated = supervisor::termination_signal();
+    tokio::pin!(terminated);
     let mut code = 0;
     let mut interrupted = false;
     let mut message = Some(args.prompt.clone());
@@ -877,6 +900,12 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
                         eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
                         let _ = cancel_tx.send(true);
                         dispatcher.cancel_all();
+                    }
+                    code = &mut terminated => {
+                        eprintln!("quorum: terminated by a signal; stopping the agents");
+                        let _ = cancel_tx.send(true);
+                        dispatcher.cancel_all();
+                        return Ok(code);
                     }
                 }
             }
@@ -905,7 +934,15 @@ async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
             break;
         }
         // A background task's report: the chat answers it in a turn.
-        match chat.next_completion().await {
+        let next = tokio::select! {
+            next = chat.next_completion() => next,
+            code = &mut terminated => {
+                eprintln!("quorum: terminated by a signal; stopping the agents");
+                dispatcher.cancel_all();
+                return Ok(code);
+            }
+        };
+        match next {
             Some(c) => completion = Some(c),
             None => break,
         }

@@ -267,6 +267,22 @@ pub fn kill_all_blocking() {
     end_blocking(&groups, GRACE);
 }
 
+/// Chains a panic hook that, after the hooks before it (the message, the
+/// terminal restored), ends every group of the process when the panic is
+/// on the main thread: the thread quorum's commands run on, whose panic
+/// ends quorum. A panic on another thread (a tokio task's, which tokio
+/// catches) leaves a session that goes on, so its agents are left alone;
+/// should quorum end anyway, the exit paths and the watchdog end them.
+pub fn kill_all_on_panic() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info);
+        if std::thread::current().name() == Some("main") {
+            kill_all_blocking();
+        }
+    }));
+}
+
 /// Waits for `SIGTERM` or `SIGHUP` and returns the conventional exit code
 /// for it (128 + the signal's number: 143, 129). From the first call on,
 /// these signals no longer end the process by themselves: the caller is

@@ -475,6 +475,7 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
         Root::new(dir.path()).unwrap(),
         emitter.clone(),
         Approval::Interactive,
+        quorum::supervisor::Supervisor::new(),
     );
     let (ops_tx, ops_rx) = mpsc::unbounded_channel();
     tokio::spawn(
@@ -588,6 +589,7 @@ async fn scripted_chat_drives_the_app() {
         Root::new(dir.path()).unwrap(),
         emitter.clone(),
         Approval::Interactive,
+        quorum::supervisor::Supervisor::new(),
     );
     dispatcher.set_internal_model(model.clone(), 0);
     let chat = ChatHandle::spawn(Chat::new(
@@ -692,6 +694,7 @@ async fn slash_commands() {
         Root::new(dir.path()).unwrap(),
         emitter.clone(),
         Approval::None,
+        quorum::supervisor::Supervisor::new(),
     );
     let (ops_tx, ops_rx) = mpsc::unbounded_channel();
     tokio::spawn(

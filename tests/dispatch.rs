@@ -45,6 +45,7 @@ fn rig(approval: Approval) -> Rig {
         root,
         Emitter::new(Instant::now(), tx),
         approval,
+        quorum::supervisor::Supervisor::new(),
     );
     Rig {
         dir,

@@ -23,6 +23,7 @@ use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet};
 use crate::llm::{Model, ToolCall};
+use crate::supervisor::Supervisor;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -135,6 +136,8 @@ pub struct Dispatcher {
     completions: mpsc::UnboundedSender<Completion>,
     /// The model internal agents run on, and how deep they may nest.
     internal: Mutex<Option<(Arc<dyn Model>, u32)>>,
+    /// Owns the agent processes and the internal agent's shell commands.
+    supervisor: Supervisor,
 }
 
 impl Dispatcher {
@@ -143,6 +146,7 @@ impl Dispatcher {
         root: Root,
         emitter: Emitter,
         approval: Approval,
+        supervisor: Supervisor,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<Completion>) {
         let (completions, rx) = mpsc::unbounded_channel();
         let d = Self {
@@ -158,6 +162,7 @@ impl Dispatcher {
             internal: Mutex::new(None),
             next_id: AtomicU64::new(1),
             completions,
+            supervisor,
         };
         (Arc::new(d), rx)
     }
@@ -334,7 +339,7 @@ impl Dispatcher {
             });
         }
         let spec = self.registry.get(agent).map_err(|e| e.to_string())?;
-        let conn = Connection::start(spec, &self.root)
+        let conn = Connection::start(spec, &self.root, &self.supervisor)
             .await
             .map_err(|e| e.to_string())?;
         connections.insert(agent.to_string(), conn.clone());
@@ -353,7 +358,8 @@ impl Dispatcher {
         sink: &CallSink<'_>,
         cancel: watch::Receiver<bool>,
     ) -> TurnResult {
-        let files: Arc<dyn ToolSet> = Arc::new(FileTools::new(self.root.clone()));
+        let files: Arc<dyn ToolSet> =
+            Arc::new(FileTools::new(self.root.clone(), self.supervisor.clone()));
         let tools: Arc<dyn ToolSet> = if nested {
             Arc::new(Union(vec![
                 files,
