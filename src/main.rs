@@ -81,7 +81,8 @@ enum Command {
     ///
     /// Prints each call's final message. Exit code: 0 when every call ended
     /// its turn normally, 1 when one stopped otherwise (cancelled, refusal,
-    /// error, ...), 2 when a call could not run at all.
+    /// error, ...), 2 when a call could not run at all, 143 or 129 when
+    /// ended by SIGTERM or SIGHUP.
     Call(CallArgs),
     /// List the known ACP agents and whether they are installed.
     Agents(AgentsArgs),
@@ -90,7 +91,8 @@ enum Command {
     ///
     /// Exit code: 0 when the chat ended its turn, 1 when the model failed
     /// or the turn stopped otherwise, 2 on bad configuration, 3 with
-    /// --no-wait when tasks still run.
+    /// --no-wait when tasks still run, 143 or 129 when ended by SIGTERM
+    /// or SIGHUP.
     Run(RunArgs),
 }
 

@@ -59,8 +59,9 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-/// One `quorum call` with a `grandchild` turn. Whatever is still alive when
-/// it is dropped (the test failed) is killed, so no run leaves strays.
+/// One `quorum call` (or `quorum run`) with a `grandchild` turn. Whatever is
+/// still alive when it is dropped (the test failed) is killed, so no run
+/// leaves strays.
 struct Case {
     dir: tempfile::TempDir,
     quorum: Child,
@@ -73,6 +74,12 @@ impl Case {
     /// Starts `quorum call --agent AGENT --input INPUT` and waits until the
     /// agent has started its grandchild.
     fn start(agent: &str, input: &str) -> Case {
+        Case::start_with(&["call", "--json", "--agent", agent, "--input", input])
+    }
+
+    /// Starts quorum with `args` and waits until the agent has started its
+    /// grandchild.
+    fn start_with(args: &[&str]) -> Case {
         let dir = tempfile::tempdir().unwrap();
         let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
         let config = dir.path().join("quorum.toml");
@@ -89,7 +96,7 @@ impl Case {
         let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
             .arg("--config")
             .arg(&config)
-            .args(["call", "--json", "--agent", agent, "--input", input])
+            .args(args)
             .arg("--record")
             .arg(&record)
             .env("XDG_STATE_HOME", dir.path().join("state"))
@@ -203,6 +210,24 @@ fn sigint_cancels_the_call_and_leaves_nothing_running() {
 #[test]
 fn sigterm_ends_the_call_and_leaves_nothing_running() {
     let mut case = Case::start("fake", "grandchild 600");
+    case.signal(Signal::SIGTERM);
+    let status = case.exit();
+    assert_eq!(status.code(), Some(143), "{}", case.stderr());
+    case.assert_nothing_left();
+}
+
+#[test]
+fn sigterm_ends_quorum_run_and_leaves_nothing_running() {
+    let scripts = tempfile::tempdir().unwrap();
+    let script = scripts.path().join("model.json");
+    let call = serde_json::json!({"name": "subagent", "arguments": {"agent": "fake", "input": "grandchild 600"}});
+    std::fs::write(
+        &script,
+        serde_json::json!([{"tool_calls": [call]}, {"text": "done"}]).to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let mut case = Case::start_with(&["run", "--model", &model, "-p", "go"]);
     case.signal(Signal::SIGTERM);
     let status = case.exit();
     assert_eq!(status.code(), Some(143), "{}", case.stderr());
