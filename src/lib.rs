@@ -13,5 +13,6 @@ pub mod harness;
 pub mod llm;
 pub mod sanitize;
 pub mod subagent;
+pub mod supervisor;
 pub mod transcript;
 pub mod tui;

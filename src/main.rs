@@ -68,7 +68,8 @@ enum Command {
     ///
     /// Prints each call's final message. Exit code: 0 when every call ended
     /// its turn normally, 1 when one stopped otherwise (cancelled, refusal,
-    /// error, ...), 2 when a call could not run at all.
+    /// error, ...), 2 when a call could not run at all, 143 or 129 when
+    /// ended by SIGTERM or SIGHUP.
     Call(CallArgs),
     /// List the known ACP agents and whether they are installed.
     Agents(AgentsArgs),
@@ -77,7 +78,8 @@ enum Command {
     ///
     /// Exit code: 0 when the chat ended its turn, 1 when the model failed
     /// or the turn stopped otherwise, 2 on bad configuration, 3 with
-    /// --no-wait when tasks still run.
+    /// --no-wait when tasks still run, 143 or 129 when ended by SIGTERM
+    /// or SIGHUP.
     Run(RunArgs),
 }
 
@@ -184,6 +186,8 @@ struct ReplayArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    // A panic ends every process quorum started.
+    quorum::supervisor::kill_all_on_panic();
     let config = config::config_path(cli.config.clone());
     let code = match cli.command {
         Some(Command::Call(args)) => with_runtime(call_cmd(args, config))?,
@@ -196,12 +200,17 @@ fn main() -> Result<()> {
     std::process::exit(code);
 }
 
+/// Runs `f`; then, however it returned and while the runtime is still
+/// there, ends every process group quorum still owns (a session ends its
+/// own when it is dropped; this is the backstop).
 fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?
-        .block_on(f)
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(f);
+    quorum::supervisor::kill_all_blocking();
+    result
 }
 
 impl ModelArgs {

@@ -30,11 +30,17 @@ use super::fs::Root;
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{Activity, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolStatus};
+use crate::supervisor::{self, Group, Supervisor};
 
 /// How long an agent may take to end its turn after `session/cancel`.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 /// Lines of an agent's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
+/// How long an agent may take to exit by itself once its stdin is closed
+/// (as the ACP stdio transport asks) before its process group is
+/// terminated. Agents that ignore the closed stdin (codex-acp,
+/// claude-agent-acp) are terminated after it.
+const STDIN_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
@@ -129,10 +135,14 @@ impl Connection {
         }
     }
 
-    /// Starts `spec`'s process in `root` and initializes it, within the
-    /// agent's `startup_timeout`. Dropping the future before it is done
-    /// stops the process.
-    pub async fn start(spec: &AgentSpec, root: &Root) -> Result<Arc<Self>, AcpError> {
+    /// Starts `spec`'s process in `root`, owned by `supervisor`, and
+    /// initializes it, within the agent's `startup_timeout`. Dropping the
+    /// future before it is done stops the process.
+    pub async fn start(
+        spec: &AgentSpec,
+        root: &Root,
+        supervisor: &Supervisor,
+    ) -> Result<Arc<Self>, AcpError> {
         let agent = spec.name.clone();
         let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
             agent: agent.clone(),
@@ -144,15 +154,15 @@ impl Connection {
             .current_dir(root.path())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        #[cfg(unix)]
-        cmd.process_group(0);
-        let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
-            agent: agent.clone(),
-            command: spec.command.clone(),
-            source,
-        })?;
+            .stderr(std::process::Stdio::piped());
+        let (mut child, group) =
+            supervisor
+                .spawn(cmd, &agent)
+                .map_err(|source| AcpError::Spawn {
+                    agent: agent.clone(),
+                    command: spec.command.clone(),
+                    source,
+                })?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
@@ -167,6 +177,7 @@ impl Connection {
         tokio::spawn(watch_process(
             agent.clone(),
             child,
+            (supervisor.clone(), group),
             kill_rx,
             dead.clone(),
             exit.clone(),
@@ -267,8 +278,8 @@ impl Connection {
                     tracing::warn!("{agent}: connection ended: {e}");
                 }
                 dead.store(true, Ordering::SeqCst);
-                // Closing stdin lets a well-behaved agent exit; then kill.
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                // The transport, and with it the agent's stdin, is closed:
+                // the process group goes next.
                 let _ = kill_tx.send(());
             });
         }
@@ -687,24 +698,26 @@ async fn drain_stderr(
     }
 }
 
+/// Waits for the agent to exit, or for the connection to close (its stdin
+/// is closed by then); either way its whole process group (agents often
+/// run helpers) is terminated.
 async fn watch_process(
     agent: String,
     mut child: tokio::process::Child,
+    (supervisor, group): (Supervisor, Group),
     kill: oneshot::Receiver<()>,
     dead: Arc<AtomicBool>,
     exit: Arc<Mutex<Option<String>>>,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
-        _ = kill => {
-            #[cfg(unix)]
-            if let Some(pid) = child.id() {
-                // The whole process group: agents often run helpers.
-                unsafe_free_kill_group(pid);
+        _ = kill => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                supervisor.terminate(&group, supervisor::GRACE).await;
+                child.wait().await
             }
-            let _ = child.start_kill();
-            child.wait().await
-        }
+        },
     };
     let description = match status {
         Ok(s) => match s.code() {
@@ -716,16 +729,8 @@ async fn watch_process(
     tracing::info!("{agent}: process {description}");
     *exit.lock().expect("not poisoned") = Some(description);
     dead.store(true, Ordering::SeqCst);
-}
-
-/// Sends SIGTERM to a process group through the `kill` command, which
-/// keeps this crate free of `unsafe`.
-#[cfg(unix)]
-fn unsafe_free_kill_group(pid: u32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &format!("-{pid}")])
-        .stderr(std::process::Stdio::null())
-        .status();
+    // Whatever the agent left running goes with it.
+    supervisor.terminate(&group, supervisor::GRACE).await;
 }
 
 /// The option to pick for a policy: an allow option (once before always),

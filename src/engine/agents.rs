@@ -7,13 +7,18 @@ use crate::acp::client::Connection;
 use crate::acp::fs::Root;
 use crate::acp::registry::{AgentSpec, Registry, locate};
 use crate::sanitize::sanitize;
+use crate::supervisor::Supervisor;
 
 /// `quorum agents [--probe]`, on stdout.
 pub async fn command(config: Option<&std::path::Path>, probe: bool) -> anyhow::Result<i32> {
     super::config::init_logging();
     let registry = super::config::registry(config)?;
     let root = super::config::root(None)?;
-    list(&registry, &root, probe, &mut std::io::stdout()).await?;
+    let supervisor = Supervisor::new();
+    let listed = list(&registry, &root, &supervisor, probe, &mut std::io::stdout()).await;
+    // The probed agents are stopped before the runtime is.
+    supervisor.shutdown_blocking();
+    listed?;
     Ok(0)
 }
 
@@ -21,6 +26,7 @@ pub async fn command(config: Option<&std::path::Path>, probe: bool) -> anyhow::R
 pub async fn list(
     registry: &Registry,
     root: &Root,
+    supervisor: &Supervisor,
     probe: bool,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
@@ -46,7 +52,7 @@ pub async fn list(
             .map_or("no".to_string(), |p| p.display().to_string());
         writeln!(out, "{:name_w$}  {:cmd_w$}  {where_}", a.name, launch(a))?;
         if probe && installed.is_some() {
-            let line = match Connection::start(a, root).await {
+            let line = match Connection::start(a, root, supervisor).await {
                 Ok(conn) => {
                     let line = describe(&conn);
                     conn.close();

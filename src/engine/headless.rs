@@ -124,29 +124,18 @@ pub enum Interrupt {
 pub fn interrupts() -> mpsc::UnboundedReceiver<Interrupt> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut hup)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::hangup()),
-            ) else {
-                return;
+        let terminated = crate::cancel::termination_signal();
+        tokio::pin!(terminated);
+        loop {
+            let interrupt = tokio::select! {
+                pressed = tokio::signal::ctrl_c() => match pressed {
+                    Ok(()) => Interrupt::Cancel,
+                    Err(_) => return,
+                },
+                code = &mut terminated => Interrupt::Quit(code),
             };
-            loop {
-                let interrupt = tokio::select! {
-                    _ = tokio::signal::ctrl_c() => Interrupt::Cancel,
-                    _ = term.recv() => Interrupt::Quit(128 + 15),
-                    _ = hup.recv() => Interrupt::Quit(128 + 1),
-                };
-                if tx.send(interrupt).is_err() {
-                    return;
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        while tokio::signal::ctrl_c().await.is_ok() {
-            if tx.send(Interrupt::Cancel).is_err() {
+            let quit = matches!(interrupt, Interrupt::Quit(_));
+            if tx.send(interrupt).is_err() || quit {
                 return;
             }
         }

@@ -17,12 +17,15 @@ use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
 use crate::subagent::dispatch::{Dispatcher, InternalRunner};
+use crate::supervisor::Supervisor;
 
 pub struct Internal {
     model: Arc<dyn Model>,
     /// How deep internal agents may nest sub-agent calls of their own.
     max_depth: u32,
     root: Root,
+    /// Owns the shell tool's commands.
+    supervisor: Supervisor,
     /// For nested calls (weak: the dispatcher holds this runner).
     dispatcher: Weak<Dispatcher>,
 }
@@ -32,12 +35,14 @@ impl Internal {
         model: Arc<dyn Model>,
         max_depth: u32,
         root: Root,
+        supervisor: Supervisor,
         dispatcher: Weak<Dispatcher>,
     ) -> Self {
         Self {
             model,
             max_depth,
             root,
+            supervisor,
             dispatcher,
         }
     }
@@ -52,7 +57,8 @@ impl InternalRunner for Internal {
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Outcome> {
         async move {
-            let files: Arc<dyn ToolSet> = Arc::new(FileTools::new(self.root.clone()));
+            let files: Arc<dyn ToolSet> =
+                Arc::new(FileTools::new(self.root.clone(), self.supervisor.clone()));
             let nested = (depth <= self.max_depth)
                 .then(|| self.dispatcher.upgrade())
                 .flatten();

@@ -28,6 +28,7 @@ use crate::event::{Event, NoticeLevel, Op, Stamped};
 use crate::harness::chat::{Chat, ChatHandle};
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use crate::subagent::types::SubAgentCallInput;
+use crate::supervisor::Supervisor;
 use crate::transcript::{Header, Recorder, TerminalSize};
 
 /// A running session.
@@ -40,6 +41,9 @@ pub struct Session {
     completions: Option<mpsc::UnboundedReceiver<String>>,
     base_url: Option<String>,
     terminal: TerminalSize,
+    /// Every process the session starts: agents, their children, the
+    /// internal agent's shell commands.
+    supervisor: Supervisor,
 }
 
 impl Session {
@@ -64,11 +68,13 @@ impl Session {
                 .collect(),
         });
         let root = config.root.clone();
+        let supervisor = Supervisor::new();
         let (dispatcher, completions) = Dispatcher::new(
             Arc::new(config.registry),
             config.root,
             emitter.clone(),
             config.permissions,
+            supervisor.clone(),
         );
         let (chat, completions) = match config.model {
             Some(model) => {
@@ -76,6 +82,7 @@ impl Session {
                     model.clone(),
                     config.agent_depth,
                     root,
+                    supervisor.clone(),
                     Arc::downgrade(&dispatcher),
                 )));
                 let chat = Chat::new(model, dispatcher.clone(), emitter.clone(), completions);
@@ -90,6 +97,7 @@ impl Session {
             completions,
             base_url: config.base_url,
             terminal: config.terminal,
+            supervisor,
         };
         Ok((session, events))
     }
@@ -155,11 +163,20 @@ impl Session {
         self.emitter.recording()
     }
 
-    /// Ends the session: running calls are cancelled and every agent
-    /// process is stopped.
+    /// Ends the session: running calls are cancelled, and every process
+    /// it started is stopped (SIGTERM, then SIGKILL after a short grace)
+    /// before this returns.
     pub fn shutdown(&self) {
         self.dispatcher.cancel_all();
         self.dispatcher.shutdown();
+        self.supervisor.shutdown_blocking();
+    }
+}
+
+impl Drop for Session {
+    /// However the front end ends, nothing the session started outlives it.
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 

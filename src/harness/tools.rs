@@ -1,10 +1,11 @@
 //! The internal agent's tools. Files are read and written through the
 //! session's [`Root`], so nothing outside its directory is touched; shell
 //! commands run in that directory, with their output captured and capped,
-//! and are killed on cancel.
+//! each in a process group of its own that is ended, with whatever it left
+//! running in the background, when the command finishes or is cancelled.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -16,6 +17,7 @@ use tokio::sync::watch;
 use super::ToolSet;
 use crate::acp::fs::Root;
 use crate::llm::{ToolCall, ToolSpec};
+use crate::supervisor::{self, Supervisor};
 
 /// Bytes of a tool's output the model gets back.
 pub const OUTPUT_CAP: usize = 16 * 1024;
@@ -23,6 +25,9 @@ pub const OUTPUT_CAP: usize = 16 * 1024;
 const GREP_MATCHES: usize = 200;
 /// Directories `list` and `grep` do not descend into.
 const SKIP_DIRS: [&str; 5] = [".git", "target", "node_modules", ".tools", ".fast-agent"];
+/// How long a shell command's output may still take to arrive once its
+/// process group is gone (a process that left the group may hold the pipe).
+const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// Cuts `text` to [`OUTPUT_CAP`] bytes, saying so.
 pub fn cap(mut text: String) -> String {
@@ -99,11 +104,13 @@ struct ShellArgs {
 #[derive(Clone)]
 pub struct FileTools {
     root: Root,
+    supervisor: Supervisor,
 }
 
 impl FileTools {
-    pub fn new(root: Root) -> Self {
-        Self { root }
+    /// Tools on `root`; shell commands are started by `supervisor`.
+    pub fn new(root: Root, supervisor: Supervisor) -> Self {
+        Self { root, supervisor }
     }
 
     pub fn specs() -> Vec<ToolSpec> {
@@ -238,7 +245,7 @@ impl FileTools {
             }
             "shell" => {
                 let a: ShellArgs = args(&call)?;
-                shell(&a.command, root.path(), cancel).await
+                shell(&a.command, root.path(), &self.supervisor, cancel).await
             }
             other => Err(format!("unknown tool {other:?}")),
         }
@@ -315,36 +322,91 @@ fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
     }
 }
 
+/// Runs `command` in `dir`, in a process group of its own. When the shell
+/// ends, is cancelled, or has run for a day, its whole group is terminated:
+/// nothing it started in the background outlives the call (nor keeps its
+/// output pipes open).
 async fn shell(
     command: &str,
     dir: &Path,
+    supervisor: &Supervisor,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<String, String> {
     let (mut cmd, sandboxed) = shell_command(command, dir);
     cmd.current_dir(dir)
         .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    cmd.process_group(0);
-    let child = cmd.output();
-    tokio::select! {
-        out = child => {
-            let out = out.map_err(|e| format!("cannot run sh: {e}"))?;
-            let mut text = format!(
-                "{}exit status: {}\n",
-                if sandboxed { String::new() } else { format!("{UNSANDBOXED}\n") },
-                out.status.code().map_or("killed".to_string(), |c| c.to_string())
-            );
-            text.push_str(&String::from_utf8_lossy(&out.stdout));
-            if !out.stderr.is_empty() {
-                text.push_str("\n[stderr]\n");
-                text.push_str(&String::from_utf8_lossy(&out.stderr));
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let (mut child, group) = supervisor
+        .spawn(cmd, "shell")
+        .map_err(|e| format!("cannot run sh: {e}"))?;
+    let stdout = Collector::start(child.stdout.take());
+    let stderr = Collector::start(child.stderr.take());
+    let ended = tokio::select! {
+        status = child.wait() => Ok(status),
+        _ = super::cancelled(&mut cancel) => Err("cancelled".to_string()),
+        _ = tokio::time::sleep(Duration::from_secs(24 * 3600)) => Err("ran for a day; stopped".to_string()),
+    };
+    supervisor.terminate(&group, supervisor::GRACE).await;
+    let status = ended?.map_err(|e| format!("cannot run sh: {e}"))?;
+    let (stdout, stderr) = (stdout.finish().await, stderr.finish().await);
+    let mut text = format!(
+        "{}exit status: {}\n",
+        if sandboxed {
+            String::new()
+        } else {
+            format!("{UNSANDBOXED}\n")
+        },
+        status
+            .code()
+            .map_or("killed".to_string(), |c| c.to_string())
+    );
+    text.push_str(&String::from_utf8_lossy(&stdout));
+    if !stderr.is_empty() {
+        text.push_str("\n[stderr]\n");
+        text.push_str(&String::from_utf8_lossy(&stderr));
+    }
+    Ok(cap(text))
+}
+
+/// Reads a pipe to its end on a task of its own, keeping what it read.
+struct Collector {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Collector {
+    fn start(pipe: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>) -> Self {
+        use tokio::io::AsyncReadExt;
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let keep = bytes.clone();
+        let task = tokio::spawn(async move {
+            let Some(mut pipe) = pipe else { return };
+            let mut buf = vec![0; 16 * 1024];
+            while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+                keep.lock()
+                    .expect("not poisoned")
+                    .extend_from_slice(&buf[..n]);
             }
-            Ok(cap(text))
+        });
+        Self { bytes, task }
+    }
+
+    /// What was read, once the pipe ends or [`PIPE_GRACE`] has passed.
+    async fn finish(mut self) -> Vec<u8> {
+        if tokio::time::timeout(PIPE_GRACE, &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
         }
-        // Dropping the child's future kills it (kill_on_drop).
-        _ = super::cancelled(&mut cancel) => Err("cancelled".into()),
-        _ = tokio::time::sleep(Duration::from_secs(24 * 3600)) => Err("ran for a day; stopped".into()),
+        std::mem::take(&mut *self.bytes.lock().expect("not poisoned"))
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -413,7 +475,7 @@ mod tests {
         )
         .unwrap();
         let (tx, rx) = watch::channel(false);
-        let tools = FileTools::new(Root::new(dir.path()).unwrap());
+        let tools = FileTools::new(Root::new(dir.path()).unwrap(), Supervisor::new());
         (dir, tools, tx, rx)
     }
 
@@ -577,5 +639,122 @@ mod tests {
         tx.send(true).unwrap();
         assert_eq!(run.await.unwrap_err(), "cancelled");
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// Live (not zombie) processes whose command line holds `marker`, as
+    /// seen in /proc (also those in a sandbox's pid namespace).
+    #[cfg(target_os = "linux")]
+    fn live_with(marker: &str) -> Vec<u32> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+
+    /// A `sleep` duration no other process uses: it marks the sleep.
+    #[cfg(target_os = "linux")]
+    fn marker() -> String {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        format!(
+            "1000.{}{:03}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        )
+    }
+
+    /// Waits (at most 10 s) until `done` holds.
+    #[cfg(target_os = "linux")]
+    async fn until(mut done: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    /// Kills what a failed test leaves behind.
+    #[cfg(target_os = "linux")]
+    struct Sweep(String);
+
+    #[cfg(target_os = "linux")]
+    impl Drop for Sweep {
+        fn drop(&mut self) {
+            for pid in live_with(&self.0) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_cancelled_shell_command_leaves_no_background_process() {
+        let (_dir, t, tx, rx) = tools();
+        let marker = marker();
+        let _sweep = Sweep(marker.clone());
+        let command = format!("sleep {marker} & echo $!; wait");
+        let run = t.run(call("shell", json!({"command": command})), rx);
+        tokio::pin!(run);
+        let started = tokio::select! {
+            r = &mut run => panic!("the command returned early: {r:?}"),
+            started = until(|| !live_with(&marker).is_empty()) => started,
+        };
+        assert!(started, "the background sleep never started");
+        tx.send(true).unwrap();
+        let result = tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("the cancelled command returns");
+        assert_eq!(result.unwrap_err(), "cancelled");
+        assert!(
+            until(|| live_with(&marker).is_empty()).await,
+            "the background sleep outlived the cancelled command: {:?}",
+            live_with(&marker)
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_finished_shell_command_leaves_no_background_process() {
+        let (_dir, t, _tx, rx) = tools();
+        let marker = marker();
+        let _sweep = Sweep(marker.clone());
+        let command = format!("sleep {marker} & echo $!");
+        // The sleep holds the output pipe: the call must not wait for it.
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            t.run(call("shell", json!({"command": command})), rx),
+        )
+        .await
+        .expect("the command returns when the shell exits")
+        .unwrap();
+        let out = out.trim_start_matches(&format!("{UNSANDBOXED}\n"));
+        assert!(out.starts_with("exit status: 0\n"), "{out}");
+        let pid = out.lines().nth(1).unwrap_or_default();
+        assert!(
+            pid.trim().parse::<u32>().is_ok(),
+            "the sleep started: {out}"
+        );
+        assert!(
+            until(|| live_with(&marker).is_empty()).await,
+            "the background sleep outlived its command: {:?}",
+            live_with(&marker)
+        );
     }
 }

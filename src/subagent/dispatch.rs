@@ -23,6 +23,7 @@ use crate::board::UnknownTask;
 use crate::bus::Emitter;
 use crate::cancel::cancelled;
 use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};
+use crate::supervisor::Supervisor;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -106,6 +107,8 @@ pub struct Dispatcher {
     /// Background tasks that finished, by task id, for the chat loop.
     completions: mpsc::UnboundedSender<String>,
     internal: Mutex<Option<Arc<dyn InternalRunner>>>,
+    /// Owns the agent processes.
+    supervisor: Supervisor,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +123,7 @@ impl Dispatcher {
         root: Root,
         emitter: Emitter,
         permissions: Permissions,
+        supervisor: Supervisor,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<String>) {
         let (completions, rx) = mpsc::unbounded_channel();
         let d = Self {
@@ -135,6 +139,7 @@ impl Dispatcher {
             next_task: AtomicU64::new(1),
             completions,
             internal: Mutex::new(None),
+            supervisor,
         };
         (Arc::new(d), rx)
     }
@@ -296,8 +301,9 @@ impl Dispatcher {
         }
         let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
         let root = self.root.clone();
+        let supervisor = self.supervisor.clone();
         let start = async move {
-            Connection::start(&spec, &root)
+            Connection::start(&spec, &root, &supervisor)
                 .await
                 .map_err(|e| e.to_string())
         }

@@ -70,22 +70,12 @@ impl Drop for TerminalGuard {
 /// it does on `q`, and the terminal is restored.
 pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
-    #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
         let tx = tx.clone();
-        if let (Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) {
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = hup.recv() => {}
-                }
-                let _ = tx.send(Input::Quit);
-            });
-        }
+        tokio::spawn(async move {
+            crate::cancel::termination_signal().await;
+            let _ = tx.send(Input::Quit);
+        });
     }
     std::thread::spawn(move || {
         loop {

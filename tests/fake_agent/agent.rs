@@ -357,27 +357,26 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(CRASH_MARKER, serde_json::json!({}))?)?;
             std::future::pending::<()>().await;
         }
-        "slow" => {
-            // `slow [SECONDS] [end_turn]`: with `end_turn`, a cancelled turn
-            // answers `end_turn` (as opencode does) instead of `cancelled`.
-            let mut words = rest.split_whitespace();
-            let seconds: f64 = match words.next() {
-                None => 30.0,
-                Some(value) => value.parse().map_err(|_| {
-                    Error::invalid_params().data(format!("slow: bad seconds {value:?}"))
-                })?,
-            };
-            let on_cancel = if words.next() == Some("end_turn") {
-                StopReason::EndTurn
-            } else {
-                StopReason::Cancelled
-            };
-            turn.chunk("working")?;
-            tokio::select! {
-                () = cancelled => return Ok(on_cancel),
-                () = tokio::time::sleep(Duration::from_secs_f64(seconds.max(0.0))) => {}
-            }
-            turn.chunk(" done")?;
+        "slow" => return slow(turn, rest, cancelled).await,
+        "grandchild" => {
+            // `grandchild [SECONDS] [end_turn]`: a `sleep 600` in this
+            // agent's process group (a grandchild of the client), which
+            // nothing here ever stops; then as `slow`.
+            let sleep = std::process::Command::new("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| Error::internal_error().data(format!("grandchild: {e}")))?;
+            turn.chunk(format!(
+                "grandchild {} agent {}\n",
+                sleep.id(),
+                std::process::id()
+            ))?;
+            // Dropping std's `Child` neither kills nor waits for it.
+            drop(sleep);
+            return slow(turn, rest, cancelled).await;
         }
         "turns" => {
             // The handler recorded this prompt before the turn started.
@@ -411,6 +410,34 @@ async fn run_turn(
         }
         other => turn.chunk(format!("unknown scenario: {other}"))?,
     }
+    Ok(StopReason::EndTurn)
+}
+
+/// `slow [SECONDS] [end_turn]`: with `end_turn`, a cancelled turn answers
+/// `end_turn` (as opencode does) instead of `cancelled`.
+async fn slow(
+    turn: &mut Turn,
+    rest: &str,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<StopReason, Error> {
+    let mut words = rest.split_whitespace();
+    let seconds: f64 = match words.next() {
+        None => 30.0,
+        Some(value) => value
+            .parse()
+            .map_err(|_| Error::invalid_params().data(format!("slow: bad seconds {value:?}")))?,
+    };
+    let on_cancel = if words.next() == Some("end_turn") {
+        StopReason::EndTurn
+    } else {
+        StopReason::Cancelled
+    };
+    turn.chunk("working")?;
+    tokio::select! {
+        () = cancelled => return Ok(on_cancel),
+        () = tokio::time::sleep(Duration::from_secs_f64(seconds.max(0.0))) => {}
+    }
+    turn.chunk(" done")?;
     Ok(StopReason::EndTurn)
 }
 
@@ -518,6 +545,8 @@ struct Options {
     /// Never answer `initialize`, and stay up after stdin closes: a wedged
     /// agent.
     hang_initialize: bool,
+    /// Stay up when stdin closes, as codex-acp and claude-agent-acp do.
+    ignore_stdin_close: bool,
 }
 
 fn parse_options() -> Options {
@@ -525,12 +554,14 @@ fn parse_options() -> Options {
         load: true,
         resume: true,
         hang_initialize: false,
+        ignore_stdin_close: false,
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--no-load" => options.load = false,
             "--no-resume" => options.resume = false,
             "--hang-initialize" => options.hang_initialize = true,
+            "--ignore-stdin-close" => options.ignore_stdin_close = true,
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -601,7 +632,9 @@ async fn main() {
     let (connection_end, bridge_end) = Channel::duplex();
     let (mut outgoing, incoming) = bridge_end.into_parts();
 
-    // stdin -> connection. Dropping `incoming` at EOF closes the connection.
+    // stdin -> connection. Dropping `incoming` at EOF closes the connection;
+    // with --ignore-stdin-close it is kept, and the agent stays up.
+    let ignore_stdin_close = options.ignore_stdin_close;
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
             let line = match line {
@@ -619,6 +652,12 @@ async fn main() {
                 .is_err()
             {
                 break;
+            }
+        }
+        if ignore_stdin_close {
+            log("stdin closed; staying up (--ignore-stdin-close)");
+            loop {
+                std::thread::park();
             }
         }
     });

@@ -1,0 +1,258 @@
+//! No process `quorum call` started outlives it: not the agent, not the
+//! agent's own child (a `sleep 600` in the agent's process group, which the
+//! fake agent never stops), whether the call is cancelled with SIGINT,
+//! terminated with SIGTERM, killed with SIGKILL (the parent-death signal
+//! and the watchdog), or ends normally with an agent that, like codex-acp
+//! and claude-agent-acp, does not exit when its stdin closes.
+#![cfg(target_os = "linux")]
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long processes may take to disappear after quorum has exited.
+const GONE_WITHIN: Duration = Duration::from_secs(10);
+/// How long a call may take to start its agent, or to exit once told to.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// A process by pid and start time, so a reused pid is not mistaken for
+/// it; alive while it exists and is not a zombie.
+struct Proc {
+    what: &'static str,
+    pid: i32,
+    start: String,
+}
+
+impl Proc {
+    fn find(what: &'static str, pid: i32) -> Self {
+        let fields = stat_fields(pid).unwrap_or_else(|| panic!("{what} {pid} is not running"));
+        Proc {
+            what,
+            pid,
+            start: fields[19].clone(),
+        }
+    }
+
+    fn alive(&self) -> bool {
+        stat_fields(self.pid).is_some_and(|f| f[19] == self.start && f[0] != "Z")
+    }
+}
+
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    true
+}
+
+/// One `quorum call` (or `quorum run`) with a `grandchild` turn. Whatever is
+/// still alive when it is dropped (the test failed) is killed, so no run
+/// leaves strays.
+struct Case {
+    dir: tempfile::TempDir,
+    quorum: Child,
+    status: Option<ExitStatus>,
+    agent: Proc,
+    grandchild: Proc,
+}
+
+impl Case {
+    /// Starts `quorum call --agent AGENT --input INPUT` and waits until the
+    /// agent has started its grandchild.
+    fn start(agent: &str, input: &str) -> Case {
+        Case::start_with(&["call", "--json", "--agent", agent, "--input", input])
+    }
+
+    /// Starts quorum with `args` and waits until the agent has started its
+    /// grandchild.
+    fn start_with(args: &[&str]) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+        let config = dir.path().join("quorum.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[agents.fake]\ncommand = {fake:?}\n\n\
+                 [agents.stubborn]\ncommand = {fake:?}\nargs = [\"--ignore-stdin-close\"]\n"
+            ),
+        )
+        .unwrap();
+        let record = dir.path().join("call.jsonl");
+        let file = |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).unwrap());
+        let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .arg("--record")
+            .arg(&record)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(file("stdout"))
+            .stderr(file("stderr"))
+            .spawn()
+            .unwrap();
+        let pattern = regex::Regex::new(r"grandchild (\d+) agent (\d+)").unwrap();
+        let mut pids = None;
+        let reported = wait_until(PATIENCE, || {
+            let text = std::fs::read_to_string(&record).unwrap_or_default();
+            pids = pattern
+                .captures(&text)
+                .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()));
+            pids.is_some() || quorum.try_wait().unwrap().is_some()
+        });
+        let Some((grandchild, agent)) = pids else {
+            let _ = quorum.kill();
+            let _ = quorum.wait();
+            panic!(
+                "the agent never reported its grandchild (reported: {reported}); stderr: {}",
+                read(&dir.path().join("stderr"))
+            );
+        };
+        let case = Case {
+            quorum,
+            status: None,
+            agent: Proc::find("the agent", agent),
+            grandchild: Proc::find("the grandchild", grandchild),
+            dir,
+        };
+        assert!(case.agent.alive() && case.grandchild.alive());
+        case
+    }
+
+    fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.quorum.id() as i32), signal).unwrap();
+    }
+
+    /// Waits for quorum to exit.
+    fn exit(&mut self) -> ExitStatus {
+        let mut status = None;
+        let exited = wait_until(PATIENCE, || {
+            status = self.quorum.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(exited, "quorum did not exit; stderr: {}", self.stderr());
+        self.status = status;
+        status.unwrap()
+    }
+
+    /// Asserts that, soon after quorum's exit, nothing it started is alive.
+    fn assert_nothing_left(&self) {
+        let procs = [&self.agent, &self.grandchild];
+        wait_until(GONE_WITHIN, || procs.iter().all(|p| !p.alive()));
+        let left: Vec<_> = procs
+            .into_iter()
+            .filter(|p| p.alive())
+            .map(|p| format!("{} (pid {})", p.what, p.pid))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "still running after quorum exited: {left:?}; stderr: {}",
+            self.stderr()
+        );
+    }
+
+    fn stderr(&self) -> String {
+        read(&self.dir.path().join("stderr"))
+    }
+
+    fn stdout(&self) -> String {
+        read(&self.dir.path().join("stdout"))
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(PathBuf::from(path)).unwrap_or_default()
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.quorum.kill();
+            let _ = self.quorum.wait();
+        }
+        for p in [&self.agent, &self.grandchild] {
+            if p.alive() {
+                let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+#[test]
+fn sigint_cancels_the_call_and_leaves_nothing_running() {
+    let mut case = Case::start("fake", "grandchild 600");
+    case.signal(Signal::SIGINT);
+    let status = case.exit();
+    assert_eq!(status.code(), Some(1), "{}", case.stderr());
+    assert!(
+        case.stdout().contains(r#""stop_reason":"cancelled""#),
+        "{}",
+        case.stdout()
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
+fn sigterm_ends_the_call_and_leaves_nothing_running() {
+    let mut case = Case::start("fake", "grandchild 600");
+    case.signal(Signal::SIGTERM);
+    let status = case.exit();
+    assert_eq!(status.code(), Some(143), "{}", case.stderr());
+    case.assert_nothing_left();
+}
+
+#[test]
+fn sigterm_ends_quorum_run_and_leaves_nothing_running() {
+    let scripts = tempfile::tempdir().unwrap();
+    let script = scripts.path().join("model.json");
+    let call = serde_json::json!({"name": "subagent", "arguments": {"agent": "fake", "input": "grandchild 600"}});
+    std::fs::write(
+        &script,
+        serde_json::json!([{"tool_calls": [call]}, {"text": "done"}]).to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let mut case = Case::start_with(&["run", "--model", &model, "-p", "go"]);
+    case.signal(Signal::SIGTERM);
+    let status = case.exit();
+    assert_eq!(status.code(), Some(143), "{}", case.stderr());
+    case.assert_nothing_left();
+}
+
+#[test]
+fn sigkill_of_quorum_leaves_nothing_running() {
+    let mut case = Case::start("fake", "grandchild 600");
+    case.signal(Signal::SIGKILL);
+    let status = case.exit();
+    assert_eq!(status.signal(), Some(9));
+    case.assert_nothing_left();
+}
+
+#[test]
+fn an_agent_that_ignores_its_closed_stdin_is_ended_after_a_normal_call() {
+    let mut case = Case::start("stubborn", "grandchild 1");
+    let status = case.exit();
+    assert_eq!(status.code(), Some(0), "{}", case.stderr());
+    assert!(
+        case.stdout().contains("grandchild")
+            && case.stdout().contains(r#""stop_reason":"end_turn""#),
+        "{}",
+        case.stdout()
+    );
+    case.assert_nothing_left();
+}
