@@ -3,7 +3,10 @@
 //! fake agent never stops), whether the call is cancelled with SIGINT,
 //! terminated with SIGTERM, killed with SIGKILL (the parent-death signal
 //! and the watchdog), or ends normally with an agent that, like codex-acp
-//! and claude-agent-acp, does not exit when its stdin closes.
+//! and claude-agent-acp, does not exit when its stdin closes. The same
+//! for the TUI, quit with a background task running (Ctrl+C, SIGTERM,
+//! SIGHUP), which also gives the terminal back as it found it; and for an
+//! internal agent's shell command cancelled with Esc.
 #![cfg(target_os = "linux")]
 
 use std::os::unix::process::ExitStatusExt;
@@ -80,6 +83,22 @@ impl Case {
     /// Starts quorum with `args` and waits until the agent has started its
     /// grandchild.
     fn start_with(args: &[&str]) -> Case {
+        Case::spawn(args, None, |_| {})
+    }
+
+    /// The interactive TUI in a 120x40 pseudo-terminal; `type_keys` types
+    /// into it once it runs.
+    fn start_tui(type_keys: &[u8]) -> (Case, Terminal) {
+        let terminal = Terminal::open();
+        let keys = type_keys.to_vec();
+        let case = Case::spawn(&[], Some(&terminal), |t| {
+            t.wait_for("Ctrl+C quits");
+            t.type_keys(&keys);
+        });
+        (case, terminal)
+    }
+
+    fn spawn(args: &[&str], tty: Option<&Terminal>, after: impl FnOnce(&Terminal)) -> Case {
         let dir = tempfile::tempdir().unwrap();
         let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
         let config = dir.path().join("quorum.toml");
@@ -93,19 +112,30 @@ impl Case {
         .unwrap();
         let record = dir.path().join("call.jsonl");
         let file = |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).unwrap());
-        let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        command
             .arg("--config")
             .arg(&config)
             .args(args)
             .arg("--record")
             .arg(&record)
             .env("XDG_STATE_HOME", dir.path().join("state"))
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(file("stdout"))
-            .stderr(file("stderr"))
-            .spawn()
-            .unwrap();
+            .env("TERM", "xterm-256color")
+            .current_dir(dir.path());
+        match tty {
+            Some(t) => command
+                .stdin(t.slave())
+                .stdout(t.slave())
+                .stderr(file("stderr")),
+            None => command
+                .stdin(Stdio::null())
+                .stdout(file("stdout"))
+                .stderr(file("stderr")),
+        };
+        let mut quorum = command.spawn().unwrap();
+        if let Some(t) = tty {
+            after(t);
+        }
         let pattern = regex::Regex::new(r"grandchild (\d+) agent (\d+)").unwrap();
         let mut pids = None;
         let reported = wait_until(PATIENCE, || {
@@ -255,4 +285,190 @@ fn an_agent_that_ignores_its_closed_stdin_is_ended_after_a_normal_call() {
         case.stdout()
     );
     case.assert_nothing_left();
+}
+
+/// A pseudo-terminal whose screen output is collected as it comes.
+struct Terminal {
+    master: std::fs::File,
+    slave: std::os::fd::OwnedFd,
+    screen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Terminal {
+    fn open() -> Terminal {
+        let size = nix::pty::Winsize {
+            ws_row: 40,
+            ws_col: 120,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&size), None).unwrap();
+        let master = std::fs::File::from(pty.master);
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            master,
+            slave: pty.slave,
+            screen,
+        }
+    }
+
+    fn slave(&self) -> Stdio {
+        Stdio::from(self.slave.try_clone().unwrap())
+    }
+
+    fn output(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    fn wait_for(&self, text: &str) {
+        assert!(
+            wait_until(PATIENCE, || self.output().contains(text)),
+            "the screen never showed {text:?}"
+        );
+    }
+
+    fn type_keys(&self, keys: &[u8]) {
+        std::io::Write::write_all(&mut &self.master, keys).unwrap();
+    }
+
+    /// The terminal was given back: raw mode's alternate screen and mouse
+    /// reporting are switched off after the last frame.
+    fn assert_restored(&self) {
+        let out = self.output();
+        let left = out
+            .rfind("\x1b[?1049l")
+            .expect("the alternate screen was left");
+        let entered = out
+            .rfind("\x1b[?1049h")
+            .expect("the alternate screen was entered");
+        assert!(left > entered, "left the alternate screen last");
+        assert!(
+            out[entered..].contains("\x1b[?1000l"),
+            "mouse reporting off"
+        );
+    }
+}
+
+#[test]
+fn quitting_the_tui_with_a_background_task_running_leaves_nothing_running() {
+    let (mut case, terminal) = Case::start_tui(b"@fake! grandchild 600\r");
+    terminal.wait_for("running");
+    // Ctrl+C on an empty composer quits.
+    terminal.type_keys(b"\x03");
+    let status = case.exit();
+    assert_eq!(status.code(), Some(0), "{}", case.stderr());
+    terminal.assert_restored();
+    case.assert_nothing_left();
+}
+
+#[test]
+fn sigterm_and_sighup_end_the_tui_and_give_the_terminal_back() {
+    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+        let (mut case, terminal) = Case::start_tui(b"@fake! grandchild 600\r");
+        case.signal(signal);
+        let status = case.exit();
+        assert_eq!(status.code(), Some(0), "{signal}: {}", case.stderr());
+        terminal.assert_restored();
+        case.assert_nothing_left();
+    }
+}
+
+/// Esc while the internal agent's shell command runs ends the command's
+/// whole process group, its background children too, while quorum goes on.
+#[test]
+fn esc_ends_an_internal_shell_command_and_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("model.json");
+    // A duration no other process has, to find the sleep by (its pid as the
+    // shell sees it may be another namespace's).
+    let duration = format!("{}.{}", 600 + std::process::id() % 1000, 417);
+    let command = format!("sleep {duration} & echo started > started.txt; wait");
+    let shell = serde_json::json!({"name": "shell", "arguments": {"command": command}});
+    let call = serde_json::json!({"name": "subagent", "arguments": {"input": "run it"}});
+    std::fs::write(
+        &script,
+        serde_json::json!([
+            {"tool_calls": [call]},
+            {"tool_calls": [shell]},
+            {"text": "never"},
+            {"text": "never"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let terminal = Terminal::open();
+    let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("--no-record")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("TERM", "xterm-256color")
+        .current_dir(dir.path())
+        .stdin(terminal.slave())
+        .stdout(terminal.slave())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.path().join("stderr")).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    /// Kills what is left if the test fails.
+    struct Guard(Vec<i32>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            for pid in &self.0 {
+                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+            }
+        }
+    }
+    let mut guard = Guard(vec![quorum.id() as i32]);
+    terminal.wait_for("Ctrl+C quits");
+    terminal.type_keys(b"go\r");
+    let started = dir.path().join("started.txt");
+    assert!(
+        wait_until(PATIENCE, || read(&started).ends_with('\n')),
+        "the shell command never ran; stderr: {}",
+        read(&dir.path().join("stderr"))
+    );
+    let mut found = None;
+    assert!(wait_until(PATIENCE, || {
+        found = find_by_cmdline(&["sleep", &duration]);
+        found.is_some()
+    }));
+    let sleep = Proc::find("the shell's background sleep", found.unwrap());
+    guard.0.push(sleep.pid);
+    assert!(sleep.alive());
+    terminal.type_keys(b"\x1b");
+    assert!(
+        wait_until(GONE_WITHIN, || !sleep.alive()),
+        "the shell's child outlived Esc"
+    );
+    assert!(quorum.try_wait().unwrap().is_none(), "quorum goes on");
+    terminal.wait_for("turn cancelled");
+    terminal.type_keys(b"\x03");
+    assert!(wait_until(PATIENCE, || quorum
+        .try_wait()
+        .unwrap()
+        .is_some()));
+    guard.0.clear();
+}
+
+/// The pid of a process whose command line is exactly `argv`.
+fn find_by_cmdline(argv: &[&str]) -> Option<i32> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (cmdline == wanted).then_some(pid)
+    })
 }
