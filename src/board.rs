@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Activity, Event, Severity, Stamped, StopReason, TaskState};
+use crate::event::{Activity, Event, Stamped, StopReason, Summary, TaskState};
 
 /// Longest summary line kept (chars).
 const SUMMARY_CHARS: usize = 160;
@@ -29,11 +29,8 @@ pub struct Entry {
     /// When it started and ended, ms since the session started.
     pub started: u64,
     pub finished: Option<u64>,
-    pub state: TaskState,
-    pub tool_calls: u32,
-    pub last_activity: Option<String>,
-    pub severity: Option<Severity>,
-    pub waiting: bool,
+    /// What the screen shows of it, sent whole in each snapshot.
+    pub summary: Summary,
     pub stop_reason: Option<StopReason>,
     /// A background task's report, severity header stripped (kept for
     /// `subagent_status`; foreground calls return theirs at once).
@@ -50,28 +47,25 @@ impl Entry {
         Event::TaskProgress {
             call_id: self.call_id.clone(),
             task_id: self.task_id.clone(),
-            state: self.state,
-            tool_calls: self.tool_calls,
-            last_activity: self.last_activity.clone(),
-            severity: self.severity,
-            waiting: self.waiting,
+            summary: self.summary.clone(),
         }
     }
 
     /// `subagent_status`'s view of a background task.
     pub fn status_json(&self, now: u64) -> serde_json::Value {
+        let s = &self.summary;
         let mut v = serde_json::json!({
             "task_id": self.task_id,
             "agent": self.agent,
-            "state": self.state,
+            "state": s.state,
             "elapsed_ms": self.finished.unwrap_or(now).saturating_sub(self.started),
-            "tool_calls": self.tool_calls,
+            "tool_calls": s.tool_calls,
         });
         let map = v.as_object_mut().expect("an object");
-        if let Some(a) = &self.last_activity {
+        if let Some(a) = &s.last_activity {
             map.insert("last_activity".into(), a.clone().into());
         }
-        if self.waiting {
+        if s.waiting {
             map.insert("waiting_for_permission".into(), true.into());
         }
         if let Some(o) = &self.output {
@@ -80,8 +74,8 @@ impl Entry {
         if let Some(r) = self.stop_reason {
             map.insert("stop_reason".into(), r.as_str().into());
         }
-        if let Some(s) = self.severity {
-            map.insert("severity".into(), s.as_str().into());
+        if let Some(severity) = s.severity {
+            map.insert("severity".into(), severity.as_str().into());
         }
         v
     }
@@ -125,11 +119,7 @@ impl Board {
                     code_review: *code_review,
                     started: t,
                     finished: None,
-                    state: TaskState::Running,
-                    tool_calls: 0,
-                    last_activity: None,
-                    severity: None,
-                    waiting: false,
+                    summary: Summary::default(),
                     stop_reason: None,
                     output: None,
                     partial: String::new(),
@@ -157,10 +147,10 @@ impl Board {
             } => {
                 let entry = self.entry_mut(call_id)?;
                 entry.finished = Some(t);
-                entry.state = TaskState::from_stop_reason(*stop_reason);
+                entry.summary.state = TaskState::from_stop_reason(*stop_reason);
                 entry.stop_reason = Some(*stop_reason);
-                entry.severity = *severity;
-                entry.waiting = false;
+                entry.summary.severity = *severity;
+                entry.summary.waiting = false;
                 // The line the agent ended on, though no newline ended it.
                 entry.flush();
                 if entry.task_id.is_some() {
@@ -219,19 +209,19 @@ impl Entry {
             Activity::MessageChunk { text } => self.text(text, ""),
             Activity::ThoughtChunk { text } => self.text(text, "thinking: "),
             Activity::ToolCall { title, .. } => {
-                self.tool_calls += 1;
+                self.summary.tool_calls += 1;
                 self.partial.clear();
                 self.set_last(format!("⚙ {}", one_line(title)));
                 true
             }
             Activity::PermissionRequest { title, .. } => {
-                self.waiting = true;
+                self.summary.waiting = true;
                 self.set_last(format!("? permission: {}", one_line(title)));
                 true
             }
             Activity::PermissionResolved { outcome, .. } => {
-                let was = self.waiting;
-                self.waiting = false;
+                let was = self.summary.waiting;
+                self.summary.waiting = false;
                 let last = format!("permission {}", one_line(outcome));
                 was | self.set_last(last)
             }
@@ -273,10 +263,10 @@ impl Entry {
     }
 
     fn set_last(&mut self, line: String) -> bool {
-        if self.last_activity.as_deref() == Some(line.as_str()) {
+        if self.summary.last_activity.as_deref() == Some(line.as_str()) {
             return false;
         }
-        self.last_activity = Some(line);
+        self.summary.last_activity = Some(line);
         true
     }
 }
@@ -297,7 +287,7 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{AgentRef, ToolStatus};
+    use crate::event::{AgentRef, Severity, ToolStatus};
 
     fn started(call: &str, task: Option<&str>) -> Stamped {
         Stamped::new(
@@ -342,16 +332,18 @@ mod tests {
             Event::TaskProgress {
                 call_id: "c1".into(),
                 task_id: Some("t1".into()),
-                state: TaskState::Running,
-                tool_calls: 1,
-                last_activity: Some("⚙ Read a".into()),
-                severity: None,
-                waiting: false,
+                summary: Summary {
+                    state: TaskState::Running,
+                    tool_calls: 1,
+                    last_activity: Some("⚙ Read a".into()),
+                    severity: None,
+                    waiting: false,
+                },
             }
         );
         b.observe(&activity("c1", tool("b")));
-        assert_eq!(b.task("t1").unwrap().tool_calls, 2);
-        assert_eq!(b.call("c1").unwrap().tool_calls, 2);
+        assert_eq!(b.task("t1").unwrap().summary.tool_calls, 2);
+        assert_eq!(b.call("c1").unwrap().summary.tool_calls, 2);
     }
 
     #[test]
@@ -368,16 +360,22 @@ mod tests {
         };
         assert_eq!(b.observe(&chunk("Looking at ")), None);
         assert_eq!(b.observe(&chunk("the code")), None);
-        let Some(Event::TaskProgress { last_activity, .. }) = b.observe(&chunk(".\nNext")) else {
+        let Some(Event::TaskProgress { summary, .. }) = b.observe(&chunk(".\nNext")) else {
             panic!("a line ended")
         };
-        assert_eq!(last_activity.as_deref(), Some("Looking at the code."));
+        assert_eq!(
+            summary.last_activity.as_deref(),
+            Some("Looking at the code.")
+        );
         // The same line again is no change.
         assert_eq!(
             b.observe(&chunk("\n")),
             Some(b.call("c1").unwrap().snapshot())
         );
-        assert_eq!(b.call("c1").unwrap().last_activity.as_deref(), Some("Next"));
+        assert_eq!(
+            b.call("c1").unwrap().summary.last_activity.as_deref(),
+            Some("Next")
+        );
         assert_eq!(b.observe(&chunk("\n\n")), None);
         // A thought ends the message line before it; the finish ends the
         // thought's.
@@ -390,7 +388,7 @@ mod tests {
         );
         assert!(b.observe(&thought).is_some());
         assert_eq!(
-            b.call("c1").unwrap().last_activity.as_deref(),
+            b.call("c1").unwrap().summary.last_activity.as_deref(),
             Some("Almost")
         );
         b.observe(&Stamped::new(
@@ -403,7 +401,7 @@ mod tests {
             },
         ));
         assert_eq!(
-            b.call("c1").unwrap().last_activity.as_deref(),
+            b.call("c1").unwrap().summary.last_activity.as_deref(),
             Some("thinking: checking")
         );
     }
@@ -420,7 +418,7 @@ mod tests {
                 options: vec!["Allow".into()],
             },
         ));
-        assert!(b.task("t1").unwrap().waiting);
+        assert!(b.task("t1").unwrap().summary.waiting);
         b.observe(&activity(
             "c1",
             Activity::PermissionResolved {
@@ -428,7 +426,7 @@ mod tests {
                 outcome: "Allow".into(),
             },
         ));
-        assert!(!b.task("t1").unwrap().waiting);
+        assert!(!b.task("t1").unwrap().summary.waiting);
         let snap = b.observe(&Stamped::new(
             90,
             Event::SubagentFinished {
@@ -438,15 +436,13 @@ mod tests {
                 severity: Some(Severity::Red),
             },
         ));
-        assert!(matches!(
-            snap,
-            Some(Event::TaskProgress {
-                state: TaskState::Done,
-                severity: Some(Severity::Red),
-                waiting: false,
-                ..
-            })
-        ));
+        let Some(Event::TaskProgress { summary, .. }) = snap else {
+            panic!("{snap:?}")
+        };
+        assert_eq!(
+            (summary.state, summary.severity, summary.waiting),
+            (TaskState::Done, Some(Severity::Red), false)
+        );
         let status = b.status(Some("t1"), 1000).unwrap();
         assert_eq!(status["elapsed_ms"], 80);
         assert_eq!(status["output"], "Looks red.");

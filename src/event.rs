@@ -254,6 +254,22 @@ pub enum Op {
     },
 }
 
+/// The task board's summary of one call: what a box's footer and the side
+/// panel show of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    pub state: TaskState,
+    #[serde(default)]
+    pub tool_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    /// Waiting for the person to answer a permission request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
+}
+
 /// State of a sub-agent call or background task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -379,16 +395,8 @@ pub enum Event {
         call_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
-        state: TaskState,
-        #[serde(default)]
-        tool_calls: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        last_activity: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        severity: Option<Severity>,
-        /// Waiting for the person to answer a permission request.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        waiting: bool,
+        #[serde(flatten)]
+        summary: Summary,
     },
     /// A background task's report was delivered to the chat model (its
     /// output is the one its `subagent_finished` carried).
@@ -524,11 +532,13 @@ mod tests {
             Event::TaskProgress {
                 call_id: "c1".into(),
                 task_id: Some("t1".into()),
-                state: TaskState::Running,
-                tool_calls: 3,
-                last_activity: Some("⚙ Read".into()),
-                severity: Some(Severity::Yellow),
-                waiting: true,
+                summary: Summary {
+                    state: TaskState::Running,
+                    tool_calls: 3,
+                    last_activity: Some("⚙ Read".into()),
+                    severity: Some(Severity::Yellow),
+                    waiting: true,
+                },
             },
             Event::TaskReported {
                 task_id: "t1".into(),

@@ -638,7 +638,7 @@ async fn background_tasks_report_when_done() {
         events.iter().any(|e| matches!(e, Event::SubagentFinished { output, stop_reason: StopReason::EndTurn, .. } if output == "working done"))
     );
     // The board's snapshots follow the task to its end.
-    assert!(events.iter().any(|e| matches!(e, Event::TaskProgress { task_id: Some(t), state: TaskState::Done, .. } if t == task_id)));
+    assert!(events.iter().any(|e| matches!(e, Event::TaskProgress { task_id: Some(t), summary, .. } if t == task_id && summary.state == TaskState::Done)));
     match r.dispatcher.status(Some("t999")) {
         Err(DispatchError::UnknownTask(e)) => {
             assert_eq!(

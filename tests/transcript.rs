@@ -249,6 +249,6 @@ fn version_1_task_lines_become_board_snapshots() {
     );
     assert!(matches!(
         &loaded.events[2].event,
-        Event::TaskProgress { call_id, task_id: Some(t), tool_calls: 1, .. } if call_id == "c" && t == "t1"
+        Event::TaskProgress { call_id, task_id: Some(t), summary } if call_id == "c" && t == "t1" && summary.tool_calls == 1
     ));
 }

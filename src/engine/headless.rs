@@ -120,6 +120,30 @@ pub enum Interrupt {
     Quit(i32),
 }
 
+impl Interrupt {
+    /// Acts on one interrupt: the first Ctrl+C runs `cancel` and the work
+    /// goes on (`None`); a second one, or SIGTERM or SIGHUP, ends it with
+    /// the exit code returned.
+    fn handle(self, interrupted: &mut bool, cancel: impl FnOnce()) -> Option<i32> {
+        match self {
+            Interrupt::Cancel if !*interrupted => {
+                *interrupted = true;
+                eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                cancel();
+                None
+            }
+            Interrupt::Cancel => {
+                eprintln!("quorum: interrupted twice, exiting");
+                Some(EXIT_INTERRUPTED)
+            }
+            Interrupt::Quit(exit) => {
+                eprintln!("quorum: terminated by a signal; stopping the agents");
+                Some(exit)
+            }
+        }
+    }
+}
+
 /// The interrupts a headless command listens to: Ctrl+C, SIGTERM, SIGHUP.
 pub fn interrupts() -> mpsc::UnboundedReceiver<Interrupt> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -166,22 +190,12 @@ pub async fn call(
         let reply = loop {
             tokio::select! {
                 reply = &mut run => break reply,
-                Some(interrupt) = interrupts.recv() => match interrupt {
-                    Interrupt::Cancel if !interrupted => {
-                        interrupted = true;
-                        eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
-                        session.cancel_all();
-                    }
-                    Interrupt::Cancel => {
-                        eprintln!("quorum: interrupted twice, exiting");
-                        code = EXIT_INTERRUPTED;
-                        break 'calls;
-                    }
-                    Interrupt::Quit(exit) => {
+                Some(interrupt) = interrupts.recv() => {
+                    if let Some(exit) = interrupt.handle(&mut interrupted, || session.cancel_all()) {
                         code = exit;
                         break 'calls;
                     }
-                },
+                }
             }
         };
         match reply {
@@ -247,22 +261,16 @@ pub async fn run(
             loop {
                 tokio::select! {
                     r = &mut turn => break r,
-                    Some(interrupt) = interrupts.recv() => match interrupt {
-                        Interrupt::Cancel if !interrupted => {
-                            interrupted = true;
-                            eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                    Some(interrupt) = interrupts.recv() => {
+                        let cancel = || {
                             let _ = cancel_tx.send(true);
                             session.cancel_all();
-                        }
-                        Interrupt::Cancel => {
-                            code = EXIT_INTERRUPTED;
-                            break 'turns;
-                        }
-                        Interrupt::Quit(exit) => {
+                        };
+                        if let Some(exit) = interrupt.handle(&mut interrupted, cancel) {
                             code = exit;
                             break 'turns;
                         }
-                    },
+                    }
                 }
             }
         };
@@ -296,6 +304,7 @@ pub async fn run(
                 None => break,
             },
             Some(interrupt) = interrupts.recv() => {
+                // Waiting is all there is to cancel: any interrupt ends it.
                 code = match interrupt {
                     Interrupt::Cancel => EXIT_INTERRUPTED,
                     Interrupt::Quit(exit) => exit,

@@ -182,11 +182,12 @@ impl Ops {
                                 "{} {} {}{} · {} tool calls",
                                 t.task_id.as_deref().unwrap_or("?"),
                                 t.agent,
-                                t.state.as_str(),
-                                t.severity
+                                t.summary.state.as_str(),
+                                t.summary
+                                    .severity
                                     .map(|s| format!(" ({})", s.as_str()))
                                     .unwrap_or_default(),
-                                t.tool_calls
+                                t.summary.tool_calls
                             )
                         })
                         .collect()

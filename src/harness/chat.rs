@@ -242,7 +242,7 @@ impl Chat {
                 "[automated message] Background task {task_id} ({}) finished with stop reason {}{}. Its report:\n{}\n\n",
                 task.agent,
                 task.stop_reason.unwrap_or_default(),
-                task.severity
+                task.summary.severity
                     .map(|s| format!(", verdict {}", s.as_str()))
                     .unwrap_or_default(),
                 task.output.as_deref().unwrap_or("")

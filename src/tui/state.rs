@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
     Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity, Stamped,
-    StopReason, TaskState, ToolStatus,
+    StopReason, Summary, TaskState, ToolStatus,
 };
 
 /// How many activity lines a running box keeps.
@@ -125,14 +125,10 @@ pub struct Task {
     /// The first line of the message the task was given.
     pub input: String,
     pub code_review: bool,
-    pub state: TaskState,
     pub started: u64,
     pub finished: Option<u64>,
-    pub last_activity: Option<String>,
-    pub tool_calls: u32,
-    pub severity: Option<Severity>,
-    /// Waiting for the person to answer a permission request.
-    pub waiting: bool,
+    /// The board's latest snapshot.
+    pub summary: Summary,
     pub reported: bool,
 }
 
@@ -306,13 +302,9 @@ impl State {
                         agent: agent.name().to_string(),
                         input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
                         code_review: *code_review,
-                        state: TaskState::Running,
                         started: t,
                         finished: None,
-                        last_activity: None,
-                        tool_calls: 0,
-                        severity: None,
-                        waiting: false,
+                        summary: Summary::default(),
                         reported: false,
                     });
                 }
@@ -372,24 +364,19 @@ impl State {
             Event::TaskProgress {
                 call_id,
                 task_id,
-                state,
-                tool_calls,
-                last_activity,
-                severity,
-                waiting,
+                summary,
             } => {
                 // A copy of the board's snapshot: box and panel show the
                 // same numbers.
                 if let Some(b) = self.subagent(call_id) {
-                    b.tool_calls = *tool_calls;
+                    b.tool_calls = summary.tool_calls;
                 }
                 if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
-                    task.state = *state;
-                    task.tool_calls = *tool_calls;
-                    task.last_activity = last_activity.as_deref().map(clean);
-                    task.severity = *severity;
-                    task.waiting = *waiting;
-                    if *state != TaskState::Running && task.finished.is_none() {
+                    task.summary = Summary {
+                        last_activity: summary.last_activity.as_deref().map(clean),
+                        ..summary.clone()
+                    };
+                    if summary.state != TaskState::Running && task.finished.is_none() {
                         task.finished = Some(t);
                     }
                 }
@@ -614,11 +601,13 @@ mod tests {
         Event::TaskProgress {
             call_id: "c1".into(),
             task_id: Some("t1".into()),
-            state,
-            tool_calls,
-            last_activity: Some("⚙ Read a.rs".into()),
-            severity: None,
-            waiting,
+            summary: Summary {
+                state,
+                tool_calls,
+                last_activity: Some("⚙ Read a.rs".into()),
+                severity: None,
+                waiting,
+            },
         }
     }
 
@@ -816,7 +805,7 @@ mod tests {
         );
         assert_eq!(b.plan.len(), 1);
         assert_eq!(b.tool_calls, 0, "counts come from the board's snapshot");
-        assert_eq!(s.tasks[0].tool_calls, 0);
+        assert_eq!(s.tasks[0].summary.tool_calls, 0);
         assert_eq!(s.pending_permission(), Some(("c1".into(), "p".into(), 2)));
         apply(
             &mut s,
@@ -841,13 +830,16 @@ mod tests {
         apply(&mut s, 1, started(true));
         apply(&mut s, 2, snapshot(3, TaskState::Running, true));
         assert_eq!(the_box(&s).tool_calls, 3);
-        let task = &s.tasks[0];
+        let task = &s.tasks[0].summary;
         assert_eq!((task.tool_calls, task.waiting), (3, true));
         assert_eq!(task.last_activity.as_deref(), Some("⚙ Read a.rs"));
         // Copied, never added to: the same snapshot twice is the same.
         apply(&mut s, 3, snapshot(3, TaskState::Running, false));
-        assert_eq!((the_box(&s).tool_calls, s.tasks[0].tool_calls), (3, 3));
-        assert!(!s.tasks[0].waiting);
+        assert_eq!(
+            (the_box(&s).tool_calls, s.tasks[0].summary.tool_calls),
+            (3, 3)
+        );
+        assert!(!s.tasks[0].summary.waiting);
         apply(&mut s, 9, snapshot(3, TaskState::Done, false));
         assert_eq!(s.tasks[0].finished, Some(9));
     }

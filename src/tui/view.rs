@@ -374,14 +374,14 @@ fn owned(span: Span<'_>) -> Span<'static> {
 }
 
 fn task_style(task: &Task) -> Style {
-    Style::default().fg(theme::box_color(&task.agent, task.severity))
+    Style::default().fg(theme::box_color(&task.agent, task.summary.severity))
 }
 
 fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
     let running = state
         .tasks
         .iter()
-        .filter(|t| t.state == TaskState::Running)
+        .filter(|t| t.summary.state == TaskState::Running)
         .count();
     let title = format!(
         " Tasks · {running} running · {} done ",
@@ -414,7 +414,7 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
     for task in &state.tasks {
         let style = task_style(task);
         let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
-        let mark = match task.state {
+        let mark = match task.summary.state {
             TaskState::Running => theme::spinner(now),
             TaskState::Done => "●",
             TaskState::Failed => "✗",
@@ -434,16 +434,16 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         head.push(Span::styled(elapsed, theme::dim()));
         lines.push(Line::from(head));
 
-        let state_style = match task.state {
+        let state_style = match task.summary.state {
             TaskState::Failed => Style::default().fg(theme::RED),
             TaskState::Cancelled => theme::warning(),
             _ => style,
         };
         let mut facts = vec![Span::styled(
-            format!("  {}", task.state.as_str()),
+            format!("  {}", task.summary.state.as_str()),
             state_style,
         )];
-        if let Some(s) = task.severity {
+        if let Some(s) = task.summary.severity {
             facts.push(Span::styled(
                 format!(" · {}", s.as_str()),
                 style.add_modifier(Modifier::BOLD),
@@ -451,7 +451,7 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         } else if task.code_review {
             facts.push(Span::styled(" · review", theme::dim()));
         }
-        let tools = match task.tool_calls {
+        let tools = match task.summary.tool_calls {
             1 => " · 1 tool".to_string(),
             n => format!(" · {n} tools"),
         };
@@ -469,7 +469,7 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
                 width,
             )));
         }
-        if let Some(a) = &task.last_activity {
+        if let Some(a) = &task.summary.last_activity {
             lines.push(Line::from(truncate(
                 vec![Span::styled(format!("  {a}"), theme::dim())],
                 width,
