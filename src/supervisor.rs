@@ -210,32 +210,14 @@ impl Supervisor {
     /// Ends `group`: `SIGTERM`, up to `grace` while any of it is alive,
     /// then `SIGKILL`. For cancel paths inside the runtime.
     pub async fn terminate(&self, group: &Group, grace: Duration) {
-        let state = &group.state;
-        if state.settle() {
+        if group.state.settle() {
             return;
         }
-        tracing::debug!("terminating process group {} ({})", state.pgid, state.label);
-        state.signal(sys::Sig::Term);
-        state.signal(sys::Sig::Cont);
-        let deadline = Instant::now() + grace;
-        let mut pause = Duration::from_millis(5);
-        while !state.settle() {
-            let now = Instant::now();
-            if now >= deadline {
-                tracing::info!(
-                    "process group {} ({}) outlived the grace; killing it",
-                    state.pgid,
-                    state.label
-                );
-                state.signal(sys::Sig::Kill);
-                let deadline = now + KILL_WAIT;
-                while !state.settle() && Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                return;
-            }
-            tokio::time::sleep(pause.min(deadline - now)).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
+        let state = group.state.clone();
+        // The waiting is done on a blocking thread, as on the exit paths.
+        let ended = tokio::task::spawn_blocking(move || end_blocking(&[state], grace));
+        if ended.await.is_err() {
+            group.state.signal(sys::Sig::Kill);
         }
     }
 
@@ -284,28 +266,40 @@ pub fn kill_all_on_panic() {
 }
 
 /// `SIGTERM` to every group, a shared grace, `SIGKILL` to the rest.
+///
+/// Some agents put helpers in process groups of their own (codex-acp's
+/// login-shell snapshot, say): the groups of such descendants, found while
+/// their parents still live, are ended alongside.
 fn end_blocking(groups: &[Arc<GroupState>], grace: Duration) {
     let mut left: Vec<_> = groups.iter().filter(|g| !g.settle()).collect();
     if left.is_empty() {
         return;
     }
+    let pgids: Vec<i32> = left.iter().map(|g| g.pgid).collect();
+    let mut escaped = sys::escaped_groups(&pgids);
     for g in &left {
         tracing::debug!("terminating process group {} ({})", g.pgid, g.label);
         g.signal(sys::Sig::Term);
         g.signal(sys::Sig::Cont);
     }
+    for &pgid in &escaped {
+        tracing::debug!("terminating process group {pgid}, started by an agent");
+        sys::signal_group(pgid, sys::Sig::Term);
+        sys::signal_group(pgid, sys::Sig::Cont);
+    }
     let deadline = Instant::now() + grace;
     let mut pause = Duration::from_millis(5);
     loop {
         left.retain(|g| !g.settle());
+        escaped.retain(|&pgid| sys::group_alive(pgid));
         let now = Instant::now();
-        if left.is_empty() || now >= deadline {
+        if (left.is_empty() && escaped.is_empty()) || now >= deadline {
             break;
         }
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(50));
     }
-    if left.is_empty() {
+    if left.is_empty() && escaped.is_empty() {
         return;
     }
     for g in &left {
@@ -315,6 +309,9 @@ fn end_blocking(groups: &[Arc<GroupState>], grace: Duration) {
             g.label
         );
         g.signal(sys::Sig::Kill);
+    }
+    for &pgid in &escaped {
+        sys::signal_group(pgid, sys::Sig::Kill);
     }
     let deadline = Instant::now() + KILL_WAIT;
     while !left.is_empty() && Instant::now() < deadline {
@@ -541,6 +538,69 @@ mod sys {
         false
     }
 
+    /// The process groups, other than `pgids` and quorum's own, of the live
+    /// descendants of the processes in `pgids`.
+    #[cfg(target_os = "linux")]
+    pub fn escaped_groups(pgids: &[i32]) -> Vec<i32> {
+        use std::collections::{HashMap, HashSet};
+        let own = nix::unistd::getpgrp().as_raw();
+        // pid -> (ppid, pgrp), for every live process.
+        let mut procs: HashMap<i32, (i32, i32)> = HashMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            if let Some((state, ppid, pgrp)) = parse_stat_parent(&stat)
+                && state != "Z"
+                && state != "X"
+            {
+                procs.insert(pid, (ppid, pgrp));
+            }
+        }
+        let inside: HashSet<i32> = pgids.iter().copied().collect();
+        let mut escaped = Vec::new();
+        for (&pid, &(_, pgrp)) in &procs {
+            if inside.contains(&pgrp) || pgrp == own || pgrp <= 1 || escaped.contains(&pgrp) {
+                continue;
+            }
+            // Walk up: does an ancestor belong to one of the groups?
+            let mut at = pid;
+            for _ in 0..64 {
+                let Some(&(ppid, ppgrp)) = procs.get(&at) else {
+                    break;
+                };
+                if inside.contains(&ppgrp) && at != pid {
+                    escaped.push(pgrp);
+                    break;
+                }
+                at = ppid;
+            }
+        }
+        escaped
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn escaped_groups(_pgids: &[i32]) -> Vec<i32> {
+        Vec::new()
+    }
+
+    /// State, parent and group of a `/proc/PID/stat` line.
+    #[cfg(target_os = "linux")]
+    fn parse_stat_parent(stat: &str) -> Option<(&str, i32, i32)> {
+        let (_, rest) = stat.rsplit_once(')')?;
+        let mut fields = rest.split_whitespace();
+        let state = fields.next()?;
+        let ppid = fields.next()?.parse().ok()?;
+        let pgrp = fields.next()?.parse().ok()?;
+        Some((state, ppid, pgrp))
+    }
+
     /// Scans `/proc` for a process of group `pgid` that is not a zombie;
     /// `None` if `/proc` cannot be read.
     #[cfg(target_os = "linux")]
@@ -572,12 +632,7 @@ mod sys {
     /// `pid (comm) state ppid pgrp ...`, where comm may hold anything.
     #[cfg(target_os = "linux")]
     pub fn parse_stat(stat: &str) -> Option<(&str, i32)> {
-        let (_, rest) = stat.rsplit_once(')')?;
-        let mut fields = rest.split_whitespace();
-        let state = fields.next()?;
-        let _ppid = fields.next()?;
-        let pgrp = fields.next()?.parse().ok()?;
-        Some((state, pgrp))
+        parse_stat_parent(stat).map(|(state, _, pgrp)| (state, pgrp))
     }
 }
 
@@ -703,6 +758,35 @@ mod tests {
         assert!(other_grandchild.alive());
         other.terminate(&other_group, GRACE).await;
         assert!(!other_grandchild.alive());
+    }
+
+    /// Waits until `proc` has left `group` (setsid has run).
+    async fn left_its_group(proc: &Proc, group: &Group) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while stat_fields(proc.pid).unwrap()[2] == group.pgid().to_string() {
+            assert!(Instant::now() < deadline, "setsid never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A child that an agent put in a process group of its own (job
+    /// control here; codex-acp's login-shell snapshot in the wild) is
+    /// ended with the agent's group, on the exit path and on close.
+    #[tokio::test]
+    async fn descendants_in_groups_of_their_own_are_ended_too() {
+        let sup = Supervisor::new();
+        // setsid (util-linux, essential on Debian) puts the sleep in a
+        // session and group of its own.
+        let script = "setsid sleep 600 & echo $!; wait";
+        let (_child, group, escaped) = spawn_with_child(&sup, script).await;
+        assert!(escaped.alive());
+        left_its_group(&escaped, &group).await;
+        sup.shutdown_blocking();
+        assert!(!escaped.alive(), "the escaped child outlived the shutdown");
+        let (_child, group, escaped) = spawn_with_child(&sup, script).await;
+        left_its_group(&escaped, &group).await;
+        sup.terminate(&group, GRACE).await;
+        assert!(!escaped.alive(), "the escaped child outlived terminate");
     }
 
     #[tokio::test]
