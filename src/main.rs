@@ -141,6 +141,10 @@ struct CallArgs {
     /// session of the call before it; sessions last one invocation).
     #[arg(long)]
     new_session: bool,
+    /// Resume this session of the agent (as printed by an earlier --json
+    /// call) instead of opening a fresh one.
+    #[arg(long, value_name = "SESSION_ID", conflicts_with = "new_session")]
+    resume: Option<String>,
     /// Print one JSON object per call: output, stop_reason, severity,
     /// session, session_id.
     #[arg(long)]
@@ -274,6 +278,7 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
         inputs: args.inputs,
         code_review: args.code_review,
         new_session: args.new_session,
+        resume: args.resume,
         json: args.json,
     };
     headless::call_command(setup, request).await

@@ -305,3 +305,37 @@ fn a_stuck_agent_times_out_and_call_exits_1() {
         text(&o.stderr)
     );
 }
+
+/// `--resume ID` resumes a session of an earlier quorum process; one the
+/// agent no longer knows (the fake agent keeps sessions in memory only)
+/// heals to a new session, and says so.
+#[test]
+fn resume_takes_a_session_from_an_earlier_process() {
+    let s = shell();
+    let o = s.run(&["call", "--agent", "fake", "--json", "--input", "turns"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let first: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let id = first["session_id"].as_str().unwrap();
+    let o = s.run(&[
+        "call", "--agent", "fake", "--json", "--resume", id, "--input", "turns",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let second: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(second["session"], "new_after_stale");
+    assert!(
+        text(&o.stderr).contains(&format!("session {id} could not be reopened")),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "fake",
+        "--resume",
+        "x",
+        "--new-session",
+        "--input",
+        "turns",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "conflicting flags");
+}

@@ -108,6 +108,8 @@ pub struct CallRequest {
     pub code_review: bool,
     /// Every call in a fresh session.
     pub new_session: bool,
+    /// The agent's session to resume first (from an earlier process).
+    pub resume: Option<String>,
     /// One JSON object per call instead of its final message.
     pub json: bool,
 }
@@ -174,6 +176,9 @@ pub async fn call(
     request: CallRequest,
 ) -> i32 {
     let printer = Printer::spawn(events, |event| progress(&event.event));
+    if let Some(id) = &request.resume {
+        session.dispatcher().remember_session(&request.agent, id);
+    }
     let mut interrupts = interrupts();
     let mut code = EXIT_OK;
     let mut interrupted = false;

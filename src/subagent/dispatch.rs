@@ -444,6 +444,12 @@ impl Dispatcher {
         lock(&self.memory).clear();
     }
 
+    /// Remembers `id` as `agent`'s session, to be resumed by its next call
+    /// (a session of an earlier quorum process).
+    pub fn remember_session(&self, agent: &str, id: &str) {
+        lock(&self.memory).store_session(agent, id);
+    }
+
     /// The session stored for `agent`, if any.
     pub fn stored_session(&self, agent: &str) -> Option<String> {
         lock(&self.memory).stored_session(agent).map(str::to_string)

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub mod models;
+
 use quorum::event::Stamped;
 use quorum::transcript;
 use quorum::tui::app::App;
@@ -70,11 +72,17 @@ pub fn box_colour(buf: &Buffer, agent: &str) -> Color {
 /// Runs one of the repo's install scripts (idempotent) and returns the path
 /// it prints last. A failed install fails the test.
 pub fn install(script: &str) -> PathBuf {
+    install_with(script, &[])
+}
+
+/// [`install`] with arguments for the script.
+pub fn install_with(script: &str, args: &[&str]) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
         .join(script);
     let out = std::process::Command::new("bash")
         .arg(&path)
+        .args(args)
         .output()
         .expect("bash runs");
     assert!(

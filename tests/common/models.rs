@@ -1,0 +1,322 @@
+//! Fake model servers on loopback for the real agent adapters: Anthropic's
+//! Messages API (claude-agent-acp) and OpenAI's Responses API (codex-acp),
+//! both streamed as SSE. What they answer is chosen by the first word of
+//! the newest user text:
+//!
+//! | word | answer |
+//! |---|---|
+//! | `plain` | `Plain answer.` |
+//! | `review V` | a review with `<!-- severity: V -->` |
+//! | `count` | `messages: N`, N = the prompts the request carries (a resumed session carries the earlier ones) |
+//! | `slow` | 40 words, 250 ms apart |
+//! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
+//! | `run CMD` (codex) | an `exec_command` call of CMD, then `ran` once its output comes back |
+//! | anything else | `unknown: WORD` |
+//!
+//! Every request body is kept, for assertions.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A running fake model server.
+pub struct FakeModel {
+    pub port: u16,
+    pub requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl FakeModel {
+    /// Starts the server on 127.0.0.1 (it ends with the test's runtime).
+    pub async fn start() -> FakeModel {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kept = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(handle(sock, kept.clone()));
+            }
+        });
+        FakeModel { port, requests }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let (head_end, length) = loop {
+        let n = sock.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (at + 4, length);
+        }
+    };
+    while buf.len() < head_end + length {
+        let n = sock.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or_default();
+    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+    if !head.starts_with("POST") {
+        let _ = sock
+            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+        return;
+    }
+    requests.lock().unwrap().push(body.clone());
+    let _ = sock
+        .write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+    let events = if path.starts_with("/v1/messages") {
+        anthropic(&body)
+    } else {
+        responses(&body)
+    };
+    for (delay, name, data) in events {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let frame = format!("event: {name}\ndata: {data}\n\n");
+        if sock.write_all(frame.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+    let _ = sock.shutdown().await;
+}
+
+type Sse = Vec<(Duration, &'static str, Value)>;
+
+/// What to answer: text in chunks, or a tool call.
+enum Answer {
+    Text(Vec<String>, Duration),
+    Tool { name: &'static str, input: Value },
+}
+
+fn answer(last_text: &str, user_texts: usize, tool_result: bool, codex: bool) -> Answer {
+    let text = |s: &str| Answer::Text(vec![s.to_string()], Duration::ZERO);
+    if tool_result {
+        return text(if codex { "ran" } else { "written" });
+    }
+    let mut words = last_text.split_whitespace();
+    match words.next().unwrap_or("") {
+        "plain" => text("Plain answer."),
+        "review" => {
+            let v = words.next().unwrap_or("green");
+            text(&format!("<!-- severity: {v} -->\n## Review\nLooks {v}."))
+        }
+        "count" => text(&format!("messages: {user_texts}")),
+        "slow" => Answer::Text(
+            (0..40).map(|i| format!("word{i} ")).collect(),
+            Duration::from_millis(250),
+        ),
+        "write" if !codex => Answer::Tool {
+            name: "Write",
+            input: json!({"file_path": words.next().unwrap_or(""), "content": "written by claude\n"}),
+        },
+        "run" if codex => Answer::Tool {
+            name: "exec_command",
+            input: json!({"cmd": words.collect::<Vec<_>>().join(" ")}),
+        },
+        other => text(&format!("unknown: {other}")),
+    }
+}
+
+/// Text blocks of one message's `content` (a string or a list of blocks).
+fn texts(content: &Value) -> Vec<String> {
+    match content {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A user message that carries a prompt (agents add messages of their own
+/// context, like codex's `<environment_context>`).
+fn is_prompt(content: &Value) -> bool {
+    texts(content)
+        .last()
+        .is_some_and(|t| !t.trim_start().starts_with('<'))
+}
+
+/// The prompt a person typed is the last text of a user message; agents
+/// add their own context blocks before it.
+fn anthropic(body: &Value) -> Sse {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    let last = users
+        .last()
+        .map(|m| &m["content"])
+        .cloned()
+        .unwrap_or_default();
+    let tool_result = last
+        .as_array()
+        .is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"));
+    let last_text = texts(&last).last().cloned().unwrap_or_default();
+    let user_texts = users.iter().filter(|m| is_prompt(&m["content"])).count();
+    let z = Duration::ZERO;
+    let mut out: Sse = vec![(
+        z,
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "fake", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )];
+    let stop = match answer(&last_text, user_texts, tool_result, false) {
+        Answer::Text(chunks, delay) => {
+            out.push((z, "content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
+            for c in chunks {
+                out.push((delay, "content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": c}})));
+            }
+            out.push((
+                z,
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
+            "end_turn"
+        }
+        Answer::Tool { name, input } => {
+            out.push((z, "content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}})));
+            out.push((z, "content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}})));
+            out.push((
+                z,
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
+            "tool_use"
+        }
+    };
+    out.push((z, "message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}})));
+    out.push((z, "message_stop", json!({"type": "message_stop"})));
+    out
+}
+
+fn responses(body: &Value) -> Sse {
+    let items = body["input"].as_array().cloned().unwrap_or_default();
+    let tool_result = items
+        .last()
+        .is_some_and(|i| i["type"] == "function_call_output");
+    let users: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["type"] == "message" && i["role"] == "user")
+        .collect();
+    let last_text = users
+        .last()
+        .and_then(|m| texts(&m["content"]).last().cloned())
+        .unwrap_or_default();
+    let user_texts = users.iter().filter(|m| is_prompt(&m["content"])).count();
+    let z = Duration::ZERO;
+    let id = format!("resp_{}", std::process::id());
+    let mut out: Sse = vec![(
+        z,
+        "response.created",
+        json!({"type": "response.created", "response": {"id": id}}),
+    )];
+    // codex can lose a command's completion update when the next answer
+    // comes at once: give it a moment.
+    let first = if tool_result {
+        Duration::from_millis(1000)
+    } else {
+        z
+    };
+    match answer(&last_text, user_texts, tool_result, true) {
+        Answer::Text(chunks, delay) => {
+            let item = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []});
+            out.push((
+                first,
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+            ));
+            let mut all = String::new();
+            for c in chunks {
+                all.push_str(&c);
+                out.push((delay, "response.output_text.delta", json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": c})));
+            }
+            let done = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": all, "annotations": []}]});
+            out.push((
+                z,
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+            ));
+        }
+        Answer::Tool { name, input } => {
+            let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": input.to_string(), "status": "completed"});
+            out.push((
+                first,
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+            ));
+            out.push((
+                z,
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            ));
+        }
+    }
+    out.push((z, "response.completed", json!({"type": "response.completed", "response": {"id": id, "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}})));
+    out
+}
+
+/// Processes whose environment holds `HOME=home`: what an adapter run
+/// with that private home left behind.
+pub fn processes_with_home(home: &std::path::Path) -> Vec<String> {
+    let wanted = format!("HOME={}", home.display()).into_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            let ours = environ.split(|b| *b == 0).any(|v| v == wanted.as_slice());
+            (ours && !zombie).then(|| {
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                format!("{pid} {}", String::from_utf8_lossy(&cmd).replace('\0', " "))
+            })
+        })
+        .collect()
+}
+
+/// Waits (up to 10 s) until nothing runs with `HOME=home`; returns what is
+/// still running then, killing it so the test leaves nothing behind.
+pub fn leftovers(home: &std::path::Path) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_with_home(home);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            for p in &left {
+                if let Some(pid) = p.split(' ').next().and_then(|p| p.parse().ok()) {
+                    let pid = nix::unistd::Pid::from_raw(pid);
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
