@@ -168,7 +168,7 @@ async fn claude_asks_before_writing_and_quorum_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_is_cancelled_by_ctrl_c() {
     let c = Claude::start().await;
-    let mut child = c
+    let child = c
         .command(&["--json", "--input", "slow"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

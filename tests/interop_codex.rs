@@ -187,7 +187,7 @@ async fn codex_asks_before_running_a_command_and_quorum_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_is_cancelled_by_ctrl_c() {
     let c = Codex::start().await;
-    let mut child = c
+    let child = c
         .command(&["--json", "--input", "slow"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
