@@ -239,7 +239,7 @@ fn agents_lists_and_probes() {
     let o = s.run(&["agents", "--probe"]);
     let out = text(&o.stdout);
     assert!(
-        out.contains("↳ quorum-fake-agent 1.0.0; sessions: load, resume"),
+        out.contains("↳ quorum-fake-agent 1.0.0; can: load, resume; auth: none"),
         "{out}"
     );
 }
@@ -338,4 +338,39 @@ fn resume_takes_a_session_from_an_earlier_process() {
         "turns",
     ]);
     assert_eq!(o.status.code(), Some(2), "conflicting flags");
+}
+
+/// An agent that answers `session/new` with auth-required: quorum names
+/// its methods and the variables they take; the probe lists them too.
+#[test]
+fn auth_required_names_the_methods_and_their_variables() {
+    let s = shell();
+    std::fs::write(
+        &s.config,
+        format!(
+            "[agents.locked]\ncommand = {:?}\nargs = [\"--auth-required\"]\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let o = s.run(&["call", "--agent", "locked", "--input", "hi"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "locked needs authentication before it opens a session. It offers: \
+             API key (api-key): a key from your account page [env: FAKE_API_KEY]; \
+             Sign in with a browser (browser)"
+        ),
+        "{out}"
+    );
+    let o = s.run(&["agents", "--probe"]);
+    assert!(
+        text(&o.stdout).contains(
+            "can: load, resume; auth: API key (api-key): a key from your account page [env: FAKE_API_KEY]; \
+             Sign in with a browser (browser)"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
 }

@@ -572,12 +572,82 @@ impl Connection {
             .await
         {
             Ok(r) => Ok(r.session_id.0.to_string()),
+            Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
+                Err(self.auth_required())
+            }
             Err(e) if self.alive() => {
                 Err(format!("{}: session/new failed: {}", self.agent, e.message))
             }
             Err(_) => Err(format!("{} exited: {}", self.agent, self.death())),
         }
     }
+
+    /// What to tell a person whose agent wants to be authenticated first:
+    /// the methods it offers and the environment variables they take.
+    fn auth_required(&self) -> String {
+        let methods = auth_methods(&self.init);
+        if methods.is_empty() {
+            return format!(
+                "{} needs authentication before it opens a session, and names no method; set it up with the agent's own CLI",
+                self.agent
+            );
+        }
+        format!(
+            "{} needs authentication before it opens a session. It offers: {}. Set the variables in the agent's `env` in the config file, or sign in with the agent's own CLI.",
+            self.agent,
+            methods.join("; ")
+        )
+    }
+
+    /// What the agent says it can do, for `quorum agents --probe`.
+    pub fn capabilities(&self) -> Vec<&'static str> {
+        let caps = &self.init.agent_capabilities;
+        let sessions = &caps.session_capabilities;
+        [
+            ("load", caps.load_session),
+            ("resume", sessions.resume.is_some()),
+            ("list", sessions.list.is_some()),
+            ("close", sessions.close.is_some()),
+            ("images", caps.prompt_capabilities.image),
+            (
+                "MCP",
+                caps.mcp_capabilities.http || caps.mcp_capabilities.sse,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, yes)| yes.then_some(name))
+        .collect()
+    }
+
+    /// The agent's authentication methods, described for a person.
+    pub fn auth_methods(&self) -> Vec<String> {
+        auth_methods(&self.init)
+    }
+}
+
+/// `name (id): description [env: A, B]` for each method the agent offers.
+/// Agent text: sanitised.
+fn auth_methods(init: &InitializeResponse) -> Vec<String> {
+    use agent_client_protocol::v1::schema::AuthMethod;
+    let clean = |s: &str| crate::sanitize::sanitize(s).into_owned();
+    init.auth_methods
+        .iter()
+        .map(|m| {
+            let mut text = format!("{} ({})", clean(m.name()), clean(&m.id().0));
+            if let Some(d) = m.description().filter(|d| !d.trim().is_empty()) {
+                text.push_str(&format!(": {}", clean(d.trim())));
+            }
+            let mut vars: Vec<String> = match m {
+                AuthMethod::Terminal(t) => t.env.keys().map(|k| clean(k)).collect(),
+                _ => Vec::new(),
+            };
+            vars.sort();
+            if !vars.is_empty() {
+                text.push_str(&format!(" [env: {}]", vars.join(", ")));
+            }
+            text
+        })
+        .collect()
 }
 
 impl Drop for Connection {

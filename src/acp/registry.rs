@@ -14,6 +14,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
+/// How messages name the built-in registry.
+const BUILTIN_PATH: &str = "assets/agents.toml";
 
 /// What to do when an agent asks for permission: the one policy type,
 /// for the config file (`permissions = "ask" | "allow" | "deny"`), for
@@ -60,6 +62,10 @@ pub struct AgentSpec {
     pub permissions: Permissions,
     /// How long `initialize` and `session/new` may take.
     pub startup_timeout: Duration,
+    /// How to install it (built-in agents), for the not-installed message.
+    pub install: Option<String>,
+    /// The config file that set its `command`; `None` for a built-in one.
+    pub source: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,6 +78,7 @@ struct FileAgent {
     permissions: Option<Permissions>,
     /// Seconds.
     startup_timeout: Option<f64>,
+    install: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,12 +104,31 @@ pub enum ConfigError {
     MissingCommand { path: PathBuf, name: String },
 }
 
-/// An agent name that is not in the registry.
+/// An agent that cannot be run: not in the registry, not installed, or
+/// configured with a command that is not there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown agent {name:?}; available: {}", if available.is_empty() { "none installed".to_string() } else { available.join(", ") })]
-pub struct UnknownAgent {
-    pub name: String,
-    pub available: Vec<String>,
+pub enum UnknownAgent {
+    #[error("unknown agent {name:?}; available: {}", if available.is_empty() { "none installed".to_string() } else { available.join(", ") })]
+    Unknown {
+        name: String,
+        available: Vec<String>,
+    },
+    /// A built-in agent whose command is not on `PATH`.
+    #[error("{name} is not installed: `{command}` is not on PATH{}", install.as_ref().map(|i| format!(" ({i})")).unwrap_or_default())]
+    NotInstalled {
+        name: String,
+        command: String,
+        install: Option<String>,
+    },
+    /// An agent whose command was set in a config file and is not there.
+    #[error("{name}: `{command}` {problem} (agents.{name}.command in {})", file.display())]
+    BadCommand {
+        name: String,
+        command: String,
+        file: PathBuf,
+        /// "is not on PATH", "does not exist", "is not executable".
+        problem: &'static str,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -118,7 +144,7 @@ impl Registry {
             agents: BTreeMap::new(),
         };
         registry
-            .merge(Path::new("assets/agents.toml"), file)
+            .merge(Path::new(BUILTIN_PATH), file)
             .expect("built-in agents all have commands");
         registry
     }
@@ -156,6 +182,24 @@ impl Registry {
                 }
                 None => None,
             };
+            if name.trim().is_empty() {
+                return Err(ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: format!("[agents.{name:?}]: an agent needs a name"),
+                });
+            }
+            if entry.command.as_ref().is_some_and(|c| c.trim().is_empty()) {
+                return Err(ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: format!("[agents.{name}] command is empty"),
+                });
+            }
+            // The file that set the command, for messages about it.
+            let source = entry
+                .command
+                .is_some()
+                .then(|| path.to_path_buf())
+                .filter(|p| p != Path::new(BUILTIN_PATH));
             let spec = match self.agents.remove(&name) {
                 Some(base) => AgentSpec {
                     name: name.clone(),
@@ -165,6 +209,8 @@ impl Registry {
                     description: entry.description.unwrap_or(base.description),
                     permissions: entry.permissions.unwrap_or(base.permissions),
                     startup_timeout: startup_timeout.unwrap_or(base.startup_timeout),
+                    install: entry.install.or(base.install),
+                    source: source.or(base.source),
                 },
                 None => AgentSpec {
                     command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
@@ -177,6 +223,8 @@ impl Registry {
                     description: entry.description.unwrap_or_default(),
                     permissions: entry.permissions.unwrap_or_default(),
                     startup_timeout: startup_timeout.unwrap_or(STARTUP_TIMEOUT),
+                    install: entry.install,
+                    source,
                 },
             };
             self.agents.insert(name, spec);
@@ -196,15 +244,31 @@ impl Registry {
             .collect()
     }
 
-    /// The agent called `name`, if it is known and installed.
+    /// The agent called `name`, if it is known and installed; else what
+    /// is wrong, and how to mend it.
     pub fn get(&self, name: &str) -> Result<&AgentSpec, UnknownAgent> {
-        self.agents
-            .get(name)
-            .filter(|a| locate(&a.command).is_some())
-            .ok_or_else(|| UnknownAgent {
+        let Some(spec) = self.agents.get(name) else {
+            return Err(UnknownAgent::Unknown {
                 name: name.to_string(),
                 available: self.installed().iter().map(|a| a.name.clone()).collect(),
-            })
+            });
+        };
+        if locate(&spec.command).is_some() {
+            return Ok(spec);
+        }
+        Err(match &spec.source {
+            Some(file) => UnknownAgent::BadCommand {
+                name: name.to_string(),
+                command: spec.command.clone(),
+                file: file.clone(),
+                problem: command_problem(&spec.command),
+            },
+            None => UnknownAgent::NotInstalled {
+                name: name.to_string(),
+                command: spec.command.clone(),
+                install: spec.install.clone(),
+            },
+        })
     }
 
     /// The `subagent` tool's description, naming the installed agents.
@@ -265,6 +329,17 @@ fn search_path(command: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf>
     std::env::split_paths(path?)
         .map(|dir| dir.join(command))
         .find(|p| is_executable(p))
+}
+
+/// Why `command` cannot be run.
+fn command_problem(command: &str) -> &'static str {
+    if !command.contains('/') {
+        "is not on PATH"
+    } else if !Path::new(command).exists() {
+        "does not exist"
+    } else {
+        "is not executable"
+    }
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -366,6 +441,10 @@ mod tests {
         assert_eq!(launch("goose"), "goose acp");
         assert_eq!(launch("kimi"), "kimi acp");
         assert_eq!(launch("vibe"), "vibe-acp");
+        assert_eq!(launch("kilo"), "kilo acp");
+        assert_eq!(launch("cline"), "cline --acp");
+        assert_eq!(launch("devin"), "devin acp");
+        assert_eq!(launch("copilot"), "copilot --acp");
     }
 
     #[test]
@@ -415,16 +494,90 @@ mod tests {
         let f = write_config("[agents.here]\ncommand = \"/bin/sh\"\n");
         let r = Registry::load(Some(f.path())).unwrap();
         let e = r.get("nope").unwrap_err();
-        assert!(e.available.contains(&"here".to_string()));
+        assert!(
+            matches!(&e, UnknownAgent::Unknown { available, .. } if available.contains(&"here".to_string()))
+        );
         assert!(
             e.to_string()
                 .starts_with("unknown agent \"nope\"; available: "),
             "{e}"
         );
-        // Known but not installed is unavailable too.
-        let f = write_config("[agents.gone]\ncommand = \"/no/such/agent\"\n");
+    }
+
+    /// A built-in agent that is not installed says how to install it.
+    #[test]
+    fn a_missing_builtin_agent_says_how_to_install_it() {
+        let mut r = Registry::builtin();
+        // Whatever this machine has installed, make sure it is missing.
+        r.agents.get_mut("claude").unwrap().command = "claude-agent-acp-not-here".into();
+        assert_eq!(
+            r.get("claude").unwrap_err().to_string(),
+            "claude is not installed: `claude-agent-acp-not-here` is not on PATH \
+             (npm i -g @zed-industries/claude-agent-acp)"
+        );
+        r.agents.get_mut("devin").unwrap().command = "devin-not-here".into();
+        assert_eq!(
+            r.get("devin").unwrap_err().to_string(),
+            "devin is not installed: `devin-not-here` is not on PATH"
+        );
+        for a in [
+            "claude",
+            "codex",
+            "gemini",
+            "opencode",
+            "qwen",
+            "fast-agent",
+            "vibe",
+            "kilo",
+            "cline",
+            "copilot",
+        ] {
+            assert!(r.agents[a].install.is_some(), "{a} has an install hint");
+        }
+    }
+
+    /// An agent whose command a config file set, and that is not there, is
+    /// named with the file, the key and the command.
+    #[test]
+    fn a_configured_command_that_is_not_there_names_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let f = write_config(&format!(
+            "[agents.gone]\ncommand = \"/no/such/agent\"\n\n[agents.plain]\ncommand = {plain:?}\n\n\
+             [agents.claude]\ncommand = \"claude-acp-nowhere\"\n"
+        ));
         let r = Registry::load(Some(f.path())).unwrap();
-        assert!(r.get("gone").is_err());
+        let file = f.path().display();
+        assert_eq!(
+            r.get("gone").unwrap_err().to_string(),
+            format!("gone: `/no/such/agent` does not exist (agents.gone.command in {file})")
+        );
+        assert_eq!(
+            r.get("plain").unwrap_err().to_string(),
+            format!(
+                "plain: `{}` is not executable (agents.plain.command in {file})",
+                plain.display()
+            )
+        );
+        assert_eq!(
+            r.get("claude").unwrap_err().to_string(),
+            format!(
+                "claude: `claude-acp-nowhere` is not on PATH (agents.claude.command in {file})"
+            )
+        );
+        for (text, want) in [
+            (
+                "[agents.x]\ncommand = \"  \"\n",
+                "[agents.x] command is empty",
+            ),
+            ("[agents.\" \"]\ncommand = \"a\"\n", "an agent needs a name"),
+        ] {
+            let f = write_config(text);
+            let e = Registry::load(Some(f.path())).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{}: ", f.path().display())), "{e}");
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

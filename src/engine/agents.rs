@@ -66,7 +66,7 @@ pub async fn list(
     Ok(())
 }
 
-/// `NAME VERSION; sessions: load, resume, list`.
+/// `NAME VERSION; can: load, resume, ...; auth: ...`.
 fn describe(conn: &Connection) -> String {
     let info = conn
         .init
@@ -75,26 +75,17 @@ fn describe(conn: &Connection) -> String {
         .map_or("(no agentInfo)".to_string(), |i| {
             format!("{} {}", sanitize(&i.name), sanitize(&i.version))
         });
-    let mut caps = Vec::new();
-    if conn.can_load() {
-        caps.push("load");
-    }
-    if conn.can_resume() {
-        caps.push("resume");
-    }
-    if conn
-        .init
-        .agent_capabilities
-        .session_capabilities
-        .list
-        .is_some()
-    {
-        caps.push("list");
-    }
+    let caps = conn.capabilities();
     let caps = if caps.is_empty() {
         "none".to_string()
     } else {
         caps.join(", ")
     };
-    format!("{info}; sessions: {caps}")
+    let auth = conn.auth_methods();
+    let auth = if auth.is_empty() {
+        "none".to_string()
+    } else {
+        auth.join("; ")
+    };
+    format!("{info}; can: {caps}; auth: {auth}")
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ContentBlock, ContentChunk,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest,
     RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
@@ -547,6 +547,8 @@ struct Options {
     hang_initialize: bool,
     /// Stay up when stdin closes, as codex-acp and claude-agent-acp do.
     ignore_stdin_close: bool,
+    /// Offer two auth methods and refuse `session/new` with `auth_required`.
+    auth_required: bool,
 }
 
 fn parse_options() -> Options {
@@ -555,6 +557,7 @@ fn parse_options() -> Options {
         resume: true,
         hang_initialize: false,
         ignore_stdin_close: false,
+        auth_required: false,
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
@@ -562,6 +565,7 @@ fn parse_options() -> Options {
             "--no-resume" => options.resume = false,
             "--hang-initialize" => options.hang_initialize = true,
             "--ignore-stdin-close" => options.ignore_stdin_close = true,
+            "--auth-required" => options.auth_required = true,
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -695,11 +699,25 @@ async fn main() {
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)
                     .session_capabilities(SessionCapabilities::new().resume(resume));
-                responder.respond(
-                    InitializeResponse::new(ProtocolVersion::V1)
-                        .agent_capabilities(capabilities)
-                        .agent_info(Implementation::new("quorum-fake-agent", "1.0.0")),
-                )
+                let mut response = InitializeResponse::new(ProtocolVersion::V1)
+                    .agent_capabilities(capabilities)
+                    .agent_info(Implementation::new("quorum-fake-agent", "1.0.0"));
+                if options.auth_required {
+                    let terminal: AuthMethod = serde_json::from_value(serde_json::json!({
+                        "type": "terminal", "id": "api-key", "name": "API key",
+                        "description": "a key from your account page",
+                        "args": ["login"], "env": {"FAKE_API_KEY": ""}
+                    }))
+                    .expect("a terminal auth method");
+                    response = response.auth_methods(vec![
+                        terminal,
+                        AuthMethod::Agent(AuthMethodAgent::new(
+                            "browser",
+                            "Sign in with a browser",
+                        )),
+                    ]);
+                }
+                responder.respond(response)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -707,6 +725,10 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |_request: NewSessionRequest, responder, _cx| {
+                    if options.auth_required {
+                        return responder
+                            .respond_with_error(agent_client_protocol::Error::auth_required());
+                    }
                     let id = {
                         let mut state = lock(&state);
                         state.next_session += 1;
