@@ -31,6 +31,8 @@ impl Shell {
         c.arg("--config")
             .arg(&self.config)
             .args(args)
+            // Logs and remembered model picks stay in the test's directory.
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .current_dir(self.dir.path());
         c
     }
@@ -372,5 +374,71 @@ fn auth_required_names_the_methods_and_their_variables() {
         ),
         "{}",
         text(&o.stdout)
+    );
+}
+
+/// `model` and `mode` in the config are applied through the agent's
+/// config options; what cannot be applied is said; a model picked through
+/// the agent is remembered for its next sessions, in later processes too.
+#[test]
+fn model_and_mode_go_through_config_options_and_picks_are_remembered() {
+    let s = shell();
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    std::fs::write(
+        &s.config,
+        format!(
+            "[agents.opts]\ncommand = {fake:?}\nargs = [\"--config-options\"]\nmodel = \"smart\"\nmode = \"code\"\n\n\
+             [agents.odd]\ncommand = {fake:?}\nargs = [\"--config-options\"]\nmode = \"bogus\"\n\n\
+             [agents.plain]\ncommand = {fake:?}\nmodel = \"smart\"\n"
+        ),
+    )
+    .unwrap();
+    let o = s.run(&["call", "--agent", "opts", "--input", "whoami"]);
+    assert_eq!(
+        text(&o.stdout).trim(),
+        "model: smart, mode: code",
+        "{}",
+        text(&o.stderr)
+    );
+
+    let o = s.run(&["call", "--agent", "odd", "--input", "whoami"]);
+    assert_eq!(text(&o.stdout).trim(), "model: fast, mode: ask");
+    assert!(
+        text(&o.stderr)
+            .contains("odd: mode \"bogus\" is not one it offers (ask, code); it keeps ask"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let o = s.run(&["call", "--agent", "plain", "--input", "echo hi"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        text(&o.stderr).contains(
+            "plain offers no config options: its model from the config file is not applied"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // A pick made through the agent outlives the process.
+    let o = s.run(&["call", "--agent", "odd", "--input", "pick smart"]);
+    assert!(
+        text(&o.stderr).contains("odd: model smart picked; its next sessions start with it"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "odd",
+        "--new-session",
+        "--input",
+        "whoami",
+    ]);
+    assert_eq!(
+        text(&o.stdout).trim(),
+        "model: smart, mode: ask",
+        "{}",
+        text(&o.stderr)
     );
 }

@@ -17,8 +17,10 @@ use agent_client_protocol::v1::schema::{
     InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
     PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    ResumeSessionRequest, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    TextContent, ToolCallStatus, WriteTextFileRequest, WriteTextFileResponse,
+    ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelect, SessionConfigSelectOptions,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, TextContent, ToolCallStatus,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
@@ -359,7 +361,7 @@ impl Connection {
                 );
             }
         };
-        let (session_id, kind) = match opened {
+        let (session_id, kind, offered) = match opened {
             Ok(Ok(opened)) => opened,
             Ok(Err(message)) => return Outcome::error(message),
             Err(_) => {
@@ -371,6 +373,11 @@ impl Connection {
             }
         };
         sink.session(kind, &session_id);
+        if matches!(kind, SessionKind::Fresh | SessionKind::NewAfterStale) {
+            let wanted = [("model", request.model), ("mode", request.mode)];
+            self.apply_settings(&session_id, offered, wanted, sink)
+                .await;
+        }
         let (tx, mut rx) = mpsc::unbounded_channel();
         self.routes
             .lock()
@@ -513,7 +520,7 @@ impl Connection {
         root: &Path,
         resume: Option<&str>,
         sink: &dyn TurnSink,
-    ) -> Result<(String, SessionKind), String> {
+    ) -> Result<(String, SessionKind, Offered), String> {
         if let Some(id) = resume {
             // History replayed by load (or resume) arrives before the answer,
             // while no route exists for the session: it is not shown.
@@ -542,7 +549,7 @@ impl Connection {
                 None
             };
             match reopened {
-                Some((Ok(()), kind)) => return Ok((id.to_string(), kind)),
+                Some((Ok(()), kind)) => return Ok((id.to_string(), kind, None)),
                 Some((Err(e), _)) => {
                     if !self.alive() {
                         return Err(format!("{} exited: {}", self.agent, self.death()));
@@ -554,24 +561,94 @@ impl Connection {
                     return self
                         .new_session(root)
                         .await
-                        .map(|id| (id, SessionKind::NewAfterStale));
+                        .map(|(id, offered)| (id, SessionKind::NewAfterStale, offered));
                 }
                 None => {}
             }
         }
         self.new_session(root)
             .await
-            .map(|id| (id, SessionKind::Fresh))
+            .map(|(id, offered)| (id, SessionKind::Fresh, offered))
     }
 
-    async fn new_session(&self, root: &Path) -> Result<String, String> {
+    /// Applies the configured (or remembered) model and mode to a new
+    /// session through its config options; says so when it cannot.
+    async fn apply_settings(
+        &self,
+        session_id: &str,
+        offered: Offered,
+        wanted: [(&'static str, Option<&str>); 2],
+        sink: &dyn TurnSink,
+    ) {
+        let wanted: Vec<(&str, &str)> = wanted
+            .into_iter()
+            .filter_map(|(key, value)| value.map(|v| (key, v)))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let Some(offered) = offered else {
+            let keys: Vec<&str> = wanted.iter().map(|(k, _)| *k).collect();
+            sink.notice(&format!(
+                "{} offers no config options: its {} from the config file is not applied",
+                self.agent,
+                keys.join(" and ")
+            ));
+            return;
+        };
+        for (key, value) in wanted {
+            let category = match key {
+                "model" => SessionConfigOptionCategory::Model,
+                _ => SessionConfigOptionCategory::Mode,
+            };
+            let Some(option) = offered
+                .iter()
+                .find(|o| o.category.as_ref() == Some(&category))
+            else {
+                sink.notice(&format!(
+                    "{} offers no {key} option: {key} {value:?} is not applied",
+                    self.agent
+                ));
+                continue;
+            };
+            let SessionConfigKind::Select(select) = &option.kind else {
+                continue;
+            };
+            let values = select_values(select);
+            if !values.iter().any(|v| v == value) {
+                sink.notice(&format!(
+                    "{}: {key} {value:?} is not one it offers ({}); it keeps {}",
+                    self.agent,
+                    values.join(", "),
+                    select.current_value
+                ));
+                continue;
+            }
+            if select.current_value.to_string() == value {
+                continue;
+            }
+            let request = SetSessionConfigOptionRequest::new(
+                session_id.to_string(),
+                option.id.clone(),
+                value,
+            );
+            if let Err(e) = self.cx.send_request(request).block_task().await {
+                sink.notice(&format!(
+                    "{}: setting {key} to {value:?} failed: {}",
+                    self.agent, e.message
+                ));
+            }
+        }
+    }
+
+    async fn new_session(&self, root: &Path) -> Result<(String, Offered), String> {
         match self
             .cx
             .send_request(NewSessionRequest::new(root.to_path_buf()))
             .block_task()
             .await
         {
-            Ok(r) => Ok(r.session_id.0.to_string()),
+            Ok(r) => Ok((r.session_id.0.to_string(), r.config_options)),
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
                 Err(self.auth_required())
             }
@@ -623,6 +700,33 @@ impl Connection {
     pub fn auth_methods(&self) -> Vec<String> {
         auth_methods(&self.init)
     }
+}
+
+/// The config options a new session offers (`None`: the agent has none).
+type Offered = Option<Vec<SessionConfigOption>>;
+
+/// The values a select option offers, grouped or not.
+fn select_values(select: &SessionConfigSelect) -> Vec<String> {
+    match &select.options {
+        SessionConfigSelectOptions::Ungrouped(options) => {
+            options.iter().map(|o| o.value.to_string()).collect()
+        }
+        SessionConfigSelectOptions::Grouped(groups) => groups
+            .iter()
+            .flat_map(|g| g.options.iter().map(|o| o.value.to_string()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The model a set of config options says is current, if it names one.
+fn current_model(options: &[SessionConfigOption]) -> Option<String> {
+    options.iter().find_map(|o| match (&o.category, &o.kind) {
+        (Some(SessionConfigOptionCategory::Model), SessionConfigKind::Select(s)) => {
+            Some(s.current_value.to_string())
+        }
+        _ => None,
+    })
 }
 
 /// `name (id): description [env: A, B]` for each method the agent offers.
@@ -939,6 +1043,11 @@ impl Turn {
                 title: update.fields.title,
                 status: update.fields.status.map(tool_status),
             }),
+            SessionUpdate::ConfigOptionUpdate(update) => {
+                if let Some(model) = current_model(&update.config_options) {
+                    sink.model_picked(&model);
+                }
+            }
             SessionUpdate::Plan(plan) => sink.activity(Activity::Plan {
                 entries: plan
                     .entries
@@ -967,6 +1076,9 @@ pub trait TurnSink: Send + Sync {
     fn activity(&self, activity: Activity);
     fn session(&self, kind: SessionKind, session_id: &str);
     fn notice(&self, text: &str);
+    /// The agent's session now runs on `model` (a pick made through the
+    /// agent, or one quorum set).
+    fn model_picked(&self, _model: &str) {}
 }
 
 pub struct TurnRequest<'a> {
@@ -975,6 +1087,10 @@ pub struct TurnRequest<'a> {
     /// The session to reopen, if any.
     pub resume: Option<&'a str>,
     pub policy: Permissions,
+    /// The model and mode a new session is set to, where the agent offers
+    /// them as config options.
+    pub model: Option<&'a str>,
+    pub mode: Option<&'a str>,
 }
 
 /// The person's answer to a permission request: an option index, or

@@ -64,6 +64,10 @@ pub struct AgentSpec {
     pub startup_timeout: Duration,
     /// How to install it (built-in agents), for the not-installed message.
     pub install: Option<String>,
+    /// The model and mode its new sessions are set to, through the agent's
+    /// config options.
+    pub model: Option<String>,
+    pub mode: Option<String>,
     /// The config file that set its `command`; `None` for a built-in one.
     pub source: Option<PathBuf>,
 }
@@ -79,6 +83,8 @@ struct FileAgent {
     /// Seconds.
     startup_timeout: Option<f64>,
     install: Option<String>,
+    model: Option<String>,
+    mode: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -210,6 +216,8 @@ impl Registry {
                     permissions: entry.permissions.unwrap_or(base.permissions),
                     startup_timeout: startup_timeout.unwrap_or(base.startup_timeout),
                     install: entry.install.or(base.install),
+                    model: entry.model.or(base.model),
+                    mode: entry.mode.or(base.mode),
                     source: source.or(base.source),
                 },
                 None => AgentSpec {
@@ -224,6 +232,8 @@ impl Registry {
                     permissions: entry.permissions.unwrap_or_default(),
                     startup_timeout: startup_timeout.unwrap_or(STARTUP_TIMEOUT),
                     install: entry.install,
+                    model: entry.model,
+                    mode: entry.mode,
                     source,
                 },
             };

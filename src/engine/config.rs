@@ -32,6 +32,9 @@ pub struct SessionConfig {
     pub record: Option<PathBuf>,
     /// The terminal size, for the transcript header (0x0 headless).
     pub terminal: TerminalSize,
+    /// Where the models people pick for agents are kept (`None`: for this
+    /// process only).
+    pub model_picks: Option<PathBuf>,
 }
 
 impl SessionConfig {
@@ -47,6 +50,7 @@ impl SessionConfig {
             agent_depth: 0,
             record: None,
             terminal: TerminalSize { cols: 0, rows: 0 },
+            model_picks: None,
         }
     }
 }
@@ -65,6 +69,7 @@ pub fn interactive(
     session.choose_model(model, config)?;
     session.record = record.and_then(|path| path.or_else(default_record_path));
     session.terminal = TerminalSize { cols, rows };
+    session.model_picks = model_picks_path();
     Ok(session)
 }
 
@@ -182,6 +187,13 @@ pub fn init_logging() {
         .with_ansi(false)
         .with_env_filter(filter)
         .try_init();
+}
+
+/// `<state dir>/model-picks.json`.
+pub fn model_picks_path() -> Option<PathBuf> {
+    let dir = state_dir()?;
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join("model-picks.json"))
 }
 
 /// `<state dir>/sessions/<start time>-<pid>.jsonl`: where the TUI records

@@ -47,6 +47,7 @@ impl Setup {
         let mut session = SessionConfig::new(registry, config::root(self.cwd.as_deref())?);
         session.permissions = self.approve;
         session.record = self.record;
+        session.model_picks = config::model_picks_path();
         if let Some(choice) = model {
             session.choose_model(choice, self.config.as_deref())?;
         }

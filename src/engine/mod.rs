@@ -27,6 +27,7 @@ use crate::bus::Emitter;
 use crate::event::{Event, NoticeLevel, Op, Stamped};
 use crate::harness::chat::{Chat, ChatHandle};
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
+use crate::subagent::picks::ModelPicks;
 use crate::subagent::types::SubAgentCallInput;
 use crate::supervisor::Supervisor;
 use crate::transcript::{Header, Recorder, TerminalSize};
@@ -75,6 +76,7 @@ impl Session {
             emitter.clone(),
             config.permissions,
             supervisor.clone(),
+            ModelPicks::load(config.model_picks),
         );
         let (chat, completions) = match config.model {
             Some(model) => {

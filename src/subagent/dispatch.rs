@@ -15,6 +15,7 @@ use futures::future::{BoxFuture, Shared, WeakShared};
 use tokio::sync::{mpsc, watch};
 
 use super::memory::{NoInput, SubAgent};
+use super::picks::ModelPicks;
 use super::types::{REVIEW_CONTRACT, SubAgentCallInput};
 use crate::acp::client::{Connection, PermissionAnswer, TurnControl, TurnRequest, TurnSink};
 use crate::acp::fs::Root;
@@ -109,6 +110,8 @@ pub struct Dispatcher {
     internal: Mutex<Option<Arc<dyn InternalRunner>>>,
     /// Owns the agent processes.
     supervisor: Supervisor,
+    /// The model a person picked for each agent.
+    picks: ModelPicks,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,6 +127,7 @@ impl Dispatcher {
         emitter: Emitter,
         permissions: Permissions,
         supervisor: Supervisor,
+        picks: ModelPicks,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<String>) {
         let (completions, rx) = mpsc::unbounded_channel();
         let d = Self {
@@ -140,6 +144,7 @@ impl Dispatcher {
             completions,
             internal: Mutex::new(None),
             supervisor,
+            picks,
         };
         (Arc::new(d), rx)
     }
@@ -356,11 +361,19 @@ impl Dispatcher {
         let result = match &job.target {
             Target::Acp { policy, agent } => match self.connect(agent, &mut control.cancel).await {
                 Ok(conn) => {
+                    let spec = self.registry.get(agent).ok();
+                    // A model picked through the agent wins over the config's.
+                    let model = self
+                        .picks
+                        .get(agent)
+                        .or_else(|| spec.and_then(|s| s.model.clone()));
                     let request = TurnRequest {
                         prompt: &job.prompt,
                         root: self.root.path(),
                         resume: job.resume.as_deref(),
                         policy: *policy,
+                        model: model.as_deref(),
+                        mode: spec.and_then(|s| s.mode.as_deref()),
                     };
                     conn.turn(request, &sink, &mut control).await
                 }
@@ -516,5 +529,17 @@ impl TurnSink for CallSink<'_> {
             level: NoticeLevel::Warning,
             text: text.to_string(),
         });
+    }
+
+    fn model_picked(&self, model: &str) {
+        if self.dispatcher.picks.set(self.agent, model) {
+            self.dispatcher.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "{}: model {model} picked; its next sessions start with it",
+                    self.agent
+                ),
+            });
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod dispatch;
 pub mod memory;
+pub mod picks;
 pub mod severity;
 pub mod types;
 

@@ -16,14 +16,16 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ContentBlock, ContentChunk,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
-    PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
-    ResumeSessionResponse, SessionCapabilities, SessionId, SessionNotification,
-    SessionResumeCapabilities, SessionUpdate, StopReason, ToolCall, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ConfigOptionUpdate,
+    ContentBlock, ContentChunk, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
+    PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    PromptRequest, PromptResponse, ReadTextFileRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionNotification, SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, StopReason, ToolCall, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
 };
 use agent_client_protocol::{
     Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
@@ -59,6 +61,31 @@ struct Session {
     history: Vec<TurnRecord>,
     /// The running turn's number and cancel signal.
     running: Option<(u64, Arc<Notify>)>,
+    /// The session's config options (with `--config-options`).
+    model: String,
+    mode: String,
+}
+
+/// `--config-options`: a model select (fast, smart) and a mode select
+/// (ask, code), as session config options.
+fn config_options(session: &Session) -> Vec<SessionConfigOption> {
+    let pick = |values: &[&str]| -> Vec<SessionConfigSelectOption> {
+        values
+            .iter()
+            .map(|v| SessionConfigSelectOption::new(v.to_string(), v.to_string()))
+            .collect()
+    };
+    vec![
+        SessionConfigOption::select(
+            "model",
+            "Model",
+            session.model.clone(),
+            pick(&["fast", "smart"]),
+        )
+        .category(SessionConfigOptionCategory::Model),
+        SessionConfigOption::select("mode", "Mode", session.mode.clone(), pick(&["ask", "code"]))
+            .category(SessionConfigOptionCategory::Mode),
+    ]
 }
 
 #[derive(Default)]
@@ -90,6 +117,7 @@ fn unknown_session(session_id: &SessionId) -> Error {
 
 struct Turn {
     cx: ConnectionTo<Client>,
+    state: Shared,
     session_id: SessionId,
     /// Prompts this session has received, this one included.
     turns_so_far: usize,
@@ -378,6 +406,29 @@ async fn run_turn(
             drop(sleep);
             return slow(turn, rest, cancelled).await;
         }
+        "whoami" => {
+            let key = turn.session_id.to_string();
+            let line = lock(&turn.state)
+                .sessions
+                .get(&key)
+                .map(|s| format!("model: {}, mode: {}", s.model, s.mode))
+                .unwrap_or_default();
+            turn.chunk(line)?;
+        }
+        "pick" => {
+            // The person picked another model through the agent itself.
+            let key = turn.session_id.to_string();
+            let options = {
+                let mut state = lock(&turn.state);
+                let session = state.sessions.get_mut(&key).expect("the turn's session");
+                session.model = rest.trim().to_string();
+                config_options(session)
+            };
+            turn.update(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                options,
+            )))?;
+            turn.chunk(format!("picked {}", rest.trim()))?;
+        }
         "turns" => {
             // The handler recorded this prompt before the turn started.
             let count = turn.turns_so_far;
@@ -488,6 +539,7 @@ fn handle_prompt(
     let state = state.clone();
     let mut turn = Turn {
         cx: cx.clone(),
+        state: state.clone(),
         session_id,
         turns_so_far: index + 1,
         reply: String::new(),
@@ -549,6 +601,8 @@ struct Options {
     ignore_stdin_close: bool,
     /// Offer two auth methods and refuse `session/new` with `auth_required`.
     auth_required: bool,
+    /// Offer a model and a mode as session config options.
+    config_options: bool,
 }
 
 fn parse_options() -> Options {
@@ -558,6 +612,7 @@ fn parse_options() -> Options {
         hang_initialize: false,
         ignore_stdin_close: false,
         auth_required: false,
+        config_options: false,
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
@@ -566,6 +621,7 @@ fn parse_options() -> Options {
             "--hang-initialize" => options.hang_initialize = true,
             "--ignore-stdin-close" => options.ignore_stdin_close = true,
             "--auth-required" => options.auth_required = true,
+            "--config-options" => options.config_options = true,
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -729,15 +785,25 @@ async fn main() {
                         return responder
                             .respond_with_error(agent_client_protocol::Error::auth_required());
                     }
-                    let id = {
+                    let (id, offered) = {
                         let mut state = lock(&state);
                         state.next_session += 1;
                         let id = format!("fake-{}-{}", std::process::id(), state.next_session);
-                        state.sessions.insert(id.clone(), Session::default());
-                        id
+                        let session = Session {
+                            model: "fast".into(),
+                            mode: "ask".into(),
+                            ..Session::default()
+                        };
+                        let offered = config_options(&session);
+                        state.sessions.insert(id.clone(), session);
+                        (id, offered)
                     };
                     log(format!("new session {id}"));
-                    responder.respond(NewSessionResponse::new(id))
+                    let mut response = NewSessionResponse::new(id);
+                    if options.config_options {
+                        response = response.config_options(offered);
+                    }
+                    responder.respond(response)
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -774,6 +840,42 @@ async fn main() {
                     } else {
                         responder.respond_with_error(unknown_session(&request.session_id))
                     }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                    if !options.config_options {
+                        return responder.respond_with_error(Error::method_not_found());
+                    }
+                    let mut state = lock(&state);
+                    let Some(session) = state.sessions.get_mut(&request.session_id.to_string())
+                    else {
+                        return responder.respond_with_error(unknown_session(&request.session_id));
+                    };
+                    let value = request
+                        .value
+                        .as_value_id()
+                        .map(|v| v.to_string())
+                        .unwrap_or_default();
+                    let allowed: &[&str] = match request.config_id.to_string().as_str() {
+                        "model" => &["fast", "smart"],
+                        "mode" => &["ask", "code"],
+                        _ => &[],
+                    };
+                    if !allowed.contains(&value.as_str()) {
+                        return responder.respond_with_error(
+                            Error::invalid_params().data(format!("bad value {value:?}")),
+                        );
+                    }
+                    match request.config_id.to_string().as_str() {
+                        "model" => session.model = value,
+                        _ => session.mode = value,
+                    }
+                    responder.respond(SetSessionConfigOptionResponse::new(config_options(session)))
                 }
             },
             agent_client_protocol::on_receive_request!(),
