@@ -2,7 +2,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use quorum::event::Event;
 
@@ -117,11 +116,13 @@ fn stdin_review_and_record() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(v["severity"], "yellow");
+    // The verdict is the `severity` field and a line on stderr; the header
+    // is not part of the output.
+    assert_eq!(v["output"], "## Review\nLooks yellow.");
     assert!(
-        v["output"]
-            .as_str()
-            .unwrap()
-            .starts_with("<!-- severity: yellow -->")
+        text(&o.stderr).contains("fake: ■ end_turn, verdict yellow"),
+        "{}",
+        text(&o.stderr)
     );
     let events = quorum::transcript::load(&record).unwrap().events;
     assert!(matches!(
@@ -198,21 +199,19 @@ fn ctrl_c_cancels_the_turn() {
     // Wait until the session is open, then interrupt.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    while !line.starts_with("session:") {
+    while !line.starts_with("fake: session:") {
         line.clear();
         assert!(
             stderr.read_line(&mut line).unwrap() > 0,
             "quorum ended early"
         );
     }
-    let started = Instant::now();
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
     let o = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(15));
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(v["stop_reason"], "cancelled");

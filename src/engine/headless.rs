@@ -176,7 +176,8 @@ pub async fn call(
     events: mpsc::UnboundedReceiver<Stamped>,
     request: CallRequest,
 ) -> i32 {
-    let printer = Printer::spawn(events, |event| progress(&event.event));
+    let mut progress = Progress::default();
+    let printer = Printer::spawn(events, move |event| progress.print(&event.event));
     if let Some(id) = &request.resume {
         session.dispatcher().remember_session(&request.agent, id);
     }
@@ -205,15 +206,19 @@ pub async fn call(
             }
         };
         match reply {
-            Ok(Reply::Done(outcome)) => {
-                if request.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string(&outcome).expect("an outcome is JSON")
-                    );
+            Ok(Reply::Done(mut outcome)) => {
+                // The verdict is the `severity` field (and a line on
+                // stderr): the header is not part of what is printed.
+                outcome.output = crate::subagent::severity::parse(&outcome.output)
+                    .body
+                    .to_string();
+                let printed = if request.json {
+                    serde_json::to_string(&outcome).expect("an outcome is JSON")
                 } else {
-                    println!("{}", sanitize(&outcome.output));
-                }
+                    sanitize(&outcome.output).into_owned()
+                };
+                // A closed stdout (`| head`) is no reason to stop the calls.
+                let _ = writeln!(std::io::stdout(), "{printed}");
                 if outcome.stop_reason != StopReason::EndTurn {
                     if !request.json {
                         eprintln!("quorum: stop reason: {}", outcome.stop_reason);
@@ -253,7 +258,10 @@ pub async fn run(
         return EXIT_CANNOT_RUN;
     };
     let mut out = std::io::stdout();
-    let printer = Printer::spawn(events, move |event| print_run(&mut out, event, json));
+    let mut progress = Progress::default();
+    let printer = Printer::spawn(events, move |event| {
+        print_run(&mut out, &mut progress, event, json)
+    });
     let mut interrupts = interrupts();
     let mut code = EXIT_OK;
     let mut interrupted = false;
@@ -364,7 +372,7 @@ impl Printer {
 
 /// `quorum run`'s output: the chat's text on stdout and progress on
 /// stderr, or every event as one JSON line.
-fn print_run(out: &mut std::io::Stdout, event: &Stamped, json: bool) {
+fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped, json: bool) {
     if json {
         let _ = writeln!(
             out,
@@ -382,72 +390,101 @@ fn print_run(out: &mut std::io::Stdout, event: &Stamped, json: bool) {
             Event::AssistantEnd => {
                 let _ = writeln!(out);
             }
-            Event::SubagentStarted {
-                agent,
-                input,
-                task_id,
-                ..
-            } => eprintln!(
-                "▶ {}{}: {}",
-                sanitize(agent.name()),
-                task_id
-                    .as_ref()
-                    .map(|t| format!(" [{t}]"))
-                    .unwrap_or_default(),
-                sanitize(input.lines().next().unwrap_or(""))
-            ),
-            Event::SubagentFinished {
-                stop_reason,
-                severity,
-                ..
-            } => eprintln!(
-                "■ {stop_reason}{}",
-                severity
-                    .map(|s| format!(" ({})", s.as_str()))
-                    .unwrap_or_default()
-            ),
             Event::TaskReported { task_id } => {
                 eprintln!("↩ task {} reported to the chat", sanitize(task_id))
             }
-            other => progress(other),
+            other => progress.print(other),
         }
     }
 }
 
-/// A line on stderr for what a headless call is doing.
-fn progress(event: &Event) {
-    let line = match event {
-        Event::SubagentSession {
-            session,
-            session_id,
-            ..
-        } => format!(
-            "session: {} {}",
-            session.label(),
-            session_id.as_deref().unwrap_or("")
-        ),
-        Event::SubagentActivity { activity, .. } => match activity {
-            Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
-            Activity::PermissionRequest { title, .. } => {
-                format!("? permission: {}", sanitize(title))
+/// Lines on stderr for what headless calls are doing, each naming its
+/// agent (and its task, for a background one). Agent text is untrusted:
+/// sanitised.
+#[derive(Default)]
+struct Progress {
+    /// `agent` or `agent [t1]`, by call id.
+    labels: std::collections::HashMap<String, String>,
+}
+
+impl Progress {
+    fn print(&mut self, event: &Event) {
+        if let Some(line) = self.line(event) {
+            eprintln!("{line}");
+        }
+    }
+
+    fn line(&mut self, event: &Event) -> Option<String> {
+        let label = |labels: &std::collections::HashMap<String, String>, call_id: &str| {
+            labels.get(call_id).cloned().unwrap_or_default()
+        };
+        let line = match event {
+            Event::SubagentStarted {
+                call_id,
+                agent,
+                input,
+                task_id,
+                ..
+            } => {
+                let name = format!(
+                    "{}{}",
+                    sanitize(agent.name()),
+                    task_id
+                        .as_ref()
+                        .map(|t| format!(" [{}]", sanitize(t)))
+                        .unwrap_or_default()
+                );
+                self.labels.insert(call_id.clone(), name.clone());
+                format!("{name}: ▶ {}", sanitize(input.lines().next().unwrap_or("")))
             }
-            Activity::PermissionResolved { outcome, .. } => {
-                format!("  → {}", sanitize(outcome))
+            Event::SubagentFinished {
+                call_id,
+                stop_reason,
+                severity,
+                ..
+            } => format!(
+                "{}: ■ {stop_reason}{}",
+                label(&self.labels, call_id),
+                severity
+                    .map(|s| format!(", verdict {}", s.as_str()))
+                    .unwrap_or_default()
+            ),
+            Event::SubagentSession {
+                call_id,
+                session,
+                session_id,
+            } => format!(
+                "{}: session: {} {}",
+                label(&self.labels, call_id),
+                session.label(),
+                sanitize(session_id.as_deref().unwrap_or(""))
+            ),
+            Event::SubagentActivity { call_id, activity } => {
+                let what = match activity {
+                    Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
+                    Activity::PermissionRequest { title, .. } => {
+                        format!("? permission: {}", sanitize(title))
+                    }
+                    Activity::PermissionResolved { outcome, .. } => {
+                        format!("  → {}", sanitize(outcome))
+                    }
+                    _ => return None,
+                };
+                format!("{}: {what}", label(&self.labels, call_id))
             }
-            _ => return,
-        },
-        Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
-        Event::ModelRetry {
-            attempt,
-            wait_ms,
-            reason,
-        } => format!(
-            "model: {}; retry {attempt} in {:.1} s",
-            sanitize(reason),
-            *wait_ms as f64 / 1000.0
-        ),
-        Event::Error { text } => format!("error: {}", sanitize(text)),
-        _ => return,
-    };
-    eprintln!("{line}");
+            Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
+            Event::ModelRetry {
+                attempt,
+                wait_ms,
+                reason,
+            } => format!(
+                "model: {}; retry {attempt} in {:.1} s",
+                sanitize(reason),
+                *wait_ms as f64 / 1000.0
+            ),
+            Event::Error { text } => format!("error: {}", sanitize(text)),
+            _ => return None,
+        };
+        Some(line)
+    }
 }

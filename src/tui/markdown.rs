@@ -142,7 +142,9 @@ impl Renderer {
                 let t = t.trim_end_matches('\n');
                 self.spans.push(Span::styled(t.to_string(), theme::dim()));
             }
-            Event::SoftBreak => self.spans.push(Span::styled(" ", self.style())),
+            // Text as written: a single newline is a line break, as GitHub
+            // comments show it (a file list stays a list).
+            Event::SoftBreak => self.flush(),
             Event::HardBreak => self.flush(),
             Event::Rule => {
                 self.start_block();
@@ -315,6 +317,16 @@ mod tests {
         assert_eq!(
             show("# Title\n\nSome *text* here.\n\n## Next", 40),
             ["# Title", "", "Some text here.", "", "## Next"]
+        );
+    }
+
+    /// A model's file list, one name a line, stays one name a line.
+    #[test]
+    fn single_newlines_are_line_breaks() {
+        assert_eq!(show("a.py\nb.py\nc.py", 40), ["a.py", "b.py", "c.py"]);
+        assert_eq!(
+            show("- one\n  still one\n- two", 40),
+            ["• one", "  still one", "• two"]
         );
     }
 
