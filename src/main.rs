@@ -25,13 +25,13 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
     tui: TuiArgs,
 }
 
 #[derive(clap::Args, Default)]
 struct TuiArgs {
-    #[command(flatten)]
-    model: ModelArgs,
     /// Record the session's events to this transcript file (JSONL);
     /// by default sessions are recorded under the state directory.
     #[arg(long, value_name = "FILE")]
@@ -46,15 +46,15 @@ struct ModelArgs {
     /// The chat model, PROVIDER:NAME: openai:gpt-4o, anthropic:claude-sonnet-4-5,
     /// openai:qwen (with --base-url), script:FILE. Default: $QUORUM_MODEL, else
     /// the config file's [model] name.
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, global = true, value_name = "SPEC")]
     model: Option<String>,
     /// An OpenAI-compatible server (llama-server, Ollama, vLLM), e.g.
     /// http://127.0.0.1:8080/v1. Default: $OPENAI_BASE_URL, else [model] base_url.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL")]
     base_url: Option<String>,
     /// How deep internal agents may nest sub-agent calls of their own
     /// (0: the internal agent cannot call sub-agents).
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, global = true, default_value_t = 0, value_name = "N")]
     agent_depth: u32,
 }
 
@@ -85,8 +85,6 @@ enum Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    #[command(flatten)]
-    model: ModelArgs,
     /// The message for the chat.
     #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
     prompt: String,
@@ -193,13 +191,15 @@ fn main() -> Result<()> {
     // A panic ends every process quorum started.
     quorum::supervisor::kill_all_on_panic();
     let config = config::config_path(cli.config.clone());
+    // The model options are global: they apply wherever they are given.
+    let model = cli.model.choice();
     let code = match cli.command {
         Some(Command::Call(args)) => with_runtime(call_cmd(args, config))?,
-        Some(Command::Run(args)) => with_runtime(run_cmd(args, config))?,
+        Some(Command::Run(args)) => with_runtime(run_cmd(args, model, config))?,
         Some(Command::Agents(args)) => with_runtime(agents_cmd(args, config))?,
         Some(Command::Replay(args)) => replay_cmd(args)?,
-        Some(Command::Tui(args)) => with_runtime(tui_cmd(args, config))?,
-        None => with_runtime(tui_cmd(cli.tui, config))?,
+        Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,
+        None => with_runtime(tui_cmd(cli.tui, model, config))?,
     };
     std::process::exit(code);
 }
@@ -227,11 +227,11 @@ impl ModelArgs {
     }
 }
 
-async fn tui_cmd(args: TuiArgs, config: Option<PathBuf>) -> Result<i32> {
+async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> Result<i32> {
     screen::require_terminal()?;
     let record = (!args.no_record).then_some(args.record);
     let size = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
-    let session = config::interactive(config.as_deref(), &args.model.choice(), record, size)?;
+    let session = config::interactive(config.as_deref(), &model, record, size)?;
     let started = Instant::now();
     let (mut session, events) = Session::start(session, started)?;
     let ops = session.serve();
@@ -284,9 +284,8 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
     headless::call_command(setup, request).await
 }
 
-async fn run_cmd(args: RunArgs, config: Option<PathBuf>) -> Result<i32> {
+async fn run_cmd(args: RunArgs, model: ModelChoice, config: Option<PathBuf>) -> Result<i32> {
     let setup = args.headless.setup(config);
-    let model = args.model.choice();
     headless::run_command(setup, model, args.prompt, args.json, args.no_wait).await
 }
 

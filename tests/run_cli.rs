@@ -215,3 +215,38 @@ fn failures_have_their_exit_codes() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no chat model"), "{}", stderr(&o));
 }
+
+/// Options given before the subcommand apply to it: `quorum --model M run`
+/// is `quorum run --model M`.
+#[test]
+fn global_model_options_apply_before_or_after_the_subcommand() {
+    let d = dir();
+    let script = d.dir.path().join("hello.json");
+    std::fs::write(&script, r#"[{"text": "Hello from the script."}]"#).unwrap();
+    let model = format!("script:{}", script.display());
+    for args in [
+        vec!["--model", model.as_str(), "run", "-p", "hi"],
+        vec!["run", "-p", "hi", "--model", model.as_str()],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_quorum"))
+            .arg("--config")
+            .arg(&d.config)
+            .args(&args)
+            .arg("--cwd")
+            .arg(d.dir.path())
+            .env_remove("QUORUM_MODEL")
+            .env("XDG_STATE_HOME", d.dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "Hello from the script."
+        );
+    }
+}
