@@ -135,6 +135,17 @@ impl Board {
                 // event itself: nothing else to say yet.
                 None
             }
+            Event::SubagentFollowup { call_id, .. } => {
+                // A new turn on the call's session: it runs again.
+                let entry = self.entry_mut(call_id)?;
+                entry.finished = None;
+                entry.summary.state = TaskState::Running;
+                entry.summary.severity = None;
+                entry.summary.waiting = false;
+                entry.stop_reason = None;
+                entry.output = None;
+                Some(entry.snapshot())
+            }
             Event::SubagentActivity { call_id, activity } => {
                 let entry = self.entry_mut(call_id)?;
                 entry.activity(activity).then(|| entry.snapshot())

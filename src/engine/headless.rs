@@ -420,6 +420,9 @@ fn progress(event: &Event) {
             session.label(),
             session_id.as_deref().unwrap_or("")
         ),
+        Event::SubagentFollowup { input, .. } => {
+            format!("› follow-up: {}", sanitize(input.lines().next().unwrap_or("")))
+        }
         Event::SubagentActivity { activity, .. } => match activity {
             Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
             Activity::PermissionRequest { title, .. } => {
