@@ -330,6 +330,7 @@ mod tests {
             id: id.into(),
             title: format!("Read {id}"),
             status: ToolStatus::Pending,
+            detail: Default::default(),
         }
     }
 
@@ -427,6 +428,7 @@ mod tests {
                 id: "p".into(),
                 title: "Delete build/".into(),
                 options: vec!["Allow".into()],
+                detail: Default::default(),
             },
         ));
         assert!(b.task("t1").unwrap().summary.waiting);

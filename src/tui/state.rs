@@ -1196,6 +1196,7 @@ mod tests {
                 id: "a".into(),
                 title: "Read a.rs".into(),
                 status: ToolStatus::Pending,
+                detail: Default::default(),
             }),
         );
         apply(
@@ -1205,6 +1206,7 @@ mod tests {
                 id: "a".into(),
                 title: None,
                 status: Some(ToolStatus::Completed),
+                detail: Default::default(),
             }),
         );
         apply(
@@ -1238,6 +1240,7 @@ mod tests {
                 id: "p".into(),
                 title: "Delete build/".into(),
                 options: vec!["Allow".into(), "Reject".into()],
+                detail: Default::default(),
             }),
         );
         let b = the_box(&s);
@@ -1424,6 +1427,265 @@ mod tests {
         );
     }
 
+    fn edit(id: &str, path: &str) -> Activity {
+        Activity::ToolCall {
+            id: id.into(),
+            title: format!("Edit {path}"),
+            status: ToolStatus::Pending,
+            detail: ToolDetail {
+                kind: Some("edit".into()),
+                locations: vec![format!("{path}:3")],
+                raw_input: Some(serde_json::json!({"path": path})),
+                content: vec![ToolContent::Diff {
+                    path: path.into(),
+                    old_text: Some("old\x1b[2J".into()),
+                    new_text: "new".into(),
+                }],
+            },
+        }
+    }
+
+    #[test]
+    fn subagent_followup_reopens_the_box_and_its_task() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            5,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "first".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            },
+        );
+        apply(&mut s, 6, snapshot(0, TaskState::Done, false));
+        assert_eq!(s.running(), 0);
+        apply(
+            &mut s,
+            8,
+            Event::SubagentFollowup {
+                call_id: "c1".into(),
+                input: "and the tests?\x1b[31m".into(),
+            },
+        );
+        let b = the_box(&s);
+        assert!(b.running(), "the box runs again");
+        assert_eq!((b.output.as_deref(), b.severity), (None, None));
+        assert_eq!(
+            b.activity.back(),
+            Some(&ActivityLine::Note("› follow-up: and the tests?".into()))
+        );
+        assert_eq!(
+            b.log.entries.back(),
+            Some(&LogEntry::Turn("and the tests?".into()))
+        );
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.tasks[0].summary.state, TaskState::Running);
+        assert_eq!(s.tasks[0].finished, None);
+        // A follow-up for an unknown call changes nothing.
+        apply(
+            &mut s,
+            9,
+            Event::SubagentFollowup {
+                call_id: "c9".into(),
+                input: "x".into(),
+            },
+        );
+        assert_eq!(s.running(), 1);
+    }
+
+    #[test]
+    fn tool_call_detail_is_kept_sanitised_and_updated() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(&mut s, 2, activity(edit("e1", "src/a.rs")));
+        apply(
+            &mut s,
+            3,
+            activity(Activity::ToolCallUpdate {
+                id: "e1".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+                detail: ToolDetail {
+                    content: vec![ToolContent::Text {
+                        text: "done\x07".into(),
+                    }],
+                    ..ToolDetail::default()
+                },
+            }),
+        );
+        let b = the_box(&s);
+        let LogEntry::Tool { status, info, .. } = &b.log.entries[0] else {
+            panic!("a tool entry: {:?}", b.log.entries);
+        };
+        assert_eq!(*status, ToolStatus::Completed);
+        assert_eq!(info.kind.as_deref(), Some("edit"));
+        assert_eq!(info.locations, vec!["src/a.rs:3".to_string()]);
+        assert_eq!(info.paths(), vec!["src/a.rs".to_string()]);
+        assert!(info.input.as_deref().unwrap().contains("\"path\": \"src/a.rs\""));
+        assert_eq!(
+            info.content,
+            vec![ToolContent::Text {
+                text: "done".into()
+            }],
+            "the update's content replaced the diff, sanitised"
+        );
+        assert_eq!(b.log.bytes, b.log.entries[0].bytes());
+    }
+
+    #[test]
+    fn tool_calls_add_up_to_a_change_summary() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(&mut s, 2, activity(edit("e1", "README.md")));
+        apply(&mut s, 3, activity(edit("e2", "src/a.rs")));
+        apply(&mut s, 4, activity(edit("e3", "README.md")));
+        for (t, id) in [(5, "x1"), (6, "x2")] {
+            apply(
+                &mut s,
+                t,
+                activity(Activity::ToolCall {
+                    id: id.into(),
+                    title: "Run".into(),
+                    status: ToolStatus::Pending,
+                    detail: ToolDetail {
+                        kind: Some("execute".into()),
+                        raw_input: Some(serde_json::json!({"command": ["cargo", "test"]})),
+                        ..ToolDetail::default()
+                    },
+                }),
+            );
+        }
+        // An update that only now says what the call is counts it once.
+        apply(
+            &mut s,
+            7,
+            activity(Activity::ToolCall {
+                id: "x3".into(),
+                title: "Run".into(),
+                status: ToolStatus::Pending,
+                detail: ToolDetail::default(),
+            }),
+        );
+        for t in [8, 9] {
+            apply(
+                &mut s,
+                t,
+                activity(Activity::ToolCallUpdate {
+                    id: "x3".into(),
+                    title: None,
+                    status: None,
+                    detail: ToolDetail {
+                        kind: Some("execute".into()),
+                        ..ToolDetail::default()
+                    },
+                }),
+            );
+        }
+        apply(
+            &mut s,
+            10,
+            activity(Activity::ToolCall {
+                id: "d1".into(),
+                title: "Delete".into(),
+                status: ToolStatus::Pending,
+                detail: ToolDetail {
+                    kind: Some("delete".into()),
+                    locations: vec!["build/".into()],
+                    ..ToolDetail::default()
+                },
+            }),
+        );
+        let b = the_box(&s);
+        assert_eq!(
+            b.changes.summary().as_deref(),
+            Some("edited README.md, src/a.rs · deleted build/ · ran 3 commands")
+        );
+        let LogEntry::Tool { info, .. } = &b.log.entries[3] else {
+            panic!()
+        };
+        assert_eq!(info.command().as_deref(), Some("cargo test"));
+    }
+
+    #[test]
+    fn a_box_log_is_bounded_and_counts_what_it_dropped() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        for i in 0..(LOG_ENTRIES + 5) {
+            apply(&mut s, 2, activity(edit(&format!("e{i}"), &format!("f{i}"))));
+        }
+        let b = the_box(&s);
+        assert_eq!(b.log.entries.len(), LOG_ENTRIES);
+        assert_eq!(b.log.dropped, 5);
+        assert!(b.log.bytes <= LOG_BYTES);
+        // The summary still names what the dropped calls changed.
+        assert!(b.changes.edited.contains(&"f0".to_string()));
+        assert_eq!(b.changes.edited.len() + b.changes.more, LOG_ENTRIES + 5);
+        // A byte budget too: big diffs push old entries out.
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        let big = "x".repeat(30 * 1024);
+        for i in 0..20 {
+            apply(
+                &mut s,
+                2,
+                activity(Activity::ToolCall {
+                    id: format!("w{i}"),
+                    title: "Write".into(),
+                    status: ToolStatus::Pending,
+                    detail: ToolDetail {
+                        content: vec![ToolContent::Text { text: big.clone() }],
+                        ..ToolDetail::default()
+                    },
+                }),
+            );
+        }
+        let b = the_box(&s);
+        assert!(b.log.bytes <= LOG_BYTES, "{}", b.log.bytes);
+        assert!(b.log.dropped > 0);
+    }
+
+    #[test]
+    fn permission_requests_keep_what_they_ask_and_the_answer() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            2,
+            activity(Activity::PermissionRequest {
+                id: "p".into(),
+                title: "write_text_file".into(),
+                options: vec!["Allow".into()],
+                detail: ToolDetail {
+                    kind: Some("edit".into()),
+                    locations: vec!["/w/a.txt".into()],
+                    ..ToolDetail::default()
+                },
+            }),
+        );
+        assert_eq!(the_box(&s).permission_detail.locations, vec!["/w/a.txt"]);
+        apply(&mut s, 3, snapshot(0, TaskState::Running, true));
+        assert!(the_box(&s).waiting);
+        assert_eq!(s.needs_you(), 1);
+        apply(
+            &mut s,
+            4,
+            activity(Activity::PermissionResolved {
+                id: "p".into(),
+                outcome: "Allow".into(),
+            }),
+        );
+        apply(&mut s, 5, snapshot(0, TaskState::Running, false));
+        let b = the_box(&s);
+        assert_eq!(b.permission_detail, ToolInfo::default());
+        assert!(matches!(
+            &b.log.entries[0],
+            LogEntry::Permission { outcome: Some(o), info, .. } if o == "Allow" && info.locations == ["/w/a.txt"]
+        ));
+        assert_eq!(s.needs_you(), 0);
+    }
+
     /// Each event kind above has its test; a new kind must get one.
     #[test]
     fn every_event_kind_is_covered() {
@@ -1438,6 +1700,7 @@ mod tests {
             "tool_call_finished",
             "subagent_started",
             "subagent_session",
+            "subagent_followup",
             "subagent_activity",
             "subagent_finished",
             "task_progress",
