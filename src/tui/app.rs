@@ -637,6 +637,7 @@ where
                         app.on_event(event);
                     }
                     terminal.draw(|frame| app.draw(frame))?;
+                    app.ring_bell();
                     return Ok(());
                 }
             },

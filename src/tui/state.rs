@@ -788,7 +788,7 @@ impl State {
     pub fn needs_you(&self) -> usize {
         self.cells
             .iter()
-            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting || b.permission.is_some()))
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting))
             .count()
     }
 
