@@ -29,7 +29,11 @@ struct Rig {
 fn rig() -> Rig {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), format!("[agents.fake]\ncommand = {fake:?}\n")).unwrap();
+    std::fs::write(
+        config.path(),
+        format!("[agents.fake]\ncommand = {fake:?}\n"),
+    )
+    .unwrap();
     let registry = Registry::load(Some(config.path())).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut session_config = SessionConfig::new(registry, Root::new(dir.path()).unwrap());
@@ -131,16 +135,17 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     let mut r = rig();
     // The task waits for a permission answer: it is surely running.
     let (task, call) = r.start(background(Some("fake"), "permission")).await;
-    let mut events = r.until(|e| {
-        matches!(
-            e,
-            Event::SubagentActivity {
-                activity: Activity::PermissionRequest { .. },
-                ..
-            }
-        )
-    })
-    .await;
+    let mut events = r
+        .until(|e| {
+            matches!(
+                e,
+                Event::SubagentActivity {
+                    activity: Activity::PermissionRequest { .. },
+                    ..
+                }
+            )
+        })
+        .await;
     let mut input = status(&task);
     input.message = Some("turns".into());
     let answer = r.steer(input).await;
@@ -156,7 +161,12 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     // The first turn reports, then the follow-up runs as a new turn.
     assert_eq!(r.completion().await, task);
     assert_eq!(r.completion().await, task);
-    events.extend(r.until(|e| matches!(e, Event::SubagentFinished { output, .. } if output.starts_with("turns"))).await);
+    events.extend(
+        r.until(
+            |e| matches!(e, Event::SubagentFinished { output, .. } if output.starts_with("turns")),
+        )
+        .await,
+    );
     assert_eq!(outputs(&events), ["permitted", "turns: 2"]);
     assert!(events.iter().any(
         |e| matches!(e, Event::SubagentFollowup { call_id, input } if *call_id == call && input == "turns")
@@ -166,7 +176,10 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     assert_eq!(sessions[0].1, sessions[1].1, "the same session");
     assert_eq!(sessions[1].0, SessionKind::Resumed);
     let done = r.dispatcher.status(Some(&task)).unwrap();
-    assert_eq!((done["state"].as_str(), done["output"].as_str()), (Some("done"), Some("turns: 2")));
+    assert_eq!(
+        (done["state"].as_str(), done["output"].as_str()),
+        (Some("done"), Some("turns: 2"))
+    );
 }
 
 #[tokio::test]
@@ -179,9 +192,17 @@ async fn a_message_to_a_finished_task_reopens_it_on_the_same_session() {
     input.wait_seconds = Some(30);
     let answer = r.steer(input).await;
     assert_eq!(answer["message"], "sent");
-    assert_eq!(answer["state"], "done", "wait_seconds waited for the new turn");
-    assert_eq!(answer["output"], "turns: 2", "the same session: its second prompt");
-    let events = r.until(|e| matches!(e, Event::SubagentFinished { output, .. } if output == "turns: 2")).await;
+    assert_eq!(
+        answer["state"], "done",
+        "wait_seconds waited for the new turn"
+    );
+    assert_eq!(
+        answer["output"], "turns: 2",
+        "the same session: its second prompt"
+    );
+    let events = r
+        .until(|e| matches!(e, Event::SubagentFinished { output, .. } if output == "turns: 2"))
+        .await;
     // The box reopens: the board says running again.
     let reopened = events
         .iter()
@@ -249,7 +270,12 @@ async fn steering_errors_are_clear() {
     assert_eq!(r.completion().await, task);
     let mut input = status(&task);
     input.message = Some("and more".into());
-    let err = r.dispatcher.status_with(input).await.unwrap_err().to_string();
+    let err = r
+        .dispatcher
+        .status_with(input)
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         format!(
@@ -259,16 +285,31 @@ async fn steering_errors_are_clear() {
     );
     let mut input = status("t42");
     input.message = Some("hi".into());
-    let err = r.dispatcher.status_with(input).await.unwrap_err().to_string();
+    let err = r
+        .dispatcher
+        .status_with(input)
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, format!("unknown task \"t42\"; known tasks: {task}"));
     let input = StatusInput {
         message: Some("hi".into()),
         ..Default::default()
     };
-    let err = r.dispatcher.status_with(input).await.unwrap_err().to_string();
+    let err = r
+        .dispatcher
+        .status_with(input)
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "subagent_status: `message` needs a `task_id`");
     let mut input = status(&task);
     input.message = Some("  ".into());
-    let err = r.dispatcher.status_with(input).await.unwrap_err().to_string();
+    let err = r
+        .dispatcher
+        .status_with(input)
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "subagent_status: `message` is empty");
 }

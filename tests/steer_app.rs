@@ -119,7 +119,10 @@ async fn a_message_from_the_panel_reopens_a_finished_task_on_its_session() {
     let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! echo first"), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("  done")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("  done")
+    })
+    .await;
     // Tab focuses the panel; `m` starts a message to the selected task.
     drive(
         &mut terminal,
@@ -131,7 +134,10 @@ async fn a_message_from_the_panel_reopens_a_finished_task_on_its_session() {
     let screen = text(&terminal);
     assert!(screen.contains("› /msg t1"), "{screen}");
     drive(&mut terminal, &mut app, line("turns"), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("turns: 2")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("turns: 2")
+    })
+    .await;
     let screen = text(&terminal);
     assert!(screen.contains("› /msg t1 turns"), "{screen}");
     assert!(screen.contains("[t1]"), "the same box: {screen}");
@@ -166,7 +172,10 @@ async fn a_message_from_the_panel_to_a_running_task_is_its_next_turn() {
         vec![],
     )
     .await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("turns: 2")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("turns: 2")
+    })
+    .await;
     assert!(
         text(&terminal).contains("› follow-up: turns") || text(&terminal).contains("turns: 2"),
         "{}",
@@ -180,7 +189,10 @@ async fn c_in_the_panel_cancels_the_selected_task() {
     let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! slow 30"), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("working")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("working")
+    })
+    .await;
     drive(
         &mut terminal,
         &mut app,
@@ -188,7 +200,10 @@ async fn c_in_the_panel_cancels_the_selected_task() {
         vec![],
     )
     .await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("  cancelled")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("  cancelled")
+    })
+    .await;
     // Esc leaves the panel: keys go to the composer again.
     drive(
         &mut terminal,
@@ -205,7 +220,13 @@ async fn a_task_waiting_for_you_is_marked_counted_and_rings_once() {
     let dir = tempfile::tempdir().unwrap();
     let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
-    drive(&mut terminal, &mut app, line("@fake! permission build/x"), vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake! permission build/x"),
+        vec![],
+    )
+    .await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("running · needs you") && s.contains("? 1 needs you")
     })
@@ -224,7 +245,13 @@ async fn a_task_waiting_for_you_is_marked_counted_and_rings_once() {
     drive(&mut terminal, &mut app, vec![key(KeyCode::PageUp)], vec![]).await;
     assert_eq!(app.bells, 1);
     // Answered: no longer needs you.
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('1'))], vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('1'))],
+        vec![],
+    )
+    .await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("permitted") && !s.contains("needs you")
     })
@@ -238,7 +265,10 @@ async fn bell_false_keeps_it_quiet() {
     app.set_bell(false);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! permission"), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("? 1 needs you")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("? 1 needs you")
+    })
+    .await;
     assert_eq!(app.bells, 0);
 }
 
@@ -249,7 +279,10 @@ async fn quitting_with_tasks_running_asks_once() {
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! slow 30"), vec![]).await;
     drive(&mut terminal, &mut app, line("@fake! slow 30"), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("2 running")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("2 running")
+    })
+    .await;
     drive(&mut terminal, &mut app, vec![ctrl('c')], vec![]).await;
     assert!(!app.quitting());
     assert!(
@@ -270,9 +303,24 @@ async fn an_opened_box_shows_the_diff_and_the_command_and_esc_returns() {
     let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
     let mut terminal = Terminal::new(TestBackend::new(100, 50)).unwrap();
     app.view.set_panel(Some(false));
-    drive(&mut terminal, &mut app, line("@fake! diff src/a.rs"), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("edited src/a.rs")).await;
-    drive(&mut terminal, &mut app, line("/msg t1 execute cargo test"), vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake! diff src/a.rs"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("edited src/a.rs")
+    })
+    .await;
+    drive(
+        &mut terminal,
+        &mut app,
+        line("/msg t1 execute cargo test"),
+        vec![],
+    )
+    .await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("✎ edited src/a.rs · ran 1 command")
     })

@@ -421,7 +421,10 @@ fn progress(event: &Event) {
             session_id.as_deref().unwrap_or("")
         ),
         Event::SubagentFollowup { input, .. } => {
-            format!("› follow-up: {}", sanitize(input.lines().next().unwrap_or("")))
+            format!(
+                "› follow-up: {}",
+                sanitize(input.lines().next().unwrap_or(""))
+            )
         }
         Event::SubagentActivity { activity, .. } => match activity {
             Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),

@@ -215,9 +215,9 @@ impl Ops {
                     text: format!("/msg {task} {}", message.trim()),
                 });
                 match self.dispatcher.follow_up(task, message) {
-                    Ok("queued") => {
-                        self.notice(format!("{task} is running: the message goes in its next turn"))
-                    }
+                    Ok("queued") => self.notice(format!(
+                        "{task} is running: the message goes in its next turn"
+                    )),
                     Ok(_) => {}
                     Err(e) => self.error(format!("/msg: {e}")),
                 }

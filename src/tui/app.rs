@@ -382,7 +382,9 @@ impl App {
                 return;
             }
             // Tab: the side panel takes the keys.
-            KeyCode::Tab if !self.state.tasks.is_empty() && matches!(self.mode, Mode::Live { .. }) => {
+            KeyCode::Tab
+                if !self.state.tasks.is_empty() && matches!(self.mode, Mode::Live { .. }) =>
+            {
                 self.view.set_panel(Some(true));
                 let running = self
                     .state

@@ -48,8 +48,16 @@ pub fn diff(old: Option<&str>, new: &str) -> Vec<(char, String)> {
         ),
     )];
     out.extend(a[start..prefix].iter().map(|l| (' ', l.to_string())));
-    out.extend(a[prefix..a.len() - suffix].iter().map(|l| ('-', l.to_string())));
-    out.extend(b[prefix..b.len() - suffix].iter().map(|l| ('+', l.to_string())));
+    out.extend(
+        a[prefix..a.len() - suffix]
+            .iter()
+            .map(|l| ('-', l.to_string())),
+    );
+    out.extend(
+        b[prefix..b.len() - suffix]
+            .iter()
+            .map(|l| ('+', l.to_string())),
+    );
     let tail = b.len() - suffix;
     out.extend(
         b[tail..(tail + CONTEXT).min(b.len())]
@@ -80,15 +88,15 @@ pub fn diff_lines(
     let mut out = vec![
         code_line(
             indent,
-            format!(
-                "--- {}",
-                if old.is_some() { path } else { "/dev/null" }
-            ),
+            format!("--- {}", if old.is_some() { path } else { "/dev/null" }),
             theme::bold(),
         ),
         code_line(
             indent,
-            format!("+++ {path}{}", if old.is_none() { " (new file)" } else { "" }),
+            format!(
+                "+++ {path}{}",
+                if old.is_none() { " (new file)" } else { "" }
+            ),
             theme::bold(),
         ),
     ];
@@ -236,7 +244,10 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
     if let Some(kind) = b.session {
         badges.push(kind.label().into());
     }
-    head.push(Span::styled(format!(" · {}", badges.join(" · ")), theme::dim()));
+    head.push(Span::styled(
+        format!(" · {}", badges.join(" · ")),
+        theme::dim(),
+    ));
     let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
     let state = match (b.finished, b.stop_reason, b.severity) {
         (None, _, _) => format!("running {elapsed}"),

@@ -266,8 +266,7 @@ impl Log {
     }
 
     fn trim(&mut self) {
-        while self.entries.len() > 1
-            && (self.entries.len() > LOG_ENTRIES || self.bytes > LOG_BYTES)
+        while self.entries.len() > 1 && (self.entries.len() > LOG_ENTRIES || self.bytes > LOG_BYTES)
         {
             if let Some(old) = self.entries.pop_front() {
                 self.bytes -= old.bytes().min(self.bytes);
@@ -381,7 +380,11 @@ fn clip(text: &str) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}\n… ({} more bytes not kept)", &text[..end], text.len() - end)
+    format!(
+        "{}\n… ({} more bytes not kept)",
+        &text[..end],
+        text.len() - end
+    )
 }
 
 impl SubagentBox {
@@ -1523,7 +1526,12 @@ mod tests {
         assert_eq!(info.kind.as_deref(), Some("edit"));
         assert_eq!(info.locations, vec!["src/a.rs:3".to_string()]);
         assert_eq!(info.paths(), vec!["src/a.rs".to_string()]);
-        assert!(info.input.as_deref().unwrap().contains("\"path\": \"src/a.rs\""));
+        assert!(
+            info.input
+                .as_deref()
+                .unwrap()
+                .contains("\"path\": \"src/a.rs\"")
+        );
         assert_eq!(
             info.content,
             vec![ToolContent::Text {
@@ -1613,7 +1621,11 @@ mod tests {
         let mut s = State::new();
         apply(&mut s, 1, started(false));
         for i in 0..(LOG_ENTRIES + 5) {
-            apply(&mut s, 2, activity(edit(&format!("e{i}"), &format!("f{i}"))));
+            apply(
+                &mut s,
+                2,
+                activity(edit(&format!("e{i}"), &format!("f{i}"))),
+            );
         }
         let b = the_box(&s);
         assert_eq!(b.log.entries.len(), LOG_ENTRIES);

@@ -462,7 +462,10 @@ fn draw_status(
     let needs_you = state.needs_you();
     if needs_you > 0 {
         spans.push(Span::styled(
-            format!(" · ? {needs_you} need{} you", if needs_you == 1 { "s" } else { "" }),
+            format!(
+                " · ? {needs_you} need{} you",
+                if needs_you == 1 { "s" } else { "" }
+            ),
             Style::default()
                 .fg(theme::NEEDS_YOU)
                 .add_modifier(Modifier::BOLD),
