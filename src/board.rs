@@ -359,6 +359,50 @@ mod tests {
     }
 
     #[test]
+    fn a_follow_up_sets_a_finished_task_running_again() {
+        let mut b = Board::new();
+        b.observe(&started("c1", Some("t1")));
+        b.observe(&activity("c1", tool("a")));
+        b.observe(&Stamped::new(
+            30,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "first".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            },
+        ));
+        let snap = b.observe(&Stamped::new(
+            40,
+            Event::SubagentFollowup {
+                call_id: "c1".into(),
+                input: "more".into(),
+            },
+        ));
+        let Some(Event::TaskProgress { summary, .. }) = snap else {
+            panic!("{snap:?}")
+        };
+        assert_eq!(summary.state, TaskState::Running);
+        assert_eq!(summary.severity, None);
+        assert_eq!(summary.tool_calls, 1, "counts go on");
+        let entry = b.task("t1").unwrap();
+        assert_eq!(
+            (entry.finished, &entry.output, entry.stop_reason),
+            (None, &None, None)
+        );
+        assert_eq!(
+            b.observe(&Stamped::new(
+                41,
+                Event::SubagentFollowup {
+                    call_id: "c9".into(),
+                    input: "x".into()
+                }
+            )),
+            None
+        );
+    }
+
+    #[test]
     fn text_changes_the_summary_only_when_a_line_ends() {
         let mut b = Board::new();
         b.observe(&started("c1", None));

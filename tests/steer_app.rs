@@ -376,3 +376,42 @@ async fn an_internal_agent_that_overwrote_a_file_says_so() {
         "new\n"
     );
 }
+
+#[tokio::test]
+async fn the_panel_selects_with_arrows_and_enter_opens_the_task_box() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake! echo one"), vec![]).await;
+    drive(&mut terminal, &mut app, line("@fake! echo two"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("0 running · 2 done")
+    })
+    .await;
+    // Tab selects the newest task; ↑ the one before; Enter opens its box.
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Tab), key(KeyCode::Up), key(KeyCode::Enter)],
+        vec![],
+    )
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("╭ opened box"), "{screen}");
+    assert!(screen.contains("fake [t1]"), "{screen}");
+    assert!(!screen.contains("[t2]"), "{screen}");
+    // Esc closes the box, Esc again leaves the panel.
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Esc), key(KeyCode::Esc)],
+        vec![],
+    )
+    .await;
+    let screen = text(&terminal);
+    assert!(!screen.contains("╭ opened box"), "{screen}");
+    assert!(
+        screen.contains("Tab tasks"),
+        "the composer's keys: {screen}"
+    );
+}

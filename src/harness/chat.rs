@@ -85,10 +85,14 @@ impl ToolSet for ChatTools {
                 "subagent_status" => {
                     let input: StatusInput = serde_json::from_str(arguments)
                         .map_err(|e| format!("bad subagent_status arguments: {e}"))?;
-                    let status = dispatcher
-                        .status_with(input)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    // Waiting (`wait_seconds`) ends with the turn.
+                    let mut cancel = cancel;
+                    let status = tokio::select! {
+                        status = dispatcher.status_with(input) => status.map_err(|e| e.to_string())?,
+                        _ = crate::cancel::cancelled(&mut cancel) => {
+                            return Err("subagent_status: cancelled".to_string());
+                        }
+                    };
                     Ok(status.to_string())
                 }
                 other => Err(format!("unknown tool {other:?}")),

@@ -45,6 +45,10 @@ pub enum DispatchError {
         "task {0} has no session to continue (it ended before its agent opened one); start a new `subagent` call instead"
     )]
     NoSession(String),
+    #[error(
+        "task {0}'s session is busy with another call; send the message when that call is done"
+    )]
+    SessionBusy(String),
     #[error("subagent_status: `{0}` needs a `task_id`")]
     NeedsTask(&'static str),
     #[error("subagent_status: `message` is empty")]
@@ -541,8 +545,7 @@ impl Dispatcher {
             let id = task_id.ok_or(DispatchError::NeedsTask("message"))?;
             sent = Some(self.follow_up(id, message)?);
         }
-        if let Some(seconds) = input.wait_seconds.filter(|s| *s > 0) {
-            let wait = std::time::Duration::from_secs(seconds.min(MAX_WAIT_SECONDS));
+        if let Some(wait) = wait_for(input.wait_seconds) {
             let _ = tokio::time::timeout(wait, self.until_idle(task_id)).await;
         }
         let mut status = self.status(task_id)?;
@@ -612,6 +615,10 @@ impl Dispatcher {
             .session_id
             .clone()
             .ok_or_else(|| DispatchError::NoSession(task_id.to_string()))?;
+        // One turn at a time on a session.
+        if !lock(&self.busy).insert((meta.agent.name().to_string(), session_id.clone())) {
+            return Err(DispatchError::SessionBusy(task_id.to_string()));
+        }
         let (cancel, cancel_rx) = watch::channel(false);
         let (answers, answers_rx) = mpsc::unbounded_channel();
         running.insert(
@@ -623,7 +630,6 @@ impl Dispatcher {
             },
         );
         drop(running);
-        lock(&self.busy).insert((meta.agent.name().to_string(), session_id.clone()));
         self.emitter.emit(Event::SubagentFollowup {
             call_id: call_id.clone(),
             input: message.to_string(),
@@ -669,6 +675,13 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// How long `wait_seconds` waits: at most [`MAX_WAIT_SECONDS`]; none for 0.
+pub fn wait_for(wait_seconds: Option<u64>) -> Option<std::time::Duration> {
+    wait_seconds
+        .filter(|s| *s > 0)
+        .map(|s| std::time::Duration::from_secs(s.min(MAX_WAIT_SECONDS)))
 }
 
 /// The message an agent gets: a review's contract appended.
@@ -731,5 +744,19 @@ impl TurnSink for CallSink<'_> {
             level: NoticeLevel::Warning,
             text: text.to_string(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_seconds_is_capped_at_600() {
+        use std::time::Duration;
+        assert_eq!(wait_for(None), None);
+        assert_eq!(wait_for(Some(0)), None);
+        assert_eq!(wait_for(Some(5)), Some(Duration::from_secs(5)));
+        assert_eq!(wait_for(Some(86_400)), Some(Duration::from_secs(600)));
     }
 }

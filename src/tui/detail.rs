@@ -411,4 +411,89 @@ mod tests {
         );
         assert!(diff(Some("same"), "same").is_empty());
     }
+
+    fn screen(lines: &[Line<'_>]) -> String {
+        lines
+            .iter()
+            .map(|l| {
+                l.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn a_permission_prompt_shows_the_path_command_and_diff_asked_about() {
+        use crate::event::{Activity, Event, Stamped, ToolDetail};
+        use crate::tui::state::{CellKind, State};
+        let mut s = State::new();
+        s.apply(&Stamped::new(
+            1,
+            Event::SubagentStarted {
+                call_id: "c1".into(),
+                task_id: None,
+                agent: AgentRef::Acp("fake".into()),
+                input: "go".into(),
+                code_review: false,
+                background: false,
+                session: None,
+            },
+        ));
+        s.apply(&Stamped::new(
+            2,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::PermissionRequest {
+                    id: "p".into(),
+                    title: "write_text_file".into(),
+                    options: vec!["Allow".into(), "Reject".into()],
+                    detail: ToolDetail {
+                        kind: Some("edit".into()),
+                        locations: vec!["src/a.rs".into()],
+                        raw_input: Some(serde_json::json!({"command": "rm -rf build\u{1b}[2J"})),
+                        content: vec![ToolContent::Diff {
+                            path: "src/a.rs".into(),
+                            old_text: Some("one\ntwo\n".into()),
+                            new_text: "one\n2\n".into(),
+                        }],
+                    },
+                },
+            },
+        ));
+        let shown = screen(&crate::tui::cells::render(&s.cells[0], 70, 5));
+        for want in [
+            "? permission: write_text_file",
+            "path: src/a.rs",
+            "command: rm -rf build",
+            "--- src/a.rs",
+            "-two",
+            "+2",
+            "[1] Allow",
+        ] {
+            assert!(shown.contains(want), "{want}:\n{shown}");
+        }
+        assert!(!shown.contains('\u{1b}'), "sanitised:\n{shown}");
+        // The opened box shows the request, and its answer once given.
+        s.apply(&Stamped::new(
+            3,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::PermissionResolved {
+                    id: "p".into(),
+                    outcome: "Reject".into(),
+                },
+            },
+        ));
+        let CellKind::Subagent(b) = &s.cells[0].kind else {
+            panic!()
+        };
+        let opened = screen(&render(b, 70, 5));
+        assert!(opened.contains("? permission: write_text_file"), "{opened}");
+        assert!(opened.contains("→ Reject"), "{opened}");
+        assert!(opened.contains("kind: edit"), "{opened}");
+        assert!(opened.contains("session: none"), "{opened}");
+    }
 }

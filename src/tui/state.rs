@@ -109,10 +109,11 @@ impl ToolInfo {
         Self {
             kind: d.kind.as_deref().map(clean),
             locations: d.locations.iter().map(|l| clean(l)).collect(),
+            // Every string in it cleaned first: JSON escapes would carry
+            // control characters past a cleaning of the JSON text.
             input: d.raw_input.as_ref().map(|v| {
-                clip(&clean(
-                    &serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()),
-                ))
+                let v = clean_value(v);
+                clip(&serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()))
             }),
             content: d
                 .content
@@ -368,6 +369,21 @@ impl Changes {
             n => parts.push(format!("ran {n} commands")),
         }
         (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+}
+
+/// A JSON value with every string (keys too) sanitised.
+fn clean_value(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(clean(s)),
+        Value::Array(items) => Value::Array(items.iter().map(clean_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (clean(k), clean_value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
