@@ -158,8 +158,8 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
             option: Some(0),
         },
     );
-    // The first turn reports, then the follow-up runs as a new turn.
-    assert_eq!(r.completion().await, task);
+    // The first turn ends, the follow-up runs as a new turn, and the task
+    // reports once, after it.
     assert_eq!(r.completion().await, task);
     events.extend(
         r.until(
@@ -175,6 +175,7 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     assert_eq!(sessions.len(), 2, "{sessions:?}");
     assert_eq!(sessions[0].1, sessions[1].1, "the same session");
     assert_eq!(sessions[1].0, SessionKind::Resumed);
+    assert!(r.completions.try_recv().is_err(), "one report");
     let done = r.dispatcher.status(Some(&task)).unwrap();
     assert_eq!(
         (done["state"].as_str(), done["output"].as_str()),

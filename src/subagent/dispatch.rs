@@ -408,9 +408,13 @@ impl Dispatcher {
                     || !outcome.stop_reason.answered()
                     || outcome.stop_reason == StopReason::Cancelled
                 {
+                    // A background task reports once, after its last turn.
                     // Done only now: a completion is sent before the call
                     // stops counting as running, so a waiting chat never
                     // misses it.
+                    if let Some(task_id) = &job.task_id {
+                        let _ = self.completions.send(task_id.clone());
+                    }
                     running.remove(&job.call_id);
                     None
                 } else {
@@ -421,6 +425,9 @@ impl Dispatcher {
                 return outcome;
             };
             let Some(session_id) = outcome.session_id.clone() else {
+                if let Some(task_id) = &job.task_id {
+                    let _ = self.completions.send(task_id.clone());
+                }
                 lock(&self.running).remove(&job.call_id);
                 return outcome;
             };
@@ -434,8 +441,7 @@ impl Dispatcher {
         }
     }
 
-    /// One turn of a call; its finish events are emitted, and a
-    /// background task's completion is sent.
+    /// One turn of a call; its finish events are emitted.
     async fn turn(self: &Arc<Self>, job: &CallJob, control: &mut TurnControl) -> Outcome {
         let sink = CallSink {
             dispatcher: self,
@@ -484,9 +490,6 @@ impl Dispatcher {
             && outcome.session_id.is_some()
         {
             meta.session_id = outcome.session_id.clone();
-        }
-        if let Some(task_id) = &job.task_id {
-            let _ = self.completions.send(task_id.clone());
         }
         outcome
     }

@@ -180,7 +180,8 @@ impl App {
 
     /// Rings the bell if one is due (called by the loop after a frame).
     pub fn ring_bell(&mut self) {
-        if std::mem::take(&mut self.bell_due) && self.bell {
+        // A request answered by policy at once is waiting no more: no bell.
+        if std::mem::take(&mut self.bell_due) && self.bell && self.state.needs_you() > 0 {
             self.bells += 1;
             if let Some(write) = &mut self.bell_writer {
                 write();
@@ -334,8 +335,12 @@ impl App {
             }
             KeyCode::Char('m') => {
                 if let (Some(task), Mode::Live { composer, .. }) = (task, &mut self.mode) {
-                    composer.take();
+                    // A draft stays, after the command.
+                    let draft = composer.take();
                     composer.insert(&format!("/msg {} ", task.task_id));
+                    let cursor = composer.cursor;
+                    composer.insert(draft.trim_start_matches(&format!("/msg {} ", task.task_id)));
+                    composer.cursor = cursor;
                     self.view.panel_focus = None;
                 }
             }
