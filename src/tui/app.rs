@@ -338,9 +338,7 @@ impl App {
                     // A draft stays, after the command.
                     let draft = composer.take();
                     composer.insert(&format!("/msg {} ", task.task_id));
-                    let cursor = composer.cursor;
                     composer.insert(draft.trim_start_matches(&format!("/msg {} ", task.task_id)));
-                    composer.cursor = cursor;
                     self.view.panel_focus = None;
                 }
             }
