@@ -176,11 +176,11 @@ async fn a_message_from_the_panel_to_a_running_task_is_its_next_turn() {
         s.contains("turns: 2")
     })
     .await;
-    assert!(
-        text(&terminal).contains("› follow-up: turns") || text(&terminal).contains("turns: 2"),
-        "{}",
-        text(&terminal)
-    );
+    // The first turn ended ("permitted"); the queued message ran next on
+    // the same session (its second prompt), in the same box.
+    let screen = text(&terminal);
+    assert_eq!(screen.matches("╭─ fake").count(), 1, "{screen}");
+    assert!(screen.contains("› /msg t1 turns"), "{screen}");
 }
 
 #[tokio::test]
