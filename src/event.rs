@@ -133,8 +133,8 @@ pub enum Activity {
         status: ToolStatus,
         /// Kind, locations, input and content (absent in version-2
         /// transcripts).
-        #[serde(default, skip_serializing_if = "ToolDetail::is_empty")]
-        detail: ToolDetail,
+        #[serde(default, skip_serializing_if = "no_detail")]
+        detail: Box<ToolDetail>,
     },
     /// A tool call changed: status and/or title, and any detail it sent
     /// (each field given replaces the one before).
@@ -144,8 +144,8 @@ pub enum Activity {
         title: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<ToolStatus>,
-        #[serde(default, skip_serializing_if = "ToolDetail::is_empty")]
-        detail: ToolDetail,
+        #[serde(default, skip_serializing_if = "no_detail")]
+        detail: Box<ToolDetail>,
     },
     /// The agent's plan, replaced whole.
     Plan { entries: Vec<PlanEntry> },
@@ -155,8 +155,8 @@ pub enum Activity {
         title: String,
         options: Vec<String>,
         /// What is asked: the tool call's kind, paths, input and diff.
-        #[serde(default, skip_serializing_if = "ToolDetail::is_empty")]
-        detail: ToolDetail,
+        #[serde(default, skip_serializing_if = "no_detail")]
+        detail: Box<ToolDetail>,
     },
     /// A permission request was answered (`outcome` is the option picked,
     /// or `cancelled`).
@@ -176,6 +176,16 @@ pub struct ToolDetail {
     pub raw_input: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<ToolContent>,
+    /// What the tool returned, as the agent reports it (some agents send
+    /// a command's output only here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<serde_json::Value>,
+}
+
+/// Boxed: most activity has none, and events stay small.
+#[allow(clippy::borrowed_box)]
+fn no_detail(detail: &Box<ToolDetail>) -> bool {
+    detail.is_empty()
 }
 
 impl ToolDetail {
@@ -184,6 +194,7 @@ impl ToolDetail {
             && self.locations.is_empty()
             && self.raw_input.is_none()
             && self.content.is_empty()
+            && self.raw_output.is_none()
     }
 }
 
@@ -670,7 +681,7 @@ mod tests {
             id: "t1".into(),
             title: "Edit a.rs".into(),
             status: ToolStatus::Completed,
-            detail: ToolDetail {
+            detail: Box::new(ToolDetail {
                 kind: Some("edit".into()),
                 locations: vec!["a.rs".into()],
                 raw_input: Some(serde_json::json!({"path": "a.rs"})),
@@ -685,7 +696,8 @@ mod tests {
                         terminal_id: "term".into(),
                     },
                 ],
-            },
+                raw_output: Some(serde_json::json!({"exit_code": 0})),
+            }),
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["detail"]["kind"], "edit");

@@ -869,13 +869,14 @@ fn update_detail(f: &agent_client_protocol::v1::schema::ToolCallUpdateFields) ->
             .as_ref()
             .map(|c| c.iter().filter_map(tool_content).collect())
             .unwrap_or_default(),
+        raw_output: f.raw_output.clone(),
     }
 }
 
 /// What a permission request asks about: its tool call's kind, paths,
 /// input and content.
-fn permission_detail(req: &RequestPermissionRequest) -> ToolDetail {
-    update_detail(&req.tool_call.fields)
+fn permission_detail(req: &RequestPermissionRequest) -> Box<ToolDetail> {
+    Box::new(update_detail(&req.tool_call.fields))
 }
 
 fn tool_status(status: ToolCallStatus) -> ToolStatus {
@@ -926,12 +927,13 @@ impl Turn {
                     id: call.tool_call_id.0.to_string(),
                     title: call.title,
                     status: tool_status(call.status),
-                    detail: ToolDetail {
+                    detail: Box::new(ToolDetail {
                         kind: tool_kind(&call.kind),
                         locations: call.locations.iter().map(location).collect(),
                         raw_input: call.raw_input,
                         content: call.content.iter().filter_map(tool_content).collect(),
-                    },
+                        raw_output: call.raw_output,
+                    }),
                 });
             }
             SessionUpdate::ToolCallUpdate(update) => {
@@ -940,7 +942,7 @@ impl Turn {
                     id: update.tool_call_id.0.to_string(),
                     title: update.fields.title,
                     status: update.fields.status.map(tool_status),
-                    detail,
+                    detail: Box::new(detail),
                 })
             }
             SessionUpdate::Plan(plan) => sink.activity(Activity::Plan {

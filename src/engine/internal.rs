@@ -102,7 +102,7 @@ impl Sink for BoxSink<'_> {
             id: call.id.clone(),
             title: format!("{} {}", call.name, summarize_args(call)),
             status: ToolStatus::InProgress,
-            detail: tool_detail(call),
+            detail: Box::new(tool_detail(call)),
         });
     }
 
@@ -118,13 +118,13 @@ impl Sink for BoxSink<'_> {
             } else {
                 ToolStatus::Failed
             }),
-            detail: ToolDetail {
+            detail: Box::new(ToolDetail {
                 content: (!text.is_empty())
                     .then_some(ToolContent::Text { text })
                     .into_iter()
                     .collect(),
                 ..ToolDetail::default()
-            },
+            }),
         });
     }
 
@@ -178,6 +178,7 @@ fn tool_detail(call: &ToolCall) -> ToolDetail {
         locations: path.into_iter().collect(),
         raw_input: args,
         content,
+        raw_output: None,
     }
 }
 

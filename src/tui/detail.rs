@@ -209,6 +209,14 @@ pub fn info_lines(info: &ToolInfo, indent: &'static str, full: bool) -> Vec<LLin
             }
         }
     }
+    if let Some(output) = &info.output
+        && full
+    {
+        out.push(label("raw output", String::new()));
+        for l in output.lines() {
+            out.push(code_line(indent, format!("  {l}"), Style::default()));
+        }
+    }
     out
 }
 
@@ -450,7 +458,7 @@ mod tests {
                     id: "p".into(),
                     title: "write_text_file".into(),
                     options: vec!["Allow".into(), "Reject".into()],
-                    detail: ToolDetail {
+                    detail: Box::new(ToolDetail {
                         kind: Some("edit".into()),
                         locations: vec!["src/a.rs".into()],
                         raw_input: Some(serde_json::json!({"command": "rm -rf build\u{1b}[2J"})),
@@ -459,7 +467,8 @@ mod tests {
                             old_text: Some("one\ntwo\n".into()),
                             new_text: "one\n2\n".into(),
                         }],
-                    },
+                        raw_output: None,
+                    }),
                 },
             },
         ));

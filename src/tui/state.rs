@@ -102,6 +102,9 @@ pub struct ToolInfo {
     pub locations: Vec<String>,
     pub input: Option<String>,
     pub content: Vec<ToolContent>,
+    /// The raw output: its text when it is one (or names one: `output`,
+    /// `stdout`, `formatted_output`, `aggregated_output`), else pretty JSON.
+    pub output: Option<String>,
 }
 
 impl ToolInfo {
@@ -136,6 +139,18 @@ impl ToolInfo {
                     },
                 })
                 .collect(),
+            output: d.raw_output.as_ref().map(|v| {
+                let v = clean_value(v);
+                let text = ["output", "stdout", "formatted_output", "aggregated_output"]
+                    .iter()
+                    .find_map(|k| v.get(k).and_then(|o| o.as_str()))
+                    .or(v.as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| {
+                        serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string())
+                    });
+                clip(&text)
+            }),
         }
     }
 
@@ -152,6 +167,9 @@ impl ToolInfo {
         }
         if !other.content.is_empty() {
             self.content = other.content;
+        }
+        if other.output.is_some() {
+            self.output = other.output;
         }
     }
 
@@ -193,6 +211,7 @@ impl ToolInfo {
 
     fn bytes(&self) -> usize {
         self.input.as_ref().map_or(0, String::len)
+            + self.output.as_ref().map_or(0, String::len)
             + self.locations.iter().map(String::len).sum::<usize>()
             + self
                 .content
@@ -1451,7 +1470,7 @@ mod tests {
             id: id.into(),
             title: format!("Edit {path}"),
             status: ToolStatus::Pending,
-            detail: ToolDetail {
+            detail: Box::new(ToolDetail {
                 kind: Some("edit".into()),
                 locations: vec![format!("{path}:3")],
                 raw_input: Some(serde_json::json!({"path": path})),
@@ -1460,7 +1479,8 @@ mod tests {
                     old_text: Some("old\x1b[2J".into()),
                     new_text: "new".into(),
                 }],
-            },
+                raw_output: None,
+            }),
         }
     }
 
@@ -1526,12 +1546,15 @@ mod tests {
                 id: "e1".into(),
                 title: None,
                 status: Some(ToolStatus::Completed),
-                detail: ToolDetail {
+                detail: Box::new(ToolDetail {
                     content: vec![ToolContent::Text {
                         text: "done\x07".into(),
                     }],
+                    raw_output: Some(
+                        serde_json::json!({"stdout": "ok\u{1b}[1m\n", "exit_code": 0}),
+                    ),
                     ..ToolDetail::default()
-                },
+                }),
             }),
         );
         let b = the_box(&s);
@@ -1555,6 +1578,11 @@ mod tests {
             }],
             "the update's content replaced the diff, sanitised"
         );
+        assert_eq!(
+            info.output.as_deref(),
+            Some("ok\n"),
+            "its stdout, sanitised"
+        );
         assert_eq!(b.log.bytes, b.log.entries[0].bytes());
     }
 
@@ -1573,11 +1601,11 @@ mod tests {
                     id: id.into(),
                     title: "Run".into(),
                     status: ToolStatus::Pending,
-                    detail: ToolDetail {
+                    detail: Box::new(ToolDetail {
                         kind: Some("execute".into()),
                         raw_input: Some(serde_json::json!({"command": ["cargo", "test"]})),
                         ..ToolDetail::default()
-                    },
+                    }),
                 }),
             );
         }
@@ -1589,7 +1617,7 @@ mod tests {
                 id: "x3".into(),
                 title: "Run".into(),
                 status: ToolStatus::Pending,
-                detail: ToolDetail::default(),
+                detail: Default::default(),
             }),
         );
         for t in [8, 9] {
@@ -1600,10 +1628,10 @@ mod tests {
                     id: "x3".into(),
                     title: None,
                     status: None,
-                    detail: ToolDetail {
+                    detail: Box::new(ToolDetail {
                         kind: Some("execute".into()),
                         ..ToolDetail::default()
-                    },
+                    }),
                 }),
             );
         }
@@ -1614,11 +1642,11 @@ mod tests {
                 id: "d1".into(),
                 title: "Delete".into(),
                 status: ToolStatus::Pending,
-                detail: ToolDetail {
+                detail: Box::new(ToolDetail {
                     kind: Some("delete".into()),
                     locations: vec!["build/".into()],
                     ..ToolDetail::default()
-                },
+                }),
             }),
         );
         let b = the_box(&s);
@@ -1662,10 +1690,10 @@ mod tests {
                     id: format!("w{i}"),
                     title: "Write".into(),
                     status: ToolStatus::Pending,
-                    detail: ToolDetail {
+                    detail: Box::new(ToolDetail {
                         content: vec![ToolContent::Text { text: big.clone() }],
                         ..ToolDetail::default()
-                    },
+                    }),
                 }),
             );
         }
@@ -1685,11 +1713,11 @@ mod tests {
                 id: "p".into(),
                 title: "write_text_file".into(),
                 options: vec!["Allow".into()],
-                detail: ToolDetail {
+                detail: Box::new(ToolDetail {
                     kind: Some("edit".into()),
                     locations: vec!["/w/a.txt".into()],
                     ..ToolDetail::default()
-                },
+                }),
             }),
         );
         assert_eq!(the_box(&s).permission_detail.locations, vec!["/w/a.txt"]);
