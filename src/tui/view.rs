@@ -60,13 +60,16 @@ pub struct View {
 }
 
 /// A box opened full screen: its call, and the top row shown.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Opened {
     pub call_id: String,
     pub scroll: usize,
     /// Rows of the last frame (for paging and clamping).
     rows: usize,
     height: usize,
+    /// The laid-out rows, for the box revision, width and second they
+    /// were laid out at (a frame while nothing changed costs no layout).
+    cache: Option<((u64, usize, u64), Vec<Line<'static>>)>,
 }
 
 impl Opened {
@@ -76,6 +79,7 @@ impl Opened {
             scroll: 0,
             rows: 0,
             height: 0,
+            cache: None,
         }
     }
 
@@ -332,12 +336,12 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
     } else {
         (main, None)
     };
-    let opened = view
-        .opened
-        .as_ref()
-        .and_then(|o| state.subagent_box(&o.call_id));
+    let opened = view.opened.as_ref().and_then(|o| {
+        let i = state.box_index(&o.call_id)?;
+        Some((state.subagent_box(&o.call_id)?, state.cells[i].rev))
+    });
     match (opened, view.opened.as_mut()) {
-        (Some(b), Some(o)) => draw_opened(b, o, main, frame.buffer_mut(), now),
+        (Some((b, rev)), Some(o)) => draw_opened(b, rev, o, main, frame.buffer_mut(), now),
         _ => {
             view.opened = None;
             view.draw_transcript(state, transcript, frame.buffer_mut(), now);
@@ -355,6 +359,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
 /// An opened box, full screen, from its scroll position.
 fn draw_opened(
     b: &super::state::SubagentBox,
+    rev: u64,
     opened: &mut Opened,
     area: Rect,
     buf: &mut Buffer,
@@ -376,7 +381,17 @@ fn draw_opened(
         width: inner.width.saturating_sub(2),
         ..inner
     };
-    let lines = super::detail::render(b, inner.width as usize, now);
+    // Only a running box's header changes with time (its elapsed seconds).
+    let second = if b.running() {
+        now.saturating_sub(b.started) / 1000
+    } else {
+        0
+    };
+    let key = (rev, inner.width as usize, second);
+    if opened.cache.as_ref().is_none_or(|(k, _)| *k != key) {
+        opened.cache = Some((key, super::detail::render(b, inner.width as usize, now)));
+    }
+    let lines = &opened.cache.as_ref().expect("filled above").1;
     opened.rows = lines.len();
     opened.height = inner.height as usize;
     opened.scroll = opened.scroll.min(lines.len().saturating_sub(opened.height));
