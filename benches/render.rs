@@ -52,6 +52,7 @@ fn session(cells: usize) -> Vec<Stamped> {
                                 id: format!("{j}"),
                                 title: format!("Read src/file{j}.rs"),
                                 status: ToolStatus::Completed,
+                                detail: Default::default(),
                             },
                         },
                     );
@@ -206,11 +207,13 @@ fn main() {
                     id: format!("{j}"),
                     title: "Read src/lib.rs".into(),
                     status: ToolStatus::InProgress,
+                    detail: Default::default(),
                 },
                 1 => Activity::ToolCallUpdate {
                     id: format!("{}", j - 1),
                     title: None,
                     status: Some(ToolStatus::Completed),
+                    detail: Default::default(),
                 },
                 2 => Activity::ThoughtChunk {
                     text: "considering the lock".into(),

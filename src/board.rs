@@ -135,6 +135,17 @@ impl Board {
                 // event itself: nothing else to say yet.
                 None
             }
+            Event::SubagentFollowup { call_id, .. } => {
+                // A new turn on the call's session: it runs again.
+                let entry = self.entry_mut(call_id)?;
+                entry.finished = None;
+                entry.summary.state = TaskState::Running;
+                entry.summary.severity = None;
+                entry.summary.waiting = false;
+                entry.stop_reason = None;
+                entry.output = None;
+                Some(entry.snapshot())
+            }
             Event::SubagentActivity { call_id, activity } => {
                 let entry = self.entry_mut(call_id)?;
                 entry.activity(activity).then(|| entry.snapshot())
@@ -319,6 +330,7 @@ mod tests {
             id: id.into(),
             title: format!("Read {id}"),
             status: ToolStatus::Pending,
+            detail: Default::default(),
         }
     }
 
@@ -344,6 +356,50 @@ mod tests {
         b.observe(&activity("c1", tool("b")));
         assert_eq!(b.task("t1").unwrap().summary.tool_calls, 2);
         assert_eq!(b.call("c1").unwrap().summary.tool_calls, 2);
+    }
+
+    #[test]
+    fn a_follow_up_sets_a_finished_task_running_again() {
+        let mut b = Board::new();
+        b.observe(&started("c1", Some("t1")));
+        b.observe(&activity("c1", tool("a")));
+        b.observe(&Stamped::new(
+            30,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "first".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            },
+        ));
+        let snap = b.observe(&Stamped::new(
+            40,
+            Event::SubagentFollowup {
+                call_id: "c1".into(),
+                input: "more".into(),
+            },
+        ));
+        let Some(Event::TaskProgress { summary, .. }) = snap else {
+            panic!("{snap:?}")
+        };
+        assert_eq!(summary.state, TaskState::Running);
+        assert_eq!(summary.severity, None);
+        assert_eq!(summary.tool_calls, 1, "counts go on");
+        let entry = b.task("t1").unwrap();
+        assert_eq!(
+            (entry.finished, &entry.output, entry.stop_reason),
+            (None, &None, None)
+        );
+        assert_eq!(
+            b.observe(&Stamped::new(
+                41,
+                Event::SubagentFollowup {
+                    call_id: "c9".into(),
+                    input: "x".into()
+                }
+            )),
+            None
+        );
     }
 
     #[test]
@@ -416,6 +472,7 @@ mod tests {
                 id: "p".into(),
                 title: "Delete build/".into(),
                 options: vec!["Allow".into()],
+                detail: Default::default(),
             },
         ));
         assert!(b.task("t1").unwrap().summary.waiting);

@@ -131,14 +131,21 @@ pub enum Activity {
         title: String,
         #[serde(default)]
         status: ToolStatus,
+        /// Kind, locations, input and content (absent in version-2
+        /// transcripts).
+        #[serde(default, skip_serializing_if = "no_detail")]
+        detail: Box<ToolDetail>,
     },
-    /// A tool call changed: status and/or title.
+    /// A tool call changed: status and/or title, and any detail it sent
+    /// (each field given replaces the one before).
     ToolCallUpdate {
         id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<ToolStatus>,
+        #[serde(default, skip_serializing_if = "no_detail")]
+        detail: Box<ToolDetail>,
     },
     /// The agent's plan, replaced whole.
     Plan { entries: Vec<PlanEntry> },
@@ -147,10 +154,68 @@ pub enum Activity {
         id: String,
         title: String,
         options: Vec<String>,
+        /// What is asked: the tool call's kind, paths, input and diff.
+        #[serde(default, skip_serializing_if = "no_detail")]
+        detail: Box<ToolDetail>,
     },
     /// A permission request was answered (`outcome` is the option picked,
     /// or `cancelled`).
     PermissionResolved { id: String, outcome: String },
+}
+
+/// What a tool call is about, as far as the agent said: its kind (ACP's
+/// `read`, `edit`, `delete`, `move`, `search`, `execute`, `think`,
+/// `fetch`, `other`), the paths it touches, its raw input and its content.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ToolDetail {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_input: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ToolContent>,
+    /// What the tool returned, as the agent reports it (some agents send
+    /// a command's output only here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<serde_json::Value>,
+}
+
+/// Boxed: most activity has none, and events stay small.
+#[allow(clippy::borrowed_box)]
+fn no_detail(detail: &Box<ToolDetail>) -> bool {
+    detail.is_empty()
+}
+
+impl ToolDetail {
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none()
+            && self.locations.is_empty()
+            && self.raw_input.is_none()
+            && self.content.is_empty()
+            && self.raw_output.is_none()
+    }
+}
+
+/// One piece of a tool call's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolContent {
+    Text {
+        text: String,
+    },
+    /// A file change: `old_text` is `None` for a new file.
+    Diff {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A terminal the agent runs a command in (its output is not ours to read).
+    Terminal {
+        terminal_id: String,
+    },
 }
 
 /// Why a turn ended: the ACP stop reasons, plus `error` for a turn that
@@ -252,6 +317,8 @@ pub enum Op {
         request_id: String,
         option: Option<usize>,
     },
+    /// Cancel one background task (from the side panel), by task id.
+    CancelTask(String),
 }
 
 /// The task board's summary of one call: what a box's footer and the side
@@ -374,6 +441,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_id: Option<String>,
     },
+    /// A follow-up message starts a new turn on a call's session (sent
+    /// with `subagent_status`'s `message`, or `/msg TASK message`): its box
+    /// reopens and runs again.
+    SubagentFollowup {
+        call_id: String,
+        input: String,
+    },
     /// Something the sub-agent did.
     SubagentActivity {
         call_id: String,
@@ -438,6 +512,7 @@ impl Event {
         "tool_call_finished",
         "subagent_started",
         "subagent_session",
+        "subagent_followup",
         "subagent_activity",
         "subagent_finished",
         "task_progress",
@@ -461,6 +536,7 @@ impl Event {
             Event::ToolCallFinished { .. } => "tool_call_finished",
             Event::SubagentStarted { .. } => "subagent_started",
             Event::SubagentSession { .. } => "subagent_session",
+            Event::SubagentFollowup { .. } => "subagent_followup",
             Event::SubagentActivity { .. } => "subagent_activity",
             Event::SubagentFinished { .. } => "subagent_finished",
             Event::TaskProgress { .. } => "task_progress",
@@ -513,6 +589,10 @@ mod tests {
                 call_id: "c1".into(),
                 session: SessionKind::Loaded,
                 session_id: Some("s".into()),
+            },
+            Event::SubagentFollowup {
+                call_id: "c1".into(),
+                input: "and now?".into(),
             },
             Event::SubagentActivity {
                 call_id: "c1".into(),
@@ -593,6 +673,47 @@ mod tests {
                 reason
             );
         }
+    }
+
+    #[test]
+    fn tool_detail_round_trips_and_old_lines_still_load() {
+        let call = Activity::ToolCall {
+            id: "t1".into(),
+            title: "Edit a.rs".into(),
+            status: ToolStatus::Completed,
+            detail: Box::new(ToolDetail {
+                kind: Some("edit".into()),
+                locations: vec!["a.rs".into()],
+                raw_input: Some(serde_json::json!({"path": "a.rs"})),
+                content: vec![
+                    ToolContent::Diff {
+                        path: "a.rs".into(),
+                        old_text: Some("a".into()),
+                        new_text: "b".into(),
+                    },
+                    ToolContent::Text { text: "ok".into() },
+                    ToolContent::Terminal {
+                        terminal_id: "term".into(),
+                    },
+                ],
+                raw_output: Some(serde_json::json!({"exit_code": 0})),
+            }),
+        };
+        let json = serde_json::to_value(&call).unwrap();
+        assert_eq!(json["detail"]["kind"], "edit");
+        assert_eq!(json["detail"]["content"][0]["type"], "diff");
+        assert_eq!(serde_json::from_value::<Activity>(json).unwrap(), call);
+        // A version-2 line has no detail.
+        let old: Activity = serde_json::from_str(
+            r#"{"kind":"tool_call","id":"t1","title":"Read","status":"pending"}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, Activity::ToolCall { detail, .. } if detail.is_empty()));
+        let old: Activity = serde_json::from_str(
+            r#"{"kind":"permission_request","id":"p","title":"Delete","options":["Allow"]}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, Activity::PermissionRequest { detail, .. } if detail.is_empty()));
     }
 
     #[test]

@@ -232,10 +232,11 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let record = (!args.no_record).then_some(args.record);
     let size = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
     let session = config::interactive(config.as_deref(), &model, record, size)?;
+    let bell = config::config_bell(config.as_deref())?;
     let started = Instant::now();
     let (mut session, events) = Session::start(session, started)?;
     let ops = session.serve();
-    let result = screen::live(ops, events, started).await;
+    let result = screen::live(ops, events, started, bell).await;
     session.shutdown();
     if let Some(path) = session.recording() {
         eprintln!("session recorded to {} (quorum replay {0})", path.display());

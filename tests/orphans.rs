@@ -364,7 +364,9 @@ impl Terminal {
 fn quitting_the_tui_with_a_background_task_running_leaves_nothing_running() {
     let (mut case, terminal) = Case::start_tui(b"@fake! grandchild 600\r");
     terminal.wait_for("running");
-    // Ctrl+C on an empty composer quits.
+    // Ctrl+C on an empty composer asks first (a task runs); the second quits.
+    terminal.type_keys(b"\x03");
+    terminal.wait_for("Ctrl+C again quits and cancels them");
     terminal.type_keys(b"\x03");
     let status = case.exit();
     assert_eq!(status.code(), Some(0), "{}", case.stderr());

@@ -31,7 +31,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::fs::Root;
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
-use crate::event::{Activity, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolStatus};
+use crate::event::{
+    Activity, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent, ToolDetail,
+    ToolStatus,
+};
 use crate::supervisor::{self, Group, Supervisor};
 
 /// How long an agent may take to end its turn after `session/cancel`.
@@ -417,6 +420,7 @@ impl Connection {
                                 id: id.clone(),
                                 title: permission_title(&req),
                                 options: req.options.iter().map(|o| o.name.clone()).collect(),
+                                detail: permission_detail(&req),
                             });
                             let reason = format!("refused: {} is outside the session directory", path.display());
                             sink.activity(Activity::PermissionResolved { id, outcome: reason.clone() });
@@ -437,6 +441,7 @@ impl Connection {
                                     id: id.clone(),
                                     title: permission_title(&req),
                                     options: req.options.iter().map(|o| o.name.clone()).collect(),
+                                    detail: permission_detail(&req),
                                 });
                                 sink.activity(Activity::PermissionResolved { id, outcome: format!("{name} (by policy)") });
                                 let _ = responder.respond(outcome_for(picked.map(|(id, _)| id)));
@@ -446,6 +451,7 @@ impl Connection {
                                     id: id.clone(),
                                     title: permission_title(&req),
                                     options: req.options.iter().map(|o| o.name.clone()).collect(),
+                                    detail: permission_detail(&req),
                                 });
                                 pending.insert(id, (*req, responder));
                             }
@@ -988,6 +994,65 @@ fn stop_reason(reason: agent_client_protocol::v1::schema::StopReason) -> StopRea
     }
 }
 
+/// A tool kind's wire name; `other` (the default) says nothing.
+fn tool_kind(kind: &agent_client_protocol::v1::schema::ToolKind) -> Option<String> {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .filter(|k| k != "other")
+}
+
+fn location(l: &agent_client_protocol::v1::schema::ToolCallLocation) -> String {
+    match l.line {
+        Some(line) => format!("{}:{line}", l.path.display()),
+        None => l.path.display().to_string(),
+    }
+}
+
+fn tool_content(c: &agent_client_protocol::v1::schema::ToolCallContent) -> Option<ToolContent> {
+    use agent_client_protocol::v1::schema::ToolCallContent as C;
+    match c {
+        C::Content(c) => content_text(&c.content).map(|t| ToolContent::Text {
+            text: t.to_string(),
+        }),
+        C::Diff(d) => Some(ToolContent::Diff {
+            path: d.path.display().to_string(),
+            old_text: d.old_text.clone(),
+            new_text: d.new_text.clone(),
+        }),
+        C::Terminal(t) => Some(ToolContent::Terminal {
+            terminal_id: t.terminal_id.0.to_string(),
+        }),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// What a tool call update says about the call.
+fn update_detail(f: &agent_client_protocol::v1::schema::ToolCallUpdateFields) -> ToolDetail {
+    ToolDetail {
+        kind: f.kind.as_ref().and_then(tool_kind),
+        locations: f
+            .locations
+            .as_ref()
+            .map(|l| l.iter().map(location).collect())
+            .unwrap_or_default(),
+        raw_input: f.raw_input.clone(),
+        content: f
+            .content
+            .as_ref()
+            .map(|c| c.iter().filter_map(tool_content).collect())
+            .unwrap_or_default(),
+        raw_output: f.raw_output.clone(),
+    }
+}
+
+/// What a permission request asks about: its tool call's kind, paths,
+/// input and content.
+fn permission_detail(req: &RequestPermissionRequest) -> Box<ToolDetail> {
+    Box::new(update_detail(&req.tool_call.fields))
+}
+
 fn tool_status(status: ToolCallStatus) -> ToolStatus {
     match status {
         ToolCallStatus::Pending => ToolStatus::Pending,
@@ -1036,13 +1101,24 @@ impl Turn {
                     id: call.tool_call_id.0.to_string(),
                     title: call.title,
                     status: tool_status(call.status),
+                    detail: Box::new(ToolDetail {
+                        kind: tool_kind(&call.kind),
+                        locations: call.locations.iter().map(location).collect(),
+                        raw_input: call.raw_input,
+                        content: call.content.iter().filter_map(tool_content).collect(),
+                        raw_output: call.raw_output,
+                    }),
                 });
             }
-            SessionUpdate::ToolCallUpdate(update) => sink.activity(Activity::ToolCallUpdate {
-                id: update.tool_call_id.0.to_string(),
-                title: update.fields.title,
-                status: update.fields.status.map(tool_status),
-            }),
+            SessionUpdate::ToolCallUpdate(update) => {
+                let detail = update_detail(&update.fields);
+                sink.activity(Activity::ToolCallUpdate {
+                    id: update.tool_call_id.0.to_string(),
+                    title: update.fields.title,
+                    status: update.fields.status.map(tool_status),
+                    detail: Box::new(detail),
+                })
+            }
             SessionUpdate::ConfigOptionUpdate(update) => {
                 if let Some(model) = current_model(&update.config_options) {
                     sink.model_picked(&model);

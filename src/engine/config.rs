@@ -132,6 +132,27 @@ fn config_model(config: Option<&Path>) -> Result<ModelSection> {
     Ok(file.model.unwrap_or_default())
 }
 
+/// The config file's top-level `bell` (default true): whether the TUI rings
+/// the terminal bell when a task starts waiting for the person.
+pub fn config_bell(config: Option<&Path>) -> Result<bool> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        #[serde(default = "yes")]
+        bell: bool,
+    }
+    fn yes() -> bool {
+        true
+    }
+    let Some(path) = config else {
+        return Ok(true);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let file: File = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: `bell`: {}", path.display(), e.message()))?;
+    Ok(file.bell)
+}
+
 impl SessionConfig {
     /// Sets the chat model from the flags, the environment and the config
     /// file (none when none is configured), the base URL `/model` uses, and

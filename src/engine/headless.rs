@@ -459,6 +459,11 @@ impl Progress {
                 session.label(),
                 sanitize(session_id.as_deref().unwrap_or(""))
             ),
+            Event::SubagentFollowup { call_id, input, .. } => format!(
+                "{}: › follow-up: {}",
+                label(&self.labels, call_id),
+                sanitize(input.lines().next().unwrap_or(""))
+            ),
             Event::SubagentActivity { call_id, activity } => {
                 let what = match activity {
                     Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),

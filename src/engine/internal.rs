@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::acp::client::TurnSink;
 use crate::acp::fs::Root;
-use crate::event::{Activity, Outcome, ToolStatus};
+use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus};
 use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet, summarize_args};
@@ -102,10 +102,14 @@ impl Sink for BoxSink<'_> {
             id: call.id.clone(),
             title: format!("{} {}", call.name, summarize_args(call)),
             status: ToolStatus::InProgress,
+            detail: Box::new(tool_detail(call)),
         });
     }
 
     fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+        let text = match result {
+            Ok(text) | Err(text) => clip(text, RESULT_BYTES),
+        };
         self.0.activity(Activity::ToolCallUpdate {
             id: call.id.clone(),
             title: None,
@@ -113,6 +117,13 @@ impl Sink for BoxSink<'_> {
                 ToolStatus::Completed
             } else {
                 ToolStatus::Failed
+            }),
+            detail: Box::new(ToolDetail {
+                content: (!text.is_empty())
+                    .then_some(ToolContent::Text { text })
+                    .into_iter()
+                    .collect(),
+                ..ToolDetail::default()
             }),
         });
     }
@@ -124,5 +135,101 @@ impl Sink for BoxSink<'_> {
             "internal agent's model: {reason}; retry {attempt} in {:.1} s",
             wait_ms as f64 / 1000.0
         ));
+    }
+}
+
+/// How much of a tool's result goes into the box's record (bytes).
+const RESULT_BYTES: usize = 4096;
+
+/// The internal tools described as ACP describes tool calls: `write` and
+/// `edit` are edits of their `path` (with the change as a diff), `shell`
+/// runs a command, `read`/`list` read, `grep` searches.
+fn tool_detail(call: &ToolCall) -> ToolDetail {
+    let args = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
+    let arg = |name: &str| {
+        args.as_ref()
+            .and_then(|a| a.get(name))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let kind = match call.name.as_str() {
+        "write" | "edit" => "edit",
+        "read" | "list" => "read",
+        "grep" => "search",
+        "shell" => "execute",
+        _ => "other",
+    };
+    let path = arg("path");
+    let content = match (call.name.as_str(), &path) {
+        ("write", Some(path)) => vec![ToolContent::Diff {
+            path: path.clone(),
+            old_text: None,
+            new_text: arg("content").unwrap_or_default(),
+        }],
+        ("edit", Some(path)) => vec![ToolContent::Diff {
+            path: path.clone(),
+            old_text: arg("old"),
+            new_text: arg("new").unwrap_or_default(),
+        }],
+        _ => vec![],
+    };
+    ToolDetail {
+        kind: (kind != "other").then(|| kind.to_string()),
+        locations: path.into_iter().collect(),
+        raw_input: args,
+        content,
+        raw_output: None,
+    }
+}
+
+/// `text` cut to at most `max` bytes (on a char boundary), marked when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} more bytes)", &text[..end], text.len() - end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "1".into(),
+            name: name.into(),
+            arguments: args.to_string(),
+        }
+    }
+
+    #[test]
+    fn internal_tools_get_kinds_paths_and_diffs() {
+        let d = tool_detail(&call(
+            "write",
+            serde_json::json!({"path": "README.md", "content": "new"}),
+        ));
+        assert_eq!(d.kind.as_deref(), Some("edit"));
+        assert_eq!(d.locations, vec!["README.md".to_string()]);
+        assert_eq!(
+            d.content,
+            vec![ToolContent::Diff {
+                path: "README.md".into(),
+                old_text: None,
+                new_text: "new".into()
+            }]
+        );
+        let d = tool_detail(&call(
+            "edit",
+            serde_json::json!({"path": "a.rs", "old": "x", "new": "y"}),
+        ));
+        assert!(matches!(&d.content[0], ToolContent::Diff { old_text: Some(o), .. } if o == "x"));
+        let d = tool_detail(&call("shell", serde_json::json!({"command": "ls"})));
+        assert_eq!(d.kind.as_deref(), Some("execute"));
+        assert_eq!(d.raw_input.unwrap()["command"], "ls");
+        assert_eq!(clip("ééé", 3), "é\n… (4 more bytes)");
     }
 }

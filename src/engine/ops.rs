@@ -66,11 +66,13 @@ QUORUM_MODEL sets the default. Meanwhile `@NAME message` talks to an agent direc
 `quorum replay FILE` replays a recorded session.";
 
 const HELP: &str = "Commands: /agents (the agents you can call) · /tasks (background tasks) · \
-/cancel [TASK] (cancel a task, else the running turn) · /new (new conversation; sessions \
+/cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
+turn for a task's agent) · /new (new conversation; sessions \
 forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (record this \
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
 review). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
-PgUp/PgDn scroll, Ctrl+T shows the tasks, Ctrl+C quits.";
+PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
+tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
 impl Ops {
     fn notice(&self, text: impl Into<String>) {
@@ -103,6 +105,11 @@ impl Ops {
                 } => {
                     self.dispatcher
                         .answer(&call_id, PermissionAnswer { request_id, option });
+                }
+                Op::CancelTask(task_id) => {
+                    if !self.dispatcher.cancel(&task_id) {
+                        self.error(format!("no running task {task_id:?} to cancel"));
+                    }
                 }
             }
         }
@@ -199,6 +206,22 @@ impl Ops {
                 }
             }
             "record" => self.record(arg),
+            "msg" => {
+                let (task, message) = arg.split_once(char::is_whitespace).unwrap_or((arg, ""));
+                if task.is_empty() || message.trim().is_empty() {
+                    return self.error("/msg TASK message: give the task id and the message");
+                }
+                self.emitter.emit(Event::UserMessage {
+                    text: format!("/msg {task} {}", message.trim()),
+                });
+                match self.dispatcher.follow_up(task, message) {
+                    Ok("queued") => self.notice(format!(
+                        "{task} is running: the message goes in its next turn"
+                    )),
+                    Ok(_) => {}
+                    Err(e) => self.error(format!("/msg: {e}")),
+                }
+            }
             "cancel" => {
                 if arg.is_empty() {
                     let turn = self.chat.as_ref().is_some_and(|c| c.cancel());

@@ -48,7 +48,11 @@ impl ToolSet for ChatTools {
             ToolSpec {
                 name: "subagent_status".into(),
                 description: "The state of a background sub-agent task (and its report once \
-                              done), or of every task when `task_id` is left out."
+                              done), or of every task when `task_id` is left out. With \
+                              `message`, steer the task: sent as its next turn (queued while \
+                              it runs; a new turn on the same session once done). `cancel` \
+                              stops it; `wait_seconds` (at most 600) waits for it to finish \
+                              before answering."
                     .into(),
                 parameters: status_schema(),
             },
@@ -81,9 +85,14 @@ impl ToolSet for ChatTools {
                 "subagent_status" => {
                     let input: StatusInput = serde_json::from_str(arguments)
                         .map_err(|e| format!("bad subagent_status arguments: {e}"))?;
-                    let status = dispatcher
-                        .status(input.task_id.as_deref())
-                        .map_err(|e| e.to_string())?;
+                    // Waiting (`wait_seconds`) ends with the turn.
+                    let mut cancel = cancel;
+                    let status = tokio::select! {
+                        status = dispatcher.status_with(input) => status.map_err(|e| e.to_string())?,
+                        _ = crate::cancel::cancelled(&mut cancel) => {
+                            return Err("subagent_status: cancelled".to_string());
+                        }
+                    };
                     Ok(status.to_string())
                 }
                 other => Err(format!("unknown tool {other:?}")),

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::memory::{NoInput, SubAgent};
 use super::picks::ModelPicks;
-use super::types::{REVIEW_CONTRACT, SubAgentCallInput};
+use super::types::{MAX_WAIT_SECONDS, REVIEW_CONTRACT, StatusInput, SubAgentCallInput};
 use crate::acp::client::{Connection, PermissionAnswer, TurnControl, TurnRequest, TurnSink};
 use crate::acp::fs::Root;
 use crate::acp::registry::{Permissions, Registry, UnknownAgent};
@@ -38,6 +38,22 @@ pub enum DispatchError {
     NoInternalAgent,
     #[error(transparent)]
     UnknownTask(#[from] UnknownTask),
+    #[error(
+        "task {0} ran on the internal agent, which keeps no session: it cannot take a follow-up message; start a new `subagent` call instead"
+    )]
+    InternalFollowUp(String),
+    #[error(
+        "task {0} has no session to continue (it ended before its agent opened one); start a new `subagent` call instead"
+    )]
+    NoSession(String),
+    #[error(
+        "task {0}'s session is busy with another call; send the message when that call is done"
+    )]
+    SessionBusy(String),
+    #[error("subagent_status: `{0}` needs a `task_id`")]
+    NeedsTask(&'static str),
+    #[error("subagent_status: `message` is empty")]
+    EmptyMessage,
 }
 
 /// Runs the internal nested agent: a fresh harness with an empty context,
@@ -78,6 +94,19 @@ impl Reply {
 struct Handle {
     cancel: watch::Sender<bool>,
     answers: mpsc::UnboundedSender<PermissionAnswer>,
+    /// Follow-up messages for the call's session, sent in turn once the
+    /// running turn ends.
+    followups: Vec<String>,
+}
+
+/// What a background task needs to take a follow-up turn once it is done.
+#[derive(Clone)]
+struct TaskMeta {
+    agent: AgentRef,
+    target: Target,
+    code_review: bool,
+    /// The session its last turn ran in.
+    session_id: Option<String>,
 }
 
 type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
@@ -107,6 +136,8 @@ pub struct Dispatcher {
     next_task: AtomicU64,
     /// Background tasks that finished, by task id, for the chat loop.
     completions: mpsc::UnboundedSender<String>,
+    /// Background calls, by call id: what a follow-up turn needs.
+    tasks: Mutex<HashMap<String, TaskMeta>>,
     internal: Mutex<Option<Arc<dyn InternalRunner>>>,
     /// Owns the agent processes.
     supervisor: Supervisor,
@@ -142,6 +173,7 @@ impl Dispatcher {
             next_call: AtomicU64::new(1),
             next_task: AtomicU64::new(1),
             completions,
+            tasks: Default::default(),
             internal: Mutex::new(None),
             supervisor,
             picks,
@@ -245,6 +277,7 @@ impl Dispatcher {
             Handle {
                 cancel: cancel_tx,
                 answers,
+                followups: Vec::new(),
             },
         );
         self.emitter.emit(Event::SubagentStarted {
@@ -263,6 +296,17 @@ impl Dispatcher {
         let mut prompt = message;
         if input.code_review {
             prompt.push_str(REVIEW_CONTRACT);
+        }
+        if task_id.is_some() {
+            lock(&self.tasks).insert(
+                call_id.clone(),
+                TaskMeta {
+                    agent: agent.clone(),
+                    target: target.clone(),
+                    code_review: input.code_review,
+                    session_id: None,
+                },
+            );
         }
         let job = CallJob {
             agent,
@@ -352,7 +396,58 @@ impl Dispatcher {
         }
     }
 
-    async fn run(self: &Arc<Self>, job: CallJob, mut control: TurnControl) -> Outcome {
+    /// Runs a call's turn, then the follow-ups queued for it while it ran,
+    /// each as a new turn on the same session; returns the last outcome.
+    async fn run(self: &Arc<Self>, mut job: CallJob, mut control: TurnControl) -> Outcome {
+        loop {
+            let outcome = self.turn(&job, &mut control).await;
+            // Queued follow-ups (checked and taken under the lock that
+            // queues them, so none is lost), else the call is done.
+            let next = {
+                let mut running = lock(&self.running);
+                let queued = running
+                    .get_mut(&job.call_id)
+                    .map(|h| std::mem::take(&mut h.followups))
+                    .unwrap_or_default();
+                if queued.is_empty()
+                    || !outcome.stop_reason.answered()
+                    || outcome.stop_reason == StopReason::Cancelled
+                {
+                    // A background task reports once, after its last turn.
+                    // Done only now: a completion is sent before the call
+                    // stops counting as running, so a waiting chat never
+                    // misses it.
+                    if let Some(task_id) = &job.task_id {
+                        let _ = self.completions.send(task_id.clone());
+                    }
+                    running.remove(&job.call_id);
+                    None
+                } else {
+                    Some(queued.join("\n\n"))
+                }
+            };
+            let Some(message) = next else {
+                return outcome;
+            };
+            let Some(session_id) = outcome.session_id.clone() else {
+                if let Some(task_id) = &job.task_id {
+                    let _ = self.completions.send(task_id.clone());
+                }
+                lock(&self.running).remove(&job.call_id);
+                return outcome;
+            };
+            lock(&self.busy).insert((job.agent.name().to_string(), session_id.clone()));
+            self.emitter.emit(Event::SubagentFollowup {
+                call_id: job.call_id.clone(),
+                input: message.clone(),
+            });
+            job.prompt = prompt_for(message, job.code_review);
+            job.resume = Some(session_id);
+        }
+    }
+
+    /// One turn of a call; its finish events are emitted.
+    async fn turn(self: &Arc<Self>, job: &CallJob, control: &mut TurnControl) -> Outcome {
         let sink = CallSink {
             dispatcher: self,
             agent: job.agent.name(),
@@ -375,7 +470,7 @@ impl Dispatcher {
                         model: model.as_deref(),
                         mode: spec.and_then(|s| s.mode.as_deref()),
                     };
-                    conn.turn(request, &sink, &mut control).await
+                    conn.turn(request, &sink, control).await
                 }
                 Err(outcome) => outcome,
             },
@@ -404,12 +499,11 @@ impl Dispatcher {
             }
             self.emitter.emit(event);
         }
-        if let Some(task_id) = &job.task_id {
-            let _ = self.completions.send(task_id.clone());
+        if let Some(meta) = lock(&self.tasks).get_mut(&job.call_id)
+            && outcome.session_id.is_some()
+        {
+            meta.session_id = outcome.session_id.clone();
         }
-        // Done only now: a completion is sent before the call stops counting
-        // as running, so a waiting chat never misses it.
-        lock(&self.running).remove(&job.call_id);
         outcome
     }
 
@@ -447,6 +541,133 @@ impl Dispatcher {
         Ok(self.emitter.board(|b| b.status(task_id, now))?)
     }
 
+    /// The whole `subagent_status` tool: cancels, sends a follow-up, waits
+    /// (in that order), then answers with the status.
+    pub async fn status_with(
+        self: &Arc<Self>,
+        input: StatusInput,
+    ) -> Result<serde_json::Value, DispatchError> {
+        let task_id = input.task_id.as_deref().map(str::trim);
+        // An unknown task is an error that lists the known ones.
+        if let Some(id) = task_id {
+            self.status(Some(id))?;
+        }
+        let mut sent = None;
+        if input.cancel {
+            let id = task_id.ok_or(DispatchError::NeedsTask("cancel"))?;
+            self.cancel(id);
+        }
+        if let Some(message) = &input.message {
+            let id = task_id.ok_or(DispatchError::NeedsTask("message"))?;
+            sent = Some(self.follow_up(id, message)?);
+        }
+        if let Some(wait) = wait_for(input.wait_seconds) {
+            let _ = tokio::time::timeout(wait, self.until_idle(task_id)).await;
+        }
+        let mut status = self.status(task_id)?;
+        if let (Some(sent), Some(map)) = (sent, status.as_object_mut()) {
+            map.insert("message".into(), sent.into());
+        }
+        Ok(status)
+    }
+
+    /// Waits until the task (or every task) is no longer running.
+    async fn until_idle(&self, task_id: Option<&str>) {
+        loop {
+            let call = task_id.map(|id| {
+                self.emitter
+                    .board(|b| b.task(id).map(|t| t.call_id.clone()))
+                    .unwrap_or_default()
+            });
+            let running = {
+                let running = lock(&self.running);
+                let tasks = lock(&self.tasks);
+                match &call {
+                    Some(call) => running.contains_key(call),
+                    None => running.keys().any(|c| tasks.contains_key(c)),
+                }
+            };
+            if !running {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends a follow-up message to a background task: queued for its
+    /// next turn while it runs (`"queued"`), or a new turn on its session
+    /// once it is done (`"sent"`; its box reopens).
+    pub fn follow_up(
+        self: &Arc<Self>,
+        task_id: &str,
+        message: &str,
+    ) -> Result<&'static str, DispatchError> {
+        let message = message.trim();
+        if message.is_empty() {
+            return Err(DispatchError::EmptyMessage);
+        }
+        let call_id = self
+            .emitter
+            .board(|b| b.task(task_id).map(|t| t.call_id.clone()))
+            .ok_or_else(|| UnknownTask {
+                id: task_id.to_string(),
+                known: self
+                    .emitter
+                    .board(|b| b.tasks().filter_map(|e| e.task_id.clone()).collect()),
+            })?;
+        let meta = lock(&self.tasks).get(&call_id).cloned();
+        let Some(meta) = meta else {
+            return Err(DispatchError::NoSession(task_id.to_string()));
+        };
+        if matches!(meta.target, Target::Internal { .. }) {
+            return Err(DispatchError::InternalFollowUp(task_id.to_string()));
+        }
+        let mut running = lock(&self.running);
+        if let Some(handle) = running.get_mut(&call_id) {
+            handle.followups.push(message.to_string());
+            return Ok("queued");
+        }
+        let session_id = meta
+            .session_id
+            .clone()
+            .ok_or_else(|| DispatchError::NoSession(task_id.to_string()))?;
+        // One turn at a time on a session.
+        if !lock(&self.busy).insert((meta.agent.name().to_string(), session_id.clone())) {
+            return Err(DispatchError::SessionBusy(task_id.to_string()));
+        }
+        let (cancel, cancel_rx) = watch::channel(false);
+        let (answers, answers_rx) = mpsc::unbounded_channel();
+        running.insert(
+            call_id.clone(),
+            Handle {
+                cancel,
+                answers,
+                followups: Vec::new(),
+            },
+        );
+        drop(running);
+        self.emitter.emit(Event::SubagentFollowup {
+            call_id: call_id.clone(),
+            input: message.to_string(),
+        });
+        let job = CallJob {
+            agent: meta.agent,
+            target: meta.target,
+            call_id,
+            task_id: Some(task_id.to_string()),
+            prompt: prompt_for(message.to_string(), meta.code_review),
+            code_review: meta.code_review,
+            resume: Some(session_id),
+        };
+        let control = TurnControl {
+            cancel: cancel_rx,
+            answers: answers_rx,
+        };
+        let this = self.clone();
+        tokio::spawn(async move { this.run(job, control).await });
+        Ok("sent")
+    }
+
     /// Whether any call is still running.
     pub fn busy(&self) -> bool {
         !lock(&self.running).is_empty()
@@ -478,6 +699,22 @@ impl Dispatcher {
     }
 }
 
+/// How long `wait_seconds` waits: at most [`MAX_WAIT_SECONDS`]; none for 0.
+pub fn wait_for(wait_seconds: Option<u64>) -> Option<std::time::Duration> {
+    wait_seconds
+        .filter(|s| *s > 0)
+        .map(|s| std::time::Duration::from_secs(s.min(MAX_WAIT_SECONDS)))
+}
+
+/// The message an agent gets: a review's contract appended.
+fn prompt_for(mut message: String, code_review: bool) -> String {
+    if code_review {
+        message.push_str(REVIEW_CONTRACT);
+    }
+    message
+}
+
+#[derive(Clone)]
 enum Target {
     Acp {
         agent: String,
@@ -541,5 +778,19 @@ impl TurnSink for CallSink<'_> {
                 ),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_seconds_is_capped_at_600() {
+        use std::time::Duration;
+        assert_eq!(wait_for(None), None);
+        assert_eq!(wait_for(Some(0)), None);
+        assert_eq!(wait_for(Some(5)), Some(Duration::from_secs(5)));
+        assert_eq!(wait_for(Some(86_400)), Some(Duration::from_secs(600)));
     }
 }

@@ -62,7 +62,23 @@ pub struct StatusInput {
     /// A background task's id; omit to list every task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// A follow-up message for the task's agent (needs `task_id`): queued
+    /// and sent as its next turn while the task runs; sent at once, as a
+    /// new turn on the same session, once it is done. Not for tasks of the
+    /// internal agent, which keeps no session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Stop the task (needs `task_id`).
+    #[serde(default)]
+    pub cancel: bool,
+    /// Wait up to this many seconds (at most 600) for the task (or, without
+    /// `task_id`, every task) to finish before answering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u64>,
 }
+
+/// The longest `wait_seconds` honoured.
+pub const MAX_WAIT_SECONDS: u64 = 600;
 
 /// The JSON schema of `subagent_status`'s parameters.
 pub fn status_schema() -> serde_json::Value {
@@ -118,6 +134,26 @@ mod tests {
     fn unknown_fields_are_refused_by_name() {
         let err = serde_json::from_str::<SubAgentCallInput>(r#"{"agnet":"claude"}"#).unwrap_err();
         assert!(err.to_string().contains("agnet"), "{err}");
+    }
+
+    #[test]
+    fn status_input_fields() {
+        let input: StatusInput = serde_json::from_str(
+            r#"{"task_id":"t1","message":"and tests?","cancel":true,"wait_seconds":5}"#,
+        )
+        .unwrap();
+        assert_eq!(input.task_id.as_deref(), Some("t1"));
+        assert_eq!(input.message.as_deref(), Some("and tests?"));
+        assert!(input.cancel);
+        assert_eq!(input.wait_seconds, Some(5));
+        assert_eq!(
+            serde_json::from_str::<StatusInput>("{}").unwrap(),
+            StatusInput::default()
+        );
+        let schema = status_schema();
+        for field in ["task_id", "message", "cancel", "wait_seconds"] {
+            assert!(schema["properties"].get(field).is_some(), "{field}");
+        }
     }
 
     #[test]

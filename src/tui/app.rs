@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::player::Player;
 use super::state::State;
 use super::theme;
-use super::view::{self, Chrome, View};
+use super::view::{self, Chrome, Opened, View};
 use crate::event::{Op, Stamped};
 
 /// Input from the person at the terminal.
@@ -107,6 +107,16 @@ pub struct App {
     mode: Mode,
     banner: Option<String>,
     quit: bool,
+    /// Ctrl+C with tasks running asked once; the next one quits.
+    quit_asked: Option<String>,
+    /// Ring the terminal bell when a task starts waiting for the person.
+    bell: bool,
+    /// A bell is due at the next frame.
+    bell_due: bool,
+    /// How many times the bell rang (tests look at it).
+    pub bells: u64,
+    /// Writes the bell to the terminal (the live terminal's writer).
+    bell_writer: Option<Box<dyn FnMut() + Send>>,
     /// The terminal size at the last frame.
     cols: u16,
     rows: u16,
@@ -120,6 +130,11 @@ impl App {
             mode,
             banner: None,
             quit: false,
+            quit_asked: None,
+            bell: true,
+            bell_due: false,
+            bells: 0,
+            bell_writer: None,
             cols: 0,
             rows: 0,
         }
@@ -152,6 +167,28 @@ impl App {
         self.quit
     }
 
+    /// Whether the bell rings when a task starts waiting (config `bell`).
+    pub fn set_bell(&mut self, on: bool) {
+        self.bell = on;
+    }
+
+    /// How the bell reaches the terminal: written between frames by the
+    /// loop, through the terminal's own writer.
+    pub fn set_bell_writer(&mut self, writer: Box<dyn FnMut() + Send>) {
+        self.bell_writer = Some(writer);
+    }
+
+    /// Rings the bell if one is due (called by the loop after a frame).
+    pub fn ring_bell(&mut self) {
+        // A request answered by policy at once is waiting no more: no bell.
+        if std::mem::take(&mut self.bell_due) && self.bell && self.state.needs_you() > 0 {
+            self.bells += 1;
+            if let Some(write) = &mut self.bell_writer {
+                write();
+            }
+        }
+    }
+
     /// The time the screen shows, in ms since the session started.
     pub fn now(&self) -> u64 {
         let clock = match &self.mode {
@@ -164,7 +201,12 @@ impl App {
 
     /// Applies one event from the engine or the player.
     pub fn on_event(&mut self, event: Stamped) {
+        let waiting = self.state.needs_you();
         self.state.apply(&event);
+        // A task started waiting for the person: the bell, once (live only).
+        if self.state.needs_you() > waiting && matches!(self.mode, Mode::Live { .. }) {
+            self.bell_due = true;
+        }
     }
 
     /// When the loop must wake up with no input: the next replayed event,
@@ -216,9 +258,148 @@ impl App {
         }
     }
 
+    /// The boxes' cell indices, oldest first.
+    fn boxes(&self) -> Vec<usize> {
+        self.state
+            .cells
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.kind, super::state::CellKind::Subagent(_)))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Alt+↑/↓: moves the focus to the box before (`up`) or after; past the
+    /// newest box the focus goes back to the composer.
+    fn move_focus(&mut self, up: bool) {
+        let boxes = self.boxes();
+        let next = match (self.view.focus, up) {
+            (None, true) => boxes.last().copied(),
+            (None, false) => None,
+            (Some(f), true) => boxes.iter().rev().find(|&&i| i < f).copied().or(Some(f)),
+            (Some(f), false) => boxes.iter().find(|&&i| i > f).copied(),
+        };
+        self.view.focus = next;
+        if let Some(i) = next {
+            self.view.show_cell(i);
+        }
+    }
+
+    fn open_cell(&mut self, i: usize) {
+        if let Some(super::state::Cell {
+            kind: super::state::CellKind::Subagent(b),
+            ..
+        }) = self.state.cells.get(i)
+        {
+            self.view.opened = Some(Opened::new(b.call_id.clone()));
+        }
+    }
+
+    /// Keys of an opened box: scrolling, and Esc back.
+    fn opened_key(&mut self, key: KeyEvent) -> bool {
+        let Some(opened) = &mut self.view.opened else {
+            return false;
+        };
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => self.view.opened = None,
+            KeyCode::Up => opened.scroll_by(-1),
+            KeyCode::Down => opened.scroll_by(1),
+            KeyCode::PageUp => opened.scroll_by(-opened.page()),
+            KeyCode::PageDown | KeyCode::Char(' ') => opened.scroll_by(opened.page()),
+            KeyCode::Home => opened.scroll = 0,
+            KeyCode::End => opened.end(),
+            // Ctrl+C still quits.
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => return false,
+            _ => {}
+        }
+        true
+    }
+
+    /// Keys of the focused side panel.
+    fn panel_key(&mut self, key: KeyEvent) -> bool {
+        let Some(selected) = self.view.panel_focus else {
+            return false;
+        };
+        let count = self.state.tasks.len();
+        let task = self.state.tasks.get(selected).cloned();
+        match key.code {
+            KeyCode::Esc | KeyCode::Tab => self.view.panel_focus = None,
+            KeyCode::Up => self.view.panel_focus = Some(selected.saturating_sub(1)),
+            KeyCode::Down => {
+                self.view.panel_focus = Some((selected + 1).min(count.saturating_sub(1)))
+            }
+            KeyCode::Enter => {
+                if let Some(i) = task.and_then(|t| self.state.box_index(&t.call_id)) {
+                    self.open_cell(i);
+                }
+            }
+            KeyCode::Char('m') => {
+                if let (Some(task), Mode::Live { composer, .. }) = (task, &mut self.mode) {
+                    // A draft stays, after the command.
+                    let draft = composer.take();
+                    composer.insert(&format!("/msg {} ", task.task_id));
+                    composer.insert(draft.trim_start_matches(&format!("/msg {} ", task.task_id)));
+                    self.view.panel_focus = None;
+                }
+            }
+            KeyCode::Char('c') if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                if let (Some(task), Mode::Live { ops, .. }) = (task, &self.mode)
+                    && task.summary.state == crate::event::TaskState::Running
+                {
+                    let _ = ops.send(Op::CancelTask(task.task_id));
+                }
+            }
+            // Ctrl+C still quits.
+            KeyCode::Char('c') => return false,
+            _ => {}
+        }
+        true
+    }
+
     fn key(&mut self, key: KeyEvent) {
         let now = self.now();
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        // Any key but Ctrl+C/Ctrl+D takes back a quit question.
+        if !(ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d'))) {
+            self.quit_asked = None;
+        }
+        if self.opened_key(key) || self.panel_key(key) {
+            return;
+        }
+        let composer_empty = match &self.mode {
+            Mode::Live { composer, .. } => composer.text.is_empty(),
+            _ => true,
+        };
+        match key.code {
+            // Focus between boxes: Alt+↑/↓ (or Ctrl+↑/↓).
+            KeyCode::Up if alt || ctrl => return self.move_focus(true),
+            KeyCode::Down if alt || ctrl => return self.move_focus(false),
+            KeyCode::Enter if composer_empty && key.modifiers.is_empty() => {
+                if let Some(i) = self.view.focus {
+                    return self.open_cell(i);
+                }
+            }
+            KeyCode::Esc if self.view.focus.is_some() => {
+                self.view.focus = None;
+                return;
+            }
+            // Tab: the side panel takes the keys.
+            KeyCode::Tab
+                if !self.state.tasks.is_empty() && matches!(self.mode, Mode::Live { .. }) =>
+            {
+                self.view.set_panel(Some(true));
+                let running = self
+                    .state
+                    .tasks
+                    .iter()
+                    .rposition(|t| t.summary.state == crate::event::TaskState::Running);
+                self.view.panel_focus = Some(running.unwrap_or(self.state.tasks.len() - 1));
+                self.view.focus = None;
+                return;
+            }
+            _ => {}
+        }
         // Keys that work everywhere.
         match key.code {
             KeyCode::PageUp => return self.view.page_up(&self.state, now),
@@ -231,14 +412,21 @@ impl App {
         let instant = Instant::now();
         match &mut self.mode {
             Mode::Live { composer, ops, .. } => match key.code {
-                KeyCode::Char('c') if ctrl => {
-                    if composer.text.is_empty() {
+                KeyCode::Char('c') | KeyCode::Char('d') if ctrl && composer.text.is_empty() => {
+                    // With tasks running, ask once.
+                    let running = self.state.running();
+                    if running == 0 || self.quit_asked.is_some() {
                         self.quit = true;
                     } else {
-                        composer.take();
+                        self.quit_asked = Some(format!(
+                            "{running} task{} running: Ctrl+C again quits and cancels them",
+                            if running == 1 { "" } else { "s" }
+                        ));
                     }
                 }
-                KeyCode::Char('d') if ctrl && composer.text.is_empty() => self.quit = true,
+                KeyCode::Char('c') if ctrl => {
+                    composer.take();
+                }
                 // The engine cancels the running chat turn first, else this call.
                 KeyCode::Esc => {
                     let call_id = self.state.latest_running_call().unwrap_or_default();
@@ -369,8 +557,17 @@ impl App {
                     ));
                 }
                 let keys = match self.mode {
+                    Mode::Live { .. } if self.view.opened.is_some() => {
+                        "↑/↓ PgUp/PgDn scroll · Esc back"
+                    }
+                    Mode::Live { .. } if self.view.panel_focus.is_some() => {
+                        "↑/↓ select · Enter open · m message · c cancel · Esc back"
+                    }
+                    Mode::Live { .. } if self.view.focus.is_some() => {
+                        "Enter open box · Alt+↑/↓ move · Esc back"
+                    }
                     Mode::Live { .. } => {
-                        "Enter send · Esc cancel agent · PgUp/PgDn scroll · Ctrl+T tasks · Ctrl+C quit"
+                        "Enter send · Esc cancel agent · Alt+↑/↓ boxes · Tab tasks · PgUp/PgDn scroll · Ctrl+T panel · Ctrl+C quit"
                     }
                     _ => "",
                 };
@@ -393,7 +590,7 @@ impl App {
             composer,
             status,
             keys,
-            banner: self.banner.as_deref(),
+            banner: self.quit_asked.as_deref().or(self.banner.as_deref()),
         };
         view::draw(frame, &self.state, &mut self.view, &chrome, now);
     }
@@ -424,6 +621,7 @@ where
     loop {
         app.on_timer();
         terminal.draw(|frame| app.draw(frame))?;
+        app.ring_bell();
         if app.quitting() {
             return Ok(());
         }
@@ -444,6 +642,7 @@ where
                         app.on_event(event);
                     }
                     terminal.draw(|frame| app.draw(frame))?;
+                    app.ring_bell();
                     return Ok(());
                 }
             },

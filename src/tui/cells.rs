@@ -283,6 +283,18 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         } else {
             wrap(&markdown::render(output), inner, &mut body);
         }
+        // What it changed stays visible when the box closes.
+        if let Some(changes) = b.changes.summary() {
+            wrap(
+                &[LLine::prefixed(
+                    vec![Span::styled("✎ ", theme::dim())],
+                    vec![Span::raw("  ")],
+                    vec![Span::styled(changes, theme::dim())],
+                )],
+                inner,
+                &mut body,
+            );
+        }
         if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
             body.push(Line::from(vec![
                 Span::styled("stop reason: ", theme::dim()),
@@ -380,6 +392,12 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
                 vec![Span::raw("  ")],
                 vec![Span::styled(format!("permission: {title}"), ask)],
             )],
+            inner,
+            body,
+        );
+        // What is asked: the path, the command, the diff.
+        wrap(
+            &super::detail::info_lines(&b.permission_detail, "  ", false),
             inner,
             body,
         );

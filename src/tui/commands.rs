@@ -29,13 +29,22 @@ pub fn require_terminal() -> Result<()> {
 
 /// An interactive session: commands go to `ops`, `events` are drawn.
 /// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
-/// restored.
+/// restored. `bell`: ring the terminal bell when a task starts waiting.
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
     started: Instant,
+    bell: bool,
 ) -> Result<()> {
     let mut app = App::live(ops, started);
+    app.set_bell(bell);
+    // The bell goes to the terminal's own writer, between frames.
+    app.set_bell_writer(Box::new(|| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(b"\x07");
+        let _ = out.flush();
+    }));
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
     let mut inputs = spawn_input_reader();
     app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod cells;
 pub mod commands;
+pub mod detail;
 pub mod markdown;
 pub mod player;
 pub mod screenshot;

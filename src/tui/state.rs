@@ -4,13 +4,21 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
     Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity, Stamped,
-    StopReason, Summary, TaskState, ToolStatus,
+    StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
 };
 
 /// How many activity lines a running box keeps.
 pub const ACTIVITY_LINES: usize = 4;
 /// How much streamed text a running box keeps (bytes, from the end).
 const ACTIVITY_TEXT: usize = 2048;
+/// What a box keeps of everything its agent did, for the opened box: at
+/// most this many entries, and this many bytes; the oldest go first.
+pub const LOG_ENTRIES: usize = 300;
+pub const LOG_BYTES: usize = 256 * 1024;
+/// Longest piece of a tool call's content or input kept (bytes).
+const PIECE_BYTES: usize = 32 * 1024;
+/// Paths a box's change summary names, at most.
+const CHANGED_PATHS: usize = 32;
 
 /// One item of the transcript. `rev` changes whenever the cell does, so
 /// its layout can be cached.
@@ -72,9 +80,346 @@ pub struct SubagentBox {
     pub plan: Vec<PlanEntry>,
     /// An unanswered permission request: id, title, options.
     pub permission: Option<(String, String, Vec<String>)>,
+    /// What that request asks about (path, command, diff).
+    pub permission_detail: ToolInfo,
     pub output: Option<String>,
     pub stop_reason: Option<StopReason>,
     pub severity: Option<Severity>,
+    /// Waiting for the person (from the board's snapshot).
+    pub waiting: bool,
+    pub session_id: Option<String>,
+    /// Everything the agent did (bounded), for the opened box.
+    pub log: Log,
+    /// What its tool calls changed, for the finished box's summary line.
+    pub changes: Changes,
+}
+
+/// A tool call's detail, sanitised for the screen: `input` is its raw
+/// input as pretty JSON.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolInfo {
+    pub kind: Option<String>,
+    pub locations: Vec<String>,
+    pub input: Option<String>,
+    pub content: Vec<ToolContent>,
+    /// The raw output: its text when it is one (or names one: `output`,
+    /// `stdout`, `formatted_output`, `aggregated_output`), else pretty JSON.
+    pub output: Option<String>,
+}
+
+impl ToolInfo {
+    fn from_detail(d: &ToolDetail) -> Self {
+        Self {
+            kind: d.kind.as_deref().map(clean),
+            locations: d.locations.iter().map(|l| clean(l)).collect(),
+            // Every string in it cleaned first: JSON escapes would carry
+            // control characters past a cleaning of the JSON text.
+            input: d.raw_input.as_ref().map(|v| {
+                let v = clean_value(v);
+                clip(&serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()))
+            }),
+            content: d
+                .content
+                .iter()
+                .map(|c| match c {
+                    ToolContent::Text { text } => ToolContent::Text {
+                        text: clip(&clean(text)),
+                    },
+                    ToolContent::Diff {
+                        path,
+                        old_text,
+                        new_text,
+                    } => ToolContent::Diff {
+                        path: clean(path),
+                        old_text: old_text.as_deref().map(|t| clip(&clean(t))),
+                        new_text: clip(&clean(new_text)),
+                    },
+                    ToolContent::Terminal { terminal_id } => ToolContent::Terminal {
+                        terminal_id: clean(terminal_id),
+                    },
+                })
+                .collect(),
+            output: d.raw_output.as_ref().map(|v| {
+                let v = clean_value(v);
+                let text = ["output", "stdout", "formatted_output", "aggregated_output"]
+                    .iter()
+                    .find_map(|k| v.get(k).and_then(|o| o.as_str()))
+                    .or(v.as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| {
+                        serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string())
+                    });
+                clip(&text)
+            }),
+        }
+    }
+
+    /// An update: each field it gives replaces the one before.
+    fn merge(&mut self, other: ToolInfo) {
+        if other.kind.is_some() {
+            self.kind = other.kind;
+        }
+        if !other.locations.is_empty() {
+            self.locations = other.locations;
+        }
+        if other.input.is_some() {
+            self.input = other.input;
+        }
+        if !other.content.is_empty() {
+            self.content = other.content;
+        }
+        if other.output.is_some() {
+            self.output = other.output;
+        }
+    }
+
+    /// The command it runs, when its input names one.
+    pub fn command(&self) -> Option<String> {
+        let input: serde_json::Value = serde_json::from_str(self.input.as_deref()?).ok()?;
+        match input.get("command")? {
+            serde_json::Value::String(c) => Some(c.clone()),
+            serde_json::Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The paths it touches: its locations and its diffs' paths.
+    pub fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self
+            .locations
+            .iter()
+            .map(|l| match l.rsplit_once(':') {
+                Some((p, line)) if line.chars().all(|c| c.is_ascii_digit()) => p.to_string(),
+                _ => l.clone(),
+            })
+            .collect();
+        for c in &self.content {
+            if let ToolContent::Diff { path, .. } = c
+                && !paths.contains(path)
+            {
+                paths.push(path.clone());
+            }
+        }
+        paths
+    }
+
+    fn bytes(&self) -> usize {
+        self.input.as_ref().map_or(0, String::len)
+            + self.output.as_ref().map_or(0, String::len)
+            + self.locations.iter().map(String::len).sum::<usize>()
+            + self
+                .content
+                .iter()
+                .map(|c| match c {
+                    ToolContent::Text { text } => text.len(),
+                    ToolContent::Diff {
+                        path,
+                        old_text,
+                        new_text,
+                    } => path.len() + old_text.as_ref().map_or(0, String::len) + new_text.len(),
+                    ToolContent::Terminal { terminal_id } => terminal_id.len(),
+                })
+                .sum::<usize>()
+    }
+}
+
+/// One thing the agent did, as the opened box lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogEntry {
+    /// A follow-up message started a new turn.
+    Turn(String),
+    Text(String),
+    Thought(String),
+    Tool {
+        id: String,
+        title: String,
+        status: ToolStatus,
+        info: ToolInfo,
+    },
+    Plan(Vec<PlanEntry>),
+    Permission {
+        id: String,
+        title: String,
+        options: Vec<String>,
+        info: ToolInfo,
+        /// The answer, once given.
+        outcome: Option<String>,
+    },
+}
+
+impl LogEntry {
+    fn bytes(&self) -> usize {
+        match self {
+            LogEntry::Turn(t) | LogEntry::Text(t) | LogEntry::Thought(t) => t.len(),
+            LogEntry::Tool { title, info, .. } => 32 + title.len() + info.bytes(),
+            LogEntry::Plan(p) => p.iter().map(|e| e.content.len() + 8).sum(),
+            LogEntry::Permission {
+                title,
+                options,
+                info,
+                ..
+            } => 32 + title.len() + options.iter().map(String::len).sum::<usize>() + info.bytes(),
+        }
+    }
+}
+
+/// Everything a box's agent did, oldest first, within [`LOG_ENTRIES`] and
+/// [`LOG_BYTES`]; `dropped` counts the entries let go.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Log {
+    pub entries: VecDeque<LogEntry>,
+    pub bytes: usize,
+    pub dropped: usize,
+}
+
+impl Log {
+    fn push(&mut self, entry: LogEntry) {
+        self.bytes += entry.bytes();
+        self.entries.push_back(entry);
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.entries.len() > 1 && (self.entries.len() > LOG_ENTRIES || self.bytes > LOG_BYTES)
+        {
+            if let Some(old) = self.entries.pop_front() {
+                self.bytes -= old.bytes().min(self.bytes);
+                self.dropped += 1;
+            }
+        }
+    }
+
+    /// Appends streamed text to the last entry of its kind, or starts one.
+    fn text(&mut self, chunk: &str, thought: bool) {
+        let chunk = clean(chunk);
+        match self.entries.back_mut() {
+            Some(LogEntry::Text(t)) if !thought => t.push_str(&chunk),
+            Some(LogEntry::Thought(t)) if thought => t.push_str(&chunk),
+            _ => {
+                return self.push(if thought {
+                    LogEntry::Thought(chunk)
+                } else {
+                    LogEntry::Text(chunk)
+                });
+            }
+        }
+        self.bytes += chunk.len();
+        self.trim();
+    }
+
+    /// Changes the newest entry that `pick` finds, keeping the byte count.
+    fn update(&mut self, mut pick: impl FnMut(&mut LogEntry) -> bool) {
+        for entry in self.entries.iter_mut().rev() {
+            let before = entry.bytes();
+            if pick(entry) {
+                self.bytes = (self.bytes + entry.bytes()).saturating_sub(before);
+                break;
+            }
+        }
+        self.trim();
+    }
+}
+
+/// What a box's tool calls changed: paths edited, deleted or moved, and
+/// commands run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Changes {
+    pub edited: Vec<String>,
+    pub deleted: Vec<String>,
+    pub moved: Vec<String>,
+    pub commands: u32,
+    /// Paths let go past [`CHANGED_PATHS`].
+    pub more: usize,
+    /// Tool call ids counted as commands.
+    counted: Vec<String>,
+}
+
+impl Changes {
+    fn note(&mut self, id: &str, info: &ToolInfo) {
+        let list = match info.kind.as_deref() {
+            Some("edit") => &mut self.edited,
+            Some("delete") => &mut self.deleted,
+            Some("move") => &mut self.moved,
+            Some("execute") => {
+                if !self.counted.iter().any(|c| c == id) {
+                    self.counted.push(id.to_string());
+                    self.commands += 1;
+                }
+                return;
+            }
+            _ => return,
+        };
+        for path in info.paths() {
+            if list.contains(&path) {
+                continue;
+            }
+            if list.len() >= CHANGED_PATHS {
+                self.more += 1;
+            } else {
+                list.push(path);
+            }
+        }
+    }
+
+    /// The one-line summary: "edited README.md, src/a.rs · ran 3 commands".
+    pub fn summary(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        for (verb, list) in [
+            ("edited", &self.edited),
+            ("deleted", &self.deleted),
+            ("moved", &self.moved),
+        ] {
+            if !list.is_empty() {
+                parts.push(format!("{verb} {}", list.join(", ")));
+            }
+        }
+        if self.more > 0 {
+            parts.push(format!("{} more paths", self.more));
+        }
+        match self.commands {
+            0 => {}
+            1 => parts.push("ran 1 command".into()),
+            n => parts.push(format!("ran {n} commands")),
+        }
+        (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+}
+
+/// A JSON value with every string (keys too) sanitised.
+fn clean_value(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(clean(s)),
+        Value::Array(items) => Value::Array(items.iter().map(clean_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (clean(k), clean_value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `text` cut to [`PIECE_BYTES`] (on a char boundary), marked when cut.
+fn clip(text: &str) -> String {
+    if text.len() <= PIECE_BYTES {
+        return text.to_string();
+    }
+    let mut end = PIECE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n… ({} more bytes not kept)",
+        &text[..end],
+        text.len() - end
+    )
 }
 
 impl SubagentBox {
@@ -322,9 +667,14 @@ impl State {
                     tool_calls: 0,
                     plan: Vec::new(),
                     permission: None,
+                    permission_detail: ToolInfo::default(),
                     output: None,
                     stop_reason: None,
                     severity: None,
+                    waiting: false,
+                    session_id: None,
+                    log: Log::default(),
+                    changes: Changes::default(),
                 })));
                 // A call id used twice replaces the older box's entry.
                 if let Some(old) = self.calls.insert(call_id.clone(), i)
@@ -335,10 +685,45 @@ impl State {
                 self.running += 1;
             }
             Event::SubagentSession {
-                call_id, session, ..
+                call_id,
+                session,
+                session_id,
             } => {
                 if let Some(b) = self.subagent(call_id) {
                     b.session = Some(*session);
+                    if let Some(id) = session_id {
+                        b.session_id = Some(clean(id));
+                    }
+                }
+            }
+            Event::SubagentFollowup { call_id, input } => {
+                let Some(b) = self.subagent(call_id) else {
+                    return;
+                };
+                // The box reopens for the new turn.
+                let was_running = b.running();
+                let input = clean(input);
+                b.finished = None;
+                b.output = None;
+                b.stop_reason = None;
+                b.severity = None;
+                push_line(
+                    &mut b.activity,
+                    ActivityLine::Note(format!(
+                        "› follow-up: {}",
+                        input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+                    )),
+                );
+                b.log.push(LogEntry::Turn(input));
+                let task_id = b.task_id.clone();
+                if !was_running {
+                    self.running += 1;
+                }
+                if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
+                    task.finished = None;
+                    task.reported = false;
+                    task.summary.state = TaskState::Running;
+                    task.summary.severity = None;
                 }
             }
             Event::SubagentActivity { call_id, activity } => self.activity(call_id, activity),
@@ -357,6 +742,7 @@ impl State {
                 b.stop_reason = Some(*stop_reason);
                 b.severity = *severity;
                 b.permission = None;
+                b.waiting = false;
                 if was_running {
                     self.running -= 1;
                 }
@@ -370,6 +756,7 @@ impl State {
                 // same numbers.
                 if let Some(b) = self.subagent(call_id) {
                     b.tool_calls = summary.tool_calls;
+                    b.waiting = summary.waiting && b.running();
                 }
                 if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
                     task.summary = Summary {
@@ -434,14 +821,34 @@ impl State {
         }
     }
 
+    /// Boxes waiting for the person (a permission answer), as the board
+    /// says: the status line's "needs you" count.
+    pub fn needs_you(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting))
+            .count()
+    }
+
     fn activity(&mut self, call_id: &str, activity: &Activity) {
         let Some(b) = self.subagent(call_id) else {
             return;
         };
         match activity {
-            Activity::MessageChunk { text } => push_text(&mut b.activity, text, false),
-            Activity::ThoughtChunk { text } => push_text(&mut b.activity, text, true),
-            Activity::ToolCall { id, title, status } => {
+            Activity::MessageChunk { text } => {
+                push_text(&mut b.activity, text, false);
+                b.log.text(text, false);
+            }
+            Activity::ThoughtChunk { text } => {
+                push_text(&mut b.activity, text, true);
+                b.log.text(text, true);
+            }
+            Activity::ToolCall {
+                id,
+                title,
+                status,
+                detail,
+            } => {
                 push_line(
                     &mut b.activity,
                     ActivityLine::Tool {
@@ -450,8 +857,21 @@ impl State {
                         status: *status,
                     },
                 );
+                let info = ToolInfo::from_detail(detail);
+                b.changes.note(id, &info);
+                b.log.push(LogEntry::Tool {
+                    id: id.clone(),
+                    title: clean(title),
+                    status: *status,
+                    info,
+                });
             }
-            Activity::ToolCallUpdate { id, title, status } => {
+            Activity::ToolCallUpdate {
+                id,
+                title,
+                status,
+                detail,
+            } => {
                 let line = b.activity.iter_mut().rev().find_map(|l| match l {
                     ActivityLine::Tool {
                         id: lid,
@@ -468,6 +888,30 @@ impl State {
                         *s = *status;
                     }
                 }
+                let update = ToolInfo::from_detail(detail);
+                let mut merged = None;
+                b.log.update(|e| match e {
+                    LogEntry::Tool {
+                        id: eid,
+                        title: t,
+                        status: s,
+                        info,
+                    } if eid == id => {
+                        if let Some(title) = title {
+                            *t = clean(title);
+                        }
+                        if let Some(status) = status {
+                            *s = *status;
+                        }
+                        info.merge(update.clone());
+                        merged = Some(info.clone());
+                        true
+                    }
+                    _ => false,
+                });
+                // A call dropped from the log still counts in the summary.
+                let info = merged.unwrap_or(update);
+                b.changes.note(id, &info);
             }
             Activity::Plan { entries } => {
                 b.plan = entries
@@ -477,24 +921,67 @@ impl State {
                         status: e.status,
                     })
                     .collect();
+                let plan = b.plan.clone();
+                match b.log.entries.back_mut() {
+                    // A plan replaced at once replaces its entry.
+                    Some(LogEntry::Plan(p)) => *p = plan,
+                    _ => b.log.push(LogEntry::Plan(plan)),
+                }
             }
-            Activity::PermissionRequest { id, title, options } => {
-                b.permission = Some((
-                    id.clone(),
-                    clean(title),
-                    options.iter().map(|o| clean(o)).collect(),
-                ));
+            Activity::PermissionRequest {
+                id,
+                title,
+                options,
+                detail,
+            } => {
+                let info = ToolInfo::from_detail(detail);
+                let options: Vec<String> = options.iter().map(|o| clean(o)).collect();
+                b.permission = Some((id.clone(), clean(title), options.clone()));
+                b.permission_detail = info.clone();
+                b.log.push(LogEntry::Permission {
+                    id: id.clone(),
+                    title: clean(title),
+                    options,
+                    info,
+                    outcome: None,
+                });
             }
             Activity::PermissionResolved { id, outcome } => {
+                let answer = clean(outcome);
+                b.log.update(|e| match e {
+                    LogEntry::Permission {
+                        id: eid,
+                        outcome: o,
+                        ..
+                    } if eid == id && o.is_none() => {
+                        *o = Some(answer.clone());
+                        true
+                    }
+                    _ => false,
+                });
                 if b.permission.as_ref().is_some_and(|p| &p.0 == id) {
                     let title = b.permission.take().map(|p| p.1).unwrap_or_default();
+                    b.permission_detail = ToolInfo::default();
                     push_line(
                         &mut b.activity,
-                        ActivityLine::Note(format!("permission {}: {title}", clean(outcome))),
+                        ActivityLine::Note(format!("permission {answer}: {title}")),
                     );
                 }
             }
         }
+    }
+
+    /// The box of a call, by call id.
+    pub fn subagent_box(&self, call_id: &str) -> Option<&SubagentBox> {
+        match &self.cells.get(*self.calls.get(call_id)?)?.kind {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The cell index of a call's box.
+    pub fn box_index(&self, call_id: &str) -> Option<usize> {
+        self.calls.get(call_id).copied()
     }
 }
 
@@ -747,6 +1234,7 @@ mod tests {
                 id: "a".into(),
                 title: "Read a.rs".into(),
                 status: ToolStatus::Pending,
+                detail: Default::default(),
             }),
         );
         apply(
@@ -756,6 +1244,7 @@ mod tests {
                 id: "a".into(),
                 title: None,
                 status: Some(ToolStatus::Completed),
+                detail: Default::default(),
             }),
         );
         apply(
@@ -789,6 +1278,7 @@ mod tests {
                 id: "p".into(),
                 title: "Delete build/".into(),
                 options: vec!["Allow".into(), "Reject".into()],
+                detail: Default::default(),
             }),
         );
         let b = the_box(&s);
@@ -975,6 +1465,283 @@ mod tests {
         );
     }
 
+    fn edit(id: &str, path: &str) -> Activity {
+        Activity::ToolCall {
+            id: id.into(),
+            title: format!("Edit {path}"),
+            status: ToolStatus::Pending,
+            detail: Box::new(ToolDetail {
+                kind: Some("edit".into()),
+                locations: vec![format!("{path}:3")],
+                raw_input: Some(serde_json::json!({"path": path})),
+                content: vec![ToolContent::Diff {
+                    path: path.into(),
+                    old_text: Some("old\x1b[2J".into()),
+                    new_text: "new".into(),
+                }],
+                raw_output: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn subagent_followup_reopens_the_box_and_its_task() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            5,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "first".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            },
+        );
+        apply(&mut s, 6, snapshot(0, TaskState::Done, false));
+        assert_eq!(s.running(), 0);
+        apply(
+            &mut s,
+            8,
+            Event::SubagentFollowup {
+                call_id: "c1".into(),
+                input: "and the tests?\x1b[31m".into(),
+            },
+        );
+        let b = the_box(&s);
+        assert!(b.running(), "the box runs again");
+        assert_eq!((b.output.as_deref(), b.severity), (None, None));
+        assert_eq!(
+            b.activity.back(),
+            Some(&ActivityLine::Note("› follow-up: and the tests?".into()))
+        );
+        assert_eq!(
+            b.log.entries.back(),
+            Some(&LogEntry::Turn("and the tests?".into()))
+        );
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.tasks[0].summary.state, TaskState::Running);
+        assert_eq!(s.tasks[0].finished, None);
+        // A follow-up for an unknown call changes nothing.
+        apply(
+            &mut s,
+            9,
+            Event::SubagentFollowup {
+                call_id: "c9".into(),
+                input: "x".into(),
+            },
+        );
+        assert_eq!(s.running(), 1);
+    }
+
+    #[test]
+    fn tool_call_detail_is_kept_sanitised_and_updated() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(&mut s, 2, activity(edit("e1", "src/a.rs")));
+        apply(
+            &mut s,
+            3,
+            activity(Activity::ToolCallUpdate {
+                id: "e1".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+                detail: Box::new(ToolDetail {
+                    content: vec![ToolContent::Text {
+                        text: "done\x07".into(),
+                    }],
+                    raw_output: Some(
+                        serde_json::json!({"stdout": "ok\u{1b}[1m\n", "exit_code": 0}),
+                    ),
+                    ..ToolDetail::default()
+                }),
+            }),
+        );
+        let b = the_box(&s);
+        let LogEntry::Tool { status, info, .. } = &b.log.entries[0] else {
+            panic!("a tool entry: {:?}", b.log.entries);
+        };
+        assert_eq!(*status, ToolStatus::Completed);
+        assert_eq!(info.kind.as_deref(), Some("edit"));
+        assert_eq!(info.locations, vec!["src/a.rs:3".to_string()]);
+        assert_eq!(info.paths(), vec!["src/a.rs".to_string()]);
+        assert!(
+            info.input
+                .as_deref()
+                .unwrap()
+                .contains("\"path\": \"src/a.rs\"")
+        );
+        assert_eq!(
+            info.content,
+            vec![ToolContent::Text {
+                text: "done".into()
+            }],
+            "the update's content replaced the diff, sanitised"
+        );
+        assert_eq!(
+            info.output.as_deref(),
+            Some("ok\n"),
+            "its stdout, sanitised"
+        );
+        assert_eq!(b.log.bytes, b.log.entries[0].bytes());
+    }
+
+    #[test]
+    fn tool_calls_add_up_to_a_change_summary() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(&mut s, 2, activity(edit("e1", "README.md")));
+        apply(&mut s, 3, activity(edit("e2", "src/a.rs")));
+        apply(&mut s, 4, activity(edit("e3", "README.md")));
+        for (t, id) in [(5, "x1"), (6, "x2")] {
+            apply(
+                &mut s,
+                t,
+                activity(Activity::ToolCall {
+                    id: id.into(),
+                    title: "Run".into(),
+                    status: ToolStatus::Pending,
+                    detail: Box::new(ToolDetail {
+                        kind: Some("execute".into()),
+                        raw_input: Some(serde_json::json!({"command": ["cargo", "test"]})),
+                        ..ToolDetail::default()
+                    }),
+                }),
+            );
+        }
+        // An update that only now says what the call is counts it once.
+        apply(
+            &mut s,
+            7,
+            activity(Activity::ToolCall {
+                id: "x3".into(),
+                title: "Run".into(),
+                status: ToolStatus::Pending,
+                detail: Default::default(),
+            }),
+        );
+        for t in [8, 9] {
+            apply(
+                &mut s,
+                t,
+                activity(Activity::ToolCallUpdate {
+                    id: "x3".into(),
+                    title: None,
+                    status: None,
+                    detail: Box::new(ToolDetail {
+                        kind: Some("execute".into()),
+                        ..ToolDetail::default()
+                    }),
+                }),
+            );
+        }
+        apply(
+            &mut s,
+            10,
+            activity(Activity::ToolCall {
+                id: "d1".into(),
+                title: "Delete".into(),
+                status: ToolStatus::Pending,
+                detail: Box::new(ToolDetail {
+                    kind: Some("delete".into()),
+                    locations: vec!["build/".into()],
+                    ..ToolDetail::default()
+                }),
+            }),
+        );
+        let b = the_box(&s);
+        assert_eq!(
+            b.changes.summary().as_deref(),
+            Some("edited README.md, src/a.rs · deleted build/ · ran 3 commands")
+        );
+        let LogEntry::Tool { info, .. } = &b.log.entries[3] else {
+            panic!()
+        };
+        assert_eq!(info.command().as_deref(), Some("cargo test"));
+    }
+
+    #[test]
+    fn a_box_log_is_bounded_and_counts_what_it_dropped() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        for i in 0..(LOG_ENTRIES + 5) {
+            apply(
+                &mut s,
+                2,
+                activity(edit(&format!("e{i}"), &format!("f{i}"))),
+            );
+        }
+        let b = the_box(&s);
+        assert_eq!(b.log.entries.len(), LOG_ENTRIES);
+        assert_eq!(b.log.dropped, 5);
+        assert!(b.log.bytes <= LOG_BYTES);
+        // The summary still names what the dropped calls changed.
+        assert!(b.changes.edited.contains(&"f0".to_string()));
+        assert_eq!(b.changes.edited.len() + b.changes.more, LOG_ENTRIES + 5);
+        // A byte budget too: big diffs push old entries out.
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        let big = "x".repeat(30 * 1024);
+        for i in 0..20 {
+            apply(
+                &mut s,
+                2,
+                activity(Activity::ToolCall {
+                    id: format!("w{i}"),
+                    title: "Write".into(),
+                    status: ToolStatus::Pending,
+                    detail: Box::new(ToolDetail {
+                        content: vec![ToolContent::Text { text: big.clone() }],
+                        ..ToolDetail::default()
+                    }),
+                }),
+            );
+        }
+        let b = the_box(&s);
+        assert!(b.log.bytes <= LOG_BYTES, "{}", b.log.bytes);
+        assert!(b.log.dropped > 0);
+    }
+
+    #[test]
+    fn permission_requests_keep_what_they_ask_and_the_answer() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            2,
+            activity(Activity::PermissionRequest {
+                id: "p".into(),
+                title: "write_text_file".into(),
+                options: vec!["Allow".into()],
+                detail: Box::new(ToolDetail {
+                    kind: Some("edit".into()),
+                    locations: vec!["/w/a.txt".into()],
+                    ..ToolDetail::default()
+                }),
+            }),
+        );
+        assert_eq!(the_box(&s).permission_detail.locations, vec!["/w/a.txt"]);
+        apply(&mut s, 3, snapshot(0, TaskState::Running, true));
+        assert!(the_box(&s).waiting);
+        assert_eq!(s.needs_you(), 1);
+        apply(
+            &mut s,
+            4,
+            activity(Activity::PermissionResolved {
+                id: "p".into(),
+                outcome: "Allow".into(),
+            }),
+        );
+        apply(&mut s, 5, snapshot(0, TaskState::Running, false));
+        let b = the_box(&s);
+        assert_eq!(b.permission_detail, ToolInfo::default());
+        assert!(matches!(
+            &b.log.entries[0],
+            LogEntry::Permission { outcome: Some(o), info, .. } if o == "Allow" && info.locations == ["/w/a.txt"]
+        ));
+        assert_eq!(s.needs_you(), 0);
+    }
+
     /// Each event kind above has its test; a new kind must get one.
     #[test]
     fn every_event_kind_is_covered() {
@@ -989,6 +1756,7 @@ mod tests {
             "tool_call_finished",
             "subagent_started",
             "subagent_session",
+            "subagent_followup",
             "subagent_activity",
             "subagent_finished",
             "task_progress",

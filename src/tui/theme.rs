@@ -22,6 +22,10 @@ const NEUTRAL: [Color; 7] = [
     Color::Gray,
 ];
 
+/// A task waiting for the person (a permission answer): a colour no box
+/// and no verdict has.
+pub const NEEDS_YOU: Color = Color::LightYellow;
+
 /// The internal agent's colour.
 pub const INTERNAL: Color = Color::LightBlue;
 

@@ -51,6 +51,51 @@ pub struct View {
     height: usize,
     /// The top row shown in the last frame.
     top: Anchor,
+    /// The box focused with Alt+↑/↓ (its cell index), marked in the margin.
+    pub focus: Option<usize>,
+    /// The side panel has the keys: the selected task's index.
+    pub panel_focus: Option<usize>,
+    /// A box opened full screen.
+    pub opened: Option<Opened>,
+}
+
+/// A box opened full screen: its call, and the top row shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opened {
+    pub call_id: String,
+    pub scroll: usize,
+    /// Rows of the last frame (for paging and clamping).
+    rows: usize,
+    height: usize,
+    /// The laid-out rows, for the box revision, width and second they
+    /// were laid out at (a frame while nothing changed costs no layout).
+    cache: Option<((u64, usize, u64), Vec<Line<'static>>)>,
+}
+
+impl Opened {
+    pub fn new(call_id: String) -> Self {
+        Self {
+            call_id,
+            scroll: 0,
+            rows: 0,
+            height: 0,
+            cache: None,
+        }
+    }
+
+    /// Scrolls by `delta` rows, within the content.
+    pub fn scroll_by(&mut self, delta: isize) {
+        let max = self.rows.saturating_sub(self.height);
+        self.scroll = self.scroll.saturating_add_signed(delta).min(max);
+    }
+
+    pub fn page(&self) -> isize {
+        self.height.saturating_sub(2).max(1) as isize
+    }
+
+    pub fn end(&mut self) {
+        self.scroll = self.rows.saturating_sub(self.height);
+    }
 }
 
 impl View {
@@ -201,6 +246,12 @@ impl View {
         self.anchor = None;
     }
 
+    /// Scrolls so that cell `i` starts at the top (or the bottom shows, if
+    /// it is among the last rows).
+    pub fn show_cell(&mut self, i: usize) {
+        self.anchor = Some(Anchor { cell: i, row: 0 });
+    }
+
     /// Draws the transcript into `area`.
     pub fn draw_transcript(&mut self, state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         // One column of margin on each side.
@@ -229,14 +280,25 @@ impl View {
         self.top = top;
         let mut y = area.y;
         let bottom = area.y + area.height;
+        let focus = self.focus;
         'cells: for i in top.cell..state.cells.len() {
             let skip = if i == top.cell { top.row } else { 0 };
+            let first = y;
             for line in self.rows(state, i, width, now).iter().skip(skip) {
                 if y >= bottom {
                     break 'cells;
                 }
                 buf.set_line(area.x, y, line, area.width);
                 y += 1;
+            }
+            // The focused box is marked in the margin.
+            if focus == Some(i) && first < bottom && area.x > 0 {
+                buf.set_string(
+                    area.x - 1,
+                    first,
+                    "▶",
+                    theme::bold().fg(ratatui::style::Color::White),
+                );
             }
         }
     }
@@ -274,14 +336,68 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
     } else {
         (main, None)
     };
-    view.draw_transcript(state, transcript, frame.buffer_mut(), now);
-    if let Some(p) = panel {
-        draw_panel(state, p, frame.buffer_mut(), now);
+    let opened = view.opened.as_ref().and_then(|o| {
+        let i = state.box_index(&o.call_id)?;
+        Some((state.subagent_box(&o.call_id)?, state.cells[i].rev))
+    });
+    match (opened, view.opened.as_mut()) {
+        (Some((b, rev)), Some(o)) => draw_opened(b, rev, o, main, frame.buffer_mut(), now),
+        _ => {
+            view.opened = None;
+            view.draw_transcript(state, transcript, frame.buffer_mut(), now);
+            if let Some(p) = panel {
+                draw_panel(state, view.panel_focus, p, frame.buffer_mut(), now);
+            }
+        }
     }
     if let Some((text, cursor)) = chrome.composer {
         draw_composer(frame, composer, text, cursor);
     }
     draw_status(state, view, chrome, status, frame.buffer_mut(), now);
+}
+
+/// An opened box, full screen, from its scroll position.
+fn draw_opened(
+    b: &super::state::SubagentBox,
+    rev: u64,
+    opened: &mut Opened,
+    area: Rect,
+    buf: &mut Buffer,
+    now: u64,
+) {
+    let color = theme::box_color(b.agent.name(), b.severity);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(Style::default().fg(color))
+        .title(Span::styled(
+            " opened box · ↑/↓ PgUp/PgDn scroll · Esc back ",
+            theme::bold(),
+        ));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let inner = Rect {
+        x: inner.x + 1,
+        width: inner.width.saturating_sub(2),
+        ..inner
+    };
+    // Only a running box's header changes with time (its elapsed seconds).
+    let second = if b.running() {
+        now.saturating_sub(b.started) / 1000
+    } else {
+        0
+    };
+    let key = (rev, inner.width as usize, second);
+    if opened.cache.as_ref().is_none_or(|(k, _)| *k != key) {
+        opened.cache = Some((key, super::detail::render(b, inner.width as usize, now)));
+    }
+    let lines = &opened.cache.as_ref().expect("filled above").1;
+    opened.rows = lines.len();
+    opened.height = inner.height as usize;
+    opened.scroll = opened.scroll.min(lines.len().saturating_sub(opened.height));
+    for (y, line) in (inner.y..inner.bottom()).zip(lines.iter().skip(opened.scroll)) {
+        buf.set_line(inner.x, y, line, inner.width);
+    }
 }
 
 fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
@@ -358,6 +474,18 @@ fn draw_status(
     if running > 0 {
         spans.push(Span::styled(format!(" · {running} running"), theme::bold()));
     }
+    let needs_you = state.needs_you();
+    if needs_you > 0 {
+        spans.push(Span::styled(
+            format!(
+                " · ? {needs_you} need{} you",
+                if needs_you == 1 { "s" } else { "" }
+            ),
+            Style::default()
+                .fg(theme::NEEDS_YOU)
+                .add_modifier(Modifier::BOLD),
+        ));
+    }
     if !chrome.keys.is_empty() {
         spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
     }
@@ -374,10 +502,14 @@ fn owned(span: Span<'_>) -> Span<'static> {
 }
 
 fn task_style(task: &Task) -> Style {
+    if task.summary.waiting && task.summary.state == TaskState::Running {
+        // Waiting for the person: its own colour.
+        return Style::default().fg(theme::NEEDS_YOU);
+    }
     Style::default().fg(theme::box_color(&task.agent, task.summary.severity))
 }
 
-fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
+fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buffer, now: u64) {
     let running = state
         .tasks
         .iter()
@@ -390,7 +522,11 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
-        .border_style(theme::dim())
+        .border_style(if selected.is_some() {
+            theme::bold()
+        } else {
+            theme::dim()
+        })
         .title(Span::styled(title, theme::bold()));
     let inner = block.inner(area);
     block.render(area, buf);
@@ -411,10 +547,15 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         return;
     }
     let mut lines: Vec<Line<'static>> = Vec::new();
-    for task in &state.tasks {
+    let mut selected_at = None;
+    for (index, task) in state.tasks.iter().enumerate() {
         let style = task_style(task);
+        if selected == Some(index) {
+            selected_at = Some(lines.len());
+        }
         let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
         let mark = match task.summary.state {
+            TaskState::Running if task.summary.waiting => "?",
             TaskState::Running => theme::spinner(now),
             TaskState::Done => "●",
             TaskState::Failed => "✗",
@@ -432,7 +573,11 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         let pad = width.saturating_sub(head_w.min(width) + elapsed.len());
         head.push(Span::raw(" ".repeat(pad)));
         head.push(Span::styled(elapsed, theme::dim()));
-        lines.push(Line::from(head));
+        let mut head = Line::from(head);
+        if selected == Some(index) {
+            head = head.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+        }
+        lines.push(head);
 
         let state_style = match task.summary.state {
             TaskState::Failed => Style::default().fg(theme::RED),
@@ -443,6 +588,12 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
             format!("  {}", task.summary.state.as_str()),
             state_style,
         )];
+        if task.summary.waiting && task.summary.state == TaskState::Running {
+            facts.push(Span::styled(
+                " · needs you",
+                style.add_modifier(Modifier::BOLD),
+            ));
+        }
         if let Some(s) = task.summary.severity {
             facts.push(Span::styled(
                 format!(" · {}", s.as_str()),
@@ -477,8 +628,11 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         }
         lines.push(Line::default());
     }
-    // Show the newest tasks when they don't all fit.
-    let skip = lines.len().saturating_sub(inner.height as usize);
+    // Show the newest tasks when they don't all fit, and the selected one.
+    let mut skip = lines.len().saturating_sub(inner.height as usize);
+    if let Some(at) = selected_at {
+        skip = skip.min(at);
+    }
     let area = Rect {
         x: inner.x + 1,
         width: inner.width.saturating_sub(1),

@@ -17,15 +17,15 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ConfigOptionUpdate,
-    ContentBlock, ContentChunk, Implementation, InitializeRequest, InitializeResponse,
+    ContentBlock, ContentChunk, Diff, Implementation, InitializeRequest, InitializeResponse,
     LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
     PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
     PromptRequest, PromptResponse, ReadTextFileRequest, RequestPermissionOutcome,
     RequestPermissionRequest, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
     SessionNotification, SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, StopReason, ToolCall, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+    SetSessionConfigOptionResponse, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
 };
 use agent_client_protocol::{
     Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
@@ -267,6 +267,44 @@ async fn run_turn(
             turn.tool_status("t2", ToolCallStatus::Completed)?;
             turn.chunk("Final ")?;
             turn.chunk("answer.")?;
+        }
+        "diff" => {
+            // `diff PATH`: an edit of PATH, its change sent as a diff.
+            let path = match rest.trim() {
+                "" => "src/a.rs",
+                p => p,
+            };
+            let diff = Diff::new(path, "one\n2\nthree\n").old_text("one\ntwo\nthree\n".to_string());
+            let call = ToolCall::new("d1", format!("Edit {path}"))
+                .kind(ToolKind::Edit)
+                .status(ToolCallStatus::InProgress)
+                .locations(vec![ToolCallLocation::new(path)])
+                .raw_input(serde_json::json!({ "path": path }))
+                .content(vec![ToolCallContent::Diff(diff)]);
+            turn.tool_call(call)?;
+            turn.tool_status("d1", ToolCallStatus::Completed)?;
+            turn.chunk("edited")?;
+        }
+        "execute" => {
+            // `execute CMD…`: a command run, its output sent as text.
+            let command = match rest.trim() {
+                "" => "cargo test",
+                c => c,
+            };
+            let call = ToolCall::new("x1", format!("Run {command}"))
+                .kind(ToolKind::Execute)
+                .status(ToolCallStatus::InProgress)
+                .raw_input(serde_json::json!({ "command": command }));
+            turn.tool_call(call)?;
+            let fields = ToolCallUpdateFields::new()
+                .status(ToolCallStatus::Completed)
+                .content(vec![ToolCallContent::from(format!(
+                    "$ {command}\nall 3 tests passed"
+                ))]);
+            turn.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                "x1", fields,
+            )))?;
+            turn.chunk("ran")?;
         }
         "review" => {
             let value = rest.split_whitespace().next().unwrap_or("");

@@ -1,0 +1,508 @@
+//! An opened box: everything its agent did, laid out for a full screen.
+//! Every tool call with its title, kind, paths, input and content (diffs
+//! as diffs), thoughts, text, plans, permission requests and answers, the
+//! session and the report. Renders from the box and the width alone; the
+//! text was sanitised when the state took it in.
+
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+
+use super::markdown;
+use super::state::{LOG_BYTES, LOG_ENTRIES, LogEntry, SubagentBox, ToolInfo};
+use super::theme;
+use super::wrap::{LLine, WrapMode, wrap};
+use crate::event::{AgentRef, PlanStatus, StopReason, ToolContent, ToolStatus};
+
+/// Lines of context kept around a change in a diff.
+const CONTEXT: usize = 3;
+
+/// A unified-looking diff of `old` (none: a new file) against `new`:
+/// `(marker, line)` pairs, marker `' '`, `'-'`, `'+'` or `'@'`.
+pub fn diff(old: Option<&str>, new: &str) -> Vec<(char, String)> {
+    let Some(old) = old else {
+        return new.lines().map(|l| ('+', l.to_string())).collect();
+    };
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let max_suffix = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
+    if prefix == a.len() && prefix == b.len() {
+        return vec![];
+    }
+    let start = prefix.saturating_sub(CONTEXT);
+    let mut out = vec![(
+        '@',
+        format!(
+            "@@ -{},{} +{},{} @@",
+            start + 1,
+            a.len() - suffix - start + suffix.min(CONTEXT),
+            start + 1,
+            b.len() - suffix - start + suffix.min(CONTEXT)
+        ),
+    )];
+    out.extend(a[start..prefix].iter().map(|l| (' ', l.to_string())));
+    out.extend(
+        a[prefix..a.len() - suffix]
+            .iter()
+            .map(|l| ('-', l.to_string())),
+    );
+    out.extend(
+        b[prefix..b.len() - suffix]
+            .iter()
+            .map(|l| ('+', l.to_string())),
+    );
+    let tail = b.len() - suffix;
+    out.extend(
+        b[tail..(tail + CONTEXT).min(b.len())]
+            .iter()
+            .map(|l| (' ', l.to_string())),
+    );
+    out
+}
+
+fn diff_style(marker: char) -> Style {
+    match marker {
+        '+' => Style::default().fg(theme::GREEN),
+        '-' => Style::default().fg(theme::RED),
+        '@' => Style::default().fg(Color::Cyan),
+        _ => theme::dim(),
+    }
+}
+
+/// A diff's rows, with its `--- path` / `+++ path` header, at most
+/// `limit` lines of it (then a note of how many more).
+pub fn diff_lines(
+    path: &str,
+    old: Option<&str>,
+    new: &str,
+    indent: &'static str,
+    limit: usize,
+) -> Vec<LLine> {
+    let mut out = vec![
+        code_line(
+            indent,
+            format!("--- {}", if old.is_some() { path } else { "/dev/null" }),
+            theme::bold(),
+        ),
+        code_line(
+            indent,
+            format!(
+                "+++ {path}{}",
+                if old.is_none() { " (new file)" } else { "" }
+            ),
+            theme::bold(),
+        ),
+    ];
+    let lines = diff(old, new);
+    let more = lines.len().saturating_sub(limit);
+    for (marker, line) in lines.into_iter().take(limit) {
+        let text = if marker == '@' {
+            line
+        } else {
+            format!("{marker}{line}")
+        };
+        out.push(code_line(indent, text, diff_style(marker)));
+    }
+    if more > 0 {
+        out.push(code_line(
+            indent,
+            format!("… {more} more diff lines"),
+            theme::dim(),
+        ));
+    }
+    out
+}
+
+fn code_line(indent: &'static str, text: String, style: Style) -> LLine {
+    LLine {
+        first: vec![Span::raw(indent)],
+        rest: vec![Span::raw(indent)],
+        spans: vec![Span::styled(text.replace('\t', "    "), style)],
+        mode: WrapMode::Chars,
+    }
+}
+
+fn text_lines(indent: &'static str, text: &str, style: Style) -> Vec<LLine> {
+    text.split('\n')
+        .map(|l| {
+            LLine::prefixed(
+                vec![Span::raw(indent)],
+                vec![Span::raw(indent)],
+                vec![Span::styled(l.to_string(), style)],
+            )
+        })
+        .collect()
+}
+
+/// What a tool call (or a permission request) is about: kind, paths,
+/// command, input and content, as logical lines.
+pub fn info_lines(info: &ToolInfo, indent: &'static str, full: bool) -> Vec<LLine> {
+    let mut out = Vec::new();
+    let label = |name: &str, value: String| {
+        LLine::prefixed(
+            vec![Span::raw(indent)],
+            vec![Span::raw(indent)],
+            vec![
+                Span::styled(format!("{name}: "), theme::dim()),
+                Span::raw(value),
+            ],
+        )
+    };
+    if let Some(kind) = &info.kind
+        && full
+    {
+        out.push(label("kind", kind.clone()));
+    }
+    if !info.locations.is_empty() {
+        out.push(label("path", info.locations.join(", ")));
+    }
+    let command = info.command();
+    if let Some(command) = &command {
+        out.push(label("command", command.clone()));
+    }
+    if let Some(input) = &info.input
+        && (full || (command.is_none() && info.locations.is_empty() && info.content.is_empty()))
+    {
+        out.push(label("input", String::new()));
+        let limit = if full { usize::MAX } else { 6 };
+        let lines: Vec<&str> = input.lines().collect();
+        for l in lines.iter().take(limit) {
+            out.push(code_line(indent, format!("  {l}"), theme::code()));
+        }
+        if lines.len() > limit {
+            out.push(code_line(
+                indent,
+                format!("  … {} more lines", lines.len() - limit),
+                theme::dim(),
+            ));
+        }
+    }
+    for c in &info.content {
+        match c {
+            ToolContent::Diff {
+                path,
+                old_text,
+                new_text,
+            } => out.extend(diff_lines(
+                path,
+                old_text.as_deref(),
+                new_text,
+                indent,
+                if full { usize::MAX } else { 12 },
+            )),
+            ToolContent::Text { text } if full => {
+                out.push(label("output", String::new()));
+                for l in text.lines() {
+                    out.push(code_line(indent, format!("  {l}"), Style::default()));
+                }
+            }
+            ToolContent::Text { .. } => {}
+            ToolContent::Terminal { terminal_id } => {
+                out.push(label("terminal", terminal_id.clone()))
+            }
+        }
+    }
+    if let Some(output) = &info.output
+        && full
+    {
+        out.push(label("raw output", String::new()));
+        for l in output.lines() {
+            out.push(code_line(indent, format!("  {l}"), Style::default()));
+        }
+    }
+    out
+}
+
+fn status_mark(status: ToolStatus) -> (&'static str, Style) {
+    match status {
+        ToolStatus::Pending => ("… pending", theme::dim()),
+        ToolStatus::InProgress => ("… running", theme::dim()),
+        ToolStatus::Completed => ("✓ completed", Style::default().fg(theme::GREEN)),
+        ToolStatus::Failed => ("✗ failed", Style::default().fg(theme::RED)),
+    }
+}
+
+/// The opened box's rows at `width`.
+pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
+    let width = width.max(20);
+    let color = theme::box_color(b.agent.name(), b.severity);
+    let head_style = Style::default().fg(color).add_modifier(Modifier::BOLD);
+    let mut lines: Vec<LLine> = Vec::new();
+    let mut head = vec![Span::styled(b.agent.name().to_string(), head_style)];
+    if let Some(task) = &b.task_id {
+        head.push(Span::styled(format!(" [{task}]"), head_style));
+    }
+    let mut badges = match b.agent {
+        AgentRef::Internal => vec!["internal".to_string()],
+        AgentRef::Acp(_) => vec!["acp".to_string()],
+    };
+    if b.code_review {
+        badges.push("review".into());
+    }
+    if b.background {
+        badges.push("background".into());
+    }
+    if let Some(kind) = b.session {
+        badges.push(kind.label().into());
+    }
+    head.push(Span::styled(
+        format!(" · {}", badges.join(" · ")),
+        theme::dim(),
+    ));
+    let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
+    let state = match (b.finished, b.stop_reason, b.severity) {
+        (None, _, _) => format!("running {elapsed}"),
+        (Some(_), _, Some(s)) => format!("● {} · {elapsed}", s.as_str()),
+        (Some(_), Some(r), None) if r != StopReason::EndTurn => format!("{r} · {elapsed}"),
+        _ => format!("done · {elapsed}"),
+    };
+    head.push(Span::styled(format!(" · {state}"), theme::bold()));
+    lines.push(LLine::plain(head));
+    lines.push(LLine::plain(vec![
+        Span::styled("session: ", theme::dim()),
+        Span::raw(b.session_id.clone().unwrap_or_else(|| "none".into())),
+    ]));
+    if let Some(summary) = b.changes.summary() {
+        lines.push(LLine::plain(vec![
+            Span::styled("changes: ", theme::dim()),
+            Span::raw(summary),
+        ]));
+    }
+    lines.push(LLine::default());
+    lines.extend(text_lines(
+        "› ",
+        &b.input,
+        theme::dim().add_modifier(Modifier::ITALIC),
+    ));
+    lines.push(LLine::default());
+    if b.log.dropped > 0 {
+        lines.push(LLine::plain(vec![Span::styled(
+            format!(
+                "… {} earlier entries were dropped (a box keeps its last {LOG_ENTRIES} entries, {} KiB)",
+                b.log.dropped,
+                LOG_BYTES / 1024
+            ),
+            theme::warning(),
+        )]));
+        lines.push(LLine::default());
+    }
+    for entry in &b.log.entries {
+        match entry {
+            LogEntry::Turn(input) => {
+                lines.push(LLine::plain(vec![Span::styled(
+                    "── follow-up ──",
+                    theme::bold(),
+                )]));
+                lines.extend(text_lines(
+                    "› ",
+                    input,
+                    theme::dim().add_modifier(Modifier::ITALIC),
+                ));
+            }
+            LogEntry::Text(text) => lines.extend(text_lines("", text.trim_end(), Style::default())),
+            LogEntry::Thought(text) => lines.extend(text_lines(
+                "  ",
+                &format!("thinking: {}", text.trim()),
+                theme::dim().add_modifier(Modifier::ITALIC),
+            )),
+            LogEntry::Tool {
+                title,
+                status,
+                info,
+                ..
+            } => {
+                let (mark, style) = status_mark(*status);
+                lines.push(LLine::prefixed(
+                    vec![Span::styled("⚙ ", theme::dim())],
+                    vec![Span::raw("  ")],
+                    vec![
+                        Span::styled(title.clone(), theme::bold()),
+                        Span::styled(format!("  {mark}"), style),
+                    ],
+                ));
+                lines.extend(info_lines(info, "    ", true));
+            }
+            LogEntry::Plan(plan) => {
+                lines.push(LLine::plain(vec![Span::styled("plan", theme::bold())]));
+                for e in plan {
+                    let mark = match e.status {
+                        PlanStatus::Completed => "[x]",
+                        PlanStatus::InProgress => "[>]",
+                        PlanStatus::Pending => "[ ]",
+                    };
+                    lines.push(LLine::prefixed(
+                        vec![Span::styled(format!("  {mark} "), theme::dim())],
+                        vec![Span::raw("      ")],
+                        vec![Span::raw(e.content.clone())],
+                    ));
+                }
+            }
+            LogEntry::Permission {
+                title,
+                options,
+                info,
+                outcome,
+                ..
+            } => {
+                let ask = Style::default()
+                    .fg(Color::Yellow)
+                    .add_modifier(Modifier::BOLD);
+                lines.push(LLine::prefixed(
+                    vec![Span::styled("? ", ask)],
+                    vec![Span::raw("  ")],
+                    vec![Span::styled(format!("permission: {title}"), ask)],
+                ));
+                lines.extend(info_lines(info, "    ", true));
+                lines.push(LLine::prefixed(
+                    vec![Span::raw("    ")],
+                    vec![Span::raw("    ")],
+                    vec![
+                        Span::styled("options: ", theme::dim()),
+                        Span::raw(options.join(" · ")),
+                    ],
+                ));
+                lines.push(LLine::plain(vec![match outcome {
+                    Some(o) => Span::styled(format!("    → {o}"), theme::bold()),
+                    None => Span::styled("    → waiting for your answer", theme::warning()),
+                }]));
+            }
+        }
+    }
+    if let Some(output) = &b.output {
+        lines.push(LLine::default());
+        lines.push(LLine::plain(vec![Span::styled("── report ──", head_style)]));
+        lines.extend(markdown::render(output));
+    }
+    if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
+        lines.push(LLine::plain(vec![
+            Span::styled("stop reason: ", theme::dim()),
+            Span::styled(reason.as_str(), theme::bold()),
+        ]));
+    }
+    let mut out = Vec::new();
+    wrap(&lines, width, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diffs_keep_context_and_mark_changes() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = "a\nb\nc\nd\nE\nf\ng\nh\n";
+        assert_eq!(
+            diff(Some(old), new),
+            vec![
+                ('@', "@@ -2,7 +2,7 @@".into()),
+                (' ', "b".into()),
+                (' ', "c".into()),
+                (' ', "d".into()),
+                ('-', "e".into()),
+                ('+', "E".into()),
+                (' ', "f".into()),
+                (' ', "g".into()),
+                (' ', "h".into()),
+            ]
+        );
+        assert_eq!(
+            diff(None, "x\ny"),
+            vec![('+', "x".into()), ('+', "y".into())]
+        );
+        assert!(diff(Some("same"), "same").is_empty());
+    }
+
+    fn screen(lines: &[Line<'_>]) -> String {
+        lines
+            .iter()
+            .map(|l| {
+                l.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn a_permission_prompt_shows_the_path_command_and_diff_asked_about() {
+        use crate::event::{Activity, Event, Stamped, ToolDetail};
+        use crate::tui::state::{CellKind, State};
+        let mut s = State::new();
+        s.apply(&Stamped::new(
+            1,
+            Event::SubagentStarted {
+                call_id: "c1".into(),
+                task_id: None,
+                agent: AgentRef::Acp("fake".into()),
+                input: "go".into(),
+                code_review: false,
+                background: false,
+                session: None,
+            },
+        ));
+        s.apply(&Stamped::new(
+            2,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::PermissionRequest {
+                    id: "p".into(),
+                    title: "write_text_file".into(),
+                    options: vec!["Allow".into(), "Reject".into()],
+                    detail: Box::new(ToolDetail {
+                        kind: Some("edit".into()),
+                        locations: vec!["src/a.rs".into()],
+                        raw_input: Some(serde_json::json!({"command": "rm -rf build\u{1b}[2J"})),
+                        content: vec![ToolContent::Diff {
+                            path: "src/a.rs".into(),
+                            old_text: Some("one\ntwo\n".into()),
+                            new_text: "one\n2\n".into(),
+                        }],
+                        raw_output: None,
+                    }),
+                },
+            },
+        ));
+        let shown = screen(&crate::tui::cells::render(&s.cells[0], 70, 5));
+        for want in [
+            "? permission: write_text_file",
+            "path: src/a.rs",
+            "command: rm -rf build",
+            "--- src/a.rs",
+            "-two",
+            "+2",
+            "[1] Allow",
+        ] {
+            assert!(shown.contains(want), "{want}:\n{shown}");
+        }
+        assert!(!shown.contains('\u{1b}'), "sanitised:\n{shown}");
+        // The opened box shows the request, and its answer once given.
+        s.apply(&Stamped::new(
+            3,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::PermissionResolved {
+                    id: "p".into(),
+                    outcome: "Reject".into(),
+                },
+            },
+        ));
+        let CellKind::Subagent(b) = &s.cells[0].kind else {
+            panic!()
+        };
+        let opened = screen(&render(b, 70, 5));
+        assert!(opened.contains("? permission: write_text_file"), "{opened}");
+        assert!(opened.contains("→ Reject"), "{opened}");
+        assert!(opened.contains("kind: edit"), "{opened}");
+        assert!(opened.contains("session: none"), "{opened}");
+    }
+}
