@@ -474,6 +474,14 @@ where
     loop {
         let applied = app.state.applied;
         app.on_timer();
+        // What the engine sent while a frame was held back.
+        while events_open {
+            match events.try_recv() {
+                Ok(event) => app.on_event(event),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => events_open = false,
+            }
+        }
         let animation = app.animation();
         if animation != shown || app.state.applied != applied {
             dirty = true;
@@ -488,9 +496,10 @@ where
         if app.quitting() {
             return Ok(());
         }
-        // Wake for the next animation step or replayed event, and for a
-        // frame held back by the budget.
-        let deadline = match (app.deadline(), dirty.then_some(due).flatten()) {
+        // A frame held back by the budget: engine events wait in the
+        // channel until it is due (one wake-up a frame, not one an event).
+        let held = dirty.then_some(due).flatten();
+        let deadline = match (app.deadline(), held) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -514,14 +523,8 @@ where
                     return Ok(());
                 }
             },
-            event = events.recv(), if events_open => match event {
-                Some(event) => {
-                    app.on_event(event);
-                    while let Ok(event) = events.try_recv() {
-                        app.on_event(event);
-                    }
-                    dirty = true;
-                }
+            event = events.recv(), if events_open && held.is_none() => match event {
+                Some(event) => app.on_event(event),
                 None => events_open = false,
             },
             _ = sleep_until(deadline), if deadline.is_some() => {}
