@@ -265,3 +265,73 @@ async fn a_key_typed_during_a_flood_of_events_is_drawn_in_the_next_frame() {
         frames.last().unwrap()
     );
 }
+
+/// The cells laid out for one frame drawn with `events` applied first.
+fn laid_out_by(terminal: &mut Terminal<TestBackend>, app: &mut App, events: &[Stamped]) -> u64 {
+    for e in events {
+        app.on_event(e.clone());
+    }
+    let before = app.view.laid_out();
+    terminal.draw(|f| app.draw(f)).unwrap();
+    app.view.laid_out() - before
+}
+
+#[test]
+fn only_the_boxes_that_changed_are_laid_out_again() {
+    let mut terminal = Terminal::new(TestBackend::new(120, 60)).unwrap();
+    let mut app = App::still();
+    let at = |t: u64, e: Stamped| Stamped::new(t, e.event);
+    let starts: Vec<Stamped> = (0..4).map(|i| at(1000, started(i))).collect();
+    assert_eq!(laid_out_by(&mut terminal, &mut app, &starts), 4);
+    // Box 1 streams; the others are not laid out again.
+    let chunks: Vec<Stamped> = (0..3).map(|k| at(1010, chunk(16 * k + 1))).collect();
+    assert_eq!(laid_out_by(&mut terminal, &mut app, &chunks), 1);
+    // Time passes but neither the spinner's frame nor any elapsed second
+    // turns (1000 ms and 1030 ms share both): nothing is laid out.
+    let notice = Event::Notice {
+        level: quorum::event::NoticeLevel::Info,
+        text: "tick".into(),
+    };
+    assert_eq!(
+        laid_out_by(
+            &mut terminal,
+            &mut app,
+            &[Stamped::new(1030, notice.clone())]
+        ),
+        1,
+        "the new notice only"
+    );
+    // The spinner turns: the running boxes show it, the notice does not.
+    assert_eq!(
+        laid_out_by(&mut terminal, &mut app, &[Stamped::new(1100, notice)]),
+        4 + 1
+    );
+}
+
+#[test]
+fn a_long_stream_shows_its_last_lines_in_its_box() {
+    let mut app = App::still();
+    app.on_event(started(0));
+    // 300 lines of 12 words: more than a box keeps, far more than it shows.
+    for n in 0..3600 {
+        let end = if n % 12 == 11 { "\n" } else { " " };
+        let text = format!("w{n}{end}");
+        app.on_event(Stamped::new(
+            1,
+            Event::SubagentActivity {
+                call_id: "c0".into(),
+                activity: Activity::MessageChunk { text },
+            },
+        ));
+    }
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    terminal.draw(|f| app.draw(f)).unwrap();
+    let screen = rows(terminal.backend().buffer()).join("\n");
+    let last = screen
+        .lines()
+        .rfind(|l| l.contains("w35"))
+        .expect("streamed text shows");
+    assert!(last.contains("w3597 w3598 w3599"), "{screen}");
+    let body = screen.lines().filter(|l| l.contains(" w")).count();
+    assert_eq!(body, 5, "five rows of activity\n{screen}");
+}

@@ -51,6 +51,8 @@ pub struct View {
     height: usize,
     /// The top row shown in the last frame.
     top: Anchor,
+    /// Cells laid out so far (cache misses).
+    laid_out: u64,
 }
 
 impl View {
@@ -71,6 +73,11 @@ impl View {
         self.panel = open;
     }
 
+    /// How many times a cell was laid out (its cached rows were stale).
+    pub fn laid_out(&self) -> u64 {
+        self.laid_out
+    }
+
     /// Whether new output scrolls into view.
     pub fn following(&self) -> bool {
         self.anchor.is_none()
@@ -85,6 +92,7 @@ impl View {
         let at = moment(cell, now);
         let fresh = matches!(&self.cache[i], Some(c) if c.width == width && c.rev == cell.rev && c.at == at);
         if !fresh {
+            self.laid_out += 1;
             self.cache[i] = Some(Cached {
                 width,
                 rev: cell.rev,
