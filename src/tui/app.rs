@@ -27,8 +27,9 @@ pub enum Input {
     Quit,
 }
 
-/// Redraw interval while something animates (spinners, elapsed time).
-const TICK: Duration = Duration::from_millis(80);
+/// The shortest time between two frames drawn for engine events or
+/// animation: at most 60 frames a second.
+pub const FRAME: Duration = Duration::from_micros(16_667);
 /// Rows a mouse wheel notch scrolls.
 const WHEEL_ROWS: isize = 3;
 
@@ -101,6 +102,17 @@ enum Mode {
     Still,
 }
 
+/// What drawing has cost so far (for `scripts/soak.sh`, via the log).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameStats {
+    /// Frames drawn.
+    pub frames: u64,
+    /// The slowest frame, from building it to flushing it.
+    pub worst: Duration,
+    /// All frames together.
+    pub total: Duration,
+}
+
 pub struct App {
     pub state: State,
     pub view: View,
@@ -120,6 +132,7 @@ pub struct App {
     /// The terminal size at the last frame.
     cols: u16,
     rows: u16,
+    stats: FrameStats,
 }
 
 impl App {
@@ -137,6 +150,7 @@ impl App {
             bell_writer: None,
             cols: 0,
             rows: 0,
+            stats: FrameStats::default(),
         }
     }
 
@@ -189,6 +203,11 @@ impl App {
         }
     }
 
+    /// Frames drawn by [`run`] so far and what they cost.
+    pub fn frame_stats(&self) -> FrameStats {
+        self.stats
+    }
+
     /// The time the screen shows, in ms since the session started.
     pub fn now(&self) -> u64 {
         let clock = match &self.mode {
@@ -209,15 +228,37 @@ impl App {
         }
     }
 
-    /// When the loop must wake up with no input: the next replayed event,
-    /// or the next animation frame.
-    pub fn deadline(&self) -> Option<Instant> {
-        let animate = match &self.mode {
+    /// Whether something on screen moves with time alone (spinners,
+    /// elapsed times).
+    fn animating(&self) -> bool {
+        match &self.mode {
             Mode::Still => false,
             Mode::Replay(p) => self.state.running() > 0 && !p.paused() && !p.finished(),
             Mode::Live { .. } => self.state.running() > 0 || self.state.turn_running,
-        };
-        let tick = animate.then(|| Instant::now() + TICK);
+        }
+    }
+
+    /// The animation step the screen shows now: the spinner's frame, which
+    /// also paces elapsed times; `None` when nothing animates. The loop
+    /// redraws for time alone only when this changes.
+    pub fn animation(&self) -> Option<u64> {
+        self.animating()
+            .then(|| self.now() / theme::SPINNER_FRAME_MS)
+    }
+
+    /// When the loop must wake up with no input: the next replayed event,
+    /// or the next animation step.
+    pub fn deadline(&self) -> Option<Instant> {
+        let tick = self.animating().then(|| {
+            let step = theme::SPINNER_FRAME_MS;
+            let wait = match &self.mode {
+                // The next turn of the spinner on the session clock.
+                Mode::Live { .. } => step - self.now() % step,
+                // The player's clock runs at its speed: check each step.
+                _ => step,
+            };
+            Instant::now() + Duration::from_millis(wait)
+        });
         let due = match &self.mode {
             Mode::Replay(p) => p.deadline(),
             _ => None,
@@ -604,10 +645,15 @@ fn fmt_speed(speed: f64) -> String {
     }
 }
 
-/// The main loop: draws, then waits for input, engine events or a timer.
+/// The main loop: applies input, engine events and replayed events as
+/// they come, and draws when the screen changed.
 ///
-/// Returns when the person quits or `inputs` closes. Events arriving
-/// together are applied together and drawn once.
+/// Frames are coalesced: engine events and animation draw at most one
+/// frame per [`FRAME`], and nothing is drawn when nothing changed (the
+/// spinner and elapsed times redraw only when their frame or second
+/// turns). Input is applied before any waiting event and drawn at once:
+/// a key never waits behind a frame budget. Returns when the person quits
+/// or `inputs` closes.
 pub async fn run<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
@@ -618,14 +664,43 @@ where
     B::Error: Send + Sync + 'static,
 {
     let mut events_open = true;
+    // Something changed since the last frame; `urgent`: input, draw now.
+    let (mut dirty, mut urgent) = (true, true);
+    let mut last_frame: Option<Instant> = None;
+    let mut shown = None;
     loop {
+        let applied = app.state.applied;
         app.on_timer();
-        terminal.draw(|frame| app.draw(frame))?;
-        app.ring_bell();
+        // What the engine sent while a frame was held back.
+        while events_open {
+            match events.try_recv() {
+                Ok(event) => app.on_event(event),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => events_open = false,
+            }
+        }
+        let animation = app.animation();
+        if animation != shown || app.state.applied != applied {
+            dirty = true;
+        }
+        let due = last_frame.map(|t| t + FRAME);
+        if dirty && (urgent || due.is_none_or(|d| Instant::now() >= d)) {
+            frame(terminal, app)?;
+            app.ring_bell();
+            last_frame = Some(Instant::now());
+            shown = animation;
+            (dirty, urgent) = (false, false);
+        }
         if app.quitting() {
             return Ok(());
         }
-        let deadline = app.deadline();
+        // A frame held back by the budget: engine events wait in the
+        // channel until it is due (one wake-up a frame, not one an event).
+        let held = dirty.then_some(due).flatten();
+        let deadline = match (app.deadline(), held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         tokio::select! {
             biased;
             input = inputs.recv() => match input {
@@ -635,29 +710,39 @@ where
                     while !app.quitting() && let Ok(input) = inputs.try_recv() {
                         app.handle(input);
                     }
+                    (dirty, urgent) = (true, true);
                 }
                 None => {
                     // No more input: apply what the engine already sent, then stop.
                     while let Ok(event) = events.try_recv() {
                         app.on_event(event);
                     }
-                    terminal.draw(|frame| app.draw(frame))?;
+                    frame(terminal, app)?;
                     app.ring_bell();
                     return Ok(());
                 }
             },
-            event = events.recv(), if events_open => match event {
-                Some(event) => {
-                    app.on_event(event);
-                    while let Ok(event) = events.try_recv() {
-                        app.on_event(event);
-                    }
-                }
+            event = events.recv(), if events_open && held.is_none() => match event {
+                Some(event) => app.on_event(event),
                 None => events_open = false,
             },
             _ = sleep_until(deadline), if deadline.is_some() => {}
         }
     }
+}
+
+/// Draws one frame and counts it.
+fn frame<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> anyhow::Result<()>
+where
+    B::Error: Send + Sync + 'static,
+{
+    let start = Instant::now();
+    terminal.draw(|frame| app.draw(frame))?;
+    let took = start.elapsed();
+    app.stats.frames += 1;
+    app.stats.worst = app.stats.worst.max(took);
+    app.stats.total += took;
+    Ok(())
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

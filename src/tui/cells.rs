@@ -328,6 +328,19 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     ]));
 }
 
+/// The last non-empty lines of a streamed text, in order: only they can
+/// reach the last `ACTIVITY_ROWS` rows (each line wraps to one row or
+/// more), so a long stream is not wrapped whole on every frame.
+fn last_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut lines: Vec<&str> = text
+        .rsplit('\n')
+        .filter(|l| !l.trim().is_empty())
+        .take(ACTIVITY_ROWS)
+        .collect();
+    lines.reverse();
+    lines.into_iter()
+}
+
 fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
     if !b.plan.is_empty() {
         let (done, total, current) = plan_progress(&b.plan);
@@ -341,18 +354,14 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
     for line in &b.activity {
         match line {
             ActivityLine::Text(text) => {
-                let lines: Vec<LLine> = text
-                    .split('\n')
-                    .filter(|l| !l.trim().is_empty())
+                let lines: Vec<LLine> = last_lines(text)
                     .map(|l| LLine::plain(vec![Span::raw(l.to_string())]))
                     .collect();
                 wrap(&lines, inner, &mut rows);
             }
             ActivityLine::Thought(text) => {
                 let style = theme::dim().add_modifier(Modifier::ITALIC);
-                let lines: Vec<LLine> = text
-                    .split('\n')
-                    .filter(|l| !l.trim().is_empty())
+                let lines: Vec<LLine> = last_lines(text)
                     .map(|l| LLine::plain(vec![Span::styled(l.to_string(), style)]))
                     .collect();
                 wrap(&lines, inner, &mut rows);

@@ -47,7 +47,15 @@ pub async fn live(
     }));
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
     let mut inputs = spawn_input_reader();
-    app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await
+    let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await;
+    let stats = app.frame_stats();
+    tracing::debug!(
+        frames = stats.frames,
+        worst_frame_us = stats.worst.as_micros() as u64,
+        total_draw_ms = stats.total.as_millis() as u64,
+        "frame stats"
+    );
+    result
 }
 
 /// `--panel`: the side panel of background tasks.

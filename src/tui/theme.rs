@@ -106,8 +106,11 @@ pub fn error() -> Style {
 pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// The spinner frame at `now` milliseconds.
+/// How long the spinner shows each of its frames.
+pub const SPINNER_FRAME_MS: u64 = 80;
+
 pub fn spinner(now: u64) -> &'static str {
-    SPINNER[(now / 80) as usize % SPINNER.len()]
+    SPINNER[(now / SPINNER_FRAME_MS) as usize % SPINNER.len()]
 }
 
 /// `42s`, `3m04s`, `1h02m`.

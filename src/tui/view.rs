@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Widget};
 
 use super::cells::{self, truncate};
-use super::state::{State, Task};
+use super::state::{Cell, CellKind, State, Task};
 use super::theme;
 use crate::event::TaskState;
 
@@ -32,8 +32,8 @@ pub struct Anchor {
 struct Cached {
     width: usize,
     rev: u64,
-    /// For animated cells, the time they were laid out at.
-    at: Option<u64>,
+    /// For animated cells, the moment they were laid out at.
+    at: Option<Moment>,
     lines: Vec<Line<'static>>,
 }
 
@@ -57,6 +57,8 @@ pub struct View {
     pub panel_focus: Option<usize>,
     /// A box opened full screen.
     pub opened: Option<Opened>,
+    /// Cells laid out so far (cache misses).
+    laid_out: u64,
 }
 
 /// A box opened full screen: its call, and the top row shown.
@@ -116,6 +118,11 @@ impl View {
         self.panel = open;
     }
 
+    /// How many times a cell was laid out (its cached rows were stale).
+    pub fn laid_out(&self) -> u64 {
+        self.laid_out
+    }
+
     /// Whether new output scrolls into view.
     pub fn following(&self) -> bool {
         self.anchor.is_none()
@@ -127,9 +134,10 @@ impl View {
             self.cache.resize_with(state.cells.len(), || None);
         }
         let cell = &state.cells[i];
-        let at = cells::is_animated(cell).then_some(now);
+        let at = moment(cell, now);
         let fresh = matches!(&self.cache[i], Some(c) if c.width == width && c.rev == cell.rev && c.at == at);
         if !fresh {
+            self.laid_out += 1;
             self.cache[i] = Some(Cached {
                 width,
                 rev: cell.rev,
@@ -301,6 +309,29 @@ impl View {
                 );
             }
         }
+    }
+}
+
+/// What an animated cell shows of the time: the spinner's frame and the
+/// elapsed seconds. Its cached rows stay good while this stays the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Moment {
+    spinner: u64,
+    seconds: u64,
+}
+
+fn moment(cell: &Cell, now: u64) -> Option<Moment> {
+    match &cell.kind {
+        CellKind::Subagent(b) if cells::is_animated(cell) => Some(Moment {
+            spinner: now / theme::SPINNER_FRAME_MS,
+            seconds: now.saturating_sub(b.started) / 1000,
+        }),
+        // Any other animated cell: every millisecond counts.
+        _ if cells::is_animated(cell) => Some(Moment {
+            spinner: now,
+            seconds: 0,
+        }),
+        _ => None,
     }
 }
 

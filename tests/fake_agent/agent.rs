@@ -424,6 +424,7 @@ async fn run_turn(
             std::future::pending::<()>().await;
         }
         "slow" => return slow(turn, rest, cancelled).await,
+        "trickle" => return trickle(turn, rest, cancelled).await,
         "grandchild" => {
             // `grandchild [SECONDS] [end_turn]`: a `sleep 600` in this
             // agent's process group (a grandchild of the client), which
@@ -527,6 +528,49 @@ async fn slow(
         () = tokio::time::sleep(Duration::from_secs_f64(seconds.max(0.0))) => {}
     }
     turn.chunk(" done")?;
+    Ok(StopReason::EndTurn)
+}
+
+/// `trickle SECONDS RATE`: RATE chunks a second for SECONDS (a steady
+/// stream, for soak runs): `w1 `, `w2 `, …, every 12th ending the line.
+async fn trickle(
+    turn: &mut Turn,
+    rest: &str,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<StopReason, Error> {
+    let mut words = rest.split_whitespace();
+    let mut number = |what: &str, default: f64| -> Result<f64, Error> {
+        match words.next() {
+            None => Ok(default),
+            Some(value) => value
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    Error::invalid_params().data(format!("trickle: bad {what} {value:?}"))
+                }),
+        }
+    };
+    let seconds = number("seconds", 10.0)?;
+    let rate = number("rate", 200.0)?.max(0.001);
+    let total = (seconds * rate).round() as u64;
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let start = tokio::time::Instant::now();
+    tokio::pin!(cancelled);
+    for i in 1..=total {
+        // Paced against the start, so a late wake-up catches up.
+        let at = start + period.mul_f64(i as f64);
+        tokio::select! {
+            () = &mut cancelled => return Ok(StopReason::Cancelled),
+            () = tokio::time::sleep_until(at) => {}
+        }
+        let end = if i % 12 == 0 { "\n" } else { " " };
+        turn.chunk(format!("w{i}{end}"))?;
+        // Only the last line is the stored reply; don't keep the whole stream.
+        if end == "\n" {
+            turn.reply.clear();
+        }
+    }
     Ok(StopReason::EndTurn)
 }
 
