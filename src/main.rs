@@ -81,6 +81,10 @@ enum Command {
     /// --no-wait when tasks still run, 143 or 129 when ended by SIGTERM
     /// or SIGHUP.
     Run(RunArgs),
+    /// Send `git diff REV` to several agents for review; print each verdict and the quorum.
+    ///
+    /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict).
+    Review(quorum::engine::review::ReviewArgs),
 }
 
 #[derive(clap::Args)]
@@ -193,6 +197,7 @@ fn main() -> Result<()> {
         Some(Command::Call(args)) => with_runtime(call_cmd(args, config))?,
         Some(Command::Run(args)) => with_runtime(run_cmd(args, config))?,
         Some(Command::Agents(args)) => with_runtime(agents_cmd(args, config))?,
+        Some(Command::Review(args)) => with_runtime(quorum::engine::review::command(args, config))?,
         Some(Command::Replay(args)) => replay_cmd(args)?,
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, config))?,
         None => with_runtime(tui_cmd(cli.tui, config))?,

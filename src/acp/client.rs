@@ -26,7 +26,7 @@ use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::fs::Root;
+use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{Activity, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolStatus};
@@ -82,6 +82,8 @@ enum Incoming {
 }
 
 type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>>;
+/// What each running session may not read (`exclude_files_pattern`).
+type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
 
 /// Hands `incoming` to its session's turn; gives it back if no turn runs.
 fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
@@ -98,6 +100,7 @@ pub struct Connection {
     cx: ConnectionTo<Agent>,
     pub init: InitializeResponse,
     routes: Routes,
+    exclusions: Exclusions,
     dead: Arc<AtomicBool>,
     exit: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -184,6 +187,8 @@ impl Connection {
         ));
 
         let routes: Routes = Arc::default();
+        let exclusions: Exclusions = Arc::default();
+        let read_exclusions = exclusions.clone();
         let transport = transport(stdin, stdout, routes.clone());
         let (cx_tx, cx_rx) = oneshot::channel();
 
@@ -230,7 +235,15 @@ impl Connection {
                 async move |req: ReadTextFileRequest,
                             responder: Responder<ReadTextFileResponse>,
                             _cx| {
-                    match read_root.read(&req.path, req.line, req.limit) {
+                    let exclude = read_exclusions
+                        .lock()
+                        .expect("not poisoned")
+                        .get(req.session_id.0.as_ref())
+                        .cloned();
+                    let read = read_root
+                        .check(&req.path, exclude.as_ref())
+                        .and_then(|()| read_root.read(&req.path, req.line, req.limit));
+                    match read {
                         Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
                         Err(e) => {
                             let _ = route(
@@ -327,6 +340,7 @@ impl Connection {
             cx,
             init,
             routes,
+            exclusions,
             dead,
             exit,
             stderr,
@@ -371,6 +385,12 @@ impl Connection {
             }
         };
         sink.session(kind, &session_id);
+        if let Some(exclude) = request.exclude {
+            self.exclusions
+                .lock()
+                .expect("not poisoned")
+                .insert(session_id.clone(), exclude.clone());
+        }
         let (tx, mut rx) = mpsc::unbounded_channel();
         self.routes
             .lock()
@@ -475,6 +495,10 @@ impl Connection {
             }
         }
         self.routes
+            .lock()
+            .expect("not poisoned")
+            .remove(&session_id);
+        self.exclusions
             .lock()
             .expect("not poisoned")
             .remove(&session_id);
@@ -669,7 +693,9 @@ fn death(exit: &Mutex<Option<String>>, stderr: &Mutex<VecDeque<String>>) -> Stri
 fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
     use super::fs::FsError;
     let code = match e {
-        FsError::Outside { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
+        FsError::Outside { .. } | FsError::Excluded { .. } => {
+            agent_client_protocol::ErrorCode::INVALID_PARAMS
+        }
         FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
         }
@@ -905,6 +931,8 @@ pub struct TurnRequest<'a> {
     /// The session to reopen, if any.
     pub resume: Option<&'a str>,
     pub policy: Permissions,
+    /// Paths the agent's `fs/read_text_file` may not read.
+    pub exclude: Option<&'a Exclude>,
 }
 
 /// The person's answer to a permission request: an option index, or

@@ -42,9 +42,10 @@ pub struct Setup {
 }
 
 impl Setup {
-    fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
+    pub(super) fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
         let registry = config::registry(self.config.as_deref())?;
         let mut session = SessionConfig::new(registry, config::root(self.cwd.as_deref())?);
+        session.read_settings(self.config.as_deref())?;
         session.permissions = self.approve;
         session.record = self.record;
         if let Some(choice) = model {
@@ -124,7 +125,7 @@ impl Interrupt {
     /// Acts on one interrupt: the first Ctrl+C runs `cancel` and the work
     /// goes on (`None`); a second one, or SIGTERM or SIGHUP, ends it with
     /// the exit code returned.
-    fn handle(self, interrupted: &mut bool, cancel: impl FnOnce()) -> Option<i32> {
+    pub(super) fn handle(self, interrupted: &mut bool, cancel: impl FnOnce()) -> Option<i32> {
         match self {
             Interrupt::Cancel if !*interrupted => {
                 *interrupted = true;
@@ -183,7 +184,7 @@ pub async fn call(
             input: Some(input.clone()),
             code_review: request.code_review,
             continue_session: !request.new_session,
-            run_in_background: false,
+            ..SubAgentCallInput::default()
         };
         let run = session.call(call);
         tokio::pin!(run);
@@ -215,7 +216,7 @@ pub async fn call(
                     code = EXIT_STOPPED;
                 }
             }
-            Ok(Reply::Started { .. }) => unreachable!("quorum call runs in the foreground"),
+            Ok(_) => unreachable!("quorum call runs single calls in the foreground"),
             Err(e) => {
                 eprintln!("quorum: {e}");
                 code = EXIT_CANNOT_RUN;
@@ -320,13 +321,13 @@ pub async fn run(
 }
 
 /// Prints events as they come, in a task of its own.
-struct Printer {
+pub(super) struct Printer {
     task: tokio::task::JoinHandle<()>,
     done: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Printer {
-    fn spawn(
+    pub(super) fn spawn(
         mut events: mpsc::UnboundedReceiver<Stamped>,
         mut print: impl FnMut(&Stamped) + Send + 'static,
     ) -> Self {
@@ -350,7 +351,7 @@ impl Printer {
     }
 
     /// Prints what is left, then stops.
-    async fn finish(self) {
+    pub(super) async fn finish(self) {
         let _ = self.done.send(());
         let _ = self.task.await;
     }
@@ -380,14 +381,16 @@ fn print_run(out: &mut std::io::Stdout, event: &Stamped, json: bool) {
                 agent,
                 input,
                 task_id,
+                queued,
                 ..
             } => eprintln!(
-                "▶ {}{}: {}",
+                "▶ {}{}{}: {}",
                 sanitize(agent.name()),
                 task_id
                     .as_ref()
                     .map(|t| format!(" [{t}]"))
                     .unwrap_or_default(),
+                if *queued { " (queued)" } else { "" },
                 sanitize(input.lines().next().unwrap_or(""))
             ),
             Event::SubagentFinished {
@@ -409,8 +412,24 @@ fn print_run(out: &mut std::io::Stdout, event: &Stamped, json: bool) {
 }
 
 /// A line on stderr for what a headless call is doing.
-fn progress(event: &Event) {
+pub(super) fn progress(event: &Event) {
     let line = match event {
+        Event::BatchStarted { tasks, review, .. } => format!(
+            "batch of {tasks} {}",
+            if *review { "reviews" } else { "tasks" }
+        ),
+        Event::BatchFinished {
+            total,
+            succeeded,
+            worst_verdict,
+            ..
+        } => format!(
+            "batch done: {succeeded} of {total} succeeded{}",
+            worst_verdict
+                .map(|s| format!(", worst verdict {}", s.as_str()))
+                .unwrap_or_default()
+        ),
+        Event::ReviewQuorum { quorum, .. } => format!("quorum: {}", sanitize(&quorum.label())),
         Event::SubagentSession {
             session,
             session_id,

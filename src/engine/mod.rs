@@ -12,6 +12,7 @@ pub mod config;
 pub mod headless;
 mod internal;
 mod ops;
+pub mod review;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,6 +76,7 @@ impl Session {
             emitter.clone(),
             config.permissions,
             supervisor.clone(),
+            config.max_parallel,
         );
         let (chat, completions) = match config.model {
             Some(model) => {

@@ -354,9 +354,12 @@ fn draw_status(
             theme::warning(),
         ));
     }
-    let running = state.running();
+    let (running, queued) = (state.running() - state.queued(), state.queued());
     if running > 0 {
         spans.push(Span::styled(format!(" · {running} running"), theme::bold()));
+    }
+    if queued > 0 {
+        spans.push(Span::styled(format!(" · {queued} queued"), theme::dim()));
     }
     if !chrome.keys.is_empty() {
         spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
@@ -378,15 +381,19 @@ fn task_style(task: &Task) -> Style {
 }
 
 fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
-    let running = state
-        .tasks
-        .iter()
-        .filter(|t| t.summary.state == TaskState::Running)
-        .count();
-    let title = format!(
-        " Tasks · {running} running · {} done ",
-        state.tasks.len() - running
-    );
+    let count = |s: TaskState| state.tasks.iter().filter(|t| t.summary.state == s).count();
+    let (running, queued) = (count(TaskState::Running), count(TaskState::Queued));
+    let title = if queued > 0 {
+        format!(
+            " Tasks · {running} running · {queued} queued · {} done ",
+            state.tasks.len() - running - queued
+        )
+    } else {
+        format!(
+            " Tasks · {running} running · {} done ",
+            state.tasks.len() - running
+        )
+    };
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
@@ -415,6 +422,7 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         let style = task_style(task);
         let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
         let mark = match task.summary.state {
+            TaskState::Queued => theme::QUEUED,
             TaskState::Running => theme::spinner(now),
             TaskState::Done => "●",
             TaskState::Failed => "✗",
@@ -437,6 +445,7 @@ fn draw_panel(state: &State, area: Rect, buf: &mut Buffer, now: u64) {
         let state_style = match task.summary.state {
             TaskState::Failed => Style::default().fg(theme::RED),
             TaskState::Cancelled => theme::warning(),
+            TaskState::Queued => theme::dim(),
             _ => style,
         };
         let mut facts = vec![Span::styled(

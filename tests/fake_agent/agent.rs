@@ -40,6 +40,10 @@ const CRASH_MARKER: &str = "_quorum_fake_agent/crash";
 /// never written itself.
 const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
 
+/// `--scenario WORDS` (or `--review V`): the scenario every prompt runs,
+/// whatever its first word.
+static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 fn log(message: impl std::fmt::Display) {
     eprintln!("quorum-fake-agent[{}]: {message}", std::process::id());
 }
@@ -193,8 +197,13 @@ async fn run_turn(
             () = request_cancellation.cancelled() => {}
         }
     };
-    let (word, rest) = first_word(text);
+    let (word, rest) = match SCENARIO.get() {
+        Some(scenario) => first_word(scenario),
+        None => first_word(text),
+    };
     match word {
+        // The whole prompt, as it was received.
+        "prompt" => turn.chunk(text)?,
         "echo" => {
             for piece in thirds(rest) {
                 turn.chunk(piece)?;
@@ -547,6 +556,8 @@ struct Options {
     hang_initialize: bool,
     /// Stay up when stdin closes, as codex-acp and claude-agent-acp do.
     ignore_stdin_close: bool,
+    /// The scenario every prompt runs (`--scenario`, `--review`).
+    scenario: Option<String>,
 }
 
 fn parse_options() -> Options {
@@ -555,13 +566,17 @@ fn parse_options() -> Options {
         resume: true,
         hang_initialize: false,
         ignore_stdin_close: false,
+        scenario: None,
     };
-    for arg in std::env::args().skip(1) {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--no-load" => options.load = false,
             "--no-resume" => options.resume = false,
             "--hang-initialize" => options.hang_initialize = true,
             "--ignore-stdin-close" => options.ignore_stdin_close = true,
+            "--scenario" => options.scenario = args.next(),
+            "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -622,9 +637,12 @@ async fn main() {
         }
     }
     log(format!(
-        "started (loadSession: {}, resume: {})",
-        options.load, options.resume
+        "started (loadSession: {}, resume: {}, scenario: {:?})",
+        options.load, options.resume, options.scenario
     ));
+    if let Some(scenario) = options.scenario.clone() {
+        let _ = SCENARIO.set(scenario);
+    }
 
     // The crate's `Stdio` transport needs the `stdio` feature; instead, hand
     // the connection one end of an in-memory `Channel` and pump the other end
