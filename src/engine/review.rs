@@ -221,6 +221,17 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
     code
 }
 
+/// The first line of a report that says something: not blank, and not
+/// a heading when there is more.
+fn first_line(report: &str) -> String {
+    let mut lines = report.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.clone().next().unwrap_or("");
+    lines
+        .find(|l| !l.starts_with('#'))
+        .unwrap_or(first)
+        .to_string()
+}
+
 /// Each review on a line (agent, verdict, the report's first line or
 /// what went wrong), then the quorum.
 pub fn report(batch: &BatchResult) -> String {
@@ -235,13 +246,7 @@ pub fn report(batch: &BatchResult) -> String {
         let (verdict, text) = match &task.result {
             Ok(o) if o.stop_reason == StopReason::EndTurn => (
                 o.severity.map_or("none", Severity::as_str).to_string(),
-                crate::subagent::severity::parse(&o.output)
-                    .body
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-                    .trim()
-                    .to_string(),
+                first_line(crate::subagent::severity::parse(&o.output).body),
             ),
             Ok(o) => (
                 o.stop_reason.as_str().to_string(),

@@ -99,11 +99,13 @@ pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
                     spans.extend(line.spans);
                     out.push(Line::from(spans));
                 }
-                out.push(Line::from(if group.last {
-                    Span::styled(format!("┗{}", "━".repeat(width.saturating_sub(1))), gutter)
+                if group.last {
+                    let close = format!("┗{}", "━".repeat(width.saturating_sub(1)));
+                    out.push(Line::from(Span::styled(close, gutter)));
+                    out.push(Line::default());
                 } else {
-                    Span::styled("┃", gutter)
-                }));
+                    out.push(Line::from(Span::styled("┃", gutter)));
+                }
                 return out;
             }
             None => subagent(b, width, now, &mut out),

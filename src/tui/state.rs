@@ -975,7 +975,7 @@ mod tests {
         apply(&mut s, 2, member("c1", "a", false));
         apply(&mut s, 2, member("c2", "b", true));
         let h = header(&s);
-        assert_eq!((h.tasks, h.review, h.finished.clone()), (3, true, None));
+        assert_eq!((h.tasks, h.review, h.finished), (3, true, None));
         assert_eq!(
             h.members
                 .iter()
