@@ -122,7 +122,6 @@ pub struct TaskResult {
     pub index: usize,
     /// The agent it ran on (`internal` for the internal agent).
     pub agent: String,
-    pub code_review: bool,
     /// Its outcome, or why it could not run (`tasks[i]: ...`).
     pub result: Result<Outcome, String>,
 }
@@ -520,12 +519,17 @@ impl Dispatcher {
             .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         let (cancel_tx, cancel_rx) = watch::channel(false);
         if let (Some(outer), None) = (&launch.cancel, &task_id) {
-            // The caller's cancel reaches this call's turn.
+            // The caller's cancel reaches this call's turn (until the call
+            // is over and nothing listens any more).
             let mut outer = outer.clone();
             let tx = cancel_tx.clone();
             tokio::spawn(async move {
-                cancelled(&mut outer).await;
-                let _ = tx.send(true);
+                tokio::select! {
+                    _ = cancelled(&mut outer) => {
+                        let _ = tx.send(true);
+                    }
+                    _ = tx.closed() => {}
+                }
             });
         }
         let (answers, answers_rx) = mpsc::unbounded_channel();
@@ -588,19 +592,18 @@ impl Dispatcher {
         let batch_id = format!("b{}", self.next_batch.fetch_add(1, Ordering::SeqCst));
         let review = specs.iter().all(|s| s.code_review);
         let total = specs.len();
-        let prepared: Vec<(usize, String, bool, Result<Prepared, String>)> = specs
+        let prepared: Vec<(usize, String, Result<Prepared, String>)> = specs
             .into_iter()
             .enumerate()
             .map(|(i, spec)| {
                 let agent = spec.agent.clone().unwrap_or_else(|| "internal".into());
-                let code_review = spec.code_review;
                 let task = self
                     .prepare(spec, input.continue_session, depth, true)
                     .map_err(|e| format!("tasks[{i}]: {e}"));
-                (i, agent, code_review, task)
+                (i, agent, task)
             })
             .collect();
-        for (_, _, _, task) in &prepared {
+        for (_, _, task) in &prepared {
             if let Err(e) = task {
                 self.emitter.emit(Event::Error {
                     text: format!("subagent: {e}"),
@@ -617,7 +620,7 @@ impl Dispatcher {
         });
         let places = Arc::new(Semaphore::new(self.max_parallel));
         let mut runs = Vec::with_capacity(total);
-        for (index, agent, code_review, task) in prepared {
+        for (index, agent, task) in prepared {
             let run = task.map(|task| {
                 // The first `max_parallel` take their places at once, in order.
                 let place = match places.clone().try_acquire_owned() {
@@ -634,11 +637,11 @@ impl Dispatcher {
                 };
                 self.open(task, launch)
             });
-            runs.push((index, agent, code_review, run));
+            runs.push((index, agent, run));
         }
         let starts: Vec<TaskStart> = runs
             .iter()
-            .map(|(index, agent, _, run)| TaskStart {
+            .map(|(index, agent, run)| TaskStart {
                 index: *index,
                 agent: agent.clone(),
                 started: match run {
@@ -655,25 +658,22 @@ impl Dispatcher {
         let all = async move {
             let call_ids: Vec<Option<String>> = runs
                 .iter()
-                .map(|(_, _, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
+                .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
                 .collect();
-            let tasks = futures::future::join_all(runs.into_iter().map(
-                |(index, agent, code_review, run)| {
-                    let this = this.clone();
-                    async move {
-                        let result = match run {
-                            Ok(opened) => Ok(this.run(opened).await),
-                            Err(e) => Err(e),
-                        };
-                        TaskResult {
-                            index,
-                            agent,
-                            code_review,
-                            result,
-                        }
+            let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
+                let this = this.clone();
+                async move {
+                    let result = match run {
+                        Ok(opened) => Ok(this.run(opened).await),
+                        Err(e) => Err(e),
+                    };
+                    TaskResult {
+                        index,
+                        agent,
+                        result,
                     }
-                },
-            ))
+                }
+            }))
             .await;
             let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
             let result = BatchResult {
@@ -706,6 +706,7 @@ impl Dispatcher {
             Reply::Batch(all.await)
         }
     }
+
     /// The connection to `agent`: a live one, the start already under way
     /// (two calls share one start), or a new start. No lock is held while
     /// an agent starts.

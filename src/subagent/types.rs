@@ -64,6 +64,8 @@ pub struct SubAgentCallInput {
 /// One task of a batch call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// Inlined: some model servers do not follow `$ref`s in tool schemas.
+#[schemars(inline)]
 pub struct TaskInput {
     /// The ACP agent to run; default: the call's `agent`, else the
     /// internal agent.
@@ -392,7 +394,8 @@ mod tests {
         assert_eq!(props["include_main_summary"]["default"], false);
         // A task's fields, and only `input` is required of it.
         let text = schema.to_string();
-        let task = &schema["$defs"]["TaskInput"];
+        assert!(!text.contains("$ref"), "inlined for model servers: {text}");
+        let task = &schema["properties"]["tasks"]["items"];
         for field in ["agent", "input", "code_review", "output_requirements"] {
             assert!(task["properties"].get(field).is_some(), "{field} in {text}");
         }

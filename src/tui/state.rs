@@ -563,7 +563,13 @@ impl State {
                 // panel show the same numbers.
                 if let Some(b) = self.subagent(call_id) {
                     b.tool_calls = summary.tool_calls;
-                    b.state = summary.state;
+                    let was_queued = b.queued();
+                    if b.running() {
+                        b.state = summary.state;
+                    }
+                    if was_queued && !b.queued() {
+                        self.queued -= 1;
+                    }
                 }
                 if let Some(batch_id) = self.batch_of(call_id)
                     && let Some(header) = self.batch(&batch_id)
