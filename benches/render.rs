@@ -41,6 +41,8 @@ fn session(cells: usize) -> Vec<Stamped> {
                         code_review: true,
                         background: true,
                         session: None,
+                        batch_id: None,
+                        queued: false,
                     },
                 );
                 for j in 0..6 {
@@ -101,6 +103,8 @@ fn session(cells: usize) -> Vec<Stamped> {
                         code_review: true,
                         background: false,
                         session: None,
+                        batch_id: None,
+                        queued: false,
                     },
                 );
                 push(
@@ -198,6 +202,8 @@ fn main() {
                 code_review: true,
                 background: true,
                 session: None,
+                batch_id: None,
+                queued: false,
             },
         ));
         for j in 0..998 {

@@ -110,6 +110,7 @@ impl Board {
                 task_id,
                 agent,
                 code_review,
+                queued,
                 ..
             } => {
                 let entry = Entry {
@@ -119,7 +120,14 @@ impl Board {
                     code_review: *code_review,
                     started: t,
                     finished: None,
-                    summary: Summary::default(),
+                    summary: Summary {
+                        state: if *queued {
+                            TaskState::Queued
+                        } else {
+                            TaskState::Running
+                        },
+                        ..Summary::default()
+                    },
                     stop_reason: None,
                     output: None,
                     partial: String::new(),
@@ -144,6 +152,16 @@ impl Board {
                 entry.summary.waiting = false;
                 entry.stop_reason = None;
                 entry.output = None;
+                Some(entry.snapshot())
+            }
+            Event::SubagentDequeued { call_id } => {
+                let entry = self.entry_mut(call_id)?;
+                if entry.summary.state != TaskState::Queued {
+                    return None;
+                }
+                // Its time counts from when it runs.
+                entry.summary.state = TaskState::Running;
+                entry.started = t;
                 Some(entry.snapshot())
             }
             Event::SubagentActivity { call_id, activity } => {
@@ -301,6 +319,10 @@ mod tests {
     use crate::event::{AgentRef, Severity, ToolStatus};
 
     fn started(call: &str, task: Option<&str>) -> Stamped {
+        started_queued(call, task, false)
+    }
+
+    fn started_queued(call: &str, task: Option<&str>, queued: bool) -> Stamped {
         Stamped::new(
             10,
             Event::SubagentStarted {
@@ -311,6 +333,8 @@ mod tests {
                 code_review: true,
                 background: task.is_some(),
                 session: None,
+                batch_id: queued.then(|| "b1".into()),
+                queued,
             },
         )
     }
@@ -505,6 +529,26 @@ mod tests {
         assert_eq!(status["output"], "Looks red.");
         assert_eq!(status["severity"], "red");
         assert_eq!(status["state"], "done");
+    }
+
+    #[test]
+    fn a_queued_call_runs_when_dequeued_and_counts_its_time_from_then() {
+        let mut b = Board::new();
+        assert_eq!(b.observe(&started_queued("c1", Some("t1"), true)), None);
+        assert_eq!(b.task("t1").unwrap().summary.state, TaskState::Queued);
+        assert_eq!(b.status(Some("t1"), 50).unwrap()["state"], "queued");
+        let dequeued = Event::SubagentDequeued {
+            call_id: "c1".into(),
+        };
+        let Some(Event::TaskProgress { summary, .. }) =
+            b.observe(&Stamped::new(40, dequeued.clone()))
+        else {
+            panic!("a snapshot")
+        };
+        assert_eq!(summary.state, TaskState::Running);
+        assert_eq!(b.status(Some("t1"), 100).unwrap()["elapsed_ms"], 60);
+        // Only a queued call is dequeued.
+        assert_eq!(b.observe(&Stamped::new(50, dequeued)), None);
     }
 
     #[test]

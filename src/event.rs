@@ -71,7 +71,8 @@ impl SessionKind {
 }
 
 /// A code review's verdict, parsed from the report's severity header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Ordered from best to worst: `green < yellow < red`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Green,
@@ -341,6 +342,8 @@ pub struct Summary {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
+    /// A batch task waiting for a free place (`max_parallel`).
+    Queued,
     #[default]
     Running,
     Done,
@@ -351,6 +354,7 @@ pub enum TaskState {
 impl TaskState {
     pub fn as_str(self) -> &'static str {
         match self {
+            TaskState::Queued => "queued",
             TaskState::Running => "running",
             TaskState::Done => "done",
             TaskState::Failed => "failed",
@@ -365,6 +369,83 @@ impl TaskState {
             StopReason::Error => TaskState::Failed,
             _ => TaskState::Done,
         }
+    }
+
+    /// Queued or running: not ended yet.
+    pub fn active(self) -> bool {
+        matches!(self, TaskState::Queued | TaskState::Running)
+    }
+}
+
+/// One reviewer's verdict in a review quorum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewerVerdict {
+    pub agent: String,
+    /// The reviewer's box (none when its task could not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// `None`: the reviewer gave no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    /// The review failed (could not run, or its turn did not end normally).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+}
+
+/// Several reviewers, one verdict: the worst verdict any reviewer gave,
+/// and how many of them gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quorum {
+    /// The worst verdict (`None`: no reviewer gave one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Severity>,
+    /// Reviewers whose verdict is `verdict`.
+    pub agree: u32,
+    /// Every reviewer, failed ones included.
+    pub total: u32,
+    /// Each reviewer's verdict, in the order of the tasks.
+    pub verdicts: Vec<ReviewerVerdict>,
+}
+
+impl Quorum {
+    /// The quorum of `verdicts`.
+    pub fn of(verdicts: Vec<ReviewerVerdict>) -> Self {
+        let verdict = verdicts.iter().filter_map(|v| v.severity).max();
+        let agree = match verdict {
+            Some(worst) => verdicts
+                .iter()
+                .filter(|v| v.severity == Some(worst))
+                .count(),
+            None => 0,
+        };
+        Self {
+            verdict,
+            agree: agree as u32,
+            total: verdicts.len() as u32,
+            verdicts,
+        }
+    }
+
+    /// Every reviewer gave the same verdict.
+    pub fn unanimous(&self) -> bool {
+        self.verdict.is_some() && self.agree == self.total
+    }
+
+    /// Whether a reviewer failed or gave no verdict.
+    pub fn incomplete(&self) -> bool {
+        self.verdicts
+            .iter()
+            .any(|v| v.failed || v.severity.is_none())
+    }
+
+    /// `red · 2 of 3` (`no verdict · 0 of 3` when no reviewer gave one).
+    pub fn label(&self) -> String {
+        format!(
+            "{} · {} of {}",
+            self.verdict.map_or("no verdict", Severity::as_str),
+            self.agree,
+            self.total
+        )
     }
 }
 
@@ -433,6 +514,46 @@ pub enum Event {
         /// How the session was opened, when known at start.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session: Option<SessionKind>,
+        /// The batch this call is a task of: its box is grouped under the
+        /// batch's header.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch_id: Option<String>,
+        /// The call waits for a free place (`max_parallel`) before it runs;
+        /// `subagent_dequeued` says when it starts.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        queued: bool,
+    },
+    /// A queued call got its place and runs from now.
+    SubagentDequeued {
+        call_id: String,
+    },
+    /// A batch of tasks (one `subagent` call with `tasks`) starts: the
+    /// `subagent_started` of its tasks follow, each with its `batch_id`.
+    BatchStarted {
+        batch_id: String,
+        /// How many tasks it has, those that could not start included.
+        tasks: u32,
+        /// Every task is a code review: a quorum comes at the end.
+        #[serde(default)]
+        review: bool,
+    },
+    /// Every task of a batch has ended.
+    BatchFinished {
+        batch_id: String,
+        total: u32,
+        /// Tasks that ended their turn normally.
+        succeeded: u32,
+        /// The others: could not start, failed, cancelled, stopped early.
+        failed: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worst_verdict: Option<Severity>,
+    },
+    /// A review batch's quorum: the worst verdict and how many reviewers
+    /// gave it (sent before its `batch_finished`).
+    ReviewQuorum {
+        batch_id: String,
+        #[serde(flatten)]
+        quorum: Quorum,
     },
     /// The call's session is open (sent when it was not known at start).
     SubagentSession {
@@ -511,6 +632,10 @@ impl Event {
         "tool_call_started",
         "tool_call_finished",
         "subagent_started",
+        "subagent_dequeued",
+        "batch_started",
+        "batch_finished",
+        "review_quorum",
         "subagent_session",
         "subagent_followup",
         "subagent_activity",
@@ -535,6 +660,10 @@ impl Event {
             Event::ToolCallStarted { .. } => "tool_call_started",
             Event::ToolCallFinished { .. } => "tool_call_finished",
             Event::SubagentStarted { .. } => "subagent_started",
+            Event::SubagentDequeued { .. } => "subagent_dequeued",
+            Event::BatchStarted { .. } => "batch_started",
+            Event::BatchFinished { .. } => "batch_finished",
+            Event::ReviewQuorum { .. } => "review_quorum",
             Event::SubagentSession { .. } => "subagent_session",
             Event::SubagentFollowup { .. } => "subagent_followup",
             Event::SubagentActivity { .. } => "subagent_activity",
@@ -584,6 +713,40 @@ mod tests {
                 code_review: true,
                 background: true,
                 session: Some(SessionKind::NewAfterStale),
+                batch_id: Some("b1".into()),
+                queued: true,
+            },
+            Event::SubagentDequeued {
+                call_id: "c1".into(),
+            },
+            Event::BatchStarted {
+                batch_id: "b1".into(),
+                tasks: 3,
+                review: true,
+            },
+            Event::BatchFinished {
+                batch_id: "b1".into(),
+                total: 3,
+                succeeded: 2,
+                failed: 1,
+                worst_verdict: Some(Severity::Red),
+            },
+            Event::ReviewQuorum {
+                batch_id: "b1".into(),
+                quorum: Quorum::of(vec![
+                    ReviewerVerdict {
+                        agent: "claude".into(),
+                        call_id: Some("c1".into()),
+                        severity: Some(Severity::Red),
+                        failed: false,
+                    },
+                    ReviewerVerdict {
+                        agent: "nope".into(),
+                        call_id: None,
+                        severity: None,
+                        failed: true,
+                    },
+                ]),
             },
             Event::SubagentSession {
                 call_id: "c1".into(),
@@ -714,6 +877,49 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(old, Activity::PermissionRequest { detail, .. } if detail.is_empty()));
+    }
+
+    #[test]
+    fn a_quorum_is_the_worst_verdict_and_who_agrees_with_it() {
+        let v = |severity, failed| ReviewerVerdict {
+            agent: "a".into(),
+            call_id: None,
+            severity,
+            failed,
+        };
+        use Severity::*;
+        let q = Quorum::of(vec![
+            v(Some(Red), false),
+            v(Some(Green), false),
+            v(Some(Red), false),
+        ]);
+        assert_eq!((q.verdict, q.agree, q.total), (Some(Red), 2, 3));
+        assert_eq!(q.label(), "red · 2 of 3");
+        assert!(!q.unanimous() && !q.incomplete());
+        let q = Quorum::of(vec![v(Some(Yellow), false); 2]);
+        assert_eq!(q.label(), "yellow · 2 of 2");
+        assert!(q.unanimous());
+        let q = Quorum::of(vec![v(Some(Green), false), v(None, true)]);
+        assert_eq!(q.label(), "green · 1 of 2");
+        assert!(q.incomplete());
+        let q = Quorum::of(vec![v(None, true)]);
+        assert_eq!(
+            (q.label().as_str(), q.unanimous()),
+            ("no verdict · 0 of 1", false)
+        );
+        assert!(Green < Yellow && Yellow < Red, "ordered best to worst");
+        // On the wire, the quorum's fields sit beside the event's.
+        let json = serde_json::to_value(Event::ReviewQuorum {
+            batch_id: "b1".into(),
+            quorum: Quorum::of(vec![v(Some(Red), false)]),
+        })
+        .unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "review_quorum", "batch_id": "b1", "verdict": "red",
+                "agree": 1, "total": 1, "verdicts": [{"agent": "a", "severity": "red"}]})
+        );
+        assert_eq!(serde_json::to_value(TaskState::Queued).unwrap(), "queued");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use quorum::acp::registry::Permissions;
 use quorum::engine::Session;
 use quorum::engine::config::{self, ModelChoice};
 use quorum::engine::headless::{self, CallRequest, Setup};
-use quorum::tui::commands::{self as screen, PanelArg, ReplayOptions, ScreenshotOptions};
+use quorum::tui::commands::{self as screen, ReplayArgs};
 
 #[derive(Parser)]
 #[command(
@@ -81,6 +81,10 @@ enum Command {
     /// --no-wait when tasks still run, 143 or 129 when ended by SIGTERM
     /// or SIGHUP.
     Run(RunArgs),
+    /// Send `git diff REV` to several agents for review; print each verdict and the quorum.
+    ///
+    /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict).
+    Review(quorum::engine::review::ReviewArgs),
 }
 
 #[derive(clap::Args)]
@@ -158,34 +162,6 @@ struct AgentsArgs {
     probe: bool,
 }
 
-#[derive(clap::Args)]
-struct ReplayArgs {
-    /// The transcript to play.
-    file: PathBuf,
-    /// Playback speed: 2 plays twice as fast as recorded.
-    #[arg(long, default_value_t = 1.0, value_parser = screen::parse_speed)]
-    speed: f64,
-    /// Show the end state at once.
-    #[arg(long)]
-    instant: bool,
-    /// Start paused (space plays, n steps).
-    #[arg(long)]
-    paused: bool,
-    /// Side panel of background tasks.
-    #[arg(long, value_enum, default_value_t)]
-    panel: PanelArg,
-    /// Render with no terminal and write OUT: .txt (plain text), .ans
-    /// (ANSI colours) or .svg (image).
-    #[arg(long, value_name = "OUT")]
-    screenshot: Option<PathBuf>,
-    /// Screenshot size, COLSxROWS.
-    #[arg(long, default_value = "120x40", value_parser = screen::parse_size, requires = "screenshot")]
-    size: (u16, u16),
-    /// Screenshot after event N (1 is the first event; default: the end).
-    #[arg(long, value_name = "N", requires = "screenshot")]
-    at: Option<usize>,
-}
-
 fn main() -> Result<()> {
     let cli = Cli::parse();
     // A panic ends every process quorum started.
@@ -195,9 +171,27 @@ fn main() -> Result<()> {
     let model = cli.model.choice();
     let code = match cli.command {
         Some(Command::Call(args)) => with_runtime(call_cmd(args, config))?,
-        Some(Command::Run(args)) => with_runtime(run_cmd(args, model, config))?,
-        Some(Command::Agents(args)) => with_runtime(agents_cmd(args, config))?,
-        Some(Command::Replay(args)) => replay_cmd(args)?,
+        Some(Command::Run(a)) => with_runtime(headless::run_command(
+            a.headless.setup(config),
+            model,
+            a.prompt,
+            a.json,
+            a.no_wait,
+        ))?,
+        Some(Command::Agents(args)) => with_runtime(quorum::engine::agents::command(
+            config.as_deref(),
+            args.probe,
+        ))?,
+        Some(Command::Review(args)) => with_runtime(quorum::engine::review::command(args, config))?,
+        Some(Command::Replay(args)) => match args.screenshot_options() {
+            Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
+            None => with_runtime(async {
+                config::init_logging();
+                screen::replay(&args.file, args.replay_options())
+                    .await
+                    .map(|()| 0)
+            })?,
+        },
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,
         None => with_runtime(tui_cmd(cli.tui, model, config))?,
     };
@@ -244,34 +238,6 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     result.map(|()| 0)
 }
 
-fn replay_cmd(args: ReplayArgs) -> Result<i32> {
-    let panel = args.panel.open();
-    match args.screenshot {
-        Some(out) => screen::screenshot(
-            &args.file,
-            ScreenshotOptions {
-                out,
-                size: args.size,
-                at: args.at,
-                panel,
-            },
-        )?,
-        None => {
-            let options = ReplayOptions {
-                speed: args.speed,
-                instant: args.instant,
-                paused: args.paused,
-                panel,
-            };
-            with_runtime(async {
-                config::init_logging();
-                screen::replay(&args.file, options).await
-            })?
-        }
-    }
-    Ok(0)
-}
-
 async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
     let setup = args.headless.setup(config);
     let request = CallRequest {
@@ -283,13 +249,4 @@ async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
         json: args.json,
     };
     headless::call_command(setup, request).await
-}
-
-async fn run_cmd(args: RunArgs, model: ModelChoice, config: Option<PathBuf>) -> Result<i32> {
-    let setup = args.headless.setup(config);
-    headless::run_command(setup, model, args.prompt, args.json, args.no_wait).await
-}
-
-async fn agents_cmd(args: AgentsArgs, config: Option<PathBuf>) -> Result<i32> {
-    quorum::engine::agents::command(config.as_deref(), args.probe).await
 }

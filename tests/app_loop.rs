@@ -544,6 +544,55 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
     assert!(!app.quitting());
 }
 
+/// `@a,b,c? message` sends one review to several agents as a batch: their
+/// boxes are grouped under a quorum header tinted with the worst verdict.
+#[tokio::test]
+async fn mention_of_several_agents_runs_a_review_quorum() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let extra: String = [("rev-a", "red"), ("rev-b", "green"), ("rev-c", "red")]
+        .iter()
+        .map(|(name, verdict)| {
+            format!("\n[agents.{name}]\ncommand = {fake:?}\nargs = [\"--review\", \"{verdict}\"]\n")
+        })
+        .collect();
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), &extra, None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@rev-a,rev-b,rev-c? check the change"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("┏━ quorum")
+    })
+    .await;
+    let buf = terminal.backend().buffer().clone();
+    let screen = rows(&buf).join("\n");
+    assert!(
+        screen.contains(
+            "┏━ quorum ● red · 2 of 3 · split: rev-a ● red · rev-b ● green · rev-c ● red"
+        ),
+        "{screen}"
+    );
+    let (x, y) = find(&buf, "┏━ quorum").unwrap();
+    assert_eq!(buf[(x, y)].fg, Color::Red);
+    assert_eq!(buf[(x + 3, y)].fg, Color::Red, "quorum");
+    for (agent, colour) in [
+        ("rev-a", Color::Red),
+        ("rev-b", Color::Green),
+        ("rev-c", Color::Red),
+    ] {
+        assert_eq!(box_colour(&buf, agent), colour, "{agent}");
+    }
+    assert!(screen.contains("Looks green."), "{screen}");
+    // The one message went to each of them.
+    assert_eq!(screen.matches("› check the change").count(), 3, "{screen}");
+}
+
 /// The scripted model driving the whole app: an internal sub-agent that
 /// reads a real file, a background review on the fake agent whose report is
 /// delivered to the model by itself, and a cancelled turn.

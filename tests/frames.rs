@@ -101,6 +101,8 @@ fn started(i: usize) -> Stamped {
             code_review: false,
             background: true,
             session: None,
+            batch_id: None,
+            queued: false,
         },
     )
 }

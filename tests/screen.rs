@@ -111,6 +111,8 @@ fn agent_text_cannot_reach_the_terminal_raw() {
                 code_review: false,
                 background: false,
                 session: None,
+                batch_id: None,
+                queued: false,
             },
         ),
         Stamped::new(

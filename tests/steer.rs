@@ -13,7 +13,7 @@ use quorum::acp::fs::Root;
 use quorum::acp::registry::{Permissions, Registry};
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Outcome, SessionKind, Stamped, StopReason};
-use quorum::subagent::dispatch::{Dispatcher, InternalRunner, Reply};
+use quorum::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask, Reply};
 use quorum::subagent::types::{StatusInput, SubAgentCallInput};
 use tokio::sync::{mpsc, watch};
 
@@ -254,8 +254,7 @@ struct Instant_;
 impl InternalRunner for Instant_ {
     fn run<'a>(
         &'a self,
-        _prompt: String,
-        _depth: u32,
+        _task: InternalTask,
         _sink: &'a dyn TurnSink,
         _cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Outcome> {

@@ -28,7 +28,7 @@ use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::fs::Root;
+use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{
@@ -87,6 +87,8 @@ enum Incoming {
 }
 
 type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>>;
+/// What each running session may not read (`exclude_files_pattern`).
+type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
 
 /// Hands `incoming` to its session's turn; gives it back if no turn runs.
 fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
@@ -103,6 +105,7 @@ pub struct Connection {
     cx: ConnectionTo<Agent>,
     pub init: InitializeResponse,
     routes: Routes,
+    exclusions: Exclusions,
     dead: Arc<AtomicBool>,
     exit: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -189,6 +192,8 @@ impl Connection {
         ));
 
         let routes: Routes = Arc::default();
+        let exclusions: Exclusions = Arc::default();
+        let read_exclusions = exclusions.clone();
         let transport = transport(stdin, stdout, routes.clone());
         let (cx_tx, cx_rx) = oneshot::channel();
 
@@ -235,7 +240,15 @@ impl Connection {
                 async move |req: ReadTextFileRequest,
                             responder: Responder<ReadTextFileResponse>,
                             _cx| {
-                    match read_root.read(&req.path, req.line, req.limit) {
+                    let exclude = read_exclusions
+                        .lock()
+                        .expect("not poisoned")
+                        .get(req.session_id.0.as_ref())
+                        .cloned();
+                    let read = read_root
+                        .check(&req.path, exclude.as_ref())
+                        .and_then(|()| read_root.read(&req.path, req.line, req.limit));
+                    match read {
                         Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
                         Err(e) => {
                             let _ = route(
@@ -332,6 +345,7 @@ impl Connection {
             cx,
             init,
             routes,
+            exclusions,
             dead,
             exit,
             stderr,
@@ -380,6 +394,12 @@ impl Connection {
             let wanted = [("model", request.model), ("mode", request.mode)];
             self.apply_settings(&session_id, offered, wanted, sink)
                 .await;
+        }
+        if let Some(exclude) = request.exclude {
+            self.exclusions
+                .lock()
+                .expect("not poisoned")
+                .insert(session_id.clone(), exclude.clone());
         }
         let (tx, mut rx) = mpsc::unbounded_channel();
         self.routes
@@ -488,6 +508,10 @@ impl Connection {
             }
         }
         self.routes
+            .lock()
+            .expect("not poisoned")
+            .remove(&session_id);
+        self.exclusions
             .lock()
             .expect("not poisoned")
             .remove(&session_id);
@@ -849,7 +873,9 @@ fn death(exit: &Mutex<Option<String>>, stderr: &Mutex<VecDeque<String>>) -> Stri
 fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
     use super::fs::FsError;
     let code = match e {
-        FsError::Outside { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
+        FsError::Outside { .. } | FsError::Excluded { .. } => {
+            agent_client_protocol::ErrorCode::INVALID_PARAMS
+        }
         FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
         }
@@ -1167,6 +1193,8 @@ pub struct TurnRequest<'a> {
     /// them as config options.
     pub model: Option<&'a str>,
     pub mode: Option<&'a str>,
+    /// Paths the agent's `fs/read_text_file` may not read.
+    pub exclude: Option<&'a Exclude>,
 }
 
 /// The person's answer to a permission request: an option index, or

@@ -10,6 +10,10 @@ use std::path::{Component, Path, PathBuf};
 pub enum FsError {
     #[error("{path}: outside the session directory {root}")]
     Outside { path: PathBuf, root: PathBuf },
+    #[error(
+        "{path}: refused: the path matches this task's exclude_files_pattern {pattern:?}, so it may not be read"
+    )]
+    Excluded { path: PathBuf, pattern: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -31,6 +35,37 @@ fn lexical(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// Paths a task may not read: `exclude_files_pattern`, a regular
+/// expression searched for in a path relative to the session directory
+/// (`secrets/key.pem`, `/` between the parts).
+#[derive(Debug, Clone)]
+pub struct Exclude(regex::Regex);
+
+impl Exclude {
+    /// Compiles `pattern`; the error names it.
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        regex::Regex::new(pattern).map(Self).map_err(|e| {
+            format!("exclude_files_pattern {pattern:?} is not a valid regular expression: {e}")
+        })
+    }
+
+    pub fn pattern(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// Whether a path relative to the session directory matches.
+    pub fn matches(&self, relative: &Path) -> bool {
+        let text: Vec<String> = relative
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        !text.is_empty() && self.0.is_match(&text.join("/"))
+    }
 }
 
 /// The directory an agent may read and write.
@@ -110,6 +145,34 @@ impl Root {
         })?;
         canonical.extend(rest.iter().rev());
         self.inside(path, canonical)
+    }
+
+    /// `path` relative to the root, if it lies inside it.
+    pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+        path.strip_prefix(&self.0).ok()
+    }
+
+    /// Whether `exclude` keeps `path` from being read: the path as given
+    /// (`.` and `..` applied) or, when it exists, where it really leads
+    /// (a symlink to an excluded file is excluded too).
+    pub fn excluded(&self, path: &Path, exclude: &Exclude) -> bool {
+        let literal = lexical(&self.absolute(path));
+        let real = self.absolute(path).canonicalize().ok();
+        [Some(literal), real]
+            .iter()
+            .flatten()
+            .any(|p| self.relative(p).is_some_and(|rel| exclude.matches(rel)))
+    }
+
+    /// Refuses `path` when `exclude` keeps it from being read.
+    pub fn check(&self, path: &Path, exclude: Option<&Exclude>) -> Result<(), FsError> {
+        match exclude {
+            Some(exclude) if self.excluded(path, exclude) => Err(FsError::Excluded {
+                path: path.to_path_buf(),
+                pattern: exclude.pattern().to_string(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Reads a text file; `line` (1-based) and `limit` select lines.
@@ -246,6 +309,39 @@ mod tests {
         let inside = dir.path().join("missing/../still-inside.txt");
         assert!(matches!(root.write(&inside, "x"), Err(FsError::Io { .. })));
         assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
+    }
+
+    #[test]
+    fn excluded_paths_are_refused_by_name_and_through_symlinks() {
+        let (dir, _o, root) = setup();
+        std::fs::create_dir(dir.path().join("keys")).unwrap();
+        std::fs::write(dir.path().join("keys/secret.pem"), "k").unwrap();
+        let exclude = Exclude::new(r"^keys/|\.env$").unwrap();
+        assert!(root.excluded(Path::new("keys/secret.pem"), &exclude));
+        assert!(root.excluded(&dir.path().join("keys/../keys/secret.pem"), &exclude));
+        assert!(
+            root.excluded(Path::new(".env"), &exclude),
+            "missing files too"
+        );
+        assert!(!root.excluded(Path::new("in.txt"), &exclude));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join("keys/secret.pem"), dir.path().join("x"))
+                .unwrap();
+            assert!(root.excluded(Path::new("x"), &exclude), "a symlink to it");
+        }
+        let e = root
+            .check(Path::new("keys/secret.pem"), Some(&exclude))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(r#"exclude_files_pattern "^keys/|\\.env$""#),
+            "{e}"
+        );
+        assert!(root.check(Path::new("in.txt"), Some(&exclude)).is_ok());
+        assert!(root.check(Path::new("keys/secret.pem"), None).is_ok());
+        let bad = Exclude::new("(unclosed").unwrap_err();
+        assert!(bad.contains("exclude_files_pattern \"(unclosed\""), "{bad}");
     }
 
     #[test]

@@ -302,7 +302,7 @@ pub fn default_config_path() -> Option<PathBuf> {
 }
 
 /// `line N, column M: message`, from a TOML error's byte span.
-fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim_end().to_string();
     match e.span() {
         Some(span) => {
@@ -397,7 +397,18 @@ impl ToolDescription {
                    With `code_review`, the report starts with a severity verdict \
                    (green, yellow or red). With `run_in_background`, the call returns a \
                    `task_id` at once and the report arrives later; `subagent_status` shows \
-                   progress."
+                   progress. `tasks` (instead of `input`) runs several tasks in parallel, a \
+                   few at a time while the rest wait queued; the result is a summary (total, \
+                   succeeded, failed, worst verdict) and one entry per task, and a batch of \
+                   code reviews also gets a quorum: the worst verdict and how many reviewers \
+                   agree. `output_requirements` is added to the sub-agent's message under its \
+                   own heading; `include_main_summary` puts a short summary of this \
+                   conversation before it. `exclude_files_pattern` (a regex on paths relative \
+                   to the session directory) keeps matching files out of what the internal \
+                   agent reads, lists and greps, and ACP agents are refused them when they \
+                   ask quorum for a file; it does not cover agents that read the disk on \
+                   their own (most external agents do, and so does the internal agent's \
+                   shell), so do not rely on it to hide secrets from them."
                 .to_string(),
             note: String::new(),
         }
@@ -630,5 +641,14 @@ mod tests {
             at < woven.find("continue_session").unwrap(),
             "inside the prose, not appended"
         );
+        for said in [
+            "`tasks` (instead of `input`)",
+            "quorum",
+            "`output_requirements`",
+            "`include_main_summary`",
+            "it does not cover agents that read the disk on their own",
+        ] {
+            assert!(woven.contains(said), "{said}: {woven}");
+        }
     }
 }

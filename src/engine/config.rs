@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::acp::fs::Root;
-use crate::acp::registry::{Permissions, Registry, default_config_path};
+use crate::acp::registry::{Permissions, Registry, default_config_path, describe_toml_error};
 use crate::llm::Model;
 use crate::transcript::TerminalSize;
 
@@ -35,6 +35,9 @@ pub struct SessionConfig {
     /// Where the models people pick for agents are kept (`None`: for this
     /// process only).
     pub model_picks: Option<PathBuf>,
+    /// How many tasks of one batch run at once (`max_parallel` in the
+    /// config file).
+    pub max_parallel: usize,
 }
 
 impl SessionConfig {
@@ -51,7 +54,16 @@ impl SessionConfig {
             record: None,
             terminal: TerminalSize { cols: 0, rows: 0 },
             model_picks: None,
+            max_parallel: crate::subagent::dispatch::MAX_PARALLEL,
         }
+    }
+
+    /// Takes the config file's top-level settings (`max_parallel`).
+    pub fn read_settings(&mut self, config: Option<&Path>) -> Result<()> {
+        if let Some(n) = settings(config)?.max_parallel {
+            self.max_parallel = n;
+        }
+        Ok(())
     }
 }
 
@@ -66,6 +78,7 @@ pub fn interactive(
 ) -> Result<SessionConfig> {
     init_logging();
     let mut session = SessionConfig::new(registry(config)?, root(None)?);
+    session.read_settings(config)?;
     session.choose_model(model, config)?;
     session.record = record.and_then(|path| path.or_else(default_record_path));
     session.terminal = TerminalSize { cols, rows };
@@ -115,21 +128,40 @@ struct ModelSection {
     base_url: Option<String>,
 }
 
-/// The `[model]` section of the config file, if there is one.
-fn config_model(config: Option<&Path>) -> Result<ModelSection> {
-    #[derive(serde::Deserialize, Default)]
-    struct File {
-        #[serde(default)]
-        model: Option<ModelSection>,
+/// What the config file says besides its agents.
+#[derive(serde::Deserialize, Default)]
+struct Settings {
+    #[serde(default)]
+    model: Option<ModelSection>,
+    /// How many tasks of one batch run at once.
+    #[serde(default, deserialize_with = "at_least_one")]
+    max_parallel: Option<usize>,
+}
+
+fn at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let n = <usize as serde::Deserialize>::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom(
+            "max_parallel must be at least 1 (how many tasks of a batch run at once)",
+        ));
     }
+    Ok(Some(n))
+}
+
+/// The config file's settings (none without a file).
+fn settings(config: Option<&Path>) -> Result<Settings> {
     let Some(path) = config else {
-        return Ok(ModelSection::default());
+        return Ok(Settings::default());
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
-    let file: File = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
-    Ok(file.model.unwrap_or_default())
+    toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), describe_toml_error(&text, &e)))
+}
+
+/// The `[model]` section of the config file, if there is one.
+fn config_model(config: Option<&Path>) -> Result<ModelSection> {
+    Ok(settings(config)?.model.unwrap_or_default())
 }
 
 /// The config file's top-level `bell` (default true): whether the TUI rings
@@ -226,4 +258,49 @@ pub fn default_record_path() -> Option<PathBuf> {
         .to_string()
         .replace(':', "-");
     Some(dir.join(format!("{stamp}-{}.jsonl", std::process::id())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    }
+
+    fn session() -> SessionConfig {
+        let dir = std::env::temp_dir();
+        SessionConfig::new(Registry::builtin(), Root::new(&dir).unwrap())
+    }
+
+    #[test]
+    fn max_parallel_defaults_to_four_and_is_read_from_the_file() {
+        let mut s = session();
+        assert_eq!(s.max_parallel, 4);
+        s.read_settings(None).unwrap();
+        assert_eq!(s.max_parallel, 4);
+        let f = file("max_parallel = 2\n\n[agents.x]\ncommand = \"/bin/sh\"\n");
+        s.read_settings(Some(f.path())).unwrap();
+        assert_eq!(s.max_parallel, 2);
+        // The agents in the same file still load.
+        assert!(Registry::load(Some(f.path())).unwrap().get("x").is_ok());
+    }
+
+    #[test]
+    fn a_bad_max_parallel_names_the_line() {
+        for (text, expect) in [
+            (
+                "\nmax_parallel = 0\n",
+                "line 2, column 16: max_parallel must be at least 1",
+            ),
+            ("max_parallel = \"four\"\n", "line 1"),
+            ("max_parallel = -1\n", "line 1"),
+        ] {
+            let f = file(text);
+            let e = session().read_settings(Some(f.path())).unwrap_err();
+            assert!(e.to_string().contains(expect), "{text}: {e}");
+        }
+    }
 }

@@ -42,9 +42,10 @@ pub struct Setup {
 }
 
 impl Setup {
-    fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
+    pub(super) fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
         let registry = config::registry(self.config.as_deref())?;
         let mut session = SessionConfig::new(registry, config::root(self.cwd.as_deref())?);
+        session.read_settings(self.config.as_deref())?;
         session.permissions = self.approve;
         session.record = self.record;
         session.model_picks = config::model_picks_path();
@@ -127,7 +128,7 @@ impl Interrupt {
     /// Acts on one interrupt: the first Ctrl+C runs `cancel` and the work
     /// goes on (`None`); a second one, or SIGTERM or SIGHUP, ends it with
     /// the exit code returned.
-    fn handle(self, interrupted: &mut bool, cancel: impl FnOnce()) -> Option<i32> {
+    pub(super) fn handle(self, interrupted: &mut bool, cancel: impl FnOnce()) -> Option<i32> {
         match self {
             Interrupt::Cancel if !*interrupted => {
                 *interrupted = true;
@@ -190,7 +191,7 @@ pub async fn call(
             input: Some(input.clone()),
             code_review: request.code_review,
             continue_session: !request.new_session,
-            run_in_background: false,
+            ..SubAgentCallInput::default()
         };
         let run = session.call(call);
         tokio::pin!(run);
@@ -226,7 +227,7 @@ pub async fn call(
                     code = EXIT_STOPPED;
                 }
             }
-            Ok(Reply::Started { .. }) => unreachable!("quorum call runs in the foreground"),
+            Ok(_) => unreachable!("quorum call runs single calls in the foreground"),
             Err(e) => {
                 eprintln!("quorum: {e}");
                 code = EXIT_CANNOT_RUN;
@@ -334,13 +335,13 @@ pub async fn run(
 }
 
 /// Prints events as they come, in a task of its own.
-struct Printer {
+pub(super) struct Printer {
     task: tokio::task::JoinHandle<()>,
     done: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Printer {
-    fn spawn(
+    pub(super) fn spawn(
         mut events: mpsc::UnboundedReceiver<Stamped>,
         mut print: impl FnMut(&Stamped) + Send + 'static,
     ) -> Self {
@@ -364,7 +365,7 @@ impl Printer {
     }
 
     /// Prints what is left, then stops.
-    async fn finish(self) {
+    pub(super) async fn finish(self) {
         let _ = self.done.send(());
         let _ = self.task.await;
     }
@@ -402,13 +403,13 @@ fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped
 /// agent (and its task, for a background one). Agent text is untrusted:
 /// sanitised.
 #[derive(Default)]
-struct Progress {
+pub(super) struct Progress {
     /// `agent` or `agent [t1]`, by call id.
     labels: std::collections::HashMap<String, String>,
 }
 
 impl Progress {
-    fn print(&mut self, event: &Event) {
+    pub(super) fn print(&mut self, event: &Event) {
         if let Some(line) = self.line(event) {
             eprintln!("{line}");
         }
@@ -424,6 +425,7 @@ impl Progress {
                 agent,
                 input,
                 task_id,
+                queued,
                 ..
             } => {
                 let name = format!(
@@ -435,7 +437,11 @@ impl Progress {
                         .unwrap_or_default()
                 );
                 self.labels.insert(call_id.clone(), name.clone());
-                format!("{name}: ▶ {}", sanitize(input.lines().next().unwrap_or("")))
+                format!(
+                    "{name}: ▶{} {}",
+                    if *queued { " (queued)" } else { "" },
+                    sanitize(input.lines().next().unwrap_or(""))
+                )
             }
             Event::SubagentFinished {
                 call_id,
@@ -476,6 +482,24 @@ impl Progress {
                     _ => return None,
                 };
                 format!("{}: {what}", label(&self.labels, call_id))
+            }
+            Event::BatchStarted { tasks, review, .. } => format!(
+                "batch of {tasks} {}",
+                if *review { "reviews" } else { "tasks" }
+            ),
+            Event::BatchFinished {
+                total,
+                succeeded,
+                worst_verdict,
+                ..
+            } => format!(
+                "batch done: {succeeded} of {total} succeeded{}",
+                worst_verdict
+                    .map(|s| format!(", worst verdict {}", s.as_str()))
+                    .unwrap_or_default()
+            ),
+            Event::ReviewQuorum { quorum, .. } => {
+                format!("quorum: {}", sanitize(&quorum.label()))
             }
             Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
             Event::ModelRetry {

@@ -16,7 +16,7 @@ use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
-use crate::subagent::dispatch::{Dispatcher, InternalRunner};
+use crate::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask};
 use crate::supervisor::Supervisor;
 
 pub struct Internal {
@@ -51,14 +51,19 @@ impl Internal {
 impl InternalRunner for Internal {
     fn run<'a>(
         &'a self,
-        prompt: String,
-        depth: u32,
+        task: InternalTask,
         sink: &'a dyn TurnSink,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Outcome> {
         async move {
-            let files: Arc<dyn ToolSet> =
-                Arc::new(FileTools::new(self.root.clone(), self.supervisor.clone()));
+            let InternalTask {
+                prompt,
+                depth,
+                exclude,
+            } = task;
+            let files: Arc<dyn ToolSet> = Arc::new(
+                FileTools::new(self.root.clone(), self.supervisor.clone()).excluding(exclude),
+            );
             let nested = (depth <= self.max_depth)
                 .then(|| self.dispatcher.upgrade())
                 .flatten();

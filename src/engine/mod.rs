@@ -12,6 +12,7 @@ pub mod config;
 pub mod headless;
 mod internal;
 mod ops;
+pub mod review;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -77,6 +78,7 @@ impl Session {
             config.permissions,
             supervisor.clone(),
             ModelPicks::load(config.model_picks),
+            config.max_parallel,
         );
         let (chat, completions) = match config.model {
             Some(model) => {

@@ -10,36 +10,75 @@ use crate::bus::Emitter;
 use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::subagent::dispatch::Dispatcher;
-use crate::subagent::types::SubAgentCallInput;
+use crate::subagent::types::{SubAgentCallInput, TaskInput};
 use crate::transcript::TerminalSize;
 
-/// `@NAME message`: a message straight to an agent.
+/// `@NAME message`: a message straight to an agent; `@A,B,C message`:
+/// the same message to several agents at once, as one batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mention {
-    pub agent: String,
+    /// One agent, or several (each once, in the order given).
+    pub agents: Vec<String>,
     pub message: String,
     /// `@NAME!`: run in the background.
     pub background: bool,
-    /// `@NAME?`: ask for a code review.
+    /// `@NAME?`: ask for a code review (with several agents: a review
+    /// quorum).
     pub review: bool,
 }
 
+impl Mention {
+    /// The call it makes: one call, or a batch with one task per agent.
+    pub fn call(self) -> SubAgentCallInput {
+        let mut call = SubAgentCallInput {
+            code_review: self.review,
+            run_in_background: self.background,
+            ..SubAgentCallInput::default()
+        };
+        match &self.agents[..] {
+            [agent] => {
+                call.agent = Some(agent.clone());
+                call.input = Some(self.message);
+            }
+            agents => {
+                call.tasks = Some(
+                    agents
+                        .iter()
+                        .map(|agent| TaskInput {
+                            agent: Some(agent.clone()),
+                            input: self.message.clone(),
+                            ..TaskInput::default()
+                        })
+                        .collect(),
+                );
+            }
+        }
+        call
+    }
+}
+
 /// Parses `@NAME message`, `@NAME! message` or `@NAME? message` (the marks
-/// may be combined).
+/// may be combined), and `@A,B,C? message` for several agents.
 pub fn parse_mention(text: &str) -> Option<Mention> {
     let rest = text.trim_start().strip_prefix('@')?;
     let (head, message) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    let name = head.trim_end_matches(['!', '?']);
-    let marks = &head[name.len()..];
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
-    {
-        return None;
+    let names = head.trim_end_matches(['!', '?']);
+    let marks = &head[names.len()..];
+    let mut agents: Vec<String> = Vec::new();
+    for name in names.split(',') {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+        {
+            return None;
+        }
+        if !agents.iter().any(|a| a == name) {
+            agents.push(name.to_string());
+        }
     }
     Some(Mention {
-        agent: name.to_string(),
+        agents,
         message: message.trim().to_string(),
         background: marks.contains('!'),
         review: marks.contains('?'),
@@ -62,15 +101,16 @@ Set one with `--model PROVIDER:NAME` (`openai:gpt-4o`, `anthropic:claude-sonnet-
 OPENAI_API_KEY or ANTHROPIC_API_KEY; for a local server (llama-server, Ollama, vLLM) add \
 `--base-url http://127.0.0.1:8080/v1`; `--model script:FILE` plays a scripted model; \
 QUORUM_MODEL sets the default. Meanwhile `@NAME message` talks to an agent directly \
-(`@NAME!` in the background, `@NAME?` for a code review), `/help` lists the commands, and \
-`quorum replay FILE` replays a recorded session.";
+(`@NAME!` in the background, `@NAME?` for a code review, `@A,B,C? message` for a review \
+by several agents at once), `/help` lists the commands, and `quorum replay FILE` replays a \
+recorded session.";
 
 const HELP: &str = "Commands: /agents (the agents you can call) · /tasks (background tasks) · \
 /cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
 turn for a task's agent) · /new (new conversation; sessions \
 forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (record this \
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
-review). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
+review, `@A,B,C? message` one review by several agents, with their quorum). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
 PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
 tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
@@ -124,14 +164,7 @@ impl Ops {
             let dispatcher = self.dispatcher.clone();
             let emitter = self.emitter.clone();
             tokio::spawn(async move {
-                let call = SubAgentCallInput {
-                    agent: Some(mention.agent),
-                    input: Some(mention.message),
-                    code_review: mention.review,
-                    continue_session: true,
-                    run_in_background: mention.background,
-                };
-                if let Err(e) = dispatcher.call(call).await {
+                if let Err(e) = dispatcher.call(mention.call()).await {
                     emitter.emit(Event::Error {
                         text: e.to_string(),
                     });
@@ -298,21 +331,60 @@ mod tests {
     fn mentions() {
         let m = parse_mention("@claude review src/lib.rs").unwrap();
         assert_eq!(
-            (m.agent.as_str(), m.message.as_str(), m.background, m.review),
-            ("claude", "review src/lib.rs", false, false)
+            (&m.agents[..], m.message.as_str(), m.background, m.review),
+            (
+                &["claude".to_string()][..],
+                "review src/lib.rs",
+                false,
+                false
+            )
         );
         let m = parse_mention("@fast-agent!? go").unwrap();
         assert_eq!(
-            (m.agent.as_str(), m.background, m.review),
-            ("fast-agent", true, true)
+            (m.agents.join(","), m.background, m.review),
+            ("fast-agent".to_string(), true, true)
         );
         let m = parse_mention("  @codex?\nmulti\nline").unwrap();
         assert_eq!(
-            (m.agent.as_str(), m.message.as_str(), m.review),
-            ("codex", "multi\nline", true)
+            (m.agents.join(","), m.message.as_str(), m.review),
+            ("codex".to_string(), "multi\nline", true)
         );
         assert_eq!(parse_mention("hello @claude"), None);
         assert_eq!(parse_mention("@ hi"), None);
         assert_eq!(parse_mention("email@x.com"), None);
+    }
+
+    #[test]
+    fn several_agents_make_one_batch() {
+        let m = parse_mention("@claude,codex,gemini? check the diff").unwrap();
+        assert_eq!(m.agents, ["claude", "codex", "gemini"]);
+        assert!(m.review && !m.background);
+        let call = m.call();
+        assert_eq!((call.agent.as_deref(), call.input.as_deref()), (None, None));
+        assert!(call.code_review);
+        let tasks = call.tasks.unwrap();
+        assert_eq!(
+            tasks
+                .iter()
+                .map(|t| t.agent.as_deref().unwrap())
+                .collect::<Vec<_>>(),
+            ["claude", "codex", "gemini"]
+        );
+        assert!(tasks.iter().all(|t| t.input == "check the diff"));
+        // A name given twice is asked once; `!` runs the batch in the background.
+        let m = parse_mention("@a,b,a! go").unwrap();
+        assert_eq!(
+            (m.agents.join(","), m.background),
+            ("a,b".to_string(), true)
+        );
+        // One name is a single call, as before.
+        let call = parse_mention("@claude? hi").unwrap().call();
+        assert_eq!(
+            (call.agent.as_deref(), call.input.as_deref(), call.tasks),
+            (Some("claude"), Some("hi"), None)
+        );
+        for bad in ["@a,,b hi", "@,a hi", "@a, hi", "@a,b/c hi"] {
+            assert_eq!(parse_mention(bad), None, "{bad}");
+        }
     }
 }

@@ -8,18 +8,23 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
-use super::{Harness, Sink, ToolSet, summarize_args};
+use futures::StreamExt;
+
+use super::{Harness, Mirror, Sink, ToolSet, summarize_args};
 use crate::acp::registry::INTERNAL_AGENT_NOTE;
 use crate::bus::Emitter;
+use crate::cancel::cancelled;
 use crate::event::{Event, NoticeLevel, Outcome, StopReason};
-use crate::llm::{LlmError, Model, ToolCall, ToolSpec};
-use crate::subagent::dispatch::Dispatcher;
+use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall, ToolSpec};
+use crate::subagent::dispatch::{Dispatcher, MainSummary};
 use crate::subagent::types::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 
 const SYSTEM: &str = "You are the chat agent of quorum, a terminal client for working with many \
 coding agents at once. You get work done by delegating it with the `subagent` tool: to an ACP \
 agent by name, or to the internal agent. Ask for a code review with `code_review` when the person \
-wants one; use `run_in_background` for long work and keep talking meanwhile. Reports of \
+wants one; use `tasks` to give several agents work at once (the same review to several agents \
+gives a quorum); use `run_in_background` for long work and keep talking meanwhile. Sub-agents \
+know nothing of this conversation unless you say it or set `include_main_summary`. Reports of \
 background tasks arrive as automated messages. Be brief.";
 
 /// `subagent` and `subagent_status`, on a dispatcher.
@@ -176,6 +181,179 @@ impl Sink for ChatSink {
     }
 }
 
+/// How much of the conversation the summary is written from (chars, the
+/// newest kept).
+const SUMMARY_SOURCE: usize = 24_000;
+/// How long the summary may be (chars).
+const SUMMARY_CHARS: usize = 2_000;
+/// How much of each message the fallback summary keeps (chars).
+const CLIP_CHARS: usize = 600;
+
+const SUMMARY_SYSTEM: &str = "You write the context a helper agent gets before its task. \
+Summarise the conversation below in a few short sentences or bullet points: what the person \
+wants, what was decided, and the facts the helper needs (files, names, constraints). Write only \
+the summary.";
+
+/// The main conversation for `include_main_summary`: the chat's messages
+/// (as of its last tool calls) and the model that summarises them, in
+/// one extra request. Without a model, or when the request fails, the
+/// summary is the last user and assistant messages, clipped.
+pub struct ConversationSummary {
+    messages: Mirror,
+    model: Arc<std::sync::Mutex<Option<Arc<dyn Model>>>>,
+}
+
+impl ConversationSummary {
+    pub fn new(messages: Mirror, model: Option<Arc<dyn Model>>) -> Self {
+        Self {
+            messages,
+            model: Arc::new(std::sync::Mutex::new(model)),
+        }
+    }
+}
+
+impl MainSummary for ConversationSummary {
+    fn summary(&self, cancel: watch::Receiver<bool>) -> BoxFuture<'_, Option<String>> {
+        async move {
+            let messages = self
+                .messages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let said = |m: &Message| match m {
+                Message::User { content } | Message::Assistant { content, .. } => {
+                    !content.trim().is_empty()
+                }
+                Message::Tool { .. } => false,
+            };
+            if !messages.iter().any(said) {
+                return None;
+            }
+            let model = self.model.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(model) = model
+                && let Some(summary) = write_summary(model, &messages, cancel).await
+            {
+                return Some(summary);
+            }
+            Some(clipped(&messages))
+        }
+        .boxed()
+    }
+}
+
+/// The conversation as text for the summary request: the newest
+/// [`SUMMARY_SOURCE`] chars of it.
+fn conversation_text(messages: &[Message]) -> String {
+    let mut text = String::new();
+    for m in messages {
+        match m {
+            Message::User { content } => text.push_str(&format!("Person: {content}\n\n")),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                if !content.trim().is_empty() {
+                    text.push_str(&format!("Assistant: {content}\n\n"));
+                }
+                for call in tool_calls {
+                    text.push_str(&format!(
+                        "[the assistant called {} with {}]\n\n",
+                        call.name,
+                        clip(&call.arguments, 300)
+                    ));
+                }
+            }
+            Message::Tool { name, content, .. } => {
+                text.push_str(&format!("[{name} answered: {}]\n\n", clip(content, 600)));
+            }
+        }
+    }
+    let chars = text.chars().count();
+    if chars > SUMMARY_SOURCE {
+        text = text.chars().skip(chars - SUMMARY_SOURCE).collect();
+    }
+    text
+}
+
+/// One request to `model` for the summary; `None` if it fails, is
+/// cancelled or says nothing.
+async fn write_summary(
+    model: Arc<dyn Model>,
+    messages: &[Message],
+    mut cancel: watch::Receiver<bool>,
+) -> Option<String> {
+    let request = Request {
+        system: Some(SUMMARY_SYSTEM.to_string()),
+        messages: vec![Message::User {
+            content: format!(
+                "The conversation:\n\n{}\nWrite the summary.",
+                conversation_text(messages)
+            ),
+        }],
+        tools: Vec::new(),
+        max_tokens: 1024,
+    };
+    let mut stream = model.stream(request);
+    let mut text = String::new();
+    loop {
+        let next = tokio::select! {
+            next = stream.next() => next,
+            _ = cancelled(&mut cancel) => return None,
+        };
+        match next {
+            Some(Ok(Delta::Text(t))) => text.push_str(&t),
+            Some(Ok(Delta::Finish(_))) | None => break,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                tracing::warn!("the main conversation's summary failed: {e}");
+                return None;
+            }
+        }
+    }
+    let text = text.trim();
+    (!text.is_empty()).then(|| clip(text, SUMMARY_CHARS))
+}
+
+/// The fallback summary: the last user and assistant messages, clipped.
+fn clipped(messages: &[Message]) -> String {
+    let last = |user: bool| {
+        messages.iter().rev().find_map(|m| match m {
+            Message::User { content } if user && !content.trim().is_empty() => Some(content),
+            Message::Assistant { content, .. } if !user && !content.trim().is_empty() => {
+                Some(content)
+            }
+            _ => None,
+        })
+    };
+    let mut text = String::new();
+    if let Some(u) = last(true) {
+        text.push_str(&format!(
+            "The person's last message: {}",
+            clip(u.trim(), CLIP_CHARS)
+        ));
+    }
+    if let Some(a) = last(false) {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "The assistant's last message: {}",
+            clip(a.trim(), CLIP_CHARS)
+        ));
+    }
+    text
+}
+
+/// `text` cut to `max` chars, ending with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// The conversation with the main chat model.
 pub struct Chat {
     harness: Harness,
@@ -183,6 +361,8 @@ pub struct Chat {
     sink: ChatSink,
     /// Background tasks that finished, by task id.
     completions: mpsc::UnboundedReceiver<String>,
+    /// The model `include_main_summary` asks, the chat's own.
+    summary_model: Arc<std::sync::Mutex<Option<Arc<dyn Model>>>>,
 }
 
 impl Chat {
@@ -193,16 +373,28 @@ impl Chat {
         completions: mpsc::UnboundedReceiver<String>,
     ) -> Self {
         let tools = Arc::new(ChatTools::new(dispatcher.clone(), 0));
+        let mut harness = Harness::new(model.clone(), tools, Some(SYSTEM.to_string()));
+        let summary = ConversationSummary::new(harness.mirror(), Some(model));
+        let summary_model = summary.model.clone();
+        dispatcher.set_main_summary(Arc::new(summary));
         Self {
-            harness: Harness::new(model, tools, Some(SYSTEM.to_string())),
+            harness,
             dispatcher,
             sink: ChatSink { emitter },
             completions,
+            summary_model,
         }
     }
 
     pub fn model_name(&self) -> String {
         self.harness.model().name()
+    }
+
+    /// Goes on with another model (the conversation is kept); it also
+    /// writes the summaries of the conversation from now on.
+    pub fn set_model(&mut self, model: Arc<dyn Model>) {
+        *self.summary_model.lock().unwrap_or_else(|e| e.into_inner()) = Some(model.clone());
+        self.harness.set_model(model);
     }
 
     pub fn dispatcher(&self) -> &Arc<Dispatcher> {
@@ -366,7 +558,7 @@ async fn actor(
                 }
                 Some(ChatCommand::SetModel(model)) => {
                     *model_name.lock().expect("not poisoned") = model.name();
-                    chat.harness.set_model(model);
+                    chat.set_model(model);
                     continue;
                 }
                 None => return,
@@ -380,5 +572,77 @@ async fn actor(
         *cancel_slot.lock().expect("not poisoned") = Some(tx);
         let _ = chat.turn(message, first, cancel).await;
         *cancel_slot.lock().expect("not poisoned") = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::script::{ScriptModel, Turn};
+
+    fn conversation() -> Mirror {
+        Arc::new(std::sync::Mutex::new(vec![
+            Message::User {
+                content: "Fix the login bug in src/auth.rs".into(),
+            },
+            Message::Assistant {
+                content: "I'll ask an agent.".into(),
+                tool_calls: vec![ToolCall {
+                    id: "1".into(),
+                    name: "subagent".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+        ]))
+    }
+
+    fn script(turns: serde_json::Value) -> Arc<dyn Model> {
+        let turns: Vec<Turn> = serde_json::from_value(turns).unwrap();
+        Arc::new(ScriptModel::new("s", turns))
+    }
+
+    fn never() -> watch::Receiver<bool> {
+        watch::channel(false).1
+    }
+
+    #[tokio::test]
+    async fn the_model_writes_the_summary_in_one_request() {
+        let model = script(serde_json::json!([{"text": "The person wants the login bug fixed."}]));
+        let s = ConversationSummary::new(conversation(), Some(model.clone()));
+        assert_eq!(
+            s.summary(never()).await.as_deref(),
+            Some("The person wants the login bug fixed.")
+        );
+        // The script had one turn: a second summary finds it used up and
+        // falls back to the clipped messages.
+        let fallback = s.summary(never()).await.unwrap();
+        assert!(
+            fallback.starts_with("The person's last message: Fix the login bug"),
+            "{fallback}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_model_the_last_messages_are_clipped() {
+        let messages = conversation();
+        messages.lock().unwrap().push(Message::User {
+            content: "x".repeat(5000),
+        });
+        let s = ConversationSummary::new(messages, None);
+        let text = s.summary(never()).await.unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("The person's last message: xxx"),
+            "{text}"
+        );
+        assert!(
+            lines[0].ends_with('…') && lines[0].chars().count() < 700,
+            "{text}"
+        );
+        assert_eq!(lines[1], "The assistant's last message: I'll ask an agent.");
+        // No conversation yet: no summary.
+        let empty = ConversationSummary::new(Arc::default(), None);
+        assert_eq!(empty.summary(never()).await, None);
     }
 }

@@ -45,11 +45,17 @@ pub trait Sink: Send + Sync {
     fn retry(&self, attempt: u32, wait_ms: u64, reason: &str);
 }
 
+/// A copy of a harness's conversation, for those who read it while a
+/// turn runs (the tools it calls).
+pub type Mirror = Arc<std::sync::Mutex<Vec<Message>>>;
+
 pub struct Harness {
     model: Arc<dyn Model>,
     tools: Arc<dyn ToolSet>,
     system: Option<String>,
     messages: Vec<Message>,
+    /// Updated before each round of tool calls, when someone reads it.
+    mirror: Option<Mirror>,
 }
 
 impl Harness {
@@ -59,6 +65,21 @@ impl Harness {
             tools,
             system,
             messages: Vec::new(),
+            mirror: None,
+        }
+    }
+
+    /// The conversation as its tools see it: copied before each round of
+    /// tool calls (so a call sees the message that made it).
+    pub fn mirror(&mut self) -> Mirror {
+        self.mirror
+            .get_or_insert_with(|| Arc::new(std::sync::Mutex::new(self.messages.clone())))
+            .clone()
+    }
+
+    fn update_mirror(&self) {
+        if let Some(mirror) = &self.mirror {
+            *mirror.lock().unwrap_or_else(|e| e.into_inner()) = self.messages.clone();
         }
     }
 
@@ -74,6 +95,7 @@ impl Harness {
     /// Forgets the conversation.
     pub fn clear(&mut self) {
         self.messages.clear();
+        self.update_mirror();
     }
 
     /// Runs one turn for `user`'s message until the model ends it, the
@@ -188,6 +210,7 @@ impl Harness {
                 };
                 return Ok(Outcome::new(stop_reason, text));
             }
+            self.update_mirror();
             // Run the calls in parallel; results go back in call order.
             let runs = calls.iter().map(|call| {
                 sink.tool_started(call);

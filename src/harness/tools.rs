@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::ToolSet;
-use crate::acp::fs::Root;
+use crate::acp::fs::{Exclude, Root};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::supervisor::{self, Supervisor};
 
@@ -105,12 +105,32 @@ struct ShellArgs {
 pub struct FileTools {
     root: Root,
     supervisor: Supervisor,
+    /// Paths kept out of `read`, `list`, `grep` and `edit`
+    /// (`exclude_files_pattern`; the shell is not covered).
+    exclude: Option<Exclude>,
 }
 
 impl FileTools {
     /// Tools on `root`; shell commands are started by `supervisor`.
     pub fn new(root: Root, supervisor: Supervisor) -> Self {
-        Self { root, supervisor }
+        Self {
+            root,
+            supervisor,
+            exclude: None,
+        }
+    }
+
+    /// Keeps paths matching `exclude` out of what the tools read.
+    pub fn excluding(mut self, exclude: Option<Exclude>) -> Self {
+        self.exclude = exclude;
+        self
+    }
+
+    /// Whether `path` (inside the root) is kept out.
+    fn hidden(&self, path: &Path) -> bool {
+        self.exclude
+            .as_ref()
+            .is_some_and(|e| self.root.excluded(path, e))
     }
 
     pub fn specs() -> Vec<ToolSpec> {
@@ -173,6 +193,8 @@ impl FileTools {
                 let a: ReadArgs = args(&call)?;
                 let start = a.start_line.unwrap_or(1).max(1);
                 let limit = a.end_line.map(|end| end.saturating_sub(start) + 1);
+                root.check(Path::new(&a.path), self.exclude.as_ref())
+                    .map_err(|e| e.to_string())?;
                 root.read(Path::new(&a.path), Some(start), limit)
                     .map(cap)
                     .map_err(|e| e.to_string())
@@ -185,6 +207,7 @@ impl FileTools {
                 let mut entries: Vec<String> = std::fs::read_dir(&dir)
                     .map_err(|e| format!("{}: {e}", self.rel(&dir)))?
                     .filter_map(Result::ok)
+                    .filter(|e| !self.hidden(&e.path()))
                     .map(|e| {
                         let name = e.file_name().to_string_lossy().into_owned();
                         if e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -204,7 +227,9 @@ impl FileTools {
                     .resolve_existing(Path::new(a.path.as_deref().unwrap_or(".")))
                     .map_err(|e| e.to_string())?;
                 let mut out = Vec::new();
-                grep(&re, &start, root, &mut out);
+                if !self.hidden(&start) {
+                    grep(&re, &start, root, self.exclude.as_ref(), &mut out);
+                }
                 let more = out.len() >= GREP_MATCHES;
                 let mut text = out
                     .into_iter()
@@ -227,6 +252,8 @@ impl FileTools {
             }
             "edit" => {
                 let a: EditArgs = args(&call)?;
+                root.check(Path::new(&a.path), self.exclude.as_ref())
+                    .map_err(|e| e.to_string())?;
                 let text = root
                     .read(Path::new(&a.path), None, None)
                     .map_err(|e| e.to_string())?;
@@ -252,7 +279,13 @@ impl FileTools {
     }
 }
 
-fn grep(re: &regex::Regex, path: &Path, root: &Root, out: &mut Vec<(PathBuf, usize, String)>) {
+fn grep(
+    re: &regex::Regex,
+    path: &Path,
+    root: &Root,
+    exclude: Option<&Exclude>,
+    out: &mut Vec<(PathBuf, usize, String)>,
+) {
     if out.len() >= GREP_MATCHES {
         return;
     }
@@ -271,7 +304,10 @@ fn grep(re: &regex::Regex, path: &Path, root: &Root, out: &mut Vec<(PathBuf, usi
             if e.file_type().is_ok_and(|t| t.is_dir()) && SKIP_DIRS.iter().any(|s| name == *s) {
                 continue;
             }
-            grep(re, &e.path(), root, out);
+            if exclude.is_some_and(|x| root.excluded(&e.path(), x)) {
+                continue;
+            }
+            grep(re, &e.path(), root, exclude, out);
         }
     } else if let Ok(text) = std::fs::read_to_string(&real) {
         for (i, line) in text.lines().enumerate() {
@@ -538,6 +574,60 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.contains("occurs 2 times"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn excluded_files_stay_out_of_read_list_grep_and_edit() {
+        let (dir, t, _tx, rx) = tools();
+        std::fs::write(dir.path().join("secret.txt"), "the password is swordfish\n").unwrap();
+        std::fs::create_dir(dir.path().join("private")).unwrap();
+        std::fs::write(dir.path().join("private/notes.md"), "swordfish again\n").unwrap();
+        let t = t.excluding(Some(Exclude::new("secret|^private").unwrap()));
+        let e = t
+            .run(call("read", json!({"path": "secret.txt"})), rx.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            e.contains("exclude_files_pattern \"secret|^private\""),
+            "{e}"
+        );
+        let e = t
+            .run(
+                call(
+                    "edit",
+                    json!({"path": "secret.txt", "old": "pass", "new": "x"}),
+                ),
+                rx.clone(),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.contains("exclude_files_pattern"), "{e}");
+        assert_eq!(
+            t.run(call("list", json!({})), rx.clone()).await.unwrap(),
+            "a.txt\nsrc/"
+        );
+        assert_eq!(
+            t.run(call("grep", json!({"pattern": "swordfish"})), rx.clone())
+                .await
+                .unwrap(),
+            "no matches"
+        );
+        assert_eq!(
+            t.run(
+                call("grep", json!({"pattern": "swordfish", "path": "private"})),
+                rx.clone()
+            )
+            .await
+            .unwrap(),
+            "no matches"
+        );
+        // Files that do not match are read as before.
+        assert_eq!(
+            t.run(call("read", json!({"path": "a.txt"})), rx.clone())
+                .await
+                .unwrap(),
+            "one\ntwo\nthree\n"
+        );
     }
 
     #[tokio::test]

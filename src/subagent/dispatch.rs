@@ -12,24 +12,37 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared, WeakShared};
-use tokio::sync::{mpsc, watch};
+use serde_json::json;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::memory::{NoInput, SubAgent};
 use super::picks::ModelPicks;
-use super::types::{MAX_WAIT_SECONDS, REVIEW_CONTRACT, StatusInput, SubAgentCallInput};
+use super::types::{
+    InputError, MAX_WAIT_SECONDS, REVIEW_CONTRACT, StatusInput, SubAgentCallInput, TaskSpec,
+    compose_prompt,
+};
 use crate::acp::client::{Connection, PermissionAnswer, TurnControl, TurnRequest, TurnSink};
-use crate::acp::fs::Root;
+use crate::acp::fs::{Exclude, Root};
 use crate::acp::registry::{Permissions, Registry, UnknownAgent};
 use crate::board::UnknownTask;
 use crate::bus::Emitter;
 use crate::cancel::cancelled;
-use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};
+use crate::event::{
+    Activity, AgentRef, Event, NoticeLevel, Outcome, Quorum, ReviewerVerdict, SessionKind,
+    Severity, StopReason,
+};
 use crate::supervisor::Supervisor;
+
+/// How many tasks of one batch run at once unless the config file says
+/// otherwise (`max_parallel`).
+pub const MAX_PARALLEL: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     #[error(transparent)]
     NoInput(#[from] NoInput),
+    #[error("`input` is empty: say what this task should do")]
+    EmptyInput,
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
     #[error(
@@ -38,6 +51,8 @@ pub enum DispatchError {
     NoInternalAgent,
     #[error(transparent)]
     UnknownTask(#[from] UnknownTask),
+    #[error(transparent)]
+    Input(#[from] InputError),
     #[error(
         "task {0} ran on the internal agent, which keeps no session: it cannot take a follow-up message; start a new `subagent` call instead"
     )]
@@ -56,27 +71,51 @@ pub enum DispatchError {
     EmptyMessage,
 }
 
+/// A task of the internal agent.
+pub struct InternalTask {
+    pub prompt: String,
+    /// The nesting depth it runs at (1: called by the main chat).
+    pub depth: u32,
+    /// Paths its file tools may not read.
+    pub exclude: Option<Exclude>,
+}
+
+/// Writes the short summary of the main conversation that
+/// `include_main_summary` puts before a sub-agent's message. Injected by
+/// the chat, which owns the conversation (and the model that writes it).
+pub trait MainSummary: Send + Sync {
+    /// The summary, or `None` when there is no conversation yet.
+    fn summary(&self, cancel: watch::Receiver<bool>) -> BoxFuture<'_, Option<String>>;
+}
+
 /// Runs the internal nested agent: a fresh harness with an empty context,
 /// auto-approved tools, nothing persisted, only its final report returned.
 /// Injected by the engine, so the dispatcher knows nothing of the chat
 /// loop (as an external agent is reached through its connection).
 pub trait InternalRunner: Send + Sync {
-    /// Runs `prompt` at nesting `depth` (1: called by the main chat);
-    /// activity goes to `sink`.
+    /// Runs `task`; activity goes to `sink`.
     fn run<'a>(
         &'a self,
-        prompt: String,
-        depth: u32,
+        task: InternalTask,
         sink: &'a dyn TurnSink,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Outcome>;
 }
 
-/// What a call returns: its outcome at once, or a task id for later.
+/// What a call returns: its outcome at once, or a task id for later; a
+/// batch's results, or a task id for each of its tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     Done(Outcome),
-    Started { task_id: String, call_id: String },
+    Started {
+        task_id: String,
+        call_id: String,
+    },
+    Batch(BatchResult),
+    BatchStarted {
+        batch_id: String,
+        tasks: Vec<TaskStart>,
+    },
 }
 
 impl Reply {
@@ -85,8 +124,153 @@ impl Reply {
         match self {
             Reply::Done(o) => o.tool_json(),
             Reply::Started { task_id, .. } => {
-                serde_json::json!({ "task_id": task_id, "status": "running" })
+                json!({ "task_id": task_id, "status": "running" })
             }
+            Reply::Batch(batch) => batch.to_json(),
+            Reply::BatchStarted { batch_id, tasks } => json!({
+                "batch_id": batch_id,
+                "tasks": tasks.iter().map(TaskStart::to_json).collect::<Vec<_>>(),
+            }),
+        }
+    }
+}
+
+/// How one task of a batch ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskResult {
+    /// Its place in `tasks`, from 0.
+    pub index: usize,
+    /// The agent it ran on (`internal` for the internal agent).
+    pub agent: String,
+    /// Its outcome, or why it could not run (`tasks[i]: ...`).
+    pub result: Result<Outcome, String>,
+}
+
+impl TaskResult {
+    /// It ended its turn normally.
+    pub fn succeeded(&self) -> bool {
+        matches!(&self.result, Ok(o) if o.stop_reason == StopReason::EndTurn)
+    }
+
+    pub fn severity(&self) -> Option<Severity> {
+        self.result.as_ref().ok().and_then(|o| o.severity)
+    }
+
+    /// Its entry in the tool result.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = json!({ "task": self.index, "agent": self.agent });
+        let map = v.as_object_mut().expect("an object");
+        match &self.result {
+            Ok(o) if o.stop_reason == StopReason::Error => {
+                map.insert("stop_reason".into(), o.stop_reason.as_str().into());
+                map.insert(
+                    "error".into(),
+                    format!("tasks[{}]: {}", self.index, o.output).into(),
+                );
+            }
+            Ok(o) => {
+                map.insert(
+                    "output".into(),
+                    super::severity::parse(&o.output).body.into(),
+                );
+                map.insert("stop_reason".into(), o.stop_reason.as_str().into());
+                if let Some(s) = o.severity {
+                    map.insert("severity".into(), s.as_str().into());
+                }
+            }
+            Err(e) => {
+                map.insert("error".into(), e.clone().into());
+            }
+        }
+        v
+    }
+}
+
+/// A batch's results, in the order of its tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchResult {
+    pub batch_id: String,
+    pub tasks: Vec<TaskResult>,
+    /// A review batch's quorum (every task a code review).
+    pub quorum: Option<Quorum>,
+}
+
+impl BatchResult {
+    /// Tasks that ended their turn normally.
+    pub fn succeeded(&self) -> u32 {
+        self.tasks.iter().filter(|t| t.succeeded()).count() as u32
+    }
+
+    /// The others.
+    pub fn failed(&self) -> u32 {
+        self.tasks.len() as u32 - self.succeeded()
+    }
+
+    /// The worst verdict any task gave.
+    pub fn worst_verdict(&self) -> Option<Severity> {
+        self.tasks.iter().filter_map(TaskResult::severity).max()
+    }
+
+    /// The tool result: a summary, the quorum of a review batch, and one
+    /// entry per task.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = json!({
+            "summary": {
+                "total": self.tasks.len(),
+                "succeeded": self.succeeded(),
+                "failed": self.failed(),
+                "worst_verdict": self.worst_verdict().map(Severity::as_str),
+            },
+            "tasks": self.tasks.iter().map(TaskResult::to_json).collect::<Vec<_>>(),
+        });
+        if let Some(q) = &self.quorum {
+            v["quorum"] = json!({
+                "verdict": q.verdict.map(Severity::as_str),
+                "agree": q.agree,
+                "total": q.total,
+                "text": q.label(),
+            });
+        }
+        v
+    }
+
+    /// The quorum of a batch whose tasks are all code reviews.
+    fn quorum_of(tasks: &[TaskResult], call_ids: &[Option<String>]) -> Quorum {
+        Quorum::of(
+            tasks
+                .iter()
+                .zip(call_ids)
+                .map(|(t, call_id)| ReviewerVerdict {
+                    agent: t.agent.clone(),
+                    call_id: call_id.clone(),
+                    severity: t.severity(),
+                    failed: !t.succeeded(),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A background batch's task, as the call returns it at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskStart {
+    pub index: usize,
+    pub agent: String,
+    /// Its task id and whether it waits for a place, or why it could not
+    /// start (`tasks[i]: ...`).
+    pub started: Result<(String, bool), String>,
+}
+
+impl TaskStart {
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.started {
+            Ok((task_id, queued)) => json!({
+                "task": self.index,
+                "agent": self.agent,
+                "task_id": task_id,
+                "status": if *queued { "queued" } else { "running" },
+            }),
+            Err(e) => json!({ "task": self.index, "agent": self.agent, "error": e }),
         }
     }
 }
@@ -105,6 +289,7 @@ struct TaskMeta {
     agent: AgentRef,
     target: Target,
     code_review: bool,
+    exclude: Option<Exclude>,
     /// The session its last turn ran in.
     session_id: Option<String>,
 }
@@ -139,6 +324,11 @@ pub struct Dispatcher {
     /// Background calls, by call id: what a follow-up turn needs.
     tasks: Mutex<HashMap<String, TaskMeta>>,
     internal: Mutex<Option<Arc<dyn InternalRunner>>>,
+    /// Writes the main conversation's summary for `include_main_summary`.
+    main_summary: Mutex<Option<Arc<dyn MainSummary>>>,
+    /// How many tasks of one batch run at once.
+    max_parallel: usize,
+    next_batch: AtomicU64,
     /// Owns the agent processes.
     supervisor: Supervisor,
     /// The model a person picked for each agent.
@@ -159,6 +349,7 @@ impl Dispatcher {
         permissions: Permissions,
         supervisor: Supervisor,
         picks: ModelPicks,
+        max_parallel: usize,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<String>) {
         let (completions, rx) = mpsc::unbounded_channel();
         let d = Self {
@@ -175,6 +366,9 @@ impl Dispatcher {
             completions,
             tasks: Default::default(),
             internal: Mutex::new(None),
+            main_summary: Mutex::new(None),
+            max_parallel: max_parallel.max(1),
+            next_batch: AtomicU64::new(1),
             supervisor,
             picks,
         };
@@ -198,6 +392,16 @@ impl Dispatcher {
         *lock(&self.internal) = Some(runner);
     }
 
+    /// Lets `include_main_summary` summarise the main conversation.
+    pub fn set_main_summary(&self, summary: Arc<dyn MainSummary>) {
+        *lock(&self.main_summary) = Some(summary);
+    }
+
+    /// How many tasks of one batch run at once.
+    pub fn max_parallel(&self) -> usize {
+        self.max_parallel
+    }
+
     /// Runs a `subagent` call. A background call returns at once.
     pub async fn call(self: &Arc<Self>, input: SubAgentCallInput) -> Result<Reply, DispatchError> {
         self.call_with(input, None, 0).await
@@ -212,7 +416,77 @@ impl Dispatcher {
         cancel: Option<watch::Receiver<bool>>,
         depth: u32,
     ) -> Result<Reply, DispatchError> {
-        let target = match input.acp_agent() {
+        let specs = input.task_specs()?;
+        let exclude = input.exclude()?;
+        if input.is_batch() {
+            return Ok(self.batch(&input, specs, cancel, depth, exclude).await);
+        }
+        let spec = specs.into_iter().next().expect("a single call is one task");
+        let prepared = self.prepare(spec, input.continue_session, depth, false)?;
+        let summary = self
+            .summary_for(input.include_main_summary, cancel.as_ref())
+            .await;
+        let opened = self.open(
+            prepared,
+            Launch {
+                background: input.run_in_background,
+                batch_id: None,
+                place: None,
+                cancel,
+                summary: summary.as_deref(),
+                exclude: exclude.as_ref(),
+            },
+        );
+        match opened.task_id.clone() {
+            Some(task_id) => {
+                let call_id = opened.job.call_id.clone();
+                let this = self.clone();
+                tokio::spawn(async move { this.run(opened).await });
+                Ok(Reply::Started { task_id, call_id })
+            }
+            None => Ok(Reply::Done(self.run(opened).await)),
+        }
+    }
+
+    /// The main conversation's summary, when asked for.
+    async fn summary_for(
+        &self,
+        wanted: bool,
+        cancel: Option<&watch::Receiver<bool>>,
+    ) -> Option<String> {
+        if !wanted {
+            return None;
+        }
+        let source = lock(&self.main_summary).clone();
+        let summary = match source {
+            Some(source) => {
+                // Without a caller's cancel, a receiver that never fires.
+                let cancel = cancel.cloned().unwrap_or_else(|| watch::channel(false).1);
+                source.summary(cancel).await
+            }
+            None => None,
+        };
+        if summary.is_none() {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: "include_main_summary: there is no main conversation to summarise yet; \
+                       the sub-agent gets its message alone"
+                    .into(),
+            });
+        }
+        summary
+    }
+
+    /// Resolves a task: its agent, its message and the session to resume
+    /// (claimed, so no other call resumes it meanwhile).
+    fn prepare(
+        &self,
+        spec: TaskSpec,
+        continue_session: bool,
+        depth: u32,
+        in_batch: bool,
+    ) -> Result<Prepared, DispatchError> {
+        let target = match spec.agent.as_deref() {
             Some(agent) => {
                 let spec = self.registry.get(agent)?;
                 Target::Acp {
@@ -233,11 +507,20 @@ impl Dispatcher {
         };
         let (message, mut resume) = {
             let mut memory = lock(&self.memory);
-            let message = memory.resolve_input(input.input.as_deref())?;
+            // A batch task says what to do itself; a single call may
+            // send the last message again.
+            let message = if in_batch {
+                match spec.input.as_deref().map(str::trim) {
+                    Some(m) if !m.is_empty() => m.to_string(),
+                    _ => return Err(DispatchError::EmptyInput),
+                }
+            } else {
+                memory.resolve_input(spec.input.as_deref())?
+            };
             // The internal agent starts fresh every time.
             let resume = match target {
                 Target::Acp { .. } => memory
-                    .resume_id(agent.name(), input.continue_session)
+                    .resume_id(agent.name(), continue_session)
                     .map(str::to_string),
                 Target::Internal { .. } => None,
             };
@@ -258,17 +541,36 @@ impl Dispatcher {
                 resume = None;
             }
         }
+        Ok(Prepared {
+            agent,
+            target,
+            message,
+            code_review: spec.code_review,
+            requirements: spec.output_requirements,
+            resume,
+        })
+    }
+
+    /// Opens a prepared task's box: its ids, its steering handle, its
+    /// `subagent_started`.
+    fn open(&self, task: Prepared, launch: Launch<'_>) -> Opened {
         let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
-        let task_id = input
-            .run_in_background
+        let task_id = launch
+            .background
             .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         let (cancel_tx, cancel_rx) = watch::channel(false);
-        if let (Some(mut outer), None) = (cancel, &task_id) {
-            // The caller's cancel reaches this call's turn.
+        if let (Some(outer), None) = (&launch.cancel, &task_id) {
+            // The caller's cancel reaches this call's turn (until the call
+            // is over and nothing listens any more).
+            let mut outer = outer.clone();
             let tx = cancel_tx.clone();
             tokio::spawn(async move {
-                cancelled(&mut outer).await;
-                let _ = tx.send(true);
+                tokio::select! {
+                    _ = cancelled(&mut outer) => {
+                        let _ = tx.send(true);
+                    }
+                    _ = tx.closed() => {}
+                }
             });
         }
         let (answers, answers_rx) = mpsc::unbounded_channel();
@@ -280,50 +582,182 @@ impl Dispatcher {
                 followups: Vec::new(),
             },
         );
-        self.emitter.emit(Event::SubagentStarted {
-            call_id: call_id.clone(),
-            task_id: task_id.clone(),
-            agent: agent.clone(),
-            input: message.clone(),
-            code_review: input.code_review,
-            background: input.run_in_background,
-            session: None,
-        });
-        let control = TurnControl {
-            cancel: cancel_rx,
-            answers: answers_rx,
-        };
-        let mut prompt = message;
-        if input.code_review {
-            prompt.push_str(REVIEW_CONTRACT);
-        }
         if task_id.is_some() {
             lock(&self.tasks).insert(
                 call_id.clone(),
                 TaskMeta {
-                    agent: agent.clone(),
-                    target: target.clone(),
-                    code_review: input.code_review,
+                    agent: task.agent.clone(),
+                    target: task.target.clone(),
+                    code_review: task.code_review,
+                    exclude: launch.exclude.cloned(),
                     session_id: None,
                 },
             );
         }
-        let job = CallJob {
-            agent,
-            target,
+        let queued = matches!(launch.place, Some(Place::Wait(_)));
+        self.emitter.emit(Event::SubagentStarted {
             call_id: call_id.clone(),
             task_id: task_id.clone(),
-            prompt,
-            code_review: input.code_review,
-            resume,
-        };
-        match task_id {
-            Some(task_id) => {
-                let this = self.clone();
-                tokio::spawn(async move { this.run(job, control).await });
-                Ok(Reply::Started { task_id, call_id })
+            agent: task.agent.clone(),
+            input: task.message.clone(),
+            code_review: task.code_review,
+            background: launch.background,
+            session: None,
+            batch_id: launch.batch_id.map(str::to_string),
+            queued,
+        });
+        let prompt = compose_prompt(
+            &task.message,
+            launch.summary,
+            task.requirements.as_deref(),
+            task.code_review,
+        );
+        Opened {
+            job: CallJob {
+                agent: task.agent,
+                target: task.target,
+                call_id,
+                task_id: task_id.clone(),
+                prompt,
+                code_review: task.code_review,
+                resume: task.resume,
+                exclude: launch.exclude.cloned(),
+            },
+            control: TurnControl {
+                cancel: cancel_rx,
+                answers: answers_rx,
+            },
+            task_id,
+            place: launch.place,
+        }
+    }
+
+    /// Runs a batch: its tasks in parallel, at most `max_parallel` at
+    /// once, the rest queued. A task that cannot run is an error entry
+    /// (`tasks[i]: ...`) and the others run all the same.
+    async fn batch(
+        self: &Arc<Self>,
+        input: &SubAgentCallInput,
+        specs: Vec<TaskSpec>,
+        cancel: Option<watch::Receiver<bool>>,
+        depth: u32,
+        exclude: Option<Exclude>,
+    ) -> Reply {
+        let batch_id = format!("b{}", self.next_batch.fetch_add(1, Ordering::SeqCst));
+        let review = specs.iter().all(|s| s.code_review);
+        let total = specs.len();
+        let prepared: Vec<(usize, String, Result<Prepared, String>)> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let agent = spec.agent.clone().unwrap_or_else(|| "internal".into());
+                let task = self
+                    .prepare(spec, input.continue_session, depth, true)
+                    .map_err(|e| format!("tasks[{i}]: {e}"));
+                (i, agent, task)
+            })
+            .collect();
+        for (_, _, task) in &prepared {
+            if let Err(e) = task {
+                self.emitter.emit(Event::Error {
+                    text: format!("subagent: {e}"),
+                });
             }
-            None => Ok(Reply::Done(self.run(job, control).await)),
+        }
+        let summary = self
+            .summary_for(input.include_main_summary, cancel.as_ref())
+            .await;
+        self.emitter.emit(Event::BatchStarted {
+            batch_id: batch_id.clone(),
+            tasks: total as u32,
+            review,
+        });
+        let places = Arc::new(Semaphore::new(self.max_parallel));
+        let mut runs = Vec::with_capacity(total);
+        for (index, agent, task) in prepared {
+            let run = task.map(|task| {
+                // The first `max_parallel` take their places at once, in order.
+                let place = match places.clone().try_acquire_owned() {
+                    Ok(permit) => Place::Held(permit),
+                    Err(_) => Place::Wait(places.clone()),
+                };
+                let launch = Launch {
+                    background: input.run_in_background,
+                    batch_id: Some(&batch_id),
+                    place: Some(place),
+                    cancel: cancel.clone(),
+                    summary: summary.as_deref(),
+                    exclude: exclude.as_ref(),
+                };
+                self.open(task, launch)
+            });
+            runs.push((index, agent, run));
+        }
+        let starts: Vec<TaskStart> = runs
+            .iter()
+            .map(|(index, agent, run)| TaskStart {
+                index: *index,
+                agent: agent.clone(),
+                started: match run {
+                    Ok(opened) => Ok((
+                        opened.task_id.clone().unwrap_or_default(),
+                        matches!(opened.place, Some(Place::Wait(_))),
+                    )),
+                    Err(e) => Err(e.clone()),
+                },
+            })
+            .collect();
+        let this = self.clone();
+        let id = batch_id.clone();
+        let all = async move {
+            let call_ids: Vec<Option<String>> = runs
+                .iter()
+                .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
+                .collect();
+            let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
+                let this = this.clone();
+                async move {
+                    let result = match run {
+                        Ok(opened) => Ok(this.run(opened).await),
+                        Err(e) => Err(e),
+                    };
+                    TaskResult {
+                        index,
+                        agent,
+                        result,
+                    }
+                }
+            }))
+            .await;
+            let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
+            let result = BatchResult {
+                batch_id: id,
+                tasks,
+                quorum,
+            };
+            if let Some(quorum) = &result.quorum {
+                this.emitter.emit(Event::ReviewQuorum {
+                    batch_id: result.batch_id.clone(),
+                    quorum: quorum.clone(),
+                });
+            }
+            this.emitter.emit(Event::BatchFinished {
+                batch_id: result.batch_id.clone(),
+                total: result.tasks.len() as u32,
+                succeeded: result.succeeded(),
+                failed: result.failed(),
+                worst_verdict: result.worst_verdict(),
+            });
+            result
+        };
+        if input.run_in_background {
+            tokio::spawn(all);
+            Reply::BatchStarted {
+                batch_id,
+                tasks: starts,
+            }
+        } else {
+            Reply::Batch(all.await)
         }
     }
 
@@ -396,9 +830,45 @@ impl Dispatcher {
         }
     }
 
-    /// Runs a call's turn, then the follow-ups queued for it while it ran,
-    /// each as a new turn on the same session; returns the last outcome.
-    async fn run(self: &Arc<Self>, mut job: CallJob, mut control: TurnControl) -> Outcome {
+    /// Runs a call: it waits for its place in a batch first, then its
+    /// turn, then the follow-ups queued for it while it ran, each as a new
+    /// turn on the same session; returns the last outcome.
+    async fn run(self: &Arc<Self>, opened: Opened) -> Outcome {
+        let Opened {
+            mut job,
+            mut control,
+            place,
+            ..
+        } = opened;
+        // A queued task waits for its place (or its cancel) first.
+        let _place = match place {
+            None => None,
+            Some(Place::Held(permit)) => Some(permit),
+            Some(Place::Wait(places)) => {
+                let permit = tokio::select! {
+                    biased;
+                    _ = cancelled(&mut control.cancel) => None,
+                    permit = places.acquire_owned() => permit.ok(),
+                };
+                match permit {
+                    Some(permit) => {
+                        self.emitter.emit(Event::SubagentDequeued {
+                            call_id: job.call_id.clone(),
+                        });
+                        Some(permit)
+                    }
+                    None => {
+                        let outcome = Outcome::new(
+                            StopReason::Cancelled,
+                            format!("{}: cancelled while queued", job.agent.name()),
+                        );
+                        let outcome = self.finish_turn(&job, outcome);
+                        self.close(&job);
+                        return outcome;
+                    }
+                }
+            }
+        };
         loop {
             let outcome = self.turn(&job, &mut control).await;
             // Queued follow-ups (checked and taken under the lock that
@@ -412,15 +882,10 @@ impl Dispatcher {
                 if queued.is_empty()
                     || !outcome.stop_reason.answered()
                     || outcome.stop_reason == StopReason::Cancelled
+                    || outcome.session_id.is_none()
                 {
-                    // A background task reports once, after its last turn.
-                    // Done only now: a completion is sent before the call
-                    // stops counting as running, so a waiting chat never
-                    // misses it.
-                    if let Some(task_id) = &job.task_id {
-                        let _ = self.completions.send(task_id.clone());
-                    }
-                    running.remove(&job.call_id);
+                    drop(running);
+                    self.close(&job);
                     None
                 } else {
                     Some(queued.join("\n\n"))
@@ -429,13 +894,7 @@ impl Dispatcher {
             let Some(message) = next else {
                 return outcome;
             };
-            let Some(session_id) = outcome.session_id.clone() else {
-                if let Some(task_id) = &job.task_id {
-                    let _ = self.completions.send(task_id.clone());
-                }
-                lock(&self.running).remove(&job.call_id);
-                return outcome;
-            };
+            let session_id = outcome.session_id.clone().expect("checked above");
             lock(&self.busy).insert((job.agent.name().to_string(), session_id.clone()));
             self.emitter.emit(Event::SubagentFollowup {
                 call_id: job.call_id.clone(),
@@ -469,17 +928,27 @@ impl Dispatcher {
                         policy: *policy,
                         model: model.as_deref(),
                         mode: spec.and_then(|s| s.mode.as_deref()),
+                        exclude: job.exclude.as_ref(),
                     };
                     conn.turn(request, &sink, control).await
                 }
                 Err(outcome) => outcome,
             },
             Target::Internal { runner, depth } => {
-                runner
-                    .run(job.prompt.clone(), *depth, &sink, control.cancel.clone())
-                    .await
+                let task = InternalTask {
+                    prompt: job.prompt.clone(),
+                    depth: *depth,
+                    exclude: job.exclude.clone(),
+                };
+                runner.run(task, &sink, control.cancel.clone()).await
             }
         };
+        self.finish_turn(job, result)
+    }
+
+    /// Ends a turn: its session is freed (and stored, if the turn got an
+    /// answer), its box closes.
+    fn finish_turn(&self, job: &CallJob, result: Outcome) -> Outcome {
         {
             let mut busy = lock(&self.busy);
             for id in [&job.resume, &result.session_id].into_iter().flatten() {
@@ -505,6 +974,16 @@ impl Dispatcher {
             meta.session_id = outcome.session_id.clone();
         }
         outcome
+    }
+
+    /// Ends a call after its last turn: a background task reports (once),
+    /// and only then stops counting as running, so a waiting chat never
+    /// misses the report.
+    fn close(&self, job: &CallJob) {
+        if let Some(task_id) = &job.task_id {
+            let _ = self.completions.send(task_id.clone());
+        }
+        lock(&self.running).remove(&job.call_id);
     }
 
     /// Cancels a running call, by call id or task id. False if none runs.
@@ -658,13 +1137,19 @@ impl Dispatcher {
             prompt: prompt_for(message.to_string(), meta.code_review),
             code_review: meta.code_review,
             resume: Some(session_id),
+            exclude: meta.exclude,
         };
-        let control = TurnControl {
-            cancel: cancel_rx,
-            answers: answers_rx,
+        let opened = Opened {
+            job,
+            control: TurnControl {
+                cancel: cancel_rx,
+                answers: answers_rx,
+            },
+            task_id: Some(task_id.to_string()),
+            place: None,
         };
         let this = self.clone();
-        tokio::spawn(async move { this.run(job, control).await });
+        tokio::spawn(async move { this.run(opened).await });
         Ok("sent")
     }
 
@@ -706,7 +1191,7 @@ pub fn wait_for(wait_seconds: Option<u64>) -> Option<std::time::Duration> {
         .map(|s| std::time::Duration::from_secs(s.min(MAX_WAIT_SECONDS)))
 }
 
-/// The message an agent gets: a review's contract appended.
+/// The message a follow-up turn sends: a review's contract appended.
 fn prompt_for(mut message: String, code_review: bool) -> String {
     if code_review {
         message.push_str(REVIEW_CONTRACT);
@@ -735,6 +1220,44 @@ struct CallJob {
     prompt: String,
     code_review: bool,
     resume: Option<String>,
+    exclude: Option<Exclude>,
+}
+
+/// A task resolved but not started.
+struct Prepared {
+    agent: AgentRef,
+    target: Target,
+    message: String,
+    code_review: bool,
+    requirements: Option<String>,
+    resume: Option<String>,
+}
+
+/// A batch task's place among the `max_parallel` that run at once: held
+/// already, or to wait for.
+enum Place {
+    Held(OwnedSemaphorePermit),
+    Wait(Arc<Semaphore>),
+}
+
+/// How a prepared task is opened.
+struct Launch<'a> {
+    background: bool,
+    batch_id: Option<&'a str>,
+    /// `None`: not in a batch, runs at once.
+    place: Option<Place>,
+    /// The caller's cancel (foreground calls).
+    cancel: Option<watch::Receiver<bool>>,
+    summary: Option<&'a str>,
+    exclude: Option<&'a Exclude>,
+}
+
+/// A task whose box is open, ready to run.
+struct Opened {
+    job: CallJob,
+    control: TurnControl,
+    task_id: Option<String>,
+    place: Option<Place>,
 }
 
 /// Turns a call's activity into events (the task board keeps its summary).

@@ -6,17 +6,21 @@ use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
-use super::state::{ActivityLine, Cell, CellKind, SubagentBox, plan_progress};
+use super::state::{ActivityLine, BatchHeader, Cell, CellKind, Member, SubagentBox, plan_progress};
 use super::theme;
 use super::wrap::{LLine, spans_width, wrap};
-use crate::event::{AgentRef, NoticeLevel, Severity, StopReason, ToolStatus};
+use crate::event::{AgentRef, NoticeLevel, Severity, StopReason, TaskState, ToolStatus};
 
 /// Rows a running box shows of its activity.
 const ACTIVITY_ROWS: usize = 5;
 
 /// Whether a cell's rows change with time alone (spinner, elapsed time).
 pub fn is_animated(cell: &Cell) -> bool {
-    matches!(&cell.kind, CellKind::Subagent(b) if b.running())
+    match &cell.kind {
+        CellKind::Subagent(b) => b.running(),
+        CellKind::Batch(h) => h.finished.is_none(),
+        _ => false,
+    }
 }
 
 /// Lays out a cell for `width` columns at time `now`, followed by one blank
@@ -84,7 +88,34 @@ pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
             note(text, mark, style, width, &mut out);
         }
         CellKind::Error { text } => note(text, "  ✗ ", theme::error(), width, &mut out),
-        CellKind::Subagent(b) => subagent(b, width, now, &mut out),
+        CellKind::Subagent(b) => match &b.batch {
+            // Inside its batch's group: a gutter in the group's colour.
+            Some(group) => {
+                let gutter = Style::default().fg(theme::group_color(group.tint));
+                let mut inner = Vec::new();
+                subagent(b, width.saturating_sub(2), now, &mut inner);
+                for line in inner {
+                    let mut spans = vec![Span::styled("┃ ", gutter)];
+                    spans.extend(line.spans);
+                    out.push(Line::from(spans));
+                }
+                if group.last {
+                    let close = format!("┗{}", "━".repeat(width.saturating_sub(1)));
+                    out.push(Line::from(Span::styled(close, gutter)));
+                    out.push(Line::default());
+                } else {
+                    out.push(Line::from(Span::styled("┃", gutter)));
+                }
+                return out;
+            }
+            None => subagent(b, width, now, &mut out),
+        },
+        CellKind::Batch(h) => {
+            out.push(batch_header(h, width, now));
+            let gutter = Style::default().fg(theme::group_color(h.tint()));
+            out.push(Line::from(Span::styled("┃", gutter)));
+            return out;
+        }
         CellKind::TaskReport {
             task_id,
             agent,
@@ -185,6 +216,104 @@ fn first_line(text: &str) -> &str {
         .trim()
 }
 
+/// A batch member's mark: its verdict, else its state.
+fn member_mark(m: &Member, now: u64) -> Span<'static> {
+    match (m.state, m.severity) {
+        (_, Some(s)) => Span::styled(
+            format!("● {}", s.as_str()),
+            Style::default()
+                .fg(theme::severity_color(s))
+                .add_modifier(Modifier::BOLD),
+        ),
+        (TaskState::Queued, _) => Span::styled(format!("{} queued", theme::QUEUED), theme::dim()),
+        (TaskState::Running, _) => Span::styled(theme::spinner(now), theme::bold()),
+        (TaskState::Done, _) => Span::styled("✓", Style::default().fg(theme::GREEN)),
+        (TaskState::Failed, _) => Span::styled("✗", Style::default().fg(theme::RED)),
+        (TaskState::Cancelled, _) => Span::styled("⊘", theme::warning()),
+    }
+}
+
+/// `┏━ quorum ● red · 2 of 3 · split: a ● red · b ● red · c ● green ━━━`:
+/// one line, tinted with the batch's verdict once it has one.
+fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
+    let tint = theme::group_color(h.tint());
+    let frame = Style::default().fg(tint);
+    let strong = frame.add_modifier(Modifier::BOLD);
+    let sep = || Span::styled(" · ", theme::dim());
+    let mut spans = vec![Span::styled("┏━ ", frame)];
+    match (&h.quorum, h.finished) {
+        (Some(q), _) => {
+            spans.push(Span::styled("quorum ", strong));
+            let verdict = q
+                .verdict
+                .map_or("no verdict".to_string(), |v| format!("● {}", v.as_str()));
+            spans.push(Span::styled(
+                format!("{verdict} · {} of {}", q.agree, q.total),
+                strong,
+            ));
+            spans.push(sep());
+            spans.push(Span::styled(
+                if q.unanimous() {
+                    "unanimous:"
+                } else {
+                    "split:"
+                },
+                theme::bold(),
+            ));
+            for (i, v) in q.verdicts.iter().enumerate() {
+                spans.push(if i == 0 { Span::raw(" ") } else { sep() });
+                spans.push(Span::raw(format!("{} ", v.agent)));
+                spans.push(match (v.severity, v.failed) {
+                    (Some(s), _) => Span::styled(
+                        format!("● {}", s.as_str()),
+                        Style::default()
+                            .fg(theme::severity_color(s))
+                            .add_modifier(Modifier::BOLD),
+                    ),
+                    (None, true) => Span::styled("✗ failed", Style::default().fg(theme::RED)),
+                    (None, false) => Span::styled("– no verdict", theme::dim()),
+                });
+            }
+        }
+        (None, Some((succeeded, failed, worst))) => {
+            spans.push(Span::styled(format!("batch of {}", h.tasks), strong));
+            if let Some(w) = worst {
+                spans.push(Span::styled(format!(" ● {}", w.as_str()), strong));
+            }
+            spans.push(sep());
+            spans.push(Span::styled(
+                format!("{succeeded} succeeded"),
+                Style::default().fg(theme::GREEN),
+            ));
+            if failed > 0 {
+                spans.push(sep());
+                spans.push(Span::styled(
+                    format!("{failed} failed"),
+                    Style::default().fg(theme::RED).add_modifier(Modifier::BOLD),
+                ));
+            }
+        }
+        (None, None) => {
+            let title = if h.review {
+                format!("review by {}", h.tasks)
+            } else {
+                format!("batch of {}", h.tasks)
+            };
+            spans.push(Span::styled(title, strong));
+            for m in &h.members {
+                spans.push(sep());
+                spans.push(Span::raw(format!("{} ", m.agent)));
+                spans.push(member_mark(m, now));
+            }
+        }
+    }
+    spans.push(Span::raw(" "));
+    let mut line = truncate(spans, width);
+    let fill = width.saturating_sub(spans_width(&line));
+    line.push(Span::styled("━".repeat(fill), frame));
+    Line::from(line)
+}
+
 fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>>) {
     let name = b.agent.name();
     let color = theme::box_color(name, b.severity);
@@ -219,6 +348,11 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     left.push(Span::raw(" "));
     let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
     let right: Vec<Span<'static>> = match (b.finished, b.severity) {
+        (None, _) if b.queued() => vec![
+            Span::styled(format!(" {} queued ", theme::QUEUED), theme::dim()),
+            Span::styled(format!("{elapsed} "), theme::dim()),
+            Span::styled("─╮", border),
+        ],
         (None, _) => vec![
             Span::styled(
                 format!(" {} ", theme::spinner(now)),
@@ -432,7 +566,15 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
             theme::dim(),
         )));
     }
-    if b.activity.is_empty() && b.plan.is_empty() && b.permission.is_none() {
+    if b.queued() {
+        body.push(Line::from(truncate(
+            vec![Span::styled(
+                "queued: starts when a place in its batch is free (max_parallel)",
+                theme::dim(),
+            )],
+            inner,
+        )));
+    } else if b.activity.is_empty() && b.plan.is_empty() && b.permission.is_none() {
         body.push(Line::from(Span::styled("starting…", theme::dim())));
     }
 }

@@ -78,6 +78,55 @@ impl PanelArg {
     }
 }
 
+#[derive(clap::Args)]
+pub struct ReplayArgs {
+    /// The transcript to play.
+    pub file: PathBuf,
+    /// Playback speed: 2 plays twice as fast as recorded.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    pub speed: f64,
+    /// Show the end state at once.
+    #[arg(long)]
+    pub instant: bool,
+    /// Start paused (space plays, n steps).
+    #[arg(long)]
+    pub paused: bool,
+    /// Side panel of background tasks.
+    #[arg(long, value_enum, default_value_t)]
+    pub panel: PanelArg,
+    /// Render with no terminal and write OUT: .txt (plain text), .ans
+    /// (ANSI colours) or .svg (image).
+    #[arg(long, value_name = "OUT")]
+    pub screenshot: Option<PathBuf>,
+    /// Screenshot size, COLSxROWS.
+    #[arg(long, default_value = "120x40", value_parser = parse_size, requires = "screenshot")]
+    pub size: (u16, u16),
+    /// Screenshot after event N (1 is the first event; default: the end).
+    #[arg(long, value_name = "N", requires = "screenshot")]
+    pub at: Option<usize>,
+}
+
+impl ReplayArgs {
+    /// What to render, when a screenshot is asked for.
+    pub fn screenshot_options(&self) -> Option<ScreenshotOptions> {
+        Some(ScreenshotOptions {
+            out: self.screenshot.clone()?,
+            size: self.size,
+            at: self.at,
+            panel: self.panel.open(),
+        })
+    }
+
+    pub fn replay_options(&self) -> ReplayOptions {
+        ReplayOptions {
+            speed: self.speed,
+            instant: self.instant,
+            paused: self.paused,
+            panel: self.panel.open(),
+        }
+    }
+}
+
 /// How to replay.
 pub struct ReplayOptions {
     pub speed: f64,

@@ -448,6 +448,8 @@ mod tests {
                 code_review: false,
                 background: false,
                 session: None,
+                batch_id: None,
+                queued: false,
             },
         ));
         s.apply(&Stamped::new(

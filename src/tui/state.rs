@@ -3,8 +3,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
-    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, SessionKind, Severity, Stamped,
-    StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
+    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind, Severity,
+    Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
 };
 
 /// How many activity lines a running box keeps.
@@ -51,6 +51,8 @@ pub enum CellKind {
         text: String,
     },
     Subagent(Box<SubagentBox>),
+    /// The header of a batch: its tasks' boxes follow, grouped under it.
+    Batch(Box<BatchHeader>),
     /// A background task's completion, reported back into the chat.
     TaskReport {
         task_id: String,
@@ -92,6 +94,10 @@ pub struct SubagentBox {
     pub log: Log,
     /// What its tool calls changed, for the finished box's summary line.
     pub changes: Changes,
+    /// Queued until its place comes, then as the board's snapshots say.
+    pub state: TaskState,
+    /// The batch it is a task of: its box is drawn inside the group.
+    pub batch: Option<Grouped>,
 }
 
 /// A tool call's detail, sanitised for the screen: `input` is its raw
@@ -422,9 +428,60 @@ fn clip(text: &str) -> String {
     )
 }
 
+/// A box's place in its batch's group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grouped {
+    pub batch_id: String,
+    /// The batch's tint (its quorum's or worst verdict), once known.
+    pub tint: Option<Severity>,
+    /// The last box of a finished batch: it closes the group.
+    pub last: bool,
+}
+
 impl SubagentBox {
     pub fn running(&self) -> bool {
         self.finished.is_none()
+    }
+
+    pub fn queued(&self) -> bool {
+        self.running() && self.state == TaskState::Queued
+    }
+}
+
+/// One task of a batch, in its header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    pub call_id: String,
+    pub agent: String,
+    /// Copied from the board's snapshots.
+    pub state: TaskState,
+    pub severity: Option<Severity>,
+}
+
+/// A batch's header line: its tasks as they go, then its totals and, for
+/// a review batch, the quorum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchHeader {
+    pub batch_id: String,
+    /// How many tasks it has (those that could not start included).
+    pub tasks: u32,
+    pub review: bool,
+    /// The tasks that have a box, in order.
+    pub members: Vec<Member>,
+    /// `(succeeded, failed, worst verdict)` once every task ended.
+    pub finished: Option<(u32, u32, Option<Severity>)>,
+    pub quorum: Option<Quorum>,
+}
+
+impl BatchHeader {
+    /// The verdict the group is tinted with: the quorum's, else the worst
+    /// a task gave, once the batch is done.
+    pub fn tint(&self) -> Option<Severity> {
+        match (&self.quorum, self.finished) {
+            (Some(q), _) => q.verdict,
+            (None, Some((_, _, worst))) => worst,
+            (None, None) => None,
+        }
     }
 }
 
@@ -494,9 +551,12 @@ pub struct State {
     pub turn_running: bool,
     /// The chat model's pending retry: attempt, wait, reason.
     pub retry: Option<(u32, u64, String)>,
-    /// Running boxes (ids of their cells).
+    /// Running boxes (queued ones included), and queued ones.
     running: usize,
+    queued: usize,
     calls: HashMap<String, usize>,
+    /// Batch headers, by batch id.
+    batches: HashMap<String, usize>,
     tools: HashMap<String, usize>,
     task_index: HashMap<String, usize>,
     open_assistant: Option<usize>,
@@ -528,9 +588,14 @@ impl State {
         })
     }
 
-    /// How many sub-agent boxes are still running.
+    /// How many sub-agent boxes are still running (queued ones included).
     pub fn running(&self) -> usize {
         self.running
+    }
+
+    /// How many boxes wait for their place in a batch.
+    pub fn queued(&self) -> usize {
+        self.queued
     }
 
     fn push(&mut self, kind: CellKind) -> usize {
@@ -560,6 +625,41 @@ impl State {
     fn task(&mut self, task_id: &str) -> Option<&mut Task> {
         let index = *self.task_index.get(task_id)?;
         self.tasks.get_mut(index)
+    }
+
+    fn batch(&mut self, batch_id: &str) -> Option<&mut BatchHeader> {
+        let index = *self.batches.get(batch_id)?;
+        match self.touch(index) {
+            CellKind::Batch(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The batch a call's box belongs to.
+    fn batch_of(&self, call_id: &str) -> Option<String> {
+        match &self.cells[*self.calls.get(call_id)?].kind {
+            CellKind::Subagent(b) => b.batch.as_ref().map(|g| g.batch_id.clone()),
+            _ => None,
+        }
+    }
+
+    /// Tints a batch's header and the boxes grouped under it.
+    fn tint_batch(&mut self, batch_id: &str) {
+        let Some(header) = self.batch(batch_id) else {
+            return;
+        };
+        let tint = header.tint();
+        let done = header.finished.is_some();
+        let calls: Vec<String> = header.members.iter().map(|m| m.call_id.clone()).collect();
+        let count = calls.len();
+        for (i, call_id) in calls.into_iter().enumerate() {
+            if let Some(b) = self.subagent(&call_id)
+                && let Some(group) = &mut b.batch
+            {
+                group.tint = tint;
+                group.last = done && i + 1 == count;
+            }
+        }
     }
 
     /// Applies one event.
@@ -633,8 +733,15 @@ impl State {
                 code_review,
                 background,
                 session,
+                batch_id,
+                queued,
             } => {
                 self.open_assistant = None;
+                let state = if *queued {
+                    TaskState::Queued
+                } else {
+                    TaskState::Running
+                };
                 let agent = match agent {
                     AgentRef::Internal => AgentRef::Internal,
                     AgentRef::Acp(name) => AgentRef::Acp(clean(name)),
@@ -649,8 +756,19 @@ impl State {
                         code_review: *code_review,
                         started: t,
                         finished: None,
-                        summary: Summary::default(),
+                        summary: Summary {
+                            state,
+                            ..Summary::default()
+                        },
                         reported: false,
+                    });
+                }
+                if let Some(header) = batch_id.as_deref().and_then(|id| self.batch(id)) {
+                    header.members.push(Member {
+                        call_id: call_id.clone(),
+                        agent: agent.name().to_string(),
+                        state,
+                        severity: None,
                     });
                 }
                 let i = self.push(CellKind::Subagent(Box::new(SubagentBox {
@@ -675,14 +793,85 @@ impl State {
                     session_id: None,
                     log: Log::default(),
                     changes: Changes::default(),
+                    state,
+                    batch: batch_id
+                        .as_ref()
+                        .filter(|id| self.batches.contains_key(*id))
+                        .map(|id| Grouped {
+                            batch_id: id.clone(),
+                            tint: None,
+                            last: false,
+                        }),
                 })));
                 // A call id used twice replaces the older box's entry.
                 if let Some(old) = self.calls.insert(call_id.clone(), i)
-                    && matches!(&self.cells[old].kind, CellKind::Subagent(b) if b.running())
+                    && let CellKind::Subagent(b) = &self.cells[old].kind
+                    && b.running()
                 {
                     self.running -= 1;
+                    if b.queued() {
+                        self.queued -= 1;
+                    }
                 }
                 self.running += 1;
+                if *queued {
+                    self.queued += 1;
+                }
+            }
+            Event::SubagentDequeued { call_id } => {
+                let Some(b) = self.subagent(call_id) else {
+                    return;
+                };
+                if !b.queued() {
+                    return;
+                }
+                // Its time counts from when it runs.
+                b.state = TaskState::Running;
+                b.started = t;
+                let task_id = b.task_id.clone();
+                self.queued -= 1;
+                if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
+                    task.started = t;
+                    task.summary.state = TaskState::Running;
+                }
+            }
+            Event::BatchStarted {
+                batch_id,
+                tasks,
+                review,
+            } => {
+                self.open_assistant = None;
+                let i = self.push(CellKind::Batch(Box::new(BatchHeader {
+                    batch_id: clean(batch_id),
+                    tasks: *tasks,
+                    review: *review,
+                    members: Vec::new(),
+                    finished: None,
+                    quorum: None,
+                })));
+                self.batches.insert(batch_id.clone(), i);
+            }
+            Event::BatchFinished {
+                batch_id,
+                succeeded,
+                failed,
+                worst_verdict,
+                ..
+            } => {
+                if let Some(header) = self.batch(batch_id) {
+                    header.finished = Some((*succeeded, *failed, *worst_verdict));
+                }
+                self.tint_batch(batch_id);
+            }
+            Event::ReviewQuorum { batch_id, quorum } => {
+                if let Some(header) = self.batch(batch_id) {
+                    let mut quorum = quorum.clone();
+                    for v in &mut quorum.verdicts {
+                        v.agent = clean(&v.agent);
+                    }
+                    header.quorum = Some(quorum);
+                }
+                self.tint_batch(batch_id);
             }
             Event::SubagentSession {
                 call_id,
@@ -736,15 +925,19 @@ impl State {
                 let Some(b) = self.subagent(call_id) else {
                     return;
                 };
-                let was_running = b.running();
+                let (was_running, was_queued) = (b.running(), b.queued());
                 b.finished = Some(t);
                 b.output = Some(clean(output));
                 b.stop_reason = Some(*stop_reason);
                 b.severity = *severity;
                 b.permission = None;
                 b.waiting = false;
+                b.state = TaskState::from_stop_reason(*stop_reason);
                 if was_running {
                     self.running -= 1;
+                }
+                if was_queued {
+                    self.queued -= 1;
                 }
             }
             Event::TaskProgress {
@@ -752,18 +945,32 @@ impl State {
                 task_id,
                 summary,
             } => {
-                // A copy of the board's snapshot: box and panel show the
-                // same numbers.
+                // A copy of the board's snapshot: box, batch header and
+                // panel show the same numbers.
                 if let Some(b) = self.subagent(call_id) {
                     b.tool_calls = summary.tool_calls;
                     b.waiting = summary.waiting && b.running();
+                    let was_queued = b.queued();
+                    if b.running() {
+                        b.state = summary.state;
+                    }
+                    if was_queued && !b.queued() {
+                        self.queued -= 1;
+                    }
+                }
+                if let Some(batch_id) = self.batch_of(call_id)
+                    && let Some(header) = self.batch(&batch_id)
+                    && let Some(member) = header.members.iter_mut().find(|m| &m.call_id == call_id)
+                {
+                    member.state = summary.state;
+                    member.severity = summary.severity;
                 }
                 if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
                     task.summary = Summary {
                         last_activity: summary.last_activity.as_deref().map(clean),
                         ..summary.clone()
                     };
-                    if summary.state != TaskState::Running && task.finished.is_none() {
+                    if !summary.state.active() && task.finished.is_none() {
                         task.finished = Some(t);
                     }
                 }
@@ -1063,7 +1270,54 @@ mod tests {
             code_review: true,
             background,
             session: None,
+            batch_id: None,
+            queued: false,
         }
+    }
+
+    /// A box of batch `b1`: call `call`, on agent `agent`, maybe queued.
+    fn member(call: &str, agent: &str, queued: bool) -> Event {
+        Event::SubagentStarted {
+            call_id: call.into(),
+            task_id: Some(format!("t-{call}")),
+            agent: AgentRef::Acp(agent.into()),
+            input: "review it".into(),
+            code_review: true,
+            background: true,
+            session: None,
+            batch_id: Some("b1".into()),
+            queued,
+        }
+    }
+
+    fn batch_started() -> Event {
+        Event::BatchStarted {
+            batch_id: "b1".into(),
+            tasks: 3,
+            review: true,
+        }
+    }
+
+    fn header(state: &State) -> &BatchHeader {
+        state
+            .cells
+            .iter()
+            .find_map(|c| match &c.kind {
+                CellKind::Batch(h) => Some(&**h),
+                _ => None,
+            })
+            .expect("a batch header")
+    }
+
+    fn box_of<'a>(state: &'a State, call: &str) -> &'a SubagentBox {
+        state
+            .cells
+            .iter()
+            .find_map(|c| match &c.kind {
+                CellKind::Subagent(b) if b.call_id == call => Some(&**b),
+                _ => None,
+            })
+            .expect("the box")
     }
 
     fn activity(activity: Activity) -> Event {
@@ -1205,6 +1459,192 @@ mod tests {
         assert_eq!(s.tasks[0].input, "review it", "the first line");
         assert_eq!(s.tasks[0].started, 7);
         assert_eq!(s.latest_running_call().as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn batch_started_opens_a_header_that_groups_its_boxes() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", true));
+        let h = header(&s);
+        assert_eq!((h.tasks, h.review, h.finished), (3, true, None));
+        assert_eq!(
+            h.members
+                .iter()
+                .map(|m| (m.call_id.as_str(), m.agent.as_str(), m.state))
+                .collect::<Vec<_>>(),
+            [
+                ("c1", "a", TaskState::Running),
+                ("c2", "b", TaskState::Queued)
+            ]
+        );
+        assert!(
+            matches!(s.cells[0].kind, CellKind::Batch(_)),
+            "the header comes first"
+        );
+        for call in ["c1", "c2"] {
+            assert_eq!(
+                box_of(&s, call).batch,
+                Some(Grouped {
+                    batch_id: "b1".into(),
+                    tint: None,
+                    last: false
+                })
+            );
+        }
+        assert!(box_of(&s, "c2").queued());
+        assert_eq!((s.running(), s.queued()), (2, 1));
+        assert_eq!(s.tasks[1].summary.state, TaskState::Queued, "the panel too");
+        // The board's snapshots reach the header's members.
+        apply(
+            &mut s,
+            3,
+            Event::TaskProgress {
+                call_id: "c1".into(),
+                task_id: Some("t-c1".into()),
+                summary: Summary {
+                    state: TaskState::Done,
+                    severity: Some(Severity::Red),
+                    ..Summary::default()
+                },
+            },
+        );
+        let m = &header(&s).members[0];
+        assert_eq!(
+            (m.state, m.severity),
+            (TaskState::Done, Some(Severity::Red))
+        );
+        // A box of an unknown batch is drawn on its own.
+        apply(
+            &mut s,
+            4,
+            Event::SubagentStarted {
+                call_id: "c3".into(),
+                task_id: None,
+                agent: AgentRef::Acp("c".into()),
+                input: "x".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: Some("b9".into()),
+                queued: false,
+            },
+        );
+        assert_eq!(box_of(&s, "c3").batch, None);
+    }
+
+    #[test]
+    fn subagent_dequeued_starts_a_queued_box_and_its_clock() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", true));
+        assert_eq!((s.running(), s.queued()), (1, 1));
+        apply(
+            &mut s,
+            50,
+            Event::SubagentDequeued {
+                call_id: "c1".into(),
+            },
+        );
+        let b = box_of(&s, "c1");
+        assert_eq!(
+            (b.state, b.started, b.queued()),
+            (TaskState::Running, 50, false)
+        );
+        assert_eq!((s.running(), s.queued()), (1, 0));
+        assert_eq!(
+            (s.tasks[0].started, s.tasks[0].summary.state),
+            (50, TaskState::Running)
+        );
+        // Only a queued box is dequeued.
+        apply(
+            &mut s,
+            60,
+            Event::SubagentDequeued {
+                call_id: "c1".into(),
+            },
+        );
+        assert_eq!(box_of(&s, "c1").started, 50);
+        // A queued box that finishes (cancelled while queued) leaves the count.
+        apply(&mut s, 70, member("c2", "b", true));
+        apply(
+            &mut s,
+            80,
+            Event::SubagentFinished {
+                call_id: "c2".into(),
+                output: "b: cancelled while queued".into(),
+                stop_reason: StopReason::Cancelled,
+                severity: None,
+            },
+        );
+        assert_eq!((s.running(), s.queued()), (1, 0));
+    }
+
+    #[test]
+    fn batch_finished_totals_and_tints_the_group() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", false));
+        apply(
+            &mut s,
+            9,
+            Event::BatchFinished {
+                batch_id: "b1".into(),
+                total: 3,
+                succeeded: 1,
+                failed: 2,
+                worst_verdict: Some(Severity::Yellow),
+            },
+        );
+        let h = header(&s);
+        assert_eq!(h.finished, Some((1, 2, Some(Severity::Yellow))));
+        assert_eq!(h.tint(), Some(Severity::Yellow));
+        let groups: Vec<_> = ["c1", "c2"]
+            .iter()
+            .map(|c| box_of(&s, c).batch.clone().unwrap())
+            .collect();
+        assert!(groups.iter().all(|g| g.tint == Some(Severity::Yellow)));
+        assert_eq!(
+            groups.iter().map(|g| g.last).collect::<Vec<_>>(),
+            [false, true],
+            "the last box closes the group"
+        );
+    }
+
+    #[test]
+    fn review_quorum_tints_the_group_with_its_verdict() {
+        use crate::event::ReviewerVerdict;
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        let verdict = |agent: &str, severity| ReviewerVerdict {
+            agent: agent.into(),
+            call_id: None,
+            severity: Some(severity),
+            failed: false,
+        };
+        apply(
+            &mut s,
+            9,
+            Event::ReviewQuorum {
+                batch_id: "b1".into(),
+                quorum: Quorum::of(vec![
+                    verdict("a\x1b[2J", Severity::Red),
+                    verdict("b", Severity::Green),
+                ]),
+            },
+        );
+        let h = header(&s);
+        let q = h.quorum.as_ref().unwrap();
+        assert_eq!((q.label().as_str(), q.unanimous()), ("red · 1 of 2", false));
+        assert_eq!(q.verdicts[0].agent, "a", "sanitised");
+        assert_eq!(h.tint(), Some(Severity::Red));
+        assert_eq!(
+            box_of(&s, "c1").batch.as_ref().unwrap().tint,
+            Some(Severity::Red)
+        );
     }
 
     #[test]
@@ -1755,6 +2195,10 @@ mod tests {
             "tool_call_started",
             "tool_call_finished",
             "subagent_started",
+            "subagent_dequeued",
+            "batch_started",
+            "batch_finished",
+            "review_quorum",
             "subagent_session",
             "subagent_followup",
             "subagent_activity",

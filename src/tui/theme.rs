@@ -29,6 +29,12 @@ pub const NEEDS_YOU: Color = Color::LightYellow;
 /// The internal agent's colour.
 pub const INTERNAL: Color = Color::LightBlue;
 
+/// A batch's group before it has a verdict (not a verdict colour).
+pub const GROUP: Color = Color::Gray;
+
+/// The mark of a task waiting for its place in a batch.
+pub const QUEUED: &str = "◌";
+
 pub fn severity_color(severity: Severity) -> Color {
     match severity {
         Severity::Green => GREEN,
@@ -49,6 +55,11 @@ pub fn agent_color(name: &str) -> Color {
         hash = hash.wrapping_mul(0x0100_0193);
     }
     NEUTRAL[hash as usize % NEUTRAL.len()]
+}
+
+/// A batch group's colour: its verdict's, else neutral.
+pub fn group_color(tint: Option<Severity>) -> Color {
+    tint.map_or(GROUP, severity_color)
 }
 
 /// A box's border colour: its verdict's, else its agent's.

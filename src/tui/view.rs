@@ -501,7 +501,7 @@ fn draw_status(
             theme::warning(),
         ));
     }
-    let running = state.running();
+    let (running, queued) = (state.running() - state.queued(), state.queued());
     if running > 0 {
         spans.push(Span::styled(format!(" · {running} running"), theme::bold()));
     }
@@ -516,6 +516,9 @@ fn draw_status(
                 .fg(theme::NEEDS_YOU)
                 .add_modifier(Modifier::BOLD),
         ));
+    }
+    if queued > 0 {
+        spans.push(Span::styled(format!(" · {queued} queued"), theme::dim()));
     }
     if !chrome.keys.is_empty() {
         spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
@@ -541,15 +544,19 @@ fn task_style(task: &Task) -> Style {
 }
 
 fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buffer, now: u64) {
-    let running = state
-        .tasks
-        .iter()
-        .filter(|t| t.summary.state == TaskState::Running)
-        .count();
-    let title = format!(
-        " Tasks · {running} running · {} done ",
-        state.tasks.len() - running
-    );
+    let count = |s: TaskState| state.tasks.iter().filter(|t| t.summary.state == s).count();
+    let (running, queued) = (count(TaskState::Running), count(TaskState::Queued));
+    let title = if queued > 0 {
+        format!(
+            " Tasks · {running} running · {queued} queued · {} done ",
+            state.tasks.len() - running - queued
+        )
+    } else {
+        format!(
+            " Tasks · {running} running · {} done ",
+            state.tasks.len() - running
+        )
+    };
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
@@ -587,6 +594,7 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
         let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
         let mark = match task.summary.state {
             TaskState::Running if task.summary.waiting => "?",
+            TaskState::Queued => theme::QUEUED,
             TaskState::Running => theme::spinner(now),
             TaskState::Done => "●",
             TaskState::Failed => "✗",
@@ -613,6 +621,7 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
         let state_style = match task.summary.state {
             TaskState::Failed => Style::default().fg(theme::RED),
             TaskState::Cancelled => theme::warning(),
+            TaskState::Queued => theme::dim(),
             _ => style,
         };
         let mut facts = vec![Span::styled(

@@ -42,6 +42,10 @@ const CRASH_MARKER: &str = "_quorum_fake_agent/crash";
 /// never written itself.
 const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
 
+/// `--scenario WORDS` (or `--review V`): the scenario every prompt runs,
+/// whatever its first word.
+static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 fn log(message: impl std::fmt::Display) {
     eprintln!("quorum-fake-agent[{}]: {message}", std::process::id());
 }
@@ -221,8 +225,13 @@ async fn run_turn(
             () = request_cancellation.cancelled() => {}
         }
     };
-    let (word, rest) = first_word(text);
+    let (word, rest) = match SCENARIO.get() {
+        Some(scenario) => first_word(scenario),
+        None => first_word(text),
+    };
     match word {
+        // The whole prompt, as it was received.
+        "prompt" => turn.chunk(text)?,
         "echo" => {
             for piece in thirds(rest) {
                 turn.chunk(piece)?;
@@ -685,6 +694,8 @@ struct Options {
     auth_required: bool,
     /// Offer a model and a mode as session config options.
     config_options: bool,
+    /// The scenario every prompt runs (`--scenario`, `--review`).
+    scenario: Option<String>,
 }
 
 fn parse_options() -> Options {
@@ -695,8 +706,10 @@ fn parse_options() -> Options {
         ignore_stdin_close: false,
         auth_required: false,
         config_options: false,
+        scenario: None,
     };
-    for arg in std::env::args().skip(1) {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--no-load" => options.load = false,
             "--no-resume" => options.resume = false,
@@ -704,6 +717,8 @@ fn parse_options() -> Options {
             "--ignore-stdin-close" => options.ignore_stdin_close = true,
             "--auth-required" => options.auth_required = true,
             "--config-options" => options.config_options = true,
+            "--scenario" => options.scenario = args.next(),
+            "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -764,9 +779,12 @@ async fn main() {
         }
     }
     log(format!(
-        "started (loadSession: {}, resume: {})",
-        options.load, options.resume
+        "started (loadSession: {}, resume: {}, scenario: {:?})",
+        options.load, options.resume, options.scenario
     ));
+    if let Some(scenario) = options.scenario.clone() {
+        let _ = SCENARIO.set(scenario);
+    }
 
     // The crate's `Stdio` transport needs the `stdio` feature; instead, hand
     // the connection one end of an in-memory `Channel` and pump the other end

@@ -1,0 +1,313 @@
+//! `quorum review`: the repository's changes (`git diff REV`) sent to
+//! several agents as one batch of code reviews; each verdict and their
+//! quorum are printed, and the exit code says the quorum's verdict, so CI
+//! can use it.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::Session;
+use super::headless::{Printer, Progress, Setup, interrupts};
+use crate::acp::registry::Permissions;
+use crate::event::{Quorum, Severity, StopReason};
+use crate::sanitize::sanitize;
+use crate::subagent::dispatch::{BatchResult, Reply};
+use crate::subagent::types::{SubAgentCallInput, TaskInput};
+
+/// Exit code: the quorum is green.
+pub const EXIT_GREEN: i32 = 0;
+/// Exit code: the quorum is yellow.
+pub const EXIT_YELLOW: i32 = 1;
+/// Exit code: a reviewer said red.
+pub const EXIT_RED: i32 = 2;
+/// Exit code: the review could not be made (no diff to read, no agent,
+/// bad config), or a reviewer failed or gave no verdict and none said red.
+pub const EXIT_ERROR: i32 = 3;
+
+/// `quorum review`'s options.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ReviewArgs {
+    /// The reviewers, comma-separated (default: every installed agent).
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    pub agents: Vec<String>,
+    /// Review `git diff REV` (default: HEAD, the working tree against the
+    /// last commit; untracked files are not part of it).
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// Print one JSON object: the summary, each review, the quorum and
+    /// the exit code.
+    #[arg(long)]
+    pub json: bool,
+    /// Answer for permission requests of agents whose policy is `ask`.
+    #[arg(long, value_enum, default_value = "none")]
+    pub approve: Permissions,
+    /// The repository (default: the current directory); the agents run
+    /// there and may only read and write inside it.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Record the events to this transcript file.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+/// The exit code of a quorum: red wins; otherwise a failed reviewer (or
+/// one without a verdict) is an error; otherwise yellow or green.
+pub fn exit_code(quorum: &Quorum) -> i32 {
+    match quorum.verdict {
+        Some(Severity::Red) => EXIT_RED,
+        _ if quorum.incomplete() => EXIT_ERROR,
+        Some(Severity::Yellow) => EXIT_YELLOW,
+        Some(Severity::Green) => EXIT_GREEN,
+        None => EXIT_ERROR,
+    }
+}
+
+/// `git diff REV` in `dir`.
+fn diff(dir: &Path, rev: &str) -> Result<String, String> {
+    let out = std::process::Command::new("git")
+        .args(["diff", "--no-color", "--no-ext-diff", rev, "--"])
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`git diff {rev}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The message every reviewer gets (the review contract follows it).
+pub fn prompt(dir: &Path, rev: &str, diff: &str) -> String {
+    format!(
+        "Review this change to the repository in {} (the output of `git diff {rev}`). Look for \
+         bugs, security problems and anything that must be fixed before it is merged; read the \
+         surrounding code when the diff alone does not say enough.\n\n```diff\n{}\n```",
+        dir.display(),
+        diff.trim_end()
+    )
+}
+
+/// `quorum review`: prints each verdict and the quorum; returns the exit
+/// code.
+pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
+    super::config::init_logging();
+    let setup = Setup {
+        config,
+        cwd: args.cwd.clone(),
+        approve: args.approve,
+        record: args.record.clone(),
+    };
+    let session = match setup.session(None) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("quorum: {e:#}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let agents: Vec<String> = if args.agents.is_empty() {
+        let installed = session.registry.installed();
+        installed.iter().map(|a| a.name.clone()).collect()
+    } else {
+        args.agents.clone()
+    };
+    if agents.is_empty() {
+        eprintln!("quorum: no agent is installed to review with (see `quorum agents`)");
+        return Ok(EXIT_ERROR);
+    }
+    for agent in &agents {
+        if let Err(e) = session.registry.get(agent) {
+            eprintln!("quorum: --agents: {e}");
+            return Ok(EXIT_ERROR);
+        }
+    }
+    let rev = args.base.clone().unwrap_or_else(|| "HEAD".to_string());
+    let dir = session.root.path().to_path_buf();
+    let diff = match diff(&dir, &rev) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("quorum: {e}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    if diff.trim().is_empty() {
+        eprintln!("quorum: nothing to review: `git diff {rev}` is empty");
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "base": rev, "tasks": [], "exit_code": EXIT_GREEN })
+            );
+        }
+        return Ok(EXIT_GREEN);
+    }
+    let message = prompt(&dir, &rev, &diff);
+    let input = SubAgentCallInput {
+        tasks: Some(
+            agents
+                .iter()
+                .map(|agent| TaskInput {
+                    agent: Some(agent.clone()),
+                    input: message.clone(),
+                    ..TaskInput::default()
+                })
+                .collect(),
+        ),
+        code_review: true,
+        // Sessions last one invocation: every reviewer starts fresh.
+        continue_session: false,
+        ..SubAgentCallInput::default()
+    };
+    let (session, events) = Session::start(session, Instant::now())?;
+    let mut progress = Progress::default();
+    let printer = Printer::spawn(events, move |event| progress.print(&event.event));
+    let code = run(&session, input, &rev, args.json).await;
+    session.shutdown();
+    printer.finish().await;
+    Ok(code)
+}
+
+/// Runs the review batch, prints its results and returns the exit code.
+async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool) -> i32 {
+    let mut interrupts = interrupts();
+    let mut interrupted = false;
+    let call = session.call(input);
+    tokio::pin!(call);
+    let reply = loop {
+        tokio::select! {
+            reply = &mut call => break reply,
+            Some(interrupt) = interrupts.recv() => {
+                if let Some(exit) = interrupt.handle(&mut interrupted, || session.cancel_all()) {
+                    return exit;
+                }
+            }
+        }
+    };
+    let batch = match reply {
+        Ok(Reply::Batch(batch)) => batch,
+        Ok(other) => unreachable!("a foreground batch: {other:?}"),
+        Err(e) => {
+            eprintln!("quorum: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let code = batch.quorum.as_ref().map_or(EXIT_ERROR, exit_code);
+    if json {
+        let mut v = batch.to_json();
+        v["base"] = rev.into();
+        v["exit_code"] = code.into();
+        println!("{v}");
+    } else {
+        print!("{}", report(&batch));
+    }
+    code
+}
+
+/// The first line of a report that says something: not blank, and not
+/// a heading when there is more.
+fn first_line(report: &str) -> String {
+    let mut lines = report.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.clone().next().unwrap_or("");
+    lines
+        .find(|l| !l.starts_with('#'))
+        .unwrap_or(first)
+        .to_string()
+}
+
+/// Each review on a line (agent, verdict, the report's first line or
+/// what went wrong), then the quorum.
+pub fn report(batch: &BatchResult) -> String {
+    let width = batch
+        .tasks
+        .iter()
+        .map(|t| t.agent.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for task in &batch.tasks {
+        let (verdict, text) = match &task.result {
+            Ok(o) if o.stop_reason == StopReason::EndTurn => (
+                o.severity.map_or("none", Severity::as_str).to_string(),
+                first_line(crate::subagent::severity::parse(&o.output).body),
+            ),
+            Ok(o) => (
+                o.stop_reason.as_str().to_string(),
+                o.output.lines().next().unwrap_or("").to_string(),
+            ),
+            Err(e) => ("error".to_string(), e.clone()),
+        };
+        out.push_str(&format!(
+            "{:width$}  {verdict:<7}  {}\n",
+            sanitize(&task.agent),
+            sanitize(&text)
+        ));
+    }
+    if let Some(q) = &batch.quorum {
+        let split = if q.unanimous() {
+            ""
+        } else {
+            " (reviewers disagree)"
+        };
+        out.push_str(&format!("quorum: {}{split}\n", q.label()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::ReviewerVerdict;
+
+    fn quorum(verdicts: &[(Option<Severity>, bool)]) -> Quorum {
+        Quorum::of(
+            verdicts
+                .iter()
+                .enumerate()
+                .map(|(i, (severity, failed))| ReviewerVerdict {
+                    agent: format!("a{i}"),
+                    call_id: None,
+                    severity: *severity,
+                    failed: *failed,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn exit_codes_follow_the_quorum() {
+        use Severity::*;
+        assert_eq!(exit_code(&quorum(&[(Some(Green), false); 3])), EXIT_GREEN);
+        assert_eq!(
+            exit_code(&quorum(&[(Some(Green), false), (Some(Yellow), false)])),
+            EXIT_YELLOW
+        );
+        assert_eq!(
+            exit_code(&quorum(&[(Some(Red), false), (Some(Green), false)])),
+            EXIT_RED
+        );
+        // Red wins over a failed reviewer; otherwise a failure is an error.
+        assert_eq!(
+            exit_code(&quorum(&[(Some(Red), false), (None, true)])),
+            EXIT_RED
+        );
+        assert_eq!(
+            exit_code(&quorum(&[(Some(Green), false), (None, true)])),
+            EXIT_ERROR
+        );
+        assert_eq!(
+            exit_code(&quorum(&[(Some(Yellow), false), (None, false)])),
+            EXIT_ERROR,
+            "a reviewer without a verdict"
+        );
+        assert_eq!(exit_code(&quorum(&[])), EXIT_ERROR);
+    }
+
+    #[test]
+    fn the_prompt_carries_the_diff() {
+        let p = prompt(Path::new("/repo"), "HEAD~1", "+added\n");
+        assert!(p.contains("`git diff HEAD~1`"), "{p}");
+        assert!(p.ends_with("```diff\n+added\n```"), "{p}");
+    }
+}
