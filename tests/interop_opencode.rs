@@ -6,7 +6,7 @@
 
 mod common;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// The text of the last user message of a chat-completions request.
 fn last_user_text(body: &serde_json::Value) -> String {
@@ -35,34 +35,10 @@ async fn serve(listener: tokio::net::TcpListener) {
             return;
         };
         tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 8192];
-            let (head_end, length) = loop {
-                let n = sock.read(&mut chunk).await.unwrap_or(0);
-                if n == 0 {
-                    return;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
-                    let length = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    break (at + 4, length);
-                }
+            let Some((head, body)) = common::models::read_request(&mut sock).await else {
+                return;
             };
-            while buf.len() < head_end + length {
-                let n = sock.read(&mut chunk).await.unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-            let body: serde_json::Value =
-                serde_json::from_slice(&buf[head_end..]).unwrap_or_default();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let response = if head.starts_with("GET") {
                 let json = r#"{"object":"list","data":[{"id":"echo-model","object":"model"}]}"#;
                 format!(

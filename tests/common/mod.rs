@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod adapter;
 pub mod models;
 
 use quorum::event::Stamped;

@@ -47,13 +47,15 @@ impl FakeModel {
     }
 }
 
-async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>>) {
+/// Reads one HTTP request from `sock`: its head (request line and
+/// headers) and its body, as long as `content-length` says.
+pub async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     let (head_end, length) = loop {
         let n = sock.read(&mut chunk).await.unwrap_or(0);
         if n == 0 {
-            return;
+            return None;
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -74,7 +76,14 @@ async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>
         buf.extend_from_slice(&chunk[..n]);
     }
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or_default();
+    Some((head, buf[head_end..].to_vec()))
+}
+
+async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>>) {
+    let Some((head, body)) = read_request(&mut sock).await else {
+        return;
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or_default();
     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
     if !head.starts_with("POST") {
         let _ = sock

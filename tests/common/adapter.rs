@@ -1,0 +1,198 @@
+//! A real ACP adapter (claude-agent-acp, codex-acp) run by `quorum call`
+//! against a fake model server, with a private home; what the interop
+//! tests of both share.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::models::{FakeModel, leftovers};
+
+pub struct Adapter {
+    pub dir: tempfile::TempDir,
+    pub model: FakeModel,
+    config: PathBuf,
+    agent: &'static str,
+}
+
+impl Adapter {
+    /// Installs `agent`'s adapter with `scripts/install-acp-adapter.sh`
+    /// and writes a quorum config for it: `table(dir, model_url, exe)` is
+    /// its `[agents.NAME]` table (and may write files of its own in `dir`,
+    /// which has `home/` and `work/`).
+    pub async fn start(
+        agent: &'static str,
+        table: impl FnOnce(&Path, &str, &Path) -> String,
+    ) -> Adapter {
+        let exe = tokio::task::spawn_blocking(move || {
+            super::install_with("install-acp-adapter.sh", &[agent])
+        })
+        .await
+        .unwrap();
+        let model = FakeModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["home", "work"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        let config = dir.path().join("quorum.toml");
+        std::fs::write(&config, table(dir.path(), &model.url(), &exe)).unwrap();
+        Adapter {
+            dir,
+            model,
+            config,
+            agent,
+        }
+    }
+
+    /// The adapter's private `HOME`.
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// The session directory.
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// `quorum call --agent AGENT --cwd WORK ARGS`.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_quorum"));
+        c.arg("--config")
+            .arg(&self.config)
+            .args(["call", "--agent", self.agent, "--cwd"])
+            .arg(self.work())
+            .args(args)
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs a call to its end; nothing it started may be left running.
+    pub async fn call(&self, args: &[&str]) -> Output {
+        let out = tokio::time::timeout(Duration::from_secs(120), self.command(args).output())
+            .await
+            .expect("quorum call ends");
+        let out = out.unwrap();
+        self.assert_nothing_left(&out);
+        out
+    }
+
+    /// These adapters do not exit when their stdin closes: quorum ends them.
+    pub fn assert_nothing_left(&self, out: &Output) {
+        let left = leftovers(&self.home());
+        assert!(
+            left.is_empty(),
+            "still running after quorum exited: {left:?}\nstderr: {}",
+            text(&out.stderr)
+        );
+    }
+
+    /// A plain turn, the next one resuming it, the same session resumed by
+    /// a new quorum process, and a review verdict.
+    pub async fn answers_reviews_and_resumes_in_a_new_process(&self) {
+        let out = self
+            .call(&["--json", "--input", "plain", "--input", "count"])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let lines = json_lines(&out);
+        assert_eq!(lines[0]["output"], "Plain answer.");
+        assert_eq!(lines[0]["session"], "fresh");
+        assert_eq!(lines[1]["session"], "resumed", "{}", text(&out.stdout));
+        assert_eq!(
+            lines[1]["output"], "messages: 2",
+            "the first turn came along"
+        );
+        let id = lines[1]["session_id"].as_str().unwrap().to_string();
+
+        let out = self
+            .call(&["--json", "--resume", &id, "--input", "count"])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let line = &json_lines(&out)[0];
+        assert!(
+            line["session"] == "resumed" || line["session"] == "loaded",
+            "{line}"
+        );
+        assert_eq!(line["session_id"], id.as_str());
+        assert_eq!(line["output"], "messages: 3");
+
+        let out = self
+            .call(&["--json", "--code-review", "--input", "review red"])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let line = &json_lines(&out)[0];
+        assert_eq!(line["severity"], "red");
+        assert!(line["output"].as_str().unwrap().contains("Looks red."));
+    }
+
+    /// `prompt` makes the agent ask for a permission that writes `target`:
+    /// refused, nothing is written; allowed, it is, and the request shows.
+    pub async fn asks_before_writing(
+        &self,
+        prompt: &str,
+        target: &Path,
+        written: &str,
+        said: &str,
+    ) {
+        let out = self.call(&["--approve", "none", "--input", prompt]).await;
+        assert!(
+            !target.exists(),
+            "written though refused: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("? permission"),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = self.call(&["--approve", "all", "--input", prompt]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("? permission"),
+            "the request was shown: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(std::fs::read_to_string(target).unwrap(), written);
+        assert_eq!(text(&out.stdout).trim(), said);
+    }
+
+    /// Ctrl+C during a streaming turn cancels it, and quorum ends the
+    /// adapter.
+    pub async fn is_cancelled_by_ctrl_c(&self) {
+        let child = self
+            .command(&["--json", "--input", "slow"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the model is streaming.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while self.model.requests.lock().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no model request");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("quorum exits after Ctrl+C")
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert_eq!(json_lines(&out)[0]["stop_reason"], "cancelled");
+        self.assert_nothing_left(&out);
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn json_lines(out: &Output) -> Vec<Value> {
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
