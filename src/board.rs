@@ -12,7 +12,9 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Activity, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage, UsageShare};
+use crate::event::{
+    Activity, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage, UsageShare,
+};
 
 /// Longest summary line kept (chars).
 const SUMMARY_CHARS: usize = 160;
@@ -471,7 +473,7 @@ mod tests {
             15,
             Event::SubagentSession {
                 call_id: call.into(),
-                session: crate::event::SessionKind::New,
+                session: crate::event::SessionKind::Resumed,
                 session_id: Some(id.into()),
             },
         )

@@ -32,8 +32,8 @@ use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{
-    Activity, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent, ToolDetail,
-    ToolStatus, Usage,
+    Activity, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent,
+    ToolDetail, ToolStatus, Usage,
 };
 use crate::supervisor::{self, Group, Supervisor};
 

@@ -1427,6 +1427,8 @@ mod tests {
                 last_activity: Some("⚙ Read a.rs".into()),
                 severity: None,
                 waiting,
+                usage: None,
+                share: None,
             },
         }
     }
@@ -1538,6 +1540,112 @@ mod tests {
         assert_eq!(s.tasks[0].input, "review it", "the first line");
         assert_eq!(s.tasks[0].started, 7);
         assert_eq!(s.latest_running_call().as_deref(), Some("c1"));
+    }
+
+    fn usage_snapshot(call: &str, used: u64, tokens: i64, cost: f64, currency: &str) -> Event {
+        let cost = Cost {
+            amount: cost,
+            currency: currency.into(),
+        };
+        Event::TaskProgress {
+            call_id: call.into(),
+            task_id: Some(format!("t-{call}")),
+            summary: Summary {
+                usage: Some(Usage {
+                    used,
+                    size: Some(200_000),
+                    cost: Some(cost.clone()),
+                }),
+                share: Some(UsageShare {
+                    tokens,
+                    cost: Some(cost),
+                }),
+                ..Summary::default()
+            },
+        }
+    }
+
+    #[test]
+    fn usage_is_copied_from_the_board_and_added_up_per_batch_and_session() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", false));
+        // The activity itself changes nothing: the board's snapshot does.
+        apply(
+            &mut s,
+            3,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::Usage {
+                    usage: Usage {
+                        used: 9,
+                        ..Usage::default()
+                    },
+                },
+            },
+        );
+        assert_eq!(box_of(&s, "c1").usage, None);
+        assert_eq!(s.usage_total(), None, "no usage, no total");
+        apply(&mut s, 4, usage_snapshot("c1", 1_000, 1_000, 0.01, "USD"));
+        // A resumed session: the box shows the session's figures, its
+        // share only what this call added.
+        apply(
+            &mut s,
+            5,
+            usage_snapshot("c2", 3_000, 500, 0.02, "USD\x1b[31m"),
+        );
+        let b = box_of(&s, "c2");
+        assert_eq!(b.usage.as_ref().unwrap().used, 3_000);
+        assert_eq!(
+            b.usage.as_ref().unwrap().cost.as_ref().unwrap().currency,
+            "USD",
+            "sanitised"
+        );
+        assert_eq!(
+            s.tasks[1].summary.usage, b.usage,
+            "the panel shows the same"
+        );
+        assert_eq!(header(&s).members[1].share, b.share);
+        let total = header(&s).usage_total().unwrap();
+        assert_eq!(total.tokens, 1_500);
+        assert_eq!(total.costs.len(), 1);
+        assert!((total.costs[0].amount - 0.03).abs() < 1e-9);
+        // A call outside the batch counts for the session, not the batch;
+        // each currency adds up on its own.
+        apply(
+            &mut s,
+            6,
+            Event::SubagentStarted {
+                call_id: "solo".into(),
+                task_id: Some("t-solo".into()),
+                agent: AgentRef::Internal,
+                input: "x".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: None,
+                queued: false,
+            },
+        );
+        apply(&mut s, 7, usage_snapshot("solo", 2_000, 2_000, 2.0, "EUR"));
+        assert_eq!(header(&s).usage_total().unwrap().tokens, 1_500);
+        let session = s.usage_total().unwrap();
+        assert_eq!(session.tokens, 3_500);
+        assert_eq!(
+            session
+                .costs
+                .iter()
+                .map(|c| c.currency.as_str())
+                .collect::<Vec<_>>(),
+            ["USD", "EUR"]
+        );
+        apply(&mut s, 8, usage_snapshot("nobody", 5, 5, 5.0, "USD"));
+        assert_eq!(
+            s.usage_total().unwrap().tokens,
+            3_500,
+            "an unknown call adds nothing"
+        );
     }
 
     #[test]
