@@ -863,3 +863,160 @@ async fn esc_cancels_a_stuck_start() {
     })
     .await;
 }
+
+/// Events as the engine emits them: each run through a task board, its
+/// snapshot following it, at the given times.
+fn with_board(events: Vec<(u64, Event)>) -> Vec<Stamped> {
+    let mut board = quorum::board::Board::new();
+    let mut out = Vec::new();
+    for (t, event) in events {
+        let stamped = Stamped::new(t, event);
+        let snapshot = board.observe(&stamped);
+        out.push(stamped);
+        if let Some(s) = snapshot {
+            out.push(Stamped::new(t, s));
+        }
+    }
+    out
+}
+
+fn usage(used: u64, size: Option<u64>, cost: Option<f64>) -> Activity {
+    Activity::Usage {
+        usage: quorum::event::Usage {
+            used,
+            size,
+            cost: cost.map(|amount| quorum::event::Cost {
+                amount,
+                currency: "USD".into(),
+            }),
+        },
+    }
+}
+
+/// Context and cost on each box's bottom border, the review quorum's total
+/// on its header, and the session's in the status line and side panel. A
+/// resumed session's cumulative cost counts once: claude's two calls on
+/// session s1 cost $0.10 in all, not $0.14.
+#[test]
+fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
+    use quorum::event::{AgentRef, Quorum, ReviewerVerdict, SessionKind, Severity, StopReason};
+    let started = |call: &str, agent: AgentRef, input: &str, task: Option<&str>, batch: bool| {
+        Event::SubagentStarted {
+            call_id: call.into(),
+            task_id: task.map(Into::into),
+            agent,
+            input: input.into(),
+            code_review: batch,
+            background: task.is_some(),
+            session: None,
+            batch_id: batch.then(|| "b1".into()),
+            queued: false,
+        }
+    };
+    let session = |call: &str, kind, id: &str| Event::SubagentSession {
+        call_id: call.into(),
+        session: kind,
+        session_id: Some(id.into()),
+    };
+    let act = |call: &str, activity| Event::SubagentActivity {
+        call_id: call.into(),
+        activity,
+    };
+    let text = |call: &str, t: &str| {
+        act(
+            call,
+            Activity::MessageChunk {
+                text: t.to_string(),
+            },
+        )
+    };
+    let finished = |call: &str, severity| Event::SubagentFinished {
+        call_id: call.into(),
+        output: "Done.".into(),
+        stop_reason: StopReason::EndTurn,
+        severity,
+    };
+    let claude = || AgentRef::Acp("claude".into());
+    let verdict = |agent: &str, call: &str| ReviewerVerdict {
+        agent: agent.into(),
+        call_id: Some(call.into()),
+        severity: Some(Severity::Green),
+        failed: false,
+    };
+    let events = with_board(vec![
+        (
+            0,
+            started("c1", claude(), "explain the change", None, false),
+        ),
+        (100, session("c1", SessionKind::Fresh, "s1")),
+        (900, act("c1", usage(12_300, Some(200_000), Some(0.04)))),
+        (1_000, finished("c1", None)),
+        (
+            2_000,
+            started("c2", claude(), "and the tests?", None, false),
+        ),
+        (2_100, session("c2", SessionKind::Resumed, "s1")),
+        (2_900, text("c2", "Reading the tests.\n")),
+        // Nearly the whole window: the context shows in the warning colour.
+        (3_000, act("c2", usage(171_000, Some(200_000), Some(0.10)))),
+        (
+            4_000,
+            started("c3", AgentRef::Internal, "count the files", None, false),
+        ),
+        (4_500, act("c3", usage(930, None, None))),
+        (5_000, finished("c3", None)),
+        (
+            6_000,
+            Event::BatchStarted {
+                batch_id: "b1".into(),
+                tasks: 2,
+                review: true,
+            },
+        ),
+        (6_000, started("r1", claude(), "review", Some("t1"), true)),
+        (6_000, session("r1", SessionKind::Fresh, "s2")),
+        (
+            6_000,
+            started(
+                "r2",
+                AgentRef::Acp("codex".into()),
+                "review",
+                Some("t2"),
+                true,
+            ),
+        ),
+        (6_000, session("r2", SessionKind::Fresh, "s3")),
+        (7_000, act("r1", usage(8_000, Some(200_000), Some(0.02)))),
+        (7_500, act("r2", usage(20_500, Some(400_000), Some(0.03)))),
+        (8_000, finished("r1", Some(Severity::Green))),
+        (8_000, finished("r2", Some(Severity::Green))),
+        (
+            8_000,
+            Event::ReviewQuorum {
+                batch_id: "b1".into(),
+                quorum: Quorum::of(vec![verdict("claude", "r1"), verdict("codex", "r2")]),
+            },
+        ),
+        (
+            8_000,
+            Event::BatchFinished {
+                batch_id: "b1".into(),
+                total: 2,
+                succeeded: 2,
+                failed: 0,
+                worst_verdict: Some(Severity::Green),
+            },
+        ),
+    ]);
+    let buf = screen(&events, 140, 50, Some(true));
+    let screen = rows(&buf).join("\n");
+    insta::assert_snapshot!("usage_boxes_and_totals", screen);
+    // The colour says how full the context is.
+    let colour = |needle: &str| {
+        let (x, y) = find(&buf, needle).unwrap_or_else(|| panic!("no {needle}:\n{screen}"));
+        buf[(x, y)].fg
+    };
+    assert_eq!(colour("171k / 200k tokens"), Color::Yellow, "nearly full");
+    assert_eq!(colour("12.3k / 200k tokens"), Color::DarkGray);
+    assert_eq!(colour("930 tokens"), Color::DarkGray);
+}

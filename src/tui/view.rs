@@ -672,14 +672,15 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
             n => format!(" · {n} tools"),
         };
         facts.push(Span::styled(tools, theme::dim()));
-        if let Some(u) = &task.summary.usage {
-            facts.push(Span::styled(" · ", theme::dim()));
-            facts.extend(cells::usage_spans(u));
-        }
         if task.reported {
             facts.push(Span::styled(" · reported", theme::dim()));
         }
         lines.push(Line::from(truncate(facts, width)));
+        if let Some(u) = &task.summary.usage {
+            let mut usage = vec![Span::raw("  ")];
+            usage.extend(cells::usage_spans(u));
+            lines.push(Line::from(truncate(usage, width)));
+        }
         if !task.input.is_empty() {
             lines.push(Line::from(truncate(
                 vec![Span::styled(
