@@ -1020,3 +1020,100 @@ fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
     assert_eq!(colour("12.3k / 200k tokens"), Color::DarkGray);
     assert_eq!(colour("930 tokens"), Color::DarkGray);
 }
+
+/// The fake agent's `usage_update`s reach the box through the real
+/// dispatcher; a second call resumes its session, whose cumulative cost
+/// the session total counts once; the recorded transcript replays them.
+#[tokio::test]
+async fn usage_updates_from_an_agent_reach_the_screen_and_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("rec.jsonl");
+    let (session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Ask, Some(record.clone()));
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake usage 12300 200000 0.04"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("12.3k / 200k tokens · $0.04 ─╯")
+    })
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("counted")
+    })
+    .await;
+    // The same session, resumed: $0.10 is its cost so far, not this call's.
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake usage 30000 200000 0.10"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("30k / 200k tokens · $0.10 ─╯") && s.contains("· resumed")
+    })
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("agents Σ 30k tokens · $0.10")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("12.3k / 200k tokens · $0.04 ─╯"),
+        "the first box keeps its figures: {screen}"
+    );
+    assert!(!screen.contains("$0.14"), "counted once: {screen}");
+    drop(session);
+    drop(app);
+
+    let replayed = rows(&screen_of(&events(&record), 120, 40)).join("\n");
+    assert!(
+        replayed.contains("30k / 200k tokens · $0.10 ─╯"),
+        "{replayed}"
+    );
+    assert!(
+        replayed.contains("agents Σ 30k tokens · $0.10"),
+        "{replayed}"
+    );
+}
+
+fn screen_of(events: &[Stamped], cols: u16, rows: u16) -> ratatui::buffer::Buffer {
+    screen(events, cols, rows, Some(false))
+}
+
+/// The internal agent's context is its provider's token usage: the last
+/// request's input and output tokens, with no window and no cost.
+#[tokio::test]
+async fn the_internal_agents_box_shows_its_models_token_usage() {
+    use quorum::llm::script::ScriptModel;
+
+    let dir = tempfile::tempdir().unwrap();
+    let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
+        {"tool_calls": [{"name": "subagent", "arguments": {"input": "Say hi."}}]},
+        {"text": "Listing.", "tool_calls": [{"name": "list", "arguments": {"path": "."}}],
+         "usage": {"input_tokens": 1200, "output_tokens": 40}},
+        {"text": "Hi.", "usage": {"input_tokens": 1500, "output_tokens": 20}},
+        {"text": "It said hi.", "usage": {"input_tokens": 99999, "output_tokens": 1}}
+    ]))
+    .unwrap();
+    let model: std::sync::Arc<dyn quorum::llm::Model> =
+        std::sync::Arc::new(ScriptModel::new("chat.json", turns));
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", Some(model), Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("greet"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("It said hi.")
+    })
+    .await;
+    let screen = text(&terminal);
+    // 1500 + 20 from its last request; the chat model's own usage is not
+    // a sub-agent's.
+    assert!(screen.contains("1.5k tokens · 1 tool call ─╯"), "{screen}");
+    assert!(screen.contains("agents Σ 1.5k tokens"), "{screen}");
+}
