@@ -477,8 +477,8 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         footer.push(Span::styled(counts, theme::dim()));
     }
     if !footer.is_empty() {
-        footer.insert(0, Span::raw(" "));
-        footer.push(Span::raw(" "));
+        footer.insert(0, Span::styled(" ", theme::dim()));
+        footer.push(Span::styled(" ", theme::dim()));
     }
     let fill = width.saturating_sub(3 + spans_width(&footer));
     let mut bottom = vec![Span::styled(format!("╰{}", "─".repeat(fill)), border)];
