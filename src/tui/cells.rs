@@ -670,3 +670,29 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
 pub fn verdict_style(agent: &str, severity: Option<Severity>) -> Style {
     Style::default().fg(theme::box_color(agent, severity))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_and_costs_are_short() {
+        let cases = [
+            (950, "950"),
+            (1_000, "1k"),
+            (12_345, "12.3k"),
+            (200_000, "200k"),
+            (1_250_000, "1.2M"),
+            (-2_000, "-2k"),
+        ];
+        for (n, text) in cases {
+            assert_eq!(tokens(n), text, "{n}");
+        }
+        let c = |amount, currency: &str| Cost {
+            amount,
+            currency: currency.into(),
+        };
+        assert_eq!(cost(&c(0.041, "USD")), "$0.04");
+        assert_eq!(cost(&c(3.0, "EUR")), "3.00 EUR");
+    }
+}
