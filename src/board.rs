@@ -12,7 +12,9 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Activity, Event, Stamped, StopReason, Summary, TaskState};
+use crate::event::{
+    Activity, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage, UsageShare,
+};
 
 /// Longest summary line kept (chars).
 const SUMMARY_CHARS: usize = 160;
@@ -39,6 +41,10 @@ pub struct Entry {
     /// is a thought's (`"thinking: "`) or the message's (`""`).
     partial: String,
     partial_prefix: &'static str,
+    /// The agent session it runs on (`agent` and session id), once known.
+    session: Option<String>,
+    /// What its session had reported before this call's first usage.
+    base: Option<Usage>,
 }
 
 impl Entry {
@@ -77,6 +83,12 @@ impl Entry {
         if let Some(severity) = s.severity {
             map.insert("severity".into(), severity.as_str().into());
         }
+        if let Some(usage) = &s.usage {
+            map.insert(
+                "usage".into(),
+                serde_json::to_value(usage).expect("plain data"),
+            );
+        }
         v
     }
 }
@@ -94,6 +106,9 @@ pub struct Board {
     entries: Vec<Entry>,
     by_call: HashMap<String, usize>,
     by_task: HashMap<String, usize>,
+    /// The latest usage of each agent session (by `Entry::session`, or
+    /// the call id when none is known).
+    sessions: HashMap<String, Usage>,
 }
 
 impl Board {
@@ -132,6 +147,8 @@ impl Board {
                     output: None,
                     partial: String::new(),
                     partial_prefix: "",
+                    session: None,
+                    base: None,
                 };
                 let index = self.entries.len();
                 self.entries.push(entry);
@@ -162,6 +179,37 @@ impl Board {
                 // Its time counts from when it runs.
                 entry.summary.state = TaskState::Running;
                 entry.started = t;
+                Some(entry.snapshot())
+            }
+            Event::SubagentSession {
+                call_id,
+                session_id: Some(id),
+                ..
+            } => {
+                let entry = self.entry_mut(call_id)?;
+                entry.session = Some(format!("{}\0{id}", entry.agent));
+                None
+            }
+            Event::SubagentActivity {
+                call_id,
+                activity: Activity::Usage { usage },
+            } => {
+                // An agent reports its session's cumulative cost (and its
+                // whole context), and a resumed session carries what
+                // earlier calls spent. So each call's share is how far it
+                // moved its session's figures: the latest report less the
+                // session's last one before this call. Summed per session
+                // (for the session total or a review quorum) the shares add
+                // up to the session's latest figures, counted once.
+                let index = *self.by_call.get(call_id)?;
+                let entry = self.entries.get_mut(index)?;
+                let key = entry.session.clone().unwrap_or_else(|| call_id.clone());
+                if entry.summary.usage.is_none() {
+                    entry.base = self.sessions.get(&key).cloned();
+                }
+                self.sessions.insert(key, usage.clone());
+                entry.summary.share = Some(share(entry.base.as_ref(), usage));
+                entry.summary.usage = Some(usage.clone());
                 Some(entry.snapshot())
             }
             Event::SubagentActivity { call_id, activity } => {
@@ -255,6 +303,8 @@ impl Entry {
                 was | self.set_last(last)
             }
             Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,
+            // Taken in by `Board::observe`, which knows the sessions.
+            Activity::Usage { .. } => false,
         }
     }
 
@@ -297,6 +347,27 @@ impl Entry {
         }
         self.summary.last_activity = Some(line);
         true
+    }
+}
+
+/// How far `usage` moved its session's figures from `base` (its report
+/// before this call, if any). A cost in another currency than the base's
+/// counts whole.
+fn share(base: Option<&Usage>, usage: &Usage) -> UsageShare {
+    let base_used = base.map_or(0, |b| b.used);
+    let cost = usage.cost.as_ref().map(|c| {
+        let before = base
+            .and_then(|b| b.cost.as_ref())
+            .filter(|b| b.currency == c.currency)
+            .map_or(0.0, |b| b.amount);
+        Cost {
+            amount: c.amount - before,
+            currency: c.currency.clone(),
+        }
+    });
+    UsageShare {
+        tokens: usage.used as i64 - base_used as i64,
+        cost,
     }
 }
 
@@ -374,12 +445,91 @@ mod tests {
                     last_activity: Some("⚙ Read a".into()),
                     severity: None,
                     waiting: false,
+                    usage: None,
+                    share: None,
                 },
             }
         );
         b.observe(&activity("c1", tool("b")));
         assert_eq!(b.task("t1").unwrap().summary.tool_calls, 2);
         assert_eq!(b.call("c1").unwrap().summary.tool_calls, 2);
+    }
+
+    fn usage(used: u64, cost: Option<f64>) -> Activity {
+        Activity::Usage {
+            usage: Usage {
+                used,
+                size: Some(200_000),
+                cost: cost.map(|amount| Cost {
+                    amount,
+                    currency: "USD".into(),
+                }),
+            },
+        }
+    }
+
+    fn session(call: &str, id: &str) -> Stamped {
+        Stamped::new(
+            15,
+            Event::SubagentSession {
+                call_id: call.into(),
+                session: crate::event::SessionKind::Resumed,
+                session_id: Some(id.into()),
+            },
+        )
+    }
+
+    fn share_of(b: &Board, call: &str) -> (i64, f64) {
+        let share = b.call(call).unwrap().summary.share.clone().unwrap();
+        (share.tokens, share.cost.map_or(0.0, |c| c.amount))
+    }
+
+    #[test]
+    fn usage_is_snapshotted_and_a_resumed_session_is_not_counted_twice() {
+        let mut b = Board::new();
+        b.observe(&started("c1", Some("t1")));
+        b.observe(&session("c1", "s1"));
+        let snap = b.observe(&activity("c1", usage(1_000, Some(0.01))));
+        let Some(Event::TaskProgress { summary, .. }) = snap else {
+            panic!("{snap:?}")
+        };
+        assert_eq!(
+            summary.usage,
+            Some(Usage {
+                used: 1_000,
+                size: Some(200_000),
+                cost: Some(Cost {
+                    amount: 0.01,
+                    currency: "USD".into()
+                })
+            })
+        );
+        assert_eq!(summary.tool_calls, 0, "usage is no tool call");
+        b.observe(&activity("c1", usage(3_000, Some(0.03))));
+        assert_eq!(share_of(&b, "c1"), (3_000, 0.03));
+        // A new call resumes the session: its cost is cumulative.
+        b.observe(&started("c2", None));
+        b.observe(&session("c2", "s1"));
+        b.observe(&activity("c2", usage(5_000, Some(0.05))));
+        let (tokens, cost) = share_of(&b, "c2");
+        assert_eq!(tokens, 2_000);
+        assert!((cost - 0.02).abs() < 1e-9, "{cost}");
+        assert_eq!(
+            b.call("c2").unwrap().summary.usage.as_ref().unwrap().used,
+            5_000,
+            "the box shows what the agent reported"
+        );
+        // Another session counts whole.
+        b.observe(&started("c3", None));
+        b.observe(&session("c3", "s2"));
+        b.observe(&activity("c3", usage(700, None)));
+        assert_eq!(share_of(&b, "c3"), (700, 0.0));
+        // The internal agent has no session: its call is its own.
+        b.observe(&started("c4", None));
+        b.observe(&activity("c4", usage(40, None)));
+        b.observe(&activity("c4", usage(90, None)));
+        assert_eq!(share_of(&b, "c4"), (90, 0.0));
+        assert_eq!(b.observe(&activity("c9", usage(1, None))), None);
     }
 
     #[test]

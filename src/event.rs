@@ -162,6 +162,45 @@ pub enum Activity {
     /// A permission request was answered (`outcome` is the option picked,
     /// or `cancelled`).
     PermissionResolved { id: String, outcome: String },
+    /// The agent's context and cost, as it reports them (ACP
+    /// `usage_update`; the internal agent's last request's tokens).
+    Usage {
+        #[serde(flatten)]
+        usage: Usage,
+    },
+}
+
+/// A sub-agent's context and cost: `used` tokens in context of a `size`
+/// window (when known), and its session's cumulative `cost` (when given).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub used: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+/// An amount of money, e.g. `{"amount": 0.04, "currency": "USD"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub amount: f64,
+    #[serde(default)]
+    pub currency: String,
+}
+
+/// One call's part of the session's totals: how far its usage moved its
+/// agent session's figures (see `board.rs`). Summed over calls, a
+/// session's parts add up to its latest figures, so a resumed session is
+/// not counted twice.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UsageShare {
+    /// Change in tokens in context (negative after a compaction).
+    #[serde(default)]
+    pub tokens: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 /// What a tool call is about, as far as the agent said: its kind (ACP's
@@ -324,7 +363,7 @@ pub enum Op {
 
 /// The task board's summary of one call: what a box's footer and the side
 /// panel show of it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Summary {
     pub state: TaskState,
     #[serde(default)]
@@ -336,6 +375,12 @@ pub struct Summary {
     /// Waiting for the person to answer a permission request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waiting: bool,
+    /// Context and cost, as the agent last reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// This call's part of the session totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<UsageShare>,
 }
 
 /// State of a sub-agent call or background task.
@@ -781,6 +826,15 @@ mod tests {
                     last_activity: Some("⚙ Read".into()),
                     severity: Some(Severity::Yellow),
                     waiting: true,
+                    usage: Some(Usage {
+                        used: 10,
+                        size: Some(100),
+                        cost: None,
+                    }),
+                    share: Some(UsageShare {
+                        tokens: 10,
+                        cost: None,
+                    }),
                 },
             },
             Event::TaskReported {
@@ -877,6 +931,45 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(old, Activity::PermissionRequest { detail, .. } if detail.is_empty()));
+    }
+
+    #[test]
+    fn usage_round_trips_and_old_summaries_have_none() {
+        let usage = Activity::Usage {
+            usage: Usage {
+                used: 12_300,
+                size: Some(200_000),
+                cost: Some(Cost {
+                    amount: 0.04,
+                    currency: "USD".into(),
+                }),
+            },
+        };
+        let json = serde_json::to_value(&usage).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "usage", "used": 12300, "size": 200000,
+                "cost": {"amount": 0.04, "currency": "USD"}})
+        );
+        assert_eq!(serde_json::from_value::<Activity>(json).unwrap(), usage);
+        // The internal agent knows no window and no cost.
+        let bare: Activity = serde_json::from_str(r#"{"kind":"usage","used":5}"#).unwrap();
+        assert_eq!(
+            bare,
+            Activity::Usage {
+                usage: Usage {
+                    used: 5,
+                    ..Usage::default()
+                }
+            }
+        );
+        // A version-2 snapshot has no usage.
+        let old: Event = serde_json::from_str(
+            r#"{"type":"task_progress","call_id":"c","state":"running","tool_calls":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, Event::TaskProgress { summary, .. }
+            if summary.usage.is_none() && summary.share.is_none() && summary.tool_calls == 2));
     }
 
     #[test]

@@ -863,3 +863,257 @@ async fn esc_cancels_a_stuck_start() {
     })
     .await;
 }
+
+/// Events as the engine emits them: each run through a task board, its
+/// snapshot following it, at the given times.
+fn with_board(events: Vec<(u64, Event)>) -> Vec<Stamped> {
+    let mut board = quorum::board::Board::new();
+    let mut out = Vec::new();
+    for (t, event) in events {
+        let stamped = Stamped::new(t, event);
+        let snapshot = board.observe(&stamped);
+        out.push(stamped);
+        if let Some(s) = snapshot {
+            out.push(Stamped::new(t, s));
+        }
+    }
+    out
+}
+
+fn usage(used: u64, size: Option<u64>, cost: Option<f64>) -> Activity {
+    Activity::Usage {
+        usage: quorum::event::Usage {
+            used,
+            size,
+            cost: cost.map(|amount| quorum::event::Cost {
+                amount,
+                currency: "USD".into(),
+            }),
+        },
+    }
+}
+
+/// Context and cost on each box's bottom border, the review quorum's total
+/// on its header, and the session's in the status line and side panel. A
+/// resumed session's cumulative cost counts once: claude's two calls on
+/// session s1 cost $0.10 in all, not $0.14.
+#[test]
+fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
+    use quorum::event::{AgentRef, Quorum, ReviewerVerdict, SessionKind, Severity, StopReason};
+    let started = |call: &str, agent: AgentRef, input: &str, task: Option<&str>, batch: bool| {
+        Event::SubagentStarted {
+            call_id: call.into(),
+            task_id: task.map(Into::into),
+            agent,
+            input: input.into(),
+            code_review: batch,
+            background: task.is_some(),
+            session: None,
+            batch_id: batch.then(|| "b1".into()),
+            queued: false,
+        }
+    };
+    let session = |call: &str, kind, id: &str| Event::SubagentSession {
+        call_id: call.into(),
+        session: kind,
+        session_id: Some(id.into()),
+    };
+    let act = |call: &str, activity| Event::SubagentActivity {
+        call_id: call.into(),
+        activity,
+    };
+    let text = |call: &str, t: &str| {
+        act(
+            call,
+            Activity::MessageChunk {
+                text: t.to_string(),
+            },
+        )
+    };
+    let finished = |call: &str, severity| Event::SubagentFinished {
+        call_id: call.into(),
+        output: "Done.".into(),
+        stop_reason: StopReason::EndTurn,
+        severity,
+    };
+    let claude = || AgentRef::Acp("claude".into());
+    let verdict = |agent: &str, call: &str| ReviewerVerdict {
+        agent: agent.into(),
+        call_id: Some(call.into()),
+        severity: Some(Severity::Green),
+        failed: false,
+    };
+    let events = with_board(vec![
+        (
+            0,
+            started("c1", claude(), "explain the change", None, false),
+        ),
+        (100, session("c1", SessionKind::Fresh, "s1")),
+        (900, act("c1", usage(12_300, Some(200_000), Some(0.04)))),
+        (1_000, finished("c1", None)),
+        (
+            2_000,
+            started("c2", claude(), "and the tests?", None, false),
+        ),
+        (2_100, session("c2", SessionKind::Resumed, "s1")),
+        (2_900, text("c2", "Reading the tests.\n")),
+        // Nearly the whole window: the context shows in the warning colour.
+        (3_000, act("c2", usage(171_000, Some(200_000), Some(0.10)))),
+        (
+            4_000,
+            started("c3", AgentRef::Internal, "count the files", None, false),
+        ),
+        (4_500, act("c3", usage(930, None, None))),
+        (5_000, finished("c3", None)),
+        (
+            6_000,
+            Event::BatchStarted {
+                batch_id: "b1".into(),
+                tasks: 2,
+                review: true,
+            },
+        ),
+        (6_000, started("r1", claude(), "review", Some("t1"), true)),
+        (6_000, session("r1", SessionKind::Fresh, "s2")),
+        (
+            6_000,
+            started(
+                "r2",
+                AgentRef::Acp("codex".into()),
+                "review",
+                Some("t2"),
+                true,
+            ),
+        ),
+        (6_000, session("r2", SessionKind::Fresh, "s3")),
+        (7_000, act("r1", usage(8_000, Some(200_000), Some(0.02)))),
+        (7_500, act("r2", usage(20_500, Some(400_000), Some(0.03)))),
+        (8_000, finished("r1", Some(Severity::Green))),
+        (8_000, finished("r2", Some(Severity::Green))),
+        (
+            8_000,
+            Event::ReviewQuorum {
+                batch_id: "b1".into(),
+                quorum: Quorum::of(vec![verdict("claude", "r1"), verdict("codex", "r2")]),
+            },
+        ),
+        (
+            8_000,
+            Event::BatchFinished {
+                batch_id: "b1".into(),
+                total: 2,
+                succeeded: 2,
+                failed: 0,
+                worst_verdict: Some(Severity::Green),
+            },
+        ),
+    ]);
+    let buf = screen(&events, 140, 50, Some(true));
+    let screen = rows(&buf).join("\n");
+    insta::assert_snapshot!("usage_boxes_and_totals", screen);
+    // The colour says how full the context is.
+    let colour = |needle: &str| {
+        let (x, y) = find(&buf, needle).unwrap_or_else(|| panic!("no {needle}:\n{screen}"));
+        buf[(x, y)].fg
+    };
+    assert_eq!(colour("171k / 200k tokens"), Color::Yellow, "nearly full");
+    assert_eq!(colour("12.3k / 200k tokens"), Color::DarkGray);
+    assert_eq!(colour("930 tokens"), Color::DarkGray);
+}
+
+/// The fake agent's `usage_update`s reach the box through the real
+/// dispatcher; a second call resumes its session, whose cumulative cost
+/// the session total counts once; the recorded transcript replays them.
+#[tokio::test]
+async fn usage_updates_from_an_agent_reach_the_screen_and_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("rec.jsonl");
+    let (session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Ask, Some(record.clone()));
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake usage 12300 200000 0.04"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("12.3k / 200k tokens · $0.04 ─╯")
+    })
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("counted")
+    })
+    .await;
+    // The same session, resumed: $0.10 is its cost so far, not this call's.
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake usage 30000 200000 0.10"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("30k / 200k tokens · $0.10 ─╯") && s.contains("· resumed")
+    })
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("agents Σ 30k tokens · $0.10")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("12.3k / 200k tokens · $0.04 ─╯"),
+        "the first box keeps its figures: {screen}"
+    );
+    assert!(!screen.contains("$0.14"), "counted once: {screen}");
+    drop(session);
+    drop(app);
+
+    let replayed = rows(&screen_of(&events(&record), 120, 40)).join("\n");
+    assert!(
+        replayed.contains("30k / 200k tokens · $0.10 ─╯"),
+        "{replayed}"
+    );
+    assert!(
+        replayed.contains("agents Σ 30k tokens · $0.10"),
+        "{replayed}"
+    );
+}
+
+fn screen_of(events: &[Stamped], cols: u16, rows: u16) -> ratatui::buffer::Buffer {
+    screen(events, cols, rows, Some(false))
+}
+
+/// The internal agent's context is its provider's token usage: the last
+/// request's input and output tokens, with no window and no cost.
+#[tokio::test]
+async fn the_internal_agents_box_shows_its_models_token_usage() {
+    use quorum::llm::script::ScriptModel;
+
+    let dir = tempfile::tempdir().unwrap();
+    let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
+        {"tool_calls": [{"name": "subagent", "arguments": {"input": "Say hi."}}]},
+        {"text": "Listing.", "tool_calls": [{"name": "list", "arguments": {"path": "."}}],
+         "usage": {"input_tokens": 1200, "output_tokens": 40}},
+        {"text": "Hi.", "usage": {"input_tokens": 1500, "output_tokens": 20}},
+        {"text": "It said hi.", "usage": {"input_tokens": 99999, "output_tokens": 1}}
+    ]))
+    .unwrap();
+    let model: std::sync::Arc<dyn quorum::llm::Model> =
+        std::sync::Arc::new(ScriptModel::new("chat.json", turns));
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", Some(model), Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("greet"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("It said hi.")
+    })
+    .await;
+    let screen = text(&terminal);
+    // 1500 + 20 from its last request; the chat model's own usage is not
+    // a sub-agent's.
+    assert!(screen.contains("1.5k tokens · 1 tool call ─╯"), "{screen}");
+    assert!(screen.contains("agents Σ 1.5k tokens"), "{screen}");
+}

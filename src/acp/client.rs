@@ -32,8 +32,8 @@ use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{
-    Activity, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent, ToolDetail,
-    ToolStatus,
+    Activity, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent,
+    ToolDetail, ToolStatus, Usage,
 };
 use crate::supervisor::{self, Group, Supervisor};
 
@@ -1145,6 +1145,19 @@ impl Turn {
                     detail: Box::new(detail),
                 })
             }
+            // The prompt response's usage is behind the schema's unstable
+            // `unstable_end_turn_token_usage` feature: this is the one
+            // report read.
+            SessionUpdate::UsageUpdate(update) => sink.activity(Activity::Usage {
+                usage: Usage {
+                    used: update.used,
+                    size: Some(update.size).filter(|s| *s > 0),
+                    cost: update.cost.map(|c| Cost {
+                        amount: c.amount,
+                        currency: c.currency,
+                    }),
+                },
+            }),
             SessionUpdate::ConfigOptionUpdate(update) => {
                 if let Some(model) = current_model(&update.config_options) {
                     sink.model_picked(&model);

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::acp::client::TurnSink;
 use crate::acp::fs::Root;
-use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus};
+use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
 use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet, summarize_args};
@@ -133,7 +133,16 @@ impl Sink for BoxSink<'_> {
         });
     }
 
-    fn usage(&self, _input_tokens: u64, _output_tokens: u64) {}
+    /// The last request's input and output are what the model holds in
+    /// context now; the internal agent knows no window size and no cost.
+    fn usage(&self, input_tokens: u64, output_tokens: u64) {
+        self.0.activity(Activity::Usage {
+            usage: Usage {
+                used: input_tokens + output_tokens,
+                ..Usage::default()
+            },
+        });
+    }
 
     fn retry(&self, attempt: u32, wait_ms: u64, reason: &str) {
         self.0.notice(&format!(

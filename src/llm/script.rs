@@ -4,7 +4,7 @@
 //! ```json
 //! [
 //!   {"text": "Let me ask claude.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "claude", "input": "Review it"}}]},
-//!   {"text": "Claude says it is fine."}
+//!   {"text": "Claude says it is fine.", "usage": {"input_tokens": 900, "output_tokens": 12}}
 //! ]
 //! ```
 
@@ -26,6 +26,20 @@ pub struct Turn {
     /// Milliseconds to wait before answering (a slow model, for cancel).
     #[serde(default)]
     pub delay_ms: u64,
+    /// The token usage the model reports for this answer; by default no
+    /// input and a token per word.
+    #[serde(default)]
+    pub usage: Option<ScriptedUsage>,
+}
+
+/// A scripted answer's `usage`: `{"input_tokens": 900, "output_tokens": 30}`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedUsage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -93,9 +107,13 @@ impl Model for ScriptModel {
                 fragment: call.arguments.to_string(),
             }));
         }
-        deltas.push(Ok(Delta::Usage {
+        let usage = turn.usage.unwrap_or(ScriptedUsage {
             input_tokens: 0,
             output_tokens: turn.text.split_whitespace().count() as u64,
+        });
+        deltas.push(Ok(Delta::Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
         }));
         deltas.push(Ok(Delta::Finish(if turn.tool_calls.is_empty() {
             FinishReason::Stop

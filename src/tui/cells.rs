@@ -6,10 +6,14 @@ use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
-use super::state::{ActivityLine, BatchHeader, Cell, CellKind, Member, SubagentBox, plan_progress};
+use super::state::{
+    ActivityLine, BatchHeader, Cell, CellKind, Member, SubagentBox, UsageTotal, plan_progress,
+};
 use super::theme;
 use super::wrap::{LLine, spans_width, wrap};
-use crate::event::{AgentRef, NoticeLevel, Severity, StopReason, TaskState, ToolStatus};
+use crate::event::{
+    AgentRef, Cost, NoticeLevel, Severity, StopReason, TaskState, ToolStatus, Usage,
+};
 
 /// Rows a running box shows of its activity.
 const ACTIVITY_ROWS: usize = 5;
@@ -307,6 +311,10 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
             }
         }
     }
+    if let Some(total) = h.usage_total() {
+        spans.push(sep());
+        spans.push(Span::styled(total_text(&total), theme::dim()));
+    }
     spans.push(Span::raw(" "));
     let mut line = truncate(spans, width);
     let fill = width.saturating_sub(spans_width(&line));
@@ -448,18 +456,97 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         out.push(Line::from(spans));
     }
 
-    // Bottom: ╰──── 3 tool calls ─╯
+    // Bottom: ╰──── 12.3k / 200k tokens · $0.04 · 3 tool calls ─╯
     let counts = match b.tool_calls {
         0 => String::new(),
-        1 => " 1 tool call ".to_string(),
-        n => format!(" {n} tool calls "),
+        1 => "1 tool call".to_string(),
+        n => format!("{n} tool calls"),
     };
-    let fill = width.saturating_sub(3 + counts.width());
-    out.push(Line::from(vec![
-        Span::styled(format!("╰{}", "─".repeat(fill)), border),
-        Span::styled(counts, theme::dim()),
-        Span::styled("─╯", border),
-    ]));
+    let mut footer: Vec<Span<'static>> = Vec::new();
+    if let Some(u) = &b.usage {
+        footer.extend(usage_spans(u));
+        // Dropped first when the box is too narrow for it.
+        if spans_width(&footer) + counts.width() + 12 > width {
+            footer.clear();
+        }
+    }
+    if !counts.is_empty() {
+        if !footer.is_empty() {
+            footer.push(Span::styled(" · ", theme::dim()));
+        }
+        footer.push(Span::styled(counts, theme::dim()));
+    }
+    if !footer.is_empty() {
+        footer.insert(0, Span::styled(" ", theme::dim()));
+        footer.push(Span::styled(" ", theme::dim()));
+    }
+    let fill = width.saturating_sub(3 + spans_width(&footer));
+    let mut bottom = vec![Span::styled(format!("╰{}", "─".repeat(fill)), border)];
+    bottom.extend(footer);
+    bottom.push(Span::styled("─╯", border));
+    out.push(Line::from(bottom));
+}
+
+/// Share of the window past which the context shows as nearly full.
+const CONTEXT_FULL: f64 = 0.8;
+
+/// `12.3k / 200k tokens · $0.04`: tokens in context, the window when
+/// known (in the warning colour once it is nearly full), the cost when
+/// given.
+pub fn usage_spans(u: &Usage) -> Vec<Span<'static>> {
+    let full = u
+        .size
+        .is_some_and(|size| size > 0 && u.used as f64 >= size as f64 * CONTEXT_FULL);
+    let style = if full { theme::warning() } else { theme::dim() };
+    let context = match u.size {
+        Some(size) => format!("{} / {} tokens", tokens(u.used as i64), tokens(size as i64)),
+        None => format!("{} tokens", tokens(u.used as i64)),
+    };
+    let mut spans = vec![Span::styled(context, style)];
+    if let Some(c) = &u.cost {
+        spans.push(Span::styled(" · ", theme::dim()));
+        spans.push(Span::styled(cost(c), theme::dim()));
+    }
+    spans
+}
+
+/// `Σ 45.2k tokens · $0.12`: a total, for the status line, the side panel
+/// and a batch's header.
+pub fn total_text(t: &UsageTotal) -> String {
+    let mut text = format!("Σ {} tokens", tokens(t.tokens));
+    for c in &t.costs {
+        text.push_str(" · ");
+        text.push_str(&cost(c));
+    }
+    text
+}
+
+/// A token count, short: `950`, `12.3k`, `200k`, `1.2M`.
+pub fn tokens(n: i64) -> String {
+    let a = n.unsigned_abs() as f64;
+    let sign = if n < 0 { "-" } else { "" };
+    let short = if a < 1_000.0 {
+        format!("{a}")
+    } else if a < 100_000.0 {
+        trim_zero(format!("{:.1}", a / 1_000.0)) + "k"
+    } else if a < 1_000_000.0 {
+        format!("{:.0}k", a / 1_000.0)
+    } else {
+        trim_zero(format!("{:.1}", a / 1_000_000.0)) + "M"
+    };
+    format!("{sign}{short}")
+}
+
+fn trim_zero(s: String) -> String {
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+/// `$0.04` for dollars, `0.04 EUR` (or `12 credits`) otherwise.
+pub fn cost(c: &Cost) -> String {
+    match c.currency.as_str() {
+        "USD" | "" => format!("${:.2}", c.amount),
+        other => format!("{:.2} {other}", c.amount),
+    }
 }
 
 /// The last non-empty lines of a streamed text, in order: only they can
@@ -582,4 +669,30 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
 /// Severity colour or the agent's, for other widgets.
 pub fn verdict_style(agent: &str, severity: Option<Severity>) -> Style {
     Style::default().fg(theme::box_color(agent, severity))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_and_costs_are_short() {
+        let cases = [
+            (950, "950"),
+            (1_000, "1k"),
+            (12_345, "12.3k"),
+            (200_000, "200k"),
+            (1_250_000, "1.2M"),
+            (-2_000, "-2k"),
+        ];
+        for (n, text) in cases {
+            assert_eq!(tokens(n), text, "{n}");
+        }
+        let c = |amount, currency: &str| Cost {
+            amount,
+            currency: currency.into(),
+        };
+        assert_eq!(cost(&c(0.041, "USD")), "$0.04");
+        assert_eq!(cost(&c(3.0, "EUR")), "3.00 EUR");
+    }
 }

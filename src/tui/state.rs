@@ -3,8 +3,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
-    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind, Severity,
-    Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
+    Activity, AgentRef, Cost, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind,
+    Severity, Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus, Usage,
+    UsageShare,
 };
 
 /// How many activity lines a running box keeps.
@@ -98,6 +99,9 @@ pub struct SubagentBox {
     pub state: TaskState,
     /// The batch it is a task of: its box is drawn inside the group.
     pub batch: Option<Grouped>,
+    /// Context and cost, and its part of the totals (board's snapshot).
+    pub usage: Option<Usage>,
+    pub share: Option<UsageShare>,
 }
 
 /// A tool call's detail, sanitised for the screen: `input` is its raw
@@ -456,6 +460,58 @@ pub struct Member {
     /// Copied from the board's snapshots.
     pub state: TaskState,
     pub severity: Option<Severity>,
+    /// Its part of the batch's usage total.
+    pub share: Option<UsageShare>,
+}
+
+/// Usage added up over calls: tokens in context and cost (one amount per
+/// currency, in the order first seen). Built from the board's shares,
+/// which count a resumed session once.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UsageTotal {
+    pub tokens: i64,
+    pub costs: Vec<Cost>,
+}
+
+impl UsageTotal {
+    /// The total of `shares`, or `None` when no call reported usage.
+    pub fn of<'a>(shares: impl IntoIterator<Item = &'a UsageShare>) -> Option<Self> {
+        let mut total: Option<Self> = None;
+        for share in shares {
+            let t = total.get_or_insert_with(Self::default);
+            t.tokens += share.tokens;
+            if let Some(c) = &share.cost {
+                match t.costs.iter_mut().find(|x| x.currency == c.currency) {
+                    Some(x) => x.amount += c.amount,
+                    None => t.costs.push(c.clone()),
+                }
+            }
+        }
+        total
+    }
+}
+
+/// A board snapshot's usage, sanitised for the screen.
+fn clean_usage(usage: &Option<Usage>) -> Option<Usage> {
+    usage.as_ref().map(|u| Usage {
+        used: u.used,
+        size: u.size,
+        cost: u.cost.as_ref().map(clean_cost),
+    })
+}
+
+fn clean_share(share: &Option<UsageShare>) -> Option<UsageShare> {
+    share.as_ref().map(|s| UsageShare {
+        tokens: s.tokens,
+        cost: s.cost.as_ref().map(clean_cost),
+    })
+}
+
+fn clean_cost(c: &Cost) -> Cost {
+    Cost {
+        amount: c.amount,
+        currency: clean(&c.currency),
+    }
 }
 
 /// A batch's header line: its tasks as they go, then its totals and, for
@@ -482,6 +538,11 @@ impl BatchHeader {
             (None, Some((_, _, worst))) => worst,
             (None, None) => None,
         }
+    }
+
+    /// Its tasks' usage added up (a review quorum's cost).
+    pub fn usage_total(&self) -> Option<UsageTotal> {
+        UsageTotal::of(self.members.iter().filter_map(|m| m.share.as_ref()))
     }
 }
 
@@ -769,6 +830,7 @@ impl State {
                         agent: agent.name().to_string(),
                         state,
                         severity: None,
+                        share: None,
                     });
                 }
                 let i = self.push(CellKind::Subagent(Box::new(SubagentBox {
@@ -794,6 +856,8 @@ impl State {
                     log: Log::default(),
                     changes: Changes::default(),
                     state,
+                    usage: None,
+                    share: None,
                     batch: batch_id
                         .as_ref()
                         .filter(|id| self.batches.contains_key(*id))
@@ -949,6 +1013,8 @@ impl State {
                 // panel show the same numbers.
                 if let Some(b) = self.subagent(call_id) {
                     b.tool_calls = summary.tool_calls;
+                    b.usage = clean_usage(&summary.usage);
+                    b.share = clean_share(&summary.share);
                     b.waiting = summary.waiting && b.running();
                     let was_queued = b.queued();
                     if b.running() {
@@ -964,10 +1030,13 @@ impl State {
                 {
                     member.state = summary.state;
                     member.severity = summary.severity;
+                    member.share = clean_share(&summary.share);
                 }
                 if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
                     task.summary = Summary {
                         last_activity: summary.last_activity.as_deref().map(clean),
+                        usage: clean_usage(&summary.usage),
+                        share: clean_share(&summary.share),
                         ..summary.clone()
                     };
                     if !summary.state.active() && task.finished.is_none() {
@@ -1026,6 +1095,14 @@ impl State {
                 self.push(CellKind::Error { text: clean(text) });
             }
         }
+    }
+
+    /// Every sub-agent call's usage added up: the session total.
+    pub fn usage_total(&self) -> Option<UsageTotal> {
+        UsageTotal::of(self.cells.iter().filter_map(|c| match &c.kind {
+            CellKind::Subagent(b) => b.share.as_ref(),
+            _ => None,
+        }))
     }
 
     /// Boxes waiting for the person (a permission answer), as the board
@@ -1175,6 +1252,8 @@ impl State {
                     );
                 }
             }
+            // Its figures come with the board's snapshot.
+            Activity::Usage { .. } => {}
         }
     }
 
@@ -1348,6 +1427,8 @@ mod tests {
                 last_activity: Some("⚙ Read a.rs".into()),
                 severity: None,
                 waiting,
+                usage: None,
+                share: None,
             },
         }
     }
@@ -1459,6 +1540,112 @@ mod tests {
         assert_eq!(s.tasks[0].input, "review it", "the first line");
         assert_eq!(s.tasks[0].started, 7);
         assert_eq!(s.latest_running_call().as_deref(), Some("c1"));
+    }
+
+    fn usage_snapshot(call: &str, used: u64, tokens: i64, cost: f64, currency: &str) -> Event {
+        let cost = Cost {
+            amount: cost,
+            currency: currency.into(),
+        };
+        Event::TaskProgress {
+            call_id: call.into(),
+            task_id: Some(format!("t-{call}")),
+            summary: Summary {
+                usage: Some(Usage {
+                    used,
+                    size: Some(200_000),
+                    cost: Some(cost.clone()),
+                }),
+                share: Some(UsageShare {
+                    tokens,
+                    cost: Some(cost),
+                }),
+                ..Summary::default()
+            },
+        }
+    }
+
+    #[test]
+    fn usage_is_copied_from_the_board_and_added_up_per_batch_and_session() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", false));
+        // The activity itself changes nothing: the board's snapshot does.
+        apply(
+            &mut s,
+            3,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::Usage {
+                    usage: Usage {
+                        used: 9,
+                        ..Usage::default()
+                    },
+                },
+            },
+        );
+        assert_eq!(box_of(&s, "c1").usage, None);
+        assert_eq!(s.usage_total(), None, "no usage, no total");
+        apply(&mut s, 4, usage_snapshot("c1", 1_000, 1_000, 0.01, "USD"));
+        // A resumed session: the box shows the session's figures, its
+        // share only what this call added.
+        apply(
+            &mut s,
+            5,
+            usage_snapshot("c2", 3_000, 500, 0.02, "USD\x1b[31m"),
+        );
+        let b = box_of(&s, "c2");
+        assert_eq!(b.usage.as_ref().unwrap().used, 3_000);
+        assert_eq!(
+            b.usage.as_ref().unwrap().cost.as_ref().unwrap().currency,
+            "USD",
+            "sanitised"
+        );
+        assert_eq!(
+            s.tasks[1].summary.usage, b.usage,
+            "the panel shows the same"
+        );
+        assert_eq!(header(&s).members[1].share, b.share);
+        let total = header(&s).usage_total().unwrap();
+        assert_eq!(total.tokens, 1_500);
+        assert_eq!(total.costs.len(), 1);
+        assert!((total.costs[0].amount - 0.03).abs() < 1e-9);
+        // A call outside the batch counts for the session, not the batch;
+        // each currency adds up on its own.
+        apply(
+            &mut s,
+            6,
+            Event::SubagentStarted {
+                call_id: "solo".into(),
+                task_id: Some("t-solo".into()),
+                agent: AgentRef::Internal,
+                input: "x".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: None,
+                queued: false,
+            },
+        );
+        apply(&mut s, 7, usage_snapshot("solo", 2_000, 2_000, 2.0, "EUR"));
+        assert_eq!(header(&s).usage_total().unwrap().tokens, 1_500);
+        let session = s.usage_total().unwrap();
+        assert_eq!(session.tokens, 3_500);
+        assert_eq!(
+            session
+                .costs
+                .iter()
+                .map(|c| c.currency.as_str())
+                .collect::<Vec<_>>(),
+            ["USD", "EUR"]
+        );
+        apply(&mut s, 8, usage_snapshot("nobody", 5, 5, 5.0, "USD"));
+        assert_eq!(
+            s.usage_total().unwrap().tokens,
+            3_500,
+            "an unknown call adds nothing"
+        );
     }
 
     #[test]

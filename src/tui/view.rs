@@ -520,6 +520,12 @@ fn draw_status(
     if queued > 0 {
         spans.push(Span::styled(format!(" · {queued} queued"), theme::dim()));
     }
+    if let Some(total) = state.usage_total() {
+        spans.push(Span::styled(
+            format!(" · agents {}", cells::total_text(&total)),
+            theme::dim(),
+        ));
+    }
     if !chrome.keys.is_empty() {
         spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
     }
@@ -569,12 +575,27 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
     let inner = block.inner(area);
     block.render(area, buf);
     let width = inner.width.saturating_sub(2) as usize;
+    // The session's total, every call's (foreground ones too).
+    let total = state.usage_total().map(|t| {
+        Line::from(truncate(
+            vec![Span::styled(
+                format!("agents {}", cells::total_text(&t)),
+                theme::dim(),
+            )],
+            width,
+        ))
+    });
     if state.tasks.is_empty() {
-        Paragraph::new(vec![
-            Line::from(Span::styled("No background tasks.", theme::dim())),
-            Line::from(Span::styled("Ctrl+T hides this panel.", theme::dim())),
-        ])
-        .render(
+        let mut lines: Vec<Line<'static>> = total.into_iter().collect();
+        lines.push(Line::from(Span::styled(
+            "No background tasks.",
+            theme::dim(),
+        )));
+        lines.push(Line::from(Span::styled(
+            "Ctrl+T hides this panel.",
+            theme::dim(),
+        )));
+        Paragraph::new(lines).render(
             Rect {
                 x: inner.x + 1,
                 width: inner.width.saturating_sub(1),
@@ -585,6 +606,10 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
         return;
     }
     let mut lines: Vec<Line<'static>> = Vec::new();
+    if let Some(total) = total {
+        lines.push(total);
+        lines.push(Line::default());
+    }
     let mut selected_at = None;
     for (index, task) in state.tasks.iter().enumerate() {
         let style = task_style(task);
@@ -651,6 +676,11 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
             facts.push(Span::styled(" · reported", theme::dim()));
         }
         lines.push(Line::from(truncate(facts, width)));
+        if let Some(u) = &task.summary.usage {
+            let mut usage = vec![Span::raw("  ")];
+            usage.extend(cells::usage_spans(u));
+            lines.push(Line::from(truncate(usage, width)));
+        }
         if !task.input.is_empty() {
             lines.push(Line::from(truncate(
                 vec![Span::styled(

@@ -17,7 +17,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ConfigOptionUpdate,
-    ContentBlock, ContentChunk, Diff, Implementation, InitializeRequest, InitializeResponse,
+    ContentBlock, ContentChunk, Cost, Diff, Implementation, InitializeRequest, InitializeResponse,
     LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
     PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
     PromptRequest, PromptResponse, ReadTextFileRequest, RequestPermissionOutcome,
@@ -25,7 +25,8 @@ use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
     SessionNotification, SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+    WriteTextFileRequest,
 };
 use agent_client_protocol::{
     Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
@@ -320,6 +321,30 @@ async fn run_turn(
             turn.thought("Reviewing.")?;
             turn.chunk(format!("<!-- severity: {value} -->\n"))?;
             turn.chunk(format!("## Review\nLooks {value}."))?;
+        }
+        "usage" => {
+            // `usage USED SIZE [COST [CURRENCY]]`: one usage_update.
+            let mut words = rest.split_whitespace();
+            let mut number = |what: &str| -> Result<Option<f64>, Error> {
+                words
+                    .next()
+                    .map(|w| {
+                        w.parse::<f64>().map_err(|_| {
+                            Error::invalid_params().data(format!("usage: bad {what} {w:?}"))
+                        })
+                    })
+                    .transpose()
+            };
+            let used = number("used")?.unwrap_or(0.0) as u64;
+            let size = number("size")?.unwrap_or(0.0) as u64;
+            let cost = number("cost")?;
+            let currency = words.next().unwrap_or("USD").to_string();
+            let mut update = UsageUpdate::new(used, size);
+            if let Some(amount) = cost {
+                update = update.cost(Cost::new(amount, currency));
+            }
+            turn.update(SessionUpdate::UsageUpdate(update))?;
+            turn.chunk("counted")?;
         }
         "plan" => {
             let entries = vec![
