@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Activity, Event, Stamped, StopReason, Summary, TaskState};
+use crate::event::{Activity, ChildState, Event, Stamped, StopReason, Summary, TaskState};
 
 /// Longest summary line kept (chars).
 const SUMMARY_CHARS: usize = 160;
@@ -94,6 +94,9 @@ pub struct Board {
     entries: Vec<Entry>,
     by_call: HashMap<String, usize>,
     by_task: HashMap<String, usize>,
+    /// The child sessions calls' agents announced, by call and child id:
+    /// summed up like calls.
+    children: HashMap<(String, String), Entry>,
 }
 
 impl Board {
@@ -187,8 +190,66 @@ impl Board {
                 }
                 Some(entry.snapshot())
             }
+            Event::SubagentChild {
+                call_id,
+                child_id,
+                state,
+                ..
+            } => {
+                let key = (call_id.clone(), child_id.clone());
+                let entry = self.children.entry(key).or_insert_with(|| Entry {
+                    call_id: call_id.clone(),
+                    task_id: None,
+                    agent: child_id.clone(),
+                    code_review: false,
+                    started: t,
+                    finished: None,
+                    summary: Summary::default(),
+                    stop_reason: None,
+                    output: None,
+                    partial: String::new(),
+                    partial_prefix: "",
+                });
+                match state {
+                    Some(ChildState::Running) => {
+                        entry.summary.state = TaskState::Running;
+                        entry.summary.waiting = false;
+                        entry.finished = None;
+                    }
+                    Some(ChildState::RequiresAction) => {
+                        entry.summary.state = TaskState::Running;
+                        entry.summary.waiting = true;
+                    }
+                    Some(ChildState::Idle) => {
+                        entry.summary.state = TaskState::Done;
+                        entry.summary.waiting = false;
+                        entry.finished.get_or_insert(t);
+                        entry.flush();
+                    }
+                    Some(ChildState::Unknown) | None => {}
+                }
+                Some(child_snapshot(child_id, entry))
+            }
+            Event::SubagentChildActivity {
+                call_id,
+                child_id,
+                activity,
+            } => {
+                let entry = self
+                    .children
+                    .get_mut(&(call_id.clone(), child_id.clone()))?;
+                entry
+                    .activity(activity)
+                    .then(|| child_snapshot(child_id, entry))
+            }
             _ => None,
         }
+    }
+
+    /// A call's child session, by call and child id.
+    pub fn child(&self, call_id: &str, child_id: &str) -> Option<&Entry> {
+        self.children
+            .get(&(call_id.to_string(), child_id.to_string()))
     }
 
     fn entry_mut(&mut self, call_id: &str) -> Option<&mut Entry> {
@@ -227,6 +288,15 @@ impl Board {
                 "tasks": self.tasks().map(|e| e.status_json(now)).collect::<Vec<_>>()
             })),
         }
+    }
+}
+
+/// The `child_progress` event of a child session's entry.
+fn child_snapshot(child_id: &str, entry: &Entry) -> Event {
+    Event::ChildProgress {
+        call_id: entry.call_id.clone(),
+        child_id: child_id.to_string(),
+        summary: entry.summary.clone(),
     }
 }
 

@@ -1275,6 +1275,32 @@ impl TurnSink for CallSink<'_> {
         });
     }
 
+    fn child(
+        &self,
+        child_id: &str,
+        title: Option<&str>,
+        description: Option<&str>,
+        state: Option<crate::event::ChildState>,
+        can_cancel: bool,
+    ) {
+        self.dispatcher.emitter.emit(Event::SubagentChild {
+            call_id: self.call_id.to_string(),
+            child_id: child_id.to_string(),
+            title: title.map(str::to_string),
+            description: description.map(str::to_string),
+            state,
+            can_cancel,
+        });
+    }
+
+    fn child_activity(&self, child_id: &str, activity: Activity) {
+        self.dispatcher.emitter.emit(Event::SubagentChildActivity {
+            call_id: self.call_id.to_string(),
+            child_id: child_id.to_string(),
+            activity,
+        });
+    }
+
     fn session(&self, kind: SessionKind, session_id: &str) {
         lock(&self.dispatcher.busy).insert((self.agent.to_string(), session_id.to_string()));
         self.dispatcher.emitter.emit(Event::SubagentSession {

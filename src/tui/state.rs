@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
-    Activity, AgentRef, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind, Severity,
+    Activity, AgentRef, ChildState, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind, Severity,
     Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
 };
 
@@ -98,6 +98,32 @@ pub struct SubagentBox {
     pub state: TaskState,
     /// The batch it is a task of: its box is drawn inside the group.
     pub batch: Option<Grouped>,
+    /// The child sessions its agent announced, in order: drawn nested
+    /// inside its box.
+    pub children: Vec<ChildBox>,
+}
+
+/// A child session of a call's agent (a nested sub-agent), as its box
+/// inside the call's box shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildBox {
+    pub child_id: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// The agent's word on its work, when it gave one.
+    pub state: Option<ChildState>,
+    pub can_cancel: bool,
+    /// The board's latest snapshot of it.
+    pub summary: Summary,
+    /// The last few things it did, oldest first.
+    pub activity: VecDeque<ActivityLine>,
+}
+
+impl ChildBox {
+    /// Its title, else its session id.
+    pub fn name(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.child_id)
+    }
 }
 
 /// A tool call's detail, sanitised for the screen: `input` is its raw
@@ -794,6 +820,7 @@ impl State {
                     log: Log::default(),
                     changes: Changes::default(),
                     state,
+                    children: Vec::new(),
                     batch: batch_id
                         .as_ref()
                         .filter(|id| self.batches.contains_key(*id))
@@ -916,6 +943,59 @@ impl State {
                 }
             }
             Event::SubagentActivity { call_id, activity } => self.activity(call_id, activity),
+            Event::SubagentChild {
+                call_id,
+                child_id,
+                title,
+                description,
+                state,
+                can_cancel,
+            } => {
+                let Some(b) = self.subagent(call_id) else {
+                    return;
+                };
+                let child = match b.children.iter().position(|c| &c.child_id == child_id) {
+                    Some(i) => &mut b.children[i],
+                    None => {
+                        b.children.push(ChildBox {
+                            child_id: clean(child_id),
+                            title: None,
+                            description: None,
+                            state: None,
+                            can_cancel: false,
+                            summary: Summary::default(),
+                            activity: VecDeque::new(),
+                        });
+                        b.children.last_mut().expect("just pushed")
+                    }
+                };
+                // Each announcement carries all that is known of it.
+                child.title = title.as_deref().map(clean);
+                child.description = description.as_deref().map(clean);
+                child.state = *state;
+                child.can_cancel = *can_cancel;
+            }
+            Event::SubagentChildActivity {
+                call_id,
+                child_id,
+                activity,
+            } => {
+                if let Some(child) = self.child(call_id, child_id) {
+                    child_activity(child, activity);
+                }
+            }
+            Event::ChildProgress {
+                call_id,
+                child_id,
+                summary,
+            } => {
+                if let Some(child) = self.child(call_id, child_id) {
+                    child.summary = Summary {
+                        last_activity: summary.last_activity.as_deref().map(clean),
+                        ..summary.clone()
+                    };
+                }
+            }
             Event::SubagentFinished {
                 call_id,
                 output,
@@ -1035,6 +1115,13 @@ impl State {
             .iter()
             .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting))
             .count()
+    }
+
+    fn child(&mut self, call_id: &str, child_id: &str) -> Option<&mut ChildBox> {
+        self.subagent(call_id)?
+            .children
+            .iter_mut()
+            .find(|c| c.child_id == child_id)
     }
 
     fn activity(&mut self, call_id: &str, activity: &Activity) {
@@ -1189,6 +1276,54 @@ impl State {
     /// The cell index of a call's box.
     pub fn box_index(&self, call_id: &str) -> Option<usize> {
         self.calls.get(call_id).copied()
+    }
+}
+
+/// What a child's box keeps of its activity: the last lines.
+fn child_activity(child: &mut ChildBox, activity: &Activity) {
+    match activity {
+        Activity::MessageChunk { text } => push_text(&mut child.activity, text, false),
+        Activity::ThoughtChunk { text } => push_text(&mut child.activity, text, true),
+        Activity::ToolCall {
+            id, title, status, ..
+        } => push_line(
+            &mut child.activity,
+            ActivityLine::Tool {
+                id: id.clone(),
+                title: clean(title),
+                status: *status,
+            },
+        ),
+        Activity::ToolCallUpdate {
+            id, title, status, ..
+        } => {
+            for line in child.activity.iter_mut().rev() {
+                if let ActivityLine::Tool {
+                    id: lid,
+                    title: t,
+                    status: s,
+                } = line
+                    && lid == id
+                {
+                    if let Some(title) = title {
+                        *t = clean(title);
+                    }
+                    if let Some(status) = status {
+                        *s = *status;
+                    }
+                    break;
+                }
+            }
+        }
+        Activity::Plan { .. } => {}
+        Activity::PermissionRequest { title, .. } => push_line(
+            &mut child.activity,
+            ActivityLine::Note(format!("asks permission: {}", clean(title))),
+        ),
+        Activity::PermissionResolved { outcome, .. } => push_line(
+            &mut child.activity,
+            ActivityLine::Note(format!("permission {}", clean(outcome))),
+        ),
     }
 }
 
