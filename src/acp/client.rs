@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_client_protocol::schema::MaybeUndefined;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
@@ -23,7 +24,6 @@ use agent_client_protocol::v1::schema::{
     SubagentCapabilities, SubagentUpdate, TextContent, ToolCallStatus, WriteTextFileRequest,
     WriteTextFileResponse,
 };
-use agent_client_protocol::schema::MaybeUndefined;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
 use futures::StreamExt;
@@ -34,8 +34,8 @@ use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{
-    Activity, ChildState, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent, ToolDetail,
-    ToolStatus,
+    Activity, ChildState, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent,
+    ToolDetail, ToolStatus,
 };
 use crate::supervisor::{self, Group, Supervisor};
 
@@ -96,12 +96,23 @@ type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<(String, Incoming)
 type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
 
 /// Hands `incoming` to its session's turn; gives it back if no turn runs.
+/// A `subagent_update` announcing a child session routes the child's
+/// traffic to the same turn from now on (before any of it is read).
 fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
-    let routes = routes.lock().expect("not poisoned");
-    match routes.get(session) {
-        Some(tx) => tx.send((session.to_string(), incoming)).err().map(|e| e.0.1),
-        None => Some(incoming),
+    let mut routes = routes.lock().expect("not poisoned");
+    let Some(tx) = routes.get(session).cloned() else {
+        return Some(incoming);
+    };
+    if let Incoming::Update(update) = &incoming
+        && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
+    {
+        routes
+            .entry(child.session_id.0.to_string())
+            .or_insert_with(|| tx.clone());
     }
+    tx.send((session.to_string(), incoming))
+        .err()
+        .map(|e| e.0.1)
 }
 
 /// A live connection to one agent process.
@@ -444,7 +455,7 @@ impl Connection {
                 Some((from, incoming)) = rx.recv() => match incoming {
                     Incoming::Update(update) => match *update {
                         SessionUpdate::SubagentUpdate(u) => {
-                            self.announce(u, &tx, &mut children, sink);
+                            Self::announce(u, &mut children, sink);
                         }
                         update if from == session_id => turn.update(update, sink),
                         update => {
@@ -546,24 +557,28 @@ impl Connection {
             if let Incoming::Update(update) = incoming {
                 match *update {
                     SessionUpdate::SubagentUpdate(u) => {
-                        self.announce(u, &tx, &mut children, sink);
+                        Self::announce(u, &mut children, sink);
                     }
                     update if from == session_id => turn.update(update, sink),
                     update => {
                         if let Some(child) = children.get_mut(&from) {
-                            child.turn.update(update, &ChildSink { inner: sink, child: &from });
+                            child.turn.update(
+                                update,
+                                &ChildSink {
+                                    inner: sink,
+                                    child: &from,
+                                },
+                            );
                         }
                     }
                 }
             }
         }
-        {
-            let mut routes = self.routes.lock().expect("not poisoned");
-            routes.remove(&session_id);
-            for child in children.keys() {
-                routes.remove(child);
-            }
-        }
+        // This turn's routes: its session's and its children's.
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .retain(|_, route| !route.same_channel(&tx));
         self.exclusions
             .lock()
             .expect("not poisoned")
@@ -599,24 +614,15 @@ impl Connection {
     }
 
     /// Takes in a `subagent_update`: the first one for a session announces
-    /// a child (its traffic is routed to this turn from then on), later
-    /// ones patch what is known of it.
+    /// a child, later ones patch what is known of it.
     fn announce(
-        &self,
         update: SubagentUpdate,
-        tx: &mpsc::UnboundedSender<(String, Incoming)>,
         children: &mut HashMap<String, Child>,
         sink: &dyn TurnSink,
     ) {
         let id = update.session_id.0.to_string();
-        let child = children.entry(id.clone()).or_insert_with(|| {
-            self.routes
-                .lock()
-                .expect("not poisoned")
-                .entry(id.clone())
-                .or_insert_with(|| tx.clone());
-            Child::default()
-        });
+        // Its traffic is routed here already (`route`).
+        let child = children.entry(id.clone()).or_default();
         patch(&mut child.title, update.title);
         patch(&mut child.description, update.description);
         match update.capabilities {

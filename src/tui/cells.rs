@@ -6,10 +6,14 @@ use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
-use super::state::{ActivityLine, BatchHeader, Cell, CellKind, Member, SubagentBox, plan_progress};
+use super::state::{
+    ActivityLine, BatchHeader, Cell, CellKind, ChildBox, Member, SubagentBox, plan_progress,
+};
 use super::theme;
 use super::wrap::{LLine, spans_width, wrap};
-use crate::event::{AgentRef, NoticeLevel, Severity, StopReason, TaskState, ToolStatus};
+use crate::event::{
+    AgentRef, ChildState, NoticeLevel, Severity, StopReason, TaskState, ToolStatus,
+};
 
 /// Rows a running box shows of its activity.
 const ACTIVITY_ROWS: usize = 5;
@@ -409,7 +413,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         )));
     }
     if b.running() {
-        running_body(b, inner, &mut body);
+        running_body(b, inner, now, &mut body);
     } else {
         let output = b.output.as_deref().unwrap_or("");
         if output.trim().is_empty() {
@@ -429,6 +433,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
                 &mut body,
             );
         }
+        children(b, inner, now, &mut body);
         if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
             body.push(Line::from(vec![
                 Span::styled("stop reason: ", theme::dim()),
@@ -462,6 +467,126 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     ]));
 }
 
+/// Rows a child's box shows of its activity.
+const CHILD_ROWS: usize = 3;
+
+/// A child session's box, nested in its call's box (`width` columns):
+/// title, state, description and last activity.
+fn child_box(
+    c: &ChildBox,
+    parent_running: bool,
+    width: usize,
+    now: u64,
+    out: &mut Vec<Line<'static>>,
+) {
+    let border = theme::dim();
+    let inner = width.saturating_sub(4).max(1);
+    // Running while the agent says so (and its call runs).
+    let running = parent_running
+        && match c.state {
+            Some(ChildState::Running) => true,
+            Some(_) => false,
+            None => c.summary.state.active(),
+        };
+    let (mark, style) = match c.state {
+        _ if c.summary.waiting && parent_running => (
+            format!("? {}", ChildState::RequiresAction.as_str()),
+            theme::warning(),
+        ),
+        Some(ChildState::Idle) => ("✓ idle".to_string(), Style::default().fg(theme::GREEN)),
+        _ if running => (format!("{} running", theme::spinner(now)), theme::bold()),
+        Some(state) => (state.as_str().to_string(), theme::dim()),
+        None if parent_running => ("…".to_string(), theme::dim()),
+        None => ("ended".to_string(), theme::dim()),
+    };
+    let mut left = vec![
+        Span::styled("╭─ ", border),
+        Span::styled("↳ ", border),
+        Span::styled(c.name().to_string(), theme::bold()),
+    ];
+    if c.can_cancel && parent_running && c.state != Some(ChildState::Idle) {
+        left.push(Span::styled(" · cancellable", theme::dim()));
+    }
+    left.push(Span::raw(" "));
+    let right = vec![
+        Span::styled(format!(" {mark} "), style),
+        Span::styled("─╮", border),
+    ];
+    let right_w = spans_width(&right);
+    let left = truncate(left, width.saturating_sub(right_w + 1));
+    let fill = width.saturating_sub(spans_width(&left) + right_w);
+    let mut title = left;
+    title.push(Span::styled("─".repeat(fill), border));
+    title.extend(right);
+    out.push(Line::from(title));
+
+    let mut rows: Vec<Line<'static>> = Vec::new();
+    if let Some(d) = &c.description {
+        rows.push(Line::from(truncate(
+            vec![Span::styled(
+                first_line(d).to_string(),
+                theme::dim().add_modifier(Modifier::ITALIC),
+            )],
+            inner,
+        )));
+    }
+    let mut activity: Vec<Line<'static>> = Vec::new();
+    for line in &c.activity {
+        match line {
+            ActivityLine::Text(text) | ActivityLine::Thought(text) => {
+                for l in last_lines(text) {
+                    activity.push(Line::from(truncate(vec![Span::raw(l.to_string())], inner)));
+                }
+            }
+            ActivityLine::Tool { title, status, .. } => {
+                let (mark, style) = tool_mark(*status);
+                activity.push(Line::from(truncate(
+                    vec![
+                        Span::styled("⚙ ", theme::dim()),
+                        Span::raw(title.clone()),
+                        Span::styled(format!(" {mark}"), style),
+                    ],
+                    inner,
+                )));
+            }
+            ActivityLine::Note(text) => activity.push(Line::from(truncate(
+                vec![Span::styled(text.clone(), theme::dim())],
+                inner,
+            ))),
+        }
+    }
+    let skip = activity.len().saturating_sub(CHILD_ROWS);
+    rows.extend(activity.into_iter().skip(skip));
+    for row in rows {
+        let pad = inner.saturating_sub(row.width());
+        let mut spans = vec![Span::styled("│ ", border)];
+        spans.extend(row.spans);
+        spans.push(Span::raw(" ".repeat(pad)));
+        spans.push(Span::styled(" │", border));
+        out.push(Line::from(spans));
+    }
+    let counts = match c.summary.tool_calls {
+        0 => String::new(),
+        1 => " 1 tool call ".to_string(),
+        n => format!(" {n} tool calls "),
+    };
+    let fill = width.saturating_sub(3 + counts.width());
+    out.push(Line::from(vec![
+        Span::styled(format!("╰{}", "─".repeat(fill)), border),
+        Span::styled(counts, theme::dim()),
+        Span::styled("─╯", border),
+    ]));
+}
+
+/// A tool call's status mark and its style.
+fn tool_mark(status: ToolStatus) -> (&'static str, Style) {
+    match status {
+        ToolStatus::Pending | ToolStatus::InProgress => ("…", theme::dim()),
+        ToolStatus::Completed => ("✓", Style::default().fg(theme::GREEN)),
+        ToolStatus::Failed => ("✗", Style::default().fg(theme::RED)),
+    }
+}
+
 /// The last non-empty lines of a streamed text, in order: only they can
 /// reach the last `ACTIVITY_ROWS` rows (each line wraps to one row or
 /// more), so a long stream is not wrapped whole on every frame.
@@ -475,7 +600,14 @@ fn last_lines(text: &str) -> impl Iterator<Item = &str> {
     lines.into_iter()
 }
 
-fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
+/// The child sessions a call's agent announced, each a box of its own.
+fn children(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'static>>) {
+    for child in &b.children {
+        child_box(child, b.running(), inner, now, body);
+    }
+}
+
+fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'static>>) {
     if !b.plan.is_empty() {
         let (done, total, current) = plan_progress(&b.plan);
         let mut spans = vec![Span::styled(format!("plan {done}/{total}"), theme::bold())];
@@ -525,6 +657,7 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
     }
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);
     body.extend(rows.into_iter().skip(skip));
+    children(b, inner, now, body);
     if let Some((_, title, options)) = &b.permission {
         let ask = Style::default()
             .fg(Color::Yellow)

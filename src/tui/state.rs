@@ -3,8 +3,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
-    Activity, AgentRef, ChildState, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind, Severity,
-    Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
+    Activity, AgentRef, ChildState, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind,
+    Severity, Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus,
 };
 
 /// How many activity lines a running box keeps.
@@ -1316,10 +1316,15 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
             }
         }
         Activity::Plan { .. } => {}
-        Activity::PermissionRequest { title, .. } => push_line(
-            &mut child.activity,
-            ActivityLine::Note(format!("asks permission: {}", clean(title))),
-        ),
+        Activity::PermissionRequest { title, .. } => {
+            // The call's prompt names the child; its own box need not.
+            let prefix = format!("{}: ", child.name());
+            let title = clean(title.strip_prefix(&prefix).unwrap_or(title));
+            push_line(
+                &mut child.activity,
+                ActivityLine::Note(format!("asks permission: {title}")),
+            )
+        }
         Activity::PermissionResolved { outcome, .. } => push_line(
             &mut child.activity,
             ActivityLine::Note(format!("permission {}", clean(outcome))),

@@ -27,6 +27,10 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
 };
+use agent_client_protocol::v1::schema::{
+    IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, SessionCancelCapabilities,
+    StateUpdate, SubagentSessionCapabilities, SubagentUpdate,
+};
 use agent_client_protocol::{
     Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
     RequestCancellation, TransportFrame, UntypedMessage,
@@ -432,6 +436,7 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(CRASH_MARKER, serde_json::json!({}))?)?;
             std::future::pending::<()>().await;
         }
+        "nested" => return nested(turn, cancelled).await,
         "slow" => return slow(turn, rest, cancelled).await,
         "trickle" => return trickle(turn, rest, cancelled).await,
         "grandchild" => {
@@ -514,6 +519,93 @@ async fn run_turn(
 
 /// `slow [SECONDS] [end_turn]`: with `end_turn`, a cancelled turn answers
 /// `end_turn` (as opencode does) instead of `cancelled`.
+/// `nested`: announces a child session (a sub-agent of this agent) with
+/// `subagent_update`, streams the child's own updates on its session id,
+/// and has the child ask a permission; the parent reports the answer.
+async fn nested(
+    turn: &mut Turn,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<StopReason, Error> {
+    let child = SessionId::new(format!("{}-child-1", turn.session_id));
+    let announce = |state: StateUpdate| {
+        SessionUpdate::SubagentUpdate(SubagentUpdate::new(child.clone()).state(state))
+    };
+    turn.chunk("Delegating.\n")?;
+    turn.update(SessionUpdate::SubagentUpdate(
+        SubagentUpdate::new(child.clone())
+            .title("scout")
+            .description("looks for the tests")
+            .capabilities(
+                SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()),
+            )
+            .state(StateUpdate::Running(RunningStateUpdate::new())),
+    ))?;
+    let cx = turn.cx.clone();
+    let child_update = |update: SessionUpdate| {
+        cx.send_notification(SessionNotification::new(child.clone(), update))
+    };
+    child_update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+        ContentBlock::from("scanning tests/\n".to_string()),
+    )))?;
+    child_update(SessionUpdate::ToolCall(
+        ToolCall::new("k1", "Read tests/app_loop.rs")
+            .kind(ToolKind::Read)
+            .status(ToolCallStatus::Completed),
+    ))?;
+    child_update(SessionUpdate::ToolCall(
+        ToolCall::new("k2", "Delete target/")
+            .kind(ToolKind::Delete)
+            .status(ToolCallStatus::Pending),
+    ))?;
+    turn.update(announce(StateUpdate::RequiresAction(
+        RequiresActionStateUpdate::new(),
+    )))?;
+    let options = vec![
+        PermissionOption::new("allow", "Allow once", PermissionOptionKind::AllowOnce),
+        PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+    ];
+    let tool_call = ToolCallUpdate::new(
+        "k2",
+        ToolCallUpdateFields::new()
+            .title("Delete target/")
+            .kind(ToolKind::Delete)
+            .status(ToolCallStatus::Pending),
+    );
+    let request = RequestPermissionRequest::new(child.clone(), tool_call, options);
+    let answer = request_in_background(&turn.cx, request)?;
+    let outcome = tokio::select! {
+        () = cancelled => return Ok(StopReason::Cancelled),
+        answer = answer => answer.unwrap_or_else(|_| Err(Error::internal_error())),
+    };
+    let allowed = match outcome {
+        Ok(response) => match response.outcome {
+            RequestPermissionOutcome::Selected(selected) => {
+                selected.option_id.0.as_ref() == "allow"
+            }
+            _ => return Ok(StopReason::Cancelled),
+        },
+        Err(error) => {
+            log(format!("nested: permission request failed: {error:?}"));
+            false
+        }
+    };
+    let (status, word) = if allowed {
+        (ToolCallStatus::Completed, "permitted")
+    } else {
+        (ToolCallStatus::Failed, "denied")
+    };
+    child_update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        "k2",
+        ToolCallUpdateFields::new().status(status),
+    )))?;
+    child_update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+        ContentBlock::from(format!("child {word}\n")),
+    )))?;
+    turn.update(announce(StateUpdate::Idle(IdleStateUpdate::new())))?;
+    turn.chunk(format!("nested done: {word}"))?;
+    Ok(StopReason::EndTurn)
+}
+
 async fn slow(
     turn: &mut Turn,
     rest: &str,
