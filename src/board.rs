@@ -642,4 +642,71 @@ mod tests {
             1
         );
     }
+
+    fn on_child(t: u64, event: Event) -> Stamped {
+        Stamped::new(t, event)
+    }
+
+    fn announce(state: Option<ChildState>) -> Event {
+        Event::SubagentChild {
+            call_id: "c1".into(),
+            child_id: "k".into(),
+            title: Some("scout".into()),
+            description: None,
+            state,
+            can_cancel: false,
+        }
+    }
+
+    #[test]
+    fn a_child_session_is_summed_up_like_a_call() {
+        let mut b = Board::new();
+        b.observe(&started("c1", None));
+        let Some(Event::ChildProgress {
+            call_id,
+            child_id,
+            summary,
+        }) = b.observe(&on_child(11, announce(Some(ChildState::Running))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert_eq!((call_id.as_str(), child_id.as_str()), ("c1", "k"));
+        assert_eq!(summary.state, TaskState::Running);
+        let child_activity = |activity| Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "k".into(),
+            activity,
+        };
+        let Some(Event::ChildProgress { summary, .. }) =
+            b.observe(&on_child(12, child_activity(tool("k1"))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert_eq!(summary.tool_calls, 1);
+        assert_eq!(summary.last_activity.as_deref(), Some("⚙ Read k1"));
+        // The call's own count is not the child's.
+        assert_eq!(b.call("c1").unwrap().summary.tool_calls, 0);
+        assert_eq!(b.child("c1", "k").unwrap().summary.tool_calls, 1);
+        // Waiting, then idle: done.
+        let Some(Event::ChildProgress { summary, .. }) =
+            b.observe(&on_child(13, announce(Some(ChildState::RequiresAction))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert!(summary.waiting);
+        let Some(Event::ChildProgress { summary, .. }) =
+            b.observe(&on_child(14, announce(Some(ChildState::Idle))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert_eq!(summary.state, TaskState::Done);
+        assert!(!summary.waiting);
+        // Activity of a child never announced is not on the board.
+        let stray = Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "other".into(),
+            activity: tool("k2"),
+        };
+        assert_eq!(b.observe(&on_child(15, stray)), None);
+    }
 }

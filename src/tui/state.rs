@@ -2323,6 +2323,156 @@ mod tests {
     }
 
     /// Each event kind above has its test; a new kind must get one.
+    fn child(title: Option<&str>, state: Option<ChildState>, can_cancel: bool) -> Event {
+        Event::SubagentChild {
+            call_id: "c1".into(),
+            child_id: "s-1-child".into(),
+            title: title.map(Into::into),
+            description: Some("finds\x1b[2J tests".into()),
+            state,
+            can_cancel,
+        }
+    }
+
+    #[test]
+    fn subagent_child_opens_a_child_box_in_its_call_and_updates_replace_it() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            child(Some("scout"), Some(ChildState::Running), true),
+        );
+        let c = &the_box(&s).children[0];
+        assert_eq!(c.name(), "scout");
+        assert_eq!(c.description.as_deref(), Some("finds tests"), "sanitised");
+        assert_eq!(c.state, Some(ChildState::Running));
+        assert!(c.can_cancel);
+        // A later announcement of the same child replaces what it says.
+        apply(&mut s, 3, child(None, Some(ChildState::Idle), false));
+        let b = the_box(&s);
+        assert_eq!(b.children.len(), 1, "the same child");
+        assert_eq!(b.children[0].name(), "s-1-child", "its id without a title");
+        assert_eq!(b.children[0].state, Some(ChildState::Idle));
+        assert!(!b.children[0].can_cancel);
+        // A child of an unknown call is ignored.
+        apply(
+            &mut s,
+            4,
+            Event::SubagentChild {
+                call_id: "nope".into(),
+                child_id: "x".into(),
+                title: None,
+                description: None,
+                state: None,
+                can_cancel: false,
+            },
+        );
+        assert_eq!(the_box(&s).children.len(), 1);
+    }
+
+    #[test]
+    fn subagent_child_activity_goes_to_the_child_not_the_call() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            child(Some("scout"), Some(ChildState::Running), true),
+        );
+        let on_child = |activity| Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "s-1-child".into(),
+            activity,
+        };
+        apply(
+            &mut s,
+            3,
+            on_child(Activity::MessageChunk {
+                text: "looking\n".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            4,
+            on_child(Activity::ToolCall {
+                id: "k1".into(),
+                title: "Delete target/".into(),
+                status: ToolStatus::Pending,
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            5,
+            on_child(Activity::ToolCallUpdate {
+                id: "k1".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            6,
+            on_child(Activity::PermissionRequest {
+                id: "s-1-child/k2".into(),
+                title: "scout: Run make".into(),
+                options: vec!["Allow".into()],
+                detail: Default::default(),
+            }),
+        );
+        let b = the_box(&s);
+        assert!(
+            b.activity.is_empty(),
+            "the call's own lines: {:?}",
+            b.activity
+        );
+        assert!(
+            b.permission.is_none(),
+            "the call's prompt comes from its own activity"
+        );
+        assert_eq!(
+            b.children[0].activity,
+            VecDeque::from(vec![
+                ActivityLine::Text("looking\n".into()),
+                ActivityLine::Tool {
+                    id: "k1".into(),
+                    title: "Delete target/".into(),
+                    status: ToolStatus::Completed,
+                },
+                ActivityLine::Note("asks permission: Run make".into()),
+            ])
+        );
+    }
+
+    #[test]
+    fn child_progress_copies_the_boards_snapshot() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(&mut s, 2, child(Some("scout"), None, false));
+        let summary = Summary {
+            state: TaskState::Running,
+            tool_calls: 2,
+            last_activity: Some("⚙ Read\x1b[31m".into()),
+            severity: None,
+            waiting: true,
+        };
+        apply(
+            &mut s,
+            3,
+            Event::ChildProgress {
+                call_id: "c1".into(),
+                child_id: "s-1-child".into(),
+                summary: summary.clone(),
+            },
+        );
+        let c = &the_box(&s).children[0];
+        assert_eq!(c.summary.tool_calls, 2);
+        assert!(c.summary.waiting);
+        assert_eq!(c.summary.last_activity.as_deref(), Some("⚙ Read"));
+    }
+
     #[test]
     fn every_event_kind_is_covered() {
         let covered = [
@@ -2342,6 +2492,9 @@ mod tests {
             "subagent_session",
             "subagent_followup",
             "subagent_activity",
+            "subagent_child",
+            "subagent_child_activity",
+            "child_progress",
             "subagent_finished",
             "task_progress",
             "task_reported",
