@@ -320,6 +320,9 @@ pub enum Op {
     },
     /// Cancel one background task (from the side panel), by task id.
     CancelTask(String),
+    /// Cancel the work of a call's child session (a nested sub-agent),
+    /// where its agent allows it.
+    CancelChild { call_id: String, child_id: String },
 }
 
 /// The task board's summary of one call: what a box's footer and the side

@@ -902,7 +902,7 @@ async fn a_child_session_is_a_nested_box_and_its_permission_names_it() {
     assert!(
         rows[top]
             .trim_start()
-            .starts_with("│ ╭─ ↳ scout · cancellable"),
+            .starts_with("│ ╭─ ↳ scout · Ctrl+X cancels"),
         "{}",
         rows[top]
     );
@@ -955,4 +955,32 @@ async fn a_child_session_is_a_nested_box_and_its_permission_names_it() {
 
 fn rows_of(buf: &ratatui::buffer::Buffer) -> String {
     rows(buf).join("\n")
+}
+
+/// Ctrl+X cancels the newest child whose agent allows it: only the
+/// child's work stops (its permission request is answered cancelled); the
+/// call goes on to the end of its turn.
+#[tokio::test]
+async fn ctrl_x_cancels_a_child_session_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake nested"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("press 1-2 to answer")
+    })
+    .await;
+    drive(&mut terminal, &mut app, vec![ctrl('x')], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("nested done: cancelled")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("child cancelled"), "{screen}");
+    assert!(screen.contains("permission cancelled"), "{screen}");
+    assert!(screen.contains("cancel asked for scout"), "{screen}");
+    assert!(
+        !screen.contains("stop reason: cancelled"),
+        "the call itself ends its turn: {screen}"
+    );
 }

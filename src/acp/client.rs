@@ -535,6 +535,35 @@ impl Connection {
                         let _ = responder.respond(outcome_for(chosen.map(|o| o.option_id.0.to_string())));
                     }
                 }
+                Some(child) = control.cancel_children.recv() => {
+                    match children.get(&child) {
+                        // The agent allows it: only the child's work stops.
+                        Some(c) if c.can_cancel => {
+                            let _ = self.cx.send_notification(CancelNotification::new(child.clone()));
+                            // Its open permission requests are answered `cancelled`.
+                            let asked: Vec<String> = asked_by
+                                .iter()
+                                .filter(|(_, c)| **c == child)
+                                .map(|(id, _)| id.clone())
+                                .collect();
+                            for id in asked {
+                                asked_by.remove(&id);
+                                if let Some((_, responder)) = pending.remove(&id) {
+                                    let both = Both { sink, child: Some(&child) };
+                                    both.activity(Activity::PermissionResolved { id, outcome: "cancelled".into() });
+                                    let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+                                }
+                            }
+                            sink.notice(&format!("{}: cancel asked for {}", self.agent, c.name(&child)));
+                        }
+                        Some(c) => sink.notice(&format!(
+                            "{}: {} cannot be cancelled alone (its agent does not allow it); Esc cancels the call",
+                            self.agent,
+                            c.name(&child)
+                        )),
+                        None => {}
+                    }
+                }
                 changed = control.cancel.changed(), if !cancelled => {
                     if changed.is_ok() && *control.cancel.borrow() {
                         cancelled = true;
@@ -1389,4 +1418,6 @@ pub struct PermissionAnswer {
 pub struct TurnControl {
     pub cancel: watch::Receiver<bool>,
     pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
+    /// Child sessions whose work the person cancels, by session id.
+    pub cancel_children: mpsc::UnboundedReceiver<String>,
 }

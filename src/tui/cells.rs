@@ -504,8 +504,8 @@ fn child_box(
         Span::styled("↳ ", border),
         Span::styled(c.name().to_string(), theme::bold()),
     ];
-    if c.can_cancel && parent_running && c.state != Some(ChildState::Idle) {
-        left.push(Span::styled(" · cancellable", theme::dim()));
+    if parent_running && c.cancellable() {
+        left.push(Span::styled(" · Ctrl+X cancels", theme::dim()));
     }
     left.push(Span::raw(" "));
     let right = vec![

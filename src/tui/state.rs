@@ -124,6 +124,12 @@ impl ChildBox {
     pub fn name(&self) -> &str {
         self.title.as_deref().unwrap_or(&self.child_id)
     }
+
+    /// Its agent lets it be cancelled alone, and it is not idle (while
+    /// its call runs).
+    pub fn cancellable(&self) -> bool {
+        self.can_cancel && self.state != Some(ChildState::Idle)
+    }
 }
 
 /// A tool call's detail, sanitised for the screen: `input` is its raw
@@ -610,6 +616,20 @@ impl State {
                 .permission
                 .as_ref()
                 .map(|(id, _, options)| (b.call_id.clone(), id.clone(), options.len())),
+            _ => None,
+        })
+    }
+
+    /// The newest child session whose work can be cancelled alone (its
+    /// agent allows it, it is not idle, its call runs): call and child id.
+    pub fn cancellable_child(&self) -> Option<(String, String)> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) if b.running() => b
+                .children
+                .iter()
+                .rev()
+                .find(|c| c.cancellable())
+                .map(|c| (b.call_id.clone(), c.child_id.clone())),
             _ => None,
         })
     }

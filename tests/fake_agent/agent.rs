@@ -577,22 +577,22 @@ async fn nested(
         () = cancelled => return Ok(StopReason::Cancelled),
         answer = answer => answer.unwrap_or_else(|_| Err(Error::internal_error())),
     };
-    let allowed = match outcome {
+    // Cancelled: the child's work was cancelled (`session/cancel` on the
+    // child session); the parent goes on.
+    let (status, word) = match outcome {
         Ok(response) => match response.outcome {
-            RequestPermissionOutcome::Selected(selected) => {
-                selected.option_id.0.as_ref() == "allow"
+            RequestPermissionOutcome::Selected(selected)
+                if selected.option_id.0.as_ref() == "allow" =>
+            {
+                (ToolCallStatus::Completed, "permitted")
             }
-            _ => return Ok(StopReason::Cancelled),
+            RequestPermissionOutcome::Selected(_) => (ToolCallStatus::Failed, "denied"),
+            _ => (ToolCallStatus::Failed, "cancelled"),
         },
         Err(error) => {
             log(format!("nested: permission request failed: {error:?}"));
-            false
+            (ToolCallStatus::Failed, "denied")
         }
-    };
-    let (status, word) = if allowed {
-        (ToolCallStatus::Completed, "permitted")
-    } else {
-        (ToolCallStatus::Failed, "denied")
     };
     child_update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         "k2",
@@ -1092,7 +1092,9 @@ async fn main() {
                             log(format!("{key}: cancel"));
                             cancel.notify_one();
                         }
-                        None => log(format!("{key}: cancel with no running turn")),
+                        None => log(format!(
+                            "{key}: cancel with no running turn (a child session, in `nested`)"
+                        )),
                     }
                     Ok(())
                 }
