@@ -495,9 +495,10 @@ fn child_box(
         ),
         Some(ChildState::Idle) => ("✓ idle".to_string(), Style::default().fg(theme::GREEN)),
         _ if running => (format!("{} running", theme::spinner(now)), theme::bold()),
+        // Its call ended: so did whatever it was doing.
+        _ if !parent_running => ("ended".to_string(), theme::dim()),
         Some(state) => (state.as_str().to_string(), theme::dim()),
-        None if parent_running => ("…".to_string(), theme::dim()),
-        None => ("ended".to_string(), theme::dim()),
+        None => ("…".to_string(), theme::dim()),
     };
     let mut left = vec![
         Span::styled("╭─ ", border),
@@ -715,4 +716,95 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
 /// Severity colour or the agent's, for other widgets.
 pub fn verdict_style(agent: &str, severity: Option<Severity>) -> Style {
     Style::default().fg(theme::box_color(agent, severity))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Activity, Event, Stamped};
+    use crate::tui::state::State;
+
+    fn text(lines: &[Line<'static>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    fn call_with_child(finished: bool) -> Vec<String> {
+        let mut s = State::new();
+        let events = [
+            Event::SubagentStarted {
+                call_id: "c1".into(),
+                task_id: None,
+                agent: AgentRef::Acp("fake".into()),
+                input: "go".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: None,
+                queued: false,
+            },
+            Event::SubagentChild {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                title: Some("scout".into()),
+                description: None,
+                state: Some(ChildState::Running),
+                can_cancel: true,
+            },
+            Event::SubagentChildActivity {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                activity: Activity::MessageChunk {
+                    text: "one\ntwo\nthree\nfour\n".into(),
+                },
+            },
+        ];
+        for e in events {
+            s.apply(&Stamped::new(0, e));
+        }
+        if finished {
+            s.apply(&Stamped::new(
+                5,
+                Event::SubagentFinished {
+                    call_id: "c1".into(),
+                    output: "done".into(),
+                    stop_reason: StopReason::EndTurn,
+                    severity: None,
+                },
+            ));
+        }
+        text(&render(&s.cells[0], 60, 5))
+    }
+
+    #[test]
+    fn a_child_box_is_drawn_inside_its_calls_box_with_its_last_lines() {
+        let rows = call_with_child(false);
+        let top = rows
+            .iter()
+            .position(|r| r.contains("↳ scout"))
+            .expect("a child box");
+        assert!(
+            rows[top].starts_with("│ ╭─ ↳ scout · Ctrl+X cancels"),
+            "{rows:#?}"
+        );
+        assert!(rows[top].contains("running ─╮ │"), "{rows:#?}");
+        // Its last three lines, inside both borders.
+        assert!(rows[top + 1].starts_with("│ │ two"), "{rows:#?}");
+        assert!(rows[top + 3].starts_with("│ │ four"), "{rows:#?}");
+        assert!(rows[top + 4].starts_with("│ ╰"), "{rows:#?}");
+        assert!(rows.iter().all(|r| r.chars().count() == 60 || r.is_empty()));
+    }
+
+    #[test]
+    fn a_child_of_a_finished_call_is_shown_ended_without_cancel() {
+        let rows = call_with_child(true);
+        let top = rows
+            .iter()
+            .position(|r| r.contains("↳ scout"))
+            .expect("a child box");
+        assert!(rows[top].contains(" ended ─╮"), "{rows:#?}");
+        assert!(!rows[top].contains("Ctrl+X"), "{rows:#?}");
+    }
 }
