@@ -50,6 +50,10 @@ const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
 /// whatever its first word.
 static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// Whether the client advertised the `subagents` capability in
+/// `initialize`: `nested` announces a child only then, as ACP asks.
+static SUBAGENTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
 fn log(message: impl std::fmt::Display) {
     eprintln!("quorum-fake-agent[{}]: {message}", std::process::id());
 }
@@ -526,6 +530,10 @@ async fn nested(
     turn: &mut Turn,
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<StopReason, Error> {
+    if !SUBAGENTS.get().copied().unwrap_or(false) {
+        turn.chunk("no sub-agents: the client did not advertise subagents")?;
+        return Ok(StopReason::EndTurn);
+    }
     let child = SessionId::new(format!("{}-child-1", turn.session_id));
     let announce = |state: StateUpdate| {
         SessionUpdate::SubagentUpdate(SubagentUpdate::new(child.clone()).state(state))
@@ -942,7 +950,8 @@ async fn main() {
         .v1()
         .name("quorum-fake-agent")
         .on_receive_request(
-            async move |_request: InitializeRequest, responder, _cx| {
+            async move |request: InitializeRequest, responder, _cx| {
+                let _ = SUBAGENTS.set(request.client_capabilities.subagents.is_some());
                 let resume = options.resume.then(SessionResumeCapabilities::new);
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)
