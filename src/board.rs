@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use crate::event::{
-    Activity, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage, UsageShare,
+    Activity, ChildState, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage, UsageShare,
 };
 
 /// Longest summary line kept (chars).
@@ -109,6 +109,9 @@ pub struct Board {
     /// The latest usage of each agent session (by `Entry::session`, or
     /// the call id when none is known).
     sessions: HashMap<String, Usage>,
+    /// The child sessions calls' agents announced, by call and child id:
+    /// summed up like calls.
+    children: HashMap<(String, String), Entry>,
 }
 
 impl Board {
@@ -235,8 +238,68 @@ impl Board {
                 }
                 Some(entry.snapshot())
             }
+            Event::SubagentChild {
+                call_id,
+                child_id,
+                state,
+                ..
+            } => {
+                let key = (call_id.clone(), child_id.clone());
+                let entry = self.children.entry(key).or_insert_with(|| Entry {
+                    call_id: call_id.clone(),
+                    task_id: None,
+                    agent: child_id.clone(),
+                    code_review: false,
+                    started: t,
+                    finished: None,
+                    summary: Summary::default(),
+                    stop_reason: None,
+                    output: None,
+                    partial: String::new(),
+                    partial_prefix: "",
+                    session: None,
+                    base: None,
+                });
+                match state {
+                    Some(ChildState::Running) => {
+                        entry.summary.state = TaskState::Running;
+                        entry.summary.waiting = false;
+                        entry.finished = None;
+                    }
+                    Some(ChildState::RequiresAction) => {
+                        entry.summary.state = TaskState::Running;
+                        entry.summary.waiting = true;
+                    }
+                    Some(ChildState::Idle) => {
+                        entry.summary.state = TaskState::Done;
+                        entry.summary.waiting = false;
+                        entry.finished.get_or_insert(t);
+                        entry.flush();
+                    }
+                    Some(ChildState::Unknown) | None => {}
+                }
+                Some(child_snapshot(child_id, entry))
+            }
+            Event::SubagentChildActivity {
+                call_id,
+                child_id,
+                activity,
+            } => {
+                let entry = self
+                    .children
+                    .get_mut(&(call_id.clone(), child_id.clone()))?;
+                entry
+                    .activity(activity)
+                    .then(|| child_snapshot(child_id, entry))
+            }
             _ => None,
         }
+    }
+
+    /// A call's child session, by call and child id.
+    pub fn child(&self, call_id: &str, child_id: &str) -> Option<&Entry> {
+        self.children
+            .get(&(call_id.to_string(), child_id.to_string()))
     }
 
     fn entry_mut(&mut self, call_id: &str) -> Option<&mut Entry> {
@@ -275,6 +338,15 @@ impl Board {
                 "tasks": self.tasks().map(|e| e.status_json(now)).collect::<Vec<_>>()
             })),
         }
+    }
+}
+
+/// The `child_progress` event of a child session's entry.
+fn child_snapshot(child_id: &str, entry: &Entry) -> Event {
+    Event::ChildProgress {
+        call_id: entry.call_id.clone(),
+        child_id: child_id.to_string(),
+        summary: entry.summary.clone(),
     }
 }
 
@@ -721,5 +793,72 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    fn on_child(t: u64, event: Event) -> Stamped {
+        Stamped::new(t, event)
+    }
+
+    fn announce(state: Option<ChildState>) -> Event {
+        Event::SubagentChild {
+            call_id: "c1".into(),
+            child_id: "k".into(),
+            title: Some("scout".into()),
+            description: None,
+            state,
+            can_cancel: false,
+        }
+    }
+
+    #[test]
+    fn a_child_session_is_summed_up_like_a_call() {
+        let mut b = Board::new();
+        b.observe(&started("c1", None));
+        let Some(Event::ChildProgress {
+            call_id,
+            child_id,
+            summary,
+        }) = b.observe(&on_child(11, announce(Some(ChildState::Running))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert_eq!((call_id.as_str(), child_id.as_str()), ("c1", "k"));
+        assert_eq!(summary.state, TaskState::Running);
+        let child_activity = |activity| Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "k".into(),
+            activity,
+        };
+        let Some(Event::ChildProgress { summary, .. }) =
+            b.observe(&on_child(12, child_activity(tool("k1"))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert_eq!(summary.tool_calls, 1);
+        assert_eq!(summary.last_activity.as_deref(), Some("⚙ Read k1"));
+        // The call's own count is not the child's.
+        assert_eq!(b.call("c1").unwrap().summary.tool_calls, 0);
+        assert_eq!(b.child("c1", "k").unwrap().summary.tool_calls, 1);
+        // Waiting, then idle: done.
+        let Some(Event::ChildProgress { summary, .. }) =
+            b.observe(&on_child(13, announce(Some(ChildState::RequiresAction))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert!(summary.waiting);
+        let Some(Event::ChildProgress { summary, .. }) =
+            b.observe(&on_child(14, announce(Some(ChildState::Idle))))
+        else {
+            panic!("a child snapshot");
+        };
+        assert_eq!(summary.state, TaskState::Done);
+        assert!(!summary.waiting);
+        // Activity of a child never announced is not on the board.
+        let stray = Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "other".into(),
+            activity: tool("k2"),
+        };
+        assert_eq!(b.observe(&on_child(15, stray)), None);
     }
 }

@@ -359,6 +359,9 @@ pub enum Op {
     },
     /// Cancel one background task (from the side panel), by task id.
     CancelTask(String),
+    /// Cancel the work of a call's child session (a nested sub-agent),
+    /// where its agent allows it.
+    CancelChild { call_id: String, child_id: String },
 }
 
 /// The task board's summary of one call: what a box's footer and the side
@@ -419,6 +422,31 @@ impl TaskState {
     /// Queued or running: not ended yet.
     pub fn active(self) -> bool {
         matches!(self, TaskState::Queued | TaskState::Running)
+    }
+}
+
+/// A child session's work state, as its agent reports it
+/// (`subagent_update`'s `state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildState {
+    Running,
+    /// Ready for another prompt: its work is done for now.
+    Idle,
+    /// Blocked on the person (a permission request).
+    RequiresAction,
+    /// The agent cannot tell.
+    Unknown,
+}
+
+impl ChildState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChildState::Running => "running",
+            ChildState::Idle => "idle",
+            ChildState::RequiresAction => "needs you",
+            ChildState::Unknown => "unknown",
+        }
     }
 }
 
@@ -619,6 +647,40 @@ pub enum Event {
         call_id: String,
         activity: Activity,
     },
+    /// The call's agent announced (or updated) a child session of its own,
+    /// a nested sub-agent: its box is drawn inside the call's box. Later
+    /// announcements of the same child replace what they carry.
+    SubagentChild {
+        call_id: String,
+        /// The child's ACP session id.
+        child_id: String,
+        /// The parent's display title for the child.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        /// The child's work state as the agent reports it; `None` when it
+        /// is not reported (or was cleared).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<ChildState>,
+        /// The agent lets quorum cancel the child's work.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        can_cancel: bool,
+    },
+    /// Something a call's child session did.
+    SubagentChildActivity {
+        call_id: String,
+        child_id: String,
+        activity: Activity,
+    },
+    /// The task board's summary of a child session changed (as
+    /// `task_progress` for calls).
+    ChildProgress {
+        call_id: String,
+        child_id: String,
+        #[serde(flatten)]
+        summary: Summary,
+    },
     /// The call ended: the one event that carries its output. `output` is
     /// the final report with any severity header already stripped.
     SubagentFinished {
@@ -684,6 +746,9 @@ impl Event {
         "subagent_session",
         "subagent_followup",
         "subagent_activity",
+        "subagent_child",
+        "subagent_child_activity",
+        "child_progress",
         "subagent_finished",
         "task_progress",
         "task_reported",
@@ -712,6 +777,9 @@ impl Event {
             Event::SubagentSession { .. } => "subagent_session",
             Event::SubagentFollowup { .. } => "subagent_followup",
             Event::SubagentActivity { .. } => "subagent_activity",
+            Event::SubagentChild { .. } => "subagent_child",
+            Event::SubagentChildActivity { .. } => "subagent_child_activity",
+            Event::ChildProgress { .. } => "child_progress",
             Event::SubagentFinished { .. } => "subagent_finished",
             Event::TaskProgress { .. } => "task_progress",
             Event::TaskReported { .. } => "task_reported",
@@ -809,6 +877,32 @@ mod tests {
                         content: "x".into(),
                         status: PlanStatus::InProgress,
                     }],
+                },
+            },
+            Event::SubagentChild {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                title: Some("scout".into()),
+                description: Some("looks around".into()),
+                state: Some(ChildState::RequiresAction),
+                can_cancel: true,
+            },
+            Event::SubagentChildActivity {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                activity: Activity::MessageChunk { text: "hi".into() },
+            },
+            Event::ChildProgress {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                summary: Summary {
+                    state: TaskState::Running,
+                    tool_calls: 1,
+                    last_activity: Some("hi".into()),
+                    severity: None,
+                    waiting: true,
+                    usage: None,
+                    share: None,
                 },
             },
             Event::SubagentFinished {

@@ -1117,3 +1117,124 @@ async fn the_internal_agents_box_shows_its_models_token_usage() {
     assert!(screen.contains("1.5k tokens · 1 tool call ─╯"), "{screen}");
     assert!(screen.contains("agents Σ 1.5k tokens"), "{screen}");
 }
+
+/// A nested sub-agent: the fake agent announces a child session
+/// (`subagent_update`), streams the child's own updates and has the child
+/// ask a permission. Through the real dispatcher, the child is a box
+/// inside its call's box, and the prompt names the child that asks.
+#[tokio::test]
+async fn a_child_session_is_a_nested_box_and_its_permission_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake nested"), vec![]).await;
+
+    // Every event the screen got, for a still replay of the same moment.
+    let mut seen: Vec<Stamped> = Vec::new();
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while !text(&terminal).contains("press 1-2 to answer") {
+        assert!(Instant::now() < deadline, "timed out:\n{}", text(&terminal));
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(e.clone());
+        drive(&mut terminal, &mut app, vec![], vec![e]).await;
+    }
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("permission: scout: Delete target/"),
+        "the prompt names the child: {screen}"
+    );
+    // The child's box is drawn inside the call's box, its rows within the
+    // call's borders.
+    let rows: Vec<&str> = screen.lines().collect();
+    let top = rows
+        .iter()
+        .position(|r| r.contains("↳ scout"))
+        .unwrap_or_else(|| panic!("a child box: {screen}"));
+    assert!(
+        rows[top]
+            .trim_start()
+            .starts_with("│ ╭─ ↳ scout · Ctrl+X cancels"),
+        "{}",
+        rows[top]
+    );
+    assert!(rows[top].contains("? needs you"), "{}", rows[top]);
+    let body: Vec<&str> = rows[top + 1..]
+        .iter()
+        .take_while(|r| !r.contains("╰"))
+        .copied()
+        .collect();
+    assert!(
+        body.iter().any(|r| r.contains("│ │ looks for the tests")),
+        "{body:?}"
+    );
+    assert!(
+        body.iter()
+            .any(|r| r.contains("asks permission: Delete target/")),
+        "the child's own box says it asks: {body:?}"
+    );
+    assert!(
+        !body.iter().any(|r| r.contains("Delegating.")),
+        "the call's own text stays out of the child's box: {body:?}"
+    );
+
+    // The same events, replayed still (times set to 0, so the spinner and
+    // clocks hold): the nested box and the attributed prompt.
+    let still: Vec<Stamped> = seen
+        .iter()
+        .map(|e| Stamped::new(0, e.event.clone()))
+        .collect();
+    let nested = rows_of(&common::screen(&still, 100, 30, Some(false)));
+    insta::assert_snapshot!("nested_child_asks_permission", nested);
+
+    // The answer goes to the child; its box shows the rest of its work.
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('1'))],
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("nested done: permitted")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("child permitted"), "{screen}");
+    assert!(screen.contains("✓ idle"), "{screen}");
+    assert!(screen.contains("permission Allow once"), "{screen}");
+}
+
+fn rows_of(buf: &ratatui::buffer::Buffer) -> String {
+    rows(buf).join("\n")
+}
+
+/// Ctrl+X cancels the newest child whose agent allows it: only the
+/// child's work stops (its permission request is answered cancelled); the
+/// call goes on to the end of its turn.
+#[tokio::test]
+async fn ctrl_x_cancels_a_child_session_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake nested"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("press 1-2 to answer")
+    })
+    .await;
+    drive(&mut terminal, &mut app, vec![ctrl('x')], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("nested done: cancelled")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("child cancelled"), "{screen}");
+    assert!(screen.contains("permission cancelled"), "{screen}");
+    assert!(screen.contains("cancel asked for scout"), "{screen}");
+    assert!(
+        !screen.contains("stop reason: cancelled"),
+        "the call itself ends its turn: {screen}"
+    );
+}

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_client_protocol::schema::MaybeUndefined;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
@@ -19,8 +20,9 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelect, SessionConfigSelectOptions,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, TextContent, ToolCallStatus,
-    WriteTextFileRequest, WriteTextFileResponse,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, StateUpdate,
+    SubagentCapabilities, SubagentUpdate, TextContent, ToolCallStatus, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
@@ -32,8 +34,8 @@ use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{
-    Activity, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason, ToolContent,
-    ToolDetail, ToolStatus, Usage,
+    Activity, ChildState, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason,
+    ToolContent, ToolDetail, ToolStatus, Usage,
 };
 use crate::supervisor::{self, Group, Supervisor};
 
@@ -86,17 +88,31 @@ enum Incoming {
     FsProblem(String),
 }
 
-type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>>;
+/// Each running turn's channel, by session id: the turn's own session and
+/// the child sessions its agent announced. What is sent carries the
+/// session it came for.
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<(String, Incoming)>>>>;
 /// What each running session may not read (`exclude_files_pattern`).
 type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
 
 /// Hands `incoming` to its session's turn; gives it back if no turn runs.
+/// A `subagent_update` announcing a child session routes the child's
+/// traffic to the same turn from now on (before any of it is read).
 fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
-    let routes = routes.lock().expect("not poisoned");
-    match routes.get(session) {
-        Some(tx) => tx.send(incoming).err().map(|e| e.0),
-        None => Some(incoming),
+    let mut routes = routes.lock().expect("not poisoned");
+    let Some(tx) = routes.get(session).cloned() else {
+        return Some(incoming);
+    };
+    if let Incoming::Update(update) = &incoming
+        && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
+    {
+        routes
+            .entry(child.session_id.0.to_string())
+            .or_insert_with(|| tx.clone());
     }
+    tx.send((session.to_string(), incoming))
+        .err()
+        .map(|e| e.0.1)
 }
 
 /// A live connection to one agent process.
@@ -308,9 +324,12 @@ impl Connection {
         })?;
         let init = InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(
-                ClientCapabilities::new().fs(FileSystemCapabilities::new()
-                    .read_text_file(true)
-                    .write_text_file(true)),
+                ClientCapabilities::new()
+                    .fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true))
+                    // Child sessions are shown as nested boxes.
+                    .subagents(SubagentCapabilities::new()),
             )
             .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")));
         let answer = tokio::time::timeout(spec.startup_timeout, cx.send_request(init).block_task());
@@ -405,7 +424,11 @@ impl Connection {
         self.routes
             .lock()
             .expect("not poisoned")
-            .insert(session_id.clone(), tx);
+            .insert(session_id.clone(), tx.clone());
+        // The child sessions the agent announced, by session id.
+        let mut children: HashMap<String, Child> = HashMap::new();
+        // Which child asked each pending permission request.
+        let mut asked_by: HashMap<String, String> = HashMap::new();
         let prompt = PromptRequest::new(
             session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(
@@ -429,16 +452,37 @@ impl Connection {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(incoming) = rx.recv() => match incoming {
-                    Incoming::Update(update) => turn.update(*update, sink),
+                Some((from, incoming)) = rx.recv() => match incoming {
+                    Incoming::Update(update) => match *update {
+                        SessionUpdate::SubagentUpdate(u) => {
+                            Self::announce(u, &mut children, sink);
+                        }
+                        update if from == session_id => turn.update(update, sink),
+                        update => {
+                            if let Some(child) = children.get_mut(&from) {
+                                let child_sink = ChildSink { inner: sink, child: &from };
+                                child.turn.update(update, &child_sink);
+                            }
+                        }
+                    },
                     Incoming::FsProblem(text) => sink.notice(&text),
                     Incoming::Permission(req, responder) => {
-                        let id = req.tool_call.tool_call_id.0.to_string();
+                        // A child's request names the child, and is shown
+                        // in its box too.
+                        let child = (from != session_id).then_some(from.as_str());
+                        let (id, title) = match child {
+                            None => (req.tool_call.tool_call_id.0.to_string(), permission_title(&req)),
+                            Some(c) => (
+                                format!("{c}/{}", req.tool_call.tool_call_id.0),
+                                format!("{}: {}", children.get(c).map_or(c, |k| k.name(c)), permission_title(&req)),
+                            ),
+                        };
+                        let sink = &Both { sink, child };
                         // Whatever the policy, nothing outside the session directory.
                         if let Some(path) = root.as_ref().and_then(|r| outside_path(&req, r)) {
                             sink.activity(Activity::PermissionRequest {
                                 id: id.clone(),
-                                title: permission_title(&req),
+                                title: title.clone(),
                                 options: req.options.iter().map(|o| o.name.clone()).collect(),
                                 detail: permission_detail(&req),
                             });
@@ -459,7 +503,7 @@ impl Connection {
                                 let name = picked.as_ref().map_or("cancelled".to_string(), |(_, n)| n.clone());
                                 sink.activity(Activity::PermissionRequest {
                                     id: id.clone(),
-                                    title: permission_title(&req),
+                                    title: title.clone(),
                                     options: req.options.iter().map(|o| o.name.clone()).collect(),
                                     detail: permission_detail(&req),
                                 });
@@ -469,10 +513,13 @@ impl Connection {
                             Permissions::Ask => {
                                 sink.activity(Activity::PermissionRequest {
                                     id: id.clone(),
-                                    title: permission_title(&req),
+                                    title: title.clone(),
                                     options: req.options.iter().map(|o| o.name.clone()).collect(),
                                     detail: permission_detail(&req),
                                 });
+                                if let Some(c) = child {
+                                    asked_by.insert(id.clone(), c.to_string());
+                                }
                                 pending.insert(id, (*req, responder));
                             }
                         }
@@ -482,8 +529,39 @@ impl Connection {
                     if let Some((req, responder)) = pending.remove(&answer.request_id) {
                         let chosen = answer.option.and_then(|i| req.options.get(i));
                         let outcome = chosen.map_or("cancelled".to_string(), |o| o.name.clone());
+                        let child = asked_by.remove(&answer.request_id);
+                        let sink = &Both { sink, child: child.as_deref() };
                         sink.activity(Activity::PermissionResolved { id: answer.request_id, outcome });
                         let _ = responder.respond(outcome_for(chosen.map(|o| o.option_id.0.to_string())));
+                    }
+                }
+                Some(child) = control.cancel_children.recv() => {
+                    match children.get(&child) {
+                        // The agent allows it: only the child's work stops.
+                        Some(c) if c.can_cancel => {
+                            let _ = self.cx.send_notification(CancelNotification::new(child.clone()));
+                            // Its open permission requests are answered `cancelled`.
+                            let asked: Vec<String> = asked_by
+                                .iter()
+                                .filter(|(_, c)| **c == child)
+                                .map(|(id, _)| id.clone())
+                                .collect();
+                            for id in asked {
+                                asked_by.remove(&id);
+                                if let Some((_, responder)) = pending.remove(&id) {
+                                    let both = Both { sink, child: Some(&child) };
+                                    both.activity(Activity::PermissionResolved { id, outcome: "cancelled".into() });
+                                    let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+                                }
+                            }
+                            sink.notice(&format!("{}: cancel asked for {}", self.agent, c.name(&child)));
+                        }
+                        Some(c) => sink.notice(&format!(
+                            "{}: {} cannot be cancelled alone (its agent does not allow it); Esc cancels the call",
+                            self.agent,
+                            c.name(&child)
+                        )),
+                        None => {}
                     }
                 }
                 changed = control.cancel.changed(), if !cancelled => {
@@ -491,6 +569,8 @@ impl Connection {
                         cancelled = true;
                         let _ = self.cx.send_notification(CancelNotification::new(session_id.clone()));
                         for (id, (_, responder)) in pending.drain() {
+                            let child = asked_by.remove(&id);
+                            let sink = &Both { sink, child: child.as_deref() };
                             sink.activity(Activity::PermissionResolved { id, outcome: "cancelled".into() });
                             let _ = responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
                         }
@@ -502,15 +582,32 @@ impl Connection {
             }
         };
         // Updates sent before the response are already queued: take them.
-        while let Ok(incoming) = rx.try_recv() {
+        while let Ok((from, incoming)) = rx.try_recv() {
             if let Incoming::Update(update) = incoming {
-                turn.update(*update, sink);
+                match *update {
+                    SessionUpdate::SubagentUpdate(u) => {
+                        Self::announce(u, &mut children, sink);
+                    }
+                    update if from == session_id => turn.update(update, sink),
+                    update => {
+                        if let Some(child) = children.get_mut(&from) {
+                            child.turn.update(
+                                update,
+                                &ChildSink {
+                                    inner: sink,
+                                    child: &from,
+                                },
+                            );
+                        }
+                    }
+                }
             }
         }
+        // This turn's routes: its session's and its children's.
         self.routes
             .lock()
             .expect("not poisoned")
-            .remove(&session_id);
+            .retain(|_, route| !route.same_channel(&tx));
         self.exclusions
             .lock()
             .expect("not poisoned")
@@ -543,6 +640,44 @@ impl Connection {
             session: Some(kind),
             session_id: Some(session_id),
         }
+    }
+
+    /// Takes in a `subagent_update`: the first one for a session announces
+    /// a child, later ones patch what is known of it.
+    fn announce(
+        update: SubagentUpdate,
+        children: &mut HashMap<String, Child>,
+        sink: &dyn TurnSink,
+    ) {
+        let id = update.session_id.0.to_string();
+        // Its traffic is routed here already (`route`).
+        let child = children.entry(id.clone()).or_default();
+        patch(&mut child.title, update.title);
+        patch(&mut child.description, update.description);
+        match update.capabilities {
+            MaybeUndefined::Undefined => {}
+            MaybeUndefined::Null => child.can_cancel = false,
+            MaybeUndefined::Value(c) => child.can_cancel = c.cancel.is_some(),
+        }
+        match update.state {
+            MaybeUndefined::Undefined => {}
+            MaybeUndefined::Null => child.state = None,
+            MaybeUndefined::Value(state) => {
+                child.state = Some(match state {
+                    StateUpdate::Running(_) => ChildState::Running,
+                    StateUpdate::Idle(_) => ChildState::Idle,
+                    StateUpdate::RequiresAction(_) => ChildState::RequiresAction,
+                    _ => ChildState::Unknown,
+                })
+            }
+        }
+        sink.child(
+            &id,
+            child.title.as_deref(),
+            child.description.as_deref(),
+            child.state,
+            child.can_cancel,
+        );
     }
 
     async fn open_session(
@@ -1186,11 +1321,85 @@ impl Turn {
     }
 }
 
+/// A child session the agent announced (`subagent_update`), as far as
+/// its updates told.
+#[derive(Default)]
+struct Child {
+    title: Option<String>,
+    description: Option<String>,
+    state: Option<ChildState>,
+    can_cancel: bool,
+    turn: Turn,
+}
+
+impl Child {
+    /// What a permission prompt calls it: its title, else its session id.
+    fn name<'a>(&'a self, id: &'a str) -> &'a str {
+        self.title.as_deref().unwrap_or(id)
+    }
+}
+
+/// Applies a `subagent_update` field patch: omitted keeps, `null` clears.
+fn patch(field: &mut Option<String>, value: MaybeUndefined<String>) {
+    match value {
+        MaybeUndefined::Undefined => {}
+        MaybeUndefined::Null => *field = None,
+        MaybeUndefined::Value(v) => *field = Some(v),
+    }
+}
+
+/// A child session's activity, sent as the child's.
+struct ChildSink<'a> {
+    inner: &'a dyn TurnSink,
+    child: &'a str,
+}
+
+impl TurnSink for ChildSink<'_> {
+    fn activity(&self, activity: Activity) {
+        self.inner.child_activity(self.child, activity);
+    }
+    fn session(&self, _kind: SessionKind, _session_id: &str) {}
+    fn notice(&self, text: &str) {
+        self.inner.notice(text);
+    }
+}
+
+/// A permission request's activity: the call's, and the asking child's
+/// when a child asked.
+struct Both<'a> {
+    sink: &'a dyn TurnSink,
+    child: Option<&'a str>,
+}
+
+impl Both<'_> {
+    fn activity(&self, activity: Activity) {
+        if let Some(child) = self.child {
+            self.sink.child_activity(child, activity.clone());
+        }
+        self.sink.activity(activity);
+    }
+    fn notice(&self, text: &str) {
+        self.sink.notice(text);
+    }
+}
+
 /// Where a turn's activity goes.
 pub trait TurnSink: Send + Sync {
     fn activity(&self, activity: Activity);
     fn session(&self, kind: SessionKind, session_id: &str);
     fn notice(&self, text: &str);
+    /// The agent announced (or updated) a child session of this turn's.
+    fn child(
+        &self,
+        _child_id: &str,
+        _title: Option<&str>,
+        _description: Option<&str>,
+        _state: Option<ChildState>,
+        _can_cancel: bool,
+    ) {
+    }
+    /// Something a child session did.
+    fn child_activity(&self, _child_id: &str, _activity: Activity) {}
     /// The agent's session now runs on `model` (a pick made through the
     /// agent, or one quorum set).
     fn model_picked(&self, _model: &str) {}
@@ -1222,4 +1431,6 @@ pub struct PermissionAnswer {
 pub struct TurnControl {
     pub cancel: watch::Receiver<bool>,
     pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
+    /// Child sessions whose work the person cancels, by session id.
+    pub cancel_children: mpsc::UnboundedReceiver<String>,
 }

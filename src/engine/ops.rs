@@ -146,6 +146,11 @@ impl Ops {
                     self.dispatcher
                         .answer(&call_id, PermissionAnswer { request_id, option });
                 }
+                Op::CancelChild { call_id, child_id } => {
+                    if !self.dispatcher.cancel_child(&call_id, &child_id) {
+                        self.error(format!("no running call {call_id:?} to cancel a child of"));
+                    }
+                }
                 Op::CancelTask(task_id) => {
                     if !self.dispatcher.cancel(&task_id) {
                         self.error(format!("no running task {task_id:?} to cancel"));

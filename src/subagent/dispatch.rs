@@ -278,6 +278,8 @@ impl TaskStart {
 struct Handle {
     cancel: watch::Sender<bool>,
     answers: mpsc::UnboundedSender<PermissionAnswer>,
+    /// Child sessions to cancel (nested sub-agents), by session id.
+    cancel_children: mpsc::UnboundedSender<String>,
     /// Follow-up messages for the call's session, sent in turn once the
     /// running turn ends.
     followups: Vec<String>,
@@ -574,11 +576,13 @@ impl Dispatcher {
             });
         }
         let (answers, answers_rx) = mpsc::unbounded_channel();
+        let (cancel_children, cancel_children_rx) = mpsc::unbounded_channel();
         lock(&self.running).insert(
             call_id.clone(),
             Handle {
                 cancel: cancel_tx,
                 answers,
+                cancel_children,
                 followups: Vec::new(),
             },
         );
@@ -626,6 +630,7 @@ impl Dispatcher {
             control: TurnControl {
                 cancel: cancel_rx,
                 answers: answers_rx,
+                cancel_children: cancel_children_rx,
             },
             task_id,
             place: launch.place,
@@ -1005,6 +1010,15 @@ impl Dispatcher {
         }
     }
 
+    /// Cancels the work of a running call's child session (its turn
+    /// checks that the agent allows it).
+    pub fn cancel_child(&self, call_id: &str, child_id: &str) -> bool {
+        match lock(&self.running).get(call_id) {
+            Some(handle) => handle.cancel_children.send(child_id.to_string()).is_ok(),
+            None => false,
+        }
+    }
+
     /// Answers a permission request shown in a call's box.
     pub fn answer(&self, call_id: &str, answer: PermissionAnswer) -> bool {
         match lock(&self.running).get(call_id) {
@@ -1116,11 +1130,13 @@ impl Dispatcher {
         }
         let (cancel, cancel_rx) = watch::channel(false);
         let (answers, answers_rx) = mpsc::unbounded_channel();
+        let (cancel_children, cancel_children_rx) = mpsc::unbounded_channel();
         running.insert(
             call_id.clone(),
             Handle {
                 cancel,
                 answers,
+                cancel_children,
                 followups: Vec::new(),
             },
         );
@@ -1144,6 +1160,7 @@ impl Dispatcher {
             control: TurnControl {
                 cancel: cancel_rx,
                 answers: answers_rx,
+                cancel_children: cancel_children_rx,
             },
             task_id: Some(task_id.to_string()),
             place: None,
@@ -1271,6 +1288,32 @@ impl TurnSink for CallSink<'_> {
     fn activity(&self, activity: Activity) {
         self.dispatcher.emitter.emit(Event::SubagentActivity {
             call_id: self.call_id.to_string(),
+            activity,
+        });
+    }
+
+    fn child(
+        &self,
+        child_id: &str,
+        title: Option<&str>,
+        description: Option<&str>,
+        state: Option<crate::event::ChildState>,
+        can_cancel: bool,
+    ) {
+        self.dispatcher.emitter.emit(Event::SubagentChild {
+            call_id: self.call_id.to_string(),
+            child_id: child_id.to_string(),
+            title: title.map(str::to_string),
+            description: description.map(str::to_string),
+            state,
+            can_cancel,
+        });
+    }
+
+    fn child_activity(&self, child_id: &str, activity: Activity) {
+        self.dispatcher.emitter.emit(Event::SubagentChildActivity {
+            call_id: self.call_id.to_string(),
+            child_id: child_id.to_string(),
             activity,
         });
     }

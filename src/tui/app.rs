@@ -473,6 +473,12 @@ impl App {
                     let call_id = self.state.latest_running_call().unwrap_or_default();
                     let _ = ops.send(Op::Cancel(call_id));
                 }
+                // The newest nested sub-agent its agent lets be cancelled alone.
+                KeyCode::Char('x') if ctrl => {
+                    if let Some((call_id, child_id)) = self.state.cancellable_child() {
+                        let _ = ops.send(Op::CancelChild { call_id, child_id });
+                    }
+                }
                 KeyCode::Char(c @ '1'..='9')
                     if composer.text.is_empty() && self.state.pending_permission().is_some() =>
                 {

@@ -7,12 +7,13 @@ use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
 use super::state::{
-    ActivityLine, BatchHeader, Cell, CellKind, Member, SubagentBox, UsageTotal, plan_progress,
+    ActivityLine, BatchHeader, Cell, CellKind, ChildBox, Member, SubagentBox, UsageTotal,
+    plan_progress,
 };
 use super::theme;
 use super::wrap::{LLine, spans_width, wrap};
 use crate::event::{
-    AgentRef, Cost, NoticeLevel, Severity, StopReason, TaskState, ToolStatus, Usage,
+    AgentRef, ChildState, Cost, NoticeLevel, Severity, StopReason, TaskState, ToolStatus, Usage,
 };
 
 /// Rows a running box shows of its activity.
@@ -417,7 +418,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         )));
     }
     if b.running() {
-        running_body(b, inner, &mut body);
+        running_body(b, inner, now, &mut body);
     } else {
         let output = b.output.as_deref().unwrap_or("");
         if output.trim().is_empty() {
@@ -437,6 +438,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
                 &mut body,
             );
         }
+        children(b, inner, now, &mut body);
         if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
             body.push(Line::from(vec![
                 Span::styled("stop reason: ", theme::dim()),
@@ -549,6 +551,127 @@ pub fn cost(c: &Cost) -> String {
     }
 }
 
+/// Rows a child's box shows of its activity.
+const CHILD_ROWS: usize = 3;
+
+/// A child session's box, nested in its call's box (`width` columns):
+/// title, state, description and last activity.
+fn child_box(
+    c: &ChildBox,
+    parent_running: bool,
+    width: usize,
+    now: u64,
+    out: &mut Vec<Line<'static>>,
+) {
+    let border = theme::dim();
+    let inner = width.saturating_sub(4).max(1);
+    // Running while the agent says so (and its call runs).
+    let running = parent_running
+        && match c.state {
+            Some(ChildState::Running) => true,
+            Some(_) => false,
+            None => c.summary.state.active(),
+        };
+    let (mark, style) = match c.state {
+        _ if c.summary.waiting && parent_running => (
+            format!("? {}", ChildState::RequiresAction.as_str()),
+            theme::warning(),
+        ),
+        Some(ChildState::Idle) => ("✓ idle".to_string(), Style::default().fg(theme::GREEN)),
+        _ if running => (format!("{} running", theme::spinner(now)), theme::bold()),
+        // Its call ended: so did whatever it was doing.
+        _ if !parent_running => ("ended".to_string(), theme::dim()),
+        Some(state) => (state.as_str().to_string(), theme::dim()),
+        None => ("…".to_string(), theme::dim()),
+    };
+    let mut left = vec![
+        Span::styled("╭─ ", border),
+        Span::styled("↳ ", border),
+        Span::styled(c.name().to_string(), theme::bold()),
+    ];
+    if parent_running && c.cancellable() {
+        left.push(Span::styled(" · Ctrl+X cancels", theme::dim()));
+    }
+    left.push(Span::raw(" "));
+    let right = vec![
+        Span::styled(format!(" {mark} "), style),
+        Span::styled("─╮", border),
+    ];
+    let right_w = spans_width(&right);
+    let left = truncate(left, width.saturating_sub(right_w + 1));
+    let fill = width.saturating_sub(spans_width(&left) + right_w);
+    let mut title = left;
+    title.push(Span::styled("─".repeat(fill), border));
+    title.extend(right);
+    out.push(Line::from(title));
+
+    let mut rows: Vec<Line<'static>> = Vec::new();
+    if let Some(d) = &c.description {
+        rows.push(Line::from(truncate(
+            vec![Span::styled(
+                first_line(d).to_string(),
+                theme::dim().add_modifier(Modifier::ITALIC),
+            )],
+            inner,
+        )));
+    }
+    let mut activity: Vec<Line<'static>> = Vec::new();
+    for line in &c.activity {
+        match line {
+            ActivityLine::Text(text) | ActivityLine::Thought(text) => {
+                for l in last_lines(text) {
+                    activity.push(Line::from(truncate(vec![Span::raw(l.to_string())], inner)));
+                }
+            }
+            ActivityLine::Tool { title, status, .. } => {
+                let (mark, style) = tool_mark(*status);
+                activity.push(Line::from(truncate(
+                    vec![
+                        Span::styled("⚙ ", theme::dim()),
+                        Span::raw(title.clone()),
+                        Span::styled(format!(" {mark}"), style),
+                    ],
+                    inner,
+                )));
+            }
+            ActivityLine::Note(text) => activity.push(Line::from(truncate(
+                vec![Span::styled(text.clone(), theme::dim())],
+                inner,
+            ))),
+        }
+    }
+    let skip = activity.len().saturating_sub(CHILD_ROWS);
+    rows.extend(activity.into_iter().skip(skip));
+    for row in rows {
+        let pad = inner.saturating_sub(row.width());
+        let mut spans = vec![Span::styled("│ ", border)];
+        spans.extend(row.spans);
+        spans.push(Span::raw(" ".repeat(pad)));
+        spans.push(Span::styled(" │", border));
+        out.push(Line::from(spans));
+    }
+    let counts = match c.summary.tool_calls {
+        0 => String::new(),
+        1 => " 1 tool call ".to_string(),
+        n => format!(" {n} tool calls "),
+    };
+    let fill = width.saturating_sub(3 + counts.width());
+    out.push(Line::from(vec![
+        Span::styled(format!("╰{}", "─".repeat(fill)), border),
+        Span::styled(counts, theme::dim()),
+        Span::styled("─╯", border),
+    ]));
+}
+
+/// A tool call's status mark and its style.
+fn tool_mark(status: ToolStatus) -> (&'static str, Style) {
+    match status {
+        ToolStatus::Pending | ToolStatus::InProgress => ("…", theme::dim()),
+        ToolStatus::Completed => ("✓", Style::default().fg(theme::GREEN)),
+        ToolStatus::Failed => ("✗", Style::default().fg(theme::RED)),
+    }
+}
+
 /// The last non-empty lines of a streamed text, in order: only they can
 /// reach the last `ACTIVITY_ROWS` rows (each line wraps to one row or
 /// more), so a long stream is not wrapped whole on every frame.
@@ -562,7 +685,14 @@ fn last_lines(text: &str) -> impl Iterator<Item = &str> {
     lines.into_iter()
 }
 
-fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
+/// The child sessions a call's agent announced, each a box of its own.
+fn children(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'static>>) {
+    for child in &b.children {
+        child_box(child, b.running(), inner, now, body);
+    }
+}
+
+fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'static>>) {
     if !b.plan.is_empty() {
         let (done, total, current) = plan_progress(&b.plan);
         let mut spans = vec![Span::styled(format!("plan {done}/{total}"), theme::bold())];
@@ -612,6 +742,7 @@ fn running_body(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
     }
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);
     body.extend(rows.into_iter().skip(skip));
+    children(b, inner, now, body);
     if let Some((_, title, options)) = &b.permission {
         let ask = Style::default()
             .fg(Color::Yellow)
@@ -694,5 +825,91 @@ mod tests {
         };
         assert_eq!(cost(&c(0.041, "USD")), "$0.04");
         assert_eq!(cost(&c(3.0, "EUR")), "3.00 EUR");
+    }
+    use crate::event::{Activity, Event, Stamped};
+    use crate::tui::state::State;
+
+    fn text(lines: &[Line<'static>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    fn call_with_child(finished: bool) -> Vec<String> {
+        let mut s = State::new();
+        let events = [
+            Event::SubagentStarted {
+                call_id: "c1".into(),
+                task_id: None,
+                agent: AgentRef::Acp("fake".into()),
+                input: "go".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: None,
+                queued: false,
+            },
+            Event::SubagentChild {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                title: Some("scout".into()),
+                description: None,
+                state: Some(ChildState::Running),
+                can_cancel: true,
+            },
+            Event::SubagentChildActivity {
+                call_id: "c1".into(),
+                child_id: "s-child".into(),
+                activity: Activity::MessageChunk {
+                    text: "one\ntwo\nthree\nfour\n".into(),
+                },
+            },
+        ];
+        for e in events {
+            s.apply(&Stamped::new(0, e));
+        }
+        if finished {
+            s.apply(&Stamped::new(
+                5,
+                Event::SubagentFinished {
+                    call_id: "c1".into(),
+                    output: "done".into(),
+                    stop_reason: StopReason::EndTurn,
+                    severity: None,
+                },
+            ));
+        }
+        text(&render(&s.cells[0], 60, 5))
+    }
+
+    #[test]
+    fn a_child_box_is_drawn_inside_its_calls_box_with_its_last_lines() {
+        let rows = call_with_child(false);
+        let top = rows
+            .iter()
+            .position(|r| r.contains("↳ scout"))
+            .expect("a child box");
+        assert!(
+            rows[top].starts_with("│ ╭─ ↳ scout · Ctrl+X cancels"),
+            "{rows:#?}"
+        );
+        assert!(rows[top].contains("running ─╮ │"), "{rows:#?}");
+        // Its last three lines, inside both borders.
+        assert!(rows[top + 1].starts_with("│ │ two"), "{rows:#?}");
+        assert!(rows[top + 3].starts_with("│ │ four"), "{rows:#?}");
+        assert!(rows[top + 4].starts_with("│ ╰"), "{rows:#?}");
+        assert!(rows.iter().all(|r| r.chars().count() == 60 || r.is_empty()));
+    }
+
+    #[test]
+    fn a_child_of_a_finished_call_is_shown_ended_without_cancel() {
+        let rows = call_with_child(true);
+        let top = rows
+            .iter()
+            .position(|r| r.contains("↳ scout"))
+            .expect("a child box");
+        assert!(rows[top].contains(" ended ─╮"), "{rows:#?}");
+        assert!(!rows[top].contains("Ctrl+X"), "{rows:#?}");
     }
 }

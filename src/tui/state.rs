@@ -3,9 +3,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::event::{
-    Activity, AgentRef, Cost, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum, SessionKind,
-    Severity, Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail, ToolStatus, Usage,
-    UsageShare,
+    Activity, AgentRef, ChildState, Cost, Event, NoticeLevel, PlanEntry, PlanStatus, Quorum,
+    SessionKind, Severity, Stamped, StopReason, Summary, TaskState, ToolContent, ToolDetail,
+    ToolStatus, Usage, UsageShare,
 };
 
 /// How many activity lines a running box keeps.
@@ -102,6 +102,38 @@ pub struct SubagentBox {
     /// Context and cost, and its part of the totals (board's snapshot).
     pub usage: Option<Usage>,
     pub share: Option<UsageShare>,
+    /// The child sessions its agent announced, in order: drawn nested
+    /// inside its box.
+    pub children: Vec<ChildBox>,
+}
+
+/// A child session of a call's agent (a nested sub-agent), as its box
+/// inside the call's box shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildBox {
+    pub child_id: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// The agent's word on its work, when it gave one.
+    pub state: Option<ChildState>,
+    pub can_cancel: bool,
+    /// The board's latest snapshot of it.
+    pub summary: Summary,
+    /// The last few things it did, oldest first.
+    pub activity: VecDeque<ActivityLine>,
+}
+
+impl ChildBox {
+    /// Its title, else its session id.
+    pub fn name(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.child_id)
+    }
+
+    /// Its agent lets it be cancelled alone, and it is not idle (while
+    /// its call runs).
+    pub fn cancellable(&self) -> bool {
+        self.can_cancel && self.state != Some(ChildState::Idle)
+    }
 }
 
 /// A tool call's detail, sanitised for the screen: `input` is its raw
@@ -649,6 +681,20 @@ impl State {
         })
     }
 
+    /// The newest child session whose work can be cancelled alone (its
+    /// agent allows it, it is not idle, its call runs): call and child id.
+    pub fn cancellable_child(&self) -> Option<(String, String)> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) if b.running() => b
+                .children
+                .iter()
+                .rev()
+                .find(|c| c.cancellable())
+                .map(|c| (b.call_id.clone(), c.child_id.clone())),
+            _ => None,
+        })
+    }
+
     /// How many sub-agent boxes are still running (queued ones included).
     pub fn running(&self) -> usize {
         self.running
@@ -858,6 +904,7 @@ impl State {
                     state,
                     usage: None,
                     share: None,
+                    children: Vec::new(),
                     batch: batch_id
                         .as_ref()
                         .filter(|id| self.batches.contains_key(*id))
@@ -980,6 +1027,59 @@ impl State {
                 }
             }
             Event::SubagentActivity { call_id, activity } => self.activity(call_id, activity),
+            Event::SubagentChild {
+                call_id,
+                child_id,
+                title,
+                description,
+                state,
+                can_cancel,
+            } => {
+                let Some(b) = self.subagent(call_id) else {
+                    return;
+                };
+                let child = match b.children.iter().position(|c| &c.child_id == child_id) {
+                    Some(i) => &mut b.children[i],
+                    None => {
+                        b.children.push(ChildBox {
+                            child_id: clean(child_id),
+                            title: None,
+                            description: None,
+                            state: None,
+                            can_cancel: false,
+                            summary: Summary::default(),
+                            activity: VecDeque::new(),
+                        });
+                        b.children.last_mut().expect("just pushed")
+                    }
+                };
+                // Each announcement carries all that is known of it.
+                child.title = title.as_deref().map(clean);
+                child.description = description.as_deref().map(clean);
+                child.state = *state;
+                child.can_cancel = *can_cancel;
+            }
+            Event::SubagentChildActivity {
+                call_id,
+                child_id,
+                activity,
+            } => {
+                if let Some(child) = self.child(call_id, child_id) {
+                    child_activity(child, activity);
+                }
+            }
+            Event::ChildProgress {
+                call_id,
+                child_id,
+                summary,
+            } => {
+                if let Some(child) = self.child(call_id, child_id) {
+                    child.summary = Summary {
+                        last_activity: summary.last_activity.as_deref().map(clean),
+                        ..summary.clone()
+                    };
+                }
+            }
             Event::SubagentFinished {
                 call_id,
                 output,
@@ -1112,6 +1212,13 @@ impl State {
             .iter()
             .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting))
             .count()
+    }
+
+    fn child(&mut self, call_id: &str, child_id: &str) -> Option<&mut ChildBox> {
+        self.subagent(call_id)?
+            .children
+            .iter_mut()
+            .find(|c| c.child_id == child_id)
     }
 
     fn activity(&mut self, call_id: &str, activity: &Activity) {
@@ -1268,6 +1375,60 @@ impl State {
     /// The cell index of a call's box.
     pub fn box_index(&self, call_id: &str) -> Option<usize> {
         self.calls.get(call_id).copied()
+    }
+}
+
+/// What a child's box keeps of its activity: the last lines.
+fn child_activity(child: &mut ChildBox, activity: &Activity) {
+    match activity {
+        Activity::MessageChunk { text } => push_text(&mut child.activity, text, false),
+        Activity::ThoughtChunk { text } => push_text(&mut child.activity, text, true),
+        Activity::ToolCall {
+            id, title, status, ..
+        } => push_line(
+            &mut child.activity,
+            ActivityLine::Tool {
+                id: id.clone(),
+                title: clean(title),
+                status: *status,
+            },
+        ),
+        Activity::ToolCallUpdate {
+            id, title, status, ..
+        } => {
+            for line in child.activity.iter_mut().rev() {
+                if let ActivityLine::Tool {
+                    id: lid,
+                    title: t,
+                    status: s,
+                } = line
+                    && lid == id
+                {
+                    if let Some(title) = title {
+                        *t = clean(title);
+                    }
+                    if let Some(status) = status {
+                        *s = *status;
+                    }
+                    break;
+                }
+            }
+        }
+        // A child's usage is its parent call's (the agent's session).
+        Activity::Plan { .. } | Activity::Usage { .. } => {}
+        Activity::PermissionRequest { title, .. } => {
+            // The call's prompt names the child; its own box need not.
+            let prefix = format!("{}: ", child.name());
+            let title = clean(title.strip_prefix(&prefix).unwrap_or(title));
+            push_line(
+                &mut child.activity,
+                ActivityLine::Note(format!("asks permission: {title}")),
+            )
+        }
+        Activity::PermissionResolved { outcome, .. } => push_line(
+            &mut child.activity,
+            ActivityLine::Note(format!("permission {}", clean(outcome))),
+        ),
     }
 }
 
@@ -2370,6 +2531,158 @@ mod tests {
     }
 
     /// Each event kind above has its test; a new kind must get one.
+    fn child(title: Option<&str>, state: Option<ChildState>, can_cancel: bool) -> Event {
+        Event::SubagentChild {
+            call_id: "c1".into(),
+            child_id: "s-1-child".into(),
+            title: title.map(Into::into),
+            description: Some("finds\x1b[2J tests".into()),
+            state,
+            can_cancel,
+        }
+    }
+
+    #[test]
+    fn subagent_child_opens_a_child_box_in_its_call_and_updates_replace_it() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            child(Some("scout"), Some(ChildState::Running), true),
+        );
+        let c = &the_box(&s).children[0];
+        assert_eq!(c.name(), "scout");
+        assert_eq!(c.description.as_deref(), Some("finds tests"), "sanitised");
+        assert_eq!(c.state, Some(ChildState::Running));
+        assert!(c.can_cancel);
+        // A later announcement of the same child replaces what it says.
+        apply(&mut s, 3, child(None, Some(ChildState::Idle), false));
+        let b = the_box(&s);
+        assert_eq!(b.children.len(), 1, "the same child");
+        assert_eq!(b.children[0].name(), "s-1-child", "its id without a title");
+        assert_eq!(b.children[0].state, Some(ChildState::Idle));
+        assert!(!b.children[0].can_cancel);
+        // A child of an unknown call is ignored.
+        apply(
+            &mut s,
+            4,
+            Event::SubagentChild {
+                call_id: "nope".into(),
+                child_id: "x".into(),
+                title: None,
+                description: None,
+                state: None,
+                can_cancel: false,
+            },
+        );
+        assert_eq!(the_box(&s).children.len(), 1);
+    }
+
+    #[test]
+    fn subagent_child_activity_goes_to_the_child_not_the_call() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            child(Some("scout"), Some(ChildState::Running), true),
+        );
+        let on_child = |activity| Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "s-1-child".into(),
+            activity,
+        };
+        apply(
+            &mut s,
+            3,
+            on_child(Activity::MessageChunk {
+                text: "looking\n".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            4,
+            on_child(Activity::ToolCall {
+                id: "k1".into(),
+                title: "Delete target/".into(),
+                status: ToolStatus::Pending,
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            5,
+            on_child(Activity::ToolCallUpdate {
+                id: "k1".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            6,
+            on_child(Activity::PermissionRequest {
+                id: "s-1-child/k2".into(),
+                title: "scout: Run make".into(),
+                options: vec!["Allow".into()],
+                detail: Default::default(),
+            }),
+        );
+        let b = the_box(&s);
+        assert!(
+            b.activity.is_empty(),
+            "the call's own lines: {:?}",
+            b.activity
+        );
+        assert!(
+            b.permission.is_none(),
+            "the call's prompt comes from its own activity"
+        );
+        assert_eq!(
+            b.children[0].activity,
+            VecDeque::from(vec![
+                ActivityLine::Text("looking\n".into()),
+                ActivityLine::Tool {
+                    id: "k1".into(),
+                    title: "Delete target/".into(),
+                    status: ToolStatus::Completed,
+                },
+                ActivityLine::Note("asks permission: Run make".into()),
+            ])
+        );
+    }
+
+    #[test]
+    fn child_progress_copies_the_boards_snapshot() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(&mut s, 2, child(Some("scout"), None, false));
+        let summary = Summary {
+            state: TaskState::Running,
+            tool_calls: 2,
+            last_activity: Some("⚙ Read\x1b[31m".into()),
+            severity: None,
+            waiting: true,
+            usage: None,
+            share: None,
+        };
+        apply(
+            &mut s,
+            3,
+            Event::ChildProgress {
+                call_id: "c1".into(),
+                child_id: "s-1-child".into(),
+                summary: summary.clone(),
+            },
+        );
+        let c = &the_box(&s).children[0];
+        assert_eq!(c.summary.tool_calls, 2);
+        assert!(c.summary.waiting);
+        assert_eq!(c.summary.last_activity.as_deref(), Some("⚙ Read"));
+    }
+
     #[test]
     fn every_event_kind_is_covered() {
         let covered = [
@@ -2389,6 +2702,9 @@ mod tests {
             "subagent_session",
             "subagent_followup",
             "subagent_activity",
+            "subagent_child",
+            "subagent_child_activity",
+            "child_progress",
             "subagent_finished",
             "task_progress",
             "task_reported",

@@ -28,6 +28,10 @@ use agent_client_protocol::v1::schema::{
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
     WriteTextFileRequest,
 };
+use agent_client_protocol::v1::schema::{
+    IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, SessionCancelCapabilities,
+    StateUpdate, SubagentSessionCapabilities, SubagentUpdate,
+};
 use agent_client_protocol::{
     Agent, Channel, Client, Error, ErrorCode, JsonRpcRequest, RawJsonRpcMessage,
     RequestCancellation, TransportFrame, UntypedMessage,
@@ -46,6 +50,10 @@ const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
 /// `--scenario WORDS` (or `--review V`): the scenario every prompt runs,
 /// whatever its first word.
 static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Whether the client advertised the `subagents` capability in
+/// `initialize`: `nested` announces a child only then, as ACP asks.
+static SUBAGENTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 fn log(message: impl std::fmt::Display) {
     eprintln!("quorum-fake-agent[{}]: {message}", std::process::id());
@@ -457,6 +465,7 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(CRASH_MARKER, serde_json::json!({}))?)?;
             std::future::pending::<()>().await;
         }
+        "nested" => return nested(turn, cancelled).await,
         "slow" => return slow(turn, rest, cancelled).await,
         "trickle" => return trickle(turn, rest, cancelled).await,
         "grandchild" => {
@@ -539,6 +548,97 @@ async fn run_turn(
 
 /// `slow [SECONDS] [end_turn]`: with `end_turn`, a cancelled turn answers
 /// `end_turn` (as opencode does) instead of `cancelled`.
+/// `nested`: announces a child session (a sub-agent of this agent) with
+/// `subagent_update`, streams the child's own updates on its session id,
+/// and has the child ask a permission; the parent reports the answer.
+async fn nested(
+    turn: &mut Turn,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<StopReason, Error> {
+    if !SUBAGENTS.get().copied().unwrap_or(false) {
+        turn.chunk("no sub-agents: the client did not advertise subagents")?;
+        return Ok(StopReason::EndTurn);
+    }
+    let child = SessionId::new(format!("{}-child-1", turn.session_id));
+    let announce = |state: StateUpdate| {
+        SessionUpdate::SubagentUpdate(SubagentUpdate::new(child.clone()).state(state))
+    };
+    turn.chunk("Delegating.\n")?;
+    turn.update(SessionUpdate::SubagentUpdate(
+        SubagentUpdate::new(child.clone())
+            .title("scout")
+            .description("looks for the tests")
+            .capabilities(
+                SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()),
+            )
+            .state(StateUpdate::Running(RunningStateUpdate::new())),
+    ))?;
+    let cx = turn.cx.clone();
+    let child_update = |update: SessionUpdate| {
+        cx.send_notification(SessionNotification::new(child.clone(), update))
+    };
+    child_update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+        ContentBlock::from("scanning tests/\n".to_string()),
+    )))?;
+    child_update(SessionUpdate::ToolCall(
+        ToolCall::new("k1", "Read tests/app_loop.rs")
+            .kind(ToolKind::Read)
+            .status(ToolCallStatus::Completed),
+    ))?;
+    child_update(SessionUpdate::ToolCall(
+        ToolCall::new("k2", "Delete target/")
+            .kind(ToolKind::Delete)
+            .status(ToolCallStatus::Pending),
+    ))?;
+    turn.update(announce(StateUpdate::RequiresAction(
+        RequiresActionStateUpdate::new(),
+    )))?;
+    let options = vec![
+        PermissionOption::new("allow", "Allow once", PermissionOptionKind::AllowOnce),
+        PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+    ];
+    let tool_call = ToolCallUpdate::new(
+        "k2",
+        ToolCallUpdateFields::new()
+            .title("Delete target/")
+            .kind(ToolKind::Delete)
+            .status(ToolCallStatus::Pending),
+    );
+    let request = RequestPermissionRequest::new(child.clone(), tool_call, options);
+    let answer = request_in_background(&turn.cx, request)?;
+    let outcome = tokio::select! {
+        () = cancelled => return Ok(StopReason::Cancelled),
+        answer = answer => answer.unwrap_or_else(|_| Err(Error::internal_error())),
+    };
+    // Cancelled: the child's work was cancelled (`session/cancel` on the
+    // child session); the parent goes on.
+    let (status, word) = match outcome {
+        Ok(response) => match response.outcome {
+            RequestPermissionOutcome::Selected(selected)
+                if selected.option_id.0.as_ref() == "allow" =>
+            {
+                (ToolCallStatus::Completed, "permitted")
+            }
+            RequestPermissionOutcome::Selected(_) => (ToolCallStatus::Failed, "denied"),
+            _ => (ToolCallStatus::Failed, "cancelled"),
+        },
+        Err(error) => {
+            log(format!("nested: permission request failed: {error:?}"));
+            (ToolCallStatus::Failed, "denied")
+        }
+    };
+    child_update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        "k2",
+        ToolCallUpdateFields::new().status(status),
+    )))?;
+    child_update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+        ContentBlock::from(format!("child {word}\n")),
+    )))?;
+    turn.update(announce(StateUpdate::Idle(IdleStateUpdate::new())))?;
+    turn.chunk(format!("nested done: {word}"))?;
+    Ok(StopReason::EndTurn)
+}
+
 async fn slow(
     turn: &mut Turn,
     rest: &str,
@@ -875,7 +975,8 @@ async fn main() {
         .v1()
         .name("quorum-fake-agent")
         .on_receive_request(
-            async move |_request: InitializeRequest, responder, _cx| {
+            async move |request: InitializeRequest, responder, _cx| {
+                let _ = SUBAGENTS.set(request.client_capabilities.subagents.is_some());
                 let resume = options.resume.then(SessionResumeCapabilities::new);
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)
@@ -1025,7 +1126,9 @@ async fn main() {
                             log(format!("{key}: cancel"));
                             cancel.notify_one();
                         }
-                        None => log(format!("{key}: cancel with no running turn")),
+                        None => log(format!(
+                            "{key}: cancel with no running turn (a child session, in `nested`)"
+                        )),
                     }
                     Ok(())
                 }
