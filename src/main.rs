@@ -162,8 +162,45 @@ struct AgentsArgs {
     probe: bool,
 }
 
-fn main() -> Result<()> {
+fn main() {
     let cli = Cli::parse();
+    // One way out for every command's error: `quorum: ` and the message,
+    // each cause once, no backtrace (whatever RUST_BACKTRACE says); a
+    // closed stdout (`| head`) is no error.
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) if is_broken_pipe(&e) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("quorum: {}", message(&e));
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The error and its causes, each said once: a cause whose text the
+/// message before it already carries is left out.
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> Result<i32> {
     // A panic ends every process quorum started.
     quorum::supervisor::kill_all_on_panic();
     let config = config::config_path(cli.config.clone());
@@ -195,7 +232,7 @@ fn main() -> Result<()> {
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,
         None => with_runtime(tui_cmd(cli.tui, model, config))?,
     };
-    std::process::exit(code);
+    Ok(code)
 }
 
 /// Runs `f`; then, however it returned and while the runtime is still

@@ -186,3 +186,61 @@ fn the_tui_refuses_to_start_without_a_terminal() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
 }
+
+/// A user error is one line, `quorum: ` and the message with each cause
+/// said once, exit code 2, and no backtrace whatever RUST_BACKTRACE says.
+#[test]
+fn errors_are_one_clear_line_without_a_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .args(["replay", "--screenshot", "x.txt"])
+        .arg(dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("quorum: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("Is a directory").count(), 1, "said once: {err}");
+    assert!(!err.to_lowercase().contains("backtrace"), "{err}");
+}
+
+/// `quorum agents | head -1`: a reader that goes away is no error.
+#[test]
+fn a_closed_stdout_is_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .arg("agents")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("HOME", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reading end closes before anything is written.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+}
+
+/// The state directory and the log are the person's alone.
+#[cfg(unix)]
+#[test]
+fn state_directory_and_log_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .arg("agents")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let state = dir.path().join("state/quorum");
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("quorum.log")), 0o600);
+}

@@ -223,14 +223,17 @@ pub fn state_dir() -> Option<PathBuf> {
 /// the TUI.
 pub fn init_logging() {
     let Some(dir) = state_dir() else { return };
-    if std::fs::create_dir_all(&dir).is_err() {
+    if private_dir(&dir).is_err() {
         return;
     }
-    let Ok(file) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("quorum.log"))
-    else {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let Ok(file) = options.open(dir.join("quorum.log")) else {
         return;
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("QUORUM_LOG")
@@ -242,10 +245,23 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// Creates `dir` (and its parents) readable by its owner alone: the state
+/// directory holds transcripts and logs of what agents saw.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 /// `<state dir>/model-picks.json`.
 pub fn model_picks_path() -> Option<PathBuf> {
     let dir = state_dir()?;
-    std::fs::create_dir_all(&dir).ok()?;
+    private_dir(&dir).ok()?;
     Some(dir.join("model-picks.json"))
 }
 
@@ -253,7 +269,7 @@ pub fn model_picks_path() -> Option<PathBuf> {
 /// by default.
 pub fn default_record_path() -> Option<PathBuf> {
     let dir = state_dir()?.join("sessions");
-    std::fs::create_dir_all(&dir).ok()?;
+    private_dir(&dir).ok()?;
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "-");
