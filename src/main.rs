@@ -171,26 +171,10 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) if is_broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
-            eprintln!("quorum: {}", message(&e));
+            eprintln!("quorum: {}", config::error_message(&e));
             std::process::exit(2);
         }
     }
-}
-
-/// The error and its causes, each said once: a cause whose text the
-/// message before it already carries is left out.
-fn message(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&part);
-        }
-    }
-    text
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -205,6 +205,19 @@ fn errors_are_one_clear_line_without_a_backtrace() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(err.matches("Is a directory").count(), 1, "said once: {err}");
     assert!(!err.to_lowercase().contains("backtrace"), "{err}");
+    // The same from a headless command's own setup.
+    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .arg("--config")
+        .arg(dir.path())
+        .args(["call", "--agent", "fake", "--input", "hi"])
+        .env("HOME", dir.path())
+        .env("XDG_STATE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("quorum: "), "{err}");
+    assert_eq!(err.matches("Is a directory").count(), 1, "said once: {err}");
 }
 
 /// `quorum agents | head -1`: a reader that goes away is no error.

@@ -276,6 +276,22 @@ pub fn default_record_path() -> Option<PathBuf> {
     Some(dir.join(format!("{stamp}-{}.jsonl", std::process::id())))
 }
 
+/// The error and its causes, each said once: a cause whose text the
+/// message before it already carries is left out.
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

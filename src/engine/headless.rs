@@ -65,7 +65,7 @@ pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32>
     }) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quorum: {e:#}");
+            eprintln!("quorum: {}", super::config::error_message(&e));
             return Ok(EXIT_CANNOT_RUN);
         }
     };
@@ -94,7 +94,7 @@ pub async fn run_command(
     let session = match setup.session(Some(&model)) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quorum: {e:#}");
+            eprintln!("quorum: {}", super::config::error_message(&e));
             return Ok(EXIT_CANNOT_RUN);
         }
     };

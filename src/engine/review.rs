@@ -104,7 +104,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     let session = match setup.session(None) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quorum: {e:#}");
+            eprintln!("quorum: {}", super::config::error_message(&e));
             return Ok(EXIT_ERROR);
         }
     };
