@@ -184,6 +184,22 @@ fn stop_style(stop_reason: StopReason) -> Style {
     }
 }
 
+/// A box's top border: `left` truncated so `right` always fits, the gap
+/// filled with `─`.
+fn title_row(
+    left: Vec<Span<'static>>,
+    right: Vec<Span<'static>>,
+    width: usize,
+    border: Style,
+) -> Line<'static> {
+    let right_w = spans_width(&right);
+    let mut title = truncate(left, width.saturating_sub(right_w + 1));
+    let fill = width.saturating_sub(spans_width(&title) + right_w);
+    title.push(Span::styled("─".repeat(fill), border));
+    title.extend(right);
+    Line::from(title)
+}
+
 /// Cuts spans to at most `width` columns, ending with `…` when cut.
 pub fn truncate(spans: Vec<Span<'static>>, width: usize) -> Vec<Span<'static>> {
     if spans_width(&spans) <= width {
@@ -394,13 +410,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             ]
         }
     };
-    let right_w = spans_width(&right);
-    let left = truncate(left, width.saturating_sub(right_w + 1));
-    let fill = width.saturating_sub(spans_width(&left) + right_w);
-    let mut title = left;
-    title.push(Span::styled("─".repeat(fill), border));
-    title.extend(right);
-    out.push(Line::from(title));
+    out.push(title_row(left, right, width, border));
 
     // Body rows, each at most `inner` wide.
     let mut body: Vec<Line<'static>> = Vec::new();
@@ -597,13 +607,7 @@ fn child_box(
         Span::styled(format!(" {mark} "), style),
         Span::styled("─╮", border),
     ];
-    let right_w = spans_width(&right);
-    let left = truncate(left, width.saturating_sub(right_w + 1));
-    let fill = width.saturating_sub(spans_width(&left) + right_w);
-    let mut title = left;
-    title.push(Span::styled("─".repeat(fill), border));
-    title.extend(right);
-    out.push(Line::from(title));
+    out.push(title_row(left, right, width, border));
 
     let mut rows: Vec<Line<'static>> = Vec::new();
     if let Some(d) = &c.description {
