@@ -262,6 +262,9 @@ impl View {
 
     /// Draws the transcript into `area`.
     pub fn draw_transcript(&mut self, state: &State, area: Rect, buf: &mut Buffer, now: u64) {
+        if area.is_empty() {
+            return;
+        }
         // One column of margin on each side.
         let area = Rect {
             x: area.x + 1,
@@ -396,6 +399,9 @@ fn draw_opened(
     buf: &mut Buffer,
     now: u64,
 ) {
+    if area.is_empty() {
+        return;
+    }
     let color = theme::box_color(b.agent.name(), b.severity);
     let block = Block::default()
         .borders(Borders::ALL)
@@ -432,6 +438,9 @@ fn draw_opened(
 }
 
 fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
+    if area.is_empty() {
+        return;
+    }
     let block = Block::default()
         .borders(Borders::TOP)
         .border_style(theme::dim());
@@ -477,6 +486,9 @@ fn draw_status(
     buf: &mut Buffer,
     now: u64,
 ) {
+    if area.is_empty() {
+        return;
+    }
     let mut spans: Vec<Span<'_>> = vec![Span::raw(" ")];
     if let Some(banner) = chrome.banner {
         spans.push(Span::styled(banner, theme::warning()));
@@ -550,6 +562,9 @@ fn task_style(task: &Task) -> Style {
 }
 
 fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buffer, now: u64) {
+    if area.is_empty() {
+        return;
+    }
     let count = |s: TaskState| state.tasks.iter().filter(|t| t.summary.state == s).count();
     let (running, queued) = (count(TaskState::Running), count(TaskState::Queued));
     let title = if queued > 0 {
