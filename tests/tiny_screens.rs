@@ -29,3 +29,33 @@ fn every_tiny_size_renders_at_every_step() {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(200))]
+
+    /// Random states (a prefix of a recorded session, the panel shown or
+    /// hidden, scrolled anywhere) at random sizes up to 300x100, tiny ones
+    /// half the time.
+    #[test]
+    fn random_states_render_at_random_sizes(
+        which in 0usize..2,
+        cut in 0.0f64..=1.0,
+        panel in proptest::option::of(proptest::bool::ANY),
+        scroll in -500isize..500,
+        cols in proptest::prop_oneof![0u16..=8, 0u16..=300],
+        rows in proptest::prop_oneof![0u16..=4, 0u16..=100],
+    ) {
+        let events = if which == 0 { events(&demo()) } else { events(&fixture("colours.jsonl")) };
+        let n = (events.len() as f64 * cut) as usize;
+        let mut app = App::still();
+        app.view.set_panel(panel);
+        for e in &events[..n] {
+            app.on_event(e.clone());
+        }
+        // Lay out once at this size, then scroll anywhere and draw again.
+        screenshot::render(&mut app, cols, rows);
+        app.view.scroll(&app.state, scroll, 0);
+        let buf = screenshot::render(&mut app, cols, rows);
+        proptest::prop_assert_eq!((buf.area.width, buf.area.height), (cols, rows));
+    }
+}
