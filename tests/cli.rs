@@ -257,3 +257,37 @@ fn state_directory_and_log_are_private() {
     assert_eq!(mode(&state), 0o700);
     assert_eq!(mode(&state.join("quorum.log")), 0o600);
 }
+
+/// What comes from a config file reaches the terminal clean: a name with an
+/// escape sequence is refused (it could never follow `@` anyway), and a
+/// command's escapes are dropped from `quorum agents`.
+#[test]
+fn config_text_reaches_the_terminal_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |config: &str| {
+        let file = dir.path().join("quorum.toml");
+        std::fs::write(&file, config).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_quorum"))
+            .args(["agents", "--config", file.to_str().unwrap()])
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("HOME", dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = run("[agents.\"ev\\u001b[31mil\"]\ncommand = \"true\"\n");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    assert!(err.contains("quorum.toml"), "{err}");
+    assert!(err.contains(r#"[agents."ev\u{1b}[31mil"]"#), "{err}");
+
+    let o = run("[agents.odd]\ncommand = \"tr\\u001b]0;owned\\u0007ue\"\n");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("odd ") && l.contains("true")),
+        "{out}"
+    );
+}

@@ -194,6 +194,14 @@ impl Registry {
                     message: format!("[agents.{name:?}]: an agent needs a name"),
                 });
             }
+            if !is_agent_name(&name) {
+                return Err(ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "[agents.{name:?}]: an agent's name is letters, digits, `-`, `_` and `.` only (it follows @ in a message)"
+                    ),
+                });
+            }
             if entry.command.as_ref().is_some_and(|c| c.trim().is_empty()) {
                 return Err(ConfigError::Parse {
                     path: path.to_path_buf(),
@@ -362,6 +370,14 @@ fn is_executable(path: &Path) -> bool {
     {
         path.is_file()
     }
+}
+
+/// What may name an agent: what `@NAME` in a message can say.
+pub fn is_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
 /// The `subagent` tool's description. A note (for example, that omitting
@@ -593,6 +609,14 @@ mod tests {
                 "[agents.x] command is empty",
             ),
             ("[agents.\" \"]\ncommand = \"a\"\n", "an agent needs a name"),
+            (
+                "[agents.\"ev\\u001b[31mil\"]\ncommand = \"a\"\n",
+                "[agents.\"ev\\u{1b}[31mil\"]: an agent's name is letters, digits",
+            ),
+            (
+                "[agents.\"two words\"]\ncommand = \"a\"\n",
+                "[agents.\"two words\"]: an agent's name is letters, digits",
+            ),
         ] {
             let f = write_config(text);
             let e = Registry::load(Some(f.path())).unwrap_err().to_string();

@@ -32,11 +32,13 @@ pub async fn list(
 ) -> std::io::Result<()> {
     let rows: Vec<_> = registry.all().collect();
     let name_w = rows.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
+    // A command and its arguments come from config files: printed clean.
     let launch = |a: &AgentSpec| {
-        std::iter::once(a.command.as_str())
+        let line = std::iter::once(a.command.as_str())
             .chain(a.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        sanitize(&line).into_owned()
     };
     let cmd_w = rows
         .iter()
@@ -47,9 +49,9 @@ pub async fn list(
     writeln!(out, "{:name_w$}  {:cmd_w$}  INSTALLED", "NAME", "COMMAND")?;
     for a in rows {
         let installed = locate(&a.command);
-        let where_ = installed
-            .as_ref()
-            .map_or("no".to_string(), |p| p.display().to_string());
+        let where_ = installed.as_ref().map_or("no".to_string(), |p| {
+            sanitize(&p.display().to_string()).into_owned()
+        });
         writeln!(out, "{:name_w$}  {:cmd_w$}  {where_}", a.name, launch(a))?;
         if probe && installed.is_some() {
             let line = match Connection::start(a, root, supervisor).await {

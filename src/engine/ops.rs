@@ -66,11 +66,7 @@ pub fn parse_mention(text: &str) -> Option<Mention> {
     let marks = &head[names.len()..];
     let mut agents: Vec<String> = Vec::new();
     for name in names.split(',') {
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
-        {
+        if !crate::acp::registry::is_agent_name(name) {
             return None;
         }
         if !agents.iter().any(|a| a == name) {
