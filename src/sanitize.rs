@@ -6,13 +6,35 @@
 //! DCS/SOS/PM/APC `... ST`, two-byte `ESC x`), other C0 controls, DEL, and
 //! the C1 controls U+0080..U+009F (8-bit CSI among them). `\r\n` becomes
 //! `\n`; a lone `\r` (used to overwrite a line) becomes `\n`.
+//!
+//! Also removed: characters that change how text reads without being seen,
+//! and that terminals disagree on the width of: the bidi embeddings,
+//! overrides, isolates and marks (U+202A..U+202E, U+2066..U+2069, U+200E,
+//! U+200F, U+061C), zero-width spaces and joiners (U+200B..U+200D, U+2060,
+//! U+FEFF) and the soft hyphen (U+00AD). A ZWJ emoji shows as its parts.
 
 use std::borrow::Cow;
 
 fn needs_cleaning(s: &str) -> bool {
-    s.bytes().any(|b| (b < 0x20 && b != b'\n') || b == 0x7f)
-        // C1 controls are U+0080..U+009F, encoded as 0xC2 0x80..0x9F.
-        || s.as_bytes().windows(2).any(|w| w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1]))
+    if s.is_ascii() {
+        return s.bytes().any(|b| (b < 0x20 && b != b'\n') || b == 0x7f);
+    }
+    s.chars()
+        .any(|c| (c.is_control() && c != '\n') || invisible(c))
+}
+
+/// Unseen characters that reorder or join text (see the module comment).
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{061c}'
+            | '\u{2060}'
+            | '\u{feff}'
+            | '\u{ad}'
+    )
 }
 
 /// Returns `s` without terminal control sequences; borrows when clean.
@@ -36,8 +58,30 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
             '\u{9b}' => skip_csi(&mut chars),
             // 8-bit OSC, DCS, SOS, PM, APC: a string up to ST or BEL follows.
             '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
-            c if c.is_control() => {}
+            c if c.is_control() || invisible(c) => {}
             c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Serialized JSON made safe to print: the control and unseen characters
+/// that JSON leaves raw (DEL, C1, bidi, zero-width) written as `\uXXXX`
+/// escapes, so the text reads the same to a parser and harmlessly to a
+/// terminal. Only valid on JSON, where such characters sit inside strings.
+pub fn json(serialized: &str) -> Cow<'_, str> {
+    if !needs_cleaning(serialized) {
+        return Cow::Borrowed(serialized);
+    }
+    let mut out = String::with_capacity(serialized.len() + 16);
+    for c in serialized.chars() {
+        if c.is_control() || invisible(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
         }
     }
     Cow::Owned(out)
@@ -118,17 +162,39 @@ mod tests {
             ("progress 10%\rprogress 20%", "progress 10%\nprogress 20%"),
             ("\u{1b}", ""),
             ("\u{1b}[", ""),
+            // Trojan Source: an override that makes code read backwards.
+            ("if admin \u{202e}{ }\u{2066}x\u{2069}", "if admin { }x"),
+            ("a\u{200b}b\u{feff}c\u{ad}d\u{200f}e", "abcde"),
+            ("👩\u{200d}💻", "👩💻"),
         ];
         for (input, want) in cases {
             assert_eq!(sanitize(input), want, "{input:?}");
         }
     }
 
+    #[test]
+    fn json_escapes_what_json_leaves_raw() {
+        let v = serde_json::json!({ "t": "a\u{202e}b\u{9b}31m\u{7f}\u{1b}c\u{feff}👩\u{200d}💻" });
+        let text = serde_json::to_string(&v).unwrap();
+        let safe = json(&text);
+        assert_eq!(
+            safe,
+            r#"{"t":"a\u202eb\u009b31m\u007f\u001bc\ufeff👩\u200d💻"}"#
+        );
+        // Lossless: it parses back to the same value.
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), v);
+        assert!(matches!(json(r#"{"t":"héllo ✓"}"#), Cow::Borrowed(_)));
+    }
+
     proptest! {
         #[test]
         fn output_has_no_control_characters(s in any::<String>()) {
             let clean = sanitize(&s);
-            prop_assert!(!clean.chars().any(|c| c.is_control() && c != '\n'), "{:?}", clean);
+            prop_assert!(
+                !clean.chars().any(|c| (c.is_control() && c != '\n') || invisible(c)),
+                "{:?}",
+                clean
+            );
         }
     }
 }

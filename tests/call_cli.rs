@@ -441,3 +441,25 @@ fn model_and_mode_go_through_config_options_and_picks_are_remembered() {
         text(&o.stderr)
     );
 }
+
+/// Text that reads differently than it is (a bidi override, zero-width
+/// characters) is dropped from plain output and escaped in JSON.
+#[test]
+fn unseen_characters_never_reach_the_terminal() {
+    let s = shell();
+    let input = "echo if admin \u{202e}{ }\u{2066}x\u{2069} a\u{200b}b\u{feff}c\u{ad}d";
+    let o = s.run(&["call", "--agent", "fake", "--input", input]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "if admin { }x abcd\n");
+
+    let o = s.run(&["call", "--json", "--agent", "fake", "--input", input]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(r"\u202e{ }\u2066x\u2069 a\u200bb\ufeffc\u00add"),
+        "{out}"
+    );
+    // Nothing is lost: the JSON still holds the agent's exact text.
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["output"], input.strip_prefix("echo ").unwrap());
+}

@@ -214,7 +214,8 @@ pub async fn call(
                     .body
                     .to_string();
                 let printed = if request.json {
-                    serde_json::to_string(&outcome).expect("an outcome is JSON")
+                    let text = serde_json::to_string(&outcome).expect("an outcome is JSON");
+                    crate::sanitize::json(&text).into_owned()
                 } else {
                     sanitize(&outcome.output).into_owned()
                 };
@@ -378,7 +379,7 @@ fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped
         let _ = writeln!(
             out,
             "{}",
-            serde_json::to_string(event).expect("events are JSON")
+            crate::sanitize::json(&serde_json::to_string(event).expect("events are JSON"))
         );
         return;
     }

@@ -198,7 +198,7 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
         let mut v = batch.to_json();
         v["base"] = rev.into();
         v["exit_code"] = code.into();
-        println!("{v}");
+        println!("{}", crate::sanitize::json(&v.to_string()));
     } else {
         print!("{}", report(&batch));
     }
