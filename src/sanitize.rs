@@ -43,21 +43,27 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut chars = s.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
         match c {
             '\n' => out.push('\n'),
             '\t' => out.push_str("    "),
             '\r' => {
-                if chars.peek() != Some(&'\n') {
+                if chars.peek().map(|&(_, c)| c) != Some('\n') {
                     out.push('\n');
                 }
             }
-            '\u{1b}' => skip_escape(&mut chars),
+            '\u{1b}' => {
+                skip_escape(&mut chars);
+            }
             // 8-bit CSI: parameters and a final byte follow.
-            '\u{9b}' => skip_csi(&mut chars),
+            '\u{9b}' => {
+                skip_csi(&mut chars);
+            }
             // 8-bit OSC, DCS, SOS, PM, APC: a string up to ST or BEL follows.
-            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => {
+                skip_string(&mut chars);
+            }
             c if c.is_control() || invisible(c) => {}
             c => out.push(c),
         }
@@ -87,47 +93,113 @@ pub fn json(serialized: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+type Chars<'a> = std::iter::Peekable<std::str::CharIndices<'a>>;
 
-fn skip_escape(chars: &mut Chars<'_>) {
-    match chars.next() {
+/// Each `skip_*` consumes one sequence and says whether it was whole
+/// (`false`: the text ended inside it).
+fn skip_escape(chars: &mut Chars<'_>) -> bool {
+    match chars.next().map(|(_, c)| c) {
+        None => false,
         Some('[') => skip_csi(chars),
         Some(']' | 'P' | 'X' | '^' | '_') => skip_string(chars),
         // Intermediate bytes, then one final byte (e.g. `ESC ( B`).
         Some(c) if ('\u{20}'..='\u{2f}').contains(&c) => {
-            while let Some(&c) = chars.peek() {
-                chars.next();
+            for (_, c) in chars.by_ref() {
                 if !('\u{20}'..='\u{2f}').contains(&c) {
-                    break;
+                    return true;
                 }
             }
+            false
         }
-        _ => {}
+        Some(_) => true,
     }
 }
 
 /// CSI: parameter and intermediate bytes, then a final byte in `@..~`.
-fn skip_csi(chars: &mut Chars<'_>) {
-    for c in chars.by_ref() {
+fn skip_csi(chars: &mut Chars<'_>) -> bool {
+    for (_, c) in chars.by_ref() {
         if ('\u{40}'..='\u{7e}').contains(&c) || !('\u{20}'..='\u{7e}').contains(&c) {
-            break;
+            return true;
         }
     }
+    false
 }
 
 /// A control string, ended by BEL, ST (`ESC \` or U+009C).
-fn skip_string(chars: &mut Chars<'_>) {
-    while let Some(c) = chars.next() {
+fn skip_string(chars: &mut Chars<'_>) -> bool {
+    while let Some((_, c)) = chars.next() {
         match c {
-            '\u{7}' | '\u{9c}' => break,
+            '\u{7}' | '\u{9c}' => return true,
             '\u{1b}' => {
-                if chars.peek() == Some(&'\\') {
-                    chars.next();
-                }
-                break;
+                return match chars.peek() {
+                    Some((_, '\\')) => {
+                        chars.next();
+                        true
+                    }
+                    Some(_) => true,
+                    None => false,
+                };
             }
             _ => {}
         }
+    }
+    false
+}
+
+/// Where a sequence that `text` ends inside of starts, if it does.
+fn cut_tail(text: &str) -> Option<usize> {
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let whole = match c {
+            '\u{1b}' => skip_escape(&mut chars),
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            _ => true,
+        };
+        if !whole {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Streamed text (a message arriving in chunks) cleaned piece by piece: a
+/// sequence cut between two chunks is held until its end arrives, so no
+/// fragment of it (`[31m`) shows as text. At most [`Stream::MAX_HELD`]
+/// bytes are held; a longer unfinished sequence is dropped.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Stream {
+    held: String,
+}
+
+impl Stream {
+    pub const MAX_HELD: usize = 64 * 1024;
+
+    /// The clean text of `chunk`, less any unfinished sequence at its end.
+    pub fn push<'a>(&mut self, chunk: &'a str) -> Cow<'a, str> {
+        if self.held.is_empty() && !needs_cleaning(chunk) {
+            return Cow::Borrowed(chunk);
+        }
+        let mut text = std::mem::take(&mut self.held);
+        text.push_str(chunk);
+        let cut = match cut_tail(&text) {
+            Some(cut) => cut,
+            // A final `\r` of its own (not ending a sequence) may be half
+            // of a `\r\n`.
+            None if text.ends_with('\r') && cut_tail(&text[..text.len() - 1]).is_none() => {
+                text.len() - 1
+            }
+            None => text.len(),
+        };
+        if text.len() - cut <= Self::MAX_HELD {
+            self.held = text[cut..].to_string();
+        }
+        Cow::Owned(sanitize(&text[..cut]).into_owned())
+    }
+
+    /// The end of the stream: what was held, cleaned.
+    pub fn finish(&mut self) -> String {
+        sanitize(&std::mem::take(&mut self.held)).into_owned()
     }
 }
 
@@ -186,7 +258,55 @@ mod tests {
         assert!(matches!(json(r#"{"t":"héllo ✓"}"#), Cow::Borrowed(_)));
     }
 
+    #[test]
+    fn a_stream_holds_a_sequence_cut_between_chunks() {
+        let cases: &[&[&str]] = &[
+            &["ab\u{1b}", "[31mred\u{1b}[0m", "!"],
+            &["ab\u{1b}[", "31mred"],
+            &["\u{1b}]0;ti", "tle\u{7}text"],
+            &["\u{1b}]8;;http://e\u{1b}", "\\link"],
+            &["\u{9b}3", "1mred"],
+            &["line\r", "\nnext"],
+        ];
+        for chunks in cases {
+            let mut stream = Stream::default();
+            let streamed: String = chunks.iter().map(|c| stream.push(c)).collect();
+            let whole = sanitize(&chunks.concat()).into_owned();
+            assert_eq!(streamed, whole, "{chunks:?}");
+            assert!(!streamed.contains('['), "{chunks:?}: {streamed:?}");
+        }
+        // Held text is bounded: an endless sequence is dropped, not kept.
+        let mut stream = Stream::default();
+        stream.push("\u{1b}]0;");
+        for _ in 0..100 {
+            stream.push(&"x".repeat(1024));
+        }
+        assert!(stream.held.len() <= Stream::MAX_HELD);
+    }
+
     proptest! {
+        /// However a text is cut into chunks, streaming it shows what
+        /// cleaning it whole shows.
+        #[test]
+        fn streaming_in_any_pieces_equals_cleaning_whole(
+            s in "(\\x1b|\\[|3|1|m|]|;|\\x07|\\\\|\\r|\\n|a|b|\\u{9b})*",
+            cuts in proptest::collection::vec(0usize..64, 0..6),
+        ) {
+            let chars: Vec<char> = s.chars().collect();
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c.min(chars.len())).collect();
+            points.sort_unstable();
+            let mut stream = Stream::default();
+            let mut out = String::new();
+            let mut start = 0;
+            for p in points.into_iter().chain(std::iter::once(chars.len())) {
+                let piece: String = chars[start..p].iter().collect();
+                out.push_str(&stream.push(&piece));
+                start = p;
+            }
+            out.push_str(&stream.finish());
+            prop_assert_eq!(out, sanitize(&s));
+        }
+
         #[test]
         fn output_has_no_control_characters(s in any::<String>()) {
             let clean = sanitize(&s);

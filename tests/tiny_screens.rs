@@ -59,3 +59,53 @@ proptest::proptest! {
         proptest::prop_assert_eq!((buf.area.width, buf.area.height), (cols, rows));
     }
 }
+
+/// An escape sequence cut between two chunks leaves no fragment on screen,
+/// in a sub-agent's box and in the chat model's reply alike.
+#[test]
+fn a_sequence_split_across_chunks_leaves_no_fragment() {
+    use quorum::event::{Activity, AgentRef, Event, Stamped};
+    let chunk = |text: &str| {
+        Stamped::new(
+            1,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::MessageChunk { text: text.into() },
+            },
+        )
+    };
+    let delta = |text: &str| Stamped::new(1, Event::AssistantDelta { text: text.into() });
+    let events = vec![
+        Stamped::new(
+            0,
+            Event::SubagentStarted {
+                call_id: "c1".into(),
+                task_id: None,
+                agent: AgentRef::Acp("fake".into()),
+                input: "colours".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: None,
+                queued: false,
+            },
+        ),
+        chunk("plain \u{1b}"),
+        chunk("[31mred\u{1b}["),
+        chunk("0m and \u{1b}]0;zz"),
+        chunk("qq\u{7}titled"),
+        delta("reply \u{1b}["),
+        delta("1mbold\u{1b}[0m done"),
+    ];
+    let mut app = App::still();
+    app.view.set_panel(Some(false));
+    for e in events {
+        app.on_event(e);
+    }
+    let text = rows(&screenshot::render(&mut app, 100, 20)).join("\n");
+    assert!(text.contains("plain red and titled"), "{text}");
+    assert!(text.contains("reply bold done"), "{text}");
+    for fragment in ["[31m", "[0m", "0m", "31m", "[1m", "1mbold", "zz", "qq"] {
+        assert!(!text.contains(fragment), "{fragment:?} in\n{text}");
+    }
+}

@@ -386,11 +386,11 @@ fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped
     {
         match &event.event {
             Event::AssistantDelta { text } => {
-                let _ = write!(out, "{}", sanitize(text));
+                let _ = write!(out, "{}", progress.reply.push(text));
                 let _ = out.flush();
             }
             Event::AssistantEnd => {
-                let _ = writeln!(out);
+                let _ = writeln!(out, "{}", progress.reply.finish());
             }
             Event::TaskReported { task_id } => {
                 eprintln!("↩ task {} reported to the chat", sanitize(task_id))
@@ -407,6 +407,8 @@ fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped
 pub(super) struct Progress {
     /// `agent` or `agent [t1]`, by call id.
     labels: std::collections::HashMap<String, String>,
+    /// The chat model's reply, cleaned across its chunks.
+    reply: crate::sanitize::Stream,
 }
 
 impl Progress {

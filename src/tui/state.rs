@@ -105,6 +105,25 @@ pub struct SubagentBox {
     /// The child sessions its agent announced, in order: drawn nested
     /// inside its box.
     pub children: Vec<ChildBox>,
+    /// Its streamed text and thoughts, cleaned as they arrive.
+    streams: Streams,
+}
+
+/// A box's two streams of text, each cleaned across its chunks.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Streams {
+    text: crate::sanitize::Stream,
+    thought: crate::sanitize::Stream,
+}
+
+impl Streams {
+    fn clean<'a>(&mut self, chunk: &'a str, thought: bool) -> std::borrow::Cow<'a, str> {
+        if thought {
+            self.thought.push(chunk)
+        } else {
+            self.text.push(chunk)
+        }
+    }
 }
 
 /// A child session of a call's agent (a nested sub-agent), as its box
@@ -121,6 +140,7 @@ pub struct ChildBox {
     pub summary: Summary,
     /// The last few things it did, oldest first.
     pub activity: VecDeque<ActivityLine>,
+    streams: Streams,
 }
 
 impl ChildBox {
@@ -338,8 +358,9 @@ impl Log {
     }
 
     /// Appends streamed text to the last entry of its kind, or starts one.
+    /// Streamed text, already clean.
     fn text(&mut self, chunk: &str, thought: bool) {
-        let chunk = clean(chunk);
+        let chunk = chunk.to_string();
         match self.entries.back_mut() {
             Some(LogEntry::Text(t)) if !thought => t.push_str(&chunk),
             Some(LogEntry::Thought(t)) if thought => t.push_str(&chunk),
@@ -653,6 +674,8 @@ pub struct State {
     tools: HashMap<String, usize>,
     task_index: HashMap<String, usize>,
     open_assistant: Option<usize>,
+    /// The chat model's streamed reply, cleaned across its chunks.
+    assistant_stream: crate::sanitize::Stream,
     next_rev: u64,
 }
 
@@ -794,7 +817,7 @@ impl State {
                 self.push(CellKind::User { text: clean(text) });
             }
             Event::AssistantDelta { text } => {
-                let text = clean(text);
+                let text = self.assistant_stream.push(text).into_owned();
                 match self.open_assistant {
                     Some(i) => {
                         if let CellKind::Assistant { text: t, .. } = self.touch(i) {
@@ -905,6 +928,7 @@ impl State {
                     usage: None,
                     share: None,
                     children: Vec::new(),
+                    streams: Streams::default(),
                     batch: batch_id
                         .as_ref()
                         .filter(|id| self.batches.contains_key(*id))
@@ -1049,6 +1073,7 @@ impl State {
                             can_cancel: false,
                             summary: Summary::default(),
                             activity: VecDeque::new(),
+                            streams: Streams::default(),
                         });
                         b.children.last_mut().expect("just pushed")
                     }
@@ -1226,13 +1251,11 @@ impl State {
             return;
         };
         match activity {
-            Activity::MessageChunk { text } => {
-                push_text(&mut b.activity, text, false);
-                b.log.text(text, false);
-            }
-            Activity::ThoughtChunk { text } => {
-                push_text(&mut b.activity, text, true);
-                b.log.text(text, true);
+            Activity::MessageChunk { text } | Activity::ThoughtChunk { text } => {
+                let thought = matches!(activity, Activity::ThoughtChunk { .. });
+                let text = b.streams.clean(text, thought);
+                push_text(&mut b.activity, &text, thought);
+                b.log.text(&text, thought);
             }
             Activity::ToolCall {
                 id,
@@ -1381,8 +1404,14 @@ impl State {
 /// What a child's box keeps of its activity: the last lines.
 fn child_activity(child: &mut ChildBox, activity: &Activity) {
     match activity {
-        Activity::MessageChunk { text } => push_text(&mut child.activity, text, false),
-        Activity::ThoughtChunk { text } => push_text(&mut child.activity, text, true),
+        Activity::MessageChunk { text } => {
+            let text = child.streams.clean(text, false);
+            push_text(&mut child.activity, &text, false);
+        }
+        Activity::ThoughtChunk { text } => {
+            let text = child.streams.clean(text, true);
+            push_text(&mut child.activity, &text, true);
+        }
         Activity::ToolCall {
             id, title, status, ..
         } => push_line(
@@ -1443,9 +1472,9 @@ fn push_line(lines: &mut VecDeque<ActivityLine>, line: ActivityLine) {
     lines.push_back(line);
 }
 
-/// Appends streamed text to the last text line of its kind, or starts one.
+/// Appends streamed text (already clean) to the last text line of its
+/// kind, or starts one.
 fn push_text(lines: &mut VecDeque<ActivityLine>, chunk: &str, thought: bool) {
-    let chunk = crate::sanitize::sanitize(chunk);
     let last = match lines.back_mut() {
         Some(ActivityLine::Text(t)) if !thought => Some(t),
         Some(ActivityLine::Thought(t)) if thought => Some(t),
@@ -1453,7 +1482,7 @@ fn push_text(lines: &mut VecDeque<ActivityLine>, chunk: &str, thought: bool) {
     };
     match last {
         Some(t) => {
-            t.push_str(&chunk);
+            t.push_str(chunk);
             if t.len() > ACTIVITY_TEXT * 2 {
                 let mut cut = t.len() - ACTIVITY_TEXT;
                 while !t.is_char_boundary(cut) {
@@ -1463,7 +1492,7 @@ fn push_text(lines: &mut VecDeque<ActivityLine>, chunk: &str, thought: bool) {
             }
         }
         None => {
-            let text = chunk.into_owned();
+            let text = chunk.to_string();
             push_line(
                 lines,
                 if thought {
