@@ -291,3 +291,28 @@ fn config_text_reaches_the_terminal_clean() {
         "{out}"
     );
 }
+
+/// A misspelt key under `[model]` is named with its line, as under
+/// `[agents]`, instead of being ignored.
+#[test]
+fn an_unknown_model_key_is_an_error_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("quorum.toml");
+    std::fs::write(
+        &file,
+        "# mine\n[model]\nname = \"openai:x\"\nbase_ulr = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .args(["--config", file.to_str().unwrap(), "run", "-p", "hi"])
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("HOME", dir.path())
+        .env_remove("QUORUM_MODEL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("quorum: "), "{err}");
+    assert!(err.contains("quorum.toml: line 4"), "{err}");
+    assert!(err.contains("unknown field `base_ulr`"), "{err}");
+}

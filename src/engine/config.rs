@@ -123,6 +123,7 @@ pub fn env_var(name: &str) -> Option<String> {
 }
 
 #[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct ModelSection {
     name: Option<String>,
     base_url: Option<String>,
