@@ -252,3 +252,44 @@ fn version_1_task_lines_become_board_snapshots() {
         Event::TaskProgress { call_id, task_id: Some(t), summary } if call_id == "c" && t == "t1" && summary.tool_calls == 1
     ));
 }
+
+/// The first two lines of the demo: a header and one event.
+fn demo_start() -> Vec<u8> {
+    let text = std::fs::read_to_string(demo()).unwrap();
+    text.lines()
+        .take(2)
+        .flat_map(|l| format!("{l}\n").into_bytes())
+        .collect()
+}
+
+#[test]
+fn an_invalid_byte_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.jsonl");
+    let mut bytes = demo_start();
+    bytes.extend_from_slice(b"{\"t\":5,\"type\":\"notice\",\"text\":\"caf\xe9\"}\n");
+    std::fs::write(&path, bytes).unwrap();
+    let msg = transcript::load(&path).unwrap_err().to_string();
+    assert!(
+        msg.ends_with(
+            "latin1.jsonl:3: not UTF-8 text (byte 35 of the line); a transcript is JSON lines"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_character_cut_at_the_end_is_a_cut_short_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.jsonl");
+    let mut bytes = demo_start();
+    // `é` is two bytes; the writer was stopped after the first.
+    bytes.extend_from_slice(b"{\"t\":5,\"type\":\"notice\",\"text\":\"caf\xc3");
+    std::fs::write(&path, bytes).unwrap();
+    let loaded = transcript::load(&path).expect("the lines before replay");
+    assert_eq!(loaded.events.len(), 1);
+    assert_eq!(
+        loaded.warnings,
+        [Warning::TruncatedLastLine { path, line: 3 }]
+    );
+}

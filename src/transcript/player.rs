@@ -12,6 +12,14 @@ pub enum TranscriptError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{path}:{line}: not UTF-8 text (byte {column} of the line); a transcript is JSON lines"
+    )]
+    NotUtf8 {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+    },
     #[error("{path}: empty file, expected a quorum transcript header on line 1")]
     Empty { path: PathBuf },
     #[error("{path}:1: not a quorum transcript header: {reason}")]
@@ -77,11 +85,28 @@ pub struct Loaded {
 
 /// Reads and checks a whole transcript file.
 pub fn load(path: &Path) -> Result<Loaded, TranscriptError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TranscriptError::Io {
+    let bytes = std::fs::read(path).map_err(|source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(path, &text)
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(path, text),
+        Err(e) => {
+            let valid = &bytes[..e.valid_up_to()];
+            // A character cut at the very end is a last line cut short,
+            // as a `kill -9` mid-write leaves it: replay what came before.
+            if e.error_len().is_none() {
+                let text = std::str::from_utf8(valid).expect("valid up to here");
+                return parse(path, text);
+            }
+            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            Err(TranscriptError::NotUtf8 {
+                path: path.to_path_buf(),
+                line: valid.iter().filter(|&&b| b == b'\n').count() + 1,
+                column: valid.len() - line_start + 1,
+            })
+        }
+    }
 }
 
 /// Parses transcript text; `path` is only used in messages.
