@@ -463,3 +463,30 @@ fn unseen_characters_never_reach_the_terminal() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["output"], input.strip_prefix("echo ").unwrap());
 }
+
+/// An agent's stderr is read to its end whatever it holds: bytes that are
+/// not UTF-8 and a 1 MB line (more than a pipe holds) neither stop the
+/// reading nor break the agent's writes (before, the reading stopped at the
+/// bad byte and the agent's next write failed, ending the turn in error).
+#[test]
+fn stderr_that_is_not_utf8_or_endless_never_wedges_a_call() {
+    let s = shell();
+    let mut child = s
+        .command(&["call", "--agent", "fake", "--input", "noisy"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    // A wedge would hang forever: give up after a minute, and say so.
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("quorum call is wedged on the agent's stderr");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "still here\n");
+}

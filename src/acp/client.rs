@@ -43,6 +43,8 @@ use crate::supervisor::{self, Group, Supervisor};
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 /// Lines of an agent's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
+/// How much of one stderr line is kept.
+const STDERR_LINE: usize = 4096;
 /// How long an agent may take to exit by itself once its stdin is closed
 /// (as the ACP stdio transport asks) before its process group is
 /// terminated. Agents that ignore the closed stdin (codex-acp,
@@ -1019,23 +1021,56 @@ fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
     agent_client_protocol::Error::new(code, e.to_string())
 }
 
+/// Reads an agent's stderr to its end, whatever it writes: each line is
+/// logged (debug) and kept, clean, among the last [`STDERR_LINES`]; a line
+/// is kept to its first [`STDERR_LINE`] bytes, so one endless line costs no
+/// more, and bytes that are not UTF-8 are replaced, never a reason to stop
+/// reading (an undrained pipe would block the agent).
 async fn drain_stderr(
     agent: String,
-    pipe: tokio::process::ChildStderr,
+    mut pipe: tokio::process::ChildStderr,
     keep: Arc<Mutex<VecDeque<String>>>,
 ) {
-    let mut lines = tokio::io::BufReader::new(pipe).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(target: "agent_stderr", "{agent}: {line}");
-        let clean = crate::sanitize::sanitize(&line).trim().to_string();
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    let emit = |line: &[u8], cut: bool| {
+        let text = String::from_utf8_lossy(line);
+        let more = if cut { "…" } else { "" };
+        tracing::debug!(target: "agent_stderr", "{agent}: {text}{more}");
+        let clean = crate::sanitize::sanitize(&text).trim().to_string();
         if clean.is_empty() {
-            continue;
+            return;
         }
         let mut keep = keep.lock().expect("not poisoned");
         if keep.len() == STDERR_LINES {
             keep.pop_front();
         }
-        keep.push_back(clean);
+        keep.push_back(clean + more);
+    };
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in buf[..n].split_inclusive(|&b| b == b'\n') {
+            let (body, ends) = match piece.split_last() {
+                Some((b'\n', body)) => (body, true),
+                _ => (piece, false),
+            };
+            let room = STDERR_LINE.saturating_sub(line.len());
+            cut |= body.len() > room;
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            if ends {
+                emit(&line, cut);
+                line.clear();
+                cut = false;
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&line, cut);
     }
 }
 

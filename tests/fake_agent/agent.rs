@@ -456,6 +456,19 @@ async fn run_turn(
                 Err(error) => turn.chunk(format!("write failed: {}", error.message))?,
             }
         }
+        // Stderr that is no UTF-8, then one 1 MB line: more than a pipe
+        // holds, so the turn ends only if quorum keeps reading.
+        "noisy" => {
+            use std::io::Write;
+            let mut err = std::io::stderr().lock();
+            let mut noise = b"bad \xff byte\n".to_vec();
+            noise.extend(std::iter::repeat_n(b'x', 1 << 20));
+            noise.extend_from_slice(b"\nlast words\n");
+            err.write_all(&noise)
+                .and_then(|()| err.flush())
+                .map_err(agent_client_protocol::Error::into_internal_error)?;
+            turn.chunk("still here")?;
+        }
         "crash" => {
             turn.chunk("about to crash")?;
             // Outgoing messages are written in order, so the writer thread
