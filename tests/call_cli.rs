@@ -490,3 +490,13 @@ fn stderr_that_is_not_utf8_or_endless_never_wedges_a_call() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "still here\n");
 }
+
+/// A byte that is not UTF-8 in one message costs that byte, not the
+/// connection (before: "fake exited during the turn: exited with code 0").
+#[test]
+fn a_bad_byte_on_stdout_does_not_end_the_connection() {
+    let s = shell();
+    let o = s.run(&["call", "--agent", "fake", "--input", "badbyte"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "caf\u{fffd} after\n");
+}

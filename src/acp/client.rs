@@ -27,7 +27,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
 use futures::StreamExt;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::fs::{Exclude, Root};
@@ -949,31 +949,68 @@ fn transport(
         stdin.flush().await?;
         Ok::<_, std::io::Error>(stdin)
     });
-    let lines = tokio::io::BufReader::with_capacity(64 * 1024, stdout).lines();
-    let incoming =
-        futures::stream::unfold(lines, async |mut lines| match lines.next_line().await {
-            Ok(Some(line)) => Some((Ok(line), lines)),
+    let reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
+    let incoming = futures::stream::unfold(reader, async |mut reader| {
+        match read_frame(&mut reader).await {
+            Ok(Some(line)) => Some((Ok(line), reader)),
             Ok(None) => None,
-            Err(e) => Some((Err(e), lines)),
-        })
-        .filter_map(move |line| {
-            let forward = match &line {
-                Ok(text) => match fast_update(text) {
-                    Some(n) => {
-                        let _ = route(
-                            &routes,
-                            &n.session_id.0,
-                            Incoming::Update(Box::new(n.update)),
-                        );
-                        false
-                    }
-                    None => true,
-                },
-                Err(_) => true,
-            };
-            std::future::ready(forward.then_some(line))
-        });
+            Err(e) => Some((Err(e), reader)),
+        }
+    })
+    .filter_map(move |line| {
+        let forward = match &line {
+            Ok(text) => match fast_update(text) {
+                Some(n) => {
+                    let _ = route(
+                        &routes,
+                        &n.session_id.0,
+                        Incoming::Update(Box::new(n.update)),
+                    );
+                    false
+                }
+                None => true,
+            },
+            Err(_) => true,
+        };
+        std::future::ready(forward.then_some(line))
+    });
     Lines::new(outgoing, incoming)
+}
+
+/// The longest JSON-RPC message read from an agent.
+const MAX_FRAME: u64 = 64 * 1024 * 1024;
+
+/// One line of the agent's stdout, without its line end. Bytes that are not
+/// UTF-8 are replaced (U+FFFD) rather than ending the connection: one bad
+/// byte costs at most its message. A line longer than [`MAX_FRAME`] is an
+/// error, read no further.
+async fn read_frame(
+    reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>,
+) -> std::io::Result<Option<String>> {
+    let mut buf = Vec::new();
+    let n = (&mut *reader)
+        .take(MAX_FRAME + 1)
+        .read_until(b'\n', &mut buf)
+        .await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.len() as u64 > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the agent sent a message over {} MB", MAX_FRAME >> 20),
+        ));
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    }
+    Ok(Some(match String::from_utf8(buf) {
+        Ok(line) => line,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }))
 }
 
 /// A `session/update` notification, if `line` is one this client knows.
@@ -1031,7 +1068,6 @@ async fn drain_stderr(
     mut pipe: tokio::process::ChildStderr,
     keep: Arc<Mutex<VecDeque<String>>>,
 ) {
-    use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; 8192];
     let mut line: Vec<u8> = Vec::new();
     let mut cut = false;

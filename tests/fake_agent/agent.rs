@@ -271,6 +271,25 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(REPEAT_MARKER, repeat)?)?;
             turn.reply = "x".repeat(usize::try_from(count).unwrap_or(usize::MAX));
         }
+        // A message with a byte that is not UTF-8 in its text, then one
+        // that is fine: the turn goes on.
+        "badbyte" => {
+            let chunk = ContentChunk::new(ContentBlock::from("caf<FF> "));
+            let update = SessionNotification::new(
+                turn.session_id.clone(),
+                SessionUpdate::AgentMessageChunk(chunk),
+            );
+            let params = serde_json::to_value(&update).map_err(Error::into_internal_error)?;
+            let line = TransportFrame::Single(RawJsonRpcMessage::notification(
+                "session/update".to_string(),
+                params,
+            )?)
+            .to_json()?;
+            let raw = serde_json::json!({ "line": line, "count": 1, "raw": true });
+            turn.cx
+                .send_notification(UntypedMessage::new(REPEAT_MARKER, raw)?)?;
+            turn.chunk("after")?;
+        }
         "tools" => {
             turn.chunk("Let me look.")?;
             let read = ToolCall::new("t1", "Read README.md")
@@ -890,8 +909,19 @@ fn write_frame(out: &mut impl Write, frame: &TransportFrame) {
                 let params = params.unwrap_or_default();
                 let line = params["line"].as_str().unwrap_or_default();
                 let count = params["count"].as_u64().unwrap_or_default();
+                // `raw`: `<FF>` in the line is written as the byte 0xFF.
+                let bytes: Vec<u8> = if params["raw"] == true {
+                    line.split("<FF>")
+                        .collect::<Vec<_>>()
+                        .join("\u{0}")
+                        .bytes()
+                        .map(|b| if b == 0 { 0xff } else { b })
+                        .collect()
+                } else {
+                    line.as_bytes().to_vec()
+                };
                 for _ in 0..count {
-                    write_or_exit(writeln!(out, "{line}"));
+                    write_or_exit(out.write_all(&bytes).and_then(|()| out.write_all(b"\n")));
                 }
                 return;
             }
