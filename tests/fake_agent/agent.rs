@@ -210,6 +210,20 @@ fn thirds(text: &str) -> Vec<String> {
     pieces
 }
 
+/// The wire line of one `agent_message_chunk` update, for the stdout
+/// writer to write as it is (see [`REPEAT_MARKER`]).
+fn chunk_line(session_id: &SessionId, text: &str) -> Result<String, Error> {
+    let chunk = ContentChunk::new(ContentBlock::from(text));
+    let update =
+        SessionNotification::new(session_id.clone(), SessionUpdate::AgentMessageChunk(chunk));
+    let params = serde_json::to_value(&update).map_err(Error::into_internal_error)?;
+    TransportFrame::Single(RawJsonRpcMessage::notification(
+        "session/update".to_string(),
+        params,
+    )?)
+    .to_json()
+}
+
 /// Splits off the first whitespace-separated word; the rest keeps everything
 /// after the whitespace that follows the word.
 fn first_word(text: &str) -> (&str, &str) {
@@ -255,17 +269,7 @@ async fn run_turn(
             // chunk once and have the stdout writer repeat the line: the
             // marker travels the connection's outgoing queue like any other
             // message, so wire order and bytes are unchanged.
-            let chunk = ContentChunk::new(ContentBlock::from("x"));
-            let update = SessionNotification::new(
-                turn.session_id.clone(),
-                SessionUpdate::AgentMessageChunk(chunk),
-            );
-            let params = serde_json::to_value(&update).map_err(Error::into_internal_error)?;
-            let line = TransportFrame::Single(RawJsonRpcMessage::notification(
-                "session/update".to_string(),
-                params,
-            )?)
-            .to_json()?;
+            let line = chunk_line(&turn.session_id, "x")?;
             let repeat = serde_json::json!({ "line": line, "count": count });
             turn.cx
                 .send_notification(UntypedMessage::new(REPEAT_MARKER, repeat)?)?;
@@ -274,17 +278,7 @@ async fn run_turn(
         // A message with a byte that is not UTF-8 in its text, then one
         // that is fine: the turn goes on.
         "badbyte" => {
-            let chunk = ContentChunk::new(ContentBlock::from("caf<FF> "));
-            let update = SessionNotification::new(
-                turn.session_id.clone(),
-                SessionUpdate::AgentMessageChunk(chunk),
-            );
-            let params = serde_json::to_value(&update).map_err(Error::into_internal_error)?;
-            let line = TransportFrame::Single(RawJsonRpcMessage::notification(
-                "session/update".to_string(),
-                params,
-            )?)
-            .to_json()?;
+            let line = chunk_line(&turn.session_id, "caf<FF> ")?;
             let raw = serde_json::json!({ "line": line, "count": 1, "raw": true });
             turn.cx
                 .send_notification(UntypedMessage::new(REPEAT_MARKER, raw)?)?;
