@@ -45,6 +45,9 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.char_indices().peekable();
     while let Some((_, c)) = chars.next() {
+        if skip_sequence(c, &mut chars).is_some() {
+            continue;
+        }
         match c {
             '\n' => out.push('\n'),
             '\t' => out.push_str("    "),
@@ -52,17 +55,6 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
                 if chars.peek().map(|&(_, c)| c) != Some('\n') {
                     out.push('\n');
                 }
-            }
-            '\u{1b}' => {
-                skip_escape(&mut chars);
-            }
-            // 8-bit CSI: parameters and a final byte follow.
-            '\u{9b}' => {
-                skip_csi(&mut chars);
-            }
-            // 8-bit OSC, DCS, SOS, PM, APC: a string up to ST or BEL follows.
-            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => {
-                skip_string(&mut chars);
             }
             c if c.is_control() || invisible(c) => {}
             c => out.push(c),
@@ -94,6 +86,19 @@ pub fn json(serialized: &str) -> Cow<'_, str> {
 }
 
 type Chars<'a> = std::iter::Peekable<std::str::CharIndices<'a>>;
+
+/// When `c` starts a sequence, consumes the rest of it and says whether it
+/// was whole; `None` when `c` starts none.
+fn skip_sequence(c: char, chars: &mut Chars<'_>) -> Option<bool> {
+    match c {
+        '\u{1b}' => Some(skip_escape(chars)),
+        // 8-bit CSI: parameters and a final byte follow.
+        '\u{9b}' => Some(skip_csi(chars)),
+        // 8-bit OSC, DCS, SOS, PM, APC: a string up to ST or BEL follows.
+        '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => Some(skip_string(chars)),
+        _ => None,
+    }
+}
 
 /// Each `skip_*` consumes one sequence and says whether it was whole
 /// (`false`: the text ended inside it).
@@ -150,13 +155,7 @@ fn skip_string(chars: &mut Chars<'_>) -> bool {
 fn cut_tail(text: &str) -> Option<usize> {
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
-        let whole = match c {
-            '\u{1b}' => skip_escape(&mut chars),
-            '\u{9b}' => skip_csi(&mut chars),
-            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
-            _ => true,
-        };
-        if !whole {
+        if skip_sequence(c, &mut chars) == Some(false) {
             return Some(i);
         }
     }
