@@ -15,6 +15,15 @@ fn quorum(args: &[&str]) -> Output {
         .expect("quorum runs")
 }
 
+/// `quorum` at home in `dir`: its state and its config stay there.
+fn quorum_in(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+    c.args(args)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("HOME", dir);
+    c
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -224,10 +233,7 @@ fn errors_are_one_clear_line_without_a_backtrace() {
 #[test]
 fn a_closed_stdout_is_no_error() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quorum"))
-        .arg("agents")
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("HOME", dir.path())
+    let mut child = quorum_in(dir.path(), &["agents"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -245,12 +251,7 @@ fn a_closed_stdout_is_no_error() {
 fn state_directory_and_log_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
-        .arg("agents")
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("HOME", dir.path())
-        .output()
-        .unwrap();
+    let o = quorum_in(dir.path(), &["agents"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let state = dir.path().join("state/quorum");
@@ -267,10 +268,7 @@ fn config_text_reaches_the_terminal_clean() {
     let run = |config: &str| {
         let file = dir.path().join("quorum.toml");
         std::fs::write(&file, config).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_quorum"))
-            .args(["agents", "--config", file.to_str().unwrap()])
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("HOME", dir.path())
+        quorum_in(dir.path(), &["agents", "--config", file.to_str().unwrap()])
             .output()
             .unwrap()
     };
@@ -303,13 +301,13 @@ fn an_unknown_model_key_is_an_error_with_its_line() {
         "# mine\n[model]\nname = \"openai:x\"\nbase_ulr = \"http://127.0.0.1:9/v1\"\n",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
-        .args(["--config", file.to_str().unwrap(), "run", "-p", "hi"])
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("HOME", dir.path())
-        .env_remove("QUORUM_MODEL")
-        .output()
-        .unwrap();
+    let o = quorum_in(
+        dir.path(),
+        &["--config", file.to_str().unwrap(), "run", "-p", "hi"],
+    )
+    .env_remove("QUORUM_MODEL")
+    .output()
+    .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.starts_with("quorum: "), "{err}");
