@@ -15,12 +15,7 @@ fn every_tiny_size_renders_at_every_step() {
             for panel in [Some(false), Some(true), None] {
                 for cols in 0..=12u16 {
                     for rows in 0..=6u16 {
-                        let mut app = App::still();
-                        app.view.set_panel(panel);
-                        for e in &events[..n] {
-                            app.on_event(e.clone());
-                        }
-                        let buf = screenshot::render(&mut app, cols, rows);
+                        let buf = screen(&events[..n], cols, rows, panel);
                         assert_eq!(buf.area.width, cols);
                         assert_eq!(buf.area.height, rows);
                     }
@@ -97,12 +92,7 @@ fn a_sequence_split_across_chunks_leaves_no_fragment() {
         delta("reply \u{1b}["),
         delta("1mbold\u{1b}[0m done"),
     ];
-    let mut app = App::still();
-    app.view.set_panel(Some(false));
-    for e in events {
-        app.on_event(e);
-    }
-    let text = rows(&screenshot::render(&mut app, 100, 20)).join("\n");
+    let text = rows(&screen(&events, 100, 20, Some(false))).join("\n");
     assert!(text.contains("plain red and titled"), "{text}");
     assert!(text.contains("reply bold done"), "{text}");
     for fragment in ["[31m", "[0m", "0m", "31m", "[1m", "1mbold", "zz", "qq"] {
