@@ -204,11 +204,11 @@ fn run(cli: Cli) -> Result<i32> {
             args.probe,
         ))?,
         Some(Command::Review(args)) => with_runtime(quorum::engine::review::command(args, config))?,
-        Some(Command::Replay(args)) => match args.screenshot_options() {
+        Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {
                 config::init_logging();
-                screen::replay(&args.file, args.replay_options())
+                screen::replay(&args.file, args.replay_options(max_line(&config)?))
                     .await
                     .map(|()| 0)
             })?,
@@ -217,6 +217,11 @@ fn run(cli: Cli) -> Result<i32> {
         None => with_runtime(tui_cmd(cli.tui, model, config))?,
     };
     Ok(code)
+}
+
+/// The longest transcript line replayed (`[limits]` in the config).
+fn max_line(config: &Option<PathBuf>) -> Result<u64> {
+    Ok(config::config_limits(config.as_deref())?.max_transcript_line_bytes)
 }
 
 /// Runs `f`; then, however it returned and while the runtime is still

@@ -6,10 +6,10 @@ mod common;
 use std::time::Instant;
 
 use common::*;
-use quorum::acp::fs::Root;
 use quorum::acp::registry::{Permissions, Registry};
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Op, Stamped};
+use quorum::fsroot::Root;
 use quorum::transcript;
 use quorum::tui::app::{self, App, Input};
 use quorum::tui::player::Player;

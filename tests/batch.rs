@@ -5,10 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorum::acp::fs::Root;
 use quorum::acp::registry::{Permissions, Registry};
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Event, Severity, Stamped, TaskState};
+use quorum::fsroot::Root;
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
 use quorum::subagent::dispatch::{BatchResult, DispatchError, Reply};

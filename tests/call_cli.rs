@@ -1,49 +1,13 @@
 //! `quorum call` and `quorum agents` from the shell, against the fake agent.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+use common::shell::{shell, text};
 
 use quorum::event::Event;
-
-struct Shell {
-    dir: tempfile::TempDir,
-    config: std::path::PathBuf,
-}
-
-fn shell() -> Shell {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("quorum.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.fake]\ncommand = {:?}\ndescription = \"the test agent\"\n",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
-    Shell { dir, config }
-}
-
-impl Shell {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
-        c.arg("--config")
-            .arg(&self.config)
-            .args(args)
-            // Logs and remembered model picks stay in the test's directory.
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .current_dir(self.dir.path());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn prints_the_final_message_and_exits_zero() {

@@ -8,10 +8,10 @@ mod common;
 use std::time::Instant;
 
 use common::*;
-use quorum::acp::fs::Root;
 use quorum::acp::registry::{Permissions, Registry};
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::Stamped;
+use quorum::fsroot::Root;
 use quorum::tui::app::{self, App, Input};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -30,19 +30,17 @@ use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::fs::{Exclude, Root};
 use super::registry::{AgentSpec, Permissions, locate};
 use crate::cancel::cancelled;
 use crate::event::{
     Activity, ChildState, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason,
     ToolContent, ToolDetail, ToolStatus, Usage,
 };
+use crate::fsroot::{Exclude, Root};
 use crate::supervisor::{self, Group, Supervisor};
 
 /// How long an agent may take to end its turn after `session/cancel`.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
-/// Lines of an agent's stderr kept for error messages.
-const STDERR_LINES: usize = 20;
 /// How much of one stderr line is kept.
 const STDERR_LINE: usize = 4096;
 /// How long an agent may take to exit by itself once its stdin is closed
@@ -86,8 +84,9 @@ enum Incoming {
         Box<RequestPermissionRequest>,
         Responder<RequestPermissionResponse>,
     ),
-    /// A file request was refused or failed; shown in the box.
-    FsProblem(String),
+    /// Something the person should know of, shown in the box: a file
+    /// request refused, a message with bytes that are not UTF-8.
+    Notice(String),
 }
 
 /// Each running turn's channel, by session id: the turn's own session and
@@ -126,7 +125,9 @@ pub struct Connection {
     exclusions: Exclusions,
     dead: Arc<AtomicBool>,
     exit: Arc<Mutex<Option<String>>>,
-    stderr: Arc<Mutex<VecDeque<String>>>,
+    stderr: Arc<Mutex<Tail>>,
+    /// Why quorum stopped reading the agent, if it did.
+    cause: Arc<Mutex<Option<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
     /// How long `session/new` (and resume, load) may take.
     startup_timeout: Duration,
@@ -151,7 +152,7 @@ impl Connection {
 
     /// Why the process ended, with its last stderr line, once it has.
     pub fn death(&self) -> String {
-        death(&self.exit, &self.stderr)
+        death(&self.cause, &self.exit, &self.stderr)
     }
 
     /// Closes the connection; the process is stopped.
@@ -193,8 +194,15 @@ impl Connection {
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
 
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        tokio::spawn(drain_stderr(agent.clone(), stderr_pipe, stderr.clone()));
+        let stderr = Arc::new(Mutex::new(Tail::default()));
+        tokio::spawn(drain_stderr(
+            agent.clone(),
+            stderr_pipe,
+            stderr.clone(),
+            spec.limits.stderr_bytes,
+        ));
+        // Why quorum stopped reading, when it did (a message too long).
+        let cause: Arc<Mutex<Option<String>>> = Arc::default();
 
         let dead = Arc::new(AtomicBool::new(false));
         let exit = Arc::new(Mutex::new(None));
@@ -212,7 +220,16 @@ impl Connection {
         let routes: Routes = Arc::default();
         let exclusions: Exclusions = Arc::default();
         let read_exclusions = exclusions.clone();
-        let transport = transport(stdin, stdout, routes.clone());
+        let transport = transport(
+            stdin,
+            stdout,
+            Reading {
+                agent: agent.clone(),
+                routes: routes.clone(),
+                max_frame: spec.limits.max_frame_bytes,
+                cause: cause.clone(),
+            },
+        );
         let (cx_tx, cx_rx) = oneshot::channel();
 
         let notify_routes = routes.clone();
@@ -263,20 +280,35 @@ impl Connection {
                         .expect("not poisoned")
                         .get(req.session_id.0.as_ref())
                         .cloned();
-                    let read = read_root
-                        .check(&req.path, exclude.as_ref())
-                        .and_then(|()| read_root.read(&req.path, req.line, req.limit));
-                    match read {
-                        Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
-                        Err(e) => {
-                            let _ = route(
-                                &read_routes,
-                                &req.session_id.0,
-                                Incoming::FsProblem(format!("refused to read {e}")),
-                            );
-                            responder.respond_with_error(fs_error(&e))
-                        }
-                    }
+                    // File I/O runs on a blocking thread, and the answer
+                    // is sent from a task of its own: the dispatch loop
+                    // never waits on the disk.
+                    let root = read_root.clone();
+                    let routes = read_routes.clone();
+                    tokio::spawn(async move {
+                        let session = req.session_id.0.clone();
+                        let read = tokio::task::spawn_blocking(move || {
+                            root.check(&req.path, exclude.as_ref())
+                                .and_then(|()| root.read(&req.path, req.line, req.limit))
+                        })
+                        .await;
+                        let _ = match read {
+                            Ok(Ok(text)) => responder.respond(ReadTextFileResponse::new(text)),
+                            Ok(Err(e)) => {
+                                let _ = route(
+                                    &routes,
+                                    &session,
+                                    Incoming::Notice(format!("refused to read {e}")),
+                                );
+                                responder.respond_with_error(fs_error(&e))
+                            }
+                            Err(e) => responder.respond_with_error(
+                                agent_client_protocol::Error::internal_error()
+                                    .data(format!("the read stopped: {e}")),
+                            ),
+                        };
+                    });
+                    Ok(())
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -284,17 +316,32 @@ impl Connection {
                 async move |req: WriteTextFileRequest,
                             responder: Responder<WriteTextFileResponse>,
                             _cx| {
-                    match write_root.write(&req.path, &req.content) {
-                        Ok(()) => responder.respond(WriteTextFileResponse::new()),
-                        Err(e) => {
-                            let _ = route(
-                                &write_routes,
-                                &req.session_id.0,
-                                Incoming::FsProblem(format!("refused to write {e}")),
-                            );
-                            responder.respond_with_error(fs_error(&e))
-                        }
-                    }
+                    let root = write_root.clone();
+                    let routes = write_routes.clone();
+                    tokio::spawn(async move {
+                        let session = req.session_id.0.clone();
+                        let path = req.path.clone();
+                        let written = tokio::task::spawn_blocking(move || {
+                            root.write(&req.path, &req.content)
+                        })
+                        .await;
+                        let _ = match written {
+                            Ok(Ok(())) => responder.respond(WriteTextFileResponse::new()),
+                            Ok(Err(e)) => {
+                                let _ = route(
+                                    &routes,
+                                    &session,
+                                    Incoming::Notice(format!("refused to write {e}")),
+                                );
+                                responder.respond_with_error(fs_error(&e))
+                            }
+                            Err(e) => responder.respond_with_error(
+                                agent_client_protocol::Error::internal_error()
+                                    .data(format!("the write to {} stopped: {e}", path.display())),
+                            ),
+                        };
+                    });
+                    Ok(())
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -349,7 +396,7 @@ impl Connection {
                 // Give the watcher a moment to see an exit, for a better message.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let message = if dead.load(Ordering::SeqCst) {
-                    death(&exit, &stderr)
+                    death(&cause, &exit, &stderr)
                 } else {
                     e.to_string()
                 };
@@ -370,6 +417,7 @@ impl Connection {
             dead,
             exit,
             stderr,
+            cause,
             shutdown: Mutex::new(Some(shutdown_tx)),
             startup_timeout: spec.startup_timeout,
         };
@@ -467,7 +515,7 @@ impl Connection {
                             }
                         }
                     },
-                    Incoming::FsProblem(text) => sink.notice(&text),
+                    Incoming::Notice(text) => sink.notice(&text),
                     Incoming::Permission(req, responder) => {
                         // A child's request names the child, and is shown
                         // in its box too.
@@ -938,7 +986,7 @@ impl Drop for Connection {
 fn transport(
     stdin: tokio::process::ChildStdin,
     stdout: tokio::process::ChildStdout,
-    routes: Routes,
+    reading: Reading,
 ) -> Lines<
     impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
     impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
@@ -949,15 +997,53 @@ fn transport(
         stdin.flush().await?;
         Ok::<_, std::io::Error>(stdin)
     });
+    let Reading {
+        agent,
+        routes,
+        max_frame,
+        cause,
+    } = reading;
     let reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
-    let incoming = futures::stream::unfold(reader, async |mut reader| {
-        match read_frame(&mut reader).await {
-            Ok(Some(line)) => Some((Ok(line), reader)),
+    let mut lossy_lines = 0u64;
+    // After an error nothing more is read: the connection ends, and its
+    // error says why.
+    let incoming = futures::stream::unfold(Some(reader), move |reader| async move {
+        let mut reader = reader?;
+        match read_frame(&mut reader, max_frame).await {
+            Ok(Some(frame)) => Some((Ok(frame), Some(reader))),
             Ok(None) => None,
-            Err(e) => Some((Err(e), reader)),
+            Err(e) => Some((Err(e), None)),
         }
     })
-    .filter_map(move |line| {
+    .filter_map(move |frame| {
+        let line = match frame {
+            Ok(Frame { line, lossy }) => {
+                if lossy {
+                    lossy_lines += 1;
+                    // The first, then the 10th, 100th, ...: a stream of
+                    // them does not flood the box.
+                    if lossy_lines.to_string().trim_start_matches('1').bytes().all(|b| b == b'0') {
+                        let count = if lossy_lines == 1 {
+                            String::new()
+                        } else {
+                            format!(" ({lossy_lines} so far)")
+                        };
+                        let text = format!(
+                            "{agent} sent a message with bytes that are not UTF-8; they show as \u{fffd}{count}"
+                        );
+                        tracing::warn!("{text}");
+                        notify_all(&routes, &text);
+                    }
+                }
+                Ok(line)
+            }
+            Err(e) => {
+                let text = format!("{agent} {e}");
+                tracing::warn!("{text}");
+                *cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                Err(std::io::Error::new(e.kind(), text))
+            }
+        };
         let forward = match &line {
             Ok(text) => match fast_update(text) {
                 Some(n) => {
@@ -977,28 +1063,60 @@ fn transport(
     Lines::new(outgoing, incoming)
 }
 
-/// The longest JSON-RPC message read from an agent.
-const MAX_FRAME: u64 = 64 * 1024 * 1024;
+/// What the reading half of the transport needs.
+struct Reading {
+    agent: String,
+    routes: Routes,
+    /// The longest message read (`max_frame_bytes`).
+    max_frame: u64,
+    /// Set to the reason when reading stops on an error.
+    cause: Arc<Mutex<Option<String>>>,
+}
+
+/// Shows `text` in the box of every turn running on the connection.
+fn notify_all(routes: &Routes, text: &str) {
+    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+    // A turn's child sessions share its channel: one notice per turn.
+    let mut told: Vec<&mpsc::UnboundedSender<(String, Incoming)>> = Vec::new();
+    for (session, tx) in routes.iter() {
+        if told.iter().any(|t| t.same_channel(tx)) {
+            continue;
+        }
+        let _ = tx.send((session.clone(), Incoming::Notice(text.to_string())));
+        told.push(tx);
+    }
+}
+
+/// One line of an agent's stdout; `lossy` when bytes that are not UTF-8
+/// were replaced.
+struct Frame {
+    line: String,
+    lossy: bool,
+}
 
 /// One line of the agent's stdout, without its line end. Bytes that are not
 /// UTF-8 are replaced (U+FFFD) rather than ending the connection: one bad
-/// byte costs at most its message. A line longer than [`MAX_FRAME`] is an
+/// byte costs at most its message. A line longer than `max` bytes is an
 /// error, read no further.
 async fn read_frame(
     reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>,
-) -> std::io::Result<Option<String>> {
+    max: u64,
+) -> std::io::Result<Option<Frame>> {
     let mut buf = Vec::new();
     let n = (&mut *reader)
-        .take(MAX_FRAME + 1)
+        .take(max.saturating_add(1))
         .read_until(b'\n', &mut buf)
         .await?;
     if n == 0 {
         return Ok(None);
     }
-    if buf.len() as u64 > MAX_FRAME {
+    if buf.len() as u64 > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("the agent sent a message over {} MB", MAX_FRAME >> 20),
+            format!(
+                "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
+                crate::limits::size(max)
+            ),
         ));
     }
     if buf.last() == Some(&b'\n') {
@@ -1008,8 +1126,11 @@ async fn read_frame(
         }
     }
     Ok(Some(match String::from_utf8(buf) {
-        Ok(line) => line,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        Ok(line) => Frame { line, lossy: false },
+        Err(e) => Frame {
+            line: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            lossy: true,
+        },
     }))
 }
 
@@ -1035,21 +1156,56 @@ fn fast_update(line: &str) -> Option<SessionNotification> {
     }
 }
 
-fn death(exit: &Mutex<Option<String>>, stderr: &Mutex<VecDeque<String>>) -> String {
-    let exit = exit.lock().expect("not poisoned").clone();
+/// Why an agent's connection ended: why quorum stopped reading it (if it
+/// did), how the process ended, and its last line of stderr.
+fn death(
+    cause: &Mutex<Option<String>>,
+    exit: &Mutex<Option<String>>,
+    stderr: &Mutex<Tail>,
+) -> String {
+    let exit = exit.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let exit = exit.unwrap_or_else(|| "the connection closed".to_string());
-    match stderr.lock().expect("not poisoned").back() {
+    let exit = match cause.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some(cause) => format!("{cause}; then {exit}"),
+        None => exit,
+    };
+    match stderr
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .lines
+        .back()
+    {
         Some(line) => format!("{exit}; last output: {line}"),
         None => exit,
     }
 }
 
-fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
-    use super::fs::FsError;
-    let code = match e {
-        FsError::Outside { .. } | FsError::Excluded { .. } => {
-            agent_client_protocol::ErrorCode::INVALID_PARAMS
+/// The latest lines of an agent's stderr, at most `cap` bytes of them.
+#[derive(Default)]
+struct Tail {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Tail {
+    fn push(&mut self, line: String, cap: usize) {
+        self.bytes += line.len();
+        self.lines.push_back(line);
+        while self.bytes > cap && self.lines.len() > 1 {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.len();
+            }
         }
+    }
+}
+
+fn fs_error(e: &crate::fsroot::FsError) -> agent_client_protocol::Error {
+    use crate::fsroot::FsError;
+    let code = match e {
+        FsError::Outside { .. }
+        | FsError::Excluded { .. }
+        | FsError::NotRegular { .. }
+        | FsError::TooBig { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
         FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
         }
@@ -1059,15 +1215,17 @@ fn fs_error(e: &super::fs::FsError) -> agent_client_protocol::Error {
 }
 
 /// Reads an agent's stderr to its end, whatever it writes: each line is
-/// logged (debug) and kept, clean, among the last [`STDERR_LINES`]; a line
+/// logged (debug) and kept, clean, among the last `keep_bytes` of it; a line
 /// is kept to its first [`STDERR_LINE`] bytes, so one endless line costs no
 /// more, and bytes that are not UTF-8 are replaced, never a reason to stop
 /// reading (an undrained pipe would block the agent).
 async fn drain_stderr(
     agent: String,
     mut pipe: tokio::process::ChildStderr,
-    keep: Arc<Mutex<VecDeque<String>>>,
+    keep: Arc<Mutex<Tail>>,
+    keep_bytes: u64,
 ) {
+    let cap = usize::try_from(keep_bytes).unwrap_or(usize::MAX);
     let mut buf = vec![0u8; 8192];
     let mut line: Vec<u8> = Vec::new();
     let mut cut = false;
@@ -1079,11 +1237,9 @@ async fn drain_stderr(
         if clean.is_empty() {
             return;
         }
-        let mut keep = keep.lock().expect("not poisoned");
-        if keep.len() == STDERR_LINES {
-            keep.pop_front();
-        }
-        keep.push_back(clean + more);
+        keep.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(clean + more, cap);
     };
     loop {
         let n = match pipe.read(&mut buf).await {
@@ -1200,9 +1356,12 @@ fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<std::path
                 .map(std::path::PathBuf::from),
         );
     }
-    candidates
-        .into_iter()
-        .find(|p| matches!(root.resolve_new(p), Err(super::fs::FsError::Outside { .. })))
+    candidates.into_iter().find(|p| {
+        matches!(
+            root.resolve_new(p),
+            Err(crate::fsroot::FsError::Outside { .. })
+        )
+    })
 }
 
 fn permission_title(req: &RequestPermissionRequest) -> String {

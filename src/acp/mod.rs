@@ -2,5 +2,4 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
-pub mod fs;
 pub mod registry;

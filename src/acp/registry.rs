@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::limits::Limits;
+
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 /// How messages name the built-in registry.
 const BUILTIN_PATH: &str = "assets/agents.toml";
@@ -70,6 +72,9 @@ pub struct AgentSpec {
     pub mode: Option<String>,
     /// The config file that set its `command`; `None` for a built-in one.
     pub source: Option<PathBuf>,
+    /// Its longest message and how much of its stderr is kept
+    /// (`[limits]` in the config file).
+    pub limits: Limits,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -227,6 +232,7 @@ impl Registry {
                     model: entry.model.or(base.model),
                     mode: entry.mode.or(base.mode),
                     source: source.or(base.source),
+                    limits: base.limits,
                 },
                 None => AgentSpec {
                     command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
@@ -243,11 +249,19 @@ impl Registry {
                     model: entry.model,
                     mode: entry.mode,
                     source,
+                    limits: Limits::default(),
                 },
             };
             self.agents.insert(name, spec);
         }
         Ok(())
+    }
+
+    /// Applies the config file's `[limits]` to every agent.
+    pub fn set_limits(&mut self, limits: Limits) {
+        for spec in self.agents.values_mut() {
+            spec.limits = limits;
+        }
     }
 
     pub fn all(&self) -> impl Iterator<Item = &AgentSpec> {

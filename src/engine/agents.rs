@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use crate::acp::client::Connection;
-use crate::acp::fs::Root;
 use crate::acp::registry::{AgentSpec, Registry, locate};
+use crate::fsroot::Root;
 use crate::sanitize::sanitize;
 use crate::supervisor::Supervisor;
 

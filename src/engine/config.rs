@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::acp::fs::Root;
 use crate::acp::registry::{Permissions, Registry, default_config_path, describe_toml_error};
+use crate::fsroot::Root;
+use crate::limits::Limits;
 use crate::llm::Model;
 use crate::transcript::TerminalSize;
 
@@ -58,11 +59,16 @@ impl SessionConfig {
         }
     }
 
-    /// Takes the config file's top-level settings (`max_parallel`).
+    /// Takes the config file's top-level settings (`max_parallel`) and its
+    /// `[limits]`.
     pub fn read_settings(&mut self, config: Option<&Path>) -> Result<()> {
-        if let Some(n) = settings(config)?.max_parallel {
+        let settings = settings(config)?;
+        if let Some(n) = settings.max_parallel {
             self.max_parallel = n;
         }
+        let limits = settings.limits.unwrap_or_default();
+        self.registry.set_limits(limits);
+        self.root = self.root.clone().with_max_read(limits.max_read_bytes);
         Ok(())
     }
 }
@@ -137,6 +143,14 @@ struct Settings {
     /// How many tasks of one batch run at once.
     #[serde(default, deserialize_with = "at_least_one")]
     max_parallel: Option<usize>,
+    /// What one piece of outside input may cost.
+    #[serde(default)]
+    limits: Option<Limits>,
+}
+
+/// The config file's `[limits]` (the defaults without a file or section).
+pub fn config_limits(config: Option<&Path>) -> Result<Limits> {
+    Ok(settings(config)?.limits.unwrap_or_default())
 }
 
 fn at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {

@@ -10,8 +10,8 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::acp::client::TurnSink;
-use crate::acp::fs::Root;
 use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
+use crate::fsroot::Root;
 use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet, summarize_args};

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::ToolSet;
-use crate::acp::fs::{Exclude, Root};
+use crate::fsroot::{Exclude, Root};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::supervisor::{self, Supervisor};
 
@@ -187,6 +187,20 @@ impl FileTools {
         call: ToolCall,
         cancel: watch::Receiver<bool>,
     ) -> Result<String, String> {
+        if call.name == "shell" {
+            let a: ShellArgs = args(&call)?;
+            return shell(&a.command, self.root.path(), &self.supervisor, cancel).await;
+        }
+        // File tools touch the disk: on a blocking thread, never an async
+        // worker.
+        let tools = self.clone();
+        let name = call.name.clone();
+        tokio::task::spawn_blocking(move || tools.file_tool(call))
+            .await
+            .map_err(|e| format!("the {name} tool stopped: {e}"))?
+    }
+
+    fn file_tool(&self, call: ToolCall) -> Result<String, String> {
         let root = &self.root;
         match call.name.as_str() {
             "read" => {
@@ -270,10 +284,6 @@ impl FileTools {
                     )),
                 }
             }
-            "shell" => {
-                let a: ShellArgs = args(&call)?;
-                shell(&a.command, root.path(), &self.supervisor, cancel).await
-            }
             other => Err(format!("unknown tool {other:?}")),
         }
     }
@@ -309,7 +319,9 @@ fn grep(
             }
             grep(re, &e.path(), root, exclude, out);
         }
-    } else if let Ok(text) = std::fs::read_to_string(&real) {
+    } else if let Ok(text) = root.read(&real, None, None) {
+        // Only regular UTF-8 files within the read limit: a FIFO or a
+        // device is skipped, never waited on.
         for (i, line) in text.lines().enumerate() {
             if re.is_match(line) {
                 out.push((real.clone(), i + 1, line.chars().take(300).collect()));
@@ -513,6 +525,46 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let tools = FileTools::new(Root::new(dir.path()).unwrap(), Supervisor::new());
         (dir, tools, tx, rx)
+    }
+
+    /// The internal agent's `write`, `edit`, `read` and `grep` go through
+    /// the same walk: no write out through a dangling link, and a FIFO is
+    /// skipped, never waited on (on a multi-thread runtime, as quorum runs).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn dangling_links_and_fifos_in_the_file_tools() {
+        let (dir, t, _tx, rx) = tools();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("planted.txt");
+        std::os::unix::fs::symlink(&target, dir.path().join("link")).unwrap();
+        let e = t
+            .run(
+                call("write", json!({"path": "link", "content": "x"})),
+                rx.clone(),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.starts_with("link: outside the session directory"), "{e}");
+        let e = t
+            .run(
+                call("edit", json!({"path": "link", "old": "a", "new": "b"})),
+                rx.clone(),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.contains("link"), "{e}");
+        assert!(!target.exists());
+        nix::unistd::mkfifo(&dir.path().join("src/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = t
+            .run(call("read", json!({"path": "src/fifo"})), rx.clone())
+            .await
+            .unwrap_err();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        assert_eq!(
+            t.run(call("grep", json!({"pattern": "helper"})), rx.clone())
+                .await
+                .unwrap(),
+            "src/lib.rs:2: fn helper() {}"
+        );
     }
 
     #[tokio::test]

@@ -22,7 +22,6 @@ use super::types::{
     compose_prompt,
 };
 use crate::acp::client::{Connection, PermissionAnswer, TurnControl, TurnRequest, TurnSink};
-use crate::acp::fs::{Exclude, Root};
 use crate::acp::registry::{Permissions, Registry, UnknownAgent};
 use crate::board::UnknownTask;
 use crate::bus::Emitter;
@@ -31,6 +30,7 @@ use crate::event::{
     Activity, AgentRef, Event, NoticeLevel, Outcome, Quorum, ReviewerVerdict, SessionKind,
     Severity, StopReason,
 };
+use crate::fsroot::{Exclude, Root};
 use crate::supervisor::Supervisor;
 
 /// How many tasks of one batch run at once unless the config file says

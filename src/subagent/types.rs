@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::acp::fs::Exclude;
+use crate::fsroot::Exclude;
 
 fn yes() -> bool {
     true

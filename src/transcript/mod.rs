@@ -12,7 +12,7 @@
 mod player;
 mod recorder;
 
-pub use player::{Loaded, TranscriptError, Warning, load, parse};
+pub use player::{Loaded, TranscriptError, Warning, load, load_capped, parse};
 pub use recorder::Recorder;
 
 use serde::{Deserialize, Serialize};

@@ -20,6 +20,15 @@ pub enum TranscriptError {
         line: usize,
         column: usize,
     },
+    #[error(
+        "{path}:{line}: a line over {}, read no further (max_transcript_line_bytes under [limits] in the config)",
+        crate::limits::size(*limit)
+    )]
+    LineTooLong {
+        path: PathBuf,
+        line: usize,
+        limit: u64,
+    },
     #[error("{path}: empty file, expected a quorum transcript header on line 1")]
     Empty { path: PathBuf },
     #[error("{path}:1: not a quorum transcript header: {reason}")]
@@ -83,80 +92,154 @@ pub struct Loaded {
     pub warnings: Vec<Warning>,
 }
 
-/// Reads and checks a whole transcript file.
+/// Reads and checks a whole transcript file, its lines capped at the
+/// default [`crate::limits::MAX_TRANSCRIPT_LINE`].
 pub fn load(path: &Path) -> Result<Loaded, TranscriptError> {
-    let bytes = std::fs::read(path).map_err(|source| TranscriptError::Io {
+    load_capped(path, crate::limits::MAX_TRANSCRIPT_LINE)
+}
+
+/// Reads and checks a whole transcript file, one line at a time: a line
+/// longer than `max_line` bytes is an error naming it, read no further
+/// (so `/dev/zero` costs one line, not all memory).
+pub fn load_capped(path: &Path, max_line: u64) -> Result<Loaded, TranscriptError> {
+    use std::io::{BufRead, Read};
+    let io = |source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    match std::str::from_utf8(&bytes) {
-        Ok(text) => parse(path, text),
-        Err(e) => {
-            let valid = &bytes[..e.valid_up_to()];
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut reader = Reader::new(path);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut input)
+            .take(max_line.saturating_add(1))
+            .read_until(b'\n', &mut buf)
+            .map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        let complete = buf.last() == Some(&b'\n');
+        let body = if complete {
+            &buf[..buf.len() - 1]
+        } else {
+            &buf[..]
+        };
+        if body.len() as u64 > max_line {
+            return Err(TranscriptError::LineTooLong {
+                path: path.to_path_buf(),
+                line: reader.line + 1,
+                limit: max_line,
+            });
+        }
+        match std::str::from_utf8(&buf) {
+            Ok(text) => reader.line(text)?,
             // A character cut at the very end is a last line cut short,
             // as a `kill -9` mid-write leaves it: replay what came before.
-            if e.error_len().is_none() {
-                let text = std::str::from_utf8(valid).expect("valid up to here");
-                return parse(path, text);
+            Err(e) if !complete && e.error_len().is_none() => {
+                let valid = std::str::from_utf8(&buf[..e.valid_up_to()]).unwrap_or_default();
+                reader.line(valid)?;
             }
-            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-            Err(TranscriptError::NotUtf8 {
-                path: path.to_path_buf(),
-                line: valid.iter().filter(|&&b| b == b'\n').count() + 1,
-                column: valid.len() - line_start + 1,
-            })
+            Err(e) => {
+                return Err(TranscriptError::NotUtf8 {
+                    path: path.to_path_buf(),
+                    line: reader.line + 1,
+                    column: e.valid_up_to() + 1,
+                });
+            }
         }
     }
+    reader.finish()
 }
 
 /// Parses transcript text; `path` is only used in messages.
 pub fn parse(path: &Path, text: &str) -> Result<Loaded, TranscriptError> {
-    let path_buf = || path.to_path_buf();
-    let mut lines = text.split_inclusive('\n').enumerate();
-    let header = match lines.next() {
-        None => return Err(TranscriptError::Empty { path: path_buf() }),
-        Some((_, first)) => parse_header(path, first)?,
-    };
-    let mut events = Vec::new();
-    let mut warnings = Vec::new();
-    // Version 1 had no task-board snapshots for calls: its `task_progress`
-    // and `task_completed` lines are dropped, and the snapshots are made
-    // by running its events through a board, as the engine does today.
-    let mut upgrade = (header.version == 1).then(crate::board::Board::new);
-    for (index, raw) in lines {
-        let line = index + 1;
+    let mut reader = Reader::new(path);
+    for raw in text.split_inclusive('\n') {
+        reader.line(raw)?;
+    }
+    reader.finish()
+}
+
+/// A transcript read a line at a time.
+struct Reader<'a> {
+    path: &'a Path,
+    /// Lines read so far.
+    line: usize,
+    header: Option<Header>,
+    events: Vec<Stamped>,
+    warnings: Vec<Warning>,
+    /// Version 1 had no task-board snapshots for calls: its
+    /// `task_progress` and `task_completed` lines are dropped, and the
+    /// snapshots are made by running its events through a board, as the
+    /// engine does today.
+    upgrade: Option<crate::board::Board>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(path: &'a Path) -> Self {
+        Self {
+            path,
+            line: 0,
+            header: None,
+            events: Vec::new(),
+            warnings: Vec::new(),
+            upgrade: None,
+        }
+    }
+
+    /// Takes the next line, with its newline if it has one.
+    fn line(&mut self, raw: &str) -> Result<(), TranscriptError> {
+        self.line += 1;
+        let (path, line) = (self.path, self.line);
+        if self.header.is_none() {
+            let header = parse_header(path, raw)?;
+            self.upgrade = (header.version == 1).then(crate::board::Board::new);
+            self.header = Some(header);
+            return Ok(());
+        }
         let complete = raw.ends_with('\n');
         let body = raw.trim_end_matches(['\n', '\r']);
         if body.trim().is_empty() {
-            continue;
+            return Ok(());
         }
-        let parsed = match &upgrade {
+        let parsed = match &self.upgrade {
             Some(_) => parse_v1_event(path, line, body),
             None => parse_event(path, line, body).map(Some),
         };
         match parsed {
             Ok(None) => {}
             Ok(Some(event)) => {
-                let snapshot = upgrade.as_mut().and_then(|b| b.observe(&event));
+                let snapshot = self.upgrade.as_mut().and_then(|b| b.observe(&event));
                 let t = event.t;
-                events.push(event);
-                events.extend(snapshot.map(|s| Stamped::new(t, s)));
+                self.events.push(event);
+                self.events.extend(snapshot.map(|s| Stamped::new(t, s)));
             }
             // A cut-short last line: report it and keep what came before.
             Err(TranscriptError::NotJson { .. }) if !complete => {
-                warnings.push(Warning::TruncatedLastLine {
-                    path: path_buf(),
+                self.warnings.push(Warning::TruncatedLastLine {
+                    path: path.to_path_buf(),
                     line,
                 });
             }
             Err(e) => return Err(e),
         }
+        Ok(())
     }
-    Ok(Loaded {
-        header,
-        events,
-        warnings,
-    })
+
+    fn finish(self) -> Result<Loaded, TranscriptError> {
+        let Some(header) = self.header else {
+            return Err(TranscriptError::Empty {
+                path: self.path.to_path_buf(),
+            });
+        };
+        Ok(Loaded {
+            header,
+            events: self.events,
+            warnings: self.warnings,
+        })
+    }
 }
 
 fn parse_header(path: &Path, line: &str) -> Result<Header, TranscriptError> {

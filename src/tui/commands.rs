@@ -108,21 +108,25 @@ pub struct ReplayArgs {
 
 impl ReplayArgs {
     /// What to render, when a screenshot is asked for.
-    pub fn screenshot_options(&self) -> Option<ScreenshotOptions> {
+    /// `max_line`: the longest transcript line read
+    /// (`max_transcript_line_bytes`).
+    pub fn screenshot_options(&self, max_line: u64) -> Option<ScreenshotOptions> {
         Some(ScreenshotOptions {
             out: self.screenshot.clone()?,
             size: self.size,
             at: self.at,
             panel: self.panel.open(),
+            max_line,
         })
     }
 
-    pub fn replay_options(&self) -> ReplayOptions {
+    pub fn replay_options(&self, max_line: u64) -> ReplayOptions {
         ReplayOptions {
             speed: self.speed,
             instant: self.instant,
             paused: self.paused,
             panel: self.panel.open(),
+            max_line,
         }
     }
 }
@@ -134,11 +138,13 @@ pub struct ReplayOptions {
     pub paused: bool,
     /// The side panel: `None` for automatic.
     pub panel: Option<bool>,
+    /// The longest transcript line read.
+    pub max_line: u64,
 }
 
 /// Plays a transcript in the terminal.
 pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
-    let loaded = transcript::load(file)?;
+    let loaded = transcript::load_capped(file, options.max_line)?;
     require_terminal()?;
     let warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
     let mut player = Player::new(loaded.events, options.speed, Instant::now());
@@ -169,6 +175,8 @@ pub struct ScreenshotOptions {
     /// After event N (default: the end).
     pub at: Option<usize>,
     pub panel: Option<bool>,
+    /// The longest transcript line read.
+    pub max_line: u64,
 }
 
 /// Renders the screen after some of a transcript's events to a file.
@@ -180,7 +188,7 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
             out.display()
         )
     })?;
-    let loaded = transcript::load(file)?;
+    let loaded = transcript::load_capped(file, options.max_line)?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }

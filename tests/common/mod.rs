@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 pub mod adapter;
 pub mod models;
+pub mod shell;
 
 use quorum::event::Stamped;
 use quorum::transcript;

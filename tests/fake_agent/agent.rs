@@ -284,6 +284,38 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(REPEAT_MARKER, raw)?)?;
             turn.chunk("after")?;
         }
+        // `hugeline BYTES`: one stdout line of BYTES bytes that never ends;
+        // the agent then waits. Only a cap on a message ends the turn.
+        "hugeline" => {
+            let bytes: u64 = rest.trim().parse().unwrap_or(1 << 20);
+            let repeat = serde_json::json!({
+                "line": "x".repeat(1024),
+                "count": bytes.div_ceil(1024),
+                "newline": false,
+            });
+            turn.cx
+                .send_notification(UntypedMessage::new(REPEAT_MARKER, repeat)?)?;
+            std::future::pending::<()>().await;
+        }
+        // `hugestderr BYTES`: one stderr line of BYTES bytes, then a word of
+        // stderr, then a reply.
+        "hugestderr" => {
+            use std::io::Write;
+            let bytes: usize = rest.trim().parse().unwrap_or(1 << 20);
+            let mut err = std::io::stderr().lock();
+            let block = vec![b'y'; 1 << 16];
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(block.len());
+                err.write_all(&block[..n])
+                    .map_err(agent_client_protocol::Error::into_internal_error)?;
+                left -= n;
+            }
+            err.write_all(b"\nlast words\n")
+                .and_then(|()| err.flush())
+                .map_err(agent_client_protocol::Error::into_internal_error)?;
+            turn.chunk("still here")?;
+        }
         "tools" => {
             turn.chunk("Let me look.")?;
             let read = ToolCall::new("t1", "Read README.md")
@@ -914,8 +946,14 @@ fn write_frame(out: &mut impl Write, frame: &TransportFrame) {
                 } else {
                     line.as_bytes().to_vec()
                 };
+                // `newline: false`: the copies make one line, never ended.
+                let end: &[u8] = if params["newline"] == false {
+                    b""
+                } else {
+                    b"\n"
+                };
                 for _ in 0..count {
-                    write_or_exit(out.write_all(&bytes).and_then(|()| out.write_all(b"\n")));
+                    write_or_exit(out.write_all(&bytes).and_then(|()| out.write_all(end)));
                 }
                 return;
             }

@@ -1,0 +1,746 @@
+//! File access for agents, confined to the session's directory.
+//!
+//! The root is pinned as a directory descriptor, and every path is walked
+//! one component at a time from it with `openat` and `O_NOFOLLOW`: a
+//! symbolic link is read and followed by this code, never by the kernel,
+//! and only while it stays inside the root. So neither `../x`, nor a link
+//! pointing out (dangling or not), nor a directory swapped for a link
+//! between a check and the open, reaches outside. Only regular files are
+//! read or written (a FIFO would block forever), and reads are capped.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat, readlinkat};
+use nix::sys::stat::{Mode, mkdirat};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("{path}: outside the session directory {root}")]
+    Outside { path: PathBuf, root: PathBuf },
+    #[error(
+        "{path}: refused: the path matches this task's exclude_files_pattern {pattern:?}, so it may not be read"
+    )]
+    Excluded { path: PathBuf, pattern: String },
+    #[error("{path}: not a regular file ({kind}); only regular files are read or written")]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error(
+        "{path}: {size} bytes, over the read limit of {} (max_read_bytes under [limits] in the config)",
+        crate::limits::size(*limit)
+    )]
+    TooBig {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `path` with `.` and `..` applied to its text alone (no symlinks).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Paths a task may not read: `exclude_files_pattern`, a regular
+/// expression searched for in a path relative to the session directory
+/// (`secrets/key.pem`, `/` between the parts).
+#[derive(Debug, Clone)]
+pub struct Exclude(regex::Regex);
+
+impl Exclude {
+    /// Compiles `pattern`; the error names it.
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        regex::Regex::new(pattern).map(Self).map_err(|e| {
+            format!("exclude_files_pattern {pattern:?} is not a valid regular expression: {e}")
+        })
+    }
+
+    pub fn pattern(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// Whether a path relative to the session directory matches.
+    pub fn matches(&self, relative: &Path) -> bool {
+        let text: Vec<String> = relative
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        !text.is_empty() && self.0.is_match(&text.join("/"))
+    }
+}
+
+/// How many symbolic links one path may pass through (as Linux allows).
+const MAX_LINKS: usize = 40;
+
+/// One step of a path: up, or into a name.
+enum Part {
+    Up,
+    Name(OsString),
+}
+
+fn parts(path: &Path) -> VecDeque<Part> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::ParentDir => Some(Part::Up),
+            Component::Normal(n) => Some(Part::Name(n.to_owned())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a walk ends with.
+#[derive(Clone, Copy, PartialEq)]
+enum Walk {
+    /// Open the file for reading.
+    Read,
+    /// Open (or create, with its directories) the file for writing.
+    Write,
+    /// Open nothing: say where the path leads, following links as far as
+    /// they exist.
+    Probe,
+}
+
+/// Where a walk ended: the path below the root, and the file it opened.
+struct Found {
+    below: PathBuf,
+    file: Option<File>,
+}
+
+fn kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a plain file"
+    }
+}
+
+/// The directory an agent may read and write, pinned by a descriptor.
+#[derive(Debug, Clone)]
+pub struct Root {
+    path: PathBuf,
+    dir: Arc<OwnedFd>,
+    max_read: u64,
+}
+
+impl PartialEq for Root {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for Root {}
+
+impl Root {
+    pub fn new(dir: &Path) -> io::Result<Self> {
+        let path = dir.canonicalize()?;
+        let fd = nix::fcntl::open(
+            &path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Self {
+            path,
+            dir: Arc::new(fd),
+            max_read: crate::limits::MAX_READ,
+        })
+    }
+
+    /// The same root, with reads capped at `bytes`.
+    pub fn with_max_read(mut self, bytes: u64) -> Self {
+        self.max_read = bytes;
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn absolute(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.path.join(path)
+        }
+    }
+
+    fn outside(&self, path: &Path) -> FsError {
+        FsError::Outside {
+            path: path.to_path_buf(),
+            root: self.path.clone(),
+        }
+    }
+
+    fn inside(&self, path: &Path, canonical: PathBuf) -> Result<PathBuf, FsError> {
+        if canonical.starts_with(&self.path) {
+            Ok(canonical)
+        } else {
+            Err(self.outside(path))
+        }
+    }
+
+    /// The steps from the root to `path` (given relative to the root, or
+    /// absolute).
+    fn steps(&self, path: &Path) -> Result<VecDeque<Part>, FsError> {
+        if !path.is_absolute() {
+            return Ok(parts(path));
+        }
+        if let Ok(below) = path.strip_prefix(&self.path) {
+            return Ok(parts(below));
+        }
+        if let Ok(below) = lexical(path).strip_prefix(&self.path) {
+            return Ok(parts(below));
+        }
+        // The root reached by another name (a link to it, say).
+        match path.canonicalize() {
+            Ok(real) => match real.strip_prefix(&self.path) {
+                Ok(below) => Ok(parts(below)),
+                Err(_) => Err(self.outside(path)),
+            },
+            Err(_) => Err(self.outside(path)),
+        }
+    }
+
+    /// Walks `path` from the root descriptor, one `openat` with
+    /// `O_NOFOLLOW` per component, following links here and only inside.
+    fn walk(&self, path: &Path, walk: Walk) -> Result<Found, FsError> {
+        let io = |source: io::Error| FsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut todo = self.steps(path)?;
+        let mut dirs: Vec<OwnedFd> = Vec::new();
+        let mut names: Vec<OsString> = Vec::new();
+        let mut links = 0;
+        while let Some(part) = todo.pop_front() {
+            let name = match part {
+                Part::Up => {
+                    if names.pop().is_none() {
+                        return Err(self.outside(path));
+                    }
+                    dirs.pop();
+                    continue;
+                }
+                Part::Name(name) => name,
+            };
+            let here = dirs.last().map_or(self.dir.as_fd(), |d| d.as_fd());
+            let last = todo.is_empty();
+            let opened = match (last, walk) {
+                (true, Walk::Probe) => match readlinkat(here, name.as_os_str()) {
+                    Ok(_) => Err(Errno::ELOOP),
+                    Err(_) => {
+                        names.push(name);
+                        return Ok(Found {
+                            below: names.iter().collect(),
+                            file: None,
+                        });
+                    }
+                },
+                (true, Walk::Read) => openat(
+                    here,
+                    name.as_os_str(),
+                    OFlag::O_RDONLY
+                        | OFlag::O_NOFOLLOW
+                        | OFlag::O_NONBLOCK
+                        | OFlag::O_NOCTTY
+                        | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                ),
+                (true, Walk::Write) => openat(
+                    here,
+                    name.as_os_str(),
+                    OFlag::O_WRONLY
+                        | OFlag::O_CREAT
+                        | OFlag::O_NOFOLLOW
+                        | OFlag::O_NONBLOCK
+                        | OFlag::O_NOCTTY
+                        | OFlag::O_CLOEXEC,
+                    Mode::from_bits_truncate(0o666),
+                ),
+                (false, _) => {
+                    let dir = |here| {
+                        openat(
+                            here,
+                            name.as_os_str(),
+                            OFlag::O_RDONLY
+                                | OFlag::O_DIRECTORY
+                                | OFlag::O_NOFOLLOW
+                                | OFlag::O_CLOEXEC,
+                            Mode::empty(),
+                        )
+                    };
+                    match dir(here) {
+                        Err(Errno::ENOENT) if walk == Walk::Probe => {
+                            // Nothing more exists: the rest is read as written.
+                            names.push(name);
+                            for part in todo {
+                                match part {
+                                    Part::Up if names.pop().is_none() => {
+                                        return Err(self.outside(path));
+                                    }
+                                    Part::Up => {}
+                                    Part::Name(n) => names.push(n),
+                                }
+                            }
+                            return Ok(Found {
+                                below: names.iter().collect(),
+                                file: None,
+                            });
+                        }
+                        Err(Errno::ENOENT) if walk == Walk::Write => {
+                            if todo.iter().any(|p| matches!(p, Part::Up)) {
+                                // `..` through a directory that does not
+                                // exist: refused. Say "outside" when the
+                                // path, read as written, leaves the root.
+                                let mut depth = names.len() + 1;
+                                for part in &todo {
+                                    match part {
+                                        Part::Up if depth == 0 => {
+                                            return Err(self.outside(path));
+                                        }
+                                        Part::Up => depth -= 1,
+                                        Part::Name(_) => depth += 1,
+                                    }
+                                }
+                                return Err(io(io::Error::new(
+                                    io::ErrorKind::NotFound,
+                                    "a directory on the way does not exist",
+                                )));
+                            }
+                            match mkdirat(here, name.as_os_str(), Mode::from_bits_truncate(0o777)) {
+                                Ok(()) | Err(Errno::EEXIST) => dir(here),
+                                Err(e) => Err(e),
+                            }
+                        }
+                        other => other,
+                    }
+                }
+            };
+            match opened {
+                Ok(fd) if last => {
+                    let file = File::from(fd);
+                    let meta = file.metadata().map_err(io)?;
+                    if !meta.is_file() {
+                        return Err(FsError::NotRegular {
+                            path: path.to_path_buf(),
+                            kind: kind(meta.file_type()),
+                        });
+                    }
+                    names.push(name);
+                    return Ok(Found {
+                        below: names.iter().collect(),
+                        file: Some(file),
+                    });
+                }
+                Ok(fd) => {
+                    dirs.push(fd);
+                    names.push(name);
+                }
+                // A link (O_NOFOLLOW refused it), or a file where a
+                // directory was wanted.
+                Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                    let Ok(target) = readlinkat(here, name.as_os_str()) else {
+                        return Err(io(io::Error::from(Errno::ENOTDIR)));
+                    };
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(io(io::Error::from(Errno::ELOOP)));
+                    }
+                    let target = PathBuf::from(target);
+                    let mut next = if target.is_absolute() {
+                        let Ok(below) = lexical(&target).strip_prefix(&self.path).map(parts) else {
+                            return Err(self.outside(path));
+                        };
+                        dirs.clear();
+                        names.clear();
+                        below
+                    } else {
+                        parts(&target)
+                    };
+                    next.extend(todo);
+                    todo = next;
+                }
+                Err(Errno::ENXIO) => {
+                    return Err(FsError::NotRegular {
+                        path: path.to_path_buf(),
+                        kind: "a FIFO or socket",
+                    });
+                }
+                Err(e) => return Err(io(e.into())),
+            }
+        }
+        // The root itself.
+        match walk {
+            Walk::Probe => Ok(Found {
+                below: names.iter().collect(),
+                file: None,
+            }),
+            _ => Err(FsError::NotRegular {
+                path: path.to_path_buf(),
+                kind: "a directory",
+            }),
+        }
+    }
+
+    /// The regular file `path` names, opened for `walk`.
+    fn open(&self, path: &Path, walk: Walk) -> Result<File, FsError> {
+        self.walk(path, walk)?
+            .file
+            .ok_or_else(|| FsError::NotRegular {
+                path: path.to_path_buf(),
+                kind: "a directory",
+            })
+    }
+
+    /// The canonical path of an existing file inside the root.
+    pub fn resolve_existing(&self, path: &Path) -> Result<PathBuf, FsError> {
+        let abs = self.absolute(path);
+        let canonical = abs.canonicalize().map_err(|source| FsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.inside(path, canonical)
+    }
+
+    /// Where a write to `path` would land: links followed (a dangling one
+    /// too) as far as they exist, the rest as written.
+    pub fn resolve_new(&self, path: &Path) -> Result<PathBuf, FsError> {
+        let found = self.walk(path, Walk::Probe)?;
+        Ok(self.path.join(found.below))
+    }
+
+    /// `path` relative to the root, if it lies inside it.
+    pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+        path.strip_prefix(&self.path).ok()
+    }
+
+    /// Whether `exclude` keeps `path` from being read: the path as given
+    /// (`.` and `..` applied) or, when it exists, where it really leads
+    /// (a symlink to an excluded file is excluded too).
+    pub fn excluded(&self, path: &Path, exclude: &Exclude) -> bool {
+        let literal = lexical(&self.absolute(path));
+        let real = self.absolute(path).canonicalize().ok();
+        [Some(literal), real]
+            .iter()
+            .flatten()
+            .any(|p| self.relative(p).is_some_and(|rel| exclude.matches(rel)))
+    }
+
+    /// Refuses `path` when `exclude` keeps it from being read.
+    pub fn check(&self, path: &Path, exclude: Option<&Exclude>) -> Result<(), FsError> {
+        match exclude {
+            Some(exclude) if self.excluded(path, exclude) => Err(FsError::Excluded {
+                path: path.to_path_buf(),
+                pattern: exclude.pattern().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads a text file; `line` (1-based) and `limit` select lines. A file
+    /// over the read limit is refused, not read.
+    pub fn read(
+        &self,
+        path: &Path,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<String, FsError> {
+        let io = |source| FsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = self.open(path, Walk::Read)?;
+        let too_big = |size| FsError::TooBig {
+            path: path.to_path_buf(),
+            size,
+            limit: self.max_read,
+        };
+        let size = file.metadata().map_err(io)?.len();
+        if size > self.max_read {
+            return Err(too_big(size));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        file.take(self.max_read + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > self.max_read {
+            return Err(too_big(bytes.len() as u64));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+            ))
+        })?;
+        if line.is_none() && limit.is_none() {
+            return Ok(text);
+        }
+        let skip = line.map_or(0, |l| l.saturating_sub(1) as usize);
+        let take = limit.map_or(usize::MAX, |l| l as usize);
+        Ok(text.split_inclusive('\n').skip(skip).take(take).collect())
+    }
+
+    /// Writes a text file, creating missing directories inside the root.
+    /// The file is opened without following a final link, and only a
+    /// regular file is truncated and written.
+    pub fn write(&self, path: &Path, content: &str) -> Result<(), FsError> {
+        let io = |source| FsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = self.open(path, Walk::Write)?;
+        file.set_len(0).map_err(io)?;
+        file.write_all(content.as_bytes()).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, tempfile::TempDir, Root) {
+        let root_dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(root_dir.path().join("in.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+        let root = Root::new(root_dir.path()).unwrap();
+        (root_dir, outside, root)
+    }
+
+    #[test]
+    fn reads_inside_with_line_ranges() {
+        let (dir, _o, root) = setup();
+        assert_eq!(
+            root.read(&dir.path().join("in.txt"), None, None).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+        assert_eq!(
+            root.read(Path::new("in.txt"), Some(2), Some(1)).unwrap(),
+            "two\n"
+        );
+    }
+
+    #[test]
+    fn refuses_dotdot_and_absolute_paths_outside() {
+        let (dir, outside, root) = setup();
+        let secret = outside.path().join("secret.txt");
+        assert!(matches!(
+            root.read(&secret, None, None),
+            Err(FsError::Outside { .. })
+        ));
+        let sneaky = dir
+            .path()
+            .join("..")
+            .join(outside.path().file_name().unwrap())
+            .join("secret.txt");
+        assert!(matches!(
+            root.read(&sneaky, None, None),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(matches!(
+            root.write(&secret, "x"),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(matches!(
+            root.write(&dir.path().join("new/../../escape.txt"), "x"),
+            Err(FsError::Outside { .. })
+        ));
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn refuses_symlinks_pointing_out() {
+        let (dir, outside, root) = setup();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        assert!(matches!(
+            root.read(&link.join("secret.txt"), None, None),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(matches!(
+            root.write(&link.join("planted.txt"), "x"),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(!outside.path().join("planted.txt").exists());
+        let file_link = dir.path().join("file-link");
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), &file_link).unwrap();
+        assert!(matches!(
+            root.write(&file_link, "x"),
+            Err(FsError::Outside { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+            "secret"
+        );
+    }
+
+    #[test]
+    fn dotdot_through_existing_directories_is_resolved() {
+        let (dir, _o, root) = setup();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        root.write(&dir.path().join("sub/../via-dotdot.txt"), "ok")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("via-dotdot.txt")).unwrap(),
+            "ok"
+        );
+        // Through a directory that does not exist: refused, nothing written.
+        let escape = dir.path().join("missing/../../escape.txt");
+        assert!(matches!(
+            root.write(&escape, "x"),
+            Err(FsError::Outside { .. })
+        ));
+        let inside = dir.path().join("missing/../still-inside.txt");
+        assert!(matches!(root.write(&inside, "x"), Err(FsError::Io { .. })));
+        assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
+    }
+
+    #[test]
+    fn excluded_paths_are_refused_by_name_and_through_symlinks() {
+        let (dir, _o, root) = setup();
+        std::fs::create_dir(dir.path().join("keys")).unwrap();
+        std::fs::write(dir.path().join("keys/secret.pem"), "k").unwrap();
+        let exclude = Exclude::new(r"^keys/|\.env$").unwrap();
+        assert!(root.excluded(Path::new("keys/secret.pem"), &exclude));
+        assert!(root.excluded(&dir.path().join("keys/../keys/secret.pem"), &exclude));
+        assert!(
+            root.excluded(Path::new(".env"), &exclude),
+            "missing files too"
+        );
+        assert!(!root.excluded(Path::new("in.txt"), &exclude));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join("keys/secret.pem"), dir.path().join("x"))
+                .unwrap();
+            assert!(root.excluded(Path::new("x"), &exclude), "a symlink to it");
+        }
+        let e = root
+            .check(Path::new("keys/secret.pem"), Some(&exclude))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(r#"exclude_files_pattern "^keys/|\\.env$""#),
+            "{e}"
+        );
+        assert!(root.check(Path::new("in.txt"), Some(&exclude)).is_ok());
+        assert!(root.check(Path::new("keys/secret.pem"), None).is_ok());
+        let bad = Exclude::new("(unclosed").unwrap_err();
+        assert!(bad.contains("exclude_files_pattern \"(unclosed\""), "{bad}");
+    }
+
+    #[test]
+    fn writes_inside_creating_directories() {
+        let (dir, _o, root) = setup();
+        root.write(&dir.path().join("a/b/c.txt"), "hi").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "hi"
+        );
+    }
+
+    #[test]
+    fn dangling_links_are_resolved_before_a_write() {
+        let (dir, outside, root) = setup();
+        let target = outside.path().join("new.txt");
+        std::os::unix::fs::symlink(&target, dir.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("../../x", dir.path().join("up")).unwrap();
+        for name in ["out", "up"] {
+            assert!(
+                matches!(
+                    root.write(Path::new(name), "x"),
+                    Err(FsError::Outside { .. })
+                ),
+                "{name}"
+            );
+            assert!(matches!(
+                root.resolve_new(Path::new(name)),
+                Err(FsError::Outside { .. })
+            ));
+        }
+        assert!(!target.exists());
+        // A link to a directory inside, then a relative link back out of it.
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::os::unix::fs::symlink("d", dir.path().join("dlink")).unwrap();
+        root.write(Path::new("dlink/f.txt"), "via link").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("d/f.txt")).unwrap(),
+            "via link"
+        );
+        // A loop of links is an error, not a hang.
+        std::os::unix::fs::symlink("loop2", dir.path().join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", dir.path().join("loop2")).unwrap();
+        assert!(matches!(
+            root.read(Path::new("loop1"), None, None),
+            Err(FsError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn only_regular_files_within_the_limit_are_read() {
+        let (dir, _o, root) = setup();
+        nix::unistd::mkfifo(&dir.path().join("fifo"), Mode::S_IRWXU).unwrap();
+        let e = root.read(Path::new("fifo"), None, None).unwrap_err();
+        assert!(
+            matches!(e, FsError::NotRegular { kind: "a FIFO", .. }),
+            "{e}"
+        );
+        let e = root.read(Path::new("."), None, None).unwrap_err();
+        assert!(matches!(e, FsError::NotRegular { .. }), "{e}");
+        let small = root.clone().with_max_read(5);
+        let e = small.read(Path::new("in.txt"), None, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "in.txt: 14 bytes, over the read limit of 5 bytes (max_read_bytes under [limits] in the config)"
+        );
+        std::fs::write(dir.path().join("bin"), b"a\xffb").unwrap();
+        let e = root.read(Path::new("bin"), None, None).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8 text (byte 1)"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_link_is_not_followed_out() {
+        // Each walk opens every component anew with O_NOFOLLOW: a directory
+        // replaced by a link to the outside since the last call is seen.
+        let (dir, outside, root) = setup();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        root.write(Path::new("work/a.txt"), "one").unwrap();
+        std::fs::remove_dir_all(dir.path().join("work")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("work")).unwrap();
+        assert!(matches!(
+            root.write(Path::new("work/a.txt"), "two"),
+            Err(FsError::Outside { .. })
+        ));
+        assert!(!outside.path().join("a.txt").exists());
+    }
+}
