@@ -169,3 +169,42 @@ fn a_bad_byte_is_replaced_with_a_notice() {
         text(&o.stderr)
     );
 }
+
+/// A permission request whose raw input names a path outside, nested in
+/// its arguments or under `~`, is refused whatever the policy (before,
+/// only top-level absolute strings were checked).
+#[test]
+fn a_permission_naming_a_path_outside_anywhere_in_its_input_is_refused() {
+    let s = shell();
+    let home = tempfile::tempdir().unwrap();
+    for (input, shown) in [
+        (r#"{"args": {"path": "/etc"}}"#, "/etc"),
+        (r#"{"paths": ["ok.txt", "../up.txt"]}"#, "../up.txt"),
+        (r#"{"file": "~/.ssh/id_rsa"}"#, "~/.ssh/id_rsa"),
+        (r#"{"file": "~root/.profile"}"#, "~root/.profile"),
+    ] {
+        let o = s
+            .command(&["call", "--approve", "all", "--agent", "fake", "--input"])
+            .arg(format!("permission {input}"))
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        assert_eq!(text(&o.stdout), "denied\n", "{input}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(&format!("refused: {shown} is outside the session directory")),
+            "{input}: {}",
+            text(&o.stderr)
+        );
+    }
+    // Paths inside, nested or not, are left to the policy.
+    let o = s.run(&[
+        "call",
+        "--approve",
+        "all",
+        "--agent",
+        "fake",
+        "--input",
+        r#"permission {"args": {"path": "src/main.rs", "cmd": "cat /etc/passwd", "url": "https://example.com/x"}}"#,
+    ]);
+    assert_eq!(text(&o.stdout), "permitted\n", "{}", text(&o.stderr));
+}

@@ -536,7 +536,7 @@ impl Connection {
                                 options: req.options.iter().map(|o| o.name.clone()).collect(),
                                 detail: permission_detail(&req),
                             });
-                            let reason = format!("refused: {} is outside the session directory", path.display());
+                            let reason = format!("refused: {path} is outside the session directory");
                             sink.activity(Activity::PermissionResolved { id, outcome: reason.clone() });
                             sink.notice(&format!("{}: {reason}", self.agent));
                             let _ = responder.respond(outcome_for(pick_option(&req, false).map(|(id, _)| id)));
@@ -1331,37 +1331,82 @@ fn outcome_for(option_id: Option<String>) -> RequestPermissionResponse {
 }
 
 /// A path a permission request names (its locations, an absolute path as
-/// its title, or absolute paths among its raw input's strings) that lies
-/// outside `root`.
-fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<std::path::PathBuf> {
+/// its title, or any string in its raw input, however deeply nested, that
+/// looks like a path, `~` expanded) that lies outside `root`.
+fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<String> {
     let fields = &req.tool_call.fields;
-    let mut candidates: Vec<std::path::PathBuf> = fields
+    let mut candidates: Vec<(String, Option<std::path::PathBuf>)> = fields
         .locations
         .iter()
         .flatten()
-        .map(|l| l.path.clone())
+        .map(|l| (l.path.display().to_string(), Some(l.path.clone())))
         .collect();
     if let Some(title) = &fields.title
         && title.starts_with('/')
         && !title.contains(char::is_whitespace)
     {
-        candidates.push(title.into());
+        candidates.push((title.clone(), Some(title.into())));
     }
-    if let Some(serde_json::Value::Object(input)) = &fields.raw_input {
+    if let Some(input) = &fields.raw_input {
+        let mut strings = Vec::new();
+        strings_in(input, &mut strings);
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         candidates.extend(
-            input
-                .values()
-                .filter_map(|v| v.as_str())
-                .filter(|s| s.starts_with('/') && !s.contains('\n'))
-                .map(std::path::PathBuf::from),
+            strings
+                .into_iter()
+                .filter(|s| looks_like_path(s))
+                .map(|s| (s.to_string(), expand_home(s, home.as_deref()))),
         );
     }
-    candidates.into_iter().find(|p| {
-        matches!(
-            root.resolve_new(p),
-            Err(crate::fsroot::FsError::Outside { .. })
-        )
-    })
+    candidates
+        .into_iter()
+        .find(|(_, path)| match path {
+            Some(p) => matches!(
+                root.resolve_new(p),
+                Err(crate::fsroot::FsError::Outside { .. })
+            ),
+            None => true,
+        })
+        .map(|(text, _)| crate::sanitize::sanitize(&text).into_owned())
+}
+
+/// Every string in `value`, at any depth (object values and arrays).
+fn strings_in<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    match value {
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings_in(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| strings_in(v, out)),
+        _ => {}
+    }
+}
+
+/// Whether a string of a tool's input reads as a file path: absolute,
+/// from home (`~`), relative with `.`/`..`, or a word with a `/` in it (not
+/// a URL, not a command line).
+fn looks_like_path(s: &str) -> bool {
+    if s.is_empty() || s.len() > 4096 || s.contains(['\n', '\0']) {
+        return false;
+    }
+    s.starts_with(['/', '~'])
+        || s == "."
+        || s == ".."
+        || s.starts_with("./")
+        || s.starts_with("../")
+        || (s.contains('/') && !s.contains(char::is_whitespace) && !s.contains("://"))
+}
+
+/// `~` and `~/rest` under `home`. `None` for a path that cannot be placed:
+/// another user's home (`~name`), or `~` without a home; it counts as
+/// outside.
+fn expand_home(s: &str, home: Option<&Path>) -> Option<std::path::PathBuf> {
+    match (s.strip_prefix('~'), home) {
+        (Some(""), Some(home)) => Some(home.to_path_buf()),
+        (Some(rest), Some(home)) if rest.starts_with('/') => {
+            Some(home.join(rest.trim_start_matches('/')))
+        }
+        (Some(_), _) => None,
+        (None, _) => Some(std::path::PathBuf::from(s)),
+    }
 }
 
 fn permission_title(req: &RequestPermissionRequest) -> String {

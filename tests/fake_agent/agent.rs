@@ -422,13 +422,19 @@ async fn run_turn(
         }
         "permission" => {
             // `permission PATH`: the call names PATH as its location.
+            // `permission {JSON}`: the call's raw input is JSON, and it
+            // names no location.
             let target = rest.trim();
+            let raw_input: Option<serde_json::Value> =
+                target.starts_with('{').then(|| serde_json::from_str(target).ok()).flatten();
             let title = if target.is_empty() {
                 "Delete build/".to_string()
+            } else if raw_input.is_some() {
+                "Run a tool".to_string()
             } else {
                 format!("Delete {target}")
             };
-            let locations: Vec<ToolCallLocation> = if target.is_empty() {
+            let locations: Vec<ToolCallLocation> = if target.is_empty() || raw_input.is_some() {
                 Vec::new()
             } else {
                 vec![ToolCallLocation::new(target)]
@@ -449,7 +455,8 @@ async fn run_turn(
                     .title(title)
                     .kind(ToolKind::Delete)
                     .status(ToolCallStatus::Pending)
-                    .locations(locations),
+                    .locations(locations)
+                    .raw_input(raw_input),
             );
             let request =
                 RequestPermissionRequest::new(turn.session_id.clone(), tool_call, options);
