@@ -170,8 +170,18 @@ impl Board {
                 entry.summary.state = TaskState::Running;
                 entry.summary.severity = None;
                 entry.summary.waiting = false;
+                entry.summary.cancelling = false;
                 entry.stop_reason = None;
                 entry.output = None;
+                Some(entry.snapshot())
+            }
+            Event::SubagentCancelling { call_id } => {
+                let entry = self.entry_mut(call_id)?;
+                if !entry.summary.state.active() || entry.summary.cancelling {
+                    return None;
+                }
+                entry.summary.cancelling = true;
+                entry.summary.waiting = false;
                 Some(entry.snapshot())
             }
             Event::SubagentDequeued { call_id } => {
@@ -231,6 +241,7 @@ impl Board {
                 entry.stop_reason = Some(*stop_reason);
                 entry.summary.severity = *severity;
                 entry.summary.waiting = false;
+                entry.summary.cancelling = false;
                 // The line the agent ended on, though no newline ended it.
                 entry.flush();
                 if entry.task_id.is_some() {
@@ -517,6 +528,7 @@ mod tests {
                     last_activity: Some("⚙ Read a".into()),
                     severity: None,
                     waiting: false,
+                    cancelling: false,
                     usage: None,
                     share: None,
                 },
@@ -771,6 +783,40 @@ mod tests {
         assert_eq!(b.status(Some("t1"), 100).unwrap()["elapsed_ms"], 60);
         // Only a queued call is dequeued.
         assert_eq!(b.observe(&Stamped::new(50, dequeued)), None);
+    }
+
+    #[test]
+    fn a_cancel_is_shown_until_the_call_ends() {
+        let mut b = Board::new();
+        b.observe(&started("c1", Some("t1")));
+        let cancelling = Event::SubagentCancelling {
+            call_id: "c1".into(),
+        };
+        let Some(Event::TaskProgress { summary, .. }) =
+            b.observe(&Stamped::new(10, cancelling.clone()))
+        else {
+            panic!("a snapshot")
+        };
+        assert!(summary.cancelling);
+        assert_eq!(summary.state, TaskState::Running);
+        // Once is enough.
+        assert_eq!(b.observe(&Stamped::new(11, cancelling.clone())), None);
+        b.observe(&Stamped::new(
+            20,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "stopped".into(),
+                stop_reason: StopReason::Cancelled,
+                severity: None,
+            },
+        ));
+        let summary = &b.task("t1").unwrap().summary;
+        assert_eq!(
+            (summary.state, summary.cancelling),
+            (TaskState::Cancelled, false)
+        );
+        // A finished call is not cancelling.
+        assert_eq!(b.observe(&Stamped::new(30, cancelling)), None);
     }
 
     #[test]

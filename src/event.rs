@@ -378,6 +378,9 @@ pub struct Summary {
     /// Waiting for the person to answer a permission request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waiting: bool,
+    /// Asked to stop, and not stopped yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelling: bool,
     /// Context and cost, as the agent last reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -600,6 +603,11 @@ pub enum Event {
     SubagentDequeued {
         call_id: String,
     },
+    /// The person asked a running call to stop: it is cancelling until its
+    /// agent ends the turn (a second Esc ends the agent at once).
+    SubagentCancelling {
+        call_id: String,
+    },
     /// A batch of tasks (one `subagent` call with `tasks`) starts: the
     /// `subagent_started` of its tasks follow, each with its `batch_id`.
     BatchStarted {
@@ -740,6 +748,7 @@ impl Event {
         "tool_call_finished",
         "subagent_started",
         "subagent_dequeued",
+        "subagent_cancelling",
         "batch_started",
         "batch_finished",
         "review_quorum",
@@ -771,6 +780,7 @@ impl Event {
             Event::ToolCallFinished { .. } => "tool_call_finished",
             Event::SubagentStarted { .. } => "subagent_started",
             Event::SubagentDequeued { .. } => "subagent_dequeued",
+            Event::SubagentCancelling { .. } => "subagent_cancelling",
             Event::BatchStarted { .. } => "batch_started",
             Event::BatchFinished { .. } => "batch_finished",
             Event::ReviewQuorum { .. } => "review_quorum",
@@ -830,6 +840,9 @@ mod tests {
                 queued: true,
             },
             Event::SubagentDequeued {
+                call_id: "c1".into(),
+            },
+            Event::SubagentCancelling {
                 call_id: "c1".into(),
             },
             Event::BatchStarted {
@@ -901,6 +914,7 @@ mod tests {
                     last_activity: Some("hi".into()),
                     severity: None,
                     waiting: true,
+                    cancelling: false,
                     usage: None,
                     share: None,
                 },
@@ -920,6 +934,7 @@ mod tests {
                     last_activity: Some("⚙ Read".into()),
                     severity: Some(Severity::Yellow),
                     waiting: true,
+                    cancelling: false,
                     usage: Some(Usage {
                         used: 10,
                         size: Some(100),

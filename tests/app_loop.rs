@@ -1238,3 +1238,85 @@ async fn ctrl_x_cancels_a_child_session_alone() {
         "the call itself ends its turn: {screen}"
     );
 }
+
+/// The processes whose working directory is `dir`: agents started there.
+fn agents_in(dir: &std::path::Path) -> Vec<u32> {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.starts_with("quorum-fake"))
+        })
+        .collect()
+}
+
+/// The highest `tick N` on the screen.
+fn last_tick(screen: &str) -> u32 {
+    screen
+        .split("tick ")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// An agent that ignores `session/cancel`: Esc shows "cancelling…" at once
+/// and its output stops showing; a second Esc ends the call and stops the
+/// agent, instead of the 10 s grace (before, it kept streaming for the full
+/// grace with nothing shown).
+#[tokio::test]
+async fn esc_on_an_agent_that_ignores_cancel_says_cancelling_and_esc_again_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake deaf"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| last_tick(s) >= 3).await;
+    assert_eq!(agents_in(dir.path()).len(), 1);
+
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("⊘ cancelling…") && s.contains("Esc again ends it now")
+    })
+    .await;
+    // The agent goes on writing; none of it is shown.
+    let shown = last_tick(&text(&terminal));
+    let until_then = Instant::now() + std::time::Duration::from_millis(600);
+    while Instant::now() < until_then {
+        if let Ok(Some(e)) =
+            tokio::time::timeout(std::time::Duration::from_millis(50), ev_rx.recv()).await
+        {
+            drive(&mut terminal, &mut app, vec![], vec![e]).await;
+        }
+    }
+    assert_eq!(last_tick(&text(&terminal)), shown, "{}", text(&terminal));
+    assert!(text(&terminal).contains("⊘ cancelling…"));
+
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("stop reason: cancelled")
+    })
+    .await;
+    assert!(
+        !text(&terminal).contains("cancelling…"),
+        "{}",
+        text(&terminal)
+    );
+    // Stopped, not left streaming into the void: the grace path would
+    // leave it running for its whole minute.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while !agents_in(dir.path()).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the agent still runs after the second Esc"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

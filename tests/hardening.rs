@@ -191,7 +191,9 @@ fn a_permission_naming_a_path_outside_anywhere_in_its_input_is_refused() {
             .unwrap();
         assert_eq!(text(&o.stdout), "denied\n", "{input}: {}", text(&o.stderr));
         assert!(
-            text(&o.stderr).contains(&format!("refused: {shown} is outside the session directory")),
+            text(&o.stderr).contains(&format!(
+                "refused: {shown} is outside the session directory"
+            )),
             "{input}: {}",
             text(&o.stderr)
         );

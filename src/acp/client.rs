@@ -48,6 +48,9 @@ const STDERR_LINE: usize = 4096;
 /// terminated. Agents that ignore the closed stdin (codex-acp,
 /// claude-agent-acp) are terminated after it.
 const STDIN_GRACE: Duration = Duration::from_secs(1);
+/// How long an agent stopped by a second cancel gets between SIGTERM and
+/// SIGKILL.
+const URGENT_GRACE: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
@@ -124,6 +127,8 @@ pub struct Connection {
     routes: Routes,
     exclusions: Exclusions,
     dead: Arc<AtomicBool>,
+    /// Set by [`Connection::stop_now`].
+    urgent: Arc<AtomicBool>,
     exit: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<Tail>>,
     /// Why quorum stopped reading the agent, if it did.
@@ -153,6 +158,13 @@ impl Connection {
     /// Why the process ended, with its last stderr line, once it has.
     pub fn death(&self) -> String {
         death(&self.cause, &self.exit, &self.stderr)
+    }
+
+    /// Closes the connection and stops the process at once (SIGTERM, and
+    /// SIGKILL shortly after), without the grace a closed stdin gets.
+    pub fn stop_now(&self) {
+        self.urgent.store(true, Ordering::SeqCst);
+        self.close();
     }
 
     /// Closes the connection; the process is stopped.
@@ -205,6 +217,7 @@ impl Connection {
         let cause: Arc<Mutex<Option<String>>> = Arc::default();
 
         let dead = Arc::new(AtomicBool::new(false));
+        let urgent = Arc::new(AtomicBool::new(false));
         let exit = Arc::new(Mutex::new(None));
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
@@ -213,7 +226,7 @@ impl Connection {
             child,
             (supervisor.clone(), group),
             kill_rx,
-            dead.clone(),
+            (dead.clone(), urgent.clone()),
             exit.clone(),
         ));
 
@@ -415,6 +428,7 @@ impl Connection {
             routes,
             exclusions,
             dead,
+            urgent,
             exit,
             stderr,
             cause,
@@ -503,6 +517,8 @@ impl Connection {
             tokio::select! {
                 biased;
                 Some((from, incoming)) = rx.recv() => match incoming {
+                    // Asked to stop: what the agent still says is not shown.
+                    Incoming::Update(_) if cancelled => {}
                     Incoming::Update(update) => match *update {
                         SessionUpdate::SubagentUpdate(u) => {
                             Self::announce(u, &mut children, sink);
@@ -629,10 +645,20 @@ impl Connection {
                 }
                 result = &mut response => break Some(result),
                 _ = &mut grace => break None,
+                // Asked again: the agent is stopped now, not waited for.
+                _ = crate::cancel::cancelled(&mut control.kill) => {
+                    tracing::info!("{}: stopped at the person's second cancel", self.agent);
+                    self.stop_now();
+                    break None;
+                }
             }
         };
-        // Updates sent before the response are already queued: take them.
+        // Updates sent before the response are already queued: take them
+        // (unless the turn was cancelled: its output is no longer shown).
         while let Ok((from, incoming)) = rx.try_recv() {
+            if cancelled {
+                continue;
+            }
             if let Incoming::Update(update) = incoming {
                 match *update {
                     SessionUpdate::SubagentUpdate(u) => {
@@ -1274,17 +1300,24 @@ async fn watch_process(
     mut child: tokio::process::Child,
     (supervisor, group): (Supervisor, Group),
     kill: oneshot::Receiver<()>,
-    dead: Arc<AtomicBool>,
+    (dead, urgent): (Arc<AtomicBool>, Arc<AtomicBool>),
     exit: Arc<Mutex<Option<String>>>,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
-        _ = kill => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
-            Ok(status) => status,
-            Err(_) => {
-                supervisor.terminate(&group, supervisor::GRACE).await;
+        _ = kill => match urgent.load(Ordering::SeqCst) {
+            // The person asked twice: no grace for a closed stdin.
+            true => {
+                supervisor.terminate(&group, URGENT_GRACE).await;
                 child.wait().await
             }
+            false => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    supervisor.terminate(&group, supervisor::GRACE).await;
+                    child.wait().await
+                }
+            },
         },
     };
     let description = match status {
@@ -1705,6 +1738,9 @@ pub struct PermissionAnswer {
 /// What steers a running turn from outside.
 pub struct TurnControl {
     pub cancel: watch::Receiver<bool>,
+    /// Turns true when the person asks again: the turn ends at once and
+    /// the agent is stopped.
+    pub kill: watch::Receiver<bool>,
     pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
     /// Child sessions whose work the person cancels, by session id.
     pub cancel_children: mpsc::UnboundedReceiver<String>,

@@ -468,6 +468,10 @@ impl Progress {
                 session.label(),
                 sanitize(session_id.as_deref().unwrap_or(""))
             ),
+            Event::SubagentCancelling { call_id } => format!(
+                "{}: ⊘ cancelling… (Ctrl+C again exits at once)",
+                label(&self.labels, call_id)
+            ),
             Event::SubagentFollowup { call_id, input, .. } => format!(
                 "{}: › follow-up: {}",
                 label(&self.labels, call_id),

@@ -128,6 +128,11 @@ impl Ops {
             match op {
                 Op::Submit(text) => self.submit(text),
                 Op::Cancel(call_id) => {
+                    // Esc again: calls asked to stop that have not are
+                    // ended now, their agents stopped.
+                    if self.dispatcher.kill_cancelling() {
+                        continue;
+                    }
                     // Esc: the running chat turn first (its calls with it).
                     let turn = self.chat.as_ref().is_some_and(|c| c.cancel());
                     if !turn && !call_id.is_empty() {

@@ -277,12 +277,38 @@ impl TaskStart {
 
 struct Handle {
     cancel: watch::Sender<bool>,
+    /// A second cancel: the agent is ended at once, not waited for.
+    kill: watch::Sender<bool>,
     answers: mpsc::UnboundedSender<PermissionAnswer>,
     /// Child sessions to cancel (nested sub-agents), by session id.
     cancel_children: mpsc::UnboundedSender<String>,
     /// Follow-up messages for the call's session, sent in turn once the
     /// running turn ends.
     followups: Vec<String>,
+}
+
+/// A running call's controls: the handle the dispatcher keeps, and the
+/// ends its turn reads.
+fn controls() -> (Handle, TurnControl) {
+    let (cancel, cancel_rx) = watch::channel(false);
+    let (kill, kill_rx) = watch::channel(false);
+    let (answers, answers_rx) = mpsc::unbounded_channel();
+    let (cancel_children, cancel_children_rx) = mpsc::unbounded_channel();
+    (
+        Handle {
+            cancel,
+            kill,
+            answers,
+            cancel_children,
+            followups: Vec::new(),
+        },
+        TurnControl {
+            cancel: cancel_rx,
+            kill: kill_rx,
+            answers: answers_rx,
+            cancel_children: cancel_children_rx,
+        },
+    )
 }
 
 /// What a background task needs to take a follow-up turn once it is done.
@@ -560,7 +586,8 @@ impl Dispatcher {
         let task_id = launch
             .background
             .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
-        let (cancel_tx, cancel_rx) = watch::channel(false);
+        let (handle, control) = controls();
+        let cancel_tx = handle.cancel.clone();
         if let (Some(outer), None) = (&launch.cancel, &task_id) {
             // The caller's cancel reaches this call's turn (until the call
             // is over and nothing listens any more).
@@ -575,17 +602,7 @@ impl Dispatcher {
                 }
             });
         }
-        let (answers, answers_rx) = mpsc::unbounded_channel();
-        let (cancel_children, cancel_children_rx) = mpsc::unbounded_channel();
-        lock(&self.running).insert(
-            call_id.clone(),
-            Handle {
-                cancel: cancel_tx,
-                answers,
-                cancel_children,
-                followups: Vec::new(),
-            },
-        );
+        lock(&self.running).insert(call_id.clone(), handle);
         if task_id.is_some() {
             lock(&self.tasks).insert(
                 call_id.clone(),
@@ -627,11 +644,7 @@ impl Dispatcher {
                 resume: task.resume,
                 exclude: launch.exclude.cloned(),
             },
-            control: TurnControl {
-                cancel: cancel_rx,
-                answers: answers_rx,
-                cancel_children: cancel_children_rx,
-            },
+            control,
             task_id,
             place: launch.place,
         }
@@ -912,6 +925,16 @@ impl Dispatcher {
 
     /// One turn of a call; its finish events are emitted.
     async fn turn(self: &Arc<Self>, job: &CallJob, control: &mut TurnControl) -> Outcome {
+        // The moment the call is asked to stop, its box says so.
+        let watcher = {
+            let mut cancel = control.cancel.clone();
+            let emitter = self.emitter.clone();
+            let call_id = job.call_id.clone();
+            tokio::spawn(async move {
+                cancelled(&mut cancel).await;
+                emitter.emit(Event::SubagentCancelling { call_id });
+            })
+        };
         let sink = CallSink {
             dispatcher: self,
             agent: job.agent.name(),
@@ -948,6 +971,7 @@ impl Dispatcher {
                 runner.run(task, &sink, control.cancel.clone()).await
             }
         };
+        watcher.abort();
         self.finish_turn(job, result)
     }
 
@@ -991,16 +1015,31 @@ impl Dispatcher {
         lock(&self.running).remove(&job.call_id);
     }
 
-    /// Cancels a running call, by call id or task id. False if none runs.
+    /// Cancels a running call, by call id or task id; a call already
+    /// cancelling is ended at once (its agent stopped, not waited for).
+    /// False if none runs.
     pub fn cancel(&self, id: &str) -> bool {
         let call_id = self
             .emitter
             .board(|b| b.task(id).map(|t| t.call_id.clone()))
             .unwrap_or_else(|| id.to_string());
         match lock(&self.running).get(&call_id) {
+            Some(handle) if *handle.cancel.borrow() => handle.kill.send(true).is_ok(),
             Some(handle) => handle.cancel.send(true).is_ok(),
             None => false,
         }
+    }
+
+    /// Ends at once every call that was asked to stop and has not: the
+    /// second Esc. False if there was none.
+    pub fn kill_cancelling(&self) -> bool {
+        let mut any = false;
+        for handle in lock(&self.running).values() {
+            if *handle.cancel.borrow() && !*handle.kill.borrow() {
+                any |= handle.kill.send(true).is_ok();
+            }
+        }
+        any
     }
 
     /// Cancels every running call.
@@ -1128,18 +1167,8 @@ impl Dispatcher {
         if !lock(&self.busy).insert((meta.agent.name().to_string(), session_id.clone())) {
             return Err(DispatchError::SessionBusy(task_id.to_string()));
         }
-        let (cancel, cancel_rx) = watch::channel(false);
-        let (answers, answers_rx) = mpsc::unbounded_channel();
-        let (cancel_children, cancel_children_rx) = mpsc::unbounded_channel();
-        running.insert(
-            call_id.clone(),
-            Handle {
-                cancel,
-                answers,
-                cancel_children,
-                followups: Vec::new(),
-            },
-        );
+        let (handle, control) = controls();
+        running.insert(call_id.clone(), handle);
         drop(running);
         self.emitter.emit(Event::SubagentFollowup {
             call_id: call_id.clone(),
@@ -1157,11 +1186,7 @@ impl Dispatcher {
         };
         let opened = Opened {
             job,
-            control: TurnControl {
-                cancel: cancel_rx,
-                answers: answers_rx,
-                cancel_children: cancel_children_rx,
-            },
+            control,
             task_id: Some(task_id.to_string()),
             place: None,
         };

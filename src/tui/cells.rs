@@ -378,6 +378,11 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
         ],
+        (None, _) if b.cancelling => vec![
+            Span::styled(" ⊘ cancelling… ", theme::warning()),
+            Span::styled(format!("{elapsed} "), theme::dim()),
+            Span::styled("─╮", border),
+        ],
         (None, _) => vec![
             Span::styled(
                 format!(" {} ", theme::spinner(now)),

@@ -90,6 +90,8 @@ pub struct SubagentBox {
     pub severity: Option<Severity>,
     /// Waiting for the person (from the board's snapshot).
     pub waiting: bool,
+    /// Asked to stop, its agent not stopped yet (from the board's snapshot).
+    pub cancelling: bool,
     pub session_id: Option<String>,
     /// Everything the agent did (bounded), for the opened box.
     pub log: Log,
@@ -921,6 +923,7 @@ impl State {
                     stop_reason: None,
                     severity: None,
                     waiting: false,
+                    cancelling: false,
                     session_id: None,
                     log: Log::default(),
                     changes: Changes::default(),
@@ -953,6 +956,9 @@ impl State {
                     self.queued += 1;
                 }
             }
+            // The board's snapshot that follows says so: the box and the
+            // panel copy it, as they copy every count.
+            Event::SubagentCancelling { .. } => {}
             Event::SubagentDequeued { call_id } => {
                 let Some(b) = self.subagent(call_id) else {
                     return;
@@ -1141,6 +1147,7 @@ impl State {
                     b.usage = clean_usage(&summary.usage);
                     b.share = clean_share(&summary.share);
                     b.waiting = summary.waiting && b.running();
+                    b.cancelling = summary.cancelling && b.running();
                     let was_queued = b.queued();
                     if b.running() {
                         b.state = summary.state;
@@ -1236,6 +1243,14 @@ impl State {
         self.cells
             .iter()
             .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting))
+            .count()
+    }
+
+    /// Calls asked to stop whose agents have not stopped yet.
+    pub fn cancelling(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.cancelling))
             .count()
     }
 
@@ -1617,6 +1632,7 @@ mod tests {
                 last_activity: Some("⚙ Read a.rs".into()),
                 severity: None,
                 waiting,
+                cancelling: false,
                 usage: None,
                 share: None,
             },
@@ -2129,6 +2145,42 @@ mod tests {
                 "permission Allow: Delete build/".into()
             ))
         );
+    }
+
+    #[test]
+    fn subagent_cancelling_shows_through_the_boards_snapshot() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        // The event itself changes nothing: the board's snapshot does.
+        apply(
+            &mut s,
+            2,
+            Event::SubagentCancelling {
+                call_id: "c1".into(),
+            },
+        );
+        assert!(!the_box(&s).cancelling);
+        let Event::TaskProgress {
+            call_id,
+            task_id,
+            mut summary,
+        } = snapshot(0, TaskState::Running, false)
+        else {
+            unreachable!()
+        };
+        summary.cancelling = true;
+        apply(
+            &mut s,
+            3,
+            Event::TaskProgress {
+                call_id,
+                task_id,
+                summary,
+            },
+        );
+        assert!(the_box(&s).cancelling);
+        assert!(s.tasks[0].summary.cancelling);
+        assert_eq!(s.cancelling(), 1);
     }
 
     #[test]
@@ -2694,6 +2746,7 @@ mod tests {
             last_activity: Some("⚙ Read\x1b[31m".into()),
             severity: None,
             waiting: true,
+            cancelling: false,
             usage: None,
             share: None,
         };
@@ -2725,6 +2778,7 @@ mod tests {
             "tool_call_finished",
             "subagent_started",
             "subagent_dequeued",
+            "subagent_cancelling",
             "batch_started",
             "batch_finished",
             "review_quorum",

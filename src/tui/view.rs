@@ -513,6 +513,13 @@ fn draw_status(
             theme::warning(),
         ));
     }
+    let cancelling = state.cancelling();
+    if cancelling > 0 {
+        spans.push(Span::styled(
+            format!(" · ⊘ {cancelling} cancelling (Esc again ends it now)"),
+            theme::warning(),
+        ));
+    }
     let (running, queued) = (state.running() - state.queued(), state.queued());
     if running > 0 {
         spans.push(Span::styled(format!(" · {running} running"), theme::bold()));
@@ -633,6 +640,7 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
         }
         let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
         let mark = match task.summary.state {
+            TaskState::Running if task.summary.cancelling => "⊘",
             TaskState::Running if task.summary.waiting => "?",
             TaskState::Queued => theme::QUEUED,
             TaskState::Running => theme::spinner(now),

@@ -425,8 +425,10 @@ async fn run_turn(
             // `permission {JSON}`: the call's raw input is JSON, and it
             // names no location.
             let target = rest.trim();
-            let raw_input: Option<serde_json::Value> =
-                target.starts_with('{').then(|| serde_json::from_str(target).ok()).flatten();
+            let raw_input: Option<serde_json::Value> = target
+                .starts_with('{')
+                .then(|| serde_json::from_str(target).ok())
+                .flatten();
             let title = if target.is_empty() {
                 "Delete build/".to_string()
             } else if raw_input.is_some() {
@@ -533,6 +535,15 @@ async fn run_turn(
         "nested" => return nested(turn, cancelled).await,
         "slow" => return slow(turn, rest, cancelled).await,
         "trickle" => return trickle(turn, rest, cancelled).await,
+        // `deaf`: "tick N" every 50 ms for a minute, whatever
+        // `session/cancel` says.
+        "deaf" => {
+            drop(cancelled);
+            for i in 1..=1200 {
+                turn.chunk(format!("tick {i}\n"))?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
         "grandchild" => {
             // `grandchild [SECONDS] [end_turn]`: a `sleep 600` in this
             // agent's process group (a grandchild of the client), which
