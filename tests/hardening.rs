@@ -182,6 +182,7 @@ fn a_permission_naming_a_path_outside_anywhere_in_its_input_is_refused() {
         (r#"{"paths": ["ok.txt", "../up.txt"]}"#, "../up.txt"),
         (r#"{"file": "~/.ssh/id_rsa"}"#, "~/.ssh/id_rsa"),
         (r#"{"file": "~root/.profile"}"#, "~root/.profile"),
+        (r#"{"command": ["rm", "-rf", "/etc"]}"#, "/etc"),
     ] {
         let o = s
             .command(&["call", "--approve", "all", "--agent", "fake", "--input"])
@@ -206,7 +207,7 @@ fn a_permission_naming_a_path_outside_anywhere_in_its_input_is_refused() {
         "--agent",
         "fake",
         "--input",
-        r#"permission {"args": {"path": "src/main.rs", "cmd": "cat /etc/passwd", "url": "https://example.com/x"}}"#,
+        r#"permission {"args": {"path": "src/main.rs", "cmd": "cat /etc/passwd", "url": "https://example.com/x"}, "command": ["/bin/bash", "-lc", "echo hi > out.txt"]}"#,
     ]);
     assert_eq!(text(&o.stdout), "permitted\n", "{}", text(&o.stderr));
 }

@@ -1403,14 +1403,30 @@ fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<String> {
         .map(|(text, _)| crate::sanitize::sanitize(&text).into_owned())
 }
 
-/// Every string in `value`, at any depth (object values and arrays).
+/// Every string in `value`, at any depth (object values and arrays), but
+/// the program of a command line: `["/bin/bash", "-lc", ..]` runs bash, it
+/// does not touch it.
 fn strings_in<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    use serde_json::Value;
     match value {
-        serde_json::Value::String(s) => out.push(s),
-        serde_json::Value::Array(items) => items.iter().for_each(|v| strings_in(v, out)),
-        serde_json::Value::Object(map) => map.values().for_each(|v| strings_in(v, out)),
+        Value::String(s) => out.push(s),
+        Value::Array(items) => {
+            let program = matches!(items.first(), Some(Value::String(first)) if is_program(first));
+            items
+                .iter()
+                .skip(usize::from(program))
+                .for_each(|v| strings_in(v, out));
+        }
+        Value::Object(map) => map.values().for_each(|v| strings_in(v, out)),
         _ => {}
     }
+}
+
+/// Whether `s` names an executable file: the first word of a command line.
+fn is_program(s: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    Path::new(s).is_absolute()
+        && std::fs::metadata(s).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Whether a string of a tool's input reads as a file path: absolute,
