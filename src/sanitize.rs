@@ -12,6 +12,14 @@
 //! overrides, isolates and marks (U+202A..U+202E, U+2066..U+2069, U+200E,
 //! U+200F, U+061C), zero-width spaces and joiners (U+200B..U+200D, U+2060,
 //! U+FEFF) and the soft hyphen (U+00AD). A ZWJ emoji shows as its parts.
+//!
+//! Last, what terminals measure differently from ratatui (which measures a
+//! grapheme cluster with `unicode-width`, where tmux and most terminals add
+//! up `wcwidth` of each code point) is made of characters both count alike
+//! (see [`shown`]): emoji variation selectors and skin-tone modifiers are
+//! dropped (`❤️` becomes `❤`, `👍🏽` becomes `👍`), a flag's regional
+//! indicators become its letters (`🇯🇵` becomes `JP`), and so on. Boxes
+//! then keep their right border in place.
 
 use std::borrow::Cow;
 
@@ -20,7 +28,49 @@ fn needs_cleaning(s: &str) -> bool {
         return s.bytes().any(|b| (b < 0x20 && b != b'\n') || b == 0x7f);
     }
     s.chars()
-        .any(|c| (c.is_control() && c != '\n') || invisible(c))
+        .any(|c| (c.is_control() && c != '\n') || invisible(c) || shown(c) != Shown::Same)
+}
+
+/// How [`sanitize`] writes a character.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Same,
+    Dropped,
+    As(char),
+}
+
+/// Characters whose width ratatui and terminals disagree on, and what is
+/// written instead: something every one of them counts the same.
+fn shown(c: char) -> Shown {
+    match c {
+        // Variation selectors: VS16 makes `❤` a 2-column emoji to
+        // unicode-width and 1 column to wcwidth (tmux), VS15 the reverse.
+        '\u{fe00}'..='\u{fe0f}' | '\u{e0100}'..='\u{e01ef}' => Shown::Dropped,
+        // Skin tones: part of their emoji's 2 columns to unicode-width, 2
+        // more to wcwidth.
+        '\u{1f3fb}'..='\u{1f3ff}' => Shown::Dropped,
+        // Tags (subdivision flags; they can also carry hidden ASCII), Hangul
+        // fillers and interlinear annotation marks: unseen, yet 1 or 2
+        // columns to some.
+        '\u{e0000}'..='\u{e007f}' | '\u{3164}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}' => {
+            Shown::Dropped
+        }
+        // Regional indicators: a pair is one 2-column flag to some
+        // terminals, two 1-column cells to tmux, two boxes to others.
+        '\u{1f1e6}'..='\u{1f1ff}' => Shown::As(char::from(b'A' + (c as u32 - 0x1f1e6) as u8)),
+        // Halfwidth (semi-)voiced sound marks: ratatui counts each twice
+        // (3 columns for `ｶﾞ`, 2 to terminals); the spacing marks are 2
+        // everywhere.
+        '\u{ff9e}' => Shown::As('\u{309b}'),
+        '\u{ff9f}' => Shown::As('\u{309c}'),
+        // Wide since Unicode 16, narrow before: trigrams and digrams (`☰`),
+        // Tai Xuan Jing symbols.
+        '\u{2630}'..='\u{2637}'
+        | '\u{268a}'..='\u{268f}'
+        | '\u{1d300}'..='\u{1d356}'
+        | '\u{1d360}'..='\u{1d376}' => Shown::As('\u{fffd}'),
+        _ => Shown::Same,
+    }
 }
 
 /// Unseen characters that reorder or join text (see the module comment).
@@ -57,7 +107,11 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
                 }
             }
             c if c.is_control() || invisible(c) => {}
-            c => out.push(c),
+            c => match shown(c) {
+                Shown::Same => out.push(c),
+                Shown::Dropped => {}
+                Shown::As(other) => out.push(other),
+            },
         }
     }
     Cow::Owned(out)
@@ -240,6 +294,86 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(sanitize(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn what_terminals_measure_differently_is_written_so_all_agree() {
+        let cases = [
+            // VS16 asks for emoji presentation; VS15 for text.
+            ("love ❤\u{fe0f} sun ☀\u{fe0f}", "love ❤ sun ☀"),
+            ("watch ⌚\u{fe0e}", "watch ⌚"),
+            ("keycap 1\u{fe0f}\u{20e3}", "keycap 1\u{20e3}"),
+            ("👍🏽 👋🏿", "👍 👋"),
+            ("🇯🇵 🇺🇸🇩🇪 🇦🇿", "JP USDE AZ"),
+            // A subdivision flag: its tags go, the black flag stays.
+            (
+                "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}",
+                "🏴",
+            ),
+            ("🏳\u{fe0f}\u{200d}🌈", "🏳🌈"),
+            ("a\u{3164}b\u{ffa0}c\u{fff9}d", "abcd"),
+            ("ｶﾞｷﾟ", "ｶ\u{309b}ｷ\u{309c}"),
+            ("menu ☰ ⚊", "menu \u{fffd} \u{fffd}"),
+            // What both count alike is kept.
+            (
+                "漢字 ＡＢ 한국어 각 👩💻 ☺ ♥ ⚠ é e\u{301} لا",
+                "漢字 ＡＢ 한국어 각 👩💻 ☺ ♥ ⚠ é e\u{301} لا",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sanitize(input), want, "{input:?}");
+        }
+        assert!(matches!(sanitize("漢字 ＡＢ 👩 ☺"), Cow::Borrowed(_)));
+    }
+
+    /// Each cell ratatui fills when it draws `text`: its grapheme, the
+    /// width ratatui gives it, and the width a terminal counts for it (the
+    /// sum of its code points' widths, as wcwidth and tmux count).
+    fn cells(text: &str) -> Vec<(String, usize, usize)> {
+        use ratatui::buffer::{Buffer, CellWidth};
+        use ratatui::layout::Rect;
+        let mut buf = Buffer::empty(Rect::new(0, 0, 400, 1));
+        buf.set_string(0, 0, text, ratatui::style::Style::default());
+        let mut out = Vec::new();
+        let mut x = 0;
+        while x < buf.area.width {
+            let symbol = buf[(x, 0)].symbol();
+            let drawn = symbol.cell_width() as usize;
+            let counted = symbol
+                .chars()
+                .map(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
+                .sum();
+            out.push((symbol.to_string(), drawn, counted));
+            x += drawn.max(1) as u16;
+        }
+        out
+    }
+
+    #[test]
+    fn sanitised_emoji_are_cells_that_terminals_count_alike() {
+        for raw in ["❤\u{fe0f}", "👍🏽", "1\u{fe0f}\u{20e3}", "ｶﾞ", "⌚\u{fe0e}"] {
+            // As sent, ratatui and a terminal disagree on the first cell...
+            let (_, drawn, counted) = cells(raw).remove(0);
+            assert_ne!(drawn, counted, "{raw:?}");
+            // ...and no longer once sanitised.
+            for (cell, drawn, counted) in cells(&sanitize(raw)) {
+                assert_eq!(drawn, counted, "{raw:?}: {cell:?}");
+            }
+        }
+    }
+
+    proptest! {
+        /// After sanitising, each cell ratatui draws is as wide as the sum
+        /// of its code points, which is what tmux counts.
+        #[test]
+        fn every_cell_is_as_wide_as_its_code_points(
+            s in "(a|漢|Ａ|❤|☀|👩|💻|👍|🏳|🌈|1|e|\u{301}|\u{fe0f}|\u{fe0e}|\u{200d}|\u{20e3}|\u{1f3fd}|\u{1f1ef}|\u{1f1f5}|ｶ|\u{ff9e}|\u{e0067}| )*",
+        ) {
+            let clean = sanitize(&s);
+            for (cell, drawn, counted) in cells(&clean) {
+                prop_assert_eq!(drawn, counted, "{:?} in {:?}", cell, clean);
+            }
         }
     }
 

@@ -181,3 +181,73 @@ fn a_model_retry_shows_in_the_status_line_until_the_model_answers() {
     ));
     assert!(!status(&events).contains("retry"), "{}", status(&events));
 }
+
+/// Boxes holding text that terminals and ratatui measure differently (CJK,
+/// ZWJ and VS16 emoji, flags, skin tones, keycaps, lam-alef, halfwidth
+/// kana with sound marks, trigrams) and wide characters that reach a box's
+/// right edge keep every row's right border in the top corner's column,
+/// with nothing past it, and each cell is as wide to a terminal (the sum of
+/// its code points) as ratatui draws it.
+#[test]
+fn box_borders_stay_in_one_column_whatever_the_text() {
+    use ratatui::buffer::CellWidth;
+    let events = events(&fixture("wide.jsonl"));
+    for cols in [60, 61, 62, 63, 120] {
+        let buf = screen(&events, cols, 80, Some(false));
+        let text = rows(&buf).join("\n");
+        let cell = |x: u16, y: u16| buf[(x, y)].symbol();
+        let mut boxes = 0;
+        for top in 0..buf.area.height {
+            if cell(1, top) != "╭" {
+                continue;
+            }
+            boxes += 1;
+            let right = (0..cols)
+                .rev()
+                .find(|&x| cell(x, top) == "╮")
+                .unwrap_or_else(|| panic!("row {top} has no corner:\n{text}"));
+            let mut y = top + 1;
+            loop {
+                let bottom = cell(1, y) == "╰";
+                let want = if bottom { "╯" } else { "│" };
+                assert_eq!(cell(right, y), want, "{cols} cols, row {y}:\n{text}");
+                for x in right + 1..cols {
+                    assert_eq!(
+                        cell(x, y),
+                        " ",
+                        "{cols} cols, past the border, row {y}:\n{text}"
+                    );
+                }
+                // A terminal counts each cell as wide as ratatui drew it.
+                let mut x = 0;
+                while x < right {
+                    let symbol = cell(x, y);
+                    let drawn = symbol.cell_width();
+                    let counted: usize = symbol
+                        .chars()
+                        .map(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
+                        .sum();
+                    assert_eq!(drawn as usize, counted, "{symbol:?}, row {y}:\n{text}");
+                    x += drawn.max(1);
+                }
+                if bottom {
+                    break;
+                }
+                y += 1;
+            }
+        }
+        assert_eq!(boxes, 2, "{text}");
+        // The text got there, in the forms every terminal measures alike.
+        for seen in [
+            "漢字かな交じり ＡＢＣ",
+            "👩💻",
+            "❤ ☀ ✔ ⚠",
+            "JP US DE",
+            "👍 👋",
+            "لا شيء",
+            "ｶ゛ｷ゛",
+        ] {
+            assert!(text.contains(seen), "{cols} cols: {seen:?} in\n{text}");
+        }
+    }
+}

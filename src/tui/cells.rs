@@ -3,7 +3,6 @@
 
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
 use super::state::{
@@ -11,7 +10,7 @@ use super::state::{
     plan_progress,
 };
 use super::theme;
-use super::wrap::{LLine, spans_width, wrap};
+use super::wrap::{LLine, spans_width, text_width, wrap};
 use crate::event::{
     AgentRef, ChildState, Cost, NoticeLevel, Severity, StopReason, TaskState, ToolStatus, Usage,
 };
@@ -208,7 +207,7 @@ pub fn truncate(spans: Vec<Span<'static>>, width: usize) -> Vec<Span<'static>> {
     let mut out = Vec::new();
     let mut used = 0;
     for span in spans {
-        let w = span.content.width();
+        let w = text_width(&span.content);
         if used + w < width {
             used += w;
             out.push(span);
@@ -465,7 +464,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         }
     }
     for row in body {
-        let pad = inner.saturating_sub(row.width());
+        let pad = inner.saturating_sub(spans_width(&row.spans));
         let mut spans = vec![Span::styled("│ ", border)];
         spans.extend(row.spans);
         spans.push(Span::raw(" ".repeat(pad)));
@@ -483,7 +482,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     if let Some(u) = &b.usage {
         footer.extend(usage_spans(u));
         // Dropped first when the box is too narrow for it.
-        if spans_width(&footer) + counts.width() + 12 > width {
+        if spans_width(&footer) + text_width(&counts) + 12 > width {
             footer.clear();
         }
     }
@@ -652,7 +651,7 @@ fn child_box(
     let skip = activity.len().saturating_sub(CHILD_ROWS);
     rows.extend(activity.into_iter().skip(skip));
     for row in rows {
-        let pad = inner.saturating_sub(row.width());
+        let pad = inner.saturating_sub(spans_width(&row.spans));
         let mut spans = vec![Span::styled("│ ", border)];
         spans.extend(row.spans);
         spans.push(Span::raw(" ".repeat(pad)));
@@ -664,7 +663,7 @@ fn child_box(
         1 => " 1 tool call ".to_string(),
         n => format!(" {n} tool calls "),
     };
-    let fill = width.saturating_sub(3 + counts.width());
+    let fill = width.saturating_sub(3 + text_width(&counts));
     out.push(Line::from(vec![
         Span::styled(format!("╰{}", "─".repeat(fill)), border),
         Span::styled(counts, theme::dim()),

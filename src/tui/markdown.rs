@@ -3,10 +3,9 @@
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
-use unicode_width::UnicodeWidthStr;
 
 use super::theme;
-use super::wrap::{LLine, WrapMode};
+use super::wrap::{LLine, WrapMode, text_width};
 
 /// Renders Markdown to logical lines, to be wrapped at draw time.
 pub fn render(text: &str) -> Vec<LLine> {
@@ -59,7 +58,7 @@ impl Renderer {
                     rest.push(Span::styled("▌ ", theme::quote()));
                 }
                 Container::Item { bullet, used } => {
-                    let pad = " ".repeat(bullet.width());
+                    let pad = " ".repeat(text_width(bullet));
                     if *used {
                         first.push(Span::raw(pad.clone()));
                     } else {

@@ -5,7 +5,6 @@
 
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use unicode_width::UnicodeWidthStr;
 
 /// How a logical line breaks when it is wider than the screen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,9 +50,17 @@ impl LLine {
     }
 }
 
-/// Display width of spans.
+/// Display width of spans, as [`text_width`] counts it.
 pub fn spans_width(spans: &[Span<'_>]) -> usize {
-    spans.iter().map(|s| s.content.width()).sum()
+    spans.iter().map(|s| text_width(&s.content)).sum()
+}
+
+/// Columns `text` takes on screen: the sum of its characters' widths, which
+/// is what ratatui draws and terminals count for sanitised text. (Not
+/// `UnicodeWidthStr::width`: it counts `لا` as one column, a ligature,
+/// while it is drawn in two cells.)
+pub fn text_width(text: &str) -> usize {
+    text.chars().map(char_width).sum()
 }
 
 fn char_width(c: char) -> usize {
@@ -126,7 +133,7 @@ fn wrap_one(line: &LLine, width: usize, out: &mut Vec<Line<'static>>) {
             continue;
         }
         for token in tokens(text) {
-            let w = token.width();
+            let w = text_width(token);
             if token.starts_with(char::is_whitespace) {
                 pending.push((style, token.to_string(), w));
                 continue;
