@@ -275,6 +275,17 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(REPEAT_MARKER, repeat)?)?;
             turn.reply = "x".repeat(usize::try_from(count).unwrap_or(usize::MAX));
         }
+        // `sdkstream N`: as `stream`, but each chunk goes through the SDK
+        // as a real agent's would (serialized one by one): the agent's own
+        // cost of writing the turn, for the stream benchmark's floor.
+        "sdkstream" => {
+            let count: u64 = rest.trim().parse().map_err(|_| {
+                Error::invalid_params().data(format!("sdkstream: bad count {:?}", rest.trim()))
+            })?;
+            for _ in 0..count {
+                turn.chunk("x")?;
+            }
+        }
         // A message with a byte that is not UTF-8 in its text, then one
         // that is fine: the turn goes on.
         "badbyte" => {
