@@ -216,6 +216,19 @@ fn cut_tail(text: &str) -> Option<usize> {
     None
 }
 
+/// Whether `text` ends with a `\r` that no sequence takes in (one after
+/// the `ESC` that ends a control string is still its own).
+fn ends_with_own_cr(text: &str) -> bool {
+    let mut chars = text.char_indices().peekable();
+    let mut last_own = None;
+    while let Some((i, c)) = chars.next() {
+        if skip_sequence(c, &mut chars).is_none() {
+            last_own = Some((i, c));
+        }
+    }
+    last_own == Some((text.len().wrapping_sub(1), '\r'))
+}
+
 /// Streamed text (a message arriving in chunks) cleaned piece by piece: a
 /// sequence cut between two chunks is held until its end arrives, so no
 /// fragment of it (`[31m`) shows as text. At most [`Stream::MAX_HELD`]
@@ -237,11 +250,9 @@ impl Stream {
         text.push_str(chunk);
         let cut = match cut_tail(&text) {
             Some(cut) => cut,
-            // A final `\r` of its own (not ending a sequence) may be half
+            // A final `\r` of its own (not inside a sequence) may be half
             // of a `\r\n`.
-            None if text.ends_with('\r') && cut_tail(&text[..text.len() - 1]).is_none() => {
-                text.len() - 1
-            }
+            None if ends_with_own_cr(&text) => text.len() - 1,
             None => text.len(),
         };
         if text.len() - cut <= Self::MAX_HELD {

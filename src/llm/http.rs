@@ -77,6 +77,9 @@ pub struct StreamDecoder<D> {
     sse: SseParser,
     inner: D,
     finished: bool,
+    /// An event failed after others in the same bytes made deltas: those
+    /// went out first, the error waits for [`Self::take_error`].
+    failed: Option<LlmError>,
 }
 
 impl<D: EventDecoder> StreamDecoder<D> {
@@ -85,6 +88,7 @@ impl<D: EventDecoder> StreamDecoder<D> {
             sse: SseParser::new(),
             inner,
             finished: false,
+            failed: None,
         }
     }
 
@@ -93,21 +97,42 @@ impl<D: EventDecoder> StreamDecoder<D> {
         self.finished
     }
 
-    /// The deltas that these body bytes complete.
+    /// The deltas that these body bytes complete. When an event fails
+    /// after others in the same bytes made deltas, those deltas come back
+    /// and the error is kept for [`Self::take_error`] (or the next call):
+    /// what a consumer sees does not depend on where the network cut the
+    /// body.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Delta>, LlmError> {
+        if let Some(e) = self.take_error() {
+            return Err(e);
+        }
         let mut out = Vec::new();
         for event in self.sse.push(bytes) {
             if self.finished {
                 break;
             }
-            self.inner.event(event, &mut out)?;
+            if let Err(e) = self.inner.event(event, &mut out) {
+                if out.is_empty() {
+                    return Err(e);
+                }
+                self.failed = Some(e);
+                break;
+            }
             self.note_finish(&out);
         }
         Ok(out)
     }
 
+    /// The error that ended the stream after the deltas last returned.
+    pub fn take_error(&mut self) -> Option<LlmError> {
+        self.failed.take()
+    }
+
     /// The body ended cleanly: the last deltas, or [`LlmError::Cut`].
     pub fn finish(&mut self) -> Result<Vec<Delta>, LlmError> {
+        if let Some(e) = self.take_error() {
+            return Err(e);
+        }
         let mut out = Vec::new();
         if !self.finished
             && let Some(event) = self.sse.finish()
@@ -366,6 +391,9 @@ async fn attempt_once<D: EventDecoder>(
         }
         if decoder.finished() {
             return None;
+        }
+        if let Some(e) = decoder.take_error() {
+            return Some(failed(e, said_anything));
         }
     }
 }

@@ -62,11 +62,13 @@ fn collect(text: &str, depth: u32, out: &mut Vec<Value>) -> Option<()> {
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix(OPEN_TAG) {
             // The last call may lack its closing tag (cut at a stop word).
-            let (inner, tail) = match after.find(CLOSE_TAG) {
-                Some(end) => (&after[..end], &after[end + CLOSE_TAG.len()..]),
-                None => (after, ""),
+            let tail = match enclosed(after, CLOSE_TAG, depth, out) {
+                Some(tail) => tail,
+                None => {
+                    collect(after, depth + 1, out)?;
+                    ""
+                }
             };
-            collect(inner, depth + 1, out)?;
             rest = tail.trim_start();
         } else if let Some(after) = rest.strip_prefix("```") {
             let newline = after.find('\n')?;
@@ -74,10 +76,7 @@ fn collect(text: &str, depth: u32, out: &mut Vec<Value>) -> Option<()> {
             if !matches!(lang.as_str(), "" | "json" | "tool_call" | "tool_code") {
                 return None;
             }
-            let body = &after[newline + 1..];
-            let end = body.find("```")?;
-            collect(&body[..end], depth + 1, out)?;
-            rest = body[end + 3..].trim_start();
+            rest = enclosed(&after[newline + 1..], "```", depth, out)?.trim_start();
         } else {
             if !rest.starts_with(['{', '[']) {
                 return None;
@@ -88,6 +87,23 @@ fn collect(text: &str, depth: u32, out: &mut Vec<Value>) -> Option<()> {
         }
     }
     Some(())
+}
+
+/// The values inside a fence or tag, up to the first `close` before which
+/// they read whole (a string in them may hold a `close` too); what follows
+/// that `close`.
+fn enclosed<'a>(body: &'a str, close: &str, depth: u32, out: &mut Vec<Value>) -> Option<&'a str> {
+    let mut from = 0;
+    while let Some(i) = body[from..].find(close) {
+        let end = from + i;
+        let mut values = Vec::new();
+        if collect(&body[..end], depth + 1, &mut values).is_some() {
+            out.extend(values);
+            return Some(&body[end + close.len()..]);
+        }
+        from = end + 1;
+    }
+    None
 }
 
 /// One object as a call to a declared tool: its name and arguments text.

@@ -1,5 +1,7 @@
 //! Markdown (pulldown-cmark) to unwrapped styled lines.
 
+use std::borrow::Cow;
+
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
@@ -16,6 +18,20 @@ pub fn render(text: &str) -> Vec<LLine> {
         r.event(event);
     }
     r.flush();
+    // Text was cleaned before it came here, but an entity (`&#27;`,
+    // `&#x202E;`) decodes to the very characters cleaning removed.
+    for line in &mut r.lines {
+        for span in line
+            .first
+            .iter_mut()
+            .chain(&mut line.rest)
+            .chain(&mut line.spans)
+        {
+            if let Cow::Owned(clean) = crate::sanitize::sanitize(&span.content) {
+                span.content = clean.into();
+            }
+        }
+    }
     r.lines
 }
 
