@@ -1170,7 +1170,14 @@ proptest! {
         let clean = sanitize::sanitize(&text);
         prop_assert!(!clean.chars().any(unsafe_char), "{:?}", clean);
         prop_assert_eq!(sanitize::sanitize(&clean), clean.clone(), "not idempotent");
-        if !text.chars().any(unsafe_char) {
+        // Text without control characters, and without the characters the
+        // sanitiser rewrites one by one (widths terminals disagree on),
+        // comes back as it was.
+        let rewritten = |c: char| {
+            let one = c.to_string();
+            sanitize::sanitize(&one) != one.as_str()
+        };
+        if !text.chars().any(|c| unsafe_char(c) || rewritten(c)) {
             prop_assert_eq!(clean.as_ref(), text.as_str());
         }
 
