@@ -18,3 +18,13 @@ pub mod subagent;
 pub mod supervisor;
 pub mod transcript;
 pub mod tui;
+
+/// `eprintln!` that never panics: with stderr closed (`2>&1 | head`), the
+/// line is lost and nothing else.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}

@@ -171,7 +171,7 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) if is_broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
-            eprintln!("quorum: {}", config::error_message(&e));
+            quorum::say!("quorum: {}", config::error_message(&e));
             std::process::exit(2);
         }
     }
@@ -259,7 +259,7 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let result = screen::live(ops, events, started, bell).await;
     session.shutdown();
     if let Some(path) = session.recording() {
-        eprintln!("session recorded to {} (quorum replay {0})", path.display());
+        quorum::say!("session recorded to {} (quorum replay {0})", path.display());
     }
     result.map(|()| 0)
 }

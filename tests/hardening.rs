@@ -211,3 +211,33 @@ fn a_permission_naming_a_path_outside_anywhere_in_its_input_is_refused() {
     ]);
     assert_eq!(text(&o.stdout), "permitted\n", "{}", text(&o.stderr));
 }
+
+/// Output to a reader that went away (`quorum … 2>&1 | head -1`) is no
+/// panic: stdout and stderr both closed before quorum writes a line.
+#[test]
+fn closed_pipes_are_no_panic() {
+    let s = shell();
+    for args in [
+        &["call", "--agent", "fake", "--input", "tools"][..],
+        &[
+            "call",
+            "--json",
+            "--agent",
+            "fake",
+            "--input",
+            "stream 20000",
+        ],
+        &["agents"],
+    ] {
+        let mut child = s
+            .command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}: {status:?}");
+    }
+}

@@ -103,7 +103,9 @@ type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
 /// A `subagent_update` announcing a child session routes the child's
 /// traffic to the same turn from now on (before any of it is read).
 fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
-    let mut routes = routes.lock().expect("not poisoned");
+    let mut routes = routes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(tx) = routes.get(session).cloned() else {
         return Some(incoming);
     };
@@ -169,7 +171,12 @@ impl Connection {
 
     /// Closes the connection; the process is stopped.
     pub fn close(&self) {
-        if let Some(tx) = self.shutdown.lock().expect("not poisoned").take() {
+        if let Some(tx) = self
+            .shutdown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
             let _ = tx.send(());
         }
     }
@@ -1328,7 +1335,9 @@ async fn watch_process(
         Err(e) => format!("could not be waited for: {e}"),
     };
     tracing::info!("{agent}: process {description}");
-    *exit.lock().expect("not poisoned") = Some(description);
+    *exit
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(description);
     dead.store(true, Ordering::SeqCst);
     // Whatever the agent left running goes with it.
     supervisor.terminate(&group, supervisor::GRACE).await;

@@ -342,7 +342,11 @@ pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
 pub fn locate(command: &str) -> Option<PathBuf> {
     static CACHE: OnceLock<Mutex<HashMap<String, Option<PathBuf>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(hit) = cache.lock().expect("not poisoned").get(command) {
+    if let Some(hit) = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(command)
+    {
         return hit.clone();
     }
     let found = search_path(command, std::env::var_os("PATH").as_deref());

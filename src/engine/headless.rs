@@ -65,13 +65,13 @@ pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32>
     }) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quorum: {}", super::config::error_message(&e));
+            crate::say!("quorum: {}", super::config::error_message(&e));
             return Ok(EXIT_CANNOT_RUN);
         }
     };
     if request.inputs.is_empty() {
         if std::io::stdin().is_terminal() {
-            eprintln!("quorum: give the message with --input TEXT, or pipe it on stdin");
+            crate::say!("quorum: give the message with --input TEXT, or pipe it on stdin");
             return Ok(EXIT_CANNOT_RUN);
         }
         let mut text = String::new();
@@ -94,7 +94,7 @@ pub async fn run_command(
     let session = match setup.session(Some(&model)) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quorum: {}", super::config::error_message(&e));
+            crate::say!("quorum: {}", super::config::error_message(&e));
             return Ok(EXIT_CANNOT_RUN);
         }
     };
@@ -132,16 +132,16 @@ impl Interrupt {
         match self {
             Interrupt::Cancel if !*interrupted => {
                 *interrupted = true;
-                eprintln!("quorum: cancelling (Ctrl+C again to quit at once)");
+                crate::say!("quorum: cancelling (Ctrl+C again to quit at once)");
                 cancel();
                 None
             }
             Interrupt::Cancel => {
-                eprintln!("quorum: interrupted twice, exiting");
+                crate::say!("quorum: interrupted twice, exiting");
                 Some(EXIT_INTERRUPTED)
             }
             Interrupt::Quit(exit) => {
-                eprintln!("quorum: terminated by a signal; stopping the agents");
+                crate::say!("quorum: terminated by a signal; stopping the agents");
                 Some(exit)
             }
         }
@@ -223,14 +223,14 @@ pub async fn call(
                 let _ = writeln!(std::io::stdout(), "{printed}");
                 if outcome.stop_reason != StopReason::EndTurn {
                     if !request.json {
-                        eprintln!("quorum: stop reason: {}", outcome.stop_reason);
+                        crate::say!("quorum: stop reason: {}", outcome.stop_reason);
                     }
                     code = EXIT_STOPPED;
                 }
             }
             Ok(_) => unreachable!("quorum call runs single calls in the foreground"),
             Err(e) => {
-                eprintln!("quorum: {e}");
+                crate::say!("quorum: {e}");
                 code = EXIT_CANNOT_RUN;
                 break;
             }
@@ -254,7 +254,7 @@ pub async fn run(
     no_wait: bool,
 ) -> i32 {
     let Some(mut chat) = session.take_chat() else {
-        eprintln!(
+        crate::say!(
             "quorum: no chat model: give --model PROVIDER:NAME (or set QUORUM_MODEL, or [model] in the config file)"
         );
         return EXIT_CANNOT_RUN;
@@ -309,7 +309,7 @@ pub async fn run(
             break;
         }
         if no_wait {
-            eprintln!("quorum: background tasks are still running; exiting (--no-wait)");
+            crate::say!("quorum: background tasks are still running; exiting (--no-wait)");
             code = EXIT_TASKS_RUNNING;
             break;
         }
@@ -393,7 +393,7 @@ fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped
                 let _ = writeln!(out, "{}", progress.reply.finish());
             }
             Event::TaskReported { task_id } => {
-                eprintln!("↩ task {} reported to the chat", sanitize(task_id))
+                crate::say!("↩ task {} reported to the chat", sanitize(task_id))
             }
             other => progress.print(other),
         }
@@ -414,7 +414,8 @@ pub(super) struct Progress {
 impl Progress {
     pub(super) fn print(&mut self, event: &Event) {
         if let Some(line) = self.line(event) {
-            eprintln!("{line}");
+            // Progress is a courtesy: a closed stderr is no reason to stop.
+            let _ = writeln!(std::io::stderr(), "{line}");
         }
     }
 

@@ -3,6 +3,7 @@
 //! quorum are printed, and the exit code says the quorum's verdict, so CI
 //! can use it.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -104,7 +105,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     let session = match setup.session(None) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quorum: {}", super::config::error_message(&e));
+            crate::say!("quorum: {}", super::config::error_message(&e));
             return Ok(EXIT_ERROR);
         }
     };
@@ -115,12 +116,12 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         args.agents.clone()
     };
     if agents.is_empty() {
-        eprintln!("quorum: no agent is installed to review with (see `quorum agents`)");
+        crate::say!("quorum: no agent is installed to review with (see `quorum agents`)");
         return Ok(EXIT_ERROR);
     }
     for agent in &agents {
         if let Err(e) = session.registry.get(agent) {
-            eprintln!("quorum: --agents: {e}");
+            crate::say!("quorum: --agents: {e}");
             return Ok(EXIT_ERROR);
         }
     }
@@ -129,17 +130,18 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     let diff = match diff(&dir, &rev) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("quorum: {e}");
+            crate::say!("quorum: {e}");
             return Ok(EXIT_ERROR);
         }
     };
     if diff.trim().is_empty() {
-        eprintln!("quorum: nothing to review: `git diff {rev}` is empty");
+        crate::say!("quorum: nothing to review: `git diff {rev}` is empty");
         if args.json {
-            println!(
+            writeln!(
+                std::io::stdout(),
                 "{}",
                 serde_json::json!({ "base": rev, "tasks": [], "exit_code": EXIT_GREEN })
-            );
+            )?;
         }
         return Ok(EXIT_GREEN);
     }
@@ -189,7 +191,7 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
         Ok(Reply::Batch(batch)) => batch,
         Ok(other) => unreachable!("a foreground batch: {other:?}"),
         Err(e) => {
-            eprintln!("quorum: {e}");
+            crate::say!("quorum: {e}");
             return EXIT_ERROR;
         }
     };
@@ -198,9 +200,14 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
         let mut v = batch.to_json();
         v["base"] = rev.into();
         v["exit_code"] = code.into();
-        println!("{}", crate::sanitize::json(&v.to_string()));
+        // A reader gone (`| head`) leaves the exit code as it is.
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}",
+            crate::sanitize::json(&v.to_string())
+        );
     } else {
-        print!("{}", report(&batch));
+        let _ = write!(std::io::stdout(), "{}", report(&batch));
     }
     code
 }

@@ -524,18 +524,29 @@ impl ChatHandle {
     }
 
     pub fn set_model(&self, model: Arc<dyn Model>) {
-        *self.model.lock().expect("not poisoned") = model.name();
+        *self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = model.name();
         let _ = self.tx.send(ChatCommand::SetModel(model));
     }
 
     pub fn model_name(&self) -> String {
-        self.model.lock().expect("not poisoned").clone()
+        self.model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Cancels the running turn (and the tool calls it waits on). False if
     /// the chat is idle.
     pub fn cancel(&self) -> bool {
-        match self.cancel.lock().expect("not poisoned").as_ref() {
+        match self
+            .cancel
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
             Some(tx) => tx.send(true).is_ok(),
             None => false,
         }
@@ -557,7 +568,7 @@ async fn actor(
                     continue;
                 }
                 Some(ChatCommand::SetModel(model)) => {
-                    *model_name.lock().expect("not poisoned") = model.name();
+                    *model_name.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = model.name();
                     chat.set_model(model);
                     continue;
                 }
@@ -569,9 +580,13 @@ async fn actor(
             },
         };
         let (tx, cancel) = watch::channel(false);
-        *cancel_slot.lock().expect("not poisoned") = Some(tx);
+        *cancel_slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tx);
         let _ = chat.turn(message, first, cancel).await;
-        *cancel_slot.lock().expect("not poisoned") = None;
+        *cancel_slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 }
 

@@ -448,7 +448,12 @@ impl Collector {
         {
             self.task.abort();
         }
-        std::mem::take(&mut *self.bytes.lock().expect("not poisoned"))
+        std::mem::take(
+            &mut *self
+                .bytes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 }
 

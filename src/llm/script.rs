@@ -84,7 +84,12 @@ impl Model for ScriptModel {
     }
 
     fn stream(&self, _request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
-        let Some(turn) = self.turns.lock().expect("not poisoned").next() else {
+        let Some(turn) = self
+            .turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .next()
+        else {
             return stream::iter([Err(LlmError::Config(format!(
                 "the script {} has no more turns",
                 self.label

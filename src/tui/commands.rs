@@ -163,7 +163,7 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
     let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events_rx).await;
     drop(guard);
     for w in warnings {
-        eprintln!("warning: {w}");
+        crate::say!("warning: {w}");
     }
     result
 }
@@ -190,7 +190,7 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
     })?;
     let loaded = transcript::load_capped(file, options.max_line)?;
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        crate::say!("warning: {w}");
     }
     let total = loaded.events.len();
     let at = options.at.unwrap_or(total);
