@@ -385,6 +385,7 @@ impl Entry {
                 let last = format!("permission {}", one_line(outcome));
                 was | self.set_last(last)
             }
+            Activity::Notice { text } => self.set_last(format!("! {}", one_line(text))),
             Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,
             // Taken in by `Board::observe`, which knows the sessions.
             Activity::Usage { .. } => false,

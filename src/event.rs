@@ -162,6 +162,9 @@ pub enum Activity {
     /// A permission request was answered (`outcome` is the option picked,
     /// or `cancelled`).
     PermissionResolved { id: String, outcome: String },
+    /// Something quorum tells about the call, shown in its box: a file
+    /// request refused, a message with bytes that are not UTF-8.
+    Notice { text: String },
     /// The agent's context and cost, as it reports them (ACP
     /// `usage_update`; the internal agent's last request's tokens).
     Usage {

@@ -1320,3 +1320,22 @@ async fn esc_on_an_agent_that_ignores_cancel_says_cancelling_and_esc_again_stops
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A message with a byte that is not UTF-8 costs that byte; the box says
+/// so, and the turn goes on (before: the connection ended, "exited with
+/// code 0", the cause only in the log).
+#[tokio::test]
+async fn a_bad_byte_shows_a_notice_in_the_box_and_the_turn_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake badbyte"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("✓")).await;
+    let screen = text(&terminal);
+    let inside_box = screen
+        .lines()
+        .filter(|l| l.contains("│"))
+        .any(|l| l.contains("fake sent a message with bytes that are not UTF-8"));
+    assert!(inside_box, "{screen}");
+    assert!(screen.contains("caf\u{fffd} after"), "{screen}");
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use quorum::acp::registry::{Permissions, Registry};
 use quorum::engine::{Session, SessionConfig};
-use quorum::event::{Event, Severity, Stamped, TaskState};
+use quorum::event::{Activity, Event, Severity, Stamped, TaskState};
 use quorum::fsroot::Root;
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
@@ -557,7 +557,7 @@ async fn exclude_files_pattern_refuses_fs_read_to_an_acp_agent() {
     let absolute = format!("read {}", r.dir.path().join("secret.txt").display());
     let refused = output(&r.call(call(&absolute)).await.unwrap());
     assert!(refused.contains("exclude_files_pattern"), "{refused}");
-    assert!(r.drain().iter().any(|e| matches!(e, Event::Notice { text, .. } if text.starts_with("refused to read secret.txt"))));
+    assert!(r.drain().iter().any(|e| matches!(e, Event::SubagentActivity { activity: Activity::Notice { text }, .. } if text.starts_with("refused to read secret.txt"))));
     // Other files are read as before, and the pattern holds for its call only.
     assert_eq!(
         output(&r.call(call("read inside.txt")).await.unwrap()),

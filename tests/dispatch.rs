@@ -186,6 +186,20 @@ fn finished(events: &[Event]) -> (&str, StopReason, Option<Severity>) {
         .expect("a finished event")
 }
 
+/// What calls' boxes were told (`Activity::Notice`).
+fn box_notices(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::Notice { text },
+                ..
+            } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn notices(events: &[Event]) -> Vec<&str> {
     events
         .iter()
@@ -459,7 +473,7 @@ async fn file_access_is_confined_to_the_session_directory() {
             o.output
         );
         assert!(
-            notices(&events)
+            box_notices(&events)
                 .iter()
                 .any(|n| n.starts_with("refused to read")),
             "{events:#?}"
@@ -486,7 +500,7 @@ async fn file_access_is_confined_to_the_session_directory() {
             .await;
         assert!(o.output.starts_with("write failed: "), "{}", o.output);
         assert!(
-            notices(&events)
+            box_notices(&events)
                 .iter()
                 .any(|n| n.starts_with("refused to write"))
         );

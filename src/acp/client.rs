@@ -538,7 +538,7 @@ impl Connection {
                             }
                         }
                     },
-                    Incoming::Notice(text) => sink.notice(&text),
+                    Incoming::Notice(text) => sink.activity(Activity::Notice { text }),
                     Incoming::Permission(req, responder) => {
                         // A child's request names the child, and is shown
                         // in its box too.

@@ -487,6 +487,7 @@ impl Progress {
                     Activity::PermissionResolved { outcome, .. } => {
                         format!("  → {}", sanitize(outcome))
                     }
+                    Activity::Notice { text } => format!("! {}", sanitize(text)),
                     _ => return None,
                 };
                 format!("{}: {what}", label(&self.labels, call_id))

@@ -452,6 +452,18 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
                 &mut body,
             );
         }
+        // So does what quorum had to say of it.
+        for notice in &b.notices {
+            wrap(
+                &[LLine::prefixed(
+                    vec![Span::styled("! ", theme::warning())],
+                    vec![Span::raw("  ")],
+                    vec![Span::styled(notice.clone(), theme::dim())],
+                )],
+                inner,
+                &mut body,
+            );
+        }
         children(b, inner, now, &mut body);
         if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
             body.push(Line::from(vec![

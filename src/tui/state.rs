@@ -92,6 +92,8 @@ pub struct SubagentBox {
     pub waiting: bool,
     /// Asked to stop, its agent not stopped yet (from the board's snapshot).
     pub cancelling: bool,
+    /// What quorum told of the call (the last few), kept when it ends.
+    pub notices: VecDeque<String>,
     pub session_id: Option<String>,
     /// Everything the agent did (bounded), for the opened box.
     pub log: Log,
@@ -924,6 +926,7 @@ impl State {
                     severity: None,
                     waiting: false,
                     cancelling: false,
+                    notices: VecDeque::new(),
                     session_id: None,
                     log: Log::default(),
                     changes: Changes::default(),
@@ -1399,6 +1402,14 @@ impl State {
             }
             // Its figures come with the board's snapshot.
             Activity::Usage { .. } => {}
+            Activity::Notice { text } => {
+                let text = clean(text);
+                push_line(&mut b.activity, ActivityLine::Note(text.clone()));
+                if b.notices.len() == NOTICES {
+                    b.notices.pop_front();
+                }
+                b.notices.push_back(text);
+            }
         }
     }
 
@@ -1473,8 +1484,14 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
             &mut child.activity,
             ActivityLine::Note(format!("permission {}", clean(outcome))),
         ),
+        Activity::Notice { text } => {
+            push_line(&mut child.activity, ActivityLine::Note(clean(text)))
+        }
     }
 }
+
+/// How many of a call's notices its box keeps.
+const NOTICES: usize = 3;
 
 fn clean(s: &str) -> String {
     crate::sanitize::sanitize(s).into_owned()
