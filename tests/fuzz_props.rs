@@ -419,7 +419,13 @@ fn check_transcript(bytes: &[u8]) -> Result<(), TestCaseError> {
                     // one: each line before it reads on its own.
                     let header = std::str::from_utf8(lines[0]).unwrap();
                     let alone = |n: usize| {
-                        let text = std::str::from_utf8(lines[n - 1]).unwrap();
+                        // A last line cut inside a character is read up to
+                        // the cut, as the loader reads it.
+                        let bytes = lines[n - 1];
+                        let text = match std::str::from_utf8(bytes) {
+                            Ok(text) => text,
+                            Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap(),
+                        };
                         transcript::parse(&path, &format!("{header}\n{text}\n"))
                     };
                     prop_assert!(alone(line).is_err(), "{message}");
@@ -1399,4 +1405,36 @@ fn regression_a_fence_inside_the_arguments_does_not_end_the_call() {
     let got = recover::recover_tool_calls(&format!("```json\n{call}\n```"), &tools()).unwrap();
     let args: Value = serde_json::from_str(&got[0].arguments).unwrap();
     assert_eq!(args, json!({"input": input}));
+}
+
+/// Found by `scripts/fuzz.sh`: an empty read between the CR and the LF of
+/// a CRLF made the LF a second line end, a blank line that dispatched the
+/// event in the middle of its data.
+#[test]
+fn regression_sse_an_empty_read_between_cr_and_lf() {
+    let mut parser = quorum::llm::sse::SseParser::new();
+    let mut events = parser.push(b"data: one\r");
+    events.extend(parser.push(b""));
+    events.extend(parser.push(b"\ndata: two\r\n\r\n"));
+    assert_eq!(
+        events,
+        [quorum::llm::sse::SseEvent {
+            event: None,
+            data: "one\ntwo".into(),
+            id: None,
+        }]
+    );
+}
+
+/// Found by `scripts/fuzz.sh`: a last line cut inside a character whose
+/// text up to the cut is a whole event of an unknown type is an error
+/// naming that line (the test's own reading of the line was wrong).
+#[test]
+fn regression_transcript_a_cut_last_line_that_reads_as_an_unknown_event() {
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    let header = std::fs::read_to_string(demo).unwrap();
+    let header = header.lines().next().unwrap();
+    let mut bytes = format!("{header}\n{{\"t\":0,\"type\":\"mystery\"}}").into_bytes();
+    bytes.push(0xe2);
+    check_transcript(&bytes).unwrap();
 }

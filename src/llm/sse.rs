@@ -69,6 +69,11 @@ impl SseParser {
             self.feed(rest, &mut out);
             return out;
         }
+        // An empty read tells nothing: a CR before it may still be half
+        // of a CRLF.
+        if bytes.is_empty() {
+            return out;
+        }
         if self.after_cr && bytes.first() == Some(&b'\n') {
             bytes = &bytes[1..];
         }
