@@ -250,3 +250,28 @@ fn global_model_options_apply_before_or_after_the_subcommand() {
         );
     }
 }
+
+/// A small model that names an agent that is not there (`"subagent"`) is
+/// told it can leave `agent` out to use the internal agent.
+#[test]
+fn an_unknown_agent_error_says_to_omit_agent_for_the_internal_one() {
+    let d = dir();
+    let script = serde_json::json!([
+        {"tool_calls": [{"name": "subagent", "arguments": {"agent": "subagent", "input": "read the notes"}}]},
+        {"text": "Retrying without an agent."}
+    ]);
+    let (o, events) = d.run(script, &["-p", "read my notes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let error = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Error { text } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the tool's error is shown");
+    assert!(error.contains("unknown agent \"subagent\""), "{error}");
+    assert!(
+        error.contains("to run the task on the internal agent instead, omit `agent`"),
+        "{error}"
+    );
+}

@@ -43,8 +43,12 @@ pub enum DispatchError {
     NoInput(#[from] NoInput),
     #[error("`input` is empty: say what this task should do")]
     EmptyInput,
-    #[error(transparent)]
-    UnknownAgent(#[from] UnknownAgent),
+    #[error("{source}{}", if *internal { "; to run the task on the internal agent instead, omit `agent` (leave it out of the call)" } else { "" })]
+    UnknownAgent {
+        source: UnknownAgent,
+        /// The internal agent is there to take the task.
+        internal: bool,
+    },
     #[error(
         "the internal agent is not available in this session (it needs a chat model); name an ACP agent with `agent`"
     )]
@@ -516,7 +520,13 @@ impl Dispatcher {
     ) -> Result<Prepared, DispatchError> {
         let target = match spec.agent.as_deref() {
             Some(agent) => {
-                let spec = self.registry.get(agent)?;
+                let spec = self
+                    .registry
+                    .get(agent)
+                    .map_err(|source| DispatchError::UnknownAgent {
+                        source,
+                        internal: lock(&self.internal).is_some(),
+                    })?;
                 Target::Acp {
                     agent: agent.to_string(),
                     policy: spec.permissions.resolve(self.permissions),
