@@ -188,8 +188,18 @@ async fn demo_replays_through_the_loop_with_snapshots_at_key_events() {
     assert!(screen.contains("plan 3/4"), "{screen}");
     insta::assert_snapshot!("demo_internal_running", screen);
 
-    // 4. End: everything played, the background review reported back.
+    // 4. End moves the view, not the replay: nothing more is played.
+    let applied = app.state.applied;
     drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
+    assert_eq!(app.state.applied, applied, "End plays nothing");
+    // e: everything played, the background review reported back.
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('e'))],
+        vec![],
+    )
+    .await;
     let buf = terminal.backend().buffer().clone();
     let screen = rows(&buf).join("\n");
     assert!(
@@ -458,7 +468,13 @@ async fn side_panel_toggles_with_ctrl_t() {
 async fn resizing_rewraps_the_transcript() {
     let (mut app, _) = paused_demo();
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
-    drive(&mut terminal, &mut app, vec![key(KeyCode::End)], vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('e'))],
+        vec![],
+    )
+    .await;
     let wide = text(&terminal);
     assert!(
         wide.contains("The background security review of src/auth/ finished yellow: nothing"),
@@ -1338,4 +1354,29 @@ async fn a_bad_byte_shows_a_notice_in_the_box_and_the_turn_goes_on() {
         .any(|l| l.contains("fake sent a message with bytes that are not UTF-8"));
     assert!(inside_box, "{screen}");
     assert!(screen.contains("caf\u{fffd} after"), "{screen}");
+}
+
+/// Without a chat model, the long notice is shown once, at the start;
+/// each plain message then gets one line (it used to get all 8 again).
+#[tokio::test]
+async fn the_no_model_notice_is_told_in_full_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 50)).unwrap();
+    let mut keys = line("hello");
+    keys.extend(line("anyone there?"));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.matches("No chat model: nobody answers plain messages")
+            .count()
+            == 2
+    })
+    .await;
+    let screen = text(&terminal);
+    assert_eq!(
+        screen.matches("No chat model is configured").count(),
+        1,
+        "{screen}"
+    );
+    assert!(screen.contains("› anyone there?"), "{screen}");
 }

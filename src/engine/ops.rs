@@ -92,6 +92,9 @@ pub(super) struct Ops {
     pub terminal: TerminalSize,
 }
 
+/// What a plain message gets when no chat model is configured.
+pub const NO_MODEL: &str = "No chat model: nobody answers plain messages. `/model PROVIDER:NAME` sets one; `@agent message` talks to an agent.";
+
 pub const WELCOME: &str = "No chat model is configured, so plain messages have no one to answer them. \
 Set one with `--model PROVIDER:NAME` (`openai:gpt-4o`, `anthropic:claude-sonnet-4-5`) and \
 OPENAI_API_KEY or ANTHROPIC_API_KEY; for a local server (llama-server, Ollama, vLLM) add \
@@ -183,9 +186,11 @@ impl Ops {
             Some(chat) => chat.send(text),
             None => {
                 self.emitter.emit(Event::UserMessage { text });
+                // The whole story was told at the start (and `/model` tells
+                // it again): one line here.
                 self.emitter.emit(Event::Notice {
                     level: NoticeLevel::Warning,
-                    text: WELCOME.into(),
+                    text: NO_MODEL.into(),
                 });
             }
         }

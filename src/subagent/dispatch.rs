@@ -520,13 +520,13 @@ impl Dispatcher {
     ) -> Result<Prepared, DispatchError> {
         let target = match spec.agent.as_deref() {
             Some(agent) => {
-                let spec = self
-                    .registry
-                    .get(agent)
-                    .map_err(|source| DispatchError::UnknownAgent {
-                        source,
-                        internal: lock(&self.internal).is_some(),
-                    })?;
+                let spec =
+                    self.registry
+                        .get(agent)
+                        .map_err(|source| DispatchError::UnknownAgent {
+                            source,
+                            internal: lock(&self.internal).is_some(),
+                        })?;
                 Target::Acp {
                     agent: agent.to_string(),
                     policy: spec.permissions.resolve(self.permissions),

@@ -545,12 +545,16 @@ impl App {
                 }
                 KeyCode::Char('+') | KeyCode::Char('=') => player.scale_speed(2.0, instant),
                 KeyCode::Char('-') => player.scale_speed(0.5, instant),
-                KeyCode::End => {
+                // `e`: the replay's end, everything played at once.
+                KeyCode::Char('e') => {
                     for event in player.to_end() {
                         self.on_event(event);
                     }
                     self.view.end();
                 }
+                // Home and End move the view only, as in the live screen:
+                // End goes to the newest line and follows it.
+                KeyCode::End => self.view.end(),
                 KeyCode::Home => self.view.home(),
                 KeyCode::Tab | KeyCode::Char('t') => self.view.toggle_panel(self.cols),
                 _ => {}
@@ -580,7 +584,7 @@ impl App {
                 ];
                 (
                     spans,
-                    "space pause · n step · +/- speed · End end · PgUp/PgDn scroll · t tasks · q quit",
+                    "space pause · n step · +/- speed · e skip to end · PgUp/PgDn scroll · End follow · t tasks · q quit",
                 )
             }
             _ => {

@@ -155,7 +155,7 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
     app.view.set_panel(options.panel);
     app.set_banner(warnings.first().cloned());
     if options.instant {
-        app.handle(Input::Key(KeyEvent::from(KeyCode::End)));
+        app.handle(Input::Key(KeyEvent::from(KeyCode::Char('e'))));
     }
     let (_events_tx, mut events_rx) = mpsc::unbounded_channel::<Stamped>();
     let mut guard = TerminalGuard::enter().context("setting up the terminal")?;

@@ -545,8 +545,15 @@ fn draw_status(
             theme::dim(),
         ));
     }
-    if !chrome.keys.is_empty() {
-        spans.push(Span::styled(format!(" · {}", chrome.keys), theme::dim()));
+    // The key hints that fit, in their order; the last one (how to quit)
+    // is kept whatever else gives way.
+    let used: usize = spans
+        .iter()
+        .map(|s| super::wrap::text_width(&s.content))
+        .sum();
+    let hints = fitting_hints(chrome.keys, (area.width as usize).saturating_sub(used));
+    if !hints.is_empty() {
+        spans.push(Span::styled(format!(" · {hints}"), theme::dim()));
     }
     let line = Line::from(truncate(
         spans.into_iter().map(owned).collect(),
@@ -554,6 +561,30 @@ fn draw_status(
     ));
     buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
     buf.set_line(area.x, area.y, &line, area.width);
+}
+
+/// The hints of `keys` (`a · b · c`) that fit in `room` columns with their
+/// leading ` · `: the last hint first, then the others in order while they
+/// fit; shown in their order.
+fn fitting_hints(keys: &str, room: usize) -> String {
+    let hints: Vec<&str> = keys.split(" · ").filter(|h| !h.is_empty()).collect();
+    let Some((last, rest)) = hints.split_last() else {
+        return String::new();
+    };
+    let width = |h: &str| super::wrap::text_width(h) + 3;
+    let mut left = room.saturating_sub(width(last));
+    if width(last) > room {
+        return String::new();
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for hint in rest {
+        if width(hint) <= left {
+            left -= width(hint);
+            kept.push(hint);
+        }
+    }
+    kept.push(last);
+    kept.join(" · ")
 }
 
 fn owned(span: Span<'_>) -> Span<'static> {
