@@ -180,6 +180,21 @@ impl Case {
         status.unwrap()
     }
 
+    /// Asserts that, the moment quorum has exited, nothing it started is
+    /// alive: `call` and `run` wait for their agents before they exit.
+    fn assert_gone_at_exit(&self) {
+        let left: Vec<_> = [&self.agent, &self.grandchild]
+            .into_iter()
+            .filter(|p| p.alive())
+            .map(|p| format!("{} (pid {})", p.what, p.pid))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "still running as quorum exited: {left:?}; stderr: {}",
+            self.stderr()
+        );
+    }
+
     /// Asserts that, soon after quorum's exit, nothing it started is alive.
     fn assert_nothing_left(&self) {
         let procs = [&self.agent, &self.grandchild];
@@ -234,7 +249,24 @@ fn sigint_cancels_the_call_and_leaves_nothing_running() {
         "{}",
         case.stdout()
     );
-    case.assert_nothing_left();
+    case.assert_gone_at_exit();
+}
+
+#[test]
+fn quorum_run_waits_for_its_agents_before_it_exits() {
+    let scripts = tempfile::tempdir().unwrap();
+    let script = scripts.path().join("model.json");
+    let call = serde_json::json!({"name": "subagent", "arguments": {"agent": "stubborn", "input": "grandchild 1"}});
+    std::fs::write(
+        &script,
+        serde_json::json!([{"tool_calls": [call]}, {"text": "done"}]).to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let mut case = Case::start_with(&["run", "--model", &model, "-p", "go"]);
+    let status = case.exit();
+    assert_eq!(status.code(), Some(0), "{}", case.stderr());
+    case.assert_gone_at_exit();
 }
 
 #[test]
