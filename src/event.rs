@@ -557,6 +557,11 @@ pub enum Event {
     },
     /// The main assistant's message is complete.
     AssistantEnd,
+    /// The chat model is writing what may be a tool call as text (held
+    /// back until its message ends): `bytes` so far.
+    AssistantWritingCall {
+        bytes: u64,
+    },
     /// The chat model starts working on a turn.
     TurnStarted,
     /// The chat's turn ended (`end_turn`, `cancelled`, `max_tokens`,
@@ -745,6 +750,7 @@ impl Event {
         "user_message",
         "assistant_delta",
         "assistant_end",
+        "assistant_writing_call",
         "turn_started",
         "turn_ended",
         "tool_call_started",
@@ -777,6 +783,7 @@ impl Event {
             Event::UserMessage { .. } => "user_message",
             Event::AssistantDelta { .. } => "assistant_delta",
             Event::AssistantEnd => "assistant_end",
+            Event::AssistantWritingCall { .. } => "assistant_writing_call",
             Event::TurnStarted => "turn_started",
             Event::TurnEnded { .. } => "turn_ended",
             Event::ToolCallStarted { .. } => "tool_call_started",
@@ -817,6 +824,7 @@ mod tests {
             Event::UserMessage { text: "hi".into() },
             Event::AssistantDelta { text: "he".into() },
             Event::AssistantEnd,
+            Event::AssistantWritingCall { bytes: 1200 },
             Event::TurnStarted,
             Event::TurnEnded {
                 stop_reason: StopReason::MaxTurnRequests,

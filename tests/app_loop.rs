@@ -787,8 +787,9 @@ async fn slash_commands() {
         .await
         .unwrap()
         .unwrap();
+    // The long notice was told at the start: a plain message gets one line.
     assert!(
-        matches!(&welcome.event, Event::Notice { text, .. } if text.starts_with("No chat model is configured"))
+        matches!(&welcome.event, Event::Notice { text, .. } if text.starts_with("No chat model: nobody answers plain messages"))
     );
 
     // /record starts a transcript from now on.

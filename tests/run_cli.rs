@@ -275,3 +275,58 @@ fn an_unknown_agent_error_says_to_omit_agent_for_the_internal_one() {
         "{error}"
     );
 }
+
+/// A local model that writes its tool calls as text: the screen hears that
+/// a call is being written, and how big it is; the same call written three
+/// times, then a made-up result on the next line, runs once; calls
+/// recovered in different answers get different ids.
+#[test]
+fn tool_calls_written_as_text_are_shown_run_once_and_told_apart() {
+    let d = dir();
+    let status = r#"{"name": "subagent_status", "arguments": {}}"#;
+    let long_input = format!("echo {}", "checking the notes again ".repeat(20));
+    let call = serde_json::json!({"name": "subagent", "arguments": {"agent": "fake", "input": long_input}}).to_string();
+    let wall = format!(
+        "{call}\n{call}\n{call}\n{{\"output\": \"made up\", \"stop_reason\": \"end_turn\"}}"
+    );
+    let script = serde_json::json!([
+        {"text": status},
+        {"text": wall},
+        {"text": status},
+        {"text": "done"}
+    ]);
+    let (o, events) = d.run(script, &["-p", "go"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let writing: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AssistantWritingCall { bytes } => Some(*bytes),
+            _ => None,
+        })
+        .collect();
+    assert!(writing.len() >= 3, "{writing:?}");
+    assert!(writing.windows(2).all(|w| w[0] < w[1]), "{writing:?}");
+    assert!(*writing.iter().max().unwrap() > 1024, "{writing:?}");
+    let boxes = events
+        .iter()
+        .filter(|e| matches!(e, Event::SubagentStarted { .. }))
+        .count();
+    assert_eq!(boxes, 1, "the repeated call ran once");
+    assert!(
+        !assistant_text(&events).contains("made up"),
+        "{}",
+        assistant_text(&events)
+    );
+    let ids: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCallStarted { id, name, .. } if name == "subagent_status" => {
+                Some(id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(assistant_text(&events), "done|");
+}

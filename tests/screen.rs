@@ -251,3 +251,33 @@ fn box_borders_stay_in_one_column_whatever_the_text() {
         }
     }
 }
+
+/// While the chat model writes what may be a tool call as text (held back
+/// until its message ends), the status line says so, with the size so far,
+/// instead of a bare "chat working"; once the call runs, it is gone.
+#[test]
+fn the_status_line_shows_a_tool_call_being_written() {
+    use quorum::event::{Event, Stamped};
+    let mut events = vec![
+        Stamped::new(0, Event::TurnStarted),
+        Stamped::new(10, Event::AssistantWritingCall { bytes: 300 }),
+        Stamped::new(20, Event::AssistantWritingCall { bytes: 1290 }),
+    ];
+    let status = |events: &[Stamped]| rows(&screen(events, 120, 20, Some(false))).join("\n");
+    let shown = status(&events);
+    assert!(
+        shown.contains("chat writing a tool call (1.3 KB) (Esc cancels)"),
+        "{shown}"
+    );
+    events.push(Stamped::new(
+        30,
+        Event::ToolCallStarted {
+            id: "recovered-2-0".into(),
+            name: "subagent_status".into(),
+            summary: String::new(),
+        },
+    ));
+    let shown = status(&events);
+    assert!(!shown.contains("writing a tool call"), "{shown}");
+    assert!(shown.contains("chat working"), "{shown}");
+}

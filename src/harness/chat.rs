@@ -124,6 +124,12 @@ impl Sink for ChatSink {
         self.emitter.emit(Event::AssistantEnd);
     }
 
+    fn writing_call(&self, bytes: usize) {
+        self.emitter.emit(Event::AssistantWritingCall {
+            bytes: bytes as u64,
+        });
+    }
+
     fn tool_started(&self, call: &ToolCall) {
         if call.name != "subagent" {
             self.emitter.emit(Event::ToolCallStarted {

@@ -43,6 +43,9 @@ pub trait Sink: Send + Sync {
     fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>);
     fn usage(&self, input_tokens: u64, output_tokens: u64);
     fn retry(&self, attempt: u32, wait_ms: u64, reason: &str);
+    /// The model is writing what may be a tool call as text, held back
+    /// until its message ends: `bytes` so far (told as it grows).
+    fn writing_call(&self, _bytes: usize) {}
 }
 
 /// A copy of a harness's conversation, for those who read it while a
@@ -119,6 +122,8 @@ impl Harness {
             let mut text = String::new();
             // How much of `text` the sink has seen.
             let mut shown = 0;
+            // The size of held-back text last told (`writing_call`).
+            let mut told = 0;
             let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
             let mut finish = None;
             let cancelled = loop {
@@ -150,6 +155,14 @@ impl Harness {
                             if !may_be_a_call(&text) {
                                 sink.text(&text[shown..]);
                                 shown = text.len();
+                            } else if !text.trim().is_empty()
+                                && text.len() / WRITING_STEP != told / WRITING_STEP
+                            {
+                                // Held back: say that something is being
+                                // written, and how much, every few hundred
+                                // bytes.
+                                sink.writing_call(text.len());
+                                told = text.len();
                             }
                         }
                         Delta::ToolCallStart { index, id, name } => {
@@ -185,7 +198,7 @@ impl Harness {
             // A local model may write its call as JSON text instead.
             if calls.is_empty()
                 && !cancelled
-                && let Some(recovered) = recover(&text, &specs)
+                && let Some(recovered) = recover(&text, &specs, self.messages.len())
             {
                 calls = recovered;
                 text.clear();
@@ -261,6 +274,9 @@ pub fn summarize_args(call: &ToolCall) -> String {
     }
 }
 
+/// How often held-back text is told of, in bytes.
+const WRITING_STEP: usize = 256;
+
 /// Whether `text` so far could be a tool call written as JSON.
 fn may_be_a_call(text: &str) -> bool {
     let t = text.trim_start();
@@ -270,9 +286,14 @@ fn may_be_a_call(text: &str) -> bool {
         || t.starts_with("<tool_call>")
 }
 
-/// Tool calls a local model wrote as JSON text.
-fn recover(text: &str, specs: &[ToolSpec]) -> Option<Vec<ToolCall>> {
-    crate::llm::recover::recover_tool_calls(text, specs)
+/// Tool calls a local model wrote as JSON text, with ids distinct across
+/// the conversation (`turn` tells this answer from the others).
+fn recover(text: &str, specs: &[ToolSpec], turn: usize) -> Option<Vec<ToolCall>> {
+    let mut calls = crate::llm::recover::recover_tool_calls(text, specs)?;
+    for (i, call) in calls.iter_mut().enumerate() {
+        call.id = format!("recovered-{turn}-{i}");
+    }
+    Some(calls)
 }
 
 #[cfg(test)]

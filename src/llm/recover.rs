@@ -2,35 +2,50 @@
 //! llama-server, for one) often answer a tool call with its JSON as plain
 //! text instead of a structured call; this recognises such an answer.
 //!
-//! Only an answer that is nothing but calls counts: one or several JSON
-//! objects (one per line, or in a JSON array), each optionally inside
+//! An answer counts when it starts with calls: one or several JSON objects
+//! (one per line, or in a JSON array), each optionally inside
 //! `<tool_call>…</tool_call>` tags or a ```` ```json ```` fence, each naming
 //! a declared tool in one of the shapes
 //! `{"name": N, "arguments": {…}}`, `{"name": N, "parameters": {…}}`,
 //! `{"function": {"name": N, "arguments": …}}`, where the arguments may be
 //! an object or a JSON string holding one, or flattened,
-//! `{"name": N, "agent": …, "input": …}`. Prose around them, an undeclared
-//! tool, broken JSON, or a tool's declaration echoed back (with its
-//! `description`, or its schema as the arguments) means it was not a call.
+//! `{"name": N, "agent": …, "input": …}`. What follows the calls on a later
+//! line (a made-up result, more JSON, prose) is dropped: a small model often
+//! goes on writing after its call. Prose before them or on the same line,
+//! an undeclared tool among them, broken JSON, or a tool's declaration
+//! echoed back (with its `description`, or its schema as the arguments)
+//! means it was not a call. The same call written twice is one call.
 
 use serde_json::{Map, Value, json};
 
 use super::{ToolCall, ToolSpec};
 
-/// The calls that `text` consists of, with ids `recovered-0`, … and the
+/// The calls that `text` starts with, with ids `recovered-0`, … and the
 /// arguments as JSON text; `None` when it is anything else.
 pub fn recover_tool_calls(text: &str, tools: &[ToolSpec]) -> Option<Vec<ToolCall>> {
-    let mut values = Vec::new();
-    collect(text, 0, &mut values)?;
-    let mut calls = Vec::new();
-    for value in values {
-        match value {
-            Value::Array(items) if !items.is_empty() => {
-                for item in items {
-                    calls.push(call(item, tools)?);
+    let mut calls: Vec<(String, String)> = Vec::new();
+    'units: for (values, on_new_line) in leading_units(text) {
+        let mut found = Vec::new();
+        for value in values {
+            let items = match value {
+                Value::Array(items) if !items.is_empty() => items,
+                value => vec![value],
+            };
+            for item in items {
+                match call(item, tools) {
+                    Some(call) => found.push(call),
+                    // Something else on a line after the calls: they are
+                    // what the answer was; the rest is dropped.
+                    None if on_new_line && !calls.is_empty() => break 'units,
+                    None => return None,
                 }
             }
-            value => calls.push(call(value, tools)?),
+        }
+        for call in found {
+            // The same call written twice runs once.
+            if !calls.contains(&call) {
+                calls.push(call);
+            }
         }
     }
     if calls.is_empty() {
@@ -49,44 +64,96 @@ pub fn recover_tool_calls(text: &str, tools: &[ToolSpec]) -> Option<Vec<ToolCall
     )
 }
 
+/// The values `text` starts with, a unit at a time (a tag, a fence or a
+/// bare JSON value), each with whether it began on a new line; text that is
+/// none of these ends the list (as an empty unit, if on a new line after
+/// something was found; else the answer is no call: an empty list).
+fn leading_units(text: &str) -> Vec<(Vec<Value>, bool)> {
+    let mut units = Vec::new();
+    let mut rest = text;
+    loop {
+        let trimmed = rest.trim_start();
+        let on_new_line = rest[..rest.len() - trimmed.len()].contains('\n');
+        rest = trimmed;
+        if rest.is_empty() {
+            return units;
+        }
+        let mut values = Vec::new();
+        match unit(rest, 0, &mut values) {
+            Some(tail) => {
+                units.push((values, on_new_line));
+                rest = tail;
+            }
+            None if on_new_line && !units.is_empty() => {
+                // Prose (or broken JSON) after the calls: it ends them.
+                units.push((vec![Value::Null], true));
+                return units;
+            }
+            None => return Vec::new(),
+        }
+    }
+}
+
 const OPEN_TAG: &str = "<tool_call>";
 const CLOSE_TAG: &str = "</tool_call>";
 
 /// The JSON values that make up `text`, through tags and fences; `None` if
 /// anything else is in it.
 fn collect(text: &str, depth: u32, out: &mut Vec<Value>) -> Option<()> {
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        rest = unit(rest, depth, out)?.trim_start();
+    }
+    Some(())
+}
+
+/// The values `text` starts with, up to text that is none on a later line;
+/// what follows them.
+fn leading<'a>(text: &'a str, depth: u32, out: &mut Vec<Value>) -> Option<&'a str> {
+    let start = out.len();
+    let mut rest = text;
+    loop {
+        let trimmed = rest.trim_start();
+        let on_new_line = rest[..rest.len() - trimmed.len()].contains('\n');
+        if trimmed.is_empty() {
+            return Some(trimmed);
+        }
+        match unit(trimmed, depth, out) {
+            Some(tail) => rest = tail,
+            None if on_new_line && out.len() > start => return Some(rest),
+            None => return None,
+        }
+    }
+}
+
+/// One tag, fence or JSON value at the start of `rest` (no leading space):
+/// its values go to `out`; what follows it.
+fn unit<'a>(rest: &'a str, depth: u32, out: &mut Vec<Value>) -> Option<&'a str> {
     if depth > 4 {
         return None;
     }
-    let mut rest = text.trim_start();
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix(OPEN_TAG) {
-            // The last call may lack its closing tag (cut at a stop word).
-            let tail = match enclosed(after, CLOSE_TAG, depth, out) {
-                Some(tail) => tail,
-                None => {
-                    collect(after, depth + 1, out)?;
-                    ""
-                }
-            };
-            rest = tail.trim_start();
-        } else if let Some(after) = rest.strip_prefix("```") {
-            let newline = after.find('\n')?;
-            let lang = after[..newline].trim().to_ascii_lowercase();
-            if !matches!(lang.as_str(), "" | "json" | "tool_call" | "tool_code") {
-                return None;
-            }
-            rest = enclosed(&after[newline + 1..], "```", depth, out)?.trim_start();
-        } else {
-            if !rest.starts_with(['{', '[']) {
-                return None;
-            }
-            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
-            out.push(values.next()?.ok()?);
-            rest = rest[values.byte_offset()..].trim_start();
-        }
+    if let Some(after) = rest.strip_prefix(OPEN_TAG) {
+        // The last call may lack its closing tag (cut at a stop word); then
+        // what follows its values on a later line is not part of it.
+        return match enclosed(after, CLOSE_TAG, depth, out) {
+            Some(tail) => Some(tail),
+            None => leading(after, depth + 1, out),
+        };
     }
-    Some(())
+    if let Some(after) = rest.strip_prefix("```") {
+        let newline = after.find('\n')?;
+        let lang = after[..newline].trim().to_ascii_lowercase();
+        if !matches!(lang.as_str(), "" | "json" | "tool_call" | "tool_code") {
+            return None;
+        }
+        return enclosed(&after[newline + 1..], "```", depth, out);
+    }
+    if !rest.starts_with(['{', '[']) {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    out.push(values.next()?.ok()?);
+    Some(&rest[values.byte_offset()..])
 }
 
 /// The values inside a fence or tag, up to the first `close` before which
@@ -268,11 +335,11 @@ mod tests {
             "Sure! I will ask claude.",
             // Prose around the JSON.
             "I'll call it: {\"name\": \"subagent\", \"arguments\": {}}",
-            "{\"name\": \"subagent\", \"arguments\": {}}\nDone.",
-            "```json\n{\"name\": \"subagent\", \"arguments\": {}}\n```\nThat should do it.",
-            // An undeclared tool, alone or among declared ones.
+            "{\"name\": \"subagent\", \"arguments\": {}} Done.",
+            // An undeclared tool, alone or among declared ones on a line.
             "{\"name\": \"rm_rf\", \"arguments\": {}}",
-            "{\"name\": \"subagent\", \"arguments\": {}}\n{\"name\": \"shell\", \"arguments\": {}}",
+            "{\"name\": \"subagent\", \"arguments\": {}} {\"name\": \"shell\", \"arguments\": {}}",
+            "[{\"name\": \"subagent\", \"arguments\": {}}, {\"name\": \"shell\", \"arguments\": {}}]",
             // Partial or broken JSON.
             "{\"name\": \"subagent\", \"arguments\": {\"agent\": \"cla",
             "<tool_call>\n{\"name\": \"subagent\", \"arguments\": {\"agent\"",
@@ -295,6 +362,44 @@ mod tests {
         ] {
             assert_eq!(calls(text), None, "{text:?}");
         }
+    }
+
+    /// A small model often goes on after its call: a made-up result, more
+    /// JSON, or prose on the next lines. The calls are what it meant.
+    #[test]
+    fn what_follows_the_calls_on_a_later_line_is_dropped() {
+        let want = one("subagent", json!({"agent": "codex"}));
+        for text in [
+            "{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\"}}\nDone.",
+            "```json\n{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\"}}\n```\nThat should do it.",
+            "{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\"}}\n{\"output\": \"All good.\", \"stop_reason\": \"end_turn\"}",
+            "{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\"}}\n{\"name\": \"shell\", \"arguments\": {}}",
+            "<tool_call>\n{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\"}}\n</tool_call>\nThe review says: {\"broken\": ",
+        ] {
+            assert_eq!(calls(text), want, "{text:?}");
+        }
+    }
+
+    /// A wall of the same call, as a small model wrote once: one call.
+    #[test]
+    fn the_same_call_repeated_is_one_call() {
+        let call = "{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\", \"input\": \"review\"}}";
+        let wall = [call; 12].join("\n");
+        assert_eq!(
+            calls(&wall),
+            one("subagent", json!({"agent": "codex", "input": "review"}))
+        );
+        let two = format!("{call}\n{{\"name\": \"list_agents\"}}\n{call}");
+        assert_eq!(
+            calls(&two),
+            Some(vec![
+                (
+                    "subagent".to_string(),
+                    json!({"agent": "codex", "input": "review"})
+                ),
+                ("list_agents".to_string(), json!({})),
+            ])
+        );
     }
 
     #[test]

@@ -667,6 +667,9 @@ pub struct State {
     pub applied: u64,
     /// Whether the chat model is working on a turn.
     pub turn_running: bool,
+    /// How much of what may be a tool call the chat model has written as
+    /// text (held back until its message ends).
+    pub writing_call: Option<u64>,
     /// The chat model's pending retry: attempt, wait, reason.
     pub retry: Option<(u32, u64, String)>,
     /// Running boxes (queued ones included), and queued ones.
@@ -822,6 +825,8 @@ impl State {
             }
             Event::AssistantDelta { text } => {
                 let text = self.assistant_stream.push(text).into_owned();
+                // What was held back was text after all.
+                self.writing_call = None;
                 match self.open_assistant {
                     Some(i) => {
                         if let CellKind::Assistant { text: t, .. } = self.touch(i) {
@@ -835,8 +840,13 @@ impl State {
                 }
             }
             Event::TurnStarted => self.turn_running = true,
-            Event::TurnEnded { .. } => self.turn_running = false,
+            Event::TurnEnded { .. } => {
+                self.turn_running = false;
+                self.writing_call = None;
+            }
+            Event::AssistantWritingCall { bytes } => self.writing_call = Some(*bytes),
             Event::AssistantEnd => {
+                self.writing_call = None;
                 if let Some(i) = self.open_assistant.take()
                     && let CellKind::Assistant { done, .. } = self.touch(i)
                 {
@@ -845,6 +855,7 @@ impl State {
             }
             Event::ToolCallStarted { id, name, summary } => {
                 self.open_assistant = None;
+                self.writing_call = None;
                 let i = self.push(CellKind::Tool {
                     name: clean(name),
                     summary: clean(summary),
@@ -2789,6 +2800,7 @@ mod tests {
             "user_message",
             "assistant_delta",
             "assistant_end",
+            "assistant_writing_call",
             "turn_started",
             "turn_ended",
             "tool_call_started",

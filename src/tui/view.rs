@@ -499,8 +499,12 @@ fn draw_status(
         spans.push(Span::styled(" · ↑ scrolled, End follows", theme::warning()));
     }
     if state.turn_running {
+        let doing = match state.writing_call {
+            Some(bytes) => format!("chat writing a tool call ({})", size(bytes)),
+            None => "chat working".to_string(),
+        };
         spans.push(Span::styled(
-            format!(" · {} chat working (Esc cancels)", theme::spinner(now)),
+            format!(" · {} {doing} (Esc cancels)", theme::spinner(now)),
             theme::bold(),
         ));
     }
@@ -561,6 +565,15 @@ fn draw_status(
     ));
     buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
     buf.set_line(area.x, area.y, &line, area.width);
+}
+
+/// `bytes` for the status line: "812 B", "1.2 KB", "3.4 MB".
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} B"),
+        b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / 1024.0),
+        b => format!("{:.1} MB", b as f64 / (1024.0 * 1024.0)),
+    }
 }
 
 /// The hints of `keys` (`a · b · c`) that fit in `room` columns with their
