@@ -4,8 +4,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
 # SECONDS_PER_TARGET defaults to 60; targets default to all of them.
-# Each target runs in batches (`cargo test --release --test fuzz_props
-# fuzz_TARGET` with QUORUM_FUZZ_CASES set), every batch with fresh random
+# Each target runs in batches (the release build of tests/fuzz_props.rs,
+# run for fuzz_TARGET with QUORUM_FUZZ_CASES set), every batch with fresh random
 # seeds, sized from the speed of the ones before so that the last one ends
 # about when the time is up. Time running out is not a failure: only whole
 # batches are counted. A batch that fails stops its target; one that gives
@@ -30,7 +30,11 @@ slice=10
 export RUST_BACKTRACE=0
 
 echo "building tests/fuzz_props.rs (release)..."
-if ! cargo test --release --test fuzz_props --no-run --quiet; then
+# Built once; the batches run the test binary itself, so no batch waits on
+# cargo (its build lock, or a rebuild after an edit) and is taken for a hang.
+binary=$(cargo test --release --test fuzz_props --no-run --message-format=json 2>/dev/null \
+    | grep -o '"executable":"[^"]*fuzz_props[^"]*"' | tail -n 1 | cut -d'"' -f4)
+if [ -z "$binary" ] || [ ! -x "$binary" ]; then
     echo "fuzz: the tests do not build" >&2
     exit 2
 fi
@@ -48,7 +52,7 @@ for target in "${targets[@]}"; do
         [ "$left" -ge 1000 ] || break
         start=$(now_ms)
         out=$(QUORUM_FUZZ_CASES=$batch timeout --kill-after=5 $(( left / 1000 + hang )) \
-            cargo test --release --quiet --test fuzz_props "$name" -- --exact 2>&1)
+            "$binary" "$name" --exact 2>&1)
         rc=$?
         took=$(( $(now_ms) - start ))
         if [ $rc -eq 0 ]; then
