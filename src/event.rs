@@ -367,6 +367,13 @@ pub enum Op {
     CancelChild { call_id: String, child_id: String },
 }
 
+/// The slash commands a front end can send in [`Op::Submit`] (without the
+/// slash): what the engine understands and `/help` lists, and what the
+/// composer completes.
+pub const SLASH_COMMANDS: &[&str] = &[
+    "agents", "cancel", "help", "model", "msg", "new", "record", "tasks",
+];
+
 /// The task board's summary of one call: what a box's footer and the side
 /// panel show of it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

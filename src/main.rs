@@ -256,7 +256,8 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let started = Instant::now();
     let (mut session, events) = Session::start(session, started)?;
     let ops = session.serve();
-    let result = screen::live(ops, events, started, bell).await;
+    let history = config::history_path();
+    let result = screen::live(ops, events, started, bell, history.as_deref()).await;
     session.shutdown();
     if let Some(path) = session.recording() {
         quorum::say!("session recorded to {} (quorum replay {0})", path.display());

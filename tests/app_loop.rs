@@ -1380,4 +1380,277 @@ async fn the_no_model_notice_is_told_in_full_once() {
         "{screen}"
     );
     assert!(screen.contains("› anyone there?"), "{screen}");
+
+// The composer: wrapping and growth, line keys, history, completion.
+
+fn alt_enter() -> Input {
+    Input::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT))
+}
+
+/// The composer's rows as shown: between its top border and the status
+/// line, each without its two columns of prompt; and the screen row of
+/// the first.
+fn composer_rows(terminal: &Terminal<TestBackend>) -> (u16, Vec<String>) {
+    let rows = rows(terminal.backend().buffer());
+    let status = rows.len() - 1;
+    let border = (0..status)
+        .rev()
+        .find(|&y| rows[y].starts_with('─'))
+        .expect("the composer's top border");
+    let shown = rows[border + 1..status]
+        .iter()
+        .map(|r| r.chars().skip(2).collect())
+        .collect();
+    ((border + 1) as u16, shown)
+}
+
+/// Words `w000 w001 …`, `n` of them, one space between.
+fn words(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("w{i:03}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[tokio::test]
+async fn a_long_draft_wraps_in_a_growing_composer_with_the_cursor_after_it() {
+    let (ops_tx, _ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now());
+    let mut terminal = Terminal::new(TestBackend::new(60, 30)).unwrap();
+    drive(&mut terminal, &mut app, vec![], vec![]).await;
+    let (first, shown) = composer_rows(&terminal);
+    assert_eq!(shown.len(), 1, "an empty composer is one row");
+    assert_eq!(first, 28);
+    // 120 characters: cut at the edge before, wrapped between words now.
+    let draft = words(24);
+    assert_eq!(draft.chars().count(), 119);
+    drive(&mut terminal, &mut app, chars(&format!("{draft}!")), vec![]).await;
+    let (first, shown) = composer_rows(&terminal);
+    assert_eq!(
+        shown.iter().map(|r| r.trim_end()).collect::<Vec<_>>(),
+        [
+            "w000 w001 w002 w003 w004 w005 w006 w007 w008 w009 w010",
+            "w011 w012 w013 w014 w015 w016 w017 w018 w019 w020 w021",
+            "w022 w023!"
+        ],
+        "the whole draft, wrapped"
+    );
+    assert_eq!(first, 26, "the composer grew upwards");
+    let screen = rows_of_screen(&terminal);
+    assert!(screen[26].starts_with("› w000"), "{}", screen[26]);
+    // The cursor is on the terminal, after the last character.
+    assert!(terminal.backend().cursor_visible());
+    assert_eq!(
+        terminal.backend().cursor_position(),
+        ratatui::layout::Position::new(2 + 10, 28)
+    );
+}
+
+#[tokio::test]
+async fn a_draft_taller_than_a_third_of_the_screen_scrolls_to_the_cursor() {
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now());
+    let mut terminal = Terminal::new(TestBackend::new(60, 30)).unwrap();
+    // 15 rows of 11 words; a third of 30 rows is 10: a border and 9 rows.
+    let draft = words(165);
+    drive(&mut terminal, &mut app, chars(&draft), vec![]).await;
+    let (first, shown) = composer_rows(&terminal);
+    assert_eq!((first, shown.len()), (20, 9), "{shown:?}");
+    assert!(
+        shown[8].starts_with("w154 "),
+        "the last row shows: {shown:?}"
+    );
+    assert!(shown[8].trim_end().ends_with("w164"), "{shown:?}");
+    let screen = rows_of_screen(&terminal);
+    assert!(
+        screen[20].starts_with("↑ w066"),
+        "rows hidden above: {}",
+        screen[20]
+    );
+    let cursor = terminal.backend().cursor_position();
+    assert_eq!((cursor.x, cursor.y), (2 + 54, 28), "after the last word");
+    // ↑ moves the cursor up a row at a time; the rows follow it.
+    let ups = vec![key(KeyCode::Up); 10];
+    drive(&mut terminal, &mut app, ups, vec![]).await;
+    let (_, shown) = composer_rows(&terminal);
+    assert!(shown[0].starts_with("w044 "), "{shown:?}");
+    let cursor = terminal.backend().cursor_position();
+    assert_eq!((cursor.x, cursor.y), (2 + 54, 20), "on the top row shown");
+    let screen = rows_of_screen(&terminal);
+    assert!(
+        screen[28].starts_with("↓ w132"),
+        "rows hidden below: {}",
+        screen[28]
+    );
+    // Up to the first row: the prompt shows again.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Up); 4], vec![]).await;
+    let (_, shown) = composer_rows(&terminal);
+    assert!(shown[0].starts_with("w000 "), "{shown:?}");
+    assert!(rows_of_screen(&terminal)[20].starts_with("› w000"));
+    // Typing there goes in at the cursor; Enter sends all of it.
+    drive(&mut terminal, &mut app, chars("+"), vec![]).await;
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Enter)], vec![]).await;
+    let Op::Submit(sent) = ops_rx.try_recv().unwrap() else {
+        panic!("a message")
+    };
+    assert_eq!(sent.replace('+', ""), draft);
+    assert_eq!(sent.find('+'), Some(54));
+    let (_, shown) = composer_rows(&terminal);
+    assert_eq!(shown.len(), 1, "the composer shrinks back: {shown:?}");
+}
+
+fn rows_of_screen(terminal: &Terminal<TestBackend>) -> Vec<String> {
+    rows(terminal.backend().buffer())
+}
+
+#[tokio::test]
+async fn line_keys_act_on_the_line_of_a_draft_of_several() {
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now());
+    let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
+    let mut keys = chars("first line");
+    keys.push(alt_enter());
+    keys.extend(chars("second line"));
+    keys.extend(vec![key(KeyCode::Left); 4]);
+    // Ctrl+U: the start of this line, not the whole draft.
+    keys.push(ctrl('u'));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    let (_, shown) = composer_rows(&terminal);
+    assert_eq!(shown, ["first line", "line"]);
+    // Ctrl+A, Ctrl+E and Ctrl+K too; Home types at the start of the line.
+    let mut keys = vec![ctrl('a')];
+    keys.extend(chars("a "));
+    keys.extend([key(KeyCode::Up), ctrl('e'), ctrl('w')]);
+    keys.extend(chars("row"));
+    keys.extend([key(KeyCode::Home), ctrl('k')]);
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    let (_, shown) = composer_rows(&terminal);
+    assert_eq!(shown, ["", "a line"]);
+    let cursor = terminal.backend().cursor_position();
+    assert_eq!(
+        (cursor.x, cursor.y),
+        (2, 17),
+        "at the start of the empty line"
+    );
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Enter)], vec![]).await;
+    assert_eq!(ops_rx.try_recv().unwrap(), Op::Submit("\na line".into()));
+}
+
+#[tokio::test]
+async fn up_and_down_recall_messages_sent_before_even_in_a_new_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state/history.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now());
+    app.set_history(&file);
+    let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
+    let mut keys = line("one");
+    keys.extend(chars("two"));
+    keys.push(alt_enter());
+    keys.extend(line("lines"));
+    keys.extend(chars("draft"));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    assert_eq!(ops_rx.try_recv().unwrap(), Op::Submit("one".into()));
+    assert_eq!(ops_rx.try_recv().unwrap(), Op::Submit("two\nlines".into()));
+    let shown = |terminal: &Terminal<TestBackend>| composer_rows(terminal).1;
+    // ↑ on the draft's first row: the newest message, the cursor at its end.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Up)], vec![]).await;
+    assert_eq!(shown(&terminal), ["two", "lines"]);
+    // ↑ goes up its rows first, then to the message before.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Up)], vec![]).await;
+    assert_eq!(shown(&terminal), ["two", "lines"]);
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Up)], vec![]).await;
+    assert_eq!(shown(&terminal), ["one"]);
+    // Nothing older: it stays.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Up)], vec![]).await;
+    assert_eq!(shown(&terminal), ["one"]);
+    // ↓ comes back, and past the newest gives the draft back.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Down)], vec![]).await;
+    assert_eq!(shown(&terminal), ["two", "lines"]);
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Down)], vec![]).await;
+    assert_eq!(shown(&terminal), ["draft"]);
+    // The file keeps them, one JSON string a line.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text, "\"one\"\n\"two\\nlines\"\n");
+    // A new session of the same person recalls them.
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let mut app = App::live(ops_tx, Instant::now());
+    app.set_history(&file);
+    let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
+    let keys = vec![key(KeyCode::Up), key(KeyCode::Up), key(KeyCode::Up)];
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    assert_eq!(shown(&terminal), ["one"]);
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Enter)], vec![]).await;
+    assert_eq!(ops_rx.try_recv().unwrap(), Op::Submit("one".into()));
+}
+
+#[tokio::test]
+async fn tab_completes_agent_names_and_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    // The configured agent, and two more as the session names them.
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Deny, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 20)).unwrap();
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("· fake ·")
+    })
+    .await;
+    let tab = || key(KeyCode::Tab);
+    let mut keys = chars("@f");
+    keys.push(tab());
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    assert_eq!(composer_rows(&terminal).1, ["@fake"]);
+    let cursor = terminal.backend().cursor_position();
+    assert_eq!(cursor.x, 2 + 6, "after the name and a space");
+    drive(&mut terminal, &mut app, vec![ctrl('c')], vec![]).await;
+
+    let info = Stamped {
+        t: 0,
+        event: Event::SessionInfo {
+            model: None,
+            agents: vec!["claude".into(), "codex".into(), "fake".into()],
+        },
+    };
+    let mut keys = chars("@c");
+    keys.push(tab());
+    drive(&mut terminal, &mut app, keys, vec![info]).await;
+    let screen = rows_of_screen(&terminal);
+    let (first, shown) = composer_rows(&terminal);
+    assert_eq!(shown, ["@c"]);
+    assert!(
+        screen[first as usize - 1].contains("Tab: @claude  @codex"),
+        "the choices: {screen:?}"
+    );
+    drive(&mut terminal, &mut app, vec![tab()], vec![]).await;
+    assert_eq!(composer_rows(&terminal).1, ["@claude"]);
+    drive(&mut terminal, &mut app, vec![tab()], vec![]).await;
+    assert_eq!(composer_rows(&terminal).1, ["@codex"]);
+    // Typing on ends the choosing.
+    drive(&mut terminal, &mut app, chars(",f"), vec![]).await;
+    assert!(!text(&terminal).contains("Tab:"), "{}", text(&terminal));
+    drive(&mut terminal, &mut app, vec![tab()], vec![]).await;
+    assert_eq!(composer_rows(&terminal).1, ["@codex,fake"]);
+    drive(&mut terminal, &mut app, vec![ctrl('c')], vec![]).await;
+
+    // Commands, first in the draft.
+    let mut keys = chars("/ag");
+    keys.push(tab());
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    assert_eq!(composer_rows(&terminal).1, ["/agents"]);
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Enter)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Agents: fake")
+    })
+    .await;
+    let mut keys = chars("/m");
+    keys.push(tab());
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    let screen = text(&terminal);
+    assert!(screen.contains("Tab: /model  /msg"), "{screen}");
+    let mut keys = vec![ctrl('c')];
+    keys.extend(chars("/x"));
+    keys.push(tab());
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    assert!(text(&terminal).contains("Tab: no command starts with /x"));
 }

@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::pty::Terminal;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -89,7 +92,7 @@ impl Case {
     /// The interactive TUI in a 120x40 pseudo-terminal; `type_keys` types
     /// into it once it runs.
     fn start_tui(type_keys: &[u8]) -> (Case, Terminal) {
-        let terminal = Terminal::open();
+        let terminal = Terminal::open(120, 40);
         let keys = type_keys.to_vec();
         let case = Case::spawn(&[], Some(&terminal), |t| {
             t.wait_for("Ctrl+C quits");
@@ -319,79 +322,6 @@ fn an_agent_that_ignores_its_closed_stdin_is_ended_after_a_normal_call() {
     case.assert_nothing_left();
 }
 
-/// A pseudo-terminal whose screen output is collected as it comes.
-struct Terminal {
-    master: std::fs::File,
-    slave: std::os::fd::OwnedFd,
-    screen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-}
-
-impl Terminal {
-    fn open() -> Terminal {
-        let size = nix::pty::Winsize {
-            ws_row: 40,
-            ws_col: 120,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        let pty = nix::pty::openpty(Some(&size), None).unwrap();
-        let master = std::fs::File::from(pty.master);
-        let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut reader = master.try_clone().unwrap();
-        let sink = screen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 65536];
-            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        Terminal {
-            master,
-            slave: pty.slave,
-            screen,
-        }
-    }
-
-    fn slave(&self) -> Stdio {
-        Stdio::from(self.slave.try_clone().unwrap())
-    }
-
-    fn output(&self) -> String {
-        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
-    }
-
-    fn wait_for(&self, text: &str) {
-        assert!(
-            wait_until(PATIENCE, || self.output().contains(text)),
-            "the screen never showed {text:?}"
-        );
-    }
-
-    fn type_keys(&self, keys: &[u8]) {
-        std::io::Write::write_all(&mut &self.master, keys).unwrap();
-    }
-
-    /// The terminal was given back: raw mode's alternate screen and mouse
-    /// reporting are switched off after the last frame.
-    fn assert_restored(&self) {
-        let out = self.output();
-        let left = out
-            .rfind("\x1b[?1049l")
-            .expect("the alternate screen was left");
-        let entered = out
-            .rfind("\x1b[?1049h")
-            .expect("the alternate screen was entered");
-        assert!(left > entered, "left the alternate screen last");
-        assert!(
-            out[entered..].contains("\x1b[?1000l"),
-            "mouse reporting off"
-        );
-    }
-}
-
 #[test]
 fn quitting_the_tui_with_a_background_task_running_leaves_nothing_running() {
     let (mut case, terminal) = Case::start_tui(b"@fake! grandchild 600\r");
@@ -441,7 +371,7 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
         .to_string(),
     )
     .unwrap();
-    let terminal = Terminal::open();
+    let terminal = Terminal::open(120, 40);
     let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
         .arg("--model")
         .arg(format!("script:{}", script.display()))

@@ -280,6 +280,14 @@ pub fn model_picks_path() -> Option<PathBuf> {
     Some(dir.join("model-picks.json"))
 }
 
+/// `<state dir>/history.jsonl`: the messages sent from the composer, for
+/// ↑/↓ in every session of this person.
+pub fn history_path() -> Option<PathBuf> {
+    let dir = state_dir()?;
+    private_dir(&dir).ok()?;
+    Some(dir.join("history.jsonl"))
+}
+
 /// `<state dir>/sessions/<start time>-<pid>.jsonl`: where the TUI records
 /// by default.
 pub fn default_record_path() -> Option<PathBuf> {

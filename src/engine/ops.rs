@@ -110,6 +110,7 @@ turn for a task's agent) · /new (new conversation; sessions \
 forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (record this \
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
 review, `@A,B,C? message` one review by several agents, with their quorum). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
+↑/↓ recall the messages you sent, Tab completes @NAME and /commands, \
 PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
 tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
@@ -337,6 +338,22 @@ impl Ops {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The commands the composer completes are the ones `/help` lists.
+    #[test]
+    fn help_lists_every_completed_command() {
+        for name in crate::event::SLASH_COMMANDS {
+            assert!(HELP.contains(&format!("/{name}")), "/help lacks /{name}");
+        }
+        let listed = regex::Regex::new(r"/([a-z]+)").unwrap();
+        for c in listed.captures_iter(HELP.split("`@NAME").next().unwrap()) {
+            assert!(
+                crate::event::SLASH_COMMANDS.contains(&&c[1]),
+                "/{} is not completed",
+                &c[1]
+            );
+        }
+    }
 
     #[test]
     fn mentions() {

@@ -10,11 +10,13 @@ use ratatui::text::Span;
 use ratatui::{Frame, Terminal, backend::Backend};
 use tokio::sync::mpsc;
 
+use super::composer::Composer;
+use super::history::History;
 use super::player::Player;
 use super::state::State;
 use super::theme;
 use super::view::{self, Chrome, Opened, View};
-use crate::event::{Op, Stamped};
+use crate::event::{Op, SLASH_COMMANDS, Stamped};
 
 /// Input from the person at the terminal.
 #[derive(Debug, Clone)]
@@ -32,62 +34,6 @@ pub enum Input {
 pub const FRAME: Duration = Duration::from_micros(16_667);
 /// Rows a mouse wheel notch scrolls.
 const WHEEL_ROWS: isize = 3;
-
-#[derive(Default)]
-struct Composer {
-    text: String,
-    /// Cursor position, in chars.
-    cursor: usize,
-}
-
-impl Composer {
-    fn byte_at(&self, char_index: usize) -> usize {
-        self.text
-            .char_indices()
-            .nth(char_index)
-            .map_or(self.text.len(), |(i, _)| i)
-    }
-
-    fn insert(&mut self, s: &str) {
-        let at = self.byte_at(self.cursor);
-        self.text.insert_str(at, s);
-        self.cursor += s.chars().count();
-    }
-
-    fn backspace(&mut self) {
-        if self.cursor > 0 {
-            self.cursor -= 1;
-            let at = self.byte_at(self.cursor);
-            self.text.remove(at);
-        }
-    }
-
-    fn delete(&mut self) {
-        if self.cursor < self.text.chars().count() {
-            let at = self.byte_at(self.cursor);
-            self.text.remove(at);
-        }
-    }
-
-    fn delete_word(&mut self) {
-        let chars: Vec<char> = self.text.chars().collect();
-        let mut start = self.cursor;
-        while start > 0 && chars[start - 1].is_whitespace() {
-            start -= 1;
-        }
-        while start > 0 && !chars[start - 1].is_whitespace() {
-            start -= 1;
-        }
-        let (a, b) = (self.byte_at(start), self.byte_at(self.cursor));
-        self.text.replace_range(a..b, "");
-        self.cursor = start;
-    }
-
-    fn take(&mut self) -> String {
-        self.cursor = 0;
-        std::mem::take(&mut self.text)
-    }
-}
 
 enum Mode {
     /// An interactive session: a composer, and the real clock.
@@ -171,6 +117,14 @@ impl App {
     /// A still picture of applied events.
     pub fn still() -> Self {
         Self::with_mode(Mode::Still)
+    }
+
+    /// Where the messages sent are kept for ↑/↓ (the history file, shared
+    /// by every session of this person); without it, only in memory.
+    pub fn set_history(&mut self, path: &std::path::Path) {
+        if let Mode::Live { composer, .. } = &mut self.mode {
+            *composer = Composer::new(History::open(path, super::history::CAP));
+        }
     }
 
     pub fn set_banner(&mut self, banner: Option<String>) {
@@ -293,6 +247,7 @@ impl App {
             }
             Input::Paste(text) => {
                 if let Mode::Live { composer, .. } = &mut self.mode {
+                    composer.end_completion();
                     composer.insert(&text.replace("\r\n", "\n").replace('\r', "\n"));
                 }
             }
@@ -409,9 +364,20 @@ impl App {
             return;
         }
         let composer_empty = match &self.mode {
-            Mode::Live { composer, .. } => composer.text.is_empty(),
+            Mode::Live { composer, .. } => composer.is_empty(),
             _ => true,
         };
+        // Tab completes an `@agent` or a `/command` at the cursor.
+        if let Mode::Live { composer, .. } = &mut self.mode {
+            if key.code != KeyCode::Tab {
+                composer.end_completion();
+            } else if key.modifiers.is_empty()
+                && composer.complete(&self.state.agents, SLASH_COMMANDS)
+            {
+                return;
+            }
+        }
+        let width = self.composer_width();
         match key.code {
             // Focus between boxes: Alt+↑/↓ (or Ctrl+↑/↓).
             KeyCode::Up if alt || ctrl => return self.move_focus(true),
@@ -453,7 +419,7 @@ impl App {
         let instant = Instant::now();
         match &mut self.mode {
             Mode::Live { composer, ops, .. } => match key.code {
-                KeyCode::Char('c') | KeyCode::Char('d') if ctrl && composer.text.is_empty() => {
+                KeyCode::Char('c') | KeyCode::Char('d') if ctrl && composer.is_empty() => {
                     // With tasks running, ask once.
                     let running = self.state.running();
                     if running == 0 || self.quit_asked.is_some() {
@@ -465,9 +431,7 @@ impl App {
                         ));
                     }
                 }
-                KeyCode::Char('c') if ctrl => {
-                    composer.take();
-                }
+                KeyCode::Char('c') if ctrl => composer.clear(),
                 // The engine cancels the running chat turn first, else this call.
                 KeyCode::Esc => {
                     let call_id = self.state.latest_running_call().unwrap_or_default();
@@ -480,7 +444,7 @@ impl App {
                     }
                 }
                 KeyCode::Char(c @ '1'..='9')
-                    if composer.text.is_empty() && self.state.pending_permission().is_some() =>
+                    if composer.is_empty() && self.state.pending_permission().is_some() =>
                 {
                     if let Some((call_id, request_id, options)) = self.state.pending_permission() {
                         let index = c as usize - '1' as usize;
@@ -502,32 +466,36 @@ impl App {
                     composer.insert("\n")
                 }
                 KeyCode::Enter => {
-                    let text = composer.take();
+                    let text = composer.submit();
                     if !text.trim().is_empty() {
                         // The loop ends when the engine is gone; nothing to do here.
                         let _ = ops.send(Op::Submit(text));
                         self.view.end();
                     }
                 }
+                KeyCode::Backspace if alt => composer.delete_word(),
                 KeyCode::Backspace => composer.backspace(),
                 KeyCode::Delete => composer.delete(),
-                KeyCode::Left => composer.cursor = composer.cursor.saturating_sub(1),
-                KeyCode::Right => {
-                    composer.cursor = (composer.cursor + 1).min(composer.text.chars().count())
-                }
-                KeyCode::Char('a') if ctrl => composer.cursor = 0,
-                KeyCode::Char('e') if ctrl => composer.cursor = composer.text.chars().count(),
-                KeyCode::Char('u') if ctrl => {
-                    let at = composer.byte_at(composer.cursor);
-                    composer.text.replace_range(..at, "");
-                    composer.cursor = 0;
-                }
+                KeyCode::Left if ctrl || alt => composer.word_left(),
+                KeyCode::Right if ctrl || alt => composer.word_right(),
+                KeyCode::Char('b') if alt => composer.word_left(),
+                KeyCode::Char('f') if alt => composer.word_right(),
+                KeyCode::Left => composer.left(),
+                KeyCode::Right => composer.right(),
+                KeyCode::Char('b') if ctrl => composer.left(),
+                KeyCode::Char('f') if ctrl => composer.right(),
+                KeyCode::Up => composer.up(width),
+                KeyCode::Down => composer.down(width),
+                KeyCode::Char('a') if ctrl => composer.line_start(),
+                KeyCode::Char('e') if ctrl => composer.line_end(),
+                KeyCode::Char('u') if ctrl => composer.kill_to_line_start(),
+                KeyCode::Char('k') if ctrl => composer.kill_to_line_end(),
                 KeyCode::Char('w') if ctrl => composer.delete_word(),
                 // Home and End scroll the transcript while there is nothing to edit.
-                KeyCode::Home if composer.text.is_empty() => self.view.home(),
-                KeyCode::End if composer.text.is_empty() => self.view.end(),
-                KeyCode::Home => composer.cursor = 0,
-                KeyCode::End => composer.cursor = composer.text.chars().count(),
+                KeyCode::Home if composer.is_empty() => self.view.home(),
+                KeyCode::End if composer.is_empty() => self.view.end(),
+                KeyCode::Home => composer.line_start(),
+                KeyCode::End => composer.line_end(),
                 KeyCode::Char(c) if !ctrl => composer.insert(c.encode_utf8(&mut [0; 4])),
                 _ => {}
             },
@@ -560,6 +528,16 @@ impl App {
                 _ => {}
             },
             Mode::Still => {}
+        }
+    }
+
+    /// The columns the composer's text wraps at (the screen's width less
+    /// its prompt), as the view draws it.
+    fn composer_width(&self) -> usize {
+        match self.cols {
+            // Not drawn yet: no wrapping.
+            0 => usize::MAX / 2,
+            cols => view::composer_width(cols),
         }
     }
 
@@ -634,7 +612,11 @@ impl App {
         let now = self.now();
         let (status, keys) = self.status();
         let composer = match &self.mode {
-            Mode::Live { composer, .. } => Some((composer.text.as_str(), composer.cursor)),
+            Mode::Live { composer, .. } => Some(view::ComposerChrome {
+                text: composer.text(),
+                cursor: composer.cursor(),
+                hint: composer.hint(),
+            }),
             _ => None,
         };
         let chrome = Chrome {

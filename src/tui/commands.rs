@@ -29,15 +29,20 @@ pub fn require_terminal() -> Result<()> {
 
 /// An interactive session: commands go to `ops`, `events` are drawn.
 /// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
-/// restored. `bell`: ring the terminal bell when a task starts waiting.
+/// restored. `bell`: ring the terminal bell when a task starts waiting;
+/// `history`: the file of messages sent, for ↑/↓.
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
     started: Instant,
     bell: bool,
+    history: Option<&Path>,
 ) -> Result<()> {
     let mut app = App::live(ops, started);
     app.set_bell(bell);
+    if let Some(path) = history {
+        app.set_history(path);
+    }
     // The bell goes to the terminal's own writer, between frames.
     app.set_bell_writer(Box::new(|| {
         use std::io::Write;

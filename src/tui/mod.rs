@@ -4,7 +4,9 @@
 pub mod app;
 pub mod cells;
 pub mod commands;
+pub mod composer;
 pub mod detail;
+pub mod history;
 pub mod markdown;
 pub mod player;
 pub mod screenshot;

@@ -7,12 +7,13 @@
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Widget};
 
 use super::cells::{self, truncate};
+use super::composer::Layout;
 use super::state::{Cell, CellKind, State, Task};
 use super::theme;
 use crate::event::TaskState;
@@ -59,6 +60,9 @@ pub struct View {
     pub opened: Option<Opened>,
     /// Cells laid out so far (cache misses).
     laid_out: u64,
+    /// The composer's first visible row, when its draft is taller than
+    /// its area.
+    composer_top: usize,
 }
 
 /// A box opened full screen: its call, and the top row shown.
@@ -338,10 +342,29 @@ fn moment(cell: &Cell, now: u64) -> Option<Moment> {
     }
 }
 
+/// The composer as the screen shows it.
+pub struct ComposerChrome<'a> {
+    pub text: &'a str,
+    /// In chars.
+    pub cursor: usize,
+    /// What a Tab found (the names to choose from), on the composer's top.
+    pub hint: Option<&'a str>,
+}
+
+/// The columns a composer's text wraps at on a screen `cols` wide: all but
+/// its prompt.
+pub fn composer_width(cols: u16) -> usize {
+    (cols as usize).saturating_sub(PROMPT_WIDTH as usize)
+}
+
+/// The composer's prompt, before its first row.
+const PROMPT: &str = "› ";
+const PROMPT_WIDTH: u16 = 2;
+
 /// What the bottom of the screen shows besides the transcript.
 pub struct Chrome<'a> {
-    /// The composer's text and cursor (in chars), or `None` in replay.
-    pub composer: Option<(&'a str, usize)>,
+    /// The composer, or `None` in replay.
+    pub composer: Option<ComposerChrome<'a>>,
     /// The status line: facts first, then indicators, then `keys`.
     pub status: Vec<Span<'a>>,
     /// Key hints, last on the status line (cut first when narrow).
@@ -353,10 +376,16 @@ pub struct Chrome<'a> {
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chrome<'_>, now: u64) {
     let area = frame.area();
-    let composer_rows = chrome.composer.map_or(0, |(text, _)| {
-        1 + text.split('\n').count().clamp(1, 6) as u16
+    // The composer grows with its draft up to a third of the screen.
+    let layout = chrome
+        .composer
+        .as_ref()
+        .map(|c| Layout::new(c.text, composer_width(area.width)));
+    let composer_rows = layout.as_ref().map_or(0, |l| {
+        let most = (area.height / 3).saturating_sub(1).max(1) as usize;
+        1 + l.rows.len().clamp(1, most) as u16
     });
-    let [main, composer, status] = Layout::vertical([
+    let [main, composer, status] = ratatui::layout::Layout::vertical([
         Constraint::Min(1),
         Constraint::Length(composer_rows),
         Constraint::Length(1),
@@ -364,8 +393,11 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
     .areas(area);
     let panel_open = view.panel_open(area.width) && area.width > PANEL_WIDTH + 20;
     let (transcript, panel) = if panel_open {
-        let [t, p] =
-            Layout::horizontal([Constraint::Min(1), Constraint::Length(PANEL_WIDTH)]).areas(main);
+        let [t, p] = ratatui::layout::Layout::horizontal([
+            Constraint::Min(1),
+            Constraint::Length(PANEL_WIDTH),
+        ])
+        .areas(main);
         (t, Some(p))
     } else {
         (main, None)
@@ -384,8 +416,8 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
             }
         }
     }
-    if let Some((text, cursor)) = chrome.composer {
-        draw_composer(frame, composer, text, cursor);
+    if let (Some(c), Some(layout)) = (&chrome.composer, &layout) {
+        draw_composer(frame, composer, c, layout, &mut view.composer_top);
     }
     draw_status(state, view, chrome, status, frame.buffer_mut(), now);
 }
@@ -437,45 +469,70 @@ fn draw_opened(
     }
 }
 
-fn draw_composer(frame: &mut Frame<'_>, area: Rect, text: &str, cursor: usize) {
+/// The composer: its draft wrapped to the width, scrolled so that the
+/// cursor's row shows, and the terminal's cursor at the cursor.
+fn draw_composer(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    composer: &ComposerChrome<'_>,
+    layout: &Layout,
+    top: &mut usize,
+) {
     if area.is_empty() {
         return;
     }
-    let block = Block::default()
+    let mut block = Block::default()
         .borders(Borders::TOP)
         .border_style(theme::dim());
+    if let Some(hint) = composer.hint {
+        block = block.title(Line::from(vec![
+            Span::styled("─", theme::dim()),
+            Span::styled(format!(" Tab: {hint} "), theme::bold()),
+        ]));
+    }
     let inner = block.inner(area);
     block.render(area, frame.buffer_mut());
-    let lines: Vec<Line<'_>> = if text.is_empty() {
-        vec![Line::from(vec![
-            Span::styled("› ", theme::user()),
+    if inner.is_empty() {
+        return;
+    }
+    let buf = frame.buffer_mut();
+    if composer.text.is_empty() {
+        let line = Line::from(vec![
+            Span::styled(PROMPT, theme::user()),
             Span::styled(
                 "message the chat · @agent message to call an agent · Ctrl+C quits",
                 theme::dim(),
             ),
-        ])]
-    } else {
-        text.split('\n')
-            .enumerate()
-            .map(|(i, l)| {
-                Line::from(vec![
-                    Span::styled(if i == 0 { "› " } else { "  " }, theme::user()),
-                    Span::raw(l),
-                ])
-            })
-            .collect()
-    };
-    // Keep the cursor's row in view.
-    let before: String = text.chars().take(cursor).collect();
-    let row = before.matches('\n').count() as u16;
-    let col =
-        unicode_width::UnicodeWidthStr::width(before.rsplit('\n').next().unwrap_or("")) as u16;
-    let scroll = row.saturating_sub(inner.height.saturating_sub(1));
-    Paragraph::new(lines)
-        .scroll((scroll, 0))
-        .render(inner, frame.buffer_mut());
-    let x = (inner.x + 2 + col).min(inner.right().saturating_sub(1));
-    frame.set_cursor_position((x, inner.y + row - scroll));
+        ]);
+        buf.set_line(inner.x, inner.y, &line, inner.width);
+        frame.set_cursor_position((inner.x + PROMPT_WIDTH.min(inner.width - 1), inner.y));
+        return;
+    }
+    let (row, col) = layout.cursor(composer.cursor);
+    let height = inner.height as usize;
+    let rows = layout.rows.len();
+    // Scroll as little as keeps the cursor's row in view.
+    *top = (*top)
+        .min(row)
+        .max((row + 1).saturating_sub(height))
+        .min(rows.saturating_sub(height));
+    for (y, r) in (inner.y..inner.bottom()).zip(*top..rows) {
+        // The prompt's column: the prompt, or where more rows are hidden.
+        let mark = if r == 0 {
+            Span::styled(PROMPT, theme::user())
+        } else if r == *top && r > 0 {
+            Span::styled("↑ ", theme::dim())
+        } else if y + 1 == inner.bottom() && r + 1 < rows {
+            Span::styled("↓ ", theme::dim())
+        } else {
+            Span::raw("  ")
+        };
+        let line = Line::from(vec![mark, Span::raw(layout.text(r))]);
+        buf.set_line(inner.x, y, &line, inner.width);
+    }
+    let x = (inner.x + PROMPT_WIDTH + col as u16).min(inner.right() - 1);
+    let y = inner.y + (row - *top) as u16;
+    frame.set_cursor_position((x, y));
 }
 
 fn draw_status(

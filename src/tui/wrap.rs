@@ -63,7 +63,8 @@ pub fn text_width(text: &str) -> usize {
     text.chars().map(char_width).sum()
 }
 
-fn char_width(c: char) -> usize {
+/// Columns one character takes, as [`text_width`] counts it.
+pub fn char_width(c: char) -> usize {
     unicode_width::UnicodeWidthChar::width(c).unwrap_or(0)
 }
 

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 pub mod adapter;
 pub mod models;
+#[cfg(unix)]
+pub mod pty;
 pub mod shell;
 
 use quorum::event::Stamped;

@@ -1,0 +1,124 @@
+//! A pseudo-terminal for quorum's TUI: what it writes is collected as it
+//! comes, and read back as a screen by a terminal emulator (`vt100`).
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the screen may take to show what is awaited.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Whether `done` holds within `limit` (checked every 25 ms).
+pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    true
+}
+
+pub struct Terminal {
+    master: std::fs::File,
+    slave: std::os::fd::OwnedFd,
+    output: Arc<Mutex<Vec<u8>>>,
+    cols: u16,
+    rows: u16,
+}
+
+impl Terminal {
+    /// A terminal `cols` wide and `rows` high.
+    pub fn open(cols: u16, rows: u16) -> Terminal {
+        let size = nix::pty::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&size), None).unwrap();
+        let master = std::fs::File::from(pty.master);
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            master,
+            slave: pty.slave,
+            output,
+            cols,
+            rows,
+        }
+    }
+
+    /// The terminal's end for the program: its stdin, stdout.
+    pub fn slave(&self) -> Stdio {
+        Stdio::from(self.slave.try_clone().unwrap())
+    }
+
+    /// Everything written to the terminal so far.
+    pub fn output(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until the output has `text` (anywhere, also in what was
+    /// drawn over since).
+    pub fn wait_for(&self, text: &str) {
+        assert!(
+            wait_until(PATIENCE, || self.output().contains(text)),
+            "the screen never showed {text:?}"
+        );
+    }
+
+    pub fn type_keys(&self, keys: &[u8]) {
+        std::io::Write::write_all(&mut &self.master, keys).unwrap();
+    }
+
+    /// The screen as a terminal shows it after everything written so far.
+    pub fn screen(&self) -> vt100::Screen {
+        let mut parser = vt100::Parser::new(
+            self.rows.try_into().unwrap(),
+            self.cols.try_into().unwrap(),
+            0,
+        );
+        parser.process(&self.output.lock().unwrap());
+        parser.screen().clone()
+    }
+
+    /// Waits until the screen shows what `done` looks for; the screen then.
+    pub fn wait_for_screen(&self, done: impl Fn(&vt100::Screen) -> bool) -> vt100::Screen {
+        let mut screen = self.screen();
+        let shown = wait_until(PATIENCE, || {
+            screen = self.screen();
+            done(&screen)
+        });
+        assert!(shown, "the screen never showed it:\n{}", screen.contents());
+        screen
+    }
+
+    /// The terminal was given back: raw mode's alternate screen and mouse
+    /// reporting are switched off after the last frame.
+    pub fn assert_restored(&self) {
+        let out = self.output();
+        let left = out
+            .rfind("\x1b[?1049l")
+            .expect("the alternate screen was left");
+        let entered = out
+            .rfind("\x1b[?1049h")
+            .expect("the alternate screen was entered");
+        assert!(left > entered, "left the alternate screen last");
+        assert!(
+            out[entered..].contains("\x1b[?1000l"),
+            "mouse reporting off"
+        );
+    }
+}
