@@ -14,6 +14,7 @@ pub mod harness;
 pub mod limits;
 pub mod llm;
 pub mod sanitize;
+pub mod severity;
 pub mod subagent;
 pub mod supervisor;
 pub mod transcript;

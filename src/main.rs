@@ -85,6 +85,12 @@ enum Command {
     ///
     /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict).
     Review(quorum::engine::review::ReviewArgs),
+    /// Turn a Claude Code session log or a Codex rollout into a quorum
+    /// transcript (`quorum import claude FILE`, `quorum import codex FILE`).
+    ///
+    /// Sub-agents become boxes; a report starting with a severity header
+    /// tints its box. Record types not known are counted on stderr.
+    Import(quorum::transcript::import::ImportArgs),
 }
 
 #[derive(clap::Args)]
@@ -204,6 +210,7 @@ fn run(cli: Cli) -> Result<i32> {
             args.probe,
         ))?,
         Some(Command::Review(args)) => with_runtime(quorum::engine::review::command(args, config))?,
+        Some(Command::Import(args)) => quorum::transcript::import::command(args)?,
         Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {

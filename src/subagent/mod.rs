@@ -5,7 +5,8 @@
 pub mod dispatch;
 pub mod memory;
 pub mod picks;
-pub mod severity;
+/// The verdict parser lives in `crate::severity` (the importers use it too).
+pub use crate::severity;
 pub mod types;
 
 use crate::event::{AgentRef, Event, NoticeLevel, Outcome};

@@ -1,4 +1,5 @@
-//! Transcripts: a session's events as JSONL.
+//! Transcripts: a session's events as JSONL; and importers of other
+//! tools' session logs ([`import`]).
 //!
 //! The first line is a [`Header`], then one [`Stamped`] event per line.
 //! Version 2 added the task board's snapshots (`task_progress` for every
@@ -9,6 +10,7 @@
 //!
 //! [`Stamped`]: crate::event::Stamped
 
+pub mod import;
 mod player;
 mod recorder;
 

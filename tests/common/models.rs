@@ -11,7 +11,12 @@
 //! | `slow` | 40 words, 250 ms apart |
 //! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
 //! | `run CMD` (codex) | an `exec_command` call of CMD, then `ran` once its output comes back |
+//! | `inspect WORDS` | a shell call (claude `Bash`, codex `exec_command`) of `ls`, then the answer to WORDS |
+//! | `delegate WORDS` | a sub-agent with the prompt WORDS (claude `Agent`; codex `multi_agent_v1` `spawn_agent`, then `wait_agent` for it), then `Delegated; the sub-agent's report is in.` |
 //! | anything else | `unknown: WORD` |
+//!
+//! Once a tool result has come back for a word that has no next step,
+//! the answer is `written` (claude) or `ran` (codex).
 //!
 //! Every request body is kept, for assertions.
 
@@ -119,36 +124,106 @@ type Sse = Vec<(Duration, &'static str, Value)>;
 /// What to answer: text in chunks, or a tool call.
 enum Answer {
     Text(Vec<String>, Duration),
-    Tool { name: &'static str, input: Value },
+    Tool {
+        name: &'static str,
+        input: Value,
+    },
+    /// A tool of a namespace (codex's `multi_agent_v1`).
+    Namespaced {
+        namespace: &'static str,
+        name: &'static str,
+        input: Value,
+    },
 }
 
-fn answer(last_text: &str, user_texts: usize, tool_result: bool, codex: bool) -> Answer {
+/// What a request carries, as far as the answer depends on it.
+struct Turn {
+    /// The newest prompt's text.
+    prompt: String,
+    /// How many prompts the request carries.
+    prompts: usize,
+    /// Tool results that came back since the newest prompt.
+    results: usize,
+    /// The text of the newest tool result.
+    last_output: String,
+    codex: bool,
+}
+
+/// Ids unique in the server's life: agents keep a session's messages and
+/// tool calls by id.
+fn next_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn answer(turn: &Turn) -> Answer {
+    let words: Vec<&str> = turn.prompt.split_whitespace().collect();
+    script(&words, turn.results, turn)
+}
+
+/// The answer to `words` once `results` tool results have come back.
+fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
     let text = |s: &str| Answer::Text(vec![s.to_string()], Duration::ZERO);
-    if tool_result {
-        return text(if codex { "ran" } else { "written" });
-    }
-    let mut words = last_text.split_whitespace();
-    match words.next().unwrap_or("") {
+    let first = words.first().copied().unwrap_or("");
+    let rest = || words.get(1..).unwrap_or_default().join(" ");
+    match first {
+        "inspect" if results == 0 => match turn.codex {
+            true => Answer::Tool {
+                name: "exec_command",
+                input: json!({"cmd": "ls"}),
+            },
+            false => Answer::Tool {
+                name: "Bash",
+                input: json!({"command": "ls", "description": "List files"}),
+            },
+        },
+        "inspect" => script(&words[1..], results - 1, turn),
+        "delegate" => match (results, turn.codex) {
+            (0, false) => Answer::Tool {
+                name: "Agent",
+                input: json!({"description": "Review the change", "prompt": rest(), "subagent_type": "general-purpose"}),
+            },
+            (0, true) => Answer::Namespaced {
+                namespace: "multi_agent_v1",
+                name: "spawn_agent",
+                input: json!({"message": rest()}),
+            },
+            (1, true) => Answer::Namespaced {
+                namespace: "multi_agent_v1",
+                name: "wait_agent",
+                input: json!({"targets": [agent_id(&turn.last_output)], "timeout_ms": 60000}),
+            },
+            _ => text("Delegated; the sub-agent's report is in."),
+        },
+        _ if results > 0 => text(if turn.codex { "ran" } else { "written" }),
         "plain" => text("Plain answer."),
         "review" => {
-            let v = words.next().unwrap_or("green");
+            let v = words.get(1).copied().unwrap_or("green");
             text(&format!("<!-- severity: {v} -->\n## Review\nLooks {v}."))
         }
-        "count" => text(&format!("messages: {user_texts}")),
+        "count" => text(&format!("messages: {}", turn.prompts)),
         "slow" => Answer::Text(
             (0..40).map(|i| format!("word{i} ")).collect(),
             Duration::from_millis(250),
         ),
-        "write" if !codex => Answer::Tool {
+        "write" if !turn.codex => Answer::Tool {
             name: "Write",
-            input: json!({"file_path": words.next().unwrap_or(""), "content": "written by claude\n"}),
+            input: json!({"file_path": words.get(1).copied().unwrap_or(""), "content": "written by claude\n"}),
         },
-        "run" if codex => Answer::Tool {
+        "run" if turn.codex => Answer::Tool {
             name: "exec_command",
-            input: json!({"cmd": words.collect::<Vec<_>>().join(" ")}),
+            input: json!({"cmd": rest()}),
         },
         other => text(&format!("unknown: {other}")),
     }
+}
+
+/// The agent id in a `spawn_agent` result (`{"agent_id": ...}`).
+fn agent_id(output: &str) -> String {
+    serde_json::from_str::<Value>(output)
+        .ok()
+        .and_then(|v| v["agent_id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| output.trim().to_string())
 }
 
 /// Text blocks of one message's `content` (a string or a list of blocks).
@@ -175,24 +250,40 @@ fn is_prompt(content: &Value) -> bool {
 /// add their own context blocks before it.
 fn anthropic(body: &Value) -> Sse {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
-    let last = users
-        .last()
-        .map(|m| &m["content"])
-        .cloned()
-        .unwrap_or_default();
-    let tool_result = last
-        .as_array()
-        .is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"));
-    let last_text = texts(&last).last().cloned().unwrap_or_default();
-    let user_texts = users.iter().filter(|m| is_prompt(&m["content"])).count();
+    let has_result = |m: &Value| {
+        m["content"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"))
+    };
+    let prompt = |m: &Value| m["role"] == "user" && !has_result(m) && is_prompt(&m["content"]);
+    let at = messages.iter().rposition(prompt);
+    let after = at.map_or(&messages[..], |i| &messages[i + 1..]);
+    let results: Vec<&Value> = after
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    let turn = Turn {
+        prompt: at
+            .and_then(|i| texts(&messages[i]["content"]).last().cloned())
+            .unwrap_or_default(),
+        prompts: messages.iter().filter(|m| prompt(m)).count(),
+        results: results.len(),
+        last_output: results
+            .last()
+            .map(|r| texts(&r["content"]).join("\n"))
+            .unwrap_or_default(),
+        codex: false,
+    };
     let z = Duration::ZERO;
     let mut out: Sse = vec![(
         z,
         "message_start",
-        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "fake", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "message_start", "message": {"id": format!("msg_{}", next_id()), "type": "message", "role": "assistant", "model": "fake", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
     )];
-    let stop = match answer(&last_text, user_texts, tool_result, false) {
+    let stop = match answer(&turn) {
         Answer::Text(chunks, delay) => {
             out.push((z, "content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
             for c in chunks {
@@ -205,8 +296,8 @@ fn anthropic(body: &Value) -> Sse {
             ));
             "end_turn"
         }
-        Answer::Tool { name, input } => {
-            out.push((z, "content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}})));
+        Answer::Tool { name, input } | Answer::Namespaced { name, input, .. } => {
+            out.push((z, "content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": format!("toolu_{}", next_id()), "name": name, "input": {}}})));
             out.push((z, "content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}})));
             out.push((
                 z,
@@ -226,15 +317,29 @@ fn responses(body: &Value) -> Sse {
     let tool_result = items
         .last()
         .is_some_and(|i| i["type"] == "function_call_output");
-    let users: Vec<&Value> = items
+    let prompt =
+        |i: &Value| i["type"] == "message" && i["role"] == "user" && is_prompt(&i["content"]);
+    let at = items.iter().rposition(prompt);
+    let after = at.map_or(&items[..], |i| &items[i + 1..]);
+    let results: Vec<&Value> = after
         .iter()
-        .filter(|i| i["type"] == "message" && i["role"] == "user")
+        .filter(|i| i["type"] == "function_call_output")
         .collect();
-    let last_text = users
-        .last()
-        .and_then(|m| texts(&m["content"]).last().cloned())
-        .unwrap_or_default();
-    let user_texts = users.iter().filter(|m| is_prompt(&m["content"])).count();
+    let turn = Turn {
+        prompt: at
+            .and_then(|i| texts(&items[i]["content"]).last().cloned())
+            .unwrap_or_default(),
+        prompts: items.iter().filter(|i| prompt(i)).count(),
+        results: results.len(),
+        last_output: results
+            .last()
+            .map(|r| match &r["output"] {
+                Value::String(s) => s.clone(),
+                other => texts(other).join("\n"),
+            })
+            .unwrap_or_default(),
+        codex: true,
+    };
     let z = Duration::ZERO;
     let id = format!("resp_{}", std::process::id());
     let mut out: Sse = vec![(
@@ -249,9 +354,10 @@ fn responses(body: &Value) -> Sse {
     } else {
         z
     };
-    match answer(&last_text, user_texts, tool_result, true) {
+    let (msg, call) = (format!("msg_{}", next_id()), next_id());
+    match answer(&turn) {
         Answer::Text(chunks, delay) => {
-            let item = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []});
+            let item = json!({"type": "message", "id": msg, "role": "assistant", "status": "in_progress", "content": []});
             out.push((
                 first,
                 "response.output_item.added",
@@ -260,17 +366,29 @@ fn responses(body: &Value) -> Sse {
             let mut all = String::new();
             for c in chunks {
                 all.push_str(&c);
-                out.push((delay, "response.output_text.delta", json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": c})));
+                out.push((delay, "response.output_text.delta", json!({"type": "response.output_text.delta", "item_id": msg, "output_index": 0, "content_index": 0, "delta": c})));
             }
-            let done = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": all, "annotations": []}]});
+            let done = json!({"type": "message", "id": msg, "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": all, "annotations": []}]});
             out.push((
                 z,
                 "response.output_item.done",
                 json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
             ));
         }
-        Answer::Tool { name, input } => {
-            let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": input.to_string(), "status": "completed"});
+        answer @ (Answer::Tool { .. } | Answer::Namespaced { .. }) => {
+            let (namespace, name, input) = match answer {
+                Answer::Namespaced {
+                    namespace,
+                    name,
+                    input,
+                } => (Some(namespace), name, input),
+                Answer::Tool { name, input } => (None, name, input),
+                Answer::Text(..) => unreachable!(),
+            };
+            let mut item = json!({"type": "function_call", "id": format!("fc_{call}"), "call_id": format!("call_{call}"), "name": name, "arguments": input.to_string(), "status": "completed"});
+            if let Some(namespace) = namespace {
+                item["namespace"] = namespace.into();
+            }
             out.push((
                 first,
                 "response.output_item.added",
