@@ -1380,6 +1380,7 @@ async fn the_no_model_notice_is_told_in_full_once() {
         "{screen}"
     );
     assert!(screen.contains("› anyone there?"), "{screen}");
+}
 
 // The composer: wrapping and growth, line keys, history, completion.
 
