@@ -5,9 +5,8 @@ use std::fmt::Write as _;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
+use ratatui::buffer::{Buffer, Cell, CellWidth};
 use ratatui::style::{Color, Modifier};
-use unicode_width::UnicodeWidthStr;
 
 use super::app::App;
 
@@ -48,20 +47,20 @@ pub fn write(buffer: &Buffer, format: Format) -> String {
     }
 }
 
-/// Each row's cells as `(symbol, cell)`, skipping the columns a wide
+/// Each row's drawn cells with their column, skipping the columns a wide
 /// character covers.
-fn rows(buffer: &Buffer) -> impl Iterator<Item = Vec<&ratatui::buffer::Cell>> {
+fn rows(buffer: &Buffer) -> impl Iterator<Item = Vec<(usize, &Cell)>> {
     let width = buffer.area.width as usize;
     buffer.content.chunks(width).map(|row| {
         let mut out = Vec::with_capacity(row.len());
         let mut skip = 0;
-        for cell in row {
+        for (col, cell) in row.iter().enumerate() {
             if skip > 0 {
                 skip -= 1;
                 continue;
             }
-            skip = cell.symbol().width().saturating_sub(1);
-            out.push(cell);
+            skip = usize::from(cell.cell_width()).saturating_sub(1);
+            out.push((col, cell));
         }
         out
     })
@@ -71,7 +70,7 @@ fn rows(buffer: &Buffer) -> impl Iterator<Item = Vec<&ratatui::buffer::Cell>> {
 pub fn to_text(buffer: &Buffer) -> String {
     let mut out = String::new();
     for row in rows(buffer) {
-        let line: String = row.iter().map(|c| c.symbol()).collect();
+        let line: String = row.iter().map(|(_, c)| c.symbol()).collect();
         out.push_str(line.trim_end());
         out.push('\n');
     }
@@ -108,7 +107,7 @@ pub fn to_ansi(buffer: &Buffer) -> String {
     let mut out = String::new();
     for row in rows(buffer) {
         let mut last = None;
-        for cell in row {
+        for (_, cell) in row {
             let style = (cell.fg, cell.bg, cell.modifier);
             if last != Some(style) {
                 out.push_str("\x1b[0");
@@ -199,39 +198,49 @@ fn escape_xml(s: &str, out: &mut String) {
     }
 }
 
+/// The SVG's grid and font size, in pixels.
+const CELL_WIDTH: f64 = 8.4;
+const CELL_HEIGHT: f64 = 17.0;
+const FONT_SIZE: f64 = 14.0;
+
+/// The `x` of a column's left edge.
+fn cell_x(col: usize) -> f64 {
+    col as f64 * CELL_WIDTH
+}
+
 /// An SVG picture of the screen with its real colours.
+///
+/// Renderers differ in the font they find, in its advance widths and in
+/// whether they honour `textLength` and `xml:space`, so the grid depends on
+/// none of them: each style run is one `<text>` whose `x` lists the left
+/// edge of every character's own cell (a wide character's neighbour starts
+/// two cells on), and the run's spaces are left out rather than drawn, so
+/// there is nothing to collapse. A cell of several code points (a base and
+/// its combining mark, an emoji sequence) or of one outside the Basic
+/// Multilingual Plane (which some renderers count as two characters of an
+/// `x` list) is a `<text>` of its own. Underline and strike-through are
+/// lines across the run's cells, spaces included.
 pub fn to_svg(buffer: &Buffer) -> String {
-    const CW: f64 = 8.4;
-    const CH: f64 = 17.0;
-    const FONT: f64 = 14.0;
     let (w, h) = (
-        buffer.area.width as f64 * CW,
-        buffer.area.height as f64 * CH,
+        cell_x(buffer.area.width as usize),
+        buffer.area.height as f64 * CELL_HEIGHT,
     );
     let mut out = String::new();
     let _ = write!(
         out,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.1} {h:.1}\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"{BACKGROUND}\"/>\n\
-         <g font-family=\"'DejaVu Sans Mono', Menlo, Consolas, monospace\" font-size=\"{FONT}\" xml:space=\"preserve\">\n"
+         <g font-family=\"'DejaVu Sans Mono', Menlo, Consolas, monospace\" font-size=\"{FONT_SIZE}\">\n"
     );
     for (y, row) in rows(buffer).enumerate() {
-        let top = y as f64 * CH;
-        let baseline = top + CH * 0.78;
-        // Runs of cells with one style.
-        let mut col = 0usize;
-        let mut i = 0;
-        while i < row.len() {
-            let cell = row[i];
-            let key = (cell.fg, cell.bg, cell.modifier);
-            let start = col;
-            let mut text = String::new();
-            while i < row.len() && (row[i].fg, row[i].bg, row[i].modifier) == key {
-                text.push_str(row[i].symbol());
-                col += row[i].symbol().width().max(1);
-                i += 1;
-            }
-            let cols = col - start;
+        let top = y as f64 * CELL_HEIGHT;
+        let baseline = top + CELL_HEIGHT * 0.78;
+        let style = |cell: &Cell| (cell.fg, cell.bg, cell.modifier);
+        for run in row.chunk_by(|a, b| style(a.1) == style(b.1)) {
+            let (start, cell) = run[0];
+            let (last_col, last) = run[run.len() - 1];
+            let end = last_col + usize::from(last.cell_width().max(1));
+            let width = cell_x(end) - cell_x(start);
             let (mut fg, mut bg) = (hex(cell.fg), hex(cell.bg));
             if cell.modifier.contains(Modifier::REVERSED) {
                 std::mem::swap(&mut fg, &mut bg);
@@ -241,45 +250,75 @@ pub fn to_svg(buffer: &Buffer) -> String {
             if let Some(bg) = bg {
                 let _ = writeln!(
                     out,
-                    "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{CH:.1}\" fill=\"{bg}\"/>",
-                    start as f64 * CW,
-                    cols as f64 * CW
+                    "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{width:.1}\" height=\"{CELL_HEIGHT:.1}\" fill=\"{bg}\"/>",
+                    cell_x(start),
                 );
             }
-            if text.trim().is_empty() {
-                continue;
-            }
             let fg = fg.unwrap_or_else(|| FOREGROUND.into());
-            let _ = write!(
-                out,
-                "<text x=\"{:.1}\" y=\"{baseline:.1}\" fill=\"{fg}\" textLength=\"{:.1}\" lengthAdjust=\"spacingAndGlyphs\"",
-                start as f64 * CW,
-                cols as f64 * CW
-            );
             let m = cell.modifier;
+            let mut attrs = format!("y=\"{baseline:.1}\" fill=\"{fg}\"");
             if m.contains(Modifier::BOLD) {
-                out.push_str(" font-weight=\"bold\"");
+                attrs.push_str(" font-weight=\"bold\"");
             }
             if m.contains(Modifier::ITALIC) {
-                out.push_str(" font-style=\"italic\"");
+                attrs.push_str(" font-style=\"italic\"");
             }
-            if m.contains(Modifier::DIM) {
-                out.push_str(" opacity=\"0.6\"");
+            let opacity = if m.contains(Modifier::DIM) {
+                " opacity=\"0.6\""
+            } else {
+                ""
+            };
+            attrs.push_str(opacity);
+
+            let (mut text, mut cols) = (String::new(), Vec::new());
+            for &(col, cell) in run {
+                let symbol = cell.symbol();
+                if symbol.chars().all(char::is_whitespace) {
+                    continue;
+                }
+                let mut chars = symbol.chars();
+                let single = chars.next().is_some_and(|c| c.len_utf16() == 1);
+                if single && chars.next().is_none() {
+                    text.push_str(symbol);
+                    cols.push(col);
+                } else {
+                    text_element(&mut out, &[col], symbol, &attrs);
+                }
             }
-            match (
-                m.contains(Modifier::UNDERLINED),
-                m.contains(Modifier::CROSSED_OUT),
-            ) {
-                (true, true) => out.push_str(" text-decoration=\"underline line-through\""),
-                (true, false) => out.push_str(" text-decoration=\"underline\""),
-                (false, true) => out.push_str(" text-decoration=\"line-through\""),
-                _ => {}
+            text_element(&mut out, &cols, &text, &attrs);
+
+            for (flag, y) in [
+                (Modifier::UNDERLINED, baseline + 2.0),
+                (Modifier::CROSSED_OUT, baseline - FONT_SIZE * 0.3),
+            ] {
+                if m.contains(flag) {
+                    let _ = writeln!(
+                        out,
+                        "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"1\" fill=\"{fg}\"{opacity}/>",
+                        cell_x(start),
+                    );
+                }
             }
-            out.push('>');
-            escape_xml(&text, &mut out);
-            out.push_str("</text>\n");
         }
     }
     out.push_str("</g>\n</svg>\n");
     out
+}
+
+/// `<text>` with one `x` per character of `text`, at the left edge of
+/// the matching column.
+fn text_element(out: &mut String, cols: &[usize], text: &str, attrs: &str) {
+    if text.is_empty() {
+        return;
+    }
+    out.push_str("<text x=\"");
+    for (i, &col) in cols.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = write!(out, "{:.1}", cell_x(col));
+    }
+    let _ = write!(out, "\" {attrs}>");
+    escape_xml(text, out);
+    out.push_str("</text>\n");
 }
