@@ -27,6 +27,12 @@ stamp="$prefix/.installed"
 
 log() { echo "install-acp-adapter($which): $*" >&2; }
 
+# Tests running side by side may call this at once: one installs, the
+# others wait for it and then find it installed.
+mkdir -p "$repo_root/.tools"
+exec 9>"$repo_root/.tools/.$which-acp.lock"
+flock 9
+
 if [[ -x "$exe" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
     echo "$exe"
     exit 0

@@ -22,6 +22,12 @@ stamp="$venv/.installed-fast-agent-mcp"
 
 log() { echo "install-fast-agent: $*" >&2; }
 
+# Tests running side by side may call this at once: one installs, the
+# others wait for it and then find it installed.
+mkdir -p "$repo_root/.tools"
+exec 9>"$repo_root/.tools/.fast-agent.lock"
+flock 9
+
 # Fast path: already installed at the pinned version.
 if [[ -x "$exe" && -x "$venv/bin/python" && -f "$stamp" ]] \
     && [[ "$(cat "$stamp")" == "$FAST_AGENT_MCP_VERSION" ]] \

@@ -23,6 +23,12 @@ stamp="$prefix/.installed-opencode-ai"
 
 log() { echo "install-opencode: $*" >&2; }
 
+# Tests running side by side may call this at once: one installs, the
+# others wait for it and then find it installed.
+mkdir -p "$repo_root/.tools"
+exec 9>"$repo_root/.tools/.opencode.lock"
+flock 9
+
 # Fast path: already installed at the pinned version (stamp written only after
 # a successful install and `opencode --version` check).
 if [[ -x "$exe" && -f "$stamp" && "$(cat "$stamp")" == "$OPENCODE_VERSION" ]]; then
