@@ -1655,3 +1655,91 @@ async fn tab_completes_agent_names_and_commands() {
     drive(&mut terminal, &mut app, keys, vec![]).await;
     assert!(text(&terminal).contains("Tab: no command starts with /x"));
 }
+
+/// A chat on a scripted model, in the app loop.
+fn scripted(
+    dir: &std::path::Path,
+    turns: serde_json::Value,
+) -> (Session, App, mpsc::UnboundedReceiver<Stamped>) {
+    use quorum::llm::script::ScriptModel;
+    let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(turns).unwrap();
+    let model: std::sync::Arc<dyn quorum::llm::Model> =
+        std::sync::Arc::new(ScriptModel::new("chat.json", turns));
+    live_session(dir, "", Some(model), Permissions::Ask, None)
+}
+
+/// Single newlines are line breaks, as the model wrote them (a file list
+/// used to run together as `a.py b.py c.py`).
+#[tokio::test]
+async fn text_keeps_its_single_line_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = scripted(
+        dir.path(),
+        serde_json::json!([{"text": "The files:\na.py\nb.py\nc.py"}]),
+    );
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    drive(&mut terminal, &mut app, line("list them"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("c.py")).await;
+    let screen = text(&terminal);
+    let lines: Vec<&str> = screen.lines().map(str::trim).collect();
+    for name in ["a.py", "b.py", "c.py"] {
+        assert!(lines.iter().any(|l| l.starts_with(name)), "{screen}");
+    }
+    assert!(!screen.contains("a.py b.py"), "{screen}");
+}
+
+/// A model that writes its call as JSON text: the status line says a call
+/// is being written, and how much, then the call runs once (it was written
+/// twice, then a made-up result).
+#[tokio::test]
+async fn a_tool_call_written_as_text_shows_while_written_and_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = format!("echo {}", "all of the notes, please ".repeat(24));
+    let call =
+        serde_json::json!({"name": "subagent", "arguments": {"agent": "fake", "input": input}})
+            .to_string();
+    let (_session, mut app, mut ev_rx) = scripted(
+        dir.path(),
+        serde_json::json!([
+            {"text": format!("{call}\n{call}\n{{\"output\": \"made up\"}}")},
+            {"text": "The agent echoed the notes."}
+        ]),
+    );
+    let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("echo my notes"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("chat writing a tool call (")
+    })
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("The agent echoed the notes.")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert_eq!(screen.matches("╭─ fake").count(), 1, "{screen}");
+    assert!(!screen.contains("made up"), "{screen}");
+    assert!(!screen.contains("writing a tool call"), "{screen}");
+}
+
+/// A model naming an agent that is not there is told, on screen too, that
+/// leaving `agent` out runs the internal agent.
+#[tokio::test]
+async fn an_unknown_agent_error_points_at_the_internal_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = scripted(
+        dir.path(),
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"agent": "subagent", "input": "read"}}]},
+            {"text": "I will leave agent out."}
+        ]),
+    );
+    let mut terminal = Terminal::new(TestBackend::new(160, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("read my notes"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("I will leave agent out.")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("unknown agent \"subagent\""), "{screen}");
+    assert!(screen.contains("omit `agent`"), "{screen}");
+}
