@@ -297,7 +297,16 @@ fn tool_calls_written_as_text_are_shown_run_once_and_told_apart() {
     ]);
     let (o, events) = d.run(script, &["-p", "go"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let writing: Vec<u64> = events
+    // The wall is written between the first status call and the box.
+    let from = events
+        .iter()
+        .position(|e| matches!(e, Event::ToolCallStarted { .. }))
+        .unwrap();
+    let to = events
+        .iter()
+        .position(|e| matches!(e, Event::SubagentStarted { .. }))
+        .unwrap();
+    let writing: Vec<u64> = events[from..to]
         .iter()
         .filter_map(|e| match e {
             Event::AssistantWritingCall { bytes } => Some(*bytes),

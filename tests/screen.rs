@@ -280,4 +280,24 @@ fn the_status_line_shows_a_tool_call_being_written() {
     let shown = status(&events);
     assert!(!shown.contains("writing a tool call"), "{shown}");
     assert!(shown.contains("chat working"), "{shown}");
+    // A `subagent` call written as text opens a box instead of a tool
+    // line: that ends the writing too.
+    events.push(Stamped::new(40, Event::AssistantWritingCall { bytes: 90 }));
+    assert!(status(&events).contains("chat writing a tool call (90 B)"));
+    events.push(Stamped::new(
+        50,
+        Event::SubagentStarted {
+            call_id: "c1".into(),
+            task_id: None,
+            agent: quorum::event::AgentRef::Acp("fake".into()),
+            input: "hi".into(),
+            code_review: false,
+            background: false,
+            session: None,
+            batch_id: None,
+            queued: false,
+        },
+    ));
+    let shown = status(&events);
+    assert!(!shown.contains("writing a tool call"), "{shown}");
 }

@@ -156,7 +156,7 @@ impl Harness {
                                 sink.text(&text[shown..]);
                                 shown = text.len();
                             } else if !text.trim().is_empty()
-                                && text.len() / WRITING_STEP != told / WRITING_STEP
+                                && (told == 0 || text.len() / WRITING_STEP != told / WRITING_STEP)
                             {
                                 // Held back: say that something is being
                                 // written, and how much, every few hundred
@@ -275,7 +275,7 @@ pub fn summarize_args(call: &ToolCall) -> String {
 }
 
 /// How often held-back text is told of, in bytes.
-const WRITING_STEP: usize = 256;
+const WRITING_STEP: usize = 64;
 
 /// Whether `text` so far could be a tool call written as JSON.
 fn may_be_a_call(text: &str) -> bool {

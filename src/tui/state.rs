@@ -882,6 +882,8 @@ impl State {
                 queued,
             } => {
                 self.open_assistant = None;
+                // A call the model wrote as text runs: it is written.
+                self.writing_call = None;
                 let state = if *queued {
                     TaskState::Queued
                 } else {
