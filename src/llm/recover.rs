@@ -84,6 +84,14 @@ fn leading_units(text: &str) -> Vec<(Vec<Value>, bool)> {
                 units.push((values, on_new_line));
                 rest = tail;
             }
+            // The answer's only object, its last braces missing: a small
+            // model's slip (seen with Qwen2.5-Coder 0.5B).
+            None if units.is_empty()
+                && let Some(value) = closed(rest) =>
+            {
+                units.push((vec![value], on_new_line));
+                return units;
+            }
             None if on_new_line && !units.is_empty() => {
                 // Prose (or broken JSON) after the calls: it ends them.
                 units.push((vec![Value::Null], true));
@@ -105,6 +113,20 @@ fn collect(text: &str, depth: u32, out: &mut Vec<Value>) -> Option<()> {
         rest = unit(rest, depth, out)?.trim_start();
     }
     Some(())
+}
+
+/// `text`, a JSON object that runs to the end of the text and lacks only
+/// its last one to three closing braces, closed.
+fn closed(text: &str) -> Option<Value> {
+    let text = text.trim_end();
+    if !text.starts_with('{') {
+        return None;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Err(e) if e.is_eof() => {}
+        _ => return None,
+    }
+    (1..=3).find_map(|n| serde_json::from_str(&format!("{text}{}", "}".repeat(n))).ok())
 }
 
 /// The values `text` starts with, up to text that is none on a later line;
@@ -377,6 +399,27 @@ mod tests {
             "<tool_call>\n{\"name\": \"subagent\", \"arguments\": {\"agent\": \"codex\"}}\n</tool_call>\nThe review says: {\"broken\": ",
         ] {
             assert_eq!(calls(text), want, "{text:?}");
+        }
+    }
+
+    /// A call whose last braces are missing (Qwen2.5-Coder 0.5B wrote one)
+    /// is closed; one cut inside a string, or with more after it, is not.
+    #[test]
+    fn a_call_missing_its_last_braces_is_closed() {
+        let text = r#"{"name": "subagent", "arguments": {"agent": "codex", "input": "review""#;
+        assert_eq!(
+            calls(text),
+            one("subagent", json!({"agent": "codex", "input": "review"}))
+        );
+        let text = r#"{"name": "subagent", "arguments": {"agent": "codex"}"#;
+        assert_eq!(calls(text), one("subagent", json!({"agent": "codex"})));
+        for text in [
+            r#"{"name": "subagent", "arguments": {"agent": "cod"#,
+            r#"{"name": "subagent", "arguments": {"agent": "codex","#,
+            r#"{"name": "subagent", "arguments": {"a": {"b": {"c": {"d": 1"#,
+            "Sure: {\"name\": \"subagent\", \"arguments\": {}",
+        ] {
+            assert_eq!(calls(text), None, "{text}");
         }
     }
 
