@@ -87,6 +87,22 @@ fn invisible(c: char) -> bool {
     )
 }
 
+/// A JSON value with every string in it, keys too, made safe as
+/// [`sanitize`] makes text.
+pub fn value(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(sanitize(s).into_owned()),
+        Value::Array(items) => Value::Array(items.iter().map(value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (sanitize(k).into_owned(), value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Returns `s` without terminal control sequences; borrows when clean.
 pub fn sanitize(s: &str) -> Cow<'_, str> {
     if !needs_cleaning(s) {

@@ -614,25 +614,21 @@ async fn mention_of_several_agents_runs_a_review_quorum() {
 /// delivered to the model by itself, and a cancelled turn.
 #[tokio::test]
 async fn scripted_chat_drives_the_app() {
-    use quorum::llm::script::ScriptModel;
-
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "the answer is 42\n").unwrap();
-    let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
-        {"tool_calls": [{"name": "subagent", "arguments": {"input": "What do the notes say?"}}]},
-        {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
-        {"text": "The notes say **42**."},
-        {"text": "Your notes say 42."},
-        {"text": "Started a review.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "review yellow", "code_review": true, "run_in_background": true}}]},
-        {"text": "It runs in the background."},
-        {"text": "The background review came back yellow."},
-        {"delay_ms": 30000, "text": "never shown"}
-    ]))
-    .unwrap();
-    let model: std::sync::Arc<dyn quorum::llm::Model> =
-        std::sync::Arc::new(ScriptModel::new("chat.json", turns));
-    let (_session, mut app, mut ev_rx) =
-        live_session(dir.path(), "", Some(model), Permissions::Ask, None);
+    let (_session, mut app, mut ev_rx) = scripted(
+        dir.path(),
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"input": "What do the notes say?"}}]},
+            {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"text": "The notes say **42**."},
+            {"text": "Your notes say 42."},
+            {"text": "Started a review.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "review yellow", "code_review": true, "run_in_background": true}}]},
+            {"text": "It runs in the background."},
+            {"text": "The background review came back yellow."},
+            {"delay_ms": 30000, "text": "never shown"}
+        ]),
+    );
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
 
     drive(
@@ -1107,21 +1103,17 @@ fn screen_of(events: &[Stamped], cols: u16, rows: u16) -> ratatui::buffer::Buffe
 /// request's input and output tokens, with no window and no cost.
 #[tokio::test]
 async fn the_internal_agents_box_shows_its_models_token_usage() {
-    use quorum::llm::script::ScriptModel;
-
     let dir = tempfile::tempdir().unwrap();
-    let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
-        {"tool_calls": [{"name": "subagent", "arguments": {"input": "Say hi."}}]},
-        {"text": "Listing.", "tool_calls": [{"name": "list", "arguments": {"path": "."}}],
-         "usage": {"input_tokens": 1200, "output_tokens": 40}},
-        {"text": "Hi.", "usage": {"input_tokens": 1500, "output_tokens": 20}},
-        {"text": "It said hi.", "usage": {"input_tokens": 99999, "output_tokens": 1}}
-    ]))
-    .unwrap();
-    let model: std::sync::Arc<dyn quorum::llm::Model> =
-        std::sync::Arc::new(ScriptModel::new("chat.json", turns));
-    let (_session, mut app, mut ev_rx) =
-        live_session(dir.path(), "", Some(model), Permissions::Ask, None);
+    let (_session, mut app, mut ev_rx) = scripted(
+        dir.path(),
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"input": "Say hi."}}]},
+            {"text": "Listing.", "tool_calls": [{"name": "list", "arguments": {"path": "."}}],
+             "usage": {"input_tokens": 1200, "output_tokens": 40}},
+            {"text": "Hi.", "usage": {"input_tokens": 1500, "output_tokens": 20}},
+            {"text": "It said hi.", "usage": {"input_tokens": 99999, "output_tokens": 1}}
+        ]),
+    );
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     drive(&mut terminal, &mut app, line("greet"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {

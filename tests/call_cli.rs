@@ -435,22 +435,8 @@ fn unseen_characters_never_reach_the_terminal() {
 #[test]
 fn stderr_that_is_not_utf8_or_endless_never_wedges_a_call() {
     let s = shell();
-    let mut child = s
-        .command(&["call", "--agent", "fake", "--input", "noisy"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    // A wedge would hang forever: give up after a minute, and say so.
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("quorum call is wedged on the agent's stderr");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let o = child.wait_with_output().unwrap();
+    // A wedge would hang forever: run_unwedged gives up after a minute.
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "noisy"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "still here\n");
 }

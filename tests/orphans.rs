@@ -12,11 +12,11 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 
-use common::pty::Terminal;
+use common::pty::{Terminal, wait_until};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -52,17 +52,6 @@ impl Proc {
     fn alive(&self) -> bool {
         stat_fields(self.pid).is_some_and(|f| f[19] == self.start && f[0] != "Z")
     }
-}
-
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    true
 }
 
 /// One `quorum call` (or `quorum run`) with a `grandchild` turn. Whatever is
@@ -257,16 +246,7 @@ fn sigint_cancels_the_call_and_leaves_nothing_running() {
 
 #[test]
 fn quorum_run_waits_for_its_agents_before_it_exits() {
-    let scripts = tempfile::tempdir().unwrap();
-    let script = scripts.path().join("model.json");
-    let call = serde_json::json!({"name": "subagent", "arguments": {"agent": "stubborn", "input": "grandchild 1"}});
-    std::fs::write(
-        &script,
-        serde_json::json!([{"tool_calls": [call]}, {"text": "done"}]).to_string(),
-    )
-    .unwrap();
-    let model = format!("script:{}", script.display());
-    let mut case = Case::start_with(&["run", "--model", &model, "-p", "go"]);
+    let mut case = run_case("stubborn", "grandchild 1");
     let status = case.exit();
     assert_eq!(status.code(), Some(0), "{}", case.stderr());
     case.assert_gone_at_exit();
@@ -281,18 +261,26 @@ fn sigterm_ends_the_call_and_leaves_nothing_running() {
     case.assert_nothing_left();
 }
 
-#[test]
-fn sigterm_ends_quorum_run_and_leaves_nothing_running() {
+/// `quorum run` on a scripted model whose one tool call asks `agent` for
+/// `input`.
+fn run_case(agent: &str, input: &str) -> Case {
     let scripts = tempfile::tempdir().unwrap();
     let script = scripts.path().join("model.json");
-    let call = serde_json::json!({"name": "subagent", "arguments": {"agent": "fake", "input": "grandchild 600"}});
+    let call =
+        serde_json::json!({"name": "subagent", "arguments": {"agent": agent, "input": input}});
     std::fs::write(
         &script,
         serde_json::json!([{"tool_calls": [call]}, {"text": "done"}]).to_string(),
     )
     .unwrap();
     let model = format!("script:{}", script.display());
-    let mut case = Case::start_with(&["run", "--model", &model, "-p", "go"]);
+    // The model reads its script at start: the file may go with this call.
+    Case::start_with(&["run", "--model", &model, "-p", "go"])
+}
+
+#[test]
+fn sigterm_ends_quorum_run_and_leaves_nothing_running() {
+    let mut case = run_case("fake", "grandchild 600");
     case.signal(Signal::SIGTERM);
     let status = case.exit();
     assert_eq!(status.code(), Some(143), "{}", case.stderr());

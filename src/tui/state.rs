@@ -181,7 +181,7 @@ impl ToolInfo {
             // Every string in it cleaned first: JSON escapes would carry
             // control characters past a cleaning of the JSON text.
             input: d.raw_input.as_ref().map(|v| {
-                let v = clean_value(v);
+                let v = crate::sanitize::value(v);
                 clip(&serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()))
             }),
             content: d
@@ -206,7 +206,7 @@ impl ToolInfo {
                 })
                 .collect(),
             output: d.raw_output.as_ref().map(|v| {
-                let v = clean_value(v);
+                let v = crate::sanitize::value(v);
                 let text = ["output", "stdout", "formatted_output", "aggregated_output"]
                     .iter()
                     .find_map(|k| v.get(k).and_then(|o| o.as_str()))
@@ -455,21 +455,6 @@ impl Changes {
             n => parts.push(format!("ran {n} commands")),
         }
         (!parts.is_empty()).then(|| parts.join(" · "))
-    }
-}
-
-/// A JSON value with every string (keys too) sanitised.
-fn clean_value(v: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match v {
-        Value::String(s) => Value::String(clean(s)),
-        Value::Array(items) => Value::Array(items.iter().map(clean_value).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (clean(k), clean_value(v)))
-                .collect(),
-        ),
-        other => other.clone(),
     }
 }
 

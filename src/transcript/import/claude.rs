@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{
-    ImportError, Parts, Record, Stream, clean, clean_value, one_line, read_records, tool_kind,
-    tool_title,
+    ImportError, Parts, Record, Stream, clean, one_line, read_records, tool_kind, tool_title,
 };
 use crate::event::{Activity, AgentRef, Event, StopReason, ToolContent, ToolDetail, ToolStatus};
 
@@ -510,7 +509,7 @@ impl SubagentLog {
                                         status: ToolStatus::InProgress,
                                         detail: Box::new(ToolDetail {
                                             kind: tool_kind(name),
-                                            raw_input: Some(clean_value(&b["input"])),
+                                            raw_input: Some(crate::sanitize::value(&b["input"])),
                                             ..ToolDetail::default()
                                         }),
                                     },

@@ -427,20 +427,6 @@ pub(crate) fn clean(s: &str) -> String {
     crate::sanitize::sanitize(s).into_owned()
 }
 
-/// Every string inside `v` made safe for a terminal.
-pub(crate) fn clean_value(v: &Value) -> Value {
-    match v {
-        Value::String(s) => Value::String(clean(s)),
-        Value::Array(items) => Value::Array(items.iter().map(clean_value).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (clean(k), clean_value(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
 /// The first non-blank line of `s`, cleaned, at most `max` characters.
 pub(crate) fn one_line(s: &str, max: usize) -> String {
     let line = s
