@@ -172,14 +172,19 @@ impl Case {
         status.unwrap()
     }
 
-    /// Asserts that, the moment quorum has exited, nothing it started is
-    /// alive: `call` and `run` wait for their agents before they exit.
-    fn assert_gone_at_exit(&self) {
-        let left: Vec<_> = [&self.agent, &self.grandchild]
+    /// What quorum started that is still alive.
+    fn left(&self) -> Vec<String> {
+        [&self.agent, &self.grandchild]
             .into_iter()
             .filter(|p| p.alive())
             .map(|p| format!("{} (pid {})", p.what, p.pid))
-            .collect();
+            .collect()
+    }
+
+    /// Asserts that, the moment quorum has exited, nothing it started is
+    /// alive: `call` and `run` wait for their agents before they exit.
+    fn assert_gone_at_exit(&self) {
+        let left = self.left();
         assert!(
             left.is_empty(),
             "still running as quorum exited: {left:?}; stderr: {}",
@@ -189,13 +194,8 @@ impl Case {
 
     /// Asserts that, soon after quorum's exit, nothing it started is alive.
     fn assert_nothing_left(&self) {
-        let procs = [&self.agent, &self.grandchild];
-        wait_until(GONE_WITHIN, || procs.iter().all(|p| !p.alive()));
-        let left: Vec<_> = procs
-            .into_iter()
-            .filter(|p| p.alive())
-            .map(|p| format!("{} (pid {})", p.what, p.pid))
-            .collect();
+        wait_until(GONE_WITHIN, || self.left().is_empty());
+        let left = self.left();
         assert!(
             left.is_empty(),
             "still running after quorum exited: {left:?}; stderr: {}",
