@@ -5,11 +5,11 @@ mod common;
 
 use std::time::Instant;
 
+use common::app::*;
 use common::*;
-use quorum::acp::registry::{Permissions, Registry};
-use quorum::engine::{Session, SessionConfig};
+use quorum::acp::registry::Permissions;
+use quorum::engine::Session;
 use quorum::event::{Activity, Event, Op, Stamped};
-use quorum::fsroot::Root;
 use quorum::transcript;
 use quorum::tui::app::{self, App, Input};
 use quorum::tui::player::Player;
@@ -18,100 +18,6 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 use ratatui::style::Color;
 use tokio::sync::mpsc;
-
-fn key(code: KeyCode) -> Input {
-    Input::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
-
-fn ctrl(c: char) -> Input {
-    Input::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
-}
-
-fn chars(s: &str) -> Vec<Input> {
-    s.chars().map(|c| key(KeyCode::Char(c))).collect()
-}
-
-/// Runs the loop until `inputs` are used up (or the app quits).
-async fn drive(
-    terminal: &mut Terminal<TestBackend>,
-    app: &mut App,
-    inputs: Vec<Input>,
-    events: Vec<Stamped>,
-) {
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    for e in events {
-        ev_tx.send(e).unwrap();
-    }
-    // Engine events already waiting are applied before any key.
-    drop(ev_tx);
-    for i in inputs {
-        in_tx.send(i).unwrap();
-    }
-    drop(in_tx);
-    app::run(terminal, app, &mut in_rx, &mut ev_rx)
-        .await
-        .unwrap();
-}
-
-/// A session as `quorum` starts one, in `dir` with the fake agent
-/// configured (`extra` adds to its config table), serving the app: the
-/// app's commands go to it, its events come back.
-fn live_session(
-    dir: &std::path::Path,
-    extra: &str,
-    model: Option<std::sync::Arc<dyn quorum::llm::Model>>,
-    permissions: Permissions,
-    record: Option<std::path::PathBuf>,
-) -> (Session, App, mpsc::UnboundedReceiver<Stamped>) {
-    let config = dir.join("q.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.fake]\ncommand = {:?}\n{extra}",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
-    let registry = Registry::load(Some(&config)).unwrap();
-    let mut config = SessionConfig::new(registry, Root::new(dir).unwrap());
-    config.model = model;
-    config.permissions = permissions;
-    config.record = record;
-    let started = Instant::now();
-    let (mut session, events) = Session::start(config, started).unwrap();
-    let ops = session.serve();
-    (session, App::live(ops, started), events)
-}
-
-fn text(terminal: &Terminal<TestBackend>) -> String {
-    rows(terminal.backend().buffer()).join("\n")
-}
-
-/// Feeds engine events to the loop until `done` holds for the screen.
-async fn until(
-    terminal: &mut Terminal<TestBackend>,
-    app: &mut App,
-    ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
-    done: impl Fn(&str) -> bool,
-) {
-    let deadline = Instant::now() + std::time::Duration::from_secs(20);
-    while !done(&text(terminal)) {
-        assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
-        let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        drive(terminal, app, vec![], vec![e]).await;
-    }
-}
-
-/// Keys that type `line` and press Enter.
-fn line(text: &str) -> Vec<Input> {
-    let mut keys = chars(text);
-    keys.push(key(KeyCode::Enter));
-    keys
-}
 
 fn paused_demo() -> (App, Vec<Stamped>) {
     let events = events(&demo());

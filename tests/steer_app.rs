@@ -5,103 +5,13 @@
 
 mod common;
 
-use std::time::Instant;
-
+use common::app::*;
 use common::*;
-use quorum::acp::registry::{Permissions, Registry};
-use quorum::engine::{Session, SessionConfig};
-use quorum::event::Stamped;
-use quorum::fsroot::Root;
-use quorum::tui::app::{self, App, Input};
+use quorum::acp::registry::Permissions;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::KeyCode;
 use ratatui::style::Color;
-use tokio::sync::mpsc;
-
-fn key(code: KeyCode) -> Input {
-    Input::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
-
-fn ctrl(c: char) -> Input {
-    Input::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
-}
-
-fn alt(code: KeyCode) -> Input {
-    Input::Key(KeyEvent::new(code, KeyModifiers::ALT))
-}
-
-fn line(text: &str) -> Vec<Input> {
-    let mut keys: Vec<Input> = text.chars().map(|c| key(KeyCode::Char(c))).collect();
-    keys.push(key(KeyCode::Enter));
-    keys
-}
-
-async fn drive(
-    terminal: &mut Terminal<TestBackend>,
-    app: &mut App,
-    inputs: Vec<Input>,
-    events: Vec<Stamped>,
-) {
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    for e in events {
-        ev_tx.send(e).unwrap();
-    }
-    drop(ev_tx);
-    for i in inputs {
-        in_tx.send(i).unwrap();
-    }
-    drop(in_tx);
-    app::run(terminal, app, &mut in_rx, &mut ev_rx)
-        .await
-        .unwrap();
-}
-
-fn live_session(
-    dir: &std::path::Path,
-    model: Option<std::sync::Arc<dyn quorum::llm::Model>>,
-) -> (Session, App, mpsc::UnboundedReceiver<Stamped>) {
-    let config = dir.join("q.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.fake]\ncommand = {:?}\n",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
-    let registry = Registry::load(Some(&config)).unwrap();
-    let mut config = SessionConfig::new(registry, Root::new(dir).unwrap());
-    config.model = model;
-    config.permissions = Permissions::Ask;
-    let started = Instant::now();
-    let (mut session, events) = Session::start(config, started).unwrap();
-    let ops = session.serve();
-    (session, App::live(ops, started), events)
-}
-
-fn text(terminal: &Terminal<TestBackend>) -> String {
-    rows(terminal.backend().buffer()).join("\n")
-}
-
-/// Feeds engine events to the loop until `done` holds for the screen.
-async fn until(
-    terminal: &mut Terminal<TestBackend>,
-    app: &mut App,
-    ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
-    done: impl Fn(&str) -> bool,
-) {
-    let deadline = Instant::now() + std::time::Duration::from_secs(20);
-    while !done(&text(terminal)) {
-        assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
-        let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        drive(terminal, app, vec![], vec![e]).await;
-    }
-}
 
 /// The screen with what changes from run to run (session ids, elapsed
 /// seconds) replaced.
@@ -116,7 +26,7 @@ fn stable(screen: &str) -> String {
 #[tokio::test]
 async fn a_message_from_the_panel_reopens_a_finished_task_on_its_session() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! echo first"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
@@ -151,7 +61,7 @@ async fn a_message_from_the_panel_reopens_a_finished_task_on_its_session() {
 #[tokio::test]
 async fn a_message_from_the_panel_to_a_running_task_is_its_next_turn() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! permission"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
@@ -186,7 +96,7 @@ async fn a_message_from_the_panel_to_a_running_task_is_its_next_turn() {
 #[tokio::test]
 async fn c_in_the_panel_cancels_the_selected_task() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! slow 30"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
@@ -218,7 +128,7 @@ async fn c_in_the_panel_cancels_the_selected_task() {
 #[tokio::test]
 async fn a_task_waiting_for_you_is_marked_counted_and_rings_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(
         &mut terminal,
@@ -261,7 +171,7 @@ async fn a_task_waiting_for_you_is_marked_counted_and_rings_once() {
 #[tokio::test]
 async fn bell_false_keeps_it_quiet() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     app.set_bell(false);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! permission"), vec![]).await;
@@ -275,7 +185,7 @@ async fn bell_false_keeps_it_quiet() {
 #[tokio::test]
 async fn quitting_with_tasks_running_asks_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! slow 30"), vec![]).await;
     drive(&mut terminal, &mut app, line("@fake! slow 30"), vec![]).await;
@@ -300,7 +210,7 @@ async fn quitting_with_tasks_running_asks_once() {
 #[tokio::test]
 async fn an_opened_box_shows_the_diff_and_the_command_and_esc_returns() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(100, 50)).unwrap();
     app.view.set_panel(Some(false));
     drive(
@@ -359,7 +269,8 @@ async fn an_internal_agent_that_overwrote_a_file_says_so() {
     .unwrap();
     let model: std::sync::Arc<dyn quorum::llm::Model> =
         std::sync::Arc::new(ScriptModel::new("chat.json", turns));
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), Some(model));
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", Some(model), Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
     drive(&mut terminal, &mut app, line("rewrite the readme"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
@@ -380,7 +291,7 @@ async fn an_internal_agent_that_overwrote_a_file_says_so() {
 #[tokio::test]
 async fn the_panel_selects_with_arrows_and_enter_opens_the_task_box() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) = live_session(dir.path(), None);
+    let (_session, mut app, mut ev_rx) = live_session(dir.path(), "", None, Permissions::Ask, None);
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     drive(&mut terminal, &mut app, line("@fake! echo one"), vec![]).await;
     drive(&mut terminal, &mut app, line("@fake! echo two"), vec![]).await;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 pub mod adapter;
+pub mod app;
 pub mod models;
 #[cfg(unix)]
 pub mod pty;
