@@ -13,6 +13,7 @@ pub mod fsroot;
 pub mod harness;
 pub mod limits;
 pub mod llm;
+pub mod private;
 pub mod sanitize;
 pub mod severity;
 pub mod subagent;

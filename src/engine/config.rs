@@ -238,16 +238,11 @@ pub fn state_dir() -> Option<PathBuf> {
 /// the TUI.
 pub fn init_logging() {
     let Some(dir) = state_dir() else { return };
-    if private_dir(&dir).is_err() {
+    if crate::private::dir(&dir).is_err() {
         return;
     }
-    let mut options = std::fs::OpenOptions::new();
+    let mut options = crate::private::file_options();
     options.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
     let Ok(file) = options.open(dir.join("quorum.log")) else {
         return;
     };
@@ -260,23 +255,10 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Creates `dir` (and its parents) readable by its owner alone: the state
-/// directory holds transcripts and logs of what agents saw.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
 /// `<state dir>/model-picks.json`.
 pub fn model_picks_path() -> Option<PathBuf> {
     let dir = state_dir()?;
-    private_dir(&dir).ok()?;
+    crate::private::dir(&dir).ok()?;
     Some(dir.join("model-picks.json"))
 }
 
@@ -284,7 +266,7 @@ pub fn model_picks_path() -> Option<PathBuf> {
 /// ↑/↓ in every session of this person.
 pub fn history_path() -> Option<PathBuf> {
     let dir = state_dir()?;
-    private_dir(&dir).ok()?;
+    crate::private::dir(&dir).ok()?;
     Some(dir.join("history.jsonl"))
 }
 
@@ -292,7 +274,7 @@ pub fn history_path() -> Option<PathBuf> {
 /// by default.
 pub fn default_record_path() -> Option<PathBuf> {
     let dir = state_dir()?.join("sessions");
-    private_dir(&dir).ok()?;
+    crate::private::dir(&dir).ok()?;
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "-");

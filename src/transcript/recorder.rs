@@ -1,4 +1,4 @@
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -20,13 +20,8 @@ impl Recorder {
     /// Creates `path` (mode 0600; an existing file is never overwritten) and
     /// writes the header.
     pub fn create(path: &Path, header: &Header) -> std::io::Result<Self> {
-        let mut options = OpenOptions::new();
+        let mut options = crate::private::file_options();
         options.write(true).append(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
         let file = options.open(path)?;
         let mut recorder = Self {
             file,

@@ -88,15 +88,10 @@ fn read(path: &Path) -> (Vec<String>, usize) {
     (entries, lines)
 }
 
+/// What a person typed is theirs alone.
 fn options() -> std::fs::OpenOptions {
-    let mut options = std::fs::OpenOptions::new();
+    let mut options = crate::private::file_options();
     options.create(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // What a person typed is theirs alone.
-        options.mode(0o600);
-    }
     options
 }
 

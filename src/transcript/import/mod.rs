@@ -524,17 +524,12 @@ pub fn command(args: ImportArgs) -> anyhow::Result<i32> {
     if to_stdout {
         write(&imported, &mut std::io::stdout().lock())?;
     } else {
-        let mut options = std::fs::OpenOptions::new();
+        let mut options = crate::private::file_options();
         options.write(true);
         if args.force {
             options.create(true).truncate(true);
         } else {
             options.create_new(true);
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
         }
         let file = options.open(&out).with_context(|| {
             if out.exists() && !args.force {
