@@ -112,6 +112,23 @@ fn parts(path: &Path) -> VecDeque<Part> {
         .collect()
 }
 
+/// `names` (the path below the root so far) with `rest` applied as
+/// written, `..` taking a name off; `None` if it leaves the root.
+fn as_written<'a>(
+    mut names: Vec<OsString>,
+    rest: impl IntoIterator<Item = &'a Part>,
+) -> Option<Vec<OsString>> {
+    for part in rest {
+        match part {
+            Part::Up => {
+                names.pop()?;
+            }
+            Part::Name(n) => names.push(n.clone()),
+        }
+    }
+    Some(names)
+}
+
 /// What a walk ends with.
 #[derive(Clone, Copy, PartialEq)]
 enum Walk {
@@ -303,15 +320,9 @@ impl Root {
                         Err(Errno::ENOENT) if walk == Walk::Probe => {
                             // Nothing more exists: the rest is read as written.
                             names.push(name);
-                            for part in todo {
-                                match part {
-                                    Part::Up if names.pop().is_none() => {
-                                        return Err(self.outside(path));
-                                    }
-                                    Part::Up => {}
-                                    Part::Name(n) => names.push(n),
-                                }
-                            }
+                            let Some(names) = as_written(names, &todo) else {
+                                return Err(self.outside(path));
+                            };
                             return Ok(Found {
                                 below: names.iter().collect(),
                                 file: None,
@@ -322,15 +333,10 @@ impl Root {
                                 // `..` through a directory that does not
                                 // exist: refused. Say "outside" when the
                                 // path, read as written, leaves the root.
-                                let mut depth = names.len() + 1;
-                                for part in &todo {
-                                    match part {
-                                        Part::Up if depth == 0 => {
-                                            return Err(self.outside(path));
-                                        }
-                                        Part::Up => depth -= 1,
-                                        Part::Name(_) => depth += 1,
-                                    }
+                                let mut with_name = names.clone();
+                                with_name.push(name.clone());
+                                if as_written(with_name, &todo).is_none() {
+                                    return Err(self.outside(path));
                                 }
                                 return Err(io(io::Error::new(
                                     io::ErrorKind::NotFound,
