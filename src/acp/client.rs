@@ -1055,7 +1055,7 @@ fn transport(
                     lossy_lines += 1;
                     // The first, then the 10th, 100th, ...: a stream of
                     // them does not flood the box.
-                    if lossy_lines.to_string().trim_start_matches('1').bytes().all(|b| b == b'0') {
+                    if power_of_ten(lossy_lines) {
                         let count = if lossy_lines == 1 {
                             String::new()
                         } else {
@@ -1094,6 +1094,14 @@ fn transport(
         std::future::ready(forward.then_some(line))
     });
     Lines::new(outgoing, incoming)
+}
+
+/// 1, 10, 100, …
+fn power_of_ten(mut n: u64) -> bool {
+    while n >= 10 && n.is_multiple_of(10) {
+        n /= 10;
+    }
+    n == 1
 }
 
 /// What the reading half of the transport needs.
@@ -1769,4 +1777,15 @@ pub struct TurnControl {
     pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
     /// Child sessions whose work the person cancels, by session id.
     pub cancel_children: mpsc::UnboundedReceiver<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::power_of_ten;
+
+    #[test]
+    fn notices_of_bad_bytes_come_at_powers_of_ten() {
+        let told: Vec<u64> = (0..=1200).filter(|&n| power_of_ten(n)).collect();
+        assert_eq!(told, [1, 10, 100, 1000]);
+    }
 }
