@@ -4,20 +4,15 @@
 //! [`tui::state::State::apply`] to the view, and to the transcript recorder.
 
 pub mod acp;
-pub mod board;
-pub mod bus;
-pub mod cancel;
+pub mod agent;
+pub mod cli;
+pub mod confine;
 pub mod engine;
 pub mod event;
-pub mod fsroot;
 pub mod harness;
-pub mod limits;
 pub mod llm;
-pub mod private;
-pub mod sanitize;
-pub mod severity;
+pub mod runtime;
 pub mod subagent;
-pub mod supervisor;
 pub mod transcript;
 pub mod tui;
 

@@ -6,10 +6,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use quorum::acp::registry::Permissions;
+use quorum::agent::Permissions;
+use quorum::cli::{self as headless, CallRequest, Setup};
 use quorum::engine::Session;
 use quorum::engine::config::{self, ModelChoice};
-use quorum::engine::headless::{self, CallRequest, Setup};
 use quorum::tui::commands::{self as screen, ReplayArgs};
 
 #[derive(Parser)]
@@ -84,13 +84,13 @@ enum Command {
     /// Send `git diff REV` to several agents for review; print each verdict and the quorum.
     ///
     /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict).
-    Review(quorum::engine::review::ReviewArgs),
+    Review(quorum::cli::review::ReviewArgs),
     /// Turn a Claude Code session log or a Codex rollout into a quorum
     /// transcript (`quorum import claude FILE`, `quorum import codex FILE`).
     ///
     /// Sub-agents become boxes; a report starting with a severity header
     /// tints its box. Record types not known are counted on stderr.
-    Import(quorum::transcript::import::ImportArgs),
+    Import(quorum::cli::import::ImportArgs),
 }
 
 #[derive(clap::Args)]
@@ -192,7 +192,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> Result<i32> {
     // A panic ends every process quorum started.
-    quorum::supervisor::kill_all_on_panic();
+    quorum::runtime::supervisor::kill_all_on_panic();
     let config = config::config_path(cli.config.clone());
     // The model options are global: they apply wherever they are given.
     let model = cli.model.choice();
@@ -205,12 +205,11 @@ fn run(cli: Cli) -> Result<i32> {
             a.json,
             a.no_wait,
         ))?,
-        Some(Command::Agents(args)) => with_runtime(quorum::engine::agents::command(
-            config.as_deref(),
-            args.probe,
-        ))?,
-        Some(Command::Review(args)) => with_runtime(quorum::engine::review::command(args, config))?,
-        Some(Command::Import(args)) => quorum::transcript::import::command(args)?,
+        Some(Command::Agents(args)) => {
+            with_runtime(quorum::cli::agents::command(config.as_deref(), args.probe))?
+        }
+        Some(Command::Review(args)) => with_runtime(quorum::cli::review::command(args, config))?,
+        Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {
@@ -240,7 +239,7 @@ fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
         .build()
         .context("starting the async runtime")?;
     let result = runtime.block_on(f);
-    quorum::supervisor::kill_all_blocking();
+    quorum::runtime::supervisor::kill_all_blocking();
     result
 }
 

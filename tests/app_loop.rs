@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use common::app::*;
 use common::*;
-use quorum::acp::registry::Permissions;
+use quorum::agent::Permissions;
 use quorum::engine::Session;
 use quorum::event::{Activity, Event, Op, Stamped};
 use quorum::transcript;
 use quorum::tui::app::{self, App, Input};
-use quorum::tui::player::Player;
+use quorum::tui::replay::Player;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
@@ -786,7 +786,7 @@ async fn esc_cancels_a_stuck_start() {
 /// Events as the engine emits them: each run through a task board, its
 /// snapshot following it, at the given times.
 fn with_board(events: Vec<(u64, Event)>) -> Vec<Stamped> {
-    let mut board = quorum::board::Board::new();
+    let mut board = quorum::runtime::board::Board::new();
     let mut out = Vec::new();
     for (t, event) in events {
         let stamped = Stamped::new(t, event);

@@ -5,10 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorum::acp::registry::{Permissions, Registry};
+use quorum::acp::registry::Registry;
+use quorum::agent::Permissions;
+use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Severity, Stamped, TaskState};
-use quorum::fsroot::Root;
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
 use quorum::subagent::dispatch::{BatchResult, DispatchError, Reply};

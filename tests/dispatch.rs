@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorum::acp::client::PermissionAnswer;
-use quorum::acp::registry::{Permissions, Registry};
+use quorum::acp::registry::Registry;
+use quorum::agent::PermissionAnswer;
+use quorum::agent::Permissions;
+use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{
     Activity, AgentRef, Event, Outcome, SessionKind, Severity, Stamped, StopReason, TaskState,
 };
-use quorum::fsroot::Root;
 use quorum::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use quorum::subagent::types::SubAgentCallInput;
 use tokio::sync::mpsc;

@@ -12,10 +12,10 @@ use proptest::sample::select;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::{Value, json};
 
+use quorum::confine::sanitize;
 use quorum::llm::http::{EventDecoder, StreamDecoder};
 use quorum::llm::sse::{SseEvent, SseParser};
 use quorum::llm::{Delta, LlmError, ToolSpec, anthropic, openai, recover};
-use quorum::sanitize;
 use quorum::subagent::severity;
 use quorum::transcript::{self, TranscriptError};
 use quorum::tui::wrap::{LLine, WrapMode};

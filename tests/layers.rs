@@ -1,9 +1,94 @@
-//! DESIGN.md's layers, which the compiler cannot check: the screen draws
-//! events and sends commands and knows nothing of ACP or models; the
-//! vocabulary imports nothing; the dispatcher reaches the chat loop only
-//! through an injected runner.
+//! DESIGN.md's layers, which the compiler cannot check: for each layer of
+//! `src/` (a top-level folder, or a loose file) the modules of quorum it
+//! **may** import. Anything not listed is refused, so a new module is
+//! allowed nowhere until it is placed here. Imports are read in every form
+//! the code uses: `crate::a::b`, grouped `crate::{a::b, c}` (nested too),
+//! `super::` and `super::super::` paths (resolved against the file's own
+//! module), and `quorum::` in the binary.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// What each layer may import besides itself: a layer's name allows all of
+/// it, `layer::module` just that module.
+const ALLOWED: &[(&str, &[&str])] = &[
+    // The vocabulary: what happened, and what the person asks for.
+    ("event", &[]),
+    // Untrusted input kept in bounds; below everything that reads it.
+    ("confine", &[]),
+    // The model providers.
+    ("llm", &[]),
+    // Board, bus, supervisor, cancellation, PATH lookup.
+    ("runtime", &["event"]),
+    // The agent interface that ACP agents and the internal agent implement.
+    ("agent", &["event", "confine"]),
+    // Recorder, reader, importers: the board makes the importers' summaries,
+    // the severity parser reads their reports.
+    (
+        "transcript",
+        &[
+            "event",
+            "confine",
+            "runtime::board",
+            "runtime::bus",
+            "subagent::severity",
+        ],
+    ),
+    ("acp", &["agent", "event", "confine", "runtime"]),
+    ("subagent", &["agent", "acp", "event", "confine", "runtime"]),
+    (
+        "harness",
+        &[
+            "agent",
+            "event",
+            "confine",
+            "llm",
+            "runtime",
+            "acp::registry",
+            "subagent::dispatch",
+            "subagent::types",
+        ],
+    ),
+    (
+        "engine",
+        &[
+            "agent",
+            "acp",
+            "subagent",
+            "harness",
+            "llm",
+            "event",
+            "confine",
+            "runtime",
+            "transcript",
+        ],
+    ),
+    // The headless front ends.
+    (
+        "cli",
+        &[
+            "engine",
+            "agent",
+            "acp",
+            "subagent",
+            "event",
+            "confine",
+            "runtime",
+            "transcript",
+        ],
+    ),
+    // The screen: draws events, sends commands; nothing of ACP or models.
+    (
+        "tui",
+        &["event", "transcript", "confine", "runtime::cancel"],
+    ),
+    // The binary: argument parsing, then one call per command.
+    (
+        "main",
+        &["cli", "engine", "tui", "agent", "event", "runtime"],
+    ),
+    ("lib", &[]),
+];
 
 /// Every `.rs` file under `dir`.
 fn sources(dir: &Path) -> Vec<PathBuf> {
@@ -20,100 +105,252 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
         }
     }
     assert!(!out.is_empty(), "no sources under {}", dir.display());
+    out.sort();
     out
 }
 
-/// The modules of this crate that `text` names (`crate::NAME`, also inside
-/// `crate::{...}` groups).
-fn imports(text: &str) -> Vec<String> {
-    let single = regex::Regex::new(r"crate::([a-z_]+)").unwrap();
-    let group = regex::Regex::new(r"crate::\{([^}]*)\}").unwrap();
-    let mut out: Vec<String> = single
-        .captures_iter(text)
-        .map(|c| c[1].to_string())
+/// The module path of a file under `src/`: `acp/client.rs` is
+/// `["acp", "client"]`, `acp/mod.rs` is `["acp"]`, `event.rs` `["event"]`.
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
         .collect();
-    for c in group.captures_iter(text) {
-        out.extend(
-            c[1].split(',')
-                .filter_map(|item| item.trim().split("::").next())
-                .filter(|m| !m.is_empty())
-                .map(str::to_string),
-        );
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// Reads one path tree after `crate::` (or a resolved `super::`): plain
+/// segments and `{...}` groups, nested. Each leaf's first two segments go
+/// to `out`, after `prefix`.
+fn read_tree(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix;
+    loop {
+        if text.get(at) == Some(&b'{') {
+            at += 1;
+            loop {
+                while text
+                    .get(at)
+                    .is_some_and(|c| c.is_ascii_whitespace() || *c == b',')
+                {
+                    at += 1;
+                }
+                match text.get(at) {
+                    Some(b'}') => return at + 1,
+                    None => return at,
+                    _ => at = read_tree(text, at, path.clone(), out),
+                }
+            }
+        }
+        let start = at;
+        while text
+            .get(at)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        {
+            at += 1;
+        }
+        let word = String::from_utf8_lossy(&text[start..at]).into_owned();
+        if word.is_empty() {
+            break;
+        }
+        if text.get(at) == Some(&b'!') {
+            // A macro at the crate's root (`crate::say!`), not a module.
+            return at;
+        }
+        path.push(word);
+        if text[at..].starts_with(b"::") {
+            at += 2;
+        } else {
+            break;
+        }
+    }
+    if !path.is_empty() && path[0] != "self" {
+        path.truncate(2);
+        out.push(path);
+    }
+    at
+}
+
+/// The modules of quorum that a file at module path `module` names, as
+/// absolute paths (at most two segments each). Past an inline `mod NAME {`
+/// (a file's tests, at its end), `super::` starts from that module.
+fn imports(text: &str, module: &[String]) -> Vec<Vec<String>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let inline: Vec<(usize, String)> = regex::Regex::new(r"(?m)^\s*(?:pub )?mod ([a-z_]+) \{")
+        .unwrap()
+        .captures_iter(text)
+        .map(|c| (c.get(0).unwrap().start(), c[1].to_string()))
+        .collect();
+    let start = regex::Regex::new(r"\b(crate|quorum|super)::").unwrap();
+    let mut next = 0;
+    while let Some(m) = start.find_at(text, next) {
+        next = m.end();
+        let before = text[..m.start()].chars().next_back();
+        if before.is_some_and(|c| c == ':' || c.is_alphanumeric() || c == '_') {
+            continue; // part of a longer path, read with its head
+        }
+        let mut base: Vec<String> = Vec::new();
+        let mut at = m.end();
+        if m.as_str().starts_with("super") {
+            base = module.to_vec();
+            if let Some((_, name)) = inline.iter().rev().find(|(p, _)| *p < m.start()) {
+                base.push(name.clone());
+            }
+            base.pop();
+            while text[at..].starts_with("super::") {
+                base.pop();
+                at += "super::".len();
+            }
+        }
+        let mut found = Vec::new();
+        at = read_tree(bytes, at, base, &mut found);
+        next = next.max(at);
+        out.extend(found);
     }
     out
 }
 
-/// The files under `src/DIR` (or the file `src/DIR.rs`) that import one of
-/// `forbidden`, with what they import.
-fn violations(dir: &str, forbidden: &[&str]) -> Vec<String> {
+/// Whether `layer` may import `path`.
+fn allowed(layer: &str, path: &[String]) -> bool {
+    if path.is_empty() || path[0] == layer {
+        return true;
+    }
+    let rules = ALLOWED
+        .iter()
+        .find(|(l, _)| *l == layer)
+        .unwrap_or_else(|| panic!("layer {layer} has no allow-list in tests/layers.rs"))
+        .1;
+    let joined = path.join("::");
+    rules
+        .iter()
+        .any(|rule| *rule == path[0] || joined == *rule || joined.starts_with(&format!("{rule}::")))
+}
+
+/// Every import in `src/` that its layer's allow-list refuses.
+fn violations() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let files = if root.join(dir).is_dir() {
-        sources(&root.join(dir))
-    } else {
-        vec![root.join(format!("{dir}.rs"))]
-    };
     let mut out = Vec::new();
-    for file in files {
+    for file in sources(&root) {
+        let relative = file.strip_prefix(&root).unwrap();
+        let module = module_of(relative);
+        let layer = module.first().map(String::as_str).unwrap_or("lib");
         let text = std::fs::read_to_string(&file).unwrap();
-        for m in imports(&text) {
-            if forbidden.contains(&m.as_str()) {
-                out.push(format!("{} imports crate::{m}", file.display()));
+        for path in imports(&text, &module) {
+            if !allowed(layer, &path) {
+                out.push(format!(
+                    "src/{} ({layer}) imports crate::{}",
+                    relative.display(),
+                    path.join("::")
+                ));
             }
         }
     }
+    out.sort();
+    out.dedup();
     out
 }
 
 #[test]
-fn the_screen_knows_nothing_of_agents_or_models() {
-    let found = violations(
-        "tui",
-        &["acp", "llm", "harness", "subagent", "engine", "bus"],
+fn every_import_is_on_its_layers_allow_list() {
+    let found = violations();
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn every_layer_has_an_allow_list() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut layers: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    layers.sort();
+    layers.dedup();
+    let listed: BTreeMap<&str, ()> = ALLOWED.iter().map(|(l, _)| (*l, ())).collect();
+    let missing: Vec<&String> = layers
+        .iter()
+        .filter(|l| !listed.contains_key(l.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "layers without an allow-list: {missing:?}"
     );
-    assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]
-fn the_vocabulary_imports_nothing_of_quorum() {
-    let found = violations(
-        "event",
-        &[
-            "acp",
-            "board",
-            "bus",
-            "engine",
-            "harness",
-            "llm",
-            "subagent",
-            "transcript",
-            "tui",
-        ],
-    );
-    assert!(found.is_empty(), "{found:#?}");
+fn src_has_at_most_five_loose_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let loose: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(loose.len() <= 5, "loose files in src/: {loose:?}");
 }
 
 #[test]
-fn dispatcher_and_chat_loop_do_not_import_each_other_in_a_loop() {
-    let found = violations("subagent", &["harness", "engine", "tui"]);
-    assert!(found.is_empty(), "{found:#?}");
-    let found = violations("harness", &["engine", "tui"]);
-    assert!(found.is_empty(), "{found:#?}");
-}
-
-#[test]
-fn lower_layers_do_not_reach_up() {
-    for dir in ["acp", "llm", "board", "bus", "transcript"] {
-        let found = violations(dir, &["engine", "harness", "subagent", "tui"]);
-        assert!(found.is_empty(), "{found:#?}");
-    }
-}
-
-#[test]
-fn the_checker_sees_imports() {
+fn the_checker_sees_every_form_of_import() {
+    let module = vec!["acp".to_string(), "client".to_string()];
+    let text = "use crate::acp::client;\n\
+                use crate::{llm::Model, event};\n\
+                use crate::{runtime::{board::Board, bus}, confine::fsroot::Root};\n\
+                use super::registry::Spec;\n\
+                use super::super::tui::view;\n\
+                crate::say!(\"x\");\n\
+                let x = crate::subagent::severity::parse(r);\n";
+    let got: Vec<String> = imports(text, &module)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
     assert_eq!(
-        imports("use crate::acp::client;\nuse crate::{llm::Model, event};"),
-        ["acp", "llm", "event"]
+        got,
+        [
+            "acp::client",
+            "llm::Model",
+            "event",
+            "runtime::board",
+            "runtime::bus",
+            "confine::fsroot",
+            "acp::registry",
+            "tui::view",
+            "subagent::severity",
+        ]
     );
+    assert!(!allowed("tui", &["acp".into(), "client".into()]));
+    assert!(allowed(
+        "transcript",
+        &["subagent".into(), "severity".into()]
+    ));
+    assert!(!allowed(
+        "transcript",
+        &["subagent".into(), "dispatch".into()]
+    ));
+    assert!(allowed("tui", &["tui".into(), "view".into()]));
+}
+
+#[test]
+fn the_checker_refuses_what_is_not_listed() {
+    // A file of the screen that reached for the engine through `super::`.
+    let module = vec!["tui".to_string(), "state".to_string(), "cells".to_string()];
+    let found: Vec<bool> = imports("use super::super::super::engine::Session;", &module)
+        .iter()
+        .map(|p| allowed("tui", p))
+        .collect();
+    assert_eq!(found, [false]);
+    // In a file's own tests, `super::` is the file.
+    let text = "use super::*;\nmod tests {\n    use super::finish;\n}\n";
+    let got: Vec<String> = imports(text, &["subagent".to_string()])
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(got, ["subagent::finish"]);
 }
 
 #[test]

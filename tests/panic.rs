@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use quorum::supervisor::{Supervisor, kill_all_on_panic};
+use quorum::runtime::supervisor::{Supervisor, kill_all_on_panic};
 use tokio::io::AsyncBufReadExt;
 
 fn alive(pid: i32) -> bool {

@@ -211,7 +211,7 @@ fn by_default_every_installed_agent_reviews() {
     )
     .unwrap();
     let bin = tempfile::tempdir().unwrap();
-    let git = quorum::acp::registry::locate("git").expect("git is installed");
+    let git = quorum::runtime::path::locate("git").expect("git is installed");
     std::os::unix::fs::symlink(git, bin.path().join("git")).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
         .arg("--config")

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use quorum::acp::client::{PermissionAnswer, TurnSink};
-use quorum::acp::registry::{Permissions, Registry};
+use quorum::acp::registry::Registry;
+use quorum::agent::Permissions;
+use quorum::agent::{PermissionAnswer, TurnSink};
+use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Outcome, SessionKind, Stamped, StopReason};
-use quorum::fsroot::Root;
 use quorum::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask, Reply};
 use quorum::subagent::types::{StatusInput, SubAgentCallInput};
 use tokio::sync::{mpsc, watch};

@@ -7,7 +7,7 @@ mod common;
 
 use common::app::*;
 use common::*;
-use quorum::acp::registry::Permissions;
+use quorum::agent::Permissions;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::KeyCode;

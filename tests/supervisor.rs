@@ -5,7 +5,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use quorum::supervisor::{Supervisor, kill_all_blocking};
+use quorum::runtime::supervisor::{Supervisor, kill_all_blocking};
 use tokio::io::AsyncBufReadExt;
 
 fn alive(pid: i32) -> bool {

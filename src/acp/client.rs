@@ -28,16 +28,18 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
 use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
-use super::registry::{AgentSpec, Permissions, locate};
-use crate::cancel::cancelled;
+use super::registry::AgentSpec;
+use crate::agent::{Permissions, TurnControl, TurnRequest, TurnSink};
+use crate::confine::fsroot::{Exclude, Root};
 use crate::event::{
     Activity, ChildState, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason,
     ToolContent, ToolDetail, ToolStatus, Usage,
 };
-use crate::fsroot::{Exclude, Root};
-use crate::supervisor::{self, Group, Supervisor};
+use crate::runtime::cancel::cancelled;
+use crate::runtime::path::locate;
+use crate::runtime::supervisor::{self, Group, Supervisor};
 
 /// How long an agent may take to end its turn after `session/cancel`.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -653,7 +655,7 @@ impl Connection {
                 result = &mut response => break Some(result),
                 _ = &mut grace => break None,
                 // Asked again: the agent is stopped now, not waited for.
-                _ = crate::cancel::cancelled(&mut control.kill) => {
+                _ = crate::runtime::cancel::cancelled(&mut control.kill) => {
                     tracing::info!("{}: stopped at the person's second cancel", self.agent);
                     self.stop_now();
                     break None;
@@ -981,7 +983,7 @@ fn current_model(options: &[SessionConfigOption]) -> Option<String> {
 /// Agent text: sanitised.
 fn auth_methods(init: &InitializeResponse) -> Vec<String> {
     use agent_client_protocol::v1::schema::AuthMethod;
-    let clean = |s: &str| crate::sanitize::sanitize(s).into_owned();
+    let clean = |s: &str| crate::confine::sanitize::sanitize(s).into_owned();
     init.auth_methods
         .iter()
         .map(|m| {
@@ -1156,7 +1158,7 @@ async fn read_frame(
             std::io::ErrorKind::InvalidData,
             format!(
                 "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
-                crate::limits::size(max)
+                crate::confine::limits::size(max)
             ),
         ));
     }
@@ -1240,8 +1242,8 @@ impl Tail {
     }
 }
 
-fn fs_error(e: &crate::fsroot::FsError) -> agent_client_protocol::Error {
-    use crate::fsroot::FsError;
+fn fs_error(e: &crate::confine::fsroot::FsError) -> agent_client_protocol::Error {
+    use crate::confine::fsroot::FsError;
     let code = match e {
         FsError::Outside { .. }
         | FsError::Excluded { .. }
@@ -1274,7 +1276,7 @@ async fn drain_stderr(
         let text = String::from_utf8_lossy(line);
         let more = if cut { "…" } else { "" };
         tracing::debug!(target: "agent_stderr", "{agent}: {text}{more}");
-        let clean = crate::sanitize::sanitize(&text).trim().to_string();
+        let clean = crate::confine::sanitize::sanitize(&text).trim().to_string();
         if clean.is_empty() {
             return;
         }
@@ -1413,11 +1415,11 @@ fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<String> {
         .find(|(_, path)| match path {
             Some(p) => matches!(
                 root.resolve_new(p),
-                Err(crate::fsroot::FsError::Outside { .. })
+                Err(crate::confine::fsroot::FsError::Outside { .. })
             ),
             None => true,
         })
-        .map(|(text, _)| crate::sanitize::sanitize(&text).into_owned())
+        .map(|(text, _)| crate::confine::sanitize::sanitize(&text).into_owned())
 }
 
 /// Every string in `value`, at any depth (object values and arrays), but
@@ -1722,61 +1724,6 @@ impl Both<'_> {
     fn notice(&self, text: &str) {
         self.sink.notice(text);
     }
-}
-
-/// Where a turn's activity goes.
-pub trait TurnSink: Send + Sync {
-    fn activity(&self, activity: Activity);
-    fn session(&self, kind: SessionKind, session_id: &str);
-    fn notice(&self, text: &str);
-    /// The agent announced (or updated) a child session of this turn's.
-    fn child(
-        &self,
-        _child_id: &str,
-        _title: Option<&str>,
-        _description: Option<&str>,
-        _state: Option<ChildState>,
-        _can_cancel: bool,
-    ) {
-    }
-    /// Something a child session did.
-    fn child_activity(&self, _child_id: &str, _activity: Activity) {}
-    /// The agent's session now runs on `model` (a pick made through the
-    /// agent, or one quorum set).
-    fn model_picked(&self, _model: &str) {}
-}
-
-pub struct TurnRequest<'a> {
-    pub prompt: &'a str,
-    pub root: &'a Path,
-    /// The session to reopen, if any.
-    pub resume: Option<&'a str>,
-    pub policy: Permissions,
-    /// The model and mode a new session is set to, where the agent offers
-    /// them as config options.
-    pub model: Option<&'a str>,
-    pub mode: Option<&'a str>,
-    /// Paths the agent's `fs/read_text_file` may not read.
-    pub exclude: Option<&'a Exclude>,
-}
-
-/// The person's answer to a permission request: an option index, or
-/// `None` to cancel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PermissionAnswer {
-    pub request_id: String,
-    pub option: Option<usize>,
-}
-
-/// What steers a running turn from outside.
-pub struct TurnControl {
-    pub cancel: watch::Receiver<bool>,
-    /// Turns true when the person asks again: the turn ends at once and
-    /// the agent is stopped.
-    pub kill: watch::Receiver<bool>,
-    pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
-    /// Child sessions whose work the person cancels, by session id.
-    pub cancel_children: mpsc::UnboundedReceiver<String>,
 }
 
 #[cfg(test)]

@@ -6,48 +6,19 @@
 //! `description` and `permissions`. A user entry overrides a built-in one
 //! field by field; a new name must give its `command`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::limits::Limits;
+use crate::agent::Permissions;
+use crate::confine::limits::Limits;
+use crate::runtime::path::locate;
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 /// How messages name the built-in registry.
 const BUILTIN_PATH: &str = "assets/agents.toml";
-
-/// What to do when an agent asks for permission: the one policy type,
-/// for the config file (`permissions = "ask" | "allow" | "deny"`), for
-/// `--approve all|none`, and for a running turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Permissions {
-    /// Ask the person (in the TUI); headless, follow `--approve`.
-    #[default]
-    #[value(skip)]
-    Ask,
-    /// Allow every permission request.
-    #[value(name = "all")]
-    Allow,
-    /// Reject every permission request.
-    #[value(name = "none")]
-    Deny,
-}
-
-impl Permissions {
-    /// The policy a turn follows: an agent's own `allow` or `deny` wins;
-    /// its `ask` follows the session's (`--approve`, or the person in the
-    /// TUI).
-    pub fn resolve(self, session: Permissions) -> Permissions {
-        match self {
-            Permissions::Ask => session,
-            own => own,
-        }
-    }
-}
 
 /// How long an agent may take to answer `initialize` or `session/new`,
 /// unless its config sets `startup_timeout` (seconds).
@@ -337,36 +308,6 @@ pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// Where `command` is: itself if it is a path, else the first executable
-/// of that name in `PATH`. Looked up once per process for each command.
-pub fn locate(command: &str) -> Option<PathBuf> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Option<PathBuf>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(hit) = cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(command)
-    {
-        return hit.clone();
-    }
-    let found = search_path(command, std::env::var_os("PATH").as_deref());
-    cache
-        .lock()
-        .expect("not poisoned")
-        .insert(command.to_string(), found.clone());
-    found
-}
-
-fn search_path(command: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    if command.contains('/') {
-        let p = PathBuf::from(command);
-        return is_executable(&p).then_some(p);
-    }
-    std::env::split_paths(path?)
-        .map(|dir| dir.join(command))
-        .find(|p| is_executable(p))
-}
-
 /// Why `command` cannot be run.
 fn command_problem(command: &str) -> &'static str {
     if !command.contains('/') {
@@ -375,18 +316,6 @@ fn command_problem(command: &str) -> &'static str {
         "does not exist"
     } else {
         "is not executable"
-    }
-}
-
-fn is_executable(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        path.is_file()
     }
 }
 
@@ -641,24 +570,6 @@ mod tests {
             assert!(e.starts_with(&format!("{}: ", f.path().display())), "{e}");
             assert!(e.contains(want), "{e}");
         }
-    }
-
-    #[test]
-    fn path_search_finds_executables_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let exe = dir.path().join("agent-x");
-        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
-        let plain = dir.path().join("not-exec");
-        std::fs::write(&plain, "").unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        let path = std::env::join_paths([Path::new("/nonexistent"), dir.path()]).unwrap();
-        assert_eq!(search_path("agent-x", Some(&path)), Some(exe));
-        assert_eq!(search_path("not-exec", Some(&path)), None);
-        assert_eq!(search_path("missing", Some(&path)), None);
     }
 
     #[test]

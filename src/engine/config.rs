@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::acp::registry::{Permissions, Registry, default_config_path, describe_toml_error};
-use crate::fsroot::Root;
-use crate::limits::Limits;
+use crate::acp::registry::{Registry, default_config_path, describe_toml_error};
+use crate::agent::Permissions;
+use crate::confine::fsroot::Root;
+use crate::confine::limits::Limits;
 use crate::llm::Model;
 use crate::transcript::TerminalSize;
 
@@ -238,10 +239,10 @@ pub fn state_dir() -> Option<PathBuf> {
 /// the TUI.
 pub fn init_logging() {
     let Some(dir) = state_dir() else { return };
-    if crate::private::dir(&dir).is_err() {
+    if crate::confine::private::dir(&dir).is_err() {
         return;
     }
-    let mut options = crate::private::file_options();
+    let mut options = crate::confine::private::file_options();
     options.create(true).append(true);
     let Ok(file) = options.open(dir.join("quorum.log")) else {
         return;
@@ -258,7 +259,7 @@ pub fn init_logging() {
 /// `<state dir>/model-picks.json`.
 pub fn model_picks_path() -> Option<PathBuf> {
     let dir = state_dir()?;
-    crate::private::dir(&dir).ok()?;
+    crate::confine::private::dir(&dir).ok()?;
     Some(dir.join("model-picks.json"))
 }
 
@@ -266,7 +267,7 @@ pub fn model_picks_path() -> Option<PathBuf> {
 /// ↑/↓ in every session of this person.
 pub fn history_path() -> Option<PathBuf> {
     let dir = state_dir()?;
-    crate::private::dir(&dir).ok()?;
+    crate::confine::private::dir(&dir).ok()?;
     Some(dir.join("history.jsonl"))
 }
 
@@ -274,7 +275,7 @@ pub fn history_path() -> Option<PathBuf> {
 /// by default.
 pub fn default_record_path() -> Option<PathBuf> {
     let dir = state_dir()?.join("sessions");
-    crate::private::dir(&dir).ok()?;
+    crate::confine::private::dir(&dir).ok()?;
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "-");

@@ -9,15 +9,15 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::acp::client::TurnSink;
+use crate::agent::TurnSink;
+use crate::confine::fsroot::Root;
 use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
-use crate::fsroot::Root;
 use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
+use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask};
-use crate::supervisor::Supervisor;
 
 pub struct Internal {
     model: Arc<dyn Model>,

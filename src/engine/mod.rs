@@ -7,12 +7,9 @@
 //!
 //! [`Op`]: crate::event::Op
 
-pub mod agents;
 pub mod config;
-pub mod headless;
 mod internal;
 mod ops;
-pub mod review;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,13 +21,13 @@ use tokio::sync::mpsc;
 pub use config::SessionConfig;
 pub use ops::{Mention, WELCOME, parse_mention};
 
-use crate::bus::Emitter;
 use crate::event::{Event, NoticeLevel, Op, Stamped};
 use crate::harness::chat::{Chat, ChatHandle};
+use crate::runtime::bus::Emitter;
+use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use crate::subagent::picks::ModelPicks;
 use crate::subagent::types::SubAgentCallInput;
-use crate::supervisor::Supervisor;
 use crate::transcript::{Header, Recorder, TerminalSize};
 
 /// A running session.

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::acp::client::PermissionAnswer;
-use crate::bus::Emitter;
+use crate::agent::PermissionAnswer;
 use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
+use crate::runtime::bus::Emitter;
 use crate::subagent::dispatch::Dispatcher;
 use crate::subagent::types::{SubAgentCallInput, TaskInput};
 use crate::transcript::TerminalSize;

@@ -12,10 +12,10 @@ use futures::StreamExt;
 
 use super::{Harness, Mirror, Sink, ToolSet, summarize_args};
 use crate::acp::registry::INTERNAL_AGENT_NOTE;
-use crate::bus::Emitter;
-use crate::cancel::cancelled;
 use crate::event::{Event, NoticeLevel, Outcome, StopReason};
 use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall, ToolSpec};
+use crate::runtime::bus::Emitter;
+use crate::runtime::cancel::cancelled;
 use crate::subagent::dispatch::{Dispatcher, MainSummary};
 use crate::subagent::types::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 
@@ -94,7 +94,7 @@ impl ToolSet for ChatTools {
                     let mut cancel = cancel;
                     let status = tokio::select! {
                         status = dispatcher.status_with(input) => status.map_err(|e| e.to_string())?,
-                        _ = crate::cancel::cancelled(&mut cancel) => {
+                        _ = crate::runtime::cancel::cancelled(&mut cancel) => {
                             return Err("subagent_status: cancelled".to_string());
                         }
                     };

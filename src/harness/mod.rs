@@ -251,7 +251,7 @@ impl Harness {
     }
 }
 
-pub use crate::cancel::cancelled;
+pub use crate::runtime::cancel::cancelled;
 
 /// A one-line summary of a tool call's arguments.
 pub fn summarize_args(call: &ToolCall) -> String {

@@ -15,9 +15,9 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::ToolSet;
-use crate::fsroot::{Exclude, Root};
+use crate::confine::fsroot::{Exclude, Root};
 use crate::llm::{ToolCall, ToolSpec};
-use crate::supervisor::{self, Supervisor};
+use crate::runtime::supervisor::{self, Supervisor};
 
 /// Bytes of a tool's output the model gets back.
 pub const OUTPUT_CAP: usize = 16 * 1024;
@@ -340,7 +340,7 @@ pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not install
 /// the file system read-only except for `dir` (and a private `/tmp`), so
 /// it cannot write outside the session directory.
 fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
-    match crate::acp::registry::locate("bwrap") {
+    match crate::runtime::path::locate("bwrap") {
         Some(bwrap) => {
             let mut cmd = tokio::process::Command::new(bwrap);
             cmd.args([
@@ -735,7 +735,7 @@ mod tests {
             std::fs::read_to_string(dir.path().join("inside.txt")).unwrap(),
             "in\n"
         );
-        if crate::acp::registry::locate("bwrap").is_some() {
+        if crate::runtime::path::locate("bwrap").is_some() {
             assert!(!target.exists(), "a sandboxed shell wrote outside: {out}");
             assert!(out.contains("cannot create"), "{out}");
         } else {

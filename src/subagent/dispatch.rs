@@ -21,17 +21,19 @@ use super::types::{
     InputError, MAX_WAIT_SECONDS, REVIEW_CONTRACT, StatusInput, SubAgentCallInput, TaskSpec,
     compose_prompt,
 };
-use crate::acp::client::{Connection, PermissionAnswer, TurnControl, TurnRequest, TurnSink};
-use crate::acp::registry::{Permissions, Registry, UnknownAgent};
-use crate::board::UnknownTask;
-use crate::bus::Emitter;
-use crate::cancel::cancelled;
+use crate::acp::client::Connection;
+use crate::acp::registry::{Registry, UnknownAgent};
+use crate::agent::Permissions;
+use crate::agent::{PermissionAnswer, TurnControl, TurnRequest, TurnSink};
+use crate::confine::fsroot::{Exclude, Root};
 use crate::event::{
     Activity, AgentRef, Event, NoticeLevel, Outcome, Quorum, ReviewerVerdict, SessionKind,
     Severity, StopReason,
 };
-use crate::fsroot::{Exclude, Root};
-use crate::supervisor::Supervisor;
+use crate::runtime::board::UnknownTask;
+use crate::runtime::bus::Emitter;
+use crate::runtime::cancel::cancelled;
+use crate::runtime::supervisor::Supervisor;
 
 /// How many tasks of one batch run at once unless the config file says
 /// otherwise (`max_parallel`).

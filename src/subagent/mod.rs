@@ -5,8 +5,7 @@
 pub mod dispatch;
 pub mod memory;
 pub mod picks;
-/// The verdict parser lives in `crate::severity` (the importers use it too).
-pub use crate::severity;
+pub mod severity;
 pub mod types;
 
 use crate::event::{AgentRef, Event, NoticeLevel, Outcome};

@@ -60,7 +60,7 @@ impl ModelPicks {
 fn save(path: &Path, picks: &BTreeMap<String, String>) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(picks).expect("a map of strings is JSON");
     let tmp = path.with_extension("json.new");
-    let mut options = crate::private::file_options();
+    let mut options = crate::confine::private::file_options();
     options.write(true).create(true).truncate(true);
     std::io::Write::write_all(&mut options.open(&tmp)?, text.as_bytes())?;
     std::fs::rename(&tmp, path)

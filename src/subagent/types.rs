@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::fsroot::Exclude;
+use crate::confine::fsroot::Exclude;
 
 fn yes() -> bool {
     true

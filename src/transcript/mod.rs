@@ -6,15 +6,15 @@
 //! call) and dropped `task_completed`; version-1 files still replay (the
 //! reader makes their snapshots with the same board). The recorder appends and flushes each line with a single write, so a
 //! process that dies loses nothing already recorded; at worst the last line
-//! is cut short, which the player reports and skips.
+//! is cut short, which the reader reports and skips.
 //!
 //! [`Stamped`]: crate::event::Stamped
 
 pub mod import;
-mod player;
+mod reader;
 mod recorder;
 
-pub use player::{Loaded, TranscriptError, Warning, load, load_capped, parse};
+pub use reader::{Loaded, TranscriptError, Warning, load, load_capped, parse};
 pub use recorder::Recorder;
 
 use serde::{Deserialize, Serialize};

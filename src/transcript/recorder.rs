@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::Header;
 use crate::event::Stamped;
+use crate::runtime::bus::Record;
 
 /// Appends a session's events to a transcript file.
 ///
@@ -20,7 +21,7 @@ impl Recorder {
     /// Creates `path` (mode 0600; an existing file is never overwritten) and
     /// writes the header.
     pub fn create(path: &Path, header: &Header) -> std::io::Result<Self> {
-        let mut options = crate::private::file_options();
+        let mut options = crate::confine::private::file_options();
         options.write(true).append(true).create_new(true);
         let file = options.open(path)?;
         let mut recorder = Self {
@@ -47,5 +48,15 @@ impl Recorder {
         self.line.push(b'\n');
         self.file.write_all(&self.line)?;
         self.file.flush()
+    }
+}
+
+impl Record for Recorder {
+    fn record(&mut self, event: &Stamped) -> std::io::Result<()> {
+        Recorder::record(self, event)
+    }
+
+    fn path(&self) -> &Path {
+        Recorder::path(self)
     }
 }

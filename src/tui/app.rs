@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::composer::Composer;
 use super::history::History;
-use super::player::Player;
+use super::replay::Player;
 use super::state::State;
 use super::theme;
 use super::view::{self, Chrome, Opened, View};

@@ -9,7 +9,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tokio::sync::mpsc;
 
 use super::app::{self, App, Input};
-use super::player::Player;
+use super::replay::Player;
 use super::screenshot::{self, Format};
 use super::terminal::{TerminalGuard, spawn_input_reader};
 use crate::event::{Op, Stamped};

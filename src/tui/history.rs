@@ -90,7 +90,7 @@ fn read(path: &Path) -> (Vec<String>, usize) {
 
 /// What a person typed is theirs alone.
 fn options() -> std::fs::OpenOptions {
-    let mut options = crate::private::file_options();
+    let mut options = crate::confine::private::file_options();
     options.create(true);
     options
 }

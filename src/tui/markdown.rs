@@ -27,7 +27,7 @@ pub fn render(text: &str) -> Vec<LLine> {
             .chain(&mut line.rest)
             .chain(&mut line.spans)
         {
-            if let Cow::Owned(clean) = crate::sanitize::sanitize(&span.content) {
+            if let Cow::Owned(clean) = crate::confine::sanitize::sanitize(&span.content) {
                 span.content = clean.into();
             }
         }

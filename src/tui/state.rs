@@ -116,8 +116,8 @@ pub struct SubagentBox {
 /// A box's two streams of text, each cleaned across its chunks.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Streams {
-    text: crate::sanitize::Stream,
-    thought: crate::sanitize::Stream,
+    text: crate::confine::sanitize::Stream,
+    thought: crate::confine::sanitize::Stream,
 }
 
 impl Streams {
@@ -181,7 +181,7 @@ impl ToolInfo {
             // Every string in it cleaned first: JSON escapes would carry
             // control characters past a cleaning of the JSON text.
             input: d.raw_input.as_ref().map(|v| {
-                let v = crate::sanitize::value(v);
+                let v = crate::confine::sanitize::value(v);
                 clip(&serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()))
             }),
             content: d
@@ -206,7 +206,7 @@ impl ToolInfo {
                 })
                 .collect(),
             output: d.raw_output.as_ref().map(|v| {
-                let v = crate::sanitize::value(v);
+                let v = crate::confine::sanitize::value(v);
                 let text = ["output", "stdout", "formatted_output", "aggregated_output"]
                     .iter()
                     .find_map(|k| v.get(k).and_then(|o| o.as_str()))
@@ -667,7 +667,7 @@ pub struct State {
     task_index: HashMap<String, usize>,
     open_assistant: Option<usize>,
     /// The chat model's streamed reply, cleaned across its chunks.
-    assistant_stream: crate::sanitize::Stream,
+    assistant_stream: crate::confine::sanitize::Stream,
     next_rev: u64,
 }
 
@@ -1492,7 +1492,7 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
 const NOTICES: usize = 3;
 
 fn clean(s: &str) -> String {
-    crate::sanitize::sanitize(s).into_owned()
+    crate::confine::sanitize::sanitize(s).into_owned()
 }
 
 fn push_line(lines: &mut VecDeque<ActivityLine>, line: ActivityLine) {

@@ -73,7 +73,7 @@ pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
     {
         let tx = tx.clone();
         tokio::spawn(async move {
-            crate::cancel::termination_signal().await;
+            crate::runtime::cancel::termination_signal().await;
             let _ = tx.send(Input::Quit);
         });
     }

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use quorum::acp::registry::{Permissions, Registry};
+use quorum::acp::registry::Registry;
+use quorum::agent::Permissions;
+use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::Stamped;
-use quorum::fsroot::Root;
 use quorum::tui::app::{self, App, Input};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

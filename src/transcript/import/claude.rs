@@ -374,7 +374,7 @@ fn subagent_stream(
         .as_ref()
         .map(|(_, report, _)| report.clone())
         .or_else(|| pending.log.as_ref().and_then(|l| l.report.clone()));
-    let verdict = report.as_deref().map(crate::severity::parse);
+    let verdict = report.as_deref().map(crate::subagent::severity::parse);
     // A report with a severity header is a code review.
     let code_review = verdict
         .as_ref()
@@ -509,7 +509,9 @@ impl SubagentLog {
                                         status: ToolStatus::InProgress,
                                         detail: Box::new(ToolDetail {
                                             kind: tool_kind(name),
-                                            raw_input: Some(crate::sanitize::value(&b["input"])),
+                                            raw_input: Some(crate::confine::sanitize::value(
+                                                &b["input"],
+                                            )),
                                             ..ToolDetail::default()
                                         }),
                                     },

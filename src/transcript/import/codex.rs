@@ -307,7 +307,7 @@ impl Import<'_> {
         );
         if !output.ok {
             // The spawn failed: no sub-agent ran.
-            let verdict = crate::severity::parse(&output.text);
+            let verdict = crate::subagent::severity::parse(&output.text);
             super::finish_subagent(
                 &mut stream,
                 time,
@@ -341,7 +341,7 @@ impl Import<'_> {
         }
         if let Some(end) = log.end {
             let code_review = is_review(&end.report);
-            let verdict = crate::severity::parse(&end.report);
+            let verdict = crate::subagent::severity::parse(&end.report);
             super::finish_subagent(
                 &mut stream,
                 end.time,
@@ -366,7 +366,7 @@ impl Import<'_> {
             });
             if let Some((time, report)) = found {
                 let code_review = is_review(&report);
-                let verdict = crate::severity::parse(&report);
+                let verdict = crate::subagent::severity::parse(&report);
                 super::finish_subagent(
                     &mut stream,
                     time,
@@ -415,7 +415,7 @@ fn payload_type(path: &Path, r: &Record) -> Result<String, ImportError> {
 
 /// A report that starts with a severity header is a code review.
 fn is_review(report: &str) -> bool {
-    let v = crate::severity::parse(report);
+    let v = crate::subagent::severity::parse(report);
     v.severity.is_some() || v.unknown.is_some()
 }
 
@@ -661,7 +661,7 @@ impl ChildLog {
                                 status: ToolStatus::InProgress,
                                 detail: Box::new(ToolDetail {
                                     kind: tool_kind(name),
-                                    raw_input: Some(crate::sanitize::value(&input)),
+                                    raw_input: Some(crate::confine::sanitize::value(&input)),
                                     ..ToolDetail::default()
                                 }),
                             },

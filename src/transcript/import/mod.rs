@@ -31,9 +31,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::{FORMAT, Header, TerminalSize, VERSION};
-use crate::board::Board;
 use crate::event::{AgentRef, Event, NoticeLevel, Stamped, StopReason};
-use crate::severity::Verdict;
+use crate::runtime::board::Board;
+use crate::subagent::severity::Verdict;
 
 /// The tool that wrote a session log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -42,27 +42,6 @@ pub enum Tool {
     Claude,
     /// Codex: $CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl
     Codex,
-}
-
-/// `quorum import TOOL FILE`.
-#[derive(Debug, clap::Args)]
-pub struct ImportArgs {
-    /// The tool that wrote FILE.
-    #[arg(value_enum)]
-    pub tool: Tool,
-    /// The session log: a Claude Code session (its sub-agents are read from
-    /// <session>/subagents/ beside it) or a Codex rollout (its sub-agents'
-    /// rollouts are found under the same sessions/ directory).
-    pub file: PathBuf,
-    /// Where to write the transcript; `-` writes to stdout. Default: FILE's
-    /// name with `.jsonl` replaced by `.quorum.jsonl`, in the current
-    /// directory.
-    #[arg(short = 'o', long, value_name = "OUT")]
-    pub out: Option<PathBuf>,
-    /// Overwrite OUT if it exists (by default an existing file is kept and
-    /// the import fails).
-    #[arg(long)]
-    pub force: bool,
 }
 
 /// Why a session log cannot be imported. Each names the file, and the
@@ -251,7 +230,7 @@ impl Skipped {
         types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let list: Vec<String> = types
             .iter()
-            .map(|(name, n)| format!("{} ({n})", crate::sanitize::sanitize(name)))
+            .map(|(name, n)| format!("{} ({n})", crate::confine::sanitize::sanitize(name)))
             .collect();
         Some(format!(
             "skipped {total} record{} of {} unknown type{}: {}",
@@ -263,7 +242,7 @@ impl Skipped {
     }
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
@@ -424,7 +403,7 @@ pub(crate) fn finish_subagent(
 
 /// Text from a log made safe for a terminal.
 pub(crate) fn clean(s: &str) -> String {
-    crate::sanitize::sanitize(s).into_owned()
+    crate::confine::sanitize::sanitize(s).into_owned()
 }
 
 /// The first non-blank line of `s`, cleaned, at most `max` characters.
@@ -512,56 +491,6 @@ pub fn write(imported: &Imported, out: &mut impl Write) -> std::io::Result<()> {
         out.write_all(&line)?;
     }
     out.flush()
-}
-
-/// `quorum import`: imports FILE and writes the transcript; what was
-/// skipped goes to stderr. Exit code 0.
-pub fn command(args: ImportArgs) -> anyhow::Result<i32> {
-    use anyhow::Context;
-    let imported = import(args.tool, &args.file)?;
-    let out = args.out.unwrap_or_else(|| default_out(&args.file));
-    let to_stdout = out.as_os_str() == "-";
-    if to_stdout {
-        write(&imported, &mut std::io::stdout().lock())?;
-    } else {
-        let mut options = crate::private::file_options();
-        options.write(true);
-        if args.force {
-            options.create(true).truncate(true);
-        } else {
-            options.create_new(true);
-        }
-        let file = options.open(&out).with_context(|| {
-            if out.exists() && !args.force {
-                format!(
-                    "{} exists; pass --force to overwrite it, or -o another file",
-                    out.display()
-                )
-            } else {
-                format!("creating {}", out.display())
-            }
-        })?;
-        let mut file = std::io::BufWriter::new(file);
-        write(&imported, &mut file).with_context(|| format!("writing {}", out.display()))?;
-    }
-    for w in &imported.warnings {
-        crate::say!("warning: {w}");
-    }
-    if let Some(report) = imported.skipped.report() {
-        crate::say!("{report}");
-    }
-    if !to_stdout {
-        crate::say!(
-            "imported {} ({} file{}) into {}: {} events (quorum replay {})",
-            args.file.display(),
-            imported.files,
-            plural(imported.files),
-            out.display(),
-            imported.events.len(),
-            out.display()
-        );
-    }
-    Ok(0)
 }
 
 #[cfg(test)]

@@ -4,16 +4,17 @@
 use std::io::Write;
 
 use crate::acp::client::Connection;
-use crate::acp::registry::{AgentSpec, Registry, locate};
-use crate::fsroot::Root;
-use crate::sanitize::sanitize;
-use crate::supervisor::Supervisor;
+use crate::acp::registry::{AgentSpec, Registry};
+use crate::confine::fsroot::Root;
+use crate::confine::sanitize::sanitize;
+use crate::runtime::path::locate;
+use crate::runtime::supervisor::Supervisor;
 
 /// `quorum agents [--probe]`, on stdout.
 pub async fn command(config: Option<&std::path::Path>, probe: bool) -> anyhow::Result<i32> {
-    super::config::init_logging();
-    let registry = super::config::registry(config)?;
-    let root = super::config::root(None)?;
+    crate::engine::config::init_logging();
+    let registry = crate::engine::config::registry(config)?;
+    let root = crate::engine::config::root(None)?;
     let supervisor = Supervisor::new();
     let listed = list(&registry, &root, &supervisor, probe, &mut std::io::stdout()).await;
     // The probed agents are stopped before the runtime is.

@@ -9,11 +9,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::Session;
-use super::headless::{Printer, Progress, Setup, interrupts};
-use crate::acp::registry::Permissions;
+use super::progress::{Printer, Progress};
+use super::{Setup, interrupts};
+use crate::agent::Permissions;
+use crate::confine::sanitize::sanitize;
+use crate::engine::{Session, config};
 use crate::event::{Quorum, Severity, StopReason};
-use crate::sanitize::sanitize;
 use crate::subagent::dispatch::{BatchResult, Reply};
 use crate::subagent::types::{SubAgentCallInput, TaskInput};
 
@@ -95,7 +96,7 @@ pub fn prompt(dir: &Path, rev: &str, diff: &str) -> String {
 /// `quorum review`: prints each verdict and the quorum; returns the exit
 /// code.
 pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
-    super::config::init_logging();
+    config::init_logging();
     let setup = Setup {
         config,
         cwd: args.cwd.clone(),
@@ -105,7 +106,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     let session = match setup.session(None) {
         Ok(s) => s,
         Err(e) => {
-            crate::say!("quorum: {}", super::config::error_message(&e));
+            crate::say!("quorum: {}", config::error_message(&e));
             return Ok(EXIT_ERROR);
         }
     };
@@ -204,7 +205,7 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
         let _ = writeln!(
             std::io::stdout(),
             "{}",
-            crate::sanitize::json(&v.to_string())
+            crate::confine::sanitize::json(&v.to_string())
         );
     } else {
         let _ = write!(std::io::stdout(), "{}", report(&batch));

@@ -3,20 +3,31 @@
 //! snapshot it changed), is written to the recorder when one is on, and is
 //! sent to the front end, in that order and under one lock, so the
 //! transcript, the board and the screen see the same sequence.
+//!
+//! The recorder is whatever implements [`Record`] (the transcript's
+//! `Recorder`), attached by the engine: the bus knows no file format.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use crate::board::Board;
 use crate::event::{Event, Stamped};
-use crate::transcript::Recorder;
+use crate::runtime::board::Board;
+
+/// Where the bus writes every event, in the order it sends them: the
+/// transcript recorder.
+pub trait Record: Send {
+    /// Writes one event; an error stops recording.
+    fn record(&mut self, event: &Stamped) -> std::io::Result<()>;
+    /// The file being written, for messages.
+    fn path(&self) -> &Path;
+}
 
 struct Inner {
     board: Board,
-    recorder: Option<Recorder>,
+    recorder: Option<Box<dyn Record>>,
 }
 
 /// Emits events. Cheap to clone; sending never blocks, and a closed
@@ -81,12 +92,12 @@ impl Emitter {
 
     /// Records every event from now on to `recorder`. Fails when a
     /// recorder is already on.
-    pub fn record(&self, recorder: Recorder) -> Result<(), PathBuf> {
+    pub fn record(&self, recorder: impl Record + 'static) -> Result<(), PathBuf> {
         let mut inner = self.lock();
         if let Some(r) = &inner.recorder {
             return Err(r.path().to_path_buf());
         }
-        inner.recorder = Some(recorder);
+        inner.recorder = Some(Box::new(recorder));
         Ok(())
     }
 

@@ -32,7 +32,7 @@ pub enum FsError {
     NotRegular { path: PathBuf, kind: &'static str },
     #[error(
         "{path}: {size} bytes, over the read limit of {} (max_read_bytes under [limits] in the config)",
-        crate::limits::size(*limit)
+        crate::confine::limits::size(*limit)
     )]
     TooBig {
         path: PathBuf,
@@ -189,7 +189,7 @@ impl Root {
         Ok(Self {
             path,
             dir: Arc::new(fd),
-            max_read: crate::limits::MAX_READ,
+            max_read: crate::confine::limits::MAX_READ,
         })
     }
 

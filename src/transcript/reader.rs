@@ -22,7 +22,7 @@ pub enum TranscriptError {
     },
     #[error(
         "{path}:{line}: a line over {}, read no further (max_transcript_line_bytes under [limits] in the config)",
-        crate::limits::size(*limit)
+        crate::confine::limits::size(*limit)
     )]
     LineTooLong {
         path: PathBuf,
@@ -93,9 +93,9 @@ pub struct Loaded {
 }
 
 /// Reads and checks a whole transcript file, its lines capped at the
-/// default [`crate::limits::MAX_TRANSCRIPT_LINE`].
+/// default [`crate::confine::limits::MAX_TRANSCRIPT_LINE`].
 pub fn load(path: &Path) -> Result<Loaded, TranscriptError> {
-    load_capped(path, crate::limits::MAX_TRANSCRIPT_LINE)
+    load_capped(path, crate::confine::limits::MAX_TRANSCRIPT_LINE)
 }
 
 /// Reads and checks a whole transcript file, one line at a time: a line
@@ -174,7 +174,7 @@ struct Reader<'a> {
     /// `task_progress` and `task_completed` lines are dropped, and the
     /// snapshots are made by running its events through a board, as the
     /// engine does today.
-    upgrade: Option<crate::board::Board>,
+    upgrade: Option<crate::runtime::board::Board>,
 }
 
 impl<'a> Reader<'a> {
@@ -195,7 +195,7 @@ impl<'a> Reader<'a> {
         let (path, line) = (self.path, self.line);
         if self.header.is_none() {
             let header = parse_header(path, raw)?;
-            self.upgrade = (header.version == 1).then(crate::board::Board::new);
+            self.upgrade = (header.version == 1).then(crate::runtime::board::Board::new);
             self.header = Some(header);
             return Ok(());
         }

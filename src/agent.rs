@@ -1,0 +1,97 @@
+//! The agent interface: what one turn of a sub-agent takes (its request,
+//! the sink its activity goes to, the controls that steer it from outside)
+//! and the permission policy it follows. ACP agents and the internal agent
+//! both work through it, so the dispatcher needs to know neither.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use tokio::sync::{mpsc, watch};
+
+use crate::confine::fsroot::Exclude;
+use crate::event::{Activity, ChildState, SessionKind};
+
+/// What to do when an agent asks for permission: the one policy type,
+/// for the config file (`permissions = "ask" | "allow" | "deny"`), for
+/// `--approve all|none`, and for a running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Permissions {
+    /// Ask the person (in the TUI); headless, follow `--approve`.
+    #[default]
+    #[value(skip)]
+    Ask,
+    /// Allow every permission request.
+    #[value(name = "all")]
+    Allow,
+    /// Reject every permission request.
+    #[value(name = "none")]
+    Deny,
+}
+
+impl Permissions {
+    /// The policy a turn follows: an agent's own `allow` or `deny` wins;
+    /// its `ask` follows the session's (`--approve`, or the person in the
+    /// TUI).
+    pub fn resolve(self, session: Permissions) -> Permissions {
+        match self {
+            Permissions::Ask => session,
+            own => own,
+        }
+    }
+}
+
+/// Where a turn's activity goes.
+pub trait TurnSink: Send + Sync {
+    fn activity(&self, activity: Activity);
+    fn session(&self, kind: SessionKind, session_id: &str);
+    fn notice(&self, text: &str);
+    /// The agent announced (or updated) a child session of this turn's.
+    fn child(
+        &self,
+        _child_id: &str,
+        _title: Option<&str>,
+        _description: Option<&str>,
+        _state: Option<ChildState>,
+        _can_cancel: bool,
+    ) {
+    }
+    /// Something a child session did.
+    fn child_activity(&self, _child_id: &str, _activity: Activity) {}
+    /// The agent's session now runs on `model` (a pick made through the
+    /// agent, or one quorum set).
+    fn model_picked(&self, _model: &str) {}
+}
+
+pub struct TurnRequest<'a> {
+    pub prompt: &'a str,
+    pub root: &'a Path,
+    /// The session to reopen, if any.
+    pub resume: Option<&'a str>,
+    pub policy: Permissions,
+    /// The model and mode a new session is set to, where the agent offers
+    /// them as config options.
+    pub model: Option<&'a str>,
+    pub mode: Option<&'a str>,
+    /// Paths the agent's `fs/read_text_file` may not read.
+    pub exclude: Option<&'a Exclude>,
+}
+
+/// The person's answer to a permission request: an option index, or
+/// `None` to cancel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionAnswer {
+    pub request_id: String,
+    pub option: Option<usize>,
+}
+
+/// What steers a running turn from outside.
+pub struct TurnControl {
+    pub cancel: watch::Receiver<bool>,
+    /// Turns true when the person asks again: the turn ends at once and
+    /// the agent is stopped.
+    pub kill: watch::Receiver<bool>,
+    pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
+    /// Child sessions whose work the person cancels, by session id.
+    pub cancel_children: mpsc::UnboundedReceiver<String>,
+}

@@ -1,0 +1,129 @@
+//! `quorum call`: sub-agent calls on one ACP agent, headless; final
+//! messages on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use anyhow::Result;
+use tokio::sync::mpsc;
+
+use super::progress::{Printer, Progress};
+use super::{EXIT_CANNOT_RUN, EXIT_OK, EXIT_STOPPED, Setup, interrupts};
+use crate::confine::sanitize::sanitize;
+use crate::engine::{Session, config};
+use crate::event::{Stamped, StopReason};
+use crate::subagent::dispatch::Reply;
+use crate::subagent::types::SubAgentCallInput;
+
+/// `quorum call`: a problem with the setup is printed, exit code 2.
+pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32> {
+    config::init_logging();
+    let session = match setup.session(None).and_then(|session| {
+        session.registry.get(&request.agent)?;
+        Ok(session)
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::say!("quorum: {}", config::error_message(&e));
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    if request.inputs.is_empty() {
+        if std::io::stdin().is_terminal() {
+            crate::say!("quorum: give the message with --input TEXT, or pipe it on stdin");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        request.inputs.push(text.trim_end().to_string());
+    }
+    let (session, events) = Session::start(session, Instant::now())?;
+    Ok(call(&session, events, request).await)
+}
+
+/// What `quorum call` does.
+pub struct CallRequest {
+    pub agent: String,
+    /// One call per input, in turn, on the same session memory.
+    pub inputs: Vec<String>,
+    pub code_review: bool,
+    /// Every call in a fresh session.
+    pub new_session: bool,
+    /// The agent's session to resume first (from an earlier process).
+    pub resume: Option<String>,
+    /// One JSON object per call instead of its final message.
+    pub json: bool,
+}
+
+/// Runs `quorum call`'s calls; returns the exit code.
+pub async fn call(
+    session: &Session,
+    events: mpsc::UnboundedReceiver<Stamped>,
+    request: CallRequest,
+) -> i32 {
+    let mut progress = Progress::default();
+    let printer = Printer::spawn(events, move |event| progress.print(&event.event));
+    if let Some(id) = &request.resume {
+        session.dispatcher().remember_session(&request.agent, id);
+    }
+    let mut interrupts = interrupts();
+    let mut code = EXIT_OK;
+    let mut interrupted = false;
+    'calls: for input in &request.inputs {
+        let call = SubAgentCallInput {
+            agent: Some(request.agent.clone()),
+            input: Some(input.clone()),
+            code_review: request.code_review,
+            continue_session: !request.new_session,
+            ..SubAgentCallInput::default()
+        };
+        let run = session.call(call);
+        tokio::pin!(run);
+        let reply = loop {
+            tokio::select! {
+                reply = &mut run => break reply,
+                Some(interrupt) = interrupts.recv() => {
+                    if let Some(exit) = interrupt.handle(&mut interrupted, || session.cancel_all()) {
+                        code = exit;
+                        break 'calls;
+                    }
+                }
+            }
+        };
+        match reply {
+            Ok(Reply::Done(mut outcome)) => {
+                // The verdict is the `severity` field (and a line on
+                // stderr): the header is not part of what is printed.
+                outcome.output = crate::subagent::severity::parse(&outcome.output)
+                    .body
+                    .to_string();
+                let printed = if request.json {
+                    let text = serde_json::to_string(&outcome).expect("an outcome is JSON");
+                    crate::confine::sanitize::json(&text).into_owned()
+                } else {
+                    sanitize(&outcome.output).into_owned()
+                };
+                // A closed stdout (`| head`) is no reason to stop the calls.
+                let _ = writeln!(std::io::stdout(), "{printed}");
+                if outcome.stop_reason != StopReason::EndTurn {
+                    if !request.json {
+                        crate::say!("quorum: stop reason: {}", outcome.stop_reason);
+                    }
+                    code = EXIT_STOPPED;
+                }
+            }
+            Ok(_) => unreachable!("quorum call runs single calls in the foreground"),
+            Err(e) => {
+                crate::say!("quorum: {e}");
+                code = EXIT_CANNOT_RUN;
+                break;
+            }
+        }
+        if interrupted {
+            break;
+        }
+    }
+    session.shutdown();
+    printer.finish().await;
+    code
+}

@@ -1,0 +1,116 @@
+//! The headless front ends: `quorum call` (sub-agent calls, final
+//! messages on stdout) and `quorum run` (the chat loop, its text on stdout
+//! or every event as JSON). Progress goes to stderr; agent text is
+//! untrusted and sanitised before it reaches the terminal.
+
+pub mod agents;
+mod call;
+pub mod import;
+mod progress;
+pub mod review;
+mod run;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use tokio::sync::mpsc;
+
+pub use call::{CallRequest, call, call_command};
+pub use run::{run, run_command};
+
+use crate::agent::Permissions;
+use crate::engine::SessionConfig;
+use crate::engine::config::{self, ModelChoice};
+
+/// Exit code: every call ended its turn.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a call stopped otherwise (cancelled, refusal, error, ...).
+pub const EXIT_STOPPED: i32 = 1;
+/// Exit code: a call could not run (unknown agent, bad config or input).
+pub const EXIT_CANNOT_RUN: i32 = 2;
+/// Exit code for `quorum run --no-wait` with tasks still running.
+pub const EXIT_TASKS_RUNNING: i32 = 3;
+/// Exit code after a second Ctrl+C.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Where and how a headless session runs.
+pub struct Setup {
+    /// The config file.
+    pub config: Option<PathBuf>,
+    /// `--cwd`: the session directory.
+    pub cwd: Option<PathBuf>,
+    /// `--approve`: the answer to permission requests.
+    pub approve: Permissions,
+    /// `--record FILE`.
+    pub record: Option<PathBuf>,
+}
+
+impl Setup {
+    fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
+        let registry = config::registry(self.config.as_deref())?;
+        let mut session = SessionConfig::new(registry, config::root(self.cwd.as_deref())?);
+        session.read_settings(self.config.as_deref())?;
+        session.permissions = self.approve;
+        session.record = self.record;
+        session.model_picks = config::model_picks_path();
+        if let Some(choice) = model {
+            session.choose_model(choice, self.config.as_deref())?;
+        }
+        Ok(session)
+    }
+}
+
+/// Why a headless command should stop early.
+pub enum Interrupt {
+    /// Ctrl+C: cancel; a second one quits.
+    Cancel,
+    /// SIGTERM or SIGHUP: cancel and quit.
+    Quit(i32),
+}
+
+impl Interrupt {
+    /// Acts on one interrupt: the first Ctrl+C runs `cancel` and the work
+    /// goes on (`None`); a second one, or SIGTERM or SIGHUP, ends it with
+    /// the exit code returned.
+    fn handle(self, interrupted: &mut bool, cancel: impl FnOnce()) -> Option<i32> {
+        match self {
+            Interrupt::Cancel if !*interrupted => {
+                *interrupted = true;
+                crate::say!("quorum: cancelling (Ctrl+C again to quit at once)");
+                cancel();
+                None
+            }
+            Interrupt::Cancel => {
+                crate::say!("quorum: interrupted twice, exiting");
+                Some(EXIT_INTERRUPTED)
+            }
+            Interrupt::Quit(exit) => {
+                crate::say!("quorum: terminated by a signal; stopping the agents");
+                Some(exit)
+            }
+        }
+    }
+}
+
+/// The interrupts a headless command listens to: Ctrl+C, SIGTERM, SIGHUP.
+pub fn interrupts() -> mpsc::UnboundedReceiver<Interrupt> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let terminated = crate::runtime::cancel::termination_signal();
+        tokio::pin!(terminated);
+        loop {
+            let interrupt = tokio::select! {
+                pressed = tokio::signal::ctrl_c() => match pressed {
+                    Ok(()) => Interrupt::Cancel,
+                    Err(_) => return,
+                },
+                code = &mut terminated => Interrupt::Quit(code),
+            };
+            let quit = matches!(interrupt, Interrupt::Quit(_));
+            if tx.send(interrupt).is_err() || quit {
+                return;
+            }
+        }
+    });
+    rx
+}

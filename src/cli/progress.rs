@@ -1,0 +1,173 @@
+//! What the headless front ends print while they work: events as they
+//! come, and a line on stderr for each step of a call.
+
+use std::io::Write;
+
+use tokio::sync::mpsc;
+
+use crate::confine::sanitize::sanitize;
+use crate::event::{Activity, Event, Stamped};
+
+/// Prints events as they come, in a task of its own.
+pub(super) struct Printer {
+    task: tokio::task::JoinHandle<()>,
+    done: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Printer {
+    pub(super) fn spawn(
+        mut events: mpsc::UnboundedReceiver<Stamped>,
+        mut print: impl FnMut(&Stamped) + Send + 'static,
+    ) -> Self {
+        let (done, mut finish) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        Some(event) => print(&event),
+                        None => return,
+                    },
+                    _ = &mut finish => break,
+                }
+            }
+            // Everything emitted before the end is already queued.
+            while let Ok(event) = events.try_recv() {
+                print(&event);
+            }
+        });
+        Self { task, done }
+    }
+
+    /// Prints what is left, then stops.
+    pub(super) async fn finish(self) {
+        let _ = self.done.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Lines on stderr for what headless calls are doing, each naming its
+/// agent (and its task, for a background one). Agent text is untrusted:
+/// sanitised.
+#[derive(Default)]
+pub(super) struct Progress {
+    /// `agent` or `agent [t1]`, by call id.
+    labels: std::collections::HashMap<String, String>,
+    /// The chat model's reply, cleaned across its chunks.
+    pub(super) reply: crate::confine::sanitize::Stream,
+}
+
+impl Progress {
+    pub(super) fn print(&mut self, event: &Event) {
+        if let Some(line) = self.line(event) {
+            // Progress is a courtesy: a closed stderr is no reason to stop.
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+
+    fn line(&mut self, event: &Event) -> Option<String> {
+        let label = |labels: &std::collections::HashMap<String, String>, call_id: &str| {
+            labels.get(call_id).cloned().unwrap_or_default()
+        };
+        let line = match event {
+            Event::SubagentStarted {
+                call_id,
+                agent,
+                input,
+                task_id,
+                queued,
+                ..
+            } => {
+                let name = format!(
+                    "{}{}",
+                    sanitize(agent.name()),
+                    task_id
+                        .as_ref()
+                        .map(|t| format!(" [{}]", sanitize(t)))
+                        .unwrap_or_default()
+                );
+                self.labels.insert(call_id.clone(), name.clone());
+                format!(
+                    "{name}: ▶{} {}",
+                    if *queued { " (queued)" } else { "" },
+                    sanitize(input.lines().next().unwrap_or(""))
+                )
+            }
+            Event::SubagentFinished {
+                call_id,
+                stop_reason,
+                severity,
+                ..
+            } => format!(
+                "{}: ■ {stop_reason}{}",
+                label(&self.labels, call_id),
+                severity
+                    .map(|s| format!(", verdict {}", s.as_str()))
+                    .unwrap_or_default()
+            ),
+            Event::SubagentSession {
+                call_id,
+                session,
+                session_id,
+            } => format!(
+                "{}: session: {} {}",
+                label(&self.labels, call_id),
+                session.label(),
+                sanitize(session_id.as_deref().unwrap_or(""))
+            ),
+            Event::SubagentCancelling { call_id } => format!(
+                "{}: ⊘ cancelling… (Ctrl+C again exits at once)",
+                label(&self.labels, call_id)
+            ),
+            Event::SubagentFollowup { call_id, input, .. } => format!(
+                "{}: › follow-up: {}",
+                label(&self.labels, call_id),
+                sanitize(input.lines().next().unwrap_or(""))
+            ),
+            Event::SubagentActivity { call_id, activity } => {
+                let what = match activity {
+                    Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
+                    Activity::PermissionRequest { title, .. } => {
+                        format!("? permission: {}", sanitize(title))
+                    }
+                    Activity::PermissionResolved { outcome, .. } => {
+                        format!("  → {}", sanitize(outcome))
+                    }
+                    Activity::Notice { text } => format!("! {}", sanitize(text)),
+                    _ => return None,
+                };
+                format!("{}: {what}", label(&self.labels, call_id))
+            }
+            Event::BatchStarted { tasks, review, .. } => format!(
+                "batch of {tasks} {}",
+                if *review { "reviews" } else { "tasks" }
+            ),
+            Event::BatchFinished {
+                total,
+                succeeded,
+                worst_verdict,
+                ..
+            } => format!(
+                "batch done: {succeeded} of {total} succeeded{}",
+                worst_verdict
+                    .map(|s| format!(", worst verdict {}", s.as_str()))
+                    .unwrap_or_default()
+            ),
+            Event::ReviewQuorum { quorum, .. } => {
+                format!("quorum: {}", sanitize(&quorum.label()))
+            }
+            Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
+            Event::ModelRetry {
+                attempt,
+                wait_ms,
+                reason,
+            } => format!(
+                "model: {}; retry {attempt} in {:.1} s",
+                sanitize(reason),
+                *wait_ms as f64 / 1000.0
+            ),
+            Event::Error { text } => format!("error: {}", sanitize(text)),
+            _ => return None,
+        };
+        Some(line)
+    }
+}

@@ -1,0 +1,157 @@
+//! `quorum run`: the chat loop headless; its text on stdout, or every
+//! event as JSON.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Result;
+use tokio::sync::{mpsc, watch};
+
+use super::progress::{Printer, Progress};
+use super::{
+    EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, EXIT_TASKS_RUNNING, Interrupt, Setup,
+    interrupts,
+};
+use crate::confine::sanitize::sanitize;
+use crate::engine::Session;
+use crate::engine::config::{self, ModelChoice};
+use crate::event::{Event, Stamped, StopReason};
+
+/// `quorum run`: a problem with the setup is printed, exit code 2.
+pub async fn run_command(
+    setup: Setup,
+    model: ModelChoice,
+    prompt: String,
+    json: bool,
+    no_wait: bool,
+) -> Result<i32> {
+    config::init_logging();
+    let session = match setup.session(Some(&model)) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::say!("quorum: {}", config::error_message(&e));
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
+    let (mut session, events) = Session::start(session, Instant::now())?;
+    Ok(run(&mut session, events, prompt, json, no_wait).await)
+}
+
+/// Runs `quorum run`: one prompt, then (unless `no_wait`) the reports of
+/// background tasks, each answered by the chat. Returns the exit code.
+pub async fn run(
+    session: &mut Session,
+    events: mpsc::UnboundedReceiver<Stamped>,
+    prompt: String,
+    json: bool,
+    no_wait: bool,
+) -> i32 {
+    let Some(mut chat) = session.take_chat() else {
+        crate::say!(
+            "quorum: no chat model: give --model PROVIDER:NAME (or set QUORUM_MODEL, or [model] in the config file)"
+        );
+        return EXIT_CANNOT_RUN;
+    };
+    let mut out = std::io::stdout();
+    let mut progress = Progress::default();
+    let printer = Printer::spawn(events, move |event| {
+        print_run(&mut out, &mut progress, event, json)
+    });
+    let mut interrupts = interrupts();
+    let mut code = EXIT_OK;
+    let mut interrupted = false;
+    let mut message = Some(prompt);
+    let mut completion = None;
+    'turns: loop {
+        let (cancel_tx, cancel) = watch::channel(false);
+        let result = {
+            let turn = chat.turn(message.take(), completion.take(), cancel);
+            tokio::pin!(turn);
+            loop {
+                tokio::select! {
+                    r = &mut turn => break r,
+                    Some(interrupt) = interrupts.recv() => {
+                        let cancel = || {
+                            let _ = cancel_tx.send(true);
+                            session.cancel_all();
+                        };
+                        if let Some(exit) = interrupt.handle(&mut interrupted, cancel) {
+                            code = exit;
+                            break 'turns;
+                        }
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(end) if end.stop_reason == StopReason::EndTurn => {}
+            Ok(_) => code = code.max(EXIT_STOPPED),
+            Err(_) => {
+                code = EXIT_STOPPED;
+                break;
+            }
+        }
+        if interrupted {
+            break;
+        }
+        if let Some(c) = chat.try_completion() {
+            completion = Some(c);
+            continue;
+        }
+        if !session.busy() {
+            break;
+        }
+        if no_wait {
+            crate::say!("quorum: background tasks are still running; exiting (--no-wait)");
+            code = EXIT_TASKS_RUNNING;
+            break;
+        }
+        // A background task's report: the chat answers it in a turn.
+        tokio::select! {
+            c = chat.next_completion() => match c {
+                Some(c) => completion = Some(c),
+                None => break,
+            },
+            Some(interrupt) = interrupts.recv() => {
+                // Waiting is all there is to cancel: any interrupt ends it.
+                code = match interrupt {
+                    Interrupt::Cancel => EXIT_INTERRUPTED,
+                    Interrupt::Quit(exit) => exit,
+                };
+                break;
+            }
+        }
+    }
+    session.shutdown();
+    drop(chat);
+    printer.finish().await;
+    code
+}
+
+/// `quorum run`'s output: the chat's text on stdout and progress on
+/// stderr, or every event as one JSON line.
+fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped, json: bool) {
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            crate::confine::sanitize::json(&serde_json::to_string(event).expect("events are JSON"))
+        );
+        return;
+    }
+    {
+        match &event.event {
+            Event::AssistantDelta { text } => {
+                let _ = write!(out, "{}", progress.reply.push(text));
+                let _ = out.flush();
+            }
+            Event::AssistantEnd => {
+                let _ = writeln!(out, "{}", progress.reply.finish());
+            }
+            Event::TaskReported { task_id } => {
+                crate::say!("↩ task {} reported to the chat", sanitize(task_id))
+            }
+            other => progress.print(other),
+        }
+    }
+}

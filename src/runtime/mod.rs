@@ -1,0 +1,10 @@
+//! What the engine owns while a session runs: the task board (the one
+//! source of task and call state), the event bus, the process supervisor
+//! (every process quorum starts), cancellation, and where commands are
+//! found on `PATH`.
+
+pub mod board;
+pub mod bus;
+pub mod cancel;
+pub mod path;
+pub mod supervisor;
