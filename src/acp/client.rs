@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::schema::MaybeUndefined;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
@@ -20,9 +19,8 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelect, SessionConfigSelectOptions,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, StateUpdate,
-    SubagentCapabilities, SubagentUpdate, TextContent, ToolCallStatus, WriteTextFileRequest,
-    WriteTextFileResponse,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SubagentCapabilities,
+    SubagentUpdate, TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
@@ -31,12 +29,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::registry::AgentSpec;
+use super::translate::{self, ChildInfo, Translated, stop_reason, update_detail};
 use crate::agent::{Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
-use crate::event::{
-    Activity, ChildState, Cost, Outcome, PlanEntry, PlanStatus, SessionKind, StopReason,
-    ToolContent, ToolDetail, ToolStatus, Usage,
-};
+use crate::event::{Activity, Outcome, SessionKind, StopReason, ToolDetail};
 use crate::runtime::cancel::cancelled;
 use crate::runtime::path::locate;
 use crate::runtime::supervisor::{self, Group, Supervisor};
@@ -613,7 +609,7 @@ impl Connection {
                 Some(child) = control.cancel_children.recv() => {
                     match children.get(&child) {
                         // The agent allows it: only the child's work stops.
-                        Some(c) if c.can_cancel => {
+                        Some(c) if c.info.can_cancel => {
                             let _ = self.cx.send_notification(CancelNotification::new(child.clone()));
                             // Its open permission requests are answered `cancelled`.
                             let asked: Vec<String> = asked_by
@@ -737,31 +733,14 @@ impl Connection {
         let id = update.session_id.0.to_string();
         // Its traffic is routed here already (`route`).
         let child = children.entry(id.clone()).or_default();
-        patch(&mut child.title, update.title);
-        patch(&mut child.description, update.description);
-        match update.capabilities {
-            MaybeUndefined::Undefined => {}
-            MaybeUndefined::Null => child.can_cancel = false,
-            MaybeUndefined::Value(c) => child.can_cancel = c.cancel.is_some(),
-        }
-        match update.state {
-            MaybeUndefined::Undefined => {}
-            MaybeUndefined::Null => child.state = None,
-            MaybeUndefined::Value(state) => {
-                child.state = Some(match state {
-                    StateUpdate::Running(_) => ChildState::Running,
-                    StateUpdate::Idle(_) => ChildState::Idle,
-                    StateUpdate::RequiresAction(_) => ChildState::RequiresAction,
-                    _ => ChildState::Unknown,
-                })
-            }
-        }
+        child.info.apply(update);
+        let info = &child.info;
         sink.child(
             &id,
-            child.title.as_deref(),
-            child.description.as_deref(),
-            child.state,
-            child.can_cancel,
+            info.title.as_deref(),
+            info.description.as_deref(),
+            info.state,
+            info.can_cancel,
         );
     }
 
@@ -967,16 +946,6 @@ fn select_values(select: &SessionConfigSelect) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     }
-}
-
-/// The model a set of config options says is current, if it names one.
-fn current_model(options: &[SessionConfigOption]) -> Option<String> {
-    options.iter().find_map(|o| match (&o.category, &o.kind) {
-        (Some(SessionConfigOptionCategory::Model), SessionConfigKind::Select(s)) => {
-            Some(s.current_value.to_string())
-        }
-        _ => None,
-    })
 }
 
 /// `name (id): description [env: A, B]` for each method the agent offers.
@@ -1485,93 +1454,10 @@ fn permission_title(req: &RequestPermissionRequest) -> String {
         .unwrap_or_else(|| format!("tool call {}", req.tool_call.tool_call_id.0))
 }
 
-fn stop_reason(reason: agent_client_protocol::v1::schema::StopReason) -> StopReason {
-    use agent_client_protocol::v1::schema::StopReason as Acp;
-    match reason {
-        Acp::EndTurn => StopReason::EndTurn,
-        Acp::MaxTokens => StopReason::MaxTokens,
-        Acp::MaxTurnRequests => StopReason::MaxTurnRequests,
-        Acp::Refusal => StopReason::Refusal,
-        Acp::Cancelled => StopReason::Cancelled,
-        // A reason newer than this client knows: the turn did end.
-        _ => StopReason::EndTurn,
-    }
-}
-
-/// A tool kind's wire name; `other` (the default) says nothing.
-fn tool_kind(kind: &agent_client_protocol::v1::schema::ToolKind) -> Option<String> {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .filter(|k| k != "other")
-}
-
-fn location(l: &agent_client_protocol::v1::schema::ToolCallLocation) -> String {
-    match l.line {
-        Some(line) => format!("{}:{line}", l.path.display()),
-        None => l.path.display().to_string(),
-    }
-}
-
-fn tool_content(c: &agent_client_protocol::v1::schema::ToolCallContent) -> Option<ToolContent> {
-    use agent_client_protocol::v1::schema::ToolCallContent as C;
-    match c {
-        C::Content(c) => content_text(&c.content).map(|t| ToolContent::Text {
-            text: t.to_string(),
-        }),
-        C::Diff(d) => Some(ToolContent::Diff {
-            path: d.path.display().to_string(),
-            old_text: d.old_text.clone(),
-            new_text: d.new_text.clone(),
-        }),
-        C::Terminal(t) => Some(ToolContent::Terminal {
-            terminal_id: t.terminal_id.0.to_string(),
-        }),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    }
-}
-
-/// What a tool call update says about the call.
-fn update_detail(f: &agent_client_protocol::v1::schema::ToolCallUpdateFields) -> ToolDetail {
-    ToolDetail {
-        kind: f.kind.as_ref().and_then(tool_kind),
-        locations: f
-            .locations
-            .as_ref()
-            .map(|l| l.iter().map(location).collect())
-            .unwrap_or_default(),
-        raw_input: f.raw_input.clone(),
-        content: f
-            .content
-            .as_ref()
-            .map(|c| c.iter().filter_map(tool_content).collect())
-            .unwrap_or_default(),
-        raw_output: f.raw_output.clone(),
-    }
-}
-
 /// What a permission request asks about: its tool call's kind, paths,
 /// input and content.
 fn permission_detail(req: &RequestPermissionRequest) -> Box<ToolDetail> {
     Box::new(update_detail(&req.tool_call.fields))
-}
-
-fn tool_status(status: ToolCallStatus) -> ToolStatus {
-    match status {
-        ToolCallStatus::Pending => ToolStatus::Pending,
-        ToolCallStatus::InProgress => ToolStatus::InProgress,
-        ToolCallStatus::Completed => ToolStatus::Completed,
-        ToolCallStatus::Failed => ToolStatus::Failed,
-        _ => ToolStatus::InProgress,
-    }
-}
-
-fn content_text(block: &ContentBlock) -> Option<&str> {
-    match block {
-        ContentBlock::Text(t) => Some(&t.text),
-        _ => None,
-    }
 }
 
 /// The text of one turn, and its final message.
@@ -1582,112 +1468,36 @@ struct Turn {
 }
 
 impl Turn {
+    /// Translates `update` and sends what it means to `sink`; message
+    /// text after the last tool call is the final message.
     fn update(&mut self, update: SessionUpdate, sink: &dyn TurnSink) {
-        match update {
-            SessionUpdate::AgentMessageChunk(chunk) => {
-                if let Some(text) = content_text(&chunk.content) {
-                    self.final_text.push_str(text);
-                    sink.activity(Activity::MessageChunk {
-                        text: text.to_string(),
-                    });
+        match translate::update(update) {
+            Translated::Activity(activity) => {
+                match &activity {
+                    Activity::MessageChunk { text } => self.final_text.push_str(text),
+                    Activity::ToolCall { .. } => self.final_text.clear(),
+                    _ => {}
                 }
+                sink.activity(activity);
             }
-            SessionUpdate::AgentThoughtChunk(chunk) => {
-                if let Some(text) = content_text(&chunk.content) {
-                    sink.activity(Activity::ThoughtChunk {
-                        text: text.to_string(),
-                    });
-                }
-            }
-            SessionUpdate::ToolCall(call) => {
-                self.final_text.clear();
-                sink.activity(Activity::ToolCall {
-                    id: call.tool_call_id.0.to_string(),
-                    title: call.title,
-                    status: tool_status(call.status),
-                    detail: Box::new(ToolDetail {
-                        kind: tool_kind(&call.kind),
-                        locations: call.locations.iter().map(location).collect(),
-                        raw_input: call.raw_input,
-                        content: call.content.iter().filter_map(tool_content).collect(),
-                        raw_output: call.raw_output,
-                    }),
-                });
-            }
-            SessionUpdate::ToolCallUpdate(update) => {
-                let detail = update_detail(&update.fields);
-                sink.activity(Activity::ToolCallUpdate {
-                    id: update.tool_call_id.0.to_string(),
-                    title: update.fields.title,
-                    status: update.fields.status.map(tool_status),
-                    detail: Box::new(detail),
-                })
-            }
-            // The prompt response's usage is behind the schema's unstable
-            // `unstable_end_turn_token_usage` feature: this is the one
-            // report read.
-            SessionUpdate::UsageUpdate(update) => sink.activity(Activity::Usage {
-                usage: Usage {
-                    used: update.used,
-                    size: Some(update.size).filter(|s| *s > 0),
-                    cost: update.cost.map(|c| Cost {
-                        amount: c.amount,
-                        currency: c.currency,
-                    }),
-                },
-            }),
-            SessionUpdate::ConfigOptionUpdate(update) => {
-                if let Some(model) = current_model(&update.config_options) {
-                    sink.model_picked(&model);
-                }
-            }
-            SessionUpdate::Plan(plan) => sink.activity(Activity::Plan {
-                entries: plan
-                    .entries
-                    .into_iter()
-                    .map(|e| PlanEntry {
-                        content: e.content,
-                        status: match serde_json::to_value(&e.status)
-                            .ok()
-                            .as_ref()
-                            .and_then(|v| v.as_str())
-                        {
-                            Some("completed") => PlanStatus::Completed,
-                            Some("in_progress") => PlanStatus::InProgress,
-                            _ => PlanStatus::Pending,
-                        },
-                    })
-                    .collect(),
-            }),
-            _ => {}
+            Translated::ModelPicked(model) => sink.model_picked(&model),
+            Translated::Nothing => {}
         }
     }
 }
 
 /// A child session the agent announced (`subagent_update`), as far as
-/// its updates told.
+/// its updates told, and its turn.
 #[derive(Default)]
 struct Child {
-    title: Option<String>,
-    description: Option<String>,
-    state: Option<ChildState>,
-    can_cancel: bool,
+    info: ChildInfo,
     turn: Turn,
 }
 
 impl Child {
     /// What a permission prompt calls it: its title, else its session id.
     fn name<'a>(&'a self, id: &'a str) -> &'a str {
-        self.title.as_deref().unwrap_or(id)
-    }
-}
-
-/// Applies a `subagent_update` field patch: omitted keeps, `null` clears.
-fn patch(field: &mut Option<String>, value: MaybeUndefined<String>) {
-    match value {
-        MaybeUndefined::Undefined => {}
-        MaybeUndefined::Null => *field = None,
-        MaybeUndefined::Value(v) => *field = Some(v),
+        self.info.title.as_deref().unwrap_or(id)
     }
 }
 
