@@ -14,10 +14,9 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
-    PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, ResumeSessionRequest, SessionConfigKind, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelect, SessionConfigSelectOptions,
     SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SubagentCapabilities,
     SubagentUpdate, TextContent, WriteTextFileRequest, WriteTextFileResponse,
@@ -28,11 +27,14 @@ use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::permission::{
+    outcome_for, outside_path, permission_detail, permission_title, pick_option,
+};
 use super::registry::AgentSpec;
-use super::translate::{self, ChildInfo, Translated, stop_reason, update_detail};
+use super::translate::{self, ChildInfo, Translated, stop_reason};
 use crate::agent::{Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
-use crate::event::{Activity, Outcome, SessionKind, StopReason, ToolDetail};
+use crate::event::{Activity, Outcome, SessionKind, StopReason};
 use crate::runtime::cancel::cancelled;
 use crate::runtime::path::locate;
 use crate::runtime::supervisor::{self, Group, Supervisor};
@@ -1320,144 +1322,6 @@ async fn watch_process(
     dead.store(true, Ordering::SeqCst);
     // Whatever the agent left running goes with it.
     supervisor.terminate(&group, supervisor::GRACE).await;
-}
-
-/// The option to pick for a policy: an allow option (once before always),
-/// or a reject option (once before always).
-fn pick_option(req: &RequestPermissionRequest, allow: bool) -> Option<(String, String)> {
-    let kinds: &[PermissionOptionKind] = if allow {
-        &[
-            PermissionOptionKind::AllowOnce,
-            PermissionOptionKind::AllowAlways,
-        ]
-    } else {
-        &[
-            PermissionOptionKind::RejectOnce,
-            PermissionOptionKind::RejectAlways,
-        ]
-    };
-    kinds.iter().find_map(|kind| {
-        req.options
-            .iter()
-            .find(|o| o.kind == *kind)
-            .map(|o| (o.option_id.0.to_string(), o.name.clone()))
-    })
-}
-
-fn outcome_for(option_id: Option<String>) -> RequestPermissionResponse {
-    RequestPermissionResponse::new(match option_id {
-        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
-        None => RequestPermissionOutcome::Cancelled,
-    })
-}
-
-/// A path a permission request names (its locations, an absolute path as
-/// its title, or any string in its raw input, however deeply nested, that
-/// looks like a path, `~` expanded) that lies outside `root`.
-fn outside_path(req: &RequestPermissionRequest, root: &Root) -> Option<String> {
-    let fields = &req.tool_call.fields;
-    let mut candidates: Vec<(String, Option<std::path::PathBuf>)> = fields
-        .locations
-        .iter()
-        .flatten()
-        .map(|l| (l.path.display().to_string(), Some(l.path.clone())))
-        .collect();
-    if let Some(title) = &fields.title
-        && title.starts_with('/')
-        && !title.contains(char::is_whitespace)
-    {
-        candidates.push((title.clone(), Some(title.into())));
-    }
-    if let Some(input) = &fields.raw_input {
-        let mut strings = Vec::new();
-        strings_in(input, &mut strings);
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        candidates.extend(
-            strings
-                .into_iter()
-                .filter(|s| looks_like_path(s))
-                .map(|s| (s.to_string(), expand_home(s, home.as_deref()))),
-        );
-    }
-    candidates
-        .into_iter()
-        .find(|(_, path)| match path {
-            Some(p) => matches!(
-                root.resolve_new(p),
-                Err(crate::confine::fsroot::FsError::Outside { .. })
-            ),
-            None => true,
-        })
-        .map(|(text, _)| crate::confine::sanitize::sanitize(&text).into_owned())
-}
-
-/// Every string in `value`, at any depth (object values and arrays), but
-/// the program of a command line: `["/bin/bash", "-lc", ..]` runs bash, it
-/// does not touch it.
-fn strings_in<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
-    use serde_json::Value;
-    match value {
-        Value::String(s) => out.push(s),
-        Value::Array(items) => {
-            let program = matches!(items.first(), Some(Value::String(first)) if is_program(first));
-            items
-                .iter()
-                .skip(usize::from(program))
-                .for_each(|v| strings_in(v, out));
-        }
-        Value::Object(map) => map.values().for_each(|v| strings_in(v, out)),
-        _ => {}
-    }
-}
-
-/// Whether `s` names an executable file: the first word of a command line.
-fn is_program(s: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    Path::new(s).is_absolute()
-        && std::fs::metadata(s).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Whether a string of a tool's input reads as a file path: absolute,
-/// from home (`~`), relative with `.`/`..`, or a word with a `/` in it (not
-/// a URL, not a command line).
-fn looks_like_path(s: &str) -> bool {
-    if s.is_empty() || s.len() > 4096 || s.contains(['\n', '\0']) {
-        return false;
-    }
-    s.starts_with(['/', '~'])
-        || s == "."
-        || s == ".."
-        || s.starts_with("./")
-        || s.starts_with("../")
-        || (s.contains('/') && !s.contains(char::is_whitespace) && !s.contains("://"))
-}
-
-/// `~` and `~/rest` under `home`. `None` for a path that cannot be placed:
-/// another user's home (`~name`), or `~` without a home; it counts as
-/// outside.
-fn expand_home(s: &str, home: Option<&Path>) -> Option<std::path::PathBuf> {
-    match (s.strip_prefix('~'), home) {
-        (Some(""), Some(home)) => Some(home.to_path_buf()),
-        (Some(rest), Some(home)) if rest.starts_with('/') => {
-            Some(home.join(rest.trim_start_matches('/')))
-        }
-        (Some(_), _) => None,
-        (None, _) => Some(std::path::PathBuf::from(s)),
-    }
-}
-
-fn permission_title(req: &RequestPermissionRequest) -> String {
-    req.tool_call
-        .fields
-        .title
-        .clone()
-        .unwrap_or_else(|| format!("tool call {}", req.tool_call.tool_call_id.0))
-}
-
-/// What a permission request asks about: its tool call's kind, paths,
-/// input and content.
-fn permission_detail(req: &RequestPermissionRequest) -> Box<ToolDetail> {
-    Box::new(update_detail(&req.tool_call.fields))
 }
 
 /// The text of one turn, and its final message.

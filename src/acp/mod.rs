@@ -2,5 +2,6 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
+mod permission;
 pub mod registry;
 mod translate;
