@@ -5,53 +5,37 @@
 //! runs in the session's directory, so what an agent writes of its own
 //! (fast-agent's `.fast-agent/`, say) stays inside it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::Agent;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, ResumeSessionRequest, SessionConfigKind, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigSelect, SessionConfigSelectOptions,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SubagentCapabilities,
-    SubagentUpdate, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    CancelNotification, ContentBlock, InitializeResponse, LoadSessionRequest, NewSessionRequest,
+    PromptRequest, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    ResumeSessionRequest, SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelect, SessionConfigSelectOptions, SessionUpdate, SetSessionConfigOptionRequest,
+    SubagentUpdate, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, Lines};
-use futures::StreamExt;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::fs::Exclusions;
 use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
-use super::registry::AgentSpec;
+use super::process::{Tail, death};
+use super::route::{Incoming, Routes};
 use super::translate::{self, ChildInfo, Translated, stop_reason};
 use crate::agent::{Permissions, TurnControl, TurnRequest, TurnSink};
-use crate::confine::fsroot::{Exclude, Root};
+use crate::confine::fsroot::Root;
 use crate::event::{Activity, Outcome, SessionKind, StopReason};
 use crate::runtime::cancel::cancelled;
-use crate::runtime::path::locate;
-use crate::runtime::supervisor::{self, Group, Supervisor};
 
 /// How long an agent may take to end its turn after `session/cancel`.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
-/// How much of one stderr line is kept.
-const STDERR_LINE: usize = 4096;
-/// How long an agent may take to exit by itself once its stdin is closed
-/// (as the ACP stdio transport asks) before its process group is
-/// terminated. Agents that ignore the closed stdin (codex-acp,
-/// claude-agent-acp) are terminated after it.
-const STDIN_GRACE: Duration = Duration::from_secs(1);
-/// How long an agent stopped by a second cancel gets between SIGTERM and
-/// SIGKILL.
-const URGENT_GRACE: Duration = Duration::from_millis(200);
-
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
     #[error("{agent}: command {command:?} not found")]
@@ -80,64 +64,23 @@ pub enum AcpError {
     },
 }
 
-/// Something the agent sent that belongs to one session's turn.
-enum Incoming {
-    Update(Box<SessionUpdate>),
-    Permission(
-        Box<RequestPermissionRequest>,
-        Responder<RequestPermissionResponse>,
-    ),
-    /// Something the person should know of, shown in the box: a file
-    /// request refused, a message with bytes that are not UTF-8.
-    Notice(String),
-}
-
-/// Each running turn's channel, by session id: the turn's own session and
-/// the child sessions its agent announced. What is sent carries the
-/// session it came for.
-type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<(String, Incoming)>>>>;
-/// What each running session may not read (`exclude_files_pattern`).
-type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
-
-/// Hands `incoming` to its session's turn; gives it back if no turn runs.
-/// A `subagent_update` announcing a child session routes the child's
-/// traffic to the same turn from now on (before any of it is read).
-fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
-    let mut routes = routes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(tx) = routes.get(session).cloned() else {
-        return Some(incoming);
-    };
-    if let Incoming::Update(update) = &incoming
-        && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
-    {
-        routes
-            .entry(child.session_id.0.to_string())
-            .or_insert_with(|| tx.clone());
-    }
-    tx.send((session.to_string(), incoming))
-        .err()
-        .map(|e| e.0.1)
-}
-
 /// A live connection to one agent process.
 pub struct Connection {
     pub agent: String,
-    cx: ConnectionTo<Agent>,
+    pub(super) cx: ConnectionTo<Agent>,
     pub init: InitializeResponse,
-    routes: Routes,
-    exclusions: Exclusions,
-    dead: Arc<AtomicBool>,
+    pub(super) routes: Routes,
+    pub(super) exclusions: Exclusions,
+    pub(super) dead: Arc<AtomicBool>,
     /// Set by [`Connection::stop_now`].
-    urgent: Arc<AtomicBool>,
-    exit: Arc<Mutex<Option<String>>>,
-    stderr: Arc<Mutex<Tail>>,
+    pub(super) urgent: Arc<AtomicBool>,
+    pub(super) exit: Arc<Mutex<Option<String>>>,
+    pub(super) stderr: Arc<Mutex<Tail>>,
     /// Why quorum stopped reading the agent, if it did.
-    cause: Arc<Mutex<Option<String>>>,
-    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    pub(super) cause: Arc<Mutex<Option<String>>>,
+    pub(super) shutdown: Mutex<Option<oneshot::Sender<()>>>,
     /// How long `session/new` (and resume, load) may take.
-    startup_timeout: Duration,
+    pub(super) startup_timeout: Duration,
 }
 
 impl Connection {
@@ -179,270 +122,6 @@ impl Connection {
         {
             let _ = tx.send(());
         }
-    }
-
-    /// Starts `spec`'s process in `root`, owned by `supervisor`, and
-    /// initializes it, within the agent's `startup_timeout`. Dropping the
-    /// future before it is done stops the process.
-    pub async fn start(
-        spec: &AgentSpec,
-        root: &Root,
-        supervisor: &Supervisor,
-    ) -> Result<Arc<Self>, AcpError> {
-        let agent = spec.name.clone();
-        let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
-            agent: agent.clone(),
-            command: spec.command.clone(),
-        })?;
-        let mut cmd = tokio::process::Command::new(&path);
-        cmd.args(&spec.args)
-            .envs(&spec.env)
-            .current_dir(root.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let (mut child, group) =
-            supervisor
-                .spawn(cmd, &agent)
-                .map_err(|source| AcpError::Spawn {
-                    agent: agent.clone(),
-                    command: spec.command.clone(),
-                    source,
-                })?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let stderr_pipe = child.stderr.take().expect("piped");
-
-        let stderr = Arc::new(Mutex::new(Tail::default()));
-        tokio::spawn(drain_stderr(
-            agent.clone(),
-            stderr_pipe,
-            stderr.clone(),
-            spec.limits.stderr_bytes,
-        ));
-        // Why quorum stopped reading, when it did (a message too long).
-        let cause: Arc<Mutex<Option<String>>> = Arc::default();
-
-        let dead = Arc::new(AtomicBool::new(false));
-        let urgent = Arc::new(AtomicBool::new(false));
-        let exit = Arc::new(Mutex::new(None));
-        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let (kill_tx, kill_rx) = oneshot::channel::<()>();
-        tokio::spawn(watch_process(
-            agent.clone(),
-            child,
-            (supervisor.clone(), group),
-            kill_rx,
-            (dead.clone(), urgent.clone()),
-            exit.clone(),
-        ));
-
-        let routes: Routes = Arc::default();
-        let exclusions: Exclusions = Arc::default();
-        let read_exclusions = exclusions.clone();
-        let transport = transport(
-            stdin,
-            stdout,
-            Reading {
-                agent: agent.clone(),
-                routes: routes.clone(),
-                max_frame: spec.limits.max_frame_bytes,
-                cause: cause.clone(),
-            },
-        );
-        let (cx_tx, cx_rx) = oneshot::channel();
-
-        let notify_routes = routes.clone();
-        let perm_routes = routes.clone();
-        let read_routes = routes.clone();
-        let write_routes = routes.clone();
-        let read_root = root.clone();
-        let write_root = root.clone();
-        let driver = Client
-            .v1()
-            .name("quorum")
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    let _ = route(
-                        &notify_routes,
-                        &n.session_id.0,
-                        Incoming::Update(Box::new(n.update)),
-                    );
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .on_receive_request(
-                async move |req: RequestPermissionRequest,
-                            responder: Responder<RequestPermissionResponse>,
-                            _cx| {
-                    let session = req.session_id.0.to_string();
-                    // The turn decides; an unknown session gets `cancelled`.
-                    if let Some(Incoming::Permission(_, responder)) = route(
-                        &perm_routes,
-                        &session,
-                        Incoming::Permission(Box::new(req), responder),
-                    ) {
-                        responder.respond(RequestPermissionResponse::new(
-                            RequestPermissionOutcome::Cancelled,
-                        ))?;
-                    }
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: ReadTextFileRequest,
-                            responder: Responder<ReadTextFileResponse>,
-                            _cx| {
-                    let exclude = read_exclusions
-                        .lock()
-                        .expect("not poisoned")
-                        .get(req.session_id.0.as_ref())
-                        .cloned();
-                    // File I/O runs on a blocking thread, and the answer
-                    // is sent from a task of its own: the dispatch loop
-                    // never waits on the disk.
-                    let root = read_root.clone();
-                    let routes = read_routes.clone();
-                    tokio::spawn(async move {
-                        let session = req.session_id.0.clone();
-                        let read = tokio::task::spawn_blocking(move || {
-                            root.check(&req.path, exclude.as_ref())
-                                .and_then(|()| root.read(&req.path, req.line, req.limit))
-                        })
-                        .await;
-                        let _ = match read {
-                            Ok(Ok(text)) => responder.respond(ReadTextFileResponse::new(text)),
-                            Ok(Err(e)) => {
-                                let _ = route(
-                                    &routes,
-                                    &session,
-                                    Incoming::Notice(format!("refused to read {e}")),
-                                );
-                                responder.respond_with_error(fs_error(&e))
-                            }
-                            Err(e) => responder.respond_with_error(
-                                agent_client_protocol::Error::internal_error()
-                                    .data(format!("the read stopped: {e}")),
-                            ),
-                        };
-                    });
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: WriteTextFileRequest,
-                            responder: Responder<WriteTextFileResponse>,
-                            _cx| {
-                    let root = write_root.clone();
-                    let routes = write_routes.clone();
-                    tokio::spawn(async move {
-                        let session = req.session_id.0.clone();
-                        let path = req.path.clone();
-                        let written = tokio::task::spawn_blocking(move || {
-                            root.write(&req.path, &req.content)
-                        })
-                        .await;
-                        let _ = match written {
-                            Ok(Ok(())) => responder.respond(WriteTextFileResponse::new()),
-                            Ok(Err(e)) => {
-                                let _ = route(
-                                    &routes,
-                                    &session,
-                                    Incoming::Notice(format!("refused to write {e}")),
-                                );
-                                responder.respond_with_error(fs_error(&e))
-                            }
-                            Err(e) => responder.respond_with_error(
-                                agent_client_protocol::Error::internal_error()
-                                    .data(format!("the write to {} stopped: {e}", path.display())),
-                            ),
-                        };
-                    });
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-                let _ = cx_tx.send(cx.clone());
-                tokio::select! {
-                    _ = shutdown_rx => {}
-                    _ = cx.incoming_closed() => {}
-                }
-                Ok(())
-            });
-        {
-            let agent = agent.clone();
-            let dead = dead.clone();
-            tokio::spawn(async move {
-                if let Err(e) = driver.await {
-                    tracing::warn!("{agent}: connection ended: {e}");
-                }
-                dead.store(true, Ordering::SeqCst);
-                // The transport, and with it the agent's stdin, is closed:
-                // the process group goes next.
-                let _ = kill_tx.send(());
-            });
-        }
-        let cx = cx_rx.await.map_err(|_| AcpError::Protocol {
-            agent: agent.clone(),
-            what: "connecting",
-            message: "the connection closed at once".into(),
-        })?;
-        let init = InitializeRequest::new(ProtocolVersion::V1)
-            .client_capabilities(
-                ClientCapabilities::new()
-                    .fs(FileSystemCapabilities::new()
-                        .read_text_file(true)
-                        .write_text_file(true))
-                    // Child sessions are shown as nested boxes.
-                    .subagents(SubagentCapabilities::new()),
-            )
-            .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")));
-        let answer = tokio::time::timeout(spec.startup_timeout, cx.send_request(init).block_task());
-        let init = match answer.await {
-            Ok(Ok(init)) => init,
-            Err(_) => {
-                let _ = shutdown_tx.send(());
-                return Err(AcpError::Timeout {
-                    agent,
-                    what: "initialize",
-                    timeout: spec.startup_timeout,
-                });
-            }
-            Ok(Err(e)) => {
-                // Give the watcher a moment to see an exit, for a better message.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let message = if dead.load(Ordering::SeqCst) {
-                    death(&cause, &exit, &stderr)
-                } else {
-                    e.to_string()
-                };
-                let _ = shutdown_tx.send(());
-                return Err(AcpError::Protocol {
-                    agent,
-                    what: "initialize",
-                    message,
-                });
-            }
-        };
-        let conn = Self {
-            agent,
-            cx,
-            init,
-            routes,
-            exclusions,
-            dead,
-            urgent,
-            exit,
-            stderr,
-            cause,
-            shutdown: Mutex::new(Some(shutdown_tx)),
-            startup_timeout: spec.startup_timeout,
-        };
-        Ok(Arc::new(conn))
     }
 
     /// Runs one turn: opens (or resumes) a session, sends the prompt,
@@ -981,349 +660,6 @@ impl Drop for Connection {
     }
 }
 
-/// The agent's stdio as JSON-RPC lines.
-///
-/// `session/update` notifications are the stream of a turn, often one per
-/// token: they are parsed here, straight into the schema's type, and handed
-/// to their session's turn, instead of going through the SDK's generic
-/// dispatch (several times slower per message). Everything else, and any
-/// update this fast path cannot parse, goes to the SDK. Updates are still
-/// delivered in order, and before the answer to the prompt that caused them.
-fn transport(
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::process::ChildStdout,
-    reading: Reading,
-) -> Lines<
-    impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
-    impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
-> {
-    let outgoing = futures::sink::unfold(stdin, async |mut stdin, line: String| {
-        stdin.write_all(line.as_bytes()).await?;
-        stdin.write_all(b"\n").await?;
-        stdin.flush().await?;
-        Ok::<_, std::io::Error>(stdin)
-    });
-    let Reading {
-        agent,
-        routes,
-        max_frame,
-        cause,
-    } = reading;
-    let reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
-    let mut lossy_lines = 0u64;
-    // After an error nothing more is read: the connection ends, and its
-    // error says why.
-    let incoming = futures::stream::unfold(Some(reader), move |reader| async move {
-        let mut reader = reader?;
-        match read_frame(&mut reader, max_frame).await {
-            Ok(Some(frame)) => Some((Ok(frame), Some(reader))),
-            Ok(None) => None,
-            Err(e) => Some((Err(e), None)),
-        }
-    })
-    .filter_map(move |frame| {
-        let line = match frame {
-            Ok(Frame { line, lossy }) => {
-                if lossy {
-                    lossy_lines += 1;
-                    // The first, then the 10th, 100th, ...: a stream of
-                    // them does not flood the box.
-                    if power_of_ten(lossy_lines) {
-                        let count = if lossy_lines == 1 {
-                            String::new()
-                        } else {
-                            format!(" ({lossy_lines} so far)")
-                        };
-                        let text = format!(
-                            "{agent} sent a message with bytes that are not UTF-8; they show as \u{fffd}{count}"
-                        );
-                        tracing::warn!("{text}");
-                        notify_all(&routes, &text);
-                    }
-                }
-                Ok(line)
-            }
-            Err(e) => {
-                let text = format!("{agent} {e}");
-                tracing::warn!("{text}");
-                *cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                Err(std::io::Error::new(e.kind(), text))
-            }
-        };
-        let forward = match &line {
-            Ok(text) => match fast_update(text) {
-                Some(n) => {
-                    let _ = route(
-                        &routes,
-                        &n.session_id.0,
-                        Incoming::Update(Box::new(n.update)),
-                    );
-                    false
-                }
-                None => true,
-            },
-            Err(_) => true,
-        };
-        std::future::ready(forward.then_some(line))
-    });
-    Lines::new(outgoing, incoming)
-}
-
-/// 1, 10, 100, …
-fn power_of_ten(mut n: u64) -> bool {
-    while n >= 10 && n.is_multiple_of(10) {
-        n /= 10;
-    }
-    n == 1
-}
-
-/// What the reading half of the transport needs.
-struct Reading {
-    agent: String,
-    routes: Routes,
-    /// The longest message read (`max_frame_bytes`).
-    max_frame: u64,
-    /// Set to the reason when reading stops on an error.
-    cause: Arc<Mutex<Option<String>>>,
-}
-
-/// Shows `text` in the box of every turn running on the connection.
-fn notify_all(routes: &Routes, text: &str) {
-    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
-    // A turn's child sessions share its channel: one notice per turn.
-    let mut told: Vec<&mpsc::UnboundedSender<(String, Incoming)>> = Vec::new();
-    for (session, tx) in routes.iter() {
-        if told.iter().any(|t| t.same_channel(tx)) {
-            continue;
-        }
-        let _ = tx.send((session.clone(), Incoming::Notice(text.to_string())));
-        told.push(tx);
-    }
-}
-
-/// One line of an agent's stdout; `lossy` when bytes that are not UTF-8
-/// were replaced.
-struct Frame {
-    line: String,
-    lossy: bool,
-}
-
-/// One line of the agent's stdout, without its line end. Bytes that are not
-/// UTF-8 are replaced (U+FFFD) rather than ending the connection: one bad
-/// byte costs at most its message. A line longer than `max` bytes is an
-/// error, read no further.
-async fn read_frame(
-    reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>,
-    max: u64,
-) -> std::io::Result<Option<Frame>> {
-    let mut buf = Vec::new();
-    let n = (&mut *reader)
-        .take(max.saturating_add(1))
-        .read_until(b'\n', &mut buf)
-        .await?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.len() as u64 > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
-                crate::confine::limits::size(max)
-            ),
-        ));
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-    }
-    Ok(Some(match String::from_utf8(buf) {
-        Ok(line) => Frame { line, lossy: false },
-        Err(e) => Frame {
-            line: String::from_utf8_lossy(e.as_bytes()).into_owned(),
-            lossy: true,
-        },
-    }))
-}
-
-/// A `session/update` notification, if `line` is one this client knows.
-fn fast_update(line: &str) -> Option<SessionNotification> {
-    #[derive(serde::Deserialize)]
-    struct Frame {
-        method: Option<String>,
-        id: Option<serde::de::IgnoredAny>,
-        params: Option<SessionNotification>,
-    }
-    if !line.contains("\"session/update\"") {
-        return None;
-    }
-    let frame: Frame = serde_json::from_str(line).ok()?;
-    match frame {
-        Frame {
-            method: Some(m),
-            id: None,
-            params: Some(n),
-        } if m == "session/update" => Some(n),
-        _ => None,
-    }
-}
-
-/// Why an agent's connection ended: why quorum stopped reading it (if it
-/// did), how the process ended, and its last line of stderr.
-fn death(
-    cause: &Mutex<Option<String>>,
-    exit: &Mutex<Option<String>>,
-    stderr: &Mutex<Tail>,
-) -> String {
-    let exit = exit.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let exit = exit.unwrap_or_else(|| "the connection closed".to_string());
-    let exit = match cause.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        Some(cause) => format!("{cause}; then {exit}"),
-        None => exit,
-    };
-    match stderr
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .lines
-        .back()
-    {
-        Some(line) => format!("{exit}; last output: {line}"),
-        None => exit,
-    }
-}
-
-/// The latest lines of an agent's stderr, at most `cap` bytes of them.
-#[derive(Default)]
-struct Tail {
-    lines: VecDeque<String>,
-    bytes: usize,
-}
-
-impl Tail {
-    fn push(&mut self, line: String, cap: usize) {
-        self.bytes += line.len();
-        self.lines.push_back(line);
-        while self.bytes > cap && self.lines.len() > 1 {
-            if let Some(old) = self.lines.pop_front() {
-                self.bytes -= old.len();
-            }
-        }
-    }
-}
-
-fn fs_error(e: &crate::confine::fsroot::FsError) -> agent_client_protocol::Error {
-    use crate::confine::fsroot::FsError;
-    let code = match e {
-        FsError::Outside { .. }
-        | FsError::Excluded { .. }
-        | FsError::NotRegular { .. }
-        | FsError::TooBig { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
-        FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
-        }
-        FsError::Io { .. } => agent_client_protocol::ErrorCode::INTERNAL_ERROR,
-    };
-    agent_client_protocol::Error::new(code, e.to_string())
-}
-
-/// Reads an agent's stderr to its end, whatever it writes: each line is
-/// logged (debug) and kept, clean, among the last `keep_bytes` of it; a line
-/// is kept to its first [`STDERR_LINE`] bytes, so one endless line costs no
-/// more, and bytes that are not UTF-8 are replaced, never a reason to stop
-/// reading (an undrained pipe would block the agent).
-async fn drain_stderr(
-    agent: String,
-    mut pipe: tokio::process::ChildStderr,
-    keep: Arc<Mutex<Tail>>,
-    keep_bytes: u64,
-) {
-    let cap = usize::try_from(keep_bytes).unwrap_or(usize::MAX);
-    let mut buf = vec![0u8; 8192];
-    let mut line: Vec<u8> = Vec::new();
-    let mut cut = false;
-    let emit = |line: &[u8], cut: bool| {
-        let text = String::from_utf8_lossy(line);
-        let more = if cut { "…" } else { "" };
-        tracing::debug!(target: "agent_stderr", "{agent}: {text}{more}");
-        let clean = crate::confine::sanitize::sanitize(&text).trim().to_string();
-        if clean.is_empty() {
-            return;
-        }
-        keep.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(clean + more, cap);
-    };
-    loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        for piece in buf[..n].split_inclusive(|&b| b == b'\n') {
-            let (body, ends) = match piece.split_last() {
-                Some((b'\n', body)) => (body, true),
-                _ => (piece, false),
-            };
-            let room = STDERR_LINE.saturating_sub(line.len());
-            cut |= body.len() > room;
-            line.extend_from_slice(&body[..body.len().min(room)]);
-            if ends {
-                emit(&line, cut);
-                line.clear();
-                cut = false;
-            }
-        }
-    }
-    if !line.is_empty() {
-        emit(&line, cut);
-    }
-}
-
-/// Waits for the agent to exit, or for the connection to close (its stdin
-/// is closed by then); either way its whole process group (agents often
-/// run helpers) is terminated.
-async fn watch_process(
-    agent: String,
-    mut child: tokio::process::Child,
-    (supervisor, group): (Supervisor, Group),
-    kill: oneshot::Receiver<()>,
-    (dead, urgent): (Arc<AtomicBool>, Arc<AtomicBool>),
-    exit: Arc<Mutex<Option<String>>>,
-) {
-    let status = tokio::select! {
-        status = child.wait() => status,
-        _ = kill => match urgent.load(Ordering::SeqCst) {
-            // The person asked twice: no grace for a closed stdin.
-            true => {
-                supervisor.terminate(&group, URGENT_GRACE).await;
-                child.wait().await
-            }
-            false => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
-                Ok(status) => status,
-                Err(_) => {
-                    supervisor.terminate(&group, supervisor::GRACE).await;
-                    child.wait().await
-                }
-            },
-        },
-    };
-    let description = match status {
-        Ok(s) => match s.code() {
-            Some(code) => format!("exited with code {code}"),
-            None => format!("ended by {s}"),
-        },
-        Err(e) => format!("could not be waited for: {e}"),
-    };
-    tracing::info!("{agent}: process {description}");
-    *exit
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(description);
-    dead.store(true, Ordering::SeqCst);
-    // Whatever the agent left running goes with it.
-    supervisor.terminate(&group, supervisor::GRACE).await;
-}
-
 /// The text of one turn, and its final message.
 #[derive(Default)]
 struct Turn {
@@ -1397,16 +733,5 @@ impl Both<'_> {
     }
     fn notice(&self, text: &str) {
         self.sink.notice(text);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::power_of_ten;
-
-    #[test]
-    fn notices_of_bad_bytes_come_at_powers_of_ten() {
-        let told: Vec<u64> = (0..=1200).filter(|&n| power_of_ten(n)).collect();
-        assert_eq!(told, [1, 10, 100, 1000]);
     }
 }

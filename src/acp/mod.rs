@@ -2,6 +2,10 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
+mod fs;
 mod permission;
+mod process;
 pub mod registry;
+mod route;
 mod translate;
+mod transport;

@@ -1,0 +1,392 @@
+//! Starting an agent's process and connecting to it: the spawn, the
+//! client's request handlers, `initialize`; the draining of its stderr
+//! (the tail kept for error messages); and the watch on the process, which
+//! ends its whole group when it exits or the connection closes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, FileSystemCapabilities, Implementation, InitializeRequest,
+    ReadTextFileRequest, ReadTextFileResponse, RequestPermissionRequest, RequestPermissionResponse,
+    SessionNotification, SubagentCapabilities, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client};
+use tokio::io::AsyncReadExt;
+use tokio::sync::oneshot;
+
+use super::client::{AcpError, Connection};
+use super::fs::{Exclusions, on_read_text_file, on_write_text_file};
+use super::registry::AgentSpec;
+use super::route::{Routes, on_permission_request, on_session_update};
+use super::transport::{Reading, transport};
+use crate::confine::fsroot::Root;
+use crate::runtime::path::locate;
+use crate::runtime::supervisor::{self, Group, Supervisor};
+
+/// How much of one stderr line is kept.
+const STDERR_LINE: usize = 4096;
+/// How long an agent may take to exit by itself once its stdin is closed
+/// (as the ACP stdio transport asks) before its process group is
+/// terminated. Agents that ignore the closed stdin (codex-acp,
+/// claude-agent-acp) are terminated after it.
+const STDIN_GRACE: Duration = Duration::from_secs(1);
+/// How long an agent stopped by a second cancel gets between SIGTERM and
+/// SIGKILL.
+const URGENT_GRACE: Duration = Duration::from_millis(200);
+
+impl Connection {
+    /// Starts `spec`'s process in `root`, owned by `supervisor`, and
+    /// initializes it, within the agent's `startup_timeout`. Dropping the
+    /// future before it is done stops the process.
+    pub async fn start(
+        spec: &AgentSpec,
+        root: &Root,
+        supervisor: &Supervisor,
+    ) -> Result<Arc<Self>, AcpError> {
+        let agent = spec.name.clone();
+        let (mut child, group) = spawn(spec, root, supervisor)?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr_pipe = child.stderr.take().expect("piped");
+
+        let stderr = Arc::new(Mutex::new(Tail::default()));
+        tokio::spawn(drain_stderr(
+            agent.clone(),
+            stderr_pipe,
+            stderr.clone(),
+            spec.limits.stderr_bytes,
+        ));
+        // Why quorum stopped reading, when it did (a message too long).
+        let cause: Arc<Mutex<Option<String>>> = Arc::default();
+
+        let dead = Arc::new(AtomicBool::new(false));
+        let urgent = Arc::new(AtomicBool::new(false));
+        let exit = Arc::new(Mutex::new(None));
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        tokio::spawn(watch_process(
+            agent.clone(),
+            child,
+            (supervisor.clone(), group),
+            kill_rx,
+            (dead.clone(), urgent.clone()),
+            exit.clone(),
+        ));
+
+        let routes: Routes = Arc::default();
+        let exclusions: Exclusions = Arc::default();
+        let read_exclusions = exclusions.clone();
+        let transport = transport(
+            stdin,
+            stdout,
+            Reading {
+                agent: agent.clone(),
+                routes: routes.clone(),
+                max_frame: spec.limits.max_frame_bytes,
+                cause: cause.clone(),
+            },
+        );
+        let (cx_tx, cx_rx) = oneshot::channel();
+
+        // What the agent asks of the client; each handler is named in the
+        // file of its job.
+        let notify_routes = routes.clone();
+        let perm_routes = routes.clone();
+        let read_routes = routes.clone();
+        let write_routes = routes.clone();
+        let read_root = root.clone();
+        let write_root = root.clone();
+        let driver = Client
+            .v1()
+            .name("quorum")
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    on_session_update(&notify_routes, n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: RequestPermissionRequest,
+                            responder: Responder<RequestPermissionResponse>,
+                            _cx| {
+                    on_permission_request(&perm_routes, req, responder)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: ReadTextFileRequest,
+                            responder: Responder<ReadTextFileResponse>,
+                            _cx| {
+                    on_read_text_file(&read_root, &read_exclusions, &read_routes, req, responder)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: WriteTextFileRequest,
+                            responder: Responder<WriteTextFileResponse>,
+                            _cx| {
+                    on_write_text_file(&write_root, &write_routes, req, responder)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                let _ = cx_tx.send(cx.clone());
+                tokio::select! {
+                    _ = shutdown_rx => {}
+                    _ = cx.incoming_closed() => {}
+                }
+                Ok(())
+            });
+        {
+            let agent = agent.clone();
+            let dead = dead.clone();
+            tokio::spawn(async move {
+                if let Err(e) = driver.await {
+                    tracing::warn!("{agent}: connection ended: {e}");
+                }
+                dead.store(true, Ordering::SeqCst);
+                // The transport, and with it the agent's stdin, is closed:
+                // the process group goes next.
+                let _ = kill_tx.send(());
+            });
+        }
+        let cx = cx_rx.await.map_err(|_| AcpError::Protocol {
+            agent: agent.clone(),
+            what: "connecting",
+            message: "the connection closed at once".into(),
+        })?;
+        let answer = tokio::time::timeout(
+            spec.startup_timeout,
+            cx.send_request(initialize_request()).block_task(),
+        );
+        let init = match answer.await {
+            Ok(Ok(init)) => init,
+            Err(_) => {
+                let _ = shutdown_tx.send(());
+                return Err(AcpError::Timeout {
+                    agent,
+                    what: "initialize",
+                    timeout: spec.startup_timeout,
+                });
+            }
+            Ok(Err(e)) => {
+                // Give the watcher a moment to see an exit, for a better message.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let message = if dead.load(Ordering::SeqCst) {
+                    death(&cause, &exit, &stderr)
+                } else {
+                    e.to_string()
+                };
+                let _ = shutdown_tx.send(());
+                return Err(AcpError::Protocol {
+                    agent,
+                    what: "initialize",
+                    message,
+                });
+            }
+        };
+        let conn = Self {
+            agent,
+            cx,
+            init,
+            routes,
+            exclusions,
+            dead,
+            urgent,
+            exit,
+            stderr,
+            cause,
+            shutdown: Mutex::new(Some(shutdown_tx)),
+            startup_timeout: spec.startup_timeout,
+        };
+        Ok(Arc::new(conn))
+    }
+}
+
+/// Finds `spec`'s command and starts it in `root`, its stdio piped, as a
+/// process group owned by `supervisor`.
+fn spawn(
+    spec: &AgentSpec,
+    root: &Root,
+    supervisor: &Supervisor,
+) -> Result<(tokio::process::Child, Group), AcpError> {
+    let agent = &spec.name;
+    let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
+        agent: agent.clone(),
+        command: spec.command.clone(),
+    })?;
+    let mut cmd = tokio::process::Command::new(&path);
+    cmd.args(&spec.args)
+        .envs(&spec.env)
+        .current_dir(root.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    supervisor
+        .spawn(cmd, agent)
+        .map_err(|source| AcpError::Spawn {
+            agent: agent.clone(),
+            command: spec.command.clone(),
+            source,
+        })
+}
+
+/// What quorum tells an agent it can do: read and write text files (in the
+/// session's directory), and show child sessions as nested boxes.
+fn initialize_request() -> InitializeRequest {
+    InitializeRequest::new(ProtocolVersion::V1)
+        .client_capabilities(
+            ClientCapabilities::new()
+                .fs(FileSystemCapabilities::new()
+                    .read_text_file(true)
+                    .write_text_file(true))
+                // Child sessions are shown as nested boxes.
+                .subagents(SubagentCapabilities::new()),
+        )
+        .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")))
+}
+
+/// Why an agent's connection ended: why quorum stopped reading it (if it
+/// did), how the process ended, and its last line of stderr.
+pub(super) fn death(
+    cause: &Mutex<Option<String>>,
+    exit: &Mutex<Option<String>>,
+    stderr: &Mutex<Tail>,
+) -> String {
+    let exit = exit.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let exit = exit.unwrap_or_else(|| "the connection closed".to_string());
+    let exit = match cause.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some(cause) => format!("{cause}; then {exit}"),
+        None => exit,
+    };
+    match stderr
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .lines
+        .back()
+    {
+        Some(line) => format!("{exit}; last output: {line}"),
+        None => exit,
+    }
+}
+
+/// The latest lines of an agent's stderr, at most `cap` bytes of them.
+#[derive(Default)]
+pub(super) struct Tail {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Tail {
+    fn push(&mut self, line: String, cap: usize) {
+        self.bytes += line.len();
+        self.lines.push_back(line);
+        while self.bytes > cap && self.lines.len() > 1 {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.len();
+            }
+        }
+    }
+}
+
+/// Reads an agent's stderr to its end, whatever it writes: each line is
+/// logged (debug) and kept, clean, among the last `keep_bytes` of it; a line
+/// is kept to its first [`STDERR_LINE`] bytes, so one endless line costs no
+/// more, and bytes that are not UTF-8 are replaced, never a reason to stop
+/// reading (an undrained pipe would block the agent).
+async fn drain_stderr(
+    agent: String,
+    mut pipe: tokio::process::ChildStderr,
+    keep: Arc<Mutex<Tail>>,
+    keep_bytes: u64,
+) {
+    let cap = usize::try_from(keep_bytes).unwrap_or(usize::MAX);
+    let mut buf = vec![0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    let emit = |line: &[u8], cut: bool| {
+        let text = String::from_utf8_lossy(line);
+        let more = if cut { "…" } else { "" };
+        tracing::debug!(target: "agent_stderr", "{agent}: {text}{more}");
+        let clean = crate::confine::sanitize::sanitize(&text).trim().to_string();
+        if clean.is_empty() {
+            return;
+        }
+        keep.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(clean + more, cap);
+    };
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in buf[..n].split_inclusive(|&b| b == b'\n') {
+            let (body, ends) = match piece.split_last() {
+                Some((b'\n', body)) => (body, true),
+                _ => (piece, false),
+            };
+            let room = STDERR_LINE.saturating_sub(line.len());
+            cut |= body.len() > room;
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            if ends {
+                emit(&line, cut);
+                line.clear();
+                cut = false;
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&line, cut);
+    }
+}
+
+/// Waits for the agent to exit, or for the connection to close (its stdin
+/// is closed by then); either way its whole process group (agents often
+/// run helpers) is terminated.
+async fn watch_process(
+    agent: String,
+    mut child: tokio::process::Child,
+    (supervisor, group): (Supervisor, Group),
+    kill: oneshot::Receiver<()>,
+    (dead, urgent): (Arc<AtomicBool>, Arc<AtomicBool>),
+    exit: Arc<Mutex<Option<String>>>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        _ = kill => match urgent.load(Ordering::SeqCst) {
+            // The person asked twice: no grace for a closed stdin.
+            true => {
+                supervisor.terminate(&group, URGENT_GRACE).await;
+                child.wait().await
+            }
+            false => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    supervisor.terminate(&group, supervisor::GRACE).await;
+                    child.wait().await
+                }
+            },
+        },
+    };
+    let description = match status {
+        Ok(s) => match s.code() {
+            Some(code) => format!("exited with code {code}"),
+            None => format!("ended by {s}"),
+        },
+        Err(e) => format!("could not be waited for: {e}"),
+    };
+    tracing::info!("{agent}: process {description}");
+    *exit
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(description);
+    dead.store(true, Ordering::SeqCst);
+    // Whatever the agent left running goes with it.
+    supervisor.terminate(&group, supervisor::GRACE).await;
+}

@@ -1,0 +1,96 @@
+//! The routing of what an agent sends to the turn it belongs to: each
+//! running turn's channel by session id (its own session's and its child
+//! sessions'), and the handlers for session updates and permission requests
+//! that hand them on.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::Responder;
+use agent_client_protocol::v1::schema::{
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SessionNotification, SessionUpdate,
+};
+use tokio::sync::mpsc;
+
+/// Something the agent sent that belongs to one session's turn.
+pub(super) enum Incoming {
+    Update(Box<SessionUpdate>),
+    Permission(
+        Box<RequestPermissionRequest>,
+        Responder<RequestPermissionResponse>,
+    ),
+    /// Something the person should know of, shown in the box: a file
+    /// request refused, a message with bytes that are not UTF-8.
+    Notice(String),
+}
+
+/// Each running turn's channel, by session id: the turn's own session and
+/// the child sessions its agent announced. What is sent carries the
+/// session it came for.
+pub(super) type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<(String, Incoming)>>>>;
+/// Hands `incoming` to its session's turn; gives it back if no turn runs.
+/// A `subagent_update` announcing a child session routes the child's
+/// traffic to the same turn from now on (before any of it is read).
+pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
+    let mut routes = routes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(tx) = routes.get(session).cloned() else {
+        return Some(incoming);
+    };
+    if let Incoming::Update(update) = &incoming
+        && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
+    {
+        routes
+            .entry(child.session_id.0.to_string())
+            .or_insert_with(|| tx.clone());
+    }
+    tx.send((session.to_string(), incoming))
+        .err()
+        .map(|e| e.0.1)
+}
+
+/// `session/update` that the transport's fast path left to the SDK: handed
+/// to its session's turn (dropped if none runs).
+pub(super) fn on_session_update(routes: &Routes, n: SessionNotification) {
+    let _ = route(
+        routes,
+        &n.session_id.0,
+        Incoming::Update(Box::new(n.update)),
+    );
+}
+
+/// `session/request_permission`: the turn decides; an unknown session gets
+/// `cancelled`.
+pub(super) fn on_permission_request(
+    routes: &Routes,
+    req: RequestPermissionRequest,
+    responder: Responder<RequestPermissionResponse>,
+) -> Result<(), agent_client_protocol::Error> {
+    let session = req.session_id.0.to_string();
+    if let Some(Incoming::Permission(_, responder)) = route(
+        routes,
+        &session,
+        Incoming::Permission(Box::new(req), responder),
+    ) {
+        responder.respond(RequestPermissionResponse::new(
+            RequestPermissionOutcome::Cancelled,
+        ))?;
+    }
+    Ok(())
+}
+
+/// Shows `text` in the box of every turn running on the connection.
+pub(super) fn notify_all(routes: &Routes, text: &str) {
+    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+    // A turn's child sessions share its channel: one notice per turn.
+    let mut told: Vec<&mpsc::UnboundedSender<(String, Incoming)>> = Vec::new();
+    for (session, tx) in routes.iter() {
+        if told.iter().any(|t| t.same_channel(tx)) {
+            continue;
+        }
+        let _ = tx.send((session.clone(), Incoming::Notice(text.to_string())));
+        told.push(tx);
+    }
+}
