@@ -7,5 +7,6 @@ mod permission;
 mod process;
 pub mod registry;
 mod route;
+mod session;
 mod translate;
 mod transport;
