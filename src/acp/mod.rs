@@ -10,3 +10,4 @@ mod route;
 mod session;
 mod translate;
 mod transport;
+mod turn;

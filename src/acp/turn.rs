@@ -1,0 +1,779 @@
+//! One turn over a connection: the session opened for it, the prompt, the
+//! loop that takes in what the agent sends (updates, permission requests,
+//! notices) and what the person does (answers, cancels), and the outcome.
+//! Also the turn's state: its text, its pending permission requests, and
+//! the child sessions its agent announces.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use agent_client_protocol::v1::Responder;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ContentBlock, PromptRequest, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionUpdate, SubagentUpdate,
+    TextContent,
+};
+use tokio::sync::mpsc;
+
+use super::client::Connection;
+use super::permission::{
+    outcome_for, outside_path, permission_detail, permission_title, pick_option,
+};
+use super::route::Incoming;
+use super::translate::{self, ChildInfo, Translated, stop_reason};
+use crate::agent::{PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
+use crate::confine::fsroot::{Exclude, Root};
+use crate::event::{Activity, Outcome, SessionKind, StopReason};
+use crate::runtime::cancel::cancelled;
+
+/// How long an agent may take to end its turn after `session/cancel`.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
+/// A turn's channel: what is routed to it, with the session it came for.
+type Inbox = mpsc::UnboundedReceiver<(String, Incoming)>;
+type Outbox = mpsc::UnboundedSender<(String, Incoming)>;
+/// How the prompt's answer arrives.
+type Answer = Result<PromptResponse, agent_client_protocol::Error>;
+
+impl Connection {
+    /// Runs one turn: opens (or resumes) a session, sends the prompt,
+    /// streams activity to `sink` and ends with the agent's final message.
+    pub async fn turn(
+        &self,
+        request: TurnRequest<'_>,
+        sink: &dyn TurnSink,
+        control: &mut TurnControl,
+    ) -> Outcome {
+        let (session_id, kind) = match self.open_for_turn(&request, sink, control).await {
+            Ok(opened) => opened,
+            Err(outcome) => return outcome,
+        };
+        let (tx, mut rx) = self.admit(&session_id, request.exclude);
+        let prompt = PromptRequest::new(
+            session_id.clone(),
+            vec![ContentBlock::Text(TextContent::new(
+                request.prompt.to_string(),
+            ))],
+        );
+        let response = self.cx.send_request(prompt).block_task();
+        tokio::pin!(response);
+        let mut running = Running::new(self, session_id, &request, sink);
+        let result = running.exchange(&mut rx, response, control).await;
+        // Updates sent before the response are already queued: take them
+        // (unless the turn was cancelled: its output is no longer shown).
+        while let Ok((from, incoming)) = rx.try_recv() {
+            if running.cancelled {
+                continue;
+            }
+            if let Incoming::Update(update) = incoming {
+                running.update(from, *update);
+            }
+        }
+        self.dismiss(&tx, &running.session_id);
+        running.end(result, kind).await
+    }
+
+    /// Opens (or reopens) the session for a turn, says which to `sink`, and
+    /// sets a new one's model and mode. Opening may hang like
+    /// `initialize`: it is bounded by the startup timeout, and the person
+    /// can cancel it; either ends the turn with the outcome given.
+    async fn open_for_turn(
+        &self,
+        request: &TurnRequest<'_>,
+        sink: &dyn TurnSink,
+        control: &mut TurnControl,
+    ) -> Result<(String, SessionKind), Outcome> {
+        let open = tokio::time::timeout(
+            self.startup_timeout,
+            self.open_session(request.root, request.resume, sink),
+        );
+        let opened = tokio::select! {
+            opened = open => opened,
+            _ = cancelled(&mut control.cancel) => {
+                return Err(Outcome::new(
+                    StopReason::Cancelled,
+                    format!("{}: cancelled while opening a session", self.agent),
+                ));
+            }
+        };
+        let (session_id, kind, offered) = match opened {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(message)) => return Err(Outcome::error(message)),
+            Err(_) => {
+                return Err(Outcome::error(format!(
+                    "{}: no answer to session/new within {} s (startup_timeout in its config)",
+                    self.agent,
+                    self.startup_timeout.as_secs_f64()
+                )));
+            }
+        };
+        sink.session(kind, &session_id);
+        if matches!(kind, SessionKind::Fresh | SessionKind::NewAfterStale) {
+            let wanted = [("model", request.model), ("mode", request.mode)];
+            self.apply_settings(&session_id, offered, wanted, sink)
+                .await;
+        }
+        Ok((session_id, kind))
+    }
+
+    /// Keeps `session_id` from what it may not read, and routes its
+    /// traffic (and, once announced, its children's) to a new channel.
+    fn admit(&self, session_id: &str, exclude: Option<&Exclude>) -> (Outbox, Inbox) {
+        if let Some(exclude) = exclude {
+            self.exclusions
+                .lock()
+                .expect("not poisoned")
+                .insert(session_id.to_string(), exclude.clone());
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .insert(session_id.to_string(), tx.clone());
+        (tx, rx)
+    }
+
+    /// Undoes [`Connection::admit`]: this turn's routes (its session's and
+    /// its children's), and its session's exclusions.
+    fn dismiss(&self, tx: &Outbox, session_id: &str) {
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .retain(|_, route| !route.same_channel(tx));
+        self.exclusions
+            .lock()
+            .expect("not poisoned")
+            .remove(session_id);
+    }
+}
+
+/// A running turn's state.
+struct Running<'a> {
+    conn: &'a Connection,
+    sink: &'a dyn TurnSink,
+    session_id: String,
+    policy: Permissions,
+    /// The session's directory: nothing outside it is allowed.
+    root: Option<Root>,
+    turn: Turn,
+    /// The child sessions the agent announced, by session id.
+    children: HashMap<String, Child>,
+    /// Which child asked each pending permission request.
+    asked_by: HashMap<String, String>,
+    /// The permission requests waiting for the person, by id.
+    pending: HashMap<
+        String,
+        (
+            RequestPermissionRequest,
+            Responder<RequestPermissionResponse>,
+        ),
+    >,
+    /// Whether the person asked the turn to stop.
+    cancelled: bool,
+}
+
+impl<'a> Running<'a> {
+    fn new(
+        conn: &'a Connection,
+        session_id: String,
+        request: &TurnRequest<'_>,
+        sink: &'a dyn TurnSink,
+    ) -> Self {
+        Self {
+            conn,
+            sink,
+            session_id,
+            policy: request.policy,
+            root: Root::new(request.root).ok(),
+            turn: Turn::default(),
+            children: HashMap::new(),
+            asked_by: HashMap::new(),
+            pending: HashMap::new(),
+            cancelled: false,
+        }
+    }
+
+    /// Takes in what the agent sends and what the person does until the
+    /// prompt is answered (`Some`), or the turn ends without an answer
+    /// (`None`): the agent took longer than [`CANCEL_GRACE`] after a
+    /// cancel, or the person asked again and the agent was stopped.
+    async fn exchange<F: Future<Output = Answer>>(
+        &mut self,
+        rx: &mut Inbox,
+        mut response: Pin<&mut F>,
+        control: &mut TurnControl,
+    ) -> Option<Answer> {
+        let grace = tokio::time::sleep(Duration::MAX / 4);
+        tokio::pin!(grace);
+        loop {
+            tokio::select! {
+                biased;
+                Some((from, incoming)) = rx.recv() => self.take(from, incoming),
+                Some(answer) = control.answers.recv() => self.answer(answer),
+                Some(child) = control.cancel_children.recv() => self.cancel_child(child),
+                changed = control.cancel.changed(), if !self.cancelled => {
+                    if changed.is_ok() && *control.cancel.borrow() {
+                        self.cancel();
+                        grace.as_mut().reset(tokio::time::Instant::now() + CANCEL_GRACE);
+                    }
+                }
+                result = &mut response => break Some(result),
+                _ = &mut grace => break None,
+                // Asked again: the agent is stopped now, not waited for.
+                _ = crate::runtime::cancel::cancelled(&mut control.kill) => {
+                    tracing::info!("{}: stopped at the person's second cancel", self.conn.agent);
+                    self.conn.stop_now();
+                    break None;
+                }
+            }
+        }
+    }
+
+    /// One thing routed to this turn.
+    fn take(&mut self, from: String, incoming: Incoming) {
+        match incoming {
+            // Asked to stop: what the agent still says is not shown.
+            Incoming::Update(_) if self.cancelled => {}
+            Incoming::Update(update) => self.update(from, *update),
+            Incoming::Notice(text) => self.sink.activity(Activity::Notice { text }),
+            Incoming::Permission(req, responder) => self.permission(from, req, responder),
+        }
+    }
+
+    /// A session update, from the turn's session or one of its children.
+    fn update(&mut self, from: String, update: SessionUpdate) {
+        let sink = self.sink;
+        match update {
+            SessionUpdate::SubagentUpdate(u) => {
+                announce(u, &mut self.children, sink);
+            }
+            update if from == self.session_id => self.turn.update(update, sink),
+            update => {
+                if let Some(child) = self.children.get_mut(&from) {
+                    let child_sink = ChildSink {
+                        inner: sink,
+                        child: &from,
+                    };
+                    child.turn.update(update, &child_sink);
+                }
+            }
+        }
+    }
+
+    /// A permission request: refused if it names a path outside the
+    /// session directory, answered by the policy, or left to the person.
+    fn permission(
+        &mut self,
+        from: String,
+        req: Box<RequestPermissionRequest>,
+        responder: Responder<RequestPermissionResponse>,
+    ) {
+        let sink = self.sink;
+        let cancelled = self.cancelled;
+        // A child's request names the child, and is shown
+        // in its box too.
+        let child = (from != self.session_id).then_some(from.as_str());
+        let (id, title) = match child {
+            None => (
+                req.tool_call.tool_call_id.0.to_string(),
+                permission_title(&req),
+            ),
+            Some(c) => (
+                format!("{c}/{}", req.tool_call.tool_call_id.0),
+                format!(
+                    "{}: {}",
+                    self.children.get(c).map_or(c, |k| k.name(c)),
+                    permission_title(&req)
+                ),
+            ),
+        };
+        let sink = &Both { sink, child };
+        // Whatever the policy, nothing outside the session directory.
+        if let Some(path) = self.root.as_ref().and_then(|r| outside_path(&req, r)) {
+            sink.activity(Activity::PermissionRequest {
+                id: id.clone(),
+                title: title.clone(),
+                options: req.options.iter().map(|o| o.name.clone()).collect(),
+                detail: permission_detail(&req),
+            });
+            let reason = format!("refused: {path} is outside the session directory");
+            sink.activity(Activity::PermissionResolved {
+                id,
+                outcome: reason.clone(),
+            });
+            sink.notice(&format!("{}: {reason}", self.conn.agent));
+            let _ = responder.respond(outcome_for(pick_option(&req, false).map(|(id, _)| id)));
+            return;
+        }
+        let policy = if cancelled {
+            Permissions::Deny
+        } else {
+            self.policy
+        };
+        match policy {
+            Permissions::Allow | Permissions::Deny if cancelled => {
+                let _ = responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Cancelled,
+                ));
+            }
+            Permissions::Allow | Permissions::Deny => {
+                let allow = policy == Permissions::Allow;
+                let picked = pick_option(&req, allow);
+                let name = picked
+                    .as_ref()
+                    .map_or("cancelled".to_string(), |(_, n)| n.clone());
+                sink.activity(Activity::PermissionRequest {
+                    id: id.clone(),
+                    title: title.clone(),
+                    options: req.options.iter().map(|o| o.name.clone()).collect(),
+                    detail: permission_detail(&req),
+                });
+                sink.activity(Activity::PermissionResolved {
+                    id,
+                    outcome: format!("{name} (by policy)"),
+                });
+                let _ = responder.respond(outcome_for(picked.map(|(id, _)| id)));
+            }
+            Permissions::Ask => {
+                sink.activity(Activity::PermissionRequest {
+                    id: id.clone(),
+                    title: title.clone(),
+                    options: req.options.iter().map(|o| o.name.clone()).collect(),
+                    detail: permission_detail(&req),
+                });
+                if let Some(c) = child {
+                    self.asked_by.insert(id.clone(), c.to_string());
+                }
+                self.pending.insert(id, (*req, responder));
+            }
+        }
+    }
+
+    /// The person's answer to a pending permission request.
+    fn answer(&mut self, answer: PermissionAnswer) {
+        if let Some((req, responder)) = self.pending.remove(&answer.request_id) {
+            let chosen = answer.option.and_then(|i| req.options.get(i));
+            let outcome = chosen.map_or("cancelled".to_string(), |o| o.name.clone());
+            let child = self.asked_by.remove(&answer.request_id);
+            let sink = &Both {
+                sink: self.sink,
+                child: child.as_deref(),
+            };
+            sink.activity(Activity::PermissionResolved {
+                id: answer.request_id,
+                outcome,
+            });
+            let _ = responder.respond(outcome_for(chosen.map(|o| o.option_id.0.to_string())));
+        }
+    }
+
+    /// The person cancels one child session's work.
+    fn cancel_child(&mut self, child: String) {
+        let sink = self.sink;
+        let agent = &self.conn.agent;
+        match self.children.get(&child) {
+            // The agent allows it: only the child's work stops.
+            Some(c) if c.info.can_cancel => {
+                let _ = self
+                    .conn
+                    .cx
+                    .send_notification(CancelNotification::new(child.clone()));
+                // Its open permission requests are answered `cancelled`.
+                let asked: Vec<String> = self
+                    .asked_by
+                    .iter()
+                    .filter(|(_, c)| **c == child)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in asked {
+                    self.asked_by.remove(&id);
+                    if let Some((_, responder)) = self.pending.remove(&id) {
+                        let both = Both {
+                            sink,
+                            child: Some(&child),
+                        };
+                        both.activity(Activity::PermissionResolved {
+                            id,
+                            outcome: "cancelled".into(),
+                        });
+                        let _ = responder.respond(RequestPermissionResponse::new(
+                            RequestPermissionOutcome::Cancelled,
+                        ));
+                    }
+                }
+                sink.notice(&format!("{agent}: cancel asked for {}", c.name(&child)));
+            }
+            Some(c) => sink.notice(&format!(
+                "{}: {} cannot be cancelled alone (its agent does not allow it); Esc cancels the call",
+                agent,
+                c.name(&child)
+            )),
+            None => {}
+        }
+    }
+
+    /// The person cancels the turn: the agent is told, and every pending
+    /// permission request is answered `cancelled`.
+    fn cancel(&mut self) {
+        self.cancelled = true;
+        let _ = self
+            .conn
+            .cx
+            .send_notification(CancelNotification::new(self.session_id.clone()));
+        for (id, (_, responder)) in self.pending.drain() {
+            let child = self.asked_by.remove(&id);
+            let sink = &Both {
+                sink: self.sink,
+                child: child.as_deref(),
+            };
+            sink.activity(Activity::PermissionResolved {
+                id,
+                outcome: "cancelled".into(),
+            });
+            let _ = responder.respond(RequestPermissionResponse::new(
+                RequestPermissionOutcome::Cancelled,
+            ));
+        }
+    }
+
+    /// Answers what is still pending `cancelled`, and makes the turn's
+    /// outcome of the prompt's answer (`None`: none came).
+    async fn end(mut self, result: Option<Answer>, kind: SessionKind) -> Outcome {
+        for (_, (_, responder)) in self.pending.drain() {
+            let _ = responder.respond(RequestPermissionResponse::new(
+                RequestPermissionOutcome::Cancelled,
+            ));
+        }
+        let conn = self.conn;
+        let (output, stop_reason) = match result {
+            // Some agents answer a cancelled turn with `end_turn`: it was cancelled.
+            Some(Ok(_)) if self.cancelled => (self.turn.final_text, StopReason::Cancelled),
+            Some(Ok(response)) => (self.turn.final_text, stop_reason(response.stop_reason)),
+            Some(Err(e)) => {
+                // A dead process fails its pending requests: say so plainly.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let message = if conn.alive() {
+                    format!("{}: {}", conn.agent, e.message)
+                } else {
+                    format!("{} exited during the turn: {}", conn.agent, conn.death())
+                };
+                (message, StopReason::Error)
+            }
+            None => (self.turn.final_text, StopReason::Cancelled),
+        };
+        Outcome {
+            output,
+            stop_reason,
+            severity: None,
+            session: Some(kind),
+            session_id: Some(self.session_id),
+        }
+    }
+}
+
+/// Takes in a `subagent_update`: the first one for a session announces
+/// a child, later ones patch what is known of it.
+fn announce(update: SubagentUpdate, children: &mut HashMap<String, Child>, sink: &dyn TurnSink) {
+    let id = update.session_id.0.to_string();
+    // Its traffic is routed here already (`route`).
+    let child = children.entry(id.clone()).or_default();
+    child.info.apply(update);
+    let info = &child.info;
+    sink.child(
+        &id,
+        info.title.as_deref(),
+        info.description.as_deref(),
+        info.state,
+        info.can_cancel,
+    );
+}
+
+/// The text of one turn, and its final message.
+#[derive(Default)]
+struct Turn {
+    /// Text written since the last tool call.
+    final_text: String,
+}
+
+impl Turn {
+    /// Translates `update` and sends what it means to `sink`; message
+    /// text after the last tool call is the final message.
+    fn update(&mut self, update: SessionUpdate, sink: &dyn TurnSink) {
+        match translate::update(update) {
+            Translated::Activity(activity) => {
+                match &activity {
+                    Activity::MessageChunk { text } => self.final_text.push_str(text),
+                    Activity::ToolCall { .. } => self.final_text.clear(),
+                    _ => {}
+                }
+                sink.activity(activity);
+            }
+            Translated::ModelPicked(model) => sink.model_picked(&model),
+            Translated::Nothing => {}
+        }
+    }
+}
+
+/// A child session the agent announced (`subagent_update`), as far as
+/// its updates told, and its turn.
+#[derive(Default)]
+struct Child {
+    info: ChildInfo,
+    turn: Turn,
+}
+
+impl Child {
+    /// What a permission prompt calls it: its title, else its session id.
+    fn name<'a>(&'a self, id: &'a str) -> &'a str {
+        self.info.title.as_deref().unwrap_or(id)
+    }
+}
+
+/// A child session's activity, sent as the child's.
+struct ChildSink<'a> {
+    inner: &'a dyn TurnSink,
+    child: &'a str,
+}
+
+impl TurnSink for ChildSink<'_> {
+    fn activity(&self, activity: Activity) {
+        self.inner.child_activity(self.child, activity);
+    }
+    fn session(&self, _kind: SessionKind, _session_id: &str) {}
+    fn notice(&self, text: &str) {
+        self.inner.notice(text);
+    }
+}
+
+/// A permission request's activity: the call's, and the asking child's
+/// when a child asked.
+struct Both<'a> {
+    sink: &'a dyn TurnSink,
+    child: Option<&'a str>,
+}
+
+impl Both<'_> {
+    fn activity(&self, activity: Activity) {
+        if let Some(child) = self.child {
+            self.sink.child_activity(child, activity.clone());
+        }
+        self.sink.activity(activity);
+    }
+    fn notice(&self, text: &str) {
+        self.sink.notice(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::ChildState;
+
+    /// Everything a turn sent, in order.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Mutex<Vec<String>>,
+        activities: Mutex<Vec<Activity>>,
+    }
+
+    impl Recorder {
+        fn log(&self, line: String) {
+            self.sent.lock().unwrap().push(line);
+        }
+        fn sent(&self) -> Vec<String> {
+            self.sent.lock().unwrap().clone()
+        }
+    }
+
+    impl TurnSink for Recorder {
+        fn activity(&self, activity: Activity) {
+            self.log(format!(
+                "activity {}",
+                serde_json::to_string(&activity).unwrap()
+            ));
+            self.activities.lock().unwrap().push(activity);
+        }
+        fn session(&self, kind: SessionKind, session_id: &str) {
+            self.log(format!("session {kind:?} {session_id}"));
+        }
+        fn notice(&self, text: &str) {
+            self.log(format!("notice {text}"));
+        }
+        fn child(
+            &self,
+            child_id: &str,
+            title: Option<&str>,
+            description: Option<&str>,
+            state: Option<ChildState>,
+            can_cancel: bool,
+        ) {
+            self.log(format!(
+                "child {child_id} {title:?} {description:?} {state:?} {can_cancel}"
+            ));
+        }
+        fn child_activity(&self, child_id: &str, activity: Activity) {
+            self.log(format!(
+                "child_activity {child_id} {}",
+                serde_json::to_string(&activity).unwrap()
+            ));
+        }
+        fn model_picked(&self, model: &str) {
+            self.log(format!("model {model}"));
+        }
+    }
+
+    fn wire(value: serde_json::Value) -> SessionUpdate {
+        serde_json::from_value(value).expect("a session update")
+    }
+
+    fn chunk(text: &str) -> SessionUpdate {
+        wire(json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": text},
+        }))
+    }
+
+    fn tool_call(id: &str) -> SessionUpdate {
+        wire(json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": "Read"}))
+    }
+
+    #[test]
+    fn the_final_message_is_the_text_after_the_last_tool_call() {
+        let sink = Recorder::default();
+        let mut turn = Turn::default();
+        for update in [
+            chunk("Looking. "),
+            tool_call("t1"),
+            chunk("Found it"),
+            wire(json!({
+                "sessionUpdate": "agent_thought_chunk",
+                "content": {"type": "text", "text": "(thinking)"},
+            })),
+            wire(
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}),
+            ),
+            chunk(": the bug is here."),
+        ] {
+            turn.update(update, &sink);
+        }
+        assert_eq!(turn.final_text, "Found it: the bug is here.");
+        // Every update that means something reached the sink, in order.
+        let kinds: Vec<&str> = sink
+            .activities
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| match a {
+                Activity::MessageChunk { .. } => "message",
+                Activity::ThoughtChunk { .. } => "thought",
+                Activity::ToolCall { .. } => "tool_call",
+                Activity::ToolCallUpdate { .. } => "tool_call_update",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "tool_call",
+                "message",
+                "thought",
+                "tool_call_update",
+                "message"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_picked_model_goes_to_the_sink_and_nothing_else_does() {
+        let sink = Recorder::default();
+        let mut turn = Turn::default();
+        turn.update(
+            wire(json!({
+                "sessionUpdate": "config_option_update",
+                "configOptions": [{
+                    "id": "model", "name": "Model", "category": "model", "type": "select",
+                    "currentValue": "smart",
+                    "options": [{"value": "smart", "name": "smart"}],
+                }],
+            })),
+            &sink,
+        );
+        turn.update(
+            wire(json!({"sessionUpdate": "current_mode_update", "currentModeId": "code"})),
+            &sink,
+        );
+        assert_eq!(sink.sent(), ["model smart"]);
+        assert_eq!(turn.final_text, "");
+    }
+
+    #[test]
+    fn a_childs_activity_goes_out_as_the_childs() {
+        let sink = Recorder::default();
+        let mut children: HashMap<String, Child> = HashMap::new();
+        let announced: SubagentUpdate = serde_json::from_value(json!({
+            "sessionId": "c1",
+            "title": "scout",
+            "capabilities": {"cancel": {}},
+            "state": {"state": "running"},
+        }))
+        .unwrap();
+        announce(announced, &mut children, &sink);
+        let patched: SubagentUpdate =
+            serde_json::from_value(json!({"sessionId": "c1", "state": {"state": "idle"}})).unwrap();
+        announce(patched, &mut children, &sink);
+        let child = children.get_mut("c1").expect("announced");
+        assert_eq!(child.name("c1"), "scout");
+        child.turn.update(
+            chunk("scanning"),
+            &ChildSink {
+                inner: &sink,
+                child: "c1",
+            },
+        );
+        assert_eq!(
+            sink.sent(),
+            [
+                "child c1 Some(\"scout\") None Some(Running) true",
+                "child c1 Some(\"scout\") None Some(Idle) true",
+                "child_activity c1 {\"kind\":\"message_chunk\",\"text\":\"scanning\"}",
+            ]
+        );
+        // A child without a title goes by its session id.
+        assert_eq!(Child::default().name("c2"), "c2");
+    }
+
+    #[test]
+    fn a_childs_permission_shows_in_both_boxes() {
+        let sink = Recorder::default();
+        let resolved = Activity::PermissionResolved {
+            id: "c1/k2".into(),
+            outcome: "cancelled".into(),
+        };
+        Both {
+            sink: &sink,
+            child: Some("c1"),
+        }
+        .activity(resolved.clone());
+        Both {
+            sink: &sink,
+            child: None,
+        }
+        .activity(resolved);
+        let line = r#"{"kind":"permission_resolved","id":"c1/k2","outcome":"cancelled"}"#;
+        assert_eq!(
+            sink.sent(),
+            [
+                format!("child_activity c1 {line}"),
+                format!("activity {line}"),
+                format!("activity {line}"),
+            ]
+        );
+    }
+}
