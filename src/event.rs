@@ -10,6 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Builders of events for tests, benchmarks and importers.
+pub mod build;
+
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stamped {
