@@ -820,35 +820,21 @@ mod tests {
                 ok: true,
                 summary: "2 tasks".into(),
             },
-            Event::SubagentStarted {
-                call_id: "c1".into(),
-                task_id: Some("t1".into()),
-                agent: AgentRef::Acp("claude".into()),
-                input: "review".into(),
-                code_review: true,
-                background: true,
-                session: Some(SessionKind::NewAfterStale),
-                batch_id: Some("b1".into()),
-                queued: true,
-            },
-            Event::SubagentDequeued {
-                call_id: "c1".into(),
-            },
-            Event::SubagentCancelling {
-                call_id: "c1".into(),
-            },
-            Event::BatchStarted {
-                batch_id: "b1".into(),
-                tasks: 3,
-                review: true,
-            },
-            Event::BatchFinished {
-                batch_id: "b1".into(),
-                total: 3,
-                succeeded: 2,
-                failed: 1,
-                worst_verdict: Some(Severity::Red),
-            },
+            build::started("c1", AgentRef::Acp("claude".into()))
+                .input("review")
+                .review()
+                .background("t1")
+                .session(SessionKind::NewAfterStale)
+                .batch("b1")
+                .queued()
+                .event(),
+            build::dequeued("c1"),
+            build::cancelling("c1"),
+            build::batch_started("b1", 3).review().event(),
+            build::batch_finished("b1", 3)
+                .failed(1)
+                .worst(Severity::Red)
+                .event(),
             Event::ReviewQuorum {
                 batch_id: "b1".into(),
                 quorum: Quorum::of(vec![
@@ -866,15 +852,8 @@ mod tests {
                     },
                 ]),
             },
-            Event::SubagentSession {
-                call_id: "c1".into(),
-                session: SessionKind::Loaded,
-                session_id: Some("s".into()),
-            },
-            Event::SubagentFollowup {
-                call_id: "c1".into(),
-                input: "and now?".into(),
-            },
+            build::session("c1", SessionKind::Loaded).id("s").event(),
+            build::followup("c1", "and now?"),
             Event::SubagentActivity {
                 call_id: "c1".into(),
                 activity: Activity::Plan {
@@ -911,12 +890,7 @@ mod tests {
                     share: None,
                 },
             },
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "ok".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: Some(Severity::Red),
-            },
+            build::finished("c1", "ok").severity(Severity::Red).event(),
             Event::TaskProgress {
                 call_id: "c1".into(),
                 task_id: Some("t1".into()),
