@@ -86,10 +86,6 @@ impl Started {
         self.queued = true;
         self
     }
-
-    pub fn event(self) -> Event {
-        self.into()
-    }
 }
 
 impl From<Started> for Event {
@@ -141,10 +137,6 @@ impl Finished {
         self.severity = severity.into();
         self
     }
-
-    pub fn event(self) -> Event {
-        self.into()
-    }
 }
 
 impl From<Finished> for Event {
@@ -195,10 +187,6 @@ impl Progress {
         self.task_id = Some(task_id.into());
         self
     }
-
-    pub fn event(self) -> Event {
-        self.into()
-    }
 }
 
 impl From<Progress> for Event {
@@ -234,10 +222,6 @@ impl Session {
     pub fn id(mut self, session_id: impl Into<String>) -> Self {
         self.session_id = Some(session_id.into());
         self
-    }
-
-    pub fn event(self) -> Event {
-        self.into()
     }
 }
 
@@ -297,10 +281,6 @@ impl BatchStarted {
         self.review = true;
         self
     }
-
-    pub fn event(self) -> Event {
-        self.into()
-    }
 }
 
 impl From<BatchStarted> for Event {
@@ -346,10 +326,6 @@ impl BatchFinished {
         self.worst_verdict = verdict.into();
         self
     }
-
-    pub fn event(self) -> Event {
-        self.into()
-    }
 }
 
 impl From<BatchFinished> for Event {
@@ -363,6 +339,27 @@ impl From<BatchFinished> for Event {
         }
     }
 }
+
+/// `.event()` on each builder: the event it builds, as `.into()` makes it
+/// where the type is not known.
+macro_rules! event_method {
+    ($($builder:ty),*) => {
+        $(impl $builder {
+            pub fn event(self) -> Event {
+                self.into()
+            }
+        })*
+    };
+}
+
+event_method!(
+    Started,
+    Finished,
+    Progress,
+    Session,
+    BatchStarted,
+    BatchFinished
+);
 
 #[cfg(test)]
 mod tests {
