@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use quorum::event::{Activity, AgentRef, Event, Severity, Stamped, ToolStatus};
+use quorum::event::{Activity, AgentRef, Event, Severity, Stamped, ToolStatus, build};
 use quorum::tui::app::App;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -31,42 +31,35 @@ fn session(cells: usize) -> Vec<Stamped> {
         let call = format!("c{i}");
         match i % 4 {
             _ if i >= running_from && i % 2 == 0 => {
+                let agent = AgentRef::Acp(["claude", "gemini", "codex"][i % 3].into());
                 push(
                     &mut events,
-                    Event::SubagentStarted {
-                        call_id: call.clone(),
-                        task_id: Some(format!("t{i}")),
-                        agent: AgentRef::Acp(["claude", "gemini", "codex"][i % 3].into()),
-                        input: "Review the change to src/http.rs".into(),
-                        code_review: true,
-                        background: true,
-                        session: None,
-                        batch_id: None,
-                        queued: false,
-                    },
+                    build::started(call.clone(), agent)
+                        .input("Review the change to src/http.rs")
+                        .review()
+                        .background(format!("t{i}"))
+                        .event(),
                 );
                 for j in 0..6 {
                     push(
                         &mut events,
-                        Event::SubagentActivity {
-                            call_id: call.clone(),
-                            activity: Activity::ToolCall {
+                        build::activity(
+                            call.clone(),
+                            Activity::ToolCall {
                                 id: format!("{j}"),
                                 title: format!("Read src/file{j}.rs"),
                                 status: ToolStatus::Completed,
                                 detail: Default::default(),
                             },
-                        },
+                        ),
                     );
                 }
                 push(
                     &mut events,
-                    Event::SubagentActivity {
-                        call_id: call,
-                        activity: Activity::MessageChunk {
-                            text: "Looking at the retry loop now; the lock is held across".into(),
-                        },
-                    },
+                    build::chunk(
+                        call,
+                        "Looking at the retry loop now; the lock is held across",
+                    ),
                 );
             }
             0 => push(
@@ -95,26 +88,16 @@ fn session(cells: usize) -> Vec<Stamped> {
             _ => {
                 push(
                     &mut events,
-                    Event::SubagentStarted {
-                        call_id: call.clone(),
-                        task_id: None,
-                        agent: AgentRef::Internal,
-                        input: "Check it".into(),
-                        code_review: true,
-                        background: false,
-                        session: None,
-                        batch_id: None,
-                        queued: false,
-                    },
+                    build::started(call.clone(), AgentRef::Internal)
+                        .input("Check it")
+                        .review()
+                        .event(),
                 );
                 push(
                     &mut events,
-                    Event::SubagentFinished {
-                        call_id: call,
-                        output: REPORT.into(),
-                        stop_reason: quorum::event::StopReason::EndTurn,
-                        severity: Some(Severity::Yellow),
-                    },
+                    build::finished(call, REPORT)
+                        .severity(Severity::Yellow)
+                        .event(),
                 );
             }
         }
@@ -194,17 +177,11 @@ fn main() {
         t += 1;
         events.push(Stamped::new(
             t,
-            Event::SubagentStarted {
-                call_id: call.clone(),
-                task_id: Some(call.clone()),
-                agent: AgentRef::Acp("claude".into()),
-                input: "review".into(),
-                code_review: true,
-                background: true,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            build::started(call.clone(), AgentRef::Acp("claude".into()))
+                .input("review")
+                .review()
+                .background(call.clone())
+                .event(),
         ));
         for j in 0..998 {
             t += 1;
@@ -228,23 +205,14 @@ fn main() {
                     text: "some streamed words ".into(),
                 },
             };
-            events.push(Stamped::new(
-                t,
-                Event::SubagentActivity {
-                    call_id: call.clone(),
-                    activity,
-                },
-            ));
+            events.push(Stamped::new(t, build::activity(call.clone(), activity)));
         }
         t += 1;
         events.push(Stamped::new(
             t,
-            Event::SubagentFinished {
-                call_id: call,
-                output: "done".into(),
-                stop_reason: quorum::event::StopReason::EndTurn,
-                severity: Some(Severity::Green),
-            },
+            build::finished(call, "done")
+                .severity(Severity::Green)
+                .event(),
         ));
     }
     events.truncate(1_000_000);

@@ -10,6 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Builders of events for tests, benchmarks and importers.
+pub mod build;
+
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stamped {
@@ -543,48 +546,86 @@ pub enum NoticeLevel {
     Warning,
 }
 
-/// Everything that happens. Serialized with a `type` tag in snake_case.
+/// Declares [`Event`] with each variant's `type` name written once, as
+/// `"name" => Variant`: that name is the variant's serde tag, and
+/// [`Event::type_name`] and [`Event::TYPES`] are made from it.
+macro_rules! events {
+    (
+        $(#[$meta:meta])*
+        pub enum Event {
+            $(
+                $(#[$vmeta:meta])*
+                $name:literal => $variant:ident $({ $($fields:tt)* })?,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum Event {
+            $(
+                $(#[$vmeta])*
+                #[serde(rename = $name)]
+                $variant $({ $($fields)* })?,
+            )*
+        }
+
+        impl Event {
+            /// Every event type name as written in the `type` field.
+            pub const TYPES: &'static [&'static str] = &[$($name),*];
+
+            /// This event's `type` name.
+            pub fn type_name(&self) -> &'static str {
+                match self {
+                    $(Event::$variant { .. } => $name,)*
+                }
+            }
+        }
+    };
+}
+
+events! {
+/// Everything that happens. Serialized with a `type` tag: the name given
+/// to each variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 pub enum Event {
     /// What this session runs with, for the status line.
-    SessionInfo {
+    "session_info" => SessionInfo {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
         #[serde(default)]
         agents: Vec<String>,
     },
     /// The person sent a message.
-    UserMessage {
+    "user_message" => UserMessage {
         text: String,
     },
     /// A chunk of the main assistant's message.
-    AssistantDelta {
+    "assistant_delta" => AssistantDelta {
         text: String,
     },
     /// The main assistant's message is complete.
-    AssistantEnd,
+    "assistant_end" => AssistantEnd,
     /// The chat model is writing what may be a tool call as text (held
     /// back until its message ends): `bytes` so far.
-    AssistantWritingCall {
+    "assistant_writing_call" => AssistantWritingCall {
         bytes: u64,
     },
     /// The chat model starts working on a turn.
-    TurnStarted,
+    "turn_started" => TurnStarted,
     /// The chat's turn ended (`end_turn`, `cancelled`, `max_tokens`,
     /// `max_turn_requests`, or `error`).
-    TurnEnded {
+    "turn_ended" => TurnEnded {
         stop_reason: StopReason,
     },
     /// The main assistant called a tool (other than a sub-agent box).
-    ToolCallStarted {
+    "tool_call_started" => ToolCallStarted {
         id: String,
         name: String,
         /// One-line summary of the arguments.
         #[serde(default)]
         summary: String,
     },
-    ToolCallFinished {
+    "tool_call_finished" => ToolCallFinished {
         id: String,
         ok: bool,
         /// One-line summary of the result.
@@ -592,7 +633,7 @@ pub enum Event {
         summary: String,
     },
     /// A `subagent` call started: a box opens in the transcript.
-    SubagentStarted {
+    "subagent_started" => SubagentStarted {
         call_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
@@ -615,17 +656,17 @@ pub enum Event {
         queued: bool,
     },
     /// A queued call got its place and runs from now.
-    SubagentDequeued {
+    "subagent_dequeued" => SubagentDequeued {
         call_id: String,
     },
     /// The person asked a running call to stop: it is cancelling until its
     /// agent ends the turn (a second Esc ends the agent at once).
-    SubagentCancelling {
+    "subagent_cancelling" => SubagentCancelling {
         call_id: String,
     },
     /// A batch of tasks (one `subagent` call with `tasks`) starts: the
     /// `subagent_started` of its tasks follow, each with its `batch_id`.
-    BatchStarted {
+    "batch_started" => BatchStarted {
         batch_id: String,
         /// How many tasks it has, those that could not start included.
         tasks: u32,
@@ -634,7 +675,7 @@ pub enum Event {
         review: bool,
     },
     /// Every task of a batch has ended.
-    BatchFinished {
+    "batch_finished" => BatchFinished {
         batch_id: String,
         total: u32,
         /// Tasks that ended their turn normally.
@@ -646,13 +687,13 @@ pub enum Event {
     },
     /// A review batch's quorum: the worst verdict and how many reviewers
     /// gave it (sent before its `batch_finished`).
-    ReviewQuorum {
+    "review_quorum" => ReviewQuorum {
         batch_id: String,
         #[serde(flatten)]
         quorum: Quorum,
     },
     /// The call's session is open (sent when it was not known at start).
-    SubagentSession {
+    "subagent_session" => SubagentSession {
         call_id: String,
         session: SessionKind,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -661,19 +702,19 @@ pub enum Event {
     /// A follow-up message starts a new turn on a call's session (sent
     /// with `subagent_status`'s `message`, or `/msg TASK message`): its box
     /// reopens and runs again.
-    SubagentFollowup {
+    "subagent_followup" => SubagentFollowup {
         call_id: String,
         input: String,
     },
     /// Something the sub-agent did.
-    SubagentActivity {
+    "subagent_activity" => SubagentActivity {
         call_id: String,
         activity: Activity,
     },
     /// The call's agent announced (or updated) a child session of its own,
     /// a nested sub-agent: its box is drawn inside the call's box. Later
     /// announcements of the same child replace what they carry.
-    SubagentChild {
+    "subagent_child" => SubagentChild {
         call_id: String,
         /// The child's ACP session id.
         child_id: String,
@@ -691,14 +732,14 @@ pub enum Event {
         can_cancel: bool,
     },
     /// Something a call's child session did.
-    SubagentChildActivity {
+    "subagent_child_activity" => SubagentChildActivity {
         call_id: String,
         child_id: String,
         activity: Activity,
     },
     /// The task board's summary of a child session changed (as
     /// `task_progress` for calls).
-    ChildProgress {
+    "child_progress" => ChildProgress {
         call_id: String,
         child_id: String,
         #[serde(flatten)]
@@ -706,7 +747,7 @@ pub enum Event {
     },
     /// The call ended: the one event that carries its output. `output` is
     /// the final report with any severity header already stripped.
-    SubagentFinished {
+    "subagent_finished" => SubagentFinished {
         call_id: String,
         output: String,
         stop_reason: StopReason,
@@ -716,7 +757,7 @@ pub enum Event {
     /// The task board's summary of a call (and of its background task, if
     /// it is one) changed. A complete snapshot: the screen copies it, and
     /// box and side panel show the same numbers.
-    TaskProgress {
+    "task_progress" => TaskProgress {
         call_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
@@ -725,97 +766,30 @@ pub enum Event {
     },
     /// A background task's report was delivered to the chat model (its
     /// output is the one its `subagent_finished` carried).
-    TaskReported {
+    "task_reported" => TaskReported {
         task_id: String,
     },
     /// The chat model's request is retried after a rate limit or a server
     /// error (shown in the status line until the model answers).
-    ModelRetry {
+    "model_retry" => ModelRetry {
         attempt: u32,
         wait_ms: u64,
         reason: String,
     },
     /// Token usage of the main model.
-    Usage {
+    "usage" => Usage {
         input_tokens: u64,
         output_tokens: u64,
     },
-    Notice {
+    "notice" => Notice {
         #[serde(default)]
         level: NoticeLevel,
         text: String,
     },
-    Error {
+    "error" => Error {
         text: String,
     },
 }
-
-impl Event {
-    /// Every event type name as written in the `type` field.
-    pub const TYPES: &'static [&'static str] = &[
-        "session_info",
-        "user_message",
-        "assistant_delta",
-        "assistant_end",
-        "assistant_writing_call",
-        "turn_started",
-        "turn_ended",
-        "tool_call_started",
-        "tool_call_finished",
-        "subagent_started",
-        "subagent_dequeued",
-        "subagent_cancelling",
-        "batch_started",
-        "batch_finished",
-        "review_quorum",
-        "subagent_session",
-        "subagent_followup",
-        "subagent_activity",
-        "subagent_child",
-        "subagent_child_activity",
-        "child_progress",
-        "subagent_finished",
-        "task_progress",
-        "task_reported",
-        "model_retry",
-        "usage",
-        "notice",
-        "error",
-    ];
-
-    /// This event's `type` name.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Event::SessionInfo { .. } => "session_info",
-            Event::UserMessage { .. } => "user_message",
-            Event::AssistantDelta { .. } => "assistant_delta",
-            Event::AssistantEnd => "assistant_end",
-            Event::AssistantWritingCall { .. } => "assistant_writing_call",
-            Event::TurnStarted => "turn_started",
-            Event::TurnEnded { .. } => "turn_ended",
-            Event::ToolCallStarted { .. } => "tool_call_started",
-            Event::ToolCallFinished { .. } => "tool_call_finished",
-            Event::SubagentStarted { .. } => "subagent_started",
-            Event::SubagentDequeued { .. } => "subagent_dequeued",
-            Event::SubagentCancelling { .. } => "subagent_cancelling",
-            Event::BatchStarted { .. } => "batch_started",
-            Event::BatchFinished { .. } => "batch_finished",
-            Event::ReviewQuorum { .. } => "review_quorum",
-            Event::SubagentSession { .. } => "subagent_session",
-            Event::SubagentFollowup { .. } => "subagent_followup",
-            Event::SubagentActivity { .. } => "subagent_activity",
-            Event::SubagentChild { .. } => "subagent_child",
-            Event::SubagentChildActivity { .. } => "subagent_child_activity",
-            Event::ChildProgress { .. } => "child_progress",
-            Event::SubagentFinished { .. } => "subagent_finished",
-            Event::TaskProgress { .. } => "task_progress",
-            Event::TaskReported { .. } => "task_reported",
-            Event::ModelRetry { .. } => "model_retry",
-            Event::Usage { .. } => "usage",
-            Event::Notice { .. } => "notice",
-            Event::Error { .. } => "error",
-        }
-    }
 }
 
 #[cfg(test)]
@@ -846,35 +820,21 @@ mod tests {
                 ok: true,
                 summary: "2 tasks".into(),
             },
-            Event::SubagentStarted {
-                call_id: "c1".into(),
-                task_id: Some("t1".into()),
-                agent: AgentRef::Acp("claude".into()),
-                input: "review".into(),
-                code_review: true,
-                background: true,
-                session: Some(SessionKind::NewAfterStale),
-                batch_id: Some("b1".into()),
-                queued: true,
-            },
-            Event::SubagentDequeued {
-                call_id: "c1".into(),
-            },
-            Event::SubagentCancelling {
-                call_id: "c1".into(),
-            },
-            Event::BatchStarted {
-                batch_id: "b1".into(),
-                tasks: 3,
-                review: true,
-            },
-            Event::BatchFinished {
-                batch_id: "b1".into(),
-                total: 3,
-                succeeded: 2,
-                failed: 1,
-                worst_verdict: Some(Severity::Red),
-            },
+            build::started("c1", AgentRef::Acp("claude".into()))
+                .input("review")
+                .review()
+                .background("t1")
+                .session(SessionKind::NewAfterStale)
+                .batch("b1")
+                .queued()
+                .event(),
+            build::dequeued("c1"),
+            build::cancelling("c1"),
+            build::batch_started("b1", 3).review().event(),
+            build::batch_finished("b1", 3)
+                .failed(1)
+                .worst(Severity::Red)
+                .event(),
             Event::ReviewQuorum {
                 batch_id: "b1".into(),
                 quorum: Quorum::of(vec![
@@ -892,15 +852,8 @@ mod tests {
                     },
                 ]),
             },
-            Event::SubagentSession {
-                call_id: "c1".into(),
-                session: SessionKind::Loaded,
-                session_id: Some("s".into()),
-            },
-            Event::SubagentFollowup {
-                call_id: "c1".into(),
-                input: "and now?".into(),
-            },
+            build::session("c1", SessionKind::Loaded).id("s").event(),
+            build::followup("c1", "and now?"),
             Event::SubagentActivity {
                 call_id: "c1".into(),
                 activity: Activity::Plan {
@@ -937,12 +890,7 @@ mod tests {
                     share: None,
                 },
             },
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "ok".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: Some(Severity::Red),
-            },
+            build::finished("c1", "ok").severity(Severity::Red).event(),
             Event::TaskProgress {
                 call_id: "c1".into(),
                 task_id: Some("t1".into()),

@@ -818,42 +818,22 @@ fn usage(used: u64, size: Option<u64>, cost: Option<f64>) -> Activity {
 /// session s1 cost $0.10 in all, not $0.14.
 #[test]
 fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
-    use quorum::event::{AgentRef, Quorum, ReviewerVerdict, SessionKind, Severity, StopReason};
+    use quorum::event::{AgentRef, Quorum, ReviewerVerdict, SessionKind, Severity, build};
     let started = |call: &str, agent: AgentRef, input: &str, task: Option<&str>, batch: bool| {
-        Event::SubagentStarted {
-            call_id: call.into(),
-            task_id: task.map(Into::into),
-            agent,
-            input: input.into(),
-            code_review: batch,
-            background: task.is_some(),
-            session: None,
-            batch_id: batch.then(|| "b1".into()),
-            queued: false,
+        let mut started = build::started(call, agent).input(input);
+        if let Some(task) = task {
+            started = started.background(task);
         }
+        if batch {
+            started = started.review().batch("b1");
+        }
+        started.event()
     };
-    let session = |call: &str, kind, id: &str| Event::SubagentSession {
-        call_id: call.into(),
-        session: kind,
-        session_id: Some(id.into()),
-    };
-    let act = |call: &str, activity| Event::SubagentActivity {
-        call_id: call.into(),
-        activity,
-    };
-    let text = |call: &str, t: &str| {
-        act(
-            call,
-            Activity::MessageChunk {
-                text: t.to_string(),
-            },
-        )
-    };
-    let finished = |call: &str, severity| Event::SubagentFinished {
-        call_id: call.into(),
-        output: "Done.".into(),
-        stop_reason: StopReason::EndTurn,
-        severity,
+    let session = |call: &str, kind, id: &str| build::session(call, kind).id(id).event();
+    let act = |call: &str, activity| build::activity(call, activity);
+    let text = |call: &str, t: &str| build::chunk(call, t);
+    let finished = |call: &str, severity: Option<Severity>| {
+        build::finished(call, "Done.").severity(severity).event()
     };
     let claude = || AgentRef::Acp("claude".into());
     let verdict = |agent: &str, call: &str| ReviewerVerdict {
@@ -884,14 +864,7 @@ fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
         ),
         (4_500, act("c3", usage(930, None, None))),
         (5_000, finished("c3", None)),
-        (
-            6_000,
-            Event::BatchStarted {
-                batch_id: "b1".into(),
-                tasks: 2,
-                review: true,
-            },
-        ),
+        (6_000, build::batch_started("b1", 2).review().event()),
         (6_000, started("r1", claude(), "review", Some("t1"), true)),
         (6_000, session("r1", SessionKind::Fresh, "s2")),
         (
@@ -918,13 +891,9 @@ fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
         ),
         (
             8_000,
-            Event::BatchFinished {
-                batch_id: "b1".into(),
-                total: 2,
-                succeeded: 2,
-                failed: 0,
-                worst_verdict: Some(Severity::Green),
-            },
+            build::batch_finished("b1", 2)
+                .worst(Severity::Green)
+                .event(),
         ),
     ]);
     let buf = screen(&events, 140, 50, Some(true));

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use quorum::event::{AgentRef, Event, Stamped, Summary, TaskState};
+use quorum::event::{AgentRef, Event, Stamped, Summary, TaskState, build};
 use quorum::tui::theme;
 use ratatui::buffer::Buffer;
 use ratatui::style::Color;
@@ -176,30 +176,14 @@ fn three_reviewers_that_disagree() {
 #[test]
 fn a_queued_background_task_shows_in_the_side_panel() {
     let started = |call: &str, task: &str, queued| {
-        Stamped::new(
-            10,
-            Event::SubagentStarted {
-                call_id: call.into(),
-                task_id: Some(task.into()),
-                agent: AgentRef::Acp("codex".into()),
-                input: "write the docs".into(),
-                code_review: false,
-                background: true,
-                session: None,
-                batch_id: Some("b1".into()),
-                queued,
-            },
-        )
+        let started = build::started(call, AgentRef::Acp("codex".into()))
+            .input("write the docs")
+            .background(task)
+            .batch("b1");
+        Stamped::new(10, if queued { started.queued() } else { started }.event())
     };
     let mut events = vec![
-        Stamped::new(
-            10,
-            Event::BatchStarted {
-                batch_id: "b1".into(),
-                tasks: 2,
-                review: false,
-            },
-        ),
+        Stamped::new(10, build::batch_started("b1", 2).event()),
         started("c1", "t1", false),
         started("c2", "t2", true),
     ];
@@ -212,22 +196,18 @@ fn a_queued_background_task_shows_in_the_side_panel() {
     assert!(text.contains("◌ t2 codex"), "{text}");
     assert!(text.contains("  queued · 0 tools"), "{text}");
     // Its place comes: it runs, in the panel as in its box.
+    events.push(Stamped::new(900, build::dequeued("c2")));
     events.push(Stamped::new(
         900,
-        Event::SubagentDequeued {
-            call_id: "c2".into(),
-        },
-    ));
-    events.push(Stamped::new(
-        900,
-        Event::TaskProgress {
-            call_id: "c2".into(),
-            task_id: Some("t2".into()),
-            summary: Summary {
+        build::progress(
+            "c2",
+            Summary {
                 state: TaskState::Running,
                 ..Summary::default()
             },
-        },
+        )
+        .task("t2")
+        .event(),
     ));
     let text = rows(&screen(&events, 120, 30, Some(true))).join("\n");
     assert!(text.contains("Tasks · 2 running · 0 done"), "{text}");

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::rows;
-use quorum::event::{Activity, AgentRef, Event, Stamped, StopReason};
+use quorum::event::{AgentRef, Event, Stamped, build};
 use quorum::tui::app::{self, App, Input};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
@@ -93,17 +93,10 @@ const AGENTS: usize = 16;
 fn started(i: usize) -> Stamped {
     Stamped::new(
         0,
-        Event::SubagentStarted {
-            call_id: format!("c{i}"),
-            task_id: Some(format!("t{i}")),
-            agent: AgentRef::Acp(format!("fake{i}")),
-            input: "trickle".into(),
-            code_review: false,
-            background: true,
-            session: None,
-            batch_id: None,
-            queued: false,
-        },
+        build::started(format!("c{i}"), AgentRef::Acp(format!("fake{i}")))
+            .input("trickle")
+            .background(format!("t{i}"))
+            .event(),
     )
 }
 
@@ -112,12 +105,7 @@ fn chunk(n: usize) -> Stamped {
     let end = if n % 12 == 11 { "\n" } else { " " };
     Stamped::new(
         1,
-        Event::SubagentActivity {
-            call_id: format!("c{}", n % AGENTS),
-            activity: Activity::MessageChunk {
-                text: format!("w{n}{end}"),
-            },
-        },
+        build::chunk(format!("c{}", n % AGENTS), format!("w{n}{end}")),
     )
 }
 
@@ -163,13 +151,8 @@ async fn a_flood_of_events_is_drawn_in_coalesced_frames_and_none_without_a_chang
             }
         }
         for i in 0..AGENTS {
-            let finished = Event::SubagentFinished {
-                call_id: format!("c{i}"),
-                output: format!("fake{i} is done"),
-                stop_reason: StopReason::EndTurn,
-                severity: None,
-            };
-            ev_tx.send(Stamped::new(2, finished)).unwrap();
+            let finished = build::finished(format!("c{i}"), format!("fake{i} is done"));
+            ev_tx.send(Stamped::new(2, finished.event())).unwrap();
         }
         // Wait (bounded) until a frame shows the last box finished...
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -318,13 +301,7 @@ fn a_long_stream_shows_its_last_lines_in_its_box() {
     for n in 0..3600 {
         let end = if n % 12 == 11 { "\n" } else { " " };
         let text = format!("w{n}{end}");
-        app.on_event(Stamped::new(
-            1,
-            Event::SubagentActivity {
-                call_id: "c0".into(),
-                activity: Activity::MessageChunk { text },
-            },
-        ));
+        app.on_event(Stamped::new(1, build::chunk("c0", text)));
     }
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     terminal.draw(|f| app.draw(f)).unwrap();

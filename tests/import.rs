@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{box_colour, rows, screen};
-use quorum::event::{Activity, AgentRef, Event, Severity, StopReason, TaskState};
+use quorum::event::{Activity, AgentRef, Event, Severity, StopReason, TaskState, build};
 use quorum::transcript;
 use ratatui::style::Color;
 
@@ -213,17 +213,15 @@ fn a_claude_code_session_replays_with_its_subagent_in_a_red_box() {
     assert_eq!(agent, &AgentRef::Acp("general-purpose".into()));
     assert_eq!(input, "inspect review red");
     assert!(code_review, "a report with a severity header is a review");
+    let Event::SubagentStarted { call_id, .. } = started else {
+        unreachable!()
+    };
     assert_eq!(
         finished,
-        &Event::SubagentFinished {
-            call_id: match started {
-                Event::SubagentStarted { call_id, .. } => call_id.clone(),
-                _ => unreachable!(),
-            },
-            output: REPORT.into(),
-            stop_reason: StopReason::EndTurn,
-            severity: Some(Severity::Red),
-        }
+        &build::finished(call_id, REPORT)
+            .stop(StopReason::EndTurn)
+            .severity(Severity::Red)
+            .event()
     );
     assert_eq!(subagent_tools(&events), ["Bash ls"]);
     assert_eq!(

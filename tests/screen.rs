@@ -98,42 +98,20 @@ fn snapshots_at_80x24_and_120x40_with_and_without_panel() {
 
 #[test]
 fn agent_text_cannot_reach_the_terminal_raw() {
-    use quorum::event::{Activity, AgentRef, Event, Stamped};
+    use quorum::event::{AgentRef, Stamped, build};
     let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mred\u{9b}1mtext";
     let events = vec![
         Stamped::new(
             0,
-            Event::SubagentStarted {
-                call_id: "x".into(),
-                task_id: None,
-                agent: AgentRef::Acp("evil\u{1b}[5m".into()),
-                input: evil.into(),
-                code_review: false,
-                background: false,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            build::started("x", AgentRef::Acp("evil\u{1b}[5m".into()))
+                .input(evil)
+                .event(),
         ),
-        Stamped::new(
-            1,
-            Event::SubagentActivity {
-                call_id: "x".into(),
-                activity: Activity::MessageChunk { text: evil.into() },
-            },
-        ),
+        Stamped::new(1, build::chunk("x", evil)),
     ];
     let running = screen(&events, 80, 24, Some(false));
     let mut finished_events = events.clone();
-    finished_events.push(Stamped::new(
-        2,
-        Event::SubagentFinished {
-            call_id: "x".into(),
-            output: evil.into(),
-            stop_reason: quorum::event::StopReason::EndTurn,
-            severity: None,
-        },
-    ));
+    finished_events.push(Stamped::new(2, build::finished("x", evil).event()));
     let finished = screen(&finished_events, 80, 24, Some(false));
     for buf in [running, finished] {
         for cell in buf.content() {
@@ -286,17 +264,9 @@ fn the_status_line_shows_a_tool_call_being_written() {
     assert!(status(&events).contains("chat writing a tool call (90 B)"));
     events.push(Stamped::new(
         50,
-        Event::SubagentStarted {
-            call_id: "c1".into(),
-            task_id: None,
-            agent: quorum::event::AgentRef::Acp("fake".into()),
-            input: "hi".into(),
-            code_review: false,
-            background: false,
-            session: None,
-            batch_id: None,
-            queued: false,
-        },
+        quorum::event::build::started("c1", quorum::event::AgentRef::Acp("fake".into()))
+            .input("hi")
+            .event(),
     ));
     let shown = status(&events);
     assert!(!shown.contains("writing a tool call"), "{shown}");

@@ -59,31 +59,15 @@ proptest::proptest! {
 /// in a sub-agent's box and in the chat model's reply alike.
 #[test]
 fn a_sequence_split_across_chunks_leaves_no_fragment() {
-    use quorum::event::{Activity, AgentRef, Event, Stamped};
-    let chunk = |text: &str| {
-        Stamped::new(
-            1,
-            Event::SubagentActivity {
-                call_id: "c1".into(),
-                activity: Activity::MessageChunk { text: text.into() },
-            },
-        )
-    };
+    use quorum::event::{AgentRef, Event, Stamped, build};
+    let chunk = |text: &str| Stamped::new(1, build::chunk("c1", text));
     let delta = |text: &str| Stamped::new(1, Event::AssistantDelta { text: text.into() });
     let events = vec![
         Stamped::new(
             0,
-            Event::SubagentStarted {
-                call_id: "c1".into(),
-                task_id: None,
-                agent: AgentRef::Acp("fake".into()),
-                input: "colours".into(),
-                code_review: false,
-                background: false,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            build::started("c1", AgentRef::Acp("fake".into()))
+                .input("colours")
+                .event(),
         ),
         chunk("plain \u{1b}"),
         chunk("[31mred\u{1b}["),

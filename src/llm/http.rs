@@ -562,6 +562,25 @@ impl Endpoint {
             client: client(),
         }
     }
+
+    /// A provider's request as a stream of deltas: `body` sent to `url`
+    /// with the provider's `headers` on this endpoint's client, retried as
+    /// its policy says, each attempt's answer read by a new decoder `D`.
+    pub fn stream<D: EventDecoder + Default>(
+        &self,
+        url: String,
+        headers: Vec<(&'static str, String)>,
+        body: &serde_json::Value,
+    ) -> BoxStream<'static, Result<Delta, LlmError>> {
+        let call = Call {
+            client: self.client.clone(),
+            url,
+            headers,
+            body: body.to_string().into_bytes(),
+            retry: self.retry.clone(),
+        };
+        drive(move |tx| run(call, D::default, tx))
+    }
 }
 
 #[cfg(test)]

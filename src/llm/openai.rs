@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{self, Call, Endpoint, EventDecoder, RetryPolicy, StreamDecoder};
+use super::http::{self, Endpoint, EventDecoder, RetryPolicy, StreamDecoder};
 use super::sse::SseEvent;
 use super::{Delta, FinishReason, LlmError, Message, Model, Request, ToolSpec};
 
@@ -144,14 +144,8 @@ impl Model for OpenAi {
         if let Some(key) = &self.endpoint.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let call = Call {
-            client: self.endpoint.client.clone(),
-            url: self.url(),
-            headers,
-            body: self.body(&request).to_string().into_bytes(),
-            retry: self.endpoint.retry.clone(),
-        };
-        http::drive(move |tx| http::run(call, Decoder::default, tx))
+        self.endpoint
+            .stream::<Decoder>(self.url(), headers, &self.body(&request))
     }
 }
 

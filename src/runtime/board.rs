@@ -471,37 +471,27 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{AgentRef, Severity, ToolStatus};
+    use crate::event::{AgentRef, Severity, ToolStatus, build};
 
     fn started(call: &str, task: Option<&str>) -> Stamped {
         started_queued(call, task, false)
     }
 
     fn started_queued(call: &str, task: Option<&str>, queued: bool) -> Stamped {
-        Stamped::new(
-            10,
-            Event::SubagentStarted {
-                call_id: call.into(),
-                task_id: task.map(Into::into),
-                agent: AgentRef::Acp("fake".into()),
-                input: "go".into(),
-                code_review: true,
-                background: task.is_some(),
-                session: None,
-                batch_id: queued.then(|| "b1".into()),
-                queued,
-            },
-        )
+        let mut started = build::started(call, AgentRef::Acp("fake".into()))
+            .input("go")
+            .review();
+        if let Some(task) = task {
+            started = started.background(task);
+        }
+        if queued {
+            started = started.batch("b1").queued();
+        }
+        Stamped::new(10, started.event())
     }
 
     fn activity(call: &str, activity: Activity) -> Stamped {
-        Stamped::new(
-            20,
-            Event::SubagentActivity {
-                call_id: call.into(),
-                activity,
-            },
-        )
+        Stamped::new(20, build::activity(call, activity))
     }
 
     fn tool(id: &str) -> Activity {
@@ -556,11 +546,9 @@ mod tests {
     fn session(call: &str, id: &str) -> Stamped {
         Stamped::new(
             15,
-            Event::SubagentSession {
-                call_id: call.into(),
-                session: crate::event::SessionKind::Resumed,
-                session_id: Some(id.into()),
-            },
+            build::session(call, crate::event::SessionKind::Resumed)
+                .id(id)
+                .event(),
         )
     }
 
@@ -624,20 +612,11 @@ mod tests {
         b.observe(&activity("c1", tool("a")));
         b.observe(&Stamped::new(
             30,
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "first".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: Some(Severity::Green),
-            },
+            build::finished("c1", "first")
+                .severity(Severity::Green)
+                .event(),
         ));
-        let snap = b.observe(&Stamped::new(
-            40,
-            Event::SubagentFollowup {
-                call_id: "c1".into(),
-                input: "more".into(),
-            },
-        ));
+        let snap = b.observe(&Stamped::new(40, build::followup("c1", "more")));
         let Some(Event::TaskProgress { summary, .. }) = snap else {
             panic!("{snap:?}")
         };
@@ -650,13 +629,7 @@ mod tests {
             (None, &None, None)
         );
         assert_eq!(
-            b.observe(&Stamped::new(
-                41,
-                Event::SubagentFollowup {
-                    call_id: "c9".into(),
-                    input: "x".into()
-                }
-            )),
+            b.observe(&Stamped::new(41, build::followup("c9", "x"))),
             None
         );
     }
@@ -665,14 +638,7 @@ mod tests {
     fn text_changes_the_summary_only_when_a_line_ends() {
         let mut b = Board::new();
         b.observe(&started("c1", None));
-        let chunk = |t: &str| {
-            activity(
-                "c1",
-                Activity::MessageChunk {
-                    text: t.to_string(),
-                },
-            )
-        };
+        let chunk = |t: &str| Stamped::new(20, build::chunk("c1", t));
         assert_eq!(b.observe(&chunk("Looking at ")), None);
         assert_eq!(b.observe(&chunk("the code")), None);
         let Some(Event::TaskProgress { summary, .. }) = b.observe(&chunk(".\nNext")) else {
@@ -706,15 +672,7 @@ mod tests {
             b.call("c1").unwrap().summary.last_activity.as_deref(),
             Some("Almost")
         );
-        b.observe(&Stamped::new(
-            30,
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "Almost".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: None,
-            },
-        ));
+        b.observe(&Stamped::new(30, build::finished("c1", "Almost").event()));
         assert_eq!(
             b.call("c1").unwrap().summary.last_activity.as_deref(),
             Some("thinking: checking")
@@ -745,12 +703,9 @@ mod tests {
         assert!(!b.task("t1").unwrap().summary.waiting);
         let snap = b.observe(&Stamped::new(
             90,
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "Looks red.".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: Some(Severity::Red),
-            },
+            build::finished("c1", "Looks red.")
+                .severity(Severity::Red)
+                .event(),
         ));
         let Some(Event::TaskProgress { summary, .. }) = snap else {
             panic!("{snap:?}")
@@ -772,9 +727,7 @@ mod tests {
         assert_eq!(b.observe(&started_queued("c1", Some("t1"), true)), None);
         assert_eq!(b.task("t1").unwrap().summary.state, TaskState::Queued);
         assert_eq!(b.status(Some("t1"), 50).unwrap()["state"], "queued");
-        let dequeued = Event::SubagentDequeued {
-            call_id: "c1".into(),
-        };
+        let dequeued = build::dequeued("c1");
         let Some(Event::TaskProgress { summary, .. }) =
             b.observe(&Stamped::new(40, dequeued.clone()))
         else {
@@ -790,9 +743,7 @@ mod tests {
     fn a_cancel_is_shown_until_the_call_ends() {
         let mut b = Board::new();
         b.observe(&started("c1", Some("t1")));
-        let cancelling = Event::SubagentCancelling {
-            call_id: "c1".into(),
-        };
+        let cancelling = build::cancelling("c1");
         let Some(Event::TaskProgress { summary, .. }) =
             b.observe(&Stamped::new(10, cancelling.clone()))
         else {
@@ -804,12 +755,9 @@ mod tests {
         assert_eq!(b.observe(&Stamped::new(11, cancelling.clone())), None);
         b.observe(&Stamped::new(
             20,
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "stopped".into(),
-                stop_reason: StopReason::Cancelled,
-                severity: None,
-            },
+            build::finished("c1", "stopped")
+                .stop(StopReason::Cancelled)
+                .event(),
         ));
         let summary = &b.task("t1").unwrap().summary;
         assert_eq!(

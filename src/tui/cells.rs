@@ -846,7 +846,7 @@ mod tests {
         assert_eq!(cost(&c(0.041, "USD")), "$0.04");
         assert_eq!(cost(&c(3.0, "EUR")), "3.00 EUR");
     }
-    use crate::event::{Activity, Event, Stamped};
+    use crate::event::{Activity, Event, Stamped, build};
     use crate::tui::state::State;
 
     fn text(lines: &[Line<'static>]) -> Vec<String> {
@@ -859,17 +859,9 @@ mod tests {
     fn call_with_child(finished: bool) -> Vec<String> {
         let mut s = State::new();
         let events = [
-            Event::SubagentStarted {
-                call_id: "c1".into(),
-                task_id: None,
-                agent: AgentRef::Acp("fake".into()),
-                input: "go".into(),
-                code_review: false,
-                background: false,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            build::started("c1", AgentRef::Acp("fake".into()))
+                .input("go")
+                .event(),
             Event::SubagentChild {
                 call_id: "c1".into(),
                 child_id: "s-child".into(),
@@ -890,15 +882,7 @@ mod tests {
             s.apply(&Stamped::new(0, e));
         }
         if finished {
-            s.apply(&Stamped::new(
-                5,
-                Event::SubagentFinished {
-                    call_id: "c1".into(),
-                    output: "done".into(),
-                    stop_reason: StopReason::EndTurn,
-                    severity: None,
-                },
-            ));
+            s.apply(&Stamped::new(5, build::finished("c1", "done").event()));
         }
         text(&render(&s.cells[0], 60, 5))
     }

@@ -435,28 +435,20 @@ mod tests {
 
     #[test]
     fn a_permission_prompt_shows_the_path_command_and_diff_asked_about() {
-        use crate::event::{Activity, Event, Stamped, ToolDetail};
+        use crate::event::{Activity, Stamped, ToolDetail, build};
         use crate::tui::state::{CellKind, State};
         let mut s = State::new();
         s.apply(&Stamped::new(
             1,
-            Event::SubagentStarted {
-                call_id: "c1".into(),
-                task_id: None,
-                agent: AgentRef::Acp("fake".into()),
-                input: "go".into(),
-                code_review: false,
-                background: false,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            build::started("c1", AgentRef::Acp("fake".into()))
+                .input("go")
+                .event(),
         ));
         s.apply(&Stamped::new(
             2,
-            Event::SubagentActivity {
-                call_id: "c1".into(),
-                activity: Activity::PermissionRequest {
+            build::activity(
+                "c1",
+                Activity::PermissionRequest {
                     id: "p".into(),
                     title: "write_text_file".into(),
                     options: vec!["Allow".into(), "Reject".into()],
@@ -472,7 +464,7 @@ mod tests {
                         raw_output: None,
                     }),
                 },
-            },
+            ),
         ));
         let shown = screen(&crate::tui::cells::render(&s.cells[0], 70, 5));
         for want in [
@@ -490,13 +482,13 @@ mod tests {
         // The opened box shows the request, and its answer once given.
         s.apply(&Stamped::new(
             3,
-            Event::SubagentActivity {
-                call_id: "c1".into(),
-                activity: Activity::PermissionResolved {
+            build::activity(
+                "c1",
+                Activity::PermissionResolved {
                     id: "p".into(),
                     outcome: "Reject".into(),
                 },
-            },
+            ),
         ));
         let CellKind::Subagent(b) = &s.cells[0].kind else {
             panic!()

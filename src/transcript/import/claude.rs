@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{
-    ImportError, Parts, Record, Stream, clean, one_line, read_records, tool_kind, tool_title,
+    ImportError, Parts, Reader, Record, Stream, Subagent, clean, is_review, one_line,
+    tool_call_finished, tool_call_started, tool_ended, tool_started,
 };
-use crate::event::{Activity, AgentRef, Event, StopReason, ToolContent, ToolDetail, ToolStatus};
+use crate::event::{Activity, AgentRef, Event, StopReason};
 
 /// Record types that carry nothing to show: the prompt queue, the last
 /// prompt, sub-agent progress (read from the sub-agent's own log instead),
@@ -29,30 +30,6 @@ const QUIET: [&str; 6] = [
 
 /// The tools that run a sub-agent.
 const SUBAGENT_TOOLS: [&str; 2] = ["Agent", "Task"];
-
-/// Tool output kept in a box's detail, in characters.
-const MAX_OUTPUT: usize = 4000;
-
-pub(super) fn import(path: &Path) -> Result<Parts, ImportError> {
-    let (records, cut) = read_records(path)?;
-    let mut import = Import {
-        path,
-        parts: Parts {
-            files: 1,
-            ..Parts::default()
-        },
-        agent_ids: agent_ids(&records),
-        pending: HashMap::new(),
-        turn_open: false,
-        last_stop: StopReason::EndTurn,
-        usage_seen: HashSet::new(),
-    };
-    import.parts.warnings.extend(cut);
-    for record in &records {
-        import.record(record)?;
-    }
-    import.finish()
-}
 
 /// The sub-agent id of each `Agent` call, by tool call id.
 fn agent_ids(records: &[Record]) -> HashMap<String, String> {
@@ -78,7 +55,7 @@ fn agent_ids(records: &[Record]) -> HashMap<String, String> {
     ids
 }
 
-struct Import<'a> {
+pub(super) struct Import<'a> {
     path: &'a Path,
     parts: Parts,
     agent_ids: HashMap<String, String>,
@@ -98,11 +75,22 @@ struct Pending {
     log: Option<SubagentLog>,
 }
 
-impl Import<'_> {
+impl<'a> Reader<'a> for Import<'a> {
+    fn new(path: &'a Path, records: &[Record], parts: Parts) -> Self {
+        Import {
+            path,
+            parts,
+            agent_ids: agent_ids(records),
+            pending: HashMap::new(),
+            turn_open: false,
+            last_stop: StopReason::EndTurn,
+            usage_seen: HashSet::new(),
+        }
+    }
+
     fn record(&mut self, r: &Record) -> Result<(), ImportError> {
         let path = self.path;
-        let Some(kind) = r.str_field(path, "type")? else {
-            self.parts.skipped.add("(no type)");
+        let Some(kind) = r.kind(path, &mut self.parts.skipped)? else {
             return Ok(());
         };
         if self.parts.cwd.is_none()
@@ -138,6 +126,30 @@ impl Import<'_> {
         }
     }
 
+    fn finish(mut self) -> Result<Parts, ImportError> {
+        // Sub-agents whose result never came: their boxes stay open, as
+        // the log left them.
+        let mut open: Vec<(String, Pending)> = self.pending.drain().collect();
+        open.sort_by_key(|(_, p)| p.started);
+        for (id, pending) in open {
+            self.parts
+                .subagents
+                .push(subagent_stream(&id, pending, None));
+        }
+        if self.turn_open {
+            let last = Some(self.parts.main.last());
+            self.parts.main.push(
+                last,
+                Event::TurnEnded {
+                    stop_reason: self.last_stop,
+                },
+            );
+        }
+        Ok(self.parts)
+    }
+}
+
+impl Import<'_> {
     fn user(&mut self, r: &Record, time: Option<u64>) -> Result<(), ImportError> {
         if r.value["isMeta"] == true {
             return Ok(());
@@ -221,11 +233,7 @@ impl Import<'_> {
         }
         self.parts.main.push(
             time,
-            Event::ToolCallFinished {
-                id: clean(id),
-                ok: !failed,
-                summary: one_line(&result_text(&result["content"]), 100),
-            },
+            tool_call_finished(id, !failed, &result_text(&result["content"])),
         );
     }
 
@@ -261,11 +269,7 @@ impl Import<'_> {
             match block["type"].as_str().unwrap_or_default() {
                 "text" => {
                     let text = block["text"].as_str().unwrap_or_default();
-                    if !text.trim().is_empty() {
-                        let main = &mut self.parts.main;
-                        main.push(time, Event::AssistantDelta { text: clean(text) });
-                        main.push(time, Event::AssistantEnd);
-                    }
+                    self.parts.main.assistant(time, text);
                 }
                 "thinking" | "redacted_thinking" => {}
                 "tool_use" => self.tool_use(block, time)?,
@@ -299,18 +303,9 @@ impl Import<'_> {
             );
             return Ok(());
         }
-        self.parts.main.push(
-            time,
-            Event::ToolCallStarted {
-                id: clean(&id),
-                name: one_line(name, 60),
-                summary: tool_title(name, input)
-                    .strip_prefix(&one_line(name, 60))
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string(),
-            },
-        );
+        self.parts
+            .main
+            .push(time, tool_call_started(&id, name, input));
         Ok(())
     }
 
@@ -335,31 +330,8 @@ impl Import<'_> {
             ));
             return Ok(None);
         }
-        self.parts.files += 1;
         let log = SubagentLog::read(&file, &mut self.parts)?;
         Ok(Some(log))
-    }
-
-    fn finish(mut self) -> Result<Parts, ImportError> {
-        // Sub-agents whose result never came: their boxes stay open, as
-        // the log left them.
-        let mut open: Vec<(String, Pending)> = self.pending.drain().collect();
-        open.sort_by_key(|(_, p)| p.started);
-        for (id, pending) in open {
-            self.parts
-                .subagents
-                .push(subagent_stream(&id, pending, None));
-        }
-        if self.turn_open {
-            let last = Some(self.parts.main.last());
-            self.parts.main.push(
-                last,
-                Event::TurnEnded {
-                    stop_reason: self.last_stop,
-                },
-            );
-        }
-        Ok(self.parts)
     }
 }
 
@@ -375,48 +347,19 @@ fn subagent_stream(
         .map(|(_, report, _)| report.clone())
         .or_else(|| pending.log.as_ref().and_then(|l| l.report.clone()));
     let verdict = report.as_deref().map(crate::subagent::severity::parse);
-    // A report with a severity header is a code review.
-    let code_review = verdict
-        .as_ref()
-        .is_some_and(|v| v.severity.is_some() || v.unknown.is_some());
-    let call_id = clean(call_id);
-    let agent = AgentRef::Acp(pending.agent.clone());
-    let mut stream = Stream::default();
-    stream.push(
+    let code_review = report.as_deref().is_some_and(is_review);
+    let mut subagent = Subagent::start(
         pending.started,
-        Event::SubagentStarted {
-            call_id: call_id.clone(),
-            task_id: None,
-            agent: agent.clone(),
-            input: pending.input,
-            code_review,
-            background: false,
-            session: None,
-            batch_id: None,
-            queued: false,
-        },
+        call_id,
+        AgentRef::Acp(pending.agent),
+        pending.input,
+        code_review,
     );
-    for (time, activity) in pending.log.map(|l| l.activity).unwrap_or_default() {
-        stream.push(
-            time,
-            Event::SubagentActivity {
-                call_id: call_id.clone(),
-                activity,
-            },
-        );
-    }
+    subagent.activity(pending.log.map(|l| l.activity).unwrap_or_default());
     if let (Some((time, _, stop_reason)), Some(verdict)) = (end, verdict) {
-        super::finish_subagent(
-            &mut stream,
-            time,
-            &call_id,
-            &agent,
-            verdict,
-            code_review,
-            stop_reason,
-        );
+        subagent.finish(time, verdict, code_review, stop_reason);
     }
-    stream
+    subagent.into_stream()
 }
 
 /// A sub-agent's own log, read into box activity.
@@ -429,15 +372,13 @@ struct SubagentLog {
 
 impl SubagentLog {
     fn read(path: &Path, parts: &mut Parts) -> Result<Self, ImportError> {
-        let (records, cut) = read_records(path)?;
-        parts.warnings.extend(cut);
+        let records = parts.read_log(path)?;
         let mut log = SubagentLog::default();
         let mut last_words: Vec<String> = Vec::new();
         let mut prompt_seen = false;
         for r in &records {
             let time = r.time();
-            let Some(kind) = r.str_field(path, "type")? else {
-                parts.skipped.add("(no type)");
+            let Some(kind) = r.kind(path, &mut parts.skipped)? else {
                 continue;
             };
             match kind {
@@ -449,23 +390,9 @@ impl SubagentLog {
                         prompt_seen = true;
                         for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
                             let text = result_text(&b["content"]);
-                            let status = if b["is_error"] == true {
-                                ToolStatus::Failed
-                            } else {
-                                ToolStatus::Completed
-                            };
-                            log.activity.push((
-                                time,
-                                Activity::ToolCallUpdate {
-                                    id: clean(b["tool_use_id"].as_str().unwrap_or_default()),
-                                    title: None,
-                                    status: Some(status),
-                                    detail: Box::new(ToolDetail {
-                                        content: output_content(&text),
-                                        ..ToolDetail::default()
-                                    }),
-                                },
-                            ));
+                            let id = b["tool_use_id"].as_str().unwrap_or_default();
+                            let ok = b["is_error"] != true;
+                            log.activity.push((time, tool_ended(id, ok, &text)));
                         }
                     }
                 },
@@ -500,22 +427,10 @@ impl SubagentLog {
                             "redacted_thinking" => {}
                             "tool_use" => {
                                 last_words.clear();
+                                let id = b["id"].as_str().unwrap_or_default();
                                 let name = b["name"].as_str().unwrap_or_default();
-                                log.activity.push((
-                                    time,
-                                    Activity::ToolCall {
-                                        id: clean(b["id"].as_str().unwrap_or_default()),
-                                        title: tool_title(name, &b["input"]),
-                                        status: ToolStatus::InProgress,
-                                        detail: Box::new(ToolDetail {
-                                            kind: tool_kind(name),
-                                            raw_input: Some(crate::confine::sanitize::value(
-                                                &b["input"],
-                                            )),
-                                            ..ToolDetail::default()
-                                        }),
-                                    },
-                                ));
+                                log.activity
+                                    .push((time, tool_started(id, name, &b["input"])));
                             }
                             other => parts.skipped.add(&format!("assistant {other} block")),
                         }
@@ -595,13 +510,4 @@ fn first_text(content: &Value) -> String {
         Value::Array(blocks) => texts(blocks).into_iter().next().unwrap_or_default(),
         other => result_text(other),
     }
-}
-
-/// A tool's output as box detail, cleaned and cut to [`MAX_OUTPUT`].
-fn output_content(text: &str) -> Vec<ToolContent> {
-    if text.trim().is_empty() {
-        return Vec::new();
-    }
-    let text: String = clean(text).chars().take(MAX_OUTPUT).collect();
-    vec![ToolContent::Text { text }]
 }

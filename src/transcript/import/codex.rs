@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{
-    ImportError, Parts, Record, Stream, clean, one_line, read_records, tool_kind, tool_title,
+    ImportError, Parts, Reader, Record, Subagent, clean, is_review, one_line, tool_call_finished,
+    tool_call_started, tool_ended, tool_started,
 };
-use crate::event::{
-    Activity, AgentRef, Event, NoticeLevel, StopReason, ToolContent, ToolDetail, ToolStatus,
-};
+use crate::event::{Activity, AgentRef, Event, NoticeLevel, StopReason};
 
 /// `event_msg` payloads that repeat what the `response_item`s say, or
 /// carry nothing to show.
@@ -69,31 +68,7 @@ const QUIET_ITEMS: [&str; 7] = [
     "image_generation_call",
 ];
 
-/// Tool output kept in a box's detail, in characters.
-const MAX_OUTPUT: usize = 4000;
-
-pub(super) fn import(path: &Path) -> Result<Parts, ImportError> {
-    let (records, cut) = read_records(path)?;
-    let mut import = Import {
-        path,
-        parts: Parts {
-            files: 1,
-            ..Parts::default()
-        },
-        provider: None,
-        spawns: HashMap::new(),
-        turn_open: false,
-        waits: Vec::new(),
-        unfinished: Vec::new(),
-    };
-    import.parts.warnings.extend(cut);
-    for record in &records {
-        import.record(record)?;
-    }
-    Ok(import.finish())
-}
-
-struct Import<'a> {
+pub(super) struct Import<'a> {
     path: &'a Path,
     parts: Parts,
     provider: Option<String>,
@@ -103,16 +78,27 @@ struct Import<'a> {
     turn_open: bool,
     /// What `wait_agent` calls returned: when, and the output.
     waits: Vec<(Option<u64>, Value)>,
-    /// Sub-agents whose rollout was not found: their stream so far, agent
-    /// id, call id and agent, to finish from a `wait_agent` result.
-    unfinished: Vec<(Stream, String, String, AgentRef)>,
+    /// Sub-agents whose rollout was not found: their stream so far and
+    /// agent id, to finish from a `wait_agent` result.
+    unfinished: Vec<(Subagent, String)>,
 }
 
-impl Import<'_> {
+impl<'a> Reader<'a> for Import<'a> {
+    fn new(path: &'a Path, _records: &[Record], parts: Parts) -> Self {
+        Import {
+            path,
+            parts,
+            provider: None,
+            spawns: HashMap::new(),
+            turn_open: false,
+            waits: Vec::new(),
+            unfinished: Vec::new(),
+        }
+    }
+
     fn record(&mut self, r: &Record) -> Result<(), ImportError> {
         let path = self.path;
-        let Some(kind) = r.str_field(path, "type")? else {
-            self.parts.skipped.add("(no type)");
+        let Some(kind) = r.kind(path, &mut self.parts.skipped)? else {
             return Ok(());
         };
         let time = r.time();
@@ -140,6 +126,35 @@ impl Import<'_> {
         Ok(())
     }
 
+    fn finish(mut self) -> Result<Parts, ImportError> {
+        for (mut subagent, agent_id) in std::mem::take(&mut self.unfinished) {
+            // What `wait_agent` said of it: `{"status": {ID: {"completed": REPORT}}}`.
+            let found = self.waits.iter().find_map(|(time, value)| {
+                let status = &value["status"][agent_id.as_str()];
+                let report = status["completed"].as_str()?;
+                Some((*time, report.to_string()))
+            });
+            if let Some((time, report)) = found {
+                let code_review = is_review(&report);
+                let verdict = crate::subagent::severity::parse(&report);
+                subagent.finish(time, verdict, code_review, StopReason::EndTurn);
+            }
+            self.parts.subagents.push(subagent.into_stream());
+        }
+        if self.turn_open {
+            let last = Some(self.parts.main.last());
+            self.parts.main.push(
+                last,
+                Event::TurnEnded {
+                    stop_reason: StopReason::EndTurn,
+                },
+            );
+        }
+        Ok(self.parts)
+    }
+}
+
+impl Import<'_> {
     fn item(&mut self, r: &Record, item: &Value, time: Option<u64>) -> Result<(), ImportError> {
         let kind = payload_type(self.path, r)?;
         let main = &mut self.parts.main;
@@ -147,10 +162,7 @@ impl Import<'_> {
             "message" => {
                 if item["role"] == "assistant" {
                     for text in output_texts(&item["content"]) {
-                        if !text.trim().is_empty() {
-                            main.push(time, Event::AssistantDelta { text: clean(&text) });
-                            main.push(time, Event::AssistantEnd);
-                        }
+                        main.assistant(time, &text);
                     }
                 }
                 // The person's words come from `event_msg` `user_message`:
@@ -164,20 +176,7 @@ impl Import<'_> {
                     self.spawns.insert(id, (time, spawn_message(&input)));
                     return Ok(());
                 }
-                let title = tool_title(name, &input);
-                let name = one_line(name, 60);
-                main.push(
-                    time,
-                    Event::ToolCallStarted {
-                        id: clean(&id),
-                        summary: title
-                            .strip_prefix(&name)
-                            .unwrap_or_default()
-                            .trim()
-                            .to_string(),
-                        name,
-                    },
-                );
+                main.push(time, tool_call_started(&id, name, &input));
             }
             "function_call_output" | "custom_tool_call_output" => {
                 let id = item["call_id"].as_str().unwrap_or_default();
@@ -190,14 +189,7 @@ impl Import<'_> {
                 {
                     self.waits.push((time, value));
                 }
-                main.push(
-                    time,
-                    Event::ToolCallFinished {
-                        id: clean(id),
-                        ok: output.ok,
-                        summary: one_line(&output.summary(), 100),
-                    },
-                );
+                main.push(time, tool_call_finished(id, output.ok, &output.summary()));
             }
             k if QUIET_ITEMS.contains(&k) || k == "local_shell_call" => {}
             other => self.parts.skipped.add(&format!("response_item {other}")),
@@ -273,10 +265,7 @@ impl Import<'_> {
         let agent_id = result["agent_id"].as_str().unwrap_or_default().to_string();
         let rollout = find_rollout(self.path, &agent_id);
         let log = match &rollout {
-            Some(file) => {
-                self.parts.files += 1;
-                Some(ChildLog::read(file, &mut self.parts)?)
-            }
+            Some(file) => Some(ChildLog::read(file, &mut self.parts)?),
             None => None,
         };
         let nickname = log
@@ -285,39 +274,22 @@ impl Import<'_> {
             .or_else(|| result["nickname"].as_str().map(str::to_string))
             .unwrap_or_else(|| "codex".into());
         let agent = AgentRef::Acp(one_line(&nickname, 40));
-        let call_id = clean(call_id);
         let report = log
             .as_ref()
             .and_then(|l| l.end.as_ref())
             .map(|e| e.report.clone());
-        let mut stream = Stream::default();
-        stream.push(
+        let mut subagent = Subagent::start(
             started,
-            Event::SubagentStarted {
-                call_id: call_id.clone(),
-                task_id: None,
-                agent: agent.clone(),
-                input: clean(&message),
-                code_review: report.as_deref().is_some_and(is_review),
-                background: false,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            call_id,
+            agent,
+            clean(&message),
+            report.as_deref().is_some_and(is_review),
         );
         if !output.ok {
             // The spawn failed: no sub-agent ran.
             let verdict = crate::subagent::severity::parse(&output.text);
-            super::finish_subagent(
-                &mut stream,
-                time,
-                &call_id,
-                &agent,
-                verdict,
-                false,
-                StopReason::Error,
-            );
-            self.parts.subagents.push(stream);
+            subagent.finish(time, verdict, false, StopReason::Error);
+            self.parts.subagents.push(subagent.into_stream());
             return Ok(());
         }
         let Some(log) = log else {
@@ -327,68 +299,17 @@ impl Import<'_> {
                 clean(&agent_id),
                 clean(&agent_id),
             ));
-            self.unfinished.push((stream, agent_id, call_id, agent));
+            self.unfinished.push((subagent, agent_id));
             return Ok(());
         };
-        for (time, activity) in log.activity {
-            stream.push(
-                time,
-                Event::SubagentActivity {
-                    call_id: call_id.clone(),
-                    activity,
-                },
-            );
-        }
+        subagent.activity(log.activity);
         if let Some(end) = log.end {
             let code_review = is_review(&end.report);
             let verdict = crate::subagent::severity::parse(&end.report);
-            super::finish_subagent(
-                &mut stream,
-                end.time,
-                &call_id,
-                &agent,
-                verdict,
-                code_review,
-                end.stop_reason,
-            );
+            subagent.finish(end.time, verdict, code_review, end.stop_reason);
         }
-        self.parts.subagents.push(stream);
+        self.parts.subagents.push(subagent.into_stream());
         Ok(())
-    }
-
-    fn finish(mut self) -> Parts {
-        for (mut stream, agent_id, call_id, agent) in std::mem::take(&mut self.unfinished) {
-            // What `wait_agent` said of it: `{"status": {ID: {"completed": REPORT}}}`.
-            let found = self.waits.iter().find_map(|(time, value)| {
-                let status = &value["status"][agent_id.as_str()];
-                let report = status["completed"].as_str()?;
-                Some((*time, report.to_string()))
-            });
-            if let Some((time, report)) = found {
-                let code_review = is_review(&report);
-                let verdict = crate::subagent::severity::parse(&report);
-                super::finish_subagent(
-                    &mut stream,
-                    time,
-                    &call_id,
-                    &agent,
-                    verdict,
-                    code_review,
-                    StopReason::EndTurn,
-                );
-            }
-            self.parts.subagents.push(stream);
-        }
-        if self.turn_open {
-            let last = Some(self.parts.main.last());
-            self.parts.main.push(
-                last,
-                Event::TurnEnded {
-                    stop_reason: StopReason::EndTurn,
-                },
-            );
-        }
-        self.parts
     }
 }
 
@@ -411,12 +332,6 @@ fn payload_type(path: &Path, r: &Record) -> Result<String, ImportError> {
         )),
         None => Err(r.bad(path, "payload", "missing".into())),
     }
-}
-
-/// A report that starts with a severity header is a code review.
-fn is_review(report: &str) -> bool {
-    let v = crate::subagent::severity::parse(report);
-    v.severity.is_some() || v.unknown.is_some()
 }
 
 /// The texts of a message's `output_text` (or `input_text`) parts.
@@ -603,14 +518,12 @@ struct End {
 
 impl ChildLog {
     fn read(path: &Path, parts: &mut Parts) -> Result<ChildLog, ImportError> {
-        let (records, cut) = read_records(path)?;
-        parts.warnings.extend(cut);
+        let records = parts.read_log(path)?;
         let mut log = ChildLog::default();
         let mut last_words: Vec<String> = Vec::new();
         for r in &records {
             let time = r.time();
-            let Some(kind) = r.str_field(path, "type")? else {
-                parts.skipped.add("(no type)");
+            let Some(kind) = r.kind(path, &mut parts.skipped)? else {
                 continue;
             };
             let p = &r.value["payload"];
@@ -651,48 +564,16 @@ impl ChildLog {
                     }
                     "function_call" | "custom_tool_call" => {
                         last_words.clear();
+                        let id = p["call_id"].as_str().unwrap_or_default();
                         let name = p["name"].as_str().unwrap_or_default();
                         let input = arguments(p);
-                        log.activity.push((
-                            time,
-                            Activity::ToolCall {
-                                id: clean(p["call_id"].as_str().unwrap_or_default()),
-                                title: tool_title(name, &input),
-                                status: ToolStatus::InProgress,
-                                detail: Box::new(ToolDetail {
-                                    kind: tool_kind(name),
-                                    raw_input: Some(crate::confine::sanitize::value(&input)),
-                                    ..ToolDetail::default()
-                                }),
-                            },
-                        ));
+                        log.activity.push((time, tool_started(id, name, &input)));
                     }
                     "function_call_output" | "custom_tool_call_output" => {
+                        let id = p["call_id"].as_str().unwrap_or_default();
                         let output = Output::of(&p["output"]);
-                        let body = output.body();
-                        let content = if body.trim().is_empty() {
-                            Vec::new()
-                        } else {
-                            vec![ToolContent::Text {
-                                text: clean(body).chars().take(MAX_OUTPUT).collect(),
-                            }]
-                        };
-                        log.activity.push((
-                            time,
-                            Activity::ToolCallUpdate {
-                                id: clean(p["call_id"].as_str().unwrap_or_default()),
-                                title: None,
-                                status: Some(if output.ok {
-                                    ToolStatus::Completed
-                                } else {
-                                    ToolStatus::Failed
-                                }),
-                                detail: Box::new(ToolDetail {
-                                    content,
-                                    ..ToolDetail::default()
-                                }),
-                            },
-                        ));
+                        log.activity
+                            .push((time, tool_ended(id, output.ok, output.body())));
                     }
                     k if QUIET_ITEMS.contains(&k) || k == "local_shell_call" => {}
                     other => parts.skipped.add(&format!("response_item {other}")),

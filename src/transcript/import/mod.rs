@@ -31,9 +31,15 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::{FORMAT, Header, TerminalSize, VERSION};
-use crate::event::{AgentRef, Event, NoticeLevel, Stamped, StopReason};
+use crate::event::{
+    Activity, AgentRef, Event, NoticeLevel, Stamped, StopReason, ToolContent, ToolDetail,
+    ToolStatus, build,
+};
 use crate::runtime::board::Board;
 use crate::subagent::severity::Verdict;
+
+/// Tool output kept in a box's detail, in characters.
+const MAX_OUTPUT: usize = 4000;
 
 /// The tool that wrote a session log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +91,20 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// The record's `type`; a record without one is counted in `skipped`
+    /// and gives `None`.
+    fn kind<'a>(
+        &'a self,
+        path: &Path,
+        skipped: &mut Skipped,
+    ) -> Result<Option<&'a str>, ImportError> {
+        let kind = self.str_field(path, "type")?;
+        if kind.is_none() {
+            skipped.add("(no type)");
+        }
+        Ok(kind)
+    }
+
     /// A field that must be a string (`None` when absent).
     fn str_field<'a>(&'a self, path: &Path, field: &str) -> Result<Option<&'a str>, ImportError> {
         match self.value.get(field) {
@@ -262,10 +282,35 @@ pub struct Imported {
 /// Imports the session log at `path`, written by `tool`.
 pub fn import(tool: Tool, path: &Path) -> Result<Imported, ImportError> {
     let parts = match tool {
-        Tool::Claude => claude::import(path)?,
-        Tool::Codex => codex::import(path)?,
+        Tool::Claude => read::<claude::Import>(path)?,
+        Tool::Codex => read::<codex::Import>(path)?,
     };
     Ok(parts.finish())
+}
+
+/// One importer's reading of a session log: made once the log is read,
+/// told its records one by one, then finished into the parts it found.
+pub(crate) trait Reader<'a>: Sized {
+    /// A reader of the log at `path`, whose `records` are all there;
+    /// `parts` already counts the log and holds its cut-line warning.
+    fn new(path: &'a Path, records: &[Record], parts: Parts) -> Self;
+    fn record(&mut self, r: &Record) -> Result<(), ImportError>;
+    fn finish(self) -> Result<Parts, ImportError>;
+}
+
+/// Reads the session log at `path` with an `R`.
+fn read<'a, R: Reader<'a>>(path: &'a Path) -> Result<Parts, ImportError> {
+    let (records, cut) = read_records(path)?;
+    let parts = Parts {
+        files: 1,
+        warnings: cut.into_iter().collect(),
+        ..Parts::default()
+    };
+    let mut reader = R::new(path, &records, parts);
+    for record in &records {
+        reader.record(record)?;
+    }
+    reader.finish()
 }
 
 /// What an importer found: its streams of timed events, before they are
@@ -304,9 +349,25 @@ impl Stream {
     pub fn last(&self) -> u64 {
         self.last
     }
+
+    /// The assistant's `text`, a whole message, unless it is blank.
+    pub fn assistant(&mut self, time: Option<u64>, text: &str) {
+        if !text.trim().is_empty() {
+            self.push(time, Event::AssistantDelta { text: clean(text) });
+            self.push(time, Event::AssistantEnd);
+        }
+    }
 }
 
 impl Parts {
+    /// The records of a sub-agent's log at `path`, counted among the files
+    /// read, with a warning if its last line was cut short.
+    pub fn read_log(&mut self, path: &Path) -> Result<Vec<Record>, ImportError> {
+        self.files += 1;
+        let (records, cut) = read_records(path)?;
+        self.warnings.extend(cut);
+        Ok(records)
+    }
     /// Merges the streams by time (ties: the main conversation first),
     /// stamps them from the first, and adds the task board's snapshots.
     fn finish(self) -> Imported {
@@ -366,39 +427,157 @@ impl Parts {
     }
 }
 
-/// Ends a sub-agent's stream: its `subagent_finished` with the report's
-/// body, preceded by a notice when a review's severity header has a value
-/// quorum does not know (as the engine does).
-pub(crate) fn finish_subagent(
-    stream: &mut Stream,
-    time: Option<u64>,
-    call_id: &str,
-    agent: &AgentRef,
-    verdict: Verdict<'_>,
-    code_review: bool,
-    stop_reason: StopReason,
-) {
-    if code_review && let Some(value) = verdict.unknown {
+/// One sub-agent call's stream, from its `subagent_started` on: its box,
+/// what it did, and its end.
+#[derive(Debug)]
+pub(crate) struct Subagent {
+    stream: Stream,
+    call_id: String,
+    agent: AgentRef,
+}
+
+impl Subagent {
+    /// Call `call_id` (cleaned) on `agent` starts at `time`, asked
+    /// `input`.
+    pub fn start(
+        time: Option<u64>,
+        call_id: &str,
+        agent: AgentRef,
+        input: String,
+        code_review: bool,
+    ) -> Self {
+        let call_id = clean(call_id);
+        let mut stream = Stream::default();
         stream.push(
             time,
-            Event::Notice {
-                level: NoticeLevel::Warning,
-                text: clean(&format!(
-                    "{}: unknown review severity {value:?} (expected green, yellow or red); no verdict",
-                    agent.name()
-                )),
+            build::started(call_id.clone(), agent.clone())
+                .input(input)
+                .code_review(code_review)
+                .event(),
+        );
+        Self {
+            stream,
+            call_id,
+            agent,
+        }
+    }
+
+    /// What the sub-agent did, as its own log tells.
+    pub fn activity(&mut self, activity: Vec<(Option<u64>, Activity)>) {
+        for (time, activity) in activity {
+            self.stream
+                .push(time, build::activity(self.call_id.clone(), activity));
+        }
+    }
+
+    /// Ends the stream: its `subagent_finished` with the report's body,
+    /// preceded by a notice when a review's severity header has a value
+    /// quorum does not know (as the engine does).
+    pub fn finish(
+        &mut self,
+        time: Option<u64>,
+        verdict: Verdict<'_>,
+        code_review: bool,
+        stop_reason: StopReason,
+    ) {
+        if code_review && let Some(value) = verdict.unknown {
+            self.stream.push(
+                time,
+                Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: clean(&format!(
+                        "{}: unknown review severity {value:?} (expected green, yellow or red); no verdict",
+                        self.agent.name()
+                    )),
+                },
+            );
+        }
+        self.stream.push(
+            time,
+            Event::SubagentFinished {
+                call_id: self.call_id.clone(),
+                output: clean(verdict.body),
+                stop_reason,
+                severity: if code_review { verdict.severity } else { None },
             },
         );
     }
-    stream.push(
-        time,
-        Event::SubagentFinished {
-            call_id: call_id.to_string(),
-            output: clean(verdict.body),
-            stop_reason,
-            severity: if code_review { verdict.severity } else { None },
-        },
-    );
+
+    pub fn into_stream(self) -> Stream {
+        self.stream
+    }
+}
+
+/// A report that starts with a severity header is a code review.
+pub(crate) fn is_review(report: &str) -> bool {
+    let v = crate::subagent::severity::parse(report);
+    v.severity.is_some() || v.unknown.is_some()
+}
+
+/// A call of the main conversation's to a tool other than a sub-agent:
+/// the tool's name, and its main argument as the summary.
+pub(crate) fn tool_call_started(id: &str, name: &str, input: &Value) -> Event {
+    let title = tool_title(name, input);
+    let name = one_line(name, 60);
+    Event::ToolCallStarted {
+        id: clean(id),
+        summary: title
+            .strip_prefix(&name)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        name,
+    }
+}
+
+/// The result of the main conversation's tool call `id`, on one line.
+pub(crate) fn tool_call_finished(id: &str, ok: bool, result: &str) -> Event {
+    Event::ToolCallFinished {
+        id: clean(id),
+        ok,
+        summary: one_line(result, 100),
+    }
+}
+
+/// A sub-agent's tool call `id` to tool `name` with `input`, as box
+/// activity: running, titled by its main argument, with its kind and
+/// input as detail.
+pub(crate) fn tool_started(id: &str, name: &str, input: &Value) -> Activity {
+    Activity::ToolCall {
+        id: clean(id),
+        title: tool_title(name, input),
+        status: ToolStatus::InProgress,
+        detail: Box::new(ToolDetail {
+            kind: tool_kind(name),
+            raw_input: Some(crate::confine::sanitize::value(input)),
+            ..ToolDetail::default()
+        }),
+    }
+}
+
+/// A sub-agent's tool call `id` ended, `ok` or failed, with `output`: kept
+/// as box detail, cleaned and cut to [`MAX_OUTPUT`] characters.
+pub(crate) fn tool_ended(id: &str, ok: bool, output: &str) -> Activity {
+    let content = if output.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![ToolContent::Text {
+            text: clean(output).chars().take(MAX_OUTPUT).collect(),
+        }]
+    };
+    Activity::ToolCallUpdate {
+        id: clean(id),
+        title: None,
+        status: Some(if ok {
+            ToolStatus::Completed
+        } else {
+            ToolStatus::Failed
+        }),
+        detail: Box::new(ToolDetail {
+            content,
+            ..ToolDetail::default()
+        }),
+    }
 }
 
 /// Text from a log made safe for a terminal.
@@ -539,6 +718,85 @@ mod tests {
             default_out(Path::new("log")),
             PathBuf::from("log.quorum.jsonl")
         );
+    }
+
+    #[test]
+    fn a_subagent_is_its_box_its_activity_and_its_end() {
+        let mut sub = Subagent::start(
+            Some(5),
+            "c\u{1b}[1m1",
+            AgentRef::Acp("codex".into()),
+            "look".into(),
+            true,
+        );
+        sub.activity(vec![(Some(6), Activity::Notice { text: "n".into() })]);
+        let report = "<!-- severity: amber -->\nHmm.";
+        sub.finish(
+            Some(7),
+            crate::subagent::severity::parse(report),
+            is_review(report),
+            StopReason::EndTurn,
+        );
+        let events = sub.into_stream().events;
+        assert_eq!(
+            events[..2],
+            [
+                (
+                    5,
+                    build::started("c1", AgentRef::Acp("codex".into()))
+                        .input("look")
+                        .review()
+                        .event()
+                ),
+                (
+                    6,
+                    build::activity("c1", Activity::Notice { text: "n".into() })
+                ),
+            ]
+        );
+        assert!(
+            matches!(&events[2], (7, Event::Notice { level: NoticeLevel::Warning, text })
+            if text.starts_with("codex: unknown review severity \"amber\""))
+        );
+        assert_eq!(events[3], (7, build::finished("c1", "Hmm.").event()));
+        assert!(!is_review("Hmm."));
+    }
+
+    #[test]
+    fn tool_lines_and_tool_activity() {
+        let input = serde_json::json!({"command": "ls -l"});
+        assert_eq!(
+            tool_call_started("t\u{7}1", "Bash", &input),
+            Event::ToolCallStarted {
+                id: "t1".into(),
+                name: "Bash".into(),
+                summary: "ls -l".into(),
+            }
+        );
+        assert_eq!(
+            tool_call_finished("t1", false, "\nno such file\nmore"),
+            Event::ToolCallFinished {
+                id: "t1".into(),
+                ok: false,
+                summary: "no such file".into(),
+            }
+        );
+        assert!(matches!(tool_started("t1", "Bash", &input),
+            Activity::ToolCall { title, status: ToolStatus::InProgress, detail, .. }
+            if title == "Bash ls -l" && detail.kind.as_deref() == Some("execute")
+                && detail.raw_input == Some(input.clone())));
+        let long = "x".repeat(MAX_OUTPUT + 10);
+        let Activity::ToolCallUpdate { status, detail, .. } = tool_ended("t1", true, &long) else {
+            panic!()
+        };
+        assert_eq!(status, Some(ToolStatus::Completed));
+        assert!(matches!(&detail.content[..],
+            [ToolContent::Text { text }] if text.chars().count() == MAX_OUTPUT));
+        let Activity::ToolCallUpdate { status, detail, .. } = tool_ended("t1", false, " \n") else {
+            panic!()
+        };
+        assert_eq!(status, Some(ToolStatus::Failed));
+        assert!(detail.is_empty(), "blank output is no detail");
     }
 
     #[test]
