@@ -238,7 +238,7 @@ fn first_line(text: &str) -> &str {
 
 /// A batch member's mark: its verdict, else its state.
 fn member_mark(m: &Member, now: u64) -> Span<'static> {
-    match (m.state, m.severity) {
+    match (m.summary.state, m.summary.severity) {
         (_, Some(s)) => Span::styled(
             format!("● {}", s.as_str()),
             Style::default()
@@ -377,7 +377,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
         ],
-        (None, _) if b.cancelling => vec![
+        (None, _) if b.summary.cancelling => vec![
             Span::styled(" ⊘ cancelling… ", theme::warning()),
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
@@ -485,13 +485,13 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     }
 
     // Bottom: ╰──── 12.3k / 200k tokens · $0.04 · 3 tool calls ─╯
-    let counts = match b.tool_calls {
+    let counts = match b.summary.tool_calls {
         0 => String::new(),
         1 => "1 tool call".to_string(),
         n => format!("{n} tool calls"),
     };
     let mut footer: Vec<Span<'static>> = Vec::new();
-    if let Some(u) = &b.usage {
+    if let Some(u) = &b.summary.usage {
         footer.extend(usage_spans(u));
         // Dropped first when the box is too narrow for it.
         if spans_width(&footer) + text_width(&counts) + 12 > width {

@@ -388,7 +388,10 @@ mod tests {
             ]
         );
         assert_eq!(b.plan.len(), 1);
-        assert_eq!(b.tool_calls, 0, "counts come from the board's snapshot");
+        assert_eq!(
+            b.summary.tool_calls, 0,
+            "counts come from the board's snapshot"
+        );
         assert_eq!(s.tasks[0].summary.tool_calls, 0);
         assert_eq!(s.pending_permission(), Some(("c1".into(), "p".into(), 2)));
         apply(
@@ -428,7 +431,7 @@ mod tests {
         );
         assert_eq!(the_box(&s).permission_detail.locations, vec!["/w/a.txt"]);
         apply(&mut s, 3, snapshot(0, TaskState::Running, true));
-        assert!(the_box(&s).waiting);
+        assert!(the_box(&s).summary.waiting);
         assert_eq!(s.needs_you(), 1);
         apply(
             &mut s,

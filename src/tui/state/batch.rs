@@ -3,18 +3,16 @@
 //! added up over calls (a batch's, the session's).
 
 use super::{CellKind, State, clean};
-use crate::event::{Cost, Quorum, Severity, TaskState, UsageShare};
+use crate::event::{Cost, Quorum, Severity, Summary, UsageShare};
 
 /// One task of a batch, in its header.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
     pub call_id: String,
     pub agent: String,
-    /// Copied from the board's snapshots.
-    pub state: TaskState,
-    pub severity: Option<Severity>,
-    /// Its part of the batch's usage total.
-    pub share: Option<UsageShare>,
+    /// The board's latest snapshot of it, sanitised: its state, its
+    /// verdict, and its part of the batch's usage total.
+    pub summary: Summary,
 }
 
 /// Usage added up over calls: tokens in context and cost (one amount per
@@ -72,7 +70,7 @@ impl BatchHeader {
 
     /// Its tasks' usage added up (a review quorum's cost).
     pub fn usage_total(&self) -> Option<UsageTotal> {
-        UsageTotal::of(self.members.iter().filter_map(|m| m.share.as_ref()))
+        UsageTotal::of(self.members.iter().filter_map(|m| m.summary.share.as_ref()))
     }
 }
 
@@ -155,7 +153,7 @@ mod tests {
     //! What applying a batch's events changes in its header and group.
 
     use super::*;
-    use crate::event::{Activity, AgentRef, Event, Summary, Usage};
+    use crate::event::{Activity, AgentRef, Event, Summary, TaskState, Usage};
     use crate::tui::state::Grouped;
     use crate::tui::state::fixtures::*;
 
@@ -202,7 +200,7 @@ mod tests {
                 },
             },
         );
-        assert_eq!(box_of(&s, "c1").usage, None);
+        assert_eq!(box_of(&s, "c1").summary.usage, None);
         assert_eq!(s.usage_total(), None, "no usage, no total");
         apply(&mut s, 4, usage_snapshot("c1", 1_000, 1_000, 0.01, "USD"));
         // A resumed session: the box shows the session's figures, its
@@ -213,17 +211,24 @@ mod tests {
             usage_snapshot("c2", 3_000, 500, 0.02, "USD\x1b[31m"),
         );
         let b = box_of(&s, "c2");
-        assert_eq!(b.usage.as_ref().unwrap().used, 3_000);
+        assert_eq!(b.summary.usage.as_ref().unwrap().used, 3_000);
         assert_eq!(
-            b.usage.as_ref().unwrap().cost.as_ref().unwrap().currency,
+            b.summary
+                .usage
+                .as_ref()
+                .unwrap()
+                .cost
+                .as_ref()
+                .unwrap()
+                .currency,
             "USD",
             "sanitised"
         );
         assert_eq!(
-            s.tasks[1].summary.usage, b.usage,
+            s.tasks[1].summary.usage, b.summary.usage,
             "the panel shows the same"
         );
-        assert_eq!(header(&s).members[1].share, b.share);
+        assert_eq!(header(&s).members[1].summary.share, b.summary.share);
         let total = header(&s).usage_total().unwrap();
         assert_eq!(total.tokens, 1_500);
         assert_eq!(total.costs.len(), 1);
@@ -276,7 +281,7 @@ mod tests {
         assert_eq!(
             h.members
                 .iter()
-                .map(|m| (m.call_id.as_str(), m.agent.as_str(), m.state))
+                .map(|m| (m.call_id.as_str(), m.agent.as_str(), m.summary.state))
                 .collect::<Vec<_>>(),
             [
                 ("c1", "a", TaskState::Running),
@@ -316,7 +321,7 @@ mod tests {
         );
         let m = &header(&s).members[0];
         assert_eq!(
-            (m.state, m.severity),
+            (m.summary.state, m.summary.severity),
             (TaskState::Done, Some(Severity::Red))
         );
         // A box of an unknown batch is drawn on its own.

@@ -248,7 +248,7 @@ impl State {
     /// Every sub-agent call's usage added up: the session total.
     pub fn usage_total(&self) -> Option<UsageTotal> {
         UsageTotal::of(self.cells.iter().filter_map(|c| match &c.kind {
-            CellKind::Subagent(b) => b.share.as_ref(),
+            CellKind::Subagent(b) => b.summary.share.as_ref(),
             _ => None,
         }))
     }
@@ -258,7 +258,7 @@ impl State {
     pub fn needs_you(&self) -> usize {
         self.cells
             .iter()
-            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.waiting))
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.summary.waiting))
             .count()
     }
 
@@ -266,7 +266,7 @@ impl State {
     pub fn cancelling(&self) -> usize {
         self.cells
             .iter()
-            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.cancelling))
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.summary.cancelling))
             .count()
     }
 

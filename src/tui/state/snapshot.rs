@@ -15,17 +15,22 @@ impl State {
         summary: &Summary,
     ) {
         // A copy of the board's snapshot: box, batch header and
-        // panel show the same numbers.
+        // panel show the same numbers. Sanitised once, then copied.
+        let snapshot = clean_summary(summary);
         if let Some(b) = self.subagent(call_id) {
-            b.tool_calls = summary.tool_calls;
-            b.usage = clean_usage(&summary.usage);
-            b.share = clean_share(&summary.share);
-            b.waiting = summary.waiting && b.running();
-            b.cancelling = summary.cancelling && b.running();
+            let running = b.running();
             let was_queued = b.queued();
-            if b.running() {
-                b.state = summary.state;
-            }
+            b.summary = Summary {
+                // A box that ended keeps the state its end gave it.
+                state: if running {
+                    snapshot.state
+                } else {
+                    b.summary.state
+                },
+                waiting: snapshot.waiting && running,
+                cancelling: snapshot.cancelling && running,
+                ..snapshot.clone()
+            };
             if was_queued && !b.queued() {
                 self.queued -= 1;
             }
@@ -34,17 +39,10 @@ impl State {
             && let Some(header) = self.batch(&batch_id)
             && let Some(member) = header.members.iter_mut().find(|m| &m.call_id == call_id)
         {
-            member.state = summary.state;
-            member.severity = summary.severity;
-            member.share = clean_share(&summary.share);
+            member.summary = snapshot.clone();
         }
         if let Some(task) = task_id.and_then(|id| self.task(id)) {
-            task.summary = Summary {
-                last_activity: summary.last_activity.as_deref().map(clean),
-                usage: clean_usage(&summary.usage),
-                share: clean_share(&summary.share),
-                ..summary.clone()
-            };
+            task.summary = snapshot;
             if !summary.state.active() && task.finished.is_none() {
                 task.finished = Some(t);
             }
@@ -58,6 +56,21 @@ impl State {
                 ..summary.clone()
             };
         }
+    }
+}
+
+/// A board snapshot, sanitised for the screen: its last activity, and
+/// the currency of its usage and share.
+fn clean_summary(summary: &Summary) -> Summary {
+    Summary {
+        state: summary.state,
+        tool_calls: summary.tool_calls,
+        last_activity: summary.last_activity.as_deref().map(clean),
+        severity: summary.severity,
+        waiting: summary.waiting,
+        cancelling: summary.cancelling,
+        usage: clean_usage(&summary.usage),
+        share: clean_share(&summary.share),
     }
 }
 
@@ -104,7 +117,7 @@ mod tests {
                 call_id: "c1".into(),
             },
         );
-        assert!(!the_box(&s).cancelling);
+        assert!(!the_box(&s).summary.cancelling);
         let Event::TaskProgress {
             call_id,
             task_id,
@@ -123,7 +136,7 @@ mod tests {
                 summary,
             },
         );
-        assert!(the_box(&s).cancelling);
+        assert!(the_box(&s).summary.cancelling);
         assert!(s.tasks[0].summary.cancelling);
         assert_eq!(s.cancelling(), 1);
     }
@@ -133,14 +146,17 @@ mod tests {
         let mut s = State::new();
         apply(&mut s, 1, started(true));
         apply(&mut s, 2, snapshot(3, TaskState::Running, true));
-        assert_eq!(the_box(&s).tool_calls, 3);
+        assert_eq!(the_box(&s).summary.tool_calls, 3);
         let task = &s.tasks[0].summary;
         assert_eq!((task.tool_calls, task.waiting), (3, true));
         assert_eq!(task.last_activity.as_deref(), Some("⚙ Read a.rs"));
         // Copied, never added to: the same snapshot twice is the same.
         apply(&mut s, 3, snapshot(3, TaskState::Running, false));
         assert_eq!(
-            (the_box(&s).tool_calls, s.tasks[0].summary.tool_calls),
+            (
+                the_box(&s).summary.tool_calls,
+                s.tasks[0].summary.tool_calls
+            ),
             (3, 3)
         );
         assert!(!s.tasks[0].summary.waiting);

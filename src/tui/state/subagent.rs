@@ -8,7 +8,7 @@ use super::activity::push_line;
 use super::{ActivityLine, CellKind, Changes, Log, LogEntry, Member, State, Task, ToolInfo, clean};
 use crate::event::{
     AgentRef, ChildState, Event, PlanEntry, PlanStatus, SessionKind, Severity, StopReason, Summary,
-    TaskState, Usage, UsageShare,
+    TaskState,
 };
 
 /// A `subagent` call's box.
@@ -25,8 +25,6 @@ pub struct SubagentBox {
     pub finished: Option<u64>,
     /// The last few things the agent did, oldest first.
     pub activity: VecDeque<ActivityLine>,
-    /// From the task board's snapshot, as the side panel shows it.
-    pub tool_calls: u32,
     pub plan: Vec<PlanEntry>,
     /// An unanswered permission request: id, title, options.
     pub permission: Option<(String, String, Vec<String>)>,
@@ -35,10 +33,6 @@ pub struct SubagentBox {
     pub output: Option<String>,
     pub stop_reason: Option<StopReason>,
     pub severity: Option<Severity>,
-    /// Waiting for the person (from the board's snapshot).
-    pub waiting: bool,
-    /// Asked to stop, its agent not stopped yet (from the board's snapshot).
-    pub cancelling: bool,
     /// What quorum told of the call (the last few), kept when it ends.
     pub notices: VecDeque<String>,
     pub session_id: Option<String>,
@@ -46,13 +40,15 @@ pub struct SubagentBox {
     pub log: Log,
     /// What its tool calls changed, for the finished box's summary line.
     pub changes: Changes,
-    /// Queued until its place comes, then as the board's snapshots say.
-    pub state: TaskState,
+    /// The board's latest snapshot of the call, sanitised, as the side
+    /// panel shows it: its state (queued until its place comes, then as
+    /// the snapshots say, and as its end says once it ended), its tool
+    /// calls, its context and cost and its part of the totals; waiting for
+    /// the person, and asked to stop with its agent not stopped yet, only
+    /// while the box runs. (`severity` is its report's verdict.)
+    pub summary: Summary,
     /// The batch it is a task of: its box is drawn inside the group.
     pub batch: Option<Grouped>,
-    /// Context and cost, and its part of the totals (board's snapshot).
-    pub usage: Option<Usage>,
-    pub share: Option<UsageShare>,
     /// The child sessions its agent announced, in order: drawn nested
     /// inside its box.
     pub children: Vec<ChildBox>,
@@ -123,7 +119,7 @@ impl SubagentBox {
     }
 
     pub fn queued(&self) -> bool {
-        self.running() && self.state == TaskState::Queued
+        self.running() && self.summary.state == TaskState::Queued
     }
 }
 
@@ -194,9 +190,10 @@ impl State {
             header.members.push(Member {
                 call_id: call_id.clone(),
                 agent: agent.name().to_string(),
-                state,
-                severity: None,
-                share: None,
+                summary: Summary {
+                    state,
+                    ..Summary::default()
+                },
             });
         }
         let i = self.push(CellKind::Subagent(Box::new(SubagentBox {
@@ -210,22 +207,20 @@ impl State {
             started: t,
             finished: None,
             activity: VecDeque::new(),
-            tool_calls: 0,
             plan: Vec::new(),
             permission: None,
             permission_detail: ToolInfo::default(),
             output: None,
             stop_reason: None,
             severity: None,
-            waiting: false,
-            cancelling: false,
             notices: VecDeque::new(),
             session_id: None,
             log: Log::default(),
             changes: Changes::default(),
-            state,
-            usage: None,
-            share: None,
+            summary: Summary {
+                state,
+                ..Summary::default()
+            },
             children: Vec::new(),
             streams: Streams::default(),
             batch: batch_id
@@ -261,7 +256,7 @@ impl State {
             return;
         }
         // Its time counts from when it runs.
-        b.state = TaskState::Running;
+        b.summary.state = TaskState::Running;
         b.started = t;
         let task_id = b.task_id.clone();
         self.queued -= 1;
@@ -368,8 +363,8 @@ impl State {
         b.stop_reason = Some(stop_reason);
         b.severity = severity;
         b.permission = None;
-        b.waiting = false;
-        b.state = TaskState::from_stop_reason(stop_reason);
+        b.summary.waiting = false;
+        b.summary.state = TaskState::from_stop_reason(stop_reason);
         if was_running {
             self.running -= 1;
         }
@@ -429,7 +424,7 @@ mod tests {
         );
         let b = box_of(&s, "c1");
         assert_eq!(
-            (b.state, b.started, b.queued()),
+            (b.summary.state, b.started, b.queued()),
             (TaskState::Running, 50, false)
         );
         assert_eq!((s.running(), s.queued()), (1, 0));
