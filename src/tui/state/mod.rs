@@ -7,7 +7,7 @@
 //! (`log`), batch headers and usage totals (`batch`), the board's
 //! snapshots (`snapshot`) and the side panel's tasks (`panel`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::event::{Event, Stamped};
 
@@ -49,9 +49,12 @@ pub struct State {
     pub writing_call: Option<u64>,
     /// The chat model's pending retry: attempt, wait, reason.
     pub retry: Option<(u32, u64, String)>,
-    /// Running boxes (queued ones included), and queued ones.
-    running: usize,
-    queued: usize,
+    /// The boxes still open (running, or queued for their place), by cell
+    /// index: the newest box of each call id. Each box's handlers note it
+    /// from the box's own state, so the counts below are read off the
+    /// boxes the board's snapshots describe, never kept by hand; and they
+    /// cost what is open, not the transcript's length.
+    open: HashSet<usize>,
     calls: HashMap<String, usize>,
     /// Batch headers, by batch id.
     batches: HashMap<String, usize>,
@@ -104,12 +107,15 @@ impl State {
 
     /// How many sub-agent boxes are still running (queued ones included).
     pub fn running(&self) -> usize {
-        self.running
+        self.open.len()
     }
 
     /// How many boxes wait for their place in a batch.
     pub fn queued(&self) -> usize {
-        self.queued
+        self.open
+            .iter()
+            .filter(|&&i| matches!(&self.cells[i].kind, CellKind::Subagent(b) if b.queued()))
+            .count()
     }
 
     /// Applies one event: each kind goes to its handler, in the file of
@@ -295,7 +301,7 @@ mod tests {
     //! handler).
 
     use super::*;
-    use crate::event::StopReason;
+    use crate::event::{StopReason, Summary, TaskState};
     use crate::tui::state::fixtures::*;
 
     #[test]
@@ -361,6 +367,48 @@ mod tests {
             );
         }
         assert_eq!((s.input_tokens, s.output_tokens), (20, 6));
+    }
+
+    #[test]
+    fn running_and_queued_are_read_off_the_open_boxes() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", true));
+        apply(&mut s, 2, member("c2", "b", true));
+        assert_eq!((s.running(), s.queued()), (2, 2));
+        // The board's snapshot says c1 runs: it waits no more, though no
+        // dequeue event came.
+        apply(
+            &mut s,
+            3,
+            Event::TaskProgress {
+                call_id: "c1".into(),
+                task_id: Some("t-c1".into()),
+                summary: Summary {
+                    state: TaskState::Running,
+                    ..Summary::default()
+                },
+            },
+        );
+        assert_eq!((s.running(), s.queued()), (2, 1));
+        // A call id used again: its newer box counts, the older one not.
+        apply(&mut s, 4, member("c2", "b", false));
+        assert_eq!((s.running(), s.queued()), (2, 0));
+        // A box that ends twice leaves the count once.
+        for t in [5, 6] {
+            apply(
+                &mut s,
+                t,
+                Event::SubagentFinished {
+                    call_id: "c1".into(),
+                    output: "done".into(),
+                    stop_reason: StopReason::EndTurn,
+                    severity: None,
+                },
+            );
+        }
+        assert_eq!((s.running(), s.queued()), (1, 0));
+        assert_eq!(s.latest_running_call().as_deref(), Some("c2"));
     }
 
     /// Each event kind has its test; a new kind must get one.

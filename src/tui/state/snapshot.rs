@@ -19,7 +19,6 @@ impl State {
         let snapshot = clean_summary(summary);
         if let Some(b) = self.subagent(call_id) {
             let running = b.running();
-            let was_queued = b.queued();
             b.summary = Summary {
                 // A box that ended keeps the state its end gave it.
                 state: if running {
@@ -31,9 +30,6 @@ impl State {
                 cancelling: snapshot.cancelling && running,
                 ..snapshot.clone()
             };
-            if was_queued && !b.queued() {
-                self.queued -= 1;
-            }
         }
         if let Some(batch_id) = self.batch_of(call_id)
             && let Some(header) = self.batch(&batch_id)

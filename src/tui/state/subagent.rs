@@ -232,20 +232,12 @@ impl State {
                     last: false,
                 }),
         })));
-        // A call id used twice replaces the older box's entry.
-        if let Some(old) = self.calls.insert(call_id.clone(), i)
-            && let CellKind::Subagent(b) = &self.cells[old].kind
-            && b.running()
-        {
-            self.running -= 1;
-            if b.queued() {
-                self.queued -= 1;
-            }
+        // A call id used twice replaces the older box's entry: the older
+        // box counts no more.
+        if let Some(old) = self.calls.insert(call_id.clone(), i) {
+            self.open.remove(&old);
         }
-        self.running += 1;
-        if *queued {
-            self.queued += 1;
-        }
+        self.track(i);
     }
 
     pub(super) fn on_subagent_dequeued(&mut self, t: u64, call_id: &str) {
@@ -259,7 +251,6 @@ impl State {
         b.summary.state = TaskState::Running;
         b.started = t;
         let task_id = b.task_id.clone();
-        self.queued -= 1;
         if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
             task.started = t;
             task.summary.state = TaskState::Running;
@@ -285,7 +276,6 @@ impl State {
             return;
         };
         // The box reopens for the new turn.
-        let was_running = b.running();
         let input = clean(input);
         b.finished = None;
         b.output = None;
@@ -300,9 +290,7 @@ impl State {
         );
         b.log.push(LogEntry::Turn(input));
         let task_id = b.task_id.clone();
-        if !was_running {
-            self.running += 1;
-        }
+        self.track_call(call_id);
         if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
             task.finished = None;
             task.reported = false;
@@ -357,7 +345,6 @@ impl State {
         let Some(b) = self.subagent(call_id) else {
             return;
         };
-        let (was_running, was_queued) = (b.running(), b.queued());
         b.finished = Some(t);
         b.output = Some(clean(output));
         b.stop_reason = Some(stop_reason);
@@ -365,11 +352,24 @@ impl State {
         b.permission = None;
         b.summary.waiting = false;
         b.summary.state = TaskState::from_stop_reason(stop_reason);
-        if was_running {
-            self.running -= 1;
+        self.track_call(call_id);
+    }
+
+    /// Notes whether the box at `index` is open (running, or queued), as
+    /// its own state says: the index the open and queued counts are read
+    /// from.
+    fn track(&mut self, index: usize) {
+        if matches!(&self.cells[index].kind, CellKind::Subagent(b) if b.running()) {
+            self.open.insert(index);
+        } else {
+            self.open.remove(&index);
         }
-        if was_queued {
-            self.queued -= 1;
+    }
+
+    /// [`State::track`] for a call's box.
+    fn track_call(&mut self, call_id: &str) {
+        if let Some(&index) = self.calls.get(call_id) {
+            self.track(index);
         }
     }
 }
