@@ -33,7 +33,7 @@ impl State {
         }
         if let Some(batch_id) = self.batch_of(call_id)
             && let Some(header) = self.batch(&batch_id)
-            && let Some(member) = header.members.iter_mut().find(|m| &m.call_id == call_id)
+            && let Some(member) = header.members.iter_mut().find(|m| m.call_id == call_id)
         {
             member.summary = snapshot.clone();
         }

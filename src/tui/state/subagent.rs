@@ -311,7 +311,7 @@ impl State {
         let Some(b) = self.subagent(call_id) else {
             return;
         };
-        let child = match b.children.iter().position(|c| &c.child_id == child_id) {
+        let child = match b.children.iter().position(|c| c.child_id == child_id) {
             Some(i) => &mut b.children[i],
             None => {
                 b.children.push(ChildBox {
