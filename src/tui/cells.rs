@@ -238,7 +238,7 @@ fn first_line(text: &str) -> &str {
 
 /// A batch member's mark: its verdict, else its state.
 fn member_mark(m: &Member, now: u64) -> Span<'static> {
-    match (m.state, m.severity) {
+    match (m.summary.state, m.summary.severity) {
         (_, Some(s)) => Span::styled(
             format!("● {}", s.as_str()),
             Style::default()
@@ -377,7 +377,7 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
         ],
-        (None, _) if b.cancelling => vec![
+        (None, _) if b.summary.cancelling => vec![
             Span::styled(" ⊘ cancelling… ", theme::warning()),
             Span::styled(format!("{elapsed} "), theme::dim()),
             Span::styled("─╮", border),
@@ -475,23 +475,16 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             ]));
         }
     }
-    for row in body {
-        let pad = inner.saturating_sub(spans_width(&row.spans));
-        let mut spans = vec![Span::styled("│ ", border)];
-        spans.extend(row.spans);
-        spans.push(Span::raw(" ".repeat(pad)));
-        spans.push(Span::styled(" │", border));
-        out.push(Line::from(spans));
-    }
+    framed(body, inner, border, out);
 
     // Bottom: ╰──── 12.3k / 200k tokens · $0.04 · 3 tool calls ─╯
-    let counts = match b.tool_calls {
+    let counts = match b.summary.tool_calls {
         0 => String::new(),
         1 => "1 tool call".to_string(),
         n => format!("{n} tool calls"),
     };
     let mut footer: Vec<Span<'static>> = Vec::new();
-    if let Some(u) = &b.usage {
+    if let Some(u) = &b.summary.usage {
         footer.extend(usage_spans(u));
         // Dropped first when the box is too narrow for it.
         if spans_width(&footer) + text_width(&counts) + 12 > width {
@@ -508,11 +501,29 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
         footer.insert(0, Span::styled(" ", theme::dim()));
         footer.push(Span::styled(" ", theme::dim()));
     }
+    out.push(bottom_row(footer, width, border));
+}
+
+/// A box's body rows between its side borders, `│ row │`, each padded to
+/// `inner` columns.
+fn framed(rows: Vec<Line<'static>>, inner: usize, border: Style, out: &mut Vec<Line<'static>>) {
+    for row in rows {
+        let pad = inner.saturating_sub(spans_width(&row.spans));
+        let mut spans = vec![Span::styled("│ ", border)];
+        spans.extend(row.spans);
+        spans.push(Span::raw(" ".repeat(pad)));
+        spans.push(Span::styled(" │", border));
+        out.push(Line::from(spans));
+    }
+}
+
+/// A box's bottom border, `╰──── footer ─╯`, `width` columns wide.
+fn bottom_row(footer: Vec<Span<'static>>, width: usize, border: Style) -> Line<'static> {
     let fill = width.saturating_sub(3 + spans_width(&footer));
     let mut bottom = vec![Span::styled(format!("╰{}", "─".repeat(fill)), border)];
     bottom.extend(footer);
     bottom.push(Span::styled("─╯", border));
-    out.push(Line::from(bottom));
+    Line::from(bottom)
 }
 
 /// Share of the window past which the context shows as nearly full.
@@ -662,25 +673,17 @@ fn child_box(
     }
     let skip = activity.len().saturating_sub(CHILD_ROWS);
     rows.extend(activity.into_iter().skip(skip));
-    for row in rows {
-        let pad = inner.saturating_sub(spans_width(&row.spans));
-        let mut spans = vec![Span::styled("│ ", border)];
-        spans.extend(row.spans);
-        spans.push(Span::raw(" ".repeat(pad)));
-        spans.push(Span::styled(" │", border));
-        out.push(Line::from(spans));
-    }
+    framed(rows, inner, border, out);
     let counts = match c.summary.tool_calls {
         0 => String::new(),
         1 => " 1 tool call ".to_string(),
         n => format!(" {n} tool calls "),
     };
-    let fill = width.saturating_sub(3 + text_width(&counts));
-    out.push(Line::from(vec![
-        Span::styled(format!("╰{}", "─".repeat(fill)), border),
-        Span::styled(counts, theme::dim()),
-        Span::styled("─╯", border),
-    ]));
+    out.push(bottom_row(
+        vec![Span::styled(counts, theme::dim())],
+        width,
+        border,
+    ));
 }
 
 /// A tool call's status mark and its style.
@@ -738,11 +741,7 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
                 wrap(&lines, inner, &mut rows);
             }
             ActivityLine::Tool { title, status, .. } => {
-                let (mark, style) = match status {
-                    ToolStatus::Pending | ToolStatus::InProgress => ("…", theme::dim()),
-                    ToolStatus::Completed => ("✓", Style::default().fg(theme::GREEN)),
-                    ToolStatus::Failed => ("✗", Style::default().fg(theme::RED)),
-                };
+                let (mark, style) = tool_mark(*status);
                 rows.push(Line::from(truncate(
                     vec![
                         Span::styled("⚙ ", theme::dim()),
@@ -885,6 +884,34 @@ mod tests {
             s.apply(&Stamped::new(5, build::finished("c1", "done").event()));
         }
         text(&render(&s.cells[0], 60, 5))
+    }
+
+    #[test]
+    fn framed_rows_and_the_bottom_border_fill_the_box_width() {
+        let border = Style::default().fg(theme::GREEN);
+        let mut out = Vec::new();
+        framed(
+            vec![
+                Line::from("short"),
+                Line::from(vec![Span::raw("two "), Span::raw("spans")]),
+                Line::default(),
+            ],
+            12,
+            border,
+            &mut out,
+        );
+        out.push(bottom_row(vec![Span::raw(" 3 ")], 16, border));
+        assert_eq!(
+            text(&out),
+            [
+                "│ short        │",
+                "│ two spans    │",
+                "│              │",
+                "╰────────── 3 ─╯",
+            ]
+        );
+        assert!(out.iter().all(|l| spans_width(&l.spans) == 16));
+        assert_eq!(out[0].spans[0].style, border, "the borders take its style");
     }
 
     #[test]

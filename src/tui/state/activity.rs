@@ -1,0 +1,528 @@
+//! What a box takes in of its agent's activity: its last few lines, its
+//! log, the changes its tool calls made, its plan, its permission prompt
+//! and notices; and the last lines of a child session's box.
+
+use std::collections::VecDeque;
+
+use super::{ChildBox, LogEntry, State, ToolInfo, clean};
+use crate::event::{Activity, PlanEntry, ToolStatus};
+
+/// How many activity lines a running box keeps.
+pub const ACTIVITY_LINES: usize = 4;
+/// How much streamed text a running box keeps (bytes, from the end).
+const ACTIVITY_TEXT: usize = 2048;
+
+/// How many of a call's notices its box keeps.
+const NOTICES: usize = 3;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActivityLine {
+    Text(String),
+    Thought(String),
+    Tool {
+        id: String,
+        title: String,
+        status: ToolStatus,
+    },
+    Note(String),
+}
+
+impl ActivityLine {
+    /// A one-line summary, for the side panel.
+    pub fn summary(&self) -> String {
+        let one_line = |s: &str| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        match self {
+            ActivityLine::Text(t) => one_line(t),
+            ActivityLine::Thought(t) => format!("thinking: {}", one_line(t)),
+            ActivityLine::Tool { title, .. } => format!("⚙ {title}"),
+            ActivityLine::Note(t) => t.clone(),
+        }
+    }
+}
+
+impl State {
+    /// A call's own activity, into its box.
+    pub(super) fn on_activity(&mut self, call_id: &str, activity: &Activity) {
+        let Some(b) = self.subagent(call_id) else {
+            return;
+        };
+        match activity {
+            Activity::MessageChunk { text } | Activity::ThoughtChunk { text } => {
+                let thought = matches!(activity, Activity::ThoughtChunk { .. });
+                let text = b.streams.clean(text, thought);
+                push_text(&mut b.activity, &text, thought);
+                b.log.text(&text, thought);
+            }
+            Activity::ToolCall {
+                id,
+                title,
+                status,
+                detail,
+            } => {
+                push_line(
+                    &mut b.activity,
+                    ActivityLine::Tool {
+                        id: id.clone(),
+                        title: clean(title),
+                        status: *status,
+                    },
+                );
+                let info = ToolInfo::from_detail(detail);
+                b.changes.note(id, &info);
+                b.log.push(LogEntry::Tool {
+                    id: id.clone(),
+                    title: clean(title),
+                    status: *status,
+                    info,
+                });
+            }
+            Activity::ToolCallUpdate {
+                id,
+                title,
+                status,
+                detail,
+            } => {
+                let line = b.activity.iter_mut().rev().find_map(|l| match l {
+                    ActivityLine::Tool {
+                        id: lid,
+                        title,
+                        status,
+                    } if lid == id => Some((title, status)),
+                    _ => None,
+                });
+                if let Some((t, s)) = line {
+                    if let Some(title) = title {
+                        *t = clean(title);
+                    }
+                    if let Some(status) = status {
+                        *s = *status;
+                    }
+                }
+                let update = ToolInfo::from_detail(detail);
+                let mut merged = None;
+                b.log.update(|e| match e {
+                    LogEntry::Tool {
+                        id: eid,
+                        title: t,
+                        status: s,
+                        info,
+                    } if eid == id => {
+                        if let Some(title) = title {
+                            *t = clean(title);
+                        }
+                        if let Some(status) = status {
+                            *s = *status;
+                        }
+                        info.merge(update.clone());
+                        merged = Some(info.clone());
+                        true
+                    }
+                    _ => false,
+                });
+                // A call dropped from the log still counts in the summary.
+                let info = merged.unwrap_or(update);
+                b.changes.note(id, &info);
+            }
+            Activity::Plan { entries } => {
+                b.plan = entries
+                    .iter()
+                    .map(|e| PlanEntry {
+                        content: clean(&e.content),
+                        status: e.status,
+                    })
+                    .collect();
+                let plan = b.plan.clone();
+                match b.log.entries.back_mut() {
+                    // A plan replaced at once replaces its entry.
+                    Some(LogEntry::Plan(p)) => *p = plan,
+                    _ => b.log.push(LogEntry::Plan(plan)),
+                }
+            }
+            Activity::PermissionRequest {
+                id,
+                title,
+                options,
+                detail,
+            } => {
+                let info = ToolInfo::from_detail(detail);
+                let options: Vec<String> = options.iter().map(|o| clean(o)).collect();
+                b.permission = Some((id.clone(), clean(title), options.clone()));
+                b.permission_detail = info.clone();
+                b.log.push(LogEntry::Permission {
+                    id: id.clone(),
+                    title: clean(title),
+                    options,
+                    info,
+                    outcome: None,
+                });
+            }
+            Activity::PermissionResolved { id, outcome } => {
+                let answer = clean(outcome);
+                b.log.update(|e| match e {
+                    LogEntry::Permission {
+                        id: eid,
+                        outcome: o,
+                        ..
+                    } if eid == id && o.is_none() => {
+                        *o = Some(answer.clone());
+                        true
+                    }
+                    _ => false,
+                });
+                if b.permission.as_ref().is_some_and(|p| &p.0 == id) {
+                    let title = b.permission.take().map(|p| p.1).unwrap_or_default();
+                    b.permission_detail = ToolInfo::default();
+                    push_line(
+                        &mut b.activity,
+                        ActivityLine::Note(format!("permission {answer}: {title}")),
+                    );
+                }
+            }
+            // Its figures come with the board's snapshot.
+            Activity::Usage { .. } => {}
+            Activity::Notice { text } => {
+                let text = clean(text);
+                push_line(&mut b.activity, ActivityLine::Note(text.clone()));
+                if b.notices.len() == NOTICES {
+                    b.notices.pop_front();
+                }
+                b.notices.push_back(text);
+            }
+        }
+    }
+
+    /// A child session's activity, into its box inside its call's box.
+    pub(super) fn on_child_activity(&mut self, call_id: &str, child_id: &str, activity: &Activity) {
+        if let Some(child) = self.child(call_id, child_id) {
+            child_activity(child, activity);
+        }
+    }
+}
+
+/// What a child's box keeps of its activity: the last lines.
+fn child_activity(child: &mut ChildBox, activity: &Activity) {
+    match activity {
+        Activity::MessageChunk { text } => {
+            let text = child.streams.clean(text, false);
+            push_text(&mut child.activity, &text, false);
+        }
+        Activity::ThoughtChunk { text } => {
+            let text = child.streams.clean(text, true);
+            push_text(&mut child.activity, &text, true);
+        }
+        Activity::ToolCall {
+            id, title, status, ..
+        } => push_line(
+            &mut child.activity,
+            ActivityLine::Tool {
+                id: id.clone(),
+                title: clean(title),
+                status: *status,
+            },
+        ),
+        Activity::ToolCallUpdate {
+            id, title, status, ..
+        } => {
+            for line in child.activity.iter_mut().rev() {
+                if let ActivityLine::Tool {
+                    id: lid,
+                    title: t,
+                    status: s,
+                } = line
+                    && lid == id
+                {
+                    if let Some(title) = title {
+                        *t = clean(title);
+                    }
+                    if let Some(status) = status {
+                        *s = *status;
+                    }
+                    break;
+                }
+            }
+        }
+        // A child's usage is its parent call's (the agent's session).
+        Activity::Plan { .. } | Activity::Usage { .. } => {}
+        Activity::PermissionRequest { title, .. } => {
+            // The call's prompt names the child; its own box need not.
+            let prefix = format!("{}: ", child.name());
+            let title = clean(title.strip_prefix(&prefix).unwrap_or(title));
+            push_line(
+                &mut child.activity,
+                ActivityLine::Note(format!("asks permission: {title}")),
+            )
+        }
+        Activity::PermissionResolved { outcome, .. } => push_line(
+            &mut child.activity,
+            ActivityLine::Note(format!("permission {}", clean(outcome))),
+        ),
+        Activity::Notice { text } => {
+            push_line(&mut child.activity, ActivityLine::Note(clean(text)))
+        }
+    }
+}
+
+pub(super) fn push_line(lines: &mut VecDeque<ActivityLine>, line: ActivityLine) {
+    if lines.len() == ACTIVITY_LINES {
+        lines.pop_front();
+    }
+    lines.push_back(line);
+}
+
+/// Appends streamed text (already clean) to the last text line of its
+/// kind, or starts one.
+fn push_text(lines: &mut VecDeque<ActivityLine>, chunk: &str, thought: bool) {
+    let last = match lines.back_mut() {
+        Some(ActivityLine::Text(t)) if !thought => Some(t),
+        Some(ActivityLine::Thought(t)) if thought => Some(t),
+        _ => None,
+    };
+    match last {
+        Some(t) => {
+            t.push_str(chunk);
+            if t.len() > ACTIVITY_TEXT * 2 {
+                let mut cut = t.len() - ACTIVITY_TEXT;
+                while !t.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                t.drain(..cut);
+            }
+        }
+        None => {
+            let text = chunk.to_string();
+            push_line(
+                lines,
+                if thought {
+                    ActivityLine::Thought(text)
+                } else {
+                    ActivityLine::Text(text)
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! What applying an agent's activity changes in its box.
+
+    use super::*;
+    use crate::event::{ChildState, Event, PlanStatus, TaskState, ToolDetail};
+    use crate::tui::state::fixtures::*;
+
+    #[test]
+    fn activity_fills_the_box_but_never_counts() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            2,
+            activity(Activity::ToolCall {
+                id: "a".into(),
+                title: "Read a.rs".into(),
+                status: ToolStatus::Pending,
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            3,
+            activity(Activity::ToolCallUpdate {
+                id: "a".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            4,
+            activity(Activity::MessageChunk {
+                text: "Looks ".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            5,
+            activity(Activity::MessageChunk {
+                text: "fine.".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            6,
+            activity(Activity::Plan {
+                entries: vec![PlanEntry {
+                    content: "step".into(),
+                    status: PlanStatus::InProgress,
+                }],
+            }),
+        );
+        apply(
+            &mut s,
+            7,
+            activity(Activity::PermissionRequest {
+                id: "p".into(),
+                title: "Delete build/".into(),
+                options: vec!["Allow".into(), "Reject".into()],
+                detail: Default::default(),
+            }),
+        );
+        let b = the_box(&s);
+        assert_eq!(
+            b.activity.iter().cloned().collect::<Vec<_>>(),
+            [
+                ActivityLine::Tool {
+                    id: "a".into(),
+                    title: "Read a.rs".into(),
+                    status: ToolStatus::Completed
+                },
+                ActivityLine::Text("Looks fine.".into()),
+            ]
+        );
+        assert_eq!(b.plan.len(), 1);
+        assert_eq!(
+            b.summary.tool_calls, 0,
+            "counts come from the board's snapshot"
+        );
+        assert_eq!(s.tasks[0].summary.tool_calls, 0);
+        assert_eq!(s.pending_permission(), Some(("c1".into(), "p".into(), 2)));
+        apply(
+            &mut s,
+            8,
+            activity(Activity::PermissionResolved {
+                id: "p".into(),
+                outcome: "Allow".into(),
+            }),
+        );
+        assert_eq!(s.pending_permission(), None);
+        assert_eq!(
+            the_box(&s).activity.back(),
+            Some(&ActivityLine::Note(
+                "permission Allow: Delete build/".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn permission_requests_keep_what_they_ask_and_the_answer() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            2,
+            activity(Activity::PermissionRequest {
+                id: "p".into(),
+                title: "write_text_file".into(),
+                options: vec!["Allow".into()],
+                detail: Box::new(ToolDetail {
+                    kind: Some("edit".into()),
+                    locations: vec!["/w/a.txt".into()],
+                    ..ToolDetail::default()
+                }),
+            }),
+        );
+        assert_eq!(the_box(&s).permission_detail.locations, vec!["/w/a.txt"]);
+        apply(&mut s, 3, snapshot(0, TaskState::Running, true));
+        assert!(the_box(&s).summary.waiting);
+        assert_eq!(s.needs_you(), 1);
+        apply(
+            &mut s,
+            4,
+            activity(Activity::PermissionResolved {
+                id: "p".into(),
+                outcome: "Allow".into(),
+            }),
+        );
+        apply(&mut s, 5, snapshot(0, TaskState::Running, false));
+        let b = the_box(&s);
+        assert_eq!(b.permission_detail, ToolInfo::default());
+        assert!(matches!(
+            &b.log.entries[0],
+            LogEntry::Permission { outcome: Some(o), info, .. } if o == "Allow" && info.locations == ["/w/a.txt"]
+        ));
+        assert_eq!(s.needs_you(), 0);
+    }
+
+    #[test]
+    fn subagent_child_activity_goes_to_the_child_not_the_call() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            child(Some("scout"), Some(ChildState::Running), true),
+        );
+        let on_child = |activity| Event::SubagentChildActivity {
+            call_id: "c1".into(),
+            child_id: "s-1-child".into(),
+            activity,
+        };
+        apply(
+            &mut s,
+            3,
+            on_child(Activity::MessageChunk {
+                text: "looking\n".into(),
+            }),
+        );
+        apply(
+            &mut s,
+            4,
+            on_child(Activity::ToolCall {
+                id: "k1".into(),
+                title: "Delete target/".into(),
+                status: ToolStatus::Pending,
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            5,
+            on_child(Activity::ToolCallUpdate {
+                id: "k1".into(),
+                title: None,
+                status: Some(ToolStatus::Completed),
+                detail: Default::default(),
+            }),
+        );
+        apply(
+            &mut s,
+            6,
+            on_child(Activity::PermissionRequest {
+                id: "s-1-child/k2".into(),
+                title: "scout: Run make".into(),
+                options: vec!["Allow".into()],
+                detail: Default::default(),
+            }),
+        );
+        let b = the_box(&s);
+        assert!(
+            b.activity.is_empty(),
+            "the call's own lines: {:?}",
+            b.activity
+        );
+        assert!(
+            b.permission.is_none(),
+            "the call's prompt comes from its own activity"
+        );
+        assert_eq!(
+            b.children[0].activity,
+            VecDeque::from(vec![
+                ActivityLine::Text("looking\n".into()),
+                ActivityLine::Tool {
+                    id: "k1".into(),
+                    title: "Delete target/".into(),
+                    status: ToolStatus::Completed,
+                },
+                ActivityLine::Note("asks permission: Run make".into()),
+            ])
+        );
+    }
+}

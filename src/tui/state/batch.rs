@@ -1,0 +1,411 @@
+//! A batch's header: its members as the board's snapshots say, its
+//! outcome, its review quorum and the tint its group takes; and usage
+//! added up over calls (a batch's, the session's).
+
+use super::{CellKind, State, clean};
+use crate::event::{Cost, Quorum, Severity, Summary, UsageShare};
+
+/// One task of a batch, in its header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    pub call_id: String,
+    pub agent: String,
+    /// The board's latest snapshot of it, sanitised: its state, its
+    /// verdict, and its part of the batch's usage total.
+    pub summary: Summary,
+}
+
+/// Usage added up over calls: tokens in context and cost (one amount per
+/// currency, in the order first seen). Built from the board's shares,
+/// which count a resumed session once.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UsageTotal {
+    pub tokens: i64,
+    pub costs: Vec<Cost>,
+}
+
+impl UsageTotal {
+    /// The total of `shares`, or `None` when no call reported usage.
+    pub fn of<'a>(shares: impl IntoIterator<Item = &'a UsageShare>) -> Option<Self> {
+        let mut total: Option<Self> = None;
+        for share in shares {
+            let t = total.get_or_insert_with(Self::default);
+            t.tokens += share.tokens;
+            if let Some(c) = &share.cost {
+                match t.costs.iter_mut().find(|x| x.currency == c.currency) {
+                    Some(x) => x.amount += c.amount,
+                    None => t.costs.push(c.clone()),
+                }
+            }
+        }
+        total
+    }
+}
+
+/// A batch's header line: its tasks as they go, then its totals and, for
+/// a review batch, the quorum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchHeader {
+    pub batch_id: String,
+    /// How many tasks it has (those that could not start included).
+    pub tasks: u32,
+    pub review: bool,
+    /// The tasks that have a box, in order.
+    pub members: Vec<Member>,
+    /// `(succeeded, failed, worst verdict)` once every task ended.
+    pub finished: Option<(u32, u32, Option<Severity>)>,
+    pub quorum: Option<Quorum>,
+}
+
+impl BatchHeader {
+    /// The verdict the group is tinted with: the quorum's, else the worst
+    /// a task gave, once the batch is done.
+    pub fn tint(&self) -> Option<Severity> {
+        match (&self.quorum, self.finished) {
+            (Some(q), _) => q.verdict,
+            (None, Some((_, _, worst))) => worst,
+            (None, None) => None,
+        }
+    }
+
+    /// Its tasks' usage added up (a review quorum's cost).
+    pub fn usage_total(&self) -> Option<UsageTotal> {
+        UsageTotal::of(self.members.iter().filter_map(|m| m.summary.share.as_ref()))
+    }
+}
+
+impl State {
+    pub(super) fn batch(&mut self, batch_id: &str) -> Option<&mut BatchHeader> {
+        let index = *self.batches.get(batch_id)?;
+        match self.touch(index) {
+            CellKind::Batch(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The batch a call's box belongs to.
+    pub(super) fn batch_of(&self, call_id: &str) -> Option<String> {
+        match &self.cells[*self.calls.get(call_id)?].kind {
+            CellKind::Subagent(b) => b.batch.as_ref().map(|g| g.batch_id.clone()),
+            _ => None,
+        }
+    }
+
+    /// Tints a batch's header and the boxes grouped under it.
+    fn tint_batch(&mut self, batch_id: &str) {
+        let Some(header) = self.batch(batch_id) else {
+            return;
+        };
+        let tint = header.tint();
+        let done = header.finished.is_some();
+        let calls: Vec<String> = header.members.iter().map(|m| m.call_id.clone()).collect();
+        let count = calls.len();
+        for (i, call_id) in calls.into_iter().enumerate() {
+            if let Some(b) = self.subagent(&call_id)
+                && let Some(group) = &mut b.batch
+            {
+                group.tint = tint;
+                group.last = done && i + 1 == count;
+            }
+        }
+    }
+
+    pub(super) fn on_batch_started(&mut self, batch_id: &str, tasks: u32, review: bool) {
+        self.open_assistant = None;
+        let i = self.push(CellKind::Batch(Box::new(BatchHeader {
+            batch_id: clean(batch_id),
+            tasks,
+            review,
+            members: Vec::new(),
+            finished: None,
+            quorum: None,
+        })));
+        self.batches.insert(batch_id.to_string(), i);
+    }
+
+    pub(super) fn on_batch_finished(
+        &mut self,
+        batch_id: &str,
+        succeeded: u32,
+        failed: u32,
+        worst_verdict: Option<Severity>,
+    ) {
+        if let Some(header) = self.batch(batch_id) {
+            header.finished = Some((succeeded, failed, worst_verdict));
+        }
+        self.tint_batch(batch_id);
+    }
+
+    pub(super) fn on_review_quorum(&mut self, batch_id: &str, quorum: &Quorum) {
+        if let Some(header) = self.batch(batch_id) {
+            let mut quorum = quorum.clone();
+            for v in &mut quorum.verdicts {
+                v.agent = clean(&v.agent);
+            }
+            header.quorum = Some(quorum);
+        }
+        self.tint_batch(batch_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! What applying a batch's events changes in its header and group.
+
+    use super::*;
+    use crate::event::{Activity, AgentRef, Event, Summary, TaskState, Usage};
+    use crate::tui::state::Grouped;
+    use crate::tui::state::fixtures::*;
+
+    fn usage_snapshot(call: &str, used: u64, tokens: i64, cost: f64, currency: &str) -> Event {
+        let cost = Cost {
+            amount: cost,
+            currency: currency.into(),
+        };
+        Event::TaskProgress {
+            call_id: call.into(),
+            task_id: Some(format!("t-{call}")),
+            summary: Summary {
+                usage: Some(Usage {
+                    used,
+                    size: Some(200_000),
+                    cost: Some(cost.clone()),
+                }),
+                share: Some(UsageShare {
+                    tokens,
+                    cost: Some(cost),
+                }),
+                ..Summary::default()
+            },
+        }
+    }
+
+    #[test]
+    fn usage_is_copied_from_the_board_and_added_up_per_batch_and_session() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", false));
+        // The activity itself changes nothing: the board's snapshot does.
+        apply(
+            &mut s,
+            3,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::Usage {
+                    usage: Usage {
+                        used: 9,
+                        ..Usage::default()
+                    },
+                },
+            },
+        );
+        assert_eq!(box_of(&s, "c1").summary.usage, None);
+        assert_eq!(s.usage_total(), None, "no usage, no total");
+        apply(&mut s, 4, usage_snapshot("c1", 1_000, 1_000, 0.01, "USD"));
+        // A resumed session: the box shows the session's figures, its
+        // share only what this call added.
+        apply(
+            &mut s,
+            5,
+            usage_snapshot("c2", 3_000, 500, 0.02, "USD\x1b[31m"),
+        );
+        let b = box_of(&s, "c2");
+        assert_eq!(b.summary.usage.as_ref().unwrap().used, 3_000);
+        assert_eq!(
+            b.summary
+                .usage
+                .as_ref()
+                .unwrap()
+                .cost
+                .as_ref()
+                .unwrap()
+                .currency,
+            "USD",
+            "sanitised"
+        );
+        assert_eq!(
+            s.tasks[1].summary.usage, b.summary.usage,
+            "the panel shows the same"
+        );
+        assert_eq!(header(&s).members[1].summary.share, b.summary.share);
+        let total = header(&s).usage_total().unwrap();
+        assert_eq!(total.tokens, 1_500);
+        assert_eq!(total.costs.len(), 1);
+        assert!((total.costs[0].amount - 0.03).abs() < 1e-9);
+        // A call outside the batch counts for the session, not the batch;
+        // each currency adds up on its own.
+        apply(
+            &mut s,
+            6,
+            Event::SubagentStarted {
+                call_id: "solo".into(),
+                task_id: Some("t-solo".into()),
+                agent: AgentRef::Internal,
+                input: "x".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: None,
+                queued: false,
+            },
+        );
+        apply(&mut s, 7, usage_snapshot("solo", 2_000, 2_000, 2.0, "EUR"));
+        assert_eq!(header(&s).usage_total().unwrap().tokens, 1_500);
+        let session = s.usage_total().unwrap();
+        assert_eq!(session.tokens, 3_500);
+        assert_eq!(
+            session
+                .costs
+                .iter()
+                .map(|c| c.currency.as_str())
+                .collect::<Vec<_>>(),
+            ["USD", "EUR"]
+        );
+        apply(&mut s, 8, usage_snapshot("nobody", 5, 5, 5.0, "USD"));
+        assert_eq!(
+            s.usage_total().unwrap().tokens,
+            3_500,
+            "an unknown call adds nothing"
+        );
+    }
+
+    #[test]
+    fn batch_started_opens_a_header_that_groups_its_boxes() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", true));
+        let h = header(&s);
+        assert_eq!((h.tasks, h.review, h.finished), (3, true, None));
+        assert_eq!(
+            h.members
+                .iter()
+                .map(|m| (m.call_id.as_str(), m.agent.as_str(), m.summary.state))
+                .collect::<Vec<_>>(),
+            [
+                ("c1", "a", TaskState::Running),
+                ("c2", "b", TaskState::Queued)
+            ]
+        );
+        assert!(
+            matches!(s.cells[0].kind, CellKind::Batch(_)),
+            "the header comes first"
+        );
+        for call in ["c1", "c2"] {
+            assert_eq!(
+                box_of(&s, call).batch,
+                Some(Grouped {
+                    batch_id: "b1".into(),
+                    tint: None,
+                    last: false
+                })
+            );
+        }
+        assert!(box_of(&s, "c2").queued());
+        assert_eq!((s.running(), s.queued()), (2, 1));
+        assert_eq!(s.tasks[1].summary.state, TaskState::Queued, "the panel too");
+        // The board's snapshots reach the header's members.
+        apply(
+            &mut s,
+            3,
+            Event::TaskProgress {
+                call_id: "c1".into(),
+                task_id: Some("t-c1".into()),
+                summary: Summary {
+                    state: TaskState::Done,
+                    severity: Some(Severity::Red),
+                    ..Summary::default()
+                },
+            },
+        );
+        let m = &header(&s).members[0];
+        assert_eq!(
+            (m.summary.state, m.summary.severity),
+            (TaskState::Done, Some(Severity::Red))
+        );
+        // A box of an unknown batch is drawn on its own.
+        apply(
+            &mut s,
+            4,
+            Event::SubagentStarted {
+                call_id: "c3".into(),
+                task_id: None,
+                agent: AgentRef::Acp("c".into()),
+                input: "x".into(),
+                code_review: false,
+                background: false,
+                session: None,
+                batch_id: Some("b9".into()),
+                queued: false,
+            },
+        );
+        assert_eq!(box_of(&s, "c3").batch, None);
+    }
+
+    #[test]
+    fn batch_finished_totals_and_tints_the_group() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        apply(&mut s, 2, member("c2", "b", false));
+        apply(
+            &mut s,
+            9,
+            Event::BatchFinished {
+                batch_id: "b1".into(),
+                total: 3,
+                succeeded: 1,
+                failed: 2,
+                worst_verdict: Some(Severity::Yellow),
+            },
+        );
+        let h = header(&s);
+        assert_eq!(h.finished, Some((1, 2, Some(Severity::Yellow))));
+        assert_eq!(h.tint(), Some(Severity::Yellow));
+        let groups: Vec<_> = ["c1", "c2"]
+            .iter()
+            .map(|c| box_of(&s, c).batch.clone().unwrap())
+            .collect();
+        assert!(groups.iter().all(|g| g.tint == Some(Severity::Yellow)));
+        assert_eq!(
+            groups.iter().map(|g| g.last).collect::<Vec<_>>(),
+            [false, true],
+            "the last box closes the group"
+        );
+    }
+
+    #[test]
+    fn review_quorum_tints_the_group_with_its_verdict() {
+        use crate::event::ReviewerVerdict;
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", false));
+        let verdict = |agent: &str, severity| ReviewerVerdict {
+            agent: agent.into(),
+            call_id: None,
+            severity: Some(severity),
+            failed: false,
+        };
+        apply(
+            &mut s,
+            9,
+            Event::ReviewQuorum {
+                batch_id: "b1".into(),
+                quorum: Quorum::of(vec![
+                    verdict("a\x1b[2J", Severity::Red),
+                    verdict("b", Severity::Green),
+                ]),
+            },
+        );
+        let h = header(&s);
+        let q = h.quorum.as_ref().unwrap();
+        assert_eq!((q.label().as_str(), q.unanimous()), ("red · 1 of 2", false));
+        assert_eq!(q.verdicts[0].agent, "a", "sanitised");
+        assert_eq!(h.tint(), Some(Severity::Red));
+        assert_eq!(
+            box_of(&s, "c1").batch.as_ref().unwrap().tint,
+            Some(Severity::Red)
+        );
+    }
+}

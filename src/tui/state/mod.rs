@@ -1,0 +1,449 @@
+//! The screen's state, built by applying events. Pure: no I/O, no clock.
+//!
+//! `State` and its look-ups live here, with `apply`: one thin match that
+//! hands each kind of event to its handler, in the file of its job —
+//! the transcript's cells (`cells`), a call's box (`subagent`) and what it
+//! takes in of its agent's activity (`activity`), the opened box's log
+//! (`log`), batch headers and usage totals (`batch`), the board's
+//! snapshots (`snapshot`) and the side panel's tasks (`panel`).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::event::{Event, Stamped};
+
+mod activity;
+mod batch;
+mod cells;
+mod log;
+mod panel;
+mod snapshot;
+mod subagent;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use activity::{ACTIVITY_LINES, ActivityLine};
+pub use batch::{BatchHeader, Member, UsageTotal};
+pub use cells::{Cell, CellKind};
+pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
+pub use panel::Task;
+pub use subagent::{ChildBox, Grouped, SubagentBox, plan_progress};
+
+/// Everything the screen shows, as built from events.
+#[derive(Debug, Default, Clone)]
+pub struct State {
+    pub cells: Vec<Cell>,
+    pub tasks: Vec<Task>,
+    /// Time of the latest event, ms since the session started.
+    pub now: u64,
+    pub model: Option<String>,
+    pub agents: Vec<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// How many events were applied.
+    pub applied: u64,
+    /// Whether the chat model is working on a turn.
+    pub turn_running: bool,
+    /// How much of what may be a tool call the chat model has written as
+    /// text (held back until its message ends).
+    pub writing_call: Option<u64>,
+    /// The chat model's pending retry: attempt, wait, reason.
+    pub retry: Option<(u32, u64, String)>,
+    /// The boxes still open (running, or queued for their place), by cell
+    /// index: the newest box of each call id. Each box's handlers note it
+    /// from the box's own state, so the counts below are read off the
+    /// boxes the board's snapshots describe, never kept by hand; and they
+    /// cost what is open, not the transcript's length.
+    open: HashSet<usize>,
+    calls: HashMap<String, usize>,
+    /// Batch headers, by batch id.
+    batches: HashMap<String, usize>,
+    tools: HashMap<String, usize>,
+    task_index: HashMap<String, usize>,
+    open_assistant: Option<usize>,
+    /// The chat model's streamed reply, cleaned across its chunks.
+    assistant_stream: crate::confine::sanitize::Stream,
+    next_rev: u64,
+}
+
+impl State {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The call id of the newest running box.
+    pub fn latest_running_call(&self) -> Option<String> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) if b.running() => Some(b.call_id.clone()),
+            _ => None,
+        })
+    }
+
+    /// The newest unanswered permission request: call id, request id and
+    /// how many options it offers.
+    pub fn pending_permission(&self) -> Option<(String, String, usize)> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) => b
+                .permission
+                .as_ref()
+                .map(|(id, _, options)| (b.call_id.clone(), id.clone(), options.len())),
+            _ => None,
+        })
+    }
+
+    /// The newest child session whose work can be cancelled alone (its
+    /// agent allows it, it is not idle, its call runs): call and child id.
+    pub fn cancellable_child(&self) -> Option<(String, String)> {
+        self.cells.iter().rev().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) if b.running() => b
+                .children
+                .iter()
+                .rev()
+                .find(|c| c.cancellable())
+                .map(|c| (b.call_id.clone(), c.child_id.clone())),
+            _ => None,
+        })
+    }
+
+    /// How many sub-agent boxes are still running (queued ones included).
+    pub fn running(&self) -> usize {
+        self.open.len()
+    }
+
+    /// How many boxes wait for their place in a batch.
+    pub fn queued(&self) -> usize {
+        self.open
+            .iter()
+            .filter(|&&i| matches!(&self.cells[i].kind, CellKind::Subagent(b) if b.queued()))
+            .count()
+    }
+
+    /// Applies one event: each kind goes to its handler, in the file of
+    /// its job.
+    pub fn apply(&mut self, stamped: &Stamped) {
+        let t = stamped.t;
+        self.now = self.now.max(t);
+        self.applied += 1;
+        // The model answered (or failed for good): no retry is pending.
+        if matches!(
+            stamped.event,
+            Event::AssistantDelta { .. }
+                | Event::Usage { .. }
+                | Event::Error { .. }
+                | Event::ToolCallStarted { .. }
+        ) {
+            self.retry = None;
+        }
+        match &stamped.event {
+            Event::SessionInfo { model, agents } => self.on_session_info(model, agents),
+            Event::UserMessage { text } => self.on_user_message(text),
+            Event::AssistantDelta { text } => self.on_assistant_delta(text),
+            Event::TurnStarted => self.on_turn_started(),
+            Event::TurnEnded { .. } => self.on_turn_ended(),
+            Event::AssistantWritingCall { bytes } => self.on_writing_call(*bytes),
+            Event::AssistantEnd => self.on_assistant_end(),
+            Event::ToolCallStarted { id, name, summary } => {
+                self.on_tool_call_started(id, name, summary)
+            }
+            Event::ToolCallFinished { id, ok, summary } => {
+                self.on_tool_call_finished(id, *ok, summary)
+            }
+            started @ Event::SubagentStarted { .. } => self.on_subagent_started(t, started),
+            // The board's snapshot that follows says so: the box and the
+            // panel copy it, as they copy every count.
+            Event::SubagentCancelling { .. } => {}
+            Event::SubagentDequeued { call_id } => self.on_subagent_dequeued(t, call_id),
+            Event::BatchStarted {
+                batch_id,
+                tasks,
+                review,
+            } => self.on_batch_started(batch_id, *tasks, *review),
+            Event::BatchFinished {
+                batch_id,
+                succeeded,
+                failed,
+                worst_verdict,
+                ..
+            } => self.on_batch_finished(batch_id, *succeeded, *failed, *worst_verdict),
+            Event::ReviewQuorum { batch_id, quorum } => self.on_review_quorum(batch_id, quorum),
+            Event::SubagentSession {
+                call_id,
+                session,
+                session_id,
+            } => self.on_subagent_session(call_id, *session, session_id.as_deref()),
+            Event::SubagentFollowup { call_id, input } => self.on_subagent_followup(call_id, input),
+            Event::SubagentActivity { call_id, activity } => self.on_activity(call_id, activity),
+            Event::SubagentChild {
+                call_id,
+                child_id,
+                title,
+                description,
+                state,
+                can_cancel,
+            } => self.on_subagent_child(
+                call_id,
+                child_id,
+                title.as_deref(),
+                description.as_deref(),
+                *state,
+                *can_cancel,
+            ),
+            Event::SubagentChildActivity {
+                call_id,
+                child_id,
+                activity,
+            } => self.on_child_activity(call_id, child_id, activity),
+            Event::ChildProgress {
+                call_id,
+                child_id,
+                summary,
+            } => self.on_child_progress(call_id, child_id, summary),
+            Event::SubagentFinished {
+                call_id,
+                output,
+                stop_reason,
+                severity,
+            } => self.on_subagent_finished(t, call_id, output, *stop_reason, *severity),
+            Event::TaskProgress {
+                call_id,
+                task_id,
+                summary,
+            } => self.on_task_progress(t, call_id, task_id.as_deref(), summary),
+            Event::TaskReported { task_id } => self.on_task_reported(task_id),
+            Event::ModelRetry {
+                attempt,
+                wait_ms,
+                reason,
+            } => self.on_model_retry(*attempt, *wait_ms, reason),
+            Event::Usage {
+                input_tokens,
+                output_tokens,
+            } => self.on_usage(*input_tokens, *output_tokens),
+            Event::Notice { level, text } => self.on_notice(*level, text),
+            Event::Error { text } => self.on_error(text),
+        }
+    }
+
+    fn on_session_info(&mut self, model: &Option<String>, agents: &[String]) {
+        self.model = model.clone();
+        self.agents = agents.to_vec();
+    }
+
+    fn on_turn_started(&mut self) {
+        self.turn_running = true;
+    }
+
+    fn on_turn_ended(&mut self) {
+        self.turn_running = false;
+        self.writing_call = None;
+    }
+
+    fn on_writing_call(&mut self, bytes: u64) {
+        self.writing_call = Some(bytes);
+    }
+
+    fn on_model_retry(&mut self, attempt: u32, wait_ms: u64, reason: &str) {
+        self.retry = Some((attempt, wait_ms, clean(reason)));
+    }
+
+    fn on_usage(&mut self, input_tokens: u64, output_tokens: u64) {
+        self.input_tokens += input_tokens;
+        self.output_tokens += output_tokens;
+    }
+
+    /// Every sub-agent call's usage added up: the session total.
+    pub fn usage_total(&self) -> Option<UsageTotal> {
+        UsageTotal::of(self.cells.iter().filter_map(|c| match &c.kind {
+            CellKind::Subagent(b) => b.summary.share.as_ref(),
+            _ => None,
+        }))
+    }
+
+    /// Boxes waiting for the person (a permission answer), as the board
+    /// says: the status line's "needs you" count.
+    pub fn needs_you(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.summary.waiting))
+            .count()
+    }
+
+    /// Calls asked to stop whose agents have not stopped yet.
+    pub fn cancelling(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.summary.cancelling))
+            .count()
+    }
+
+    /// The box of a call, by call id.
+    pub fn subagent_box(&self, call_id: &str) -> Option<&SubagentBox> {
+        match &self.cells.get(*self.calls.get(call_id)?)?.kind {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The cell index of a call's box.
+    pub fn box_index(&self, call_id: &str) -> Option<usize> {
+        self.calls.get(call_id).copied()
+    }
+}
+
+fn clean(s: &str) -> String {
+    crate::confine::sanitize::sanitize(s).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    //! What applying the chat's status events changes on screen, and that
+    //! every event kind has its test (one per kind, in the file of its
+    //! handler).
+
+    use super::*;
+    use crate::event::{StopReason, Summary, TaskState};
+    use crate::tui::state::fixtures::*;
+
+    #[test]
+    fn session_info_sets_the_status_line() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            0,
+            Event::SessionInfo {
+                model: Some("script:x".into()),
+                agents: vec!["fake".into()],
+            },
+        );
+        assert_eq!(
+            (s.model.as_deref(), &s.agents[..]),
+            (Some("script:x"), &["fake".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn turn_started_and_ended_drive_the_working_mark() {
+        let mut s = State::new();
+        apply(&mut s, 1, Event::TurnStarted);
+        assert!(s.turn_running);
+        apply(
+            &mut s,
+            2,
+            Event::TurnEnded {
+                stop_reason: StopReason::Cancelled,
+            },
+        );
+        assert!(!s.turn_running);
+    }
+
+    #[test]
+    fn model_retry_shows_until_the_model_answers() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ModelRetry {
+                attempt: 2,
+                wait_ms: 1500,
+                reason: "rate limited".into(),
+            },
+        );
+        assert_eq!(s.retry, Some((2, 1500, "rate limited".into())));
+        apply(&mut s, 2, Event::AssistantDelta { text: "ok".into() });
+        assert_eq!(s.retry, None);
+    }
+
+    #[test]
+    fn usage_adds_up() {
+        let mut s = State::new();
+        for t in 0..2 {
+            apply(
+                &mut s,
+                t,
+                Event::Usage {
+                    input_tokens: 10,
+                    output_tokens: 3,
+                },
+            );
+        }
+        assert_eq!((s.input_tokens, s.output_tokens), (20, 6));
+    }
+
+    #[test]
+    fn running_and_queued_are_read_off_the_open_boxes() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", true));
+        apply(&mut s, 2, member("c2", "b", true));
+        assert_eq!((s.running(), s.queued()), (2, 2));
+        // The board's snapshot says c1 runs: it waits no more, though no
+        // dequeue event came.
+        apply(
+            &mut s,
+            3,
+            Event::TaskProgress {
+                call_id: "c1".into(),
+                task_id: Some("t-c1".into()),
+                summary: Summary {
+                    state: TaskState::Running,
+                    ..Summary::default()
+                },
+            },
+        );
+        assert_eq!((s.running(), s.queued()), (2, 1));
+        // A call id used again: its newer box counts, the older one not.
+        apply(&mut s, 4, member("c2", "b", false));
+        assert_eq!((s.running(), s.queued()), (2, 0));
+        // A box that ends twice leaves the count once.
+        for t in [5, 6] {
+            apply(
+                &mut s,
+                t,
+                Event::SubagentFinished {
+                    call_id: "c1".into(),
+                    output: "done".into(),
+                    stop_reason: StopReason::EndTurn,
+                    severity: None,
+                },
+            );
+        }
+        assert_eq!((s.running(), s.queued()), (1, 0));
+        assert_eq!(s.latest_running_call().as_deref(), Some("c2"));
+    }
+
+    /// Each event kind has its test; a new kind must get one.
+    #[test]
+    fn every_event_kind_is_covered() {
+        let covered = [
+            "session_info",
+            "user_message",
+            "assistant_delta",
+            "assistant_end",
+            "assistant_writing_call",
+            "turn_started",
+            "turn_ended",
+            "tool_call_started",
+            "tool_call_finished",
+            "subagent_started",
+            "subagent_dequeued",
+            "subagent_cancelling",
+            "batch_started",
+            "batch_finished",
+            "review_quorum",
+            "subagent_session",
+            "subagent_followup",
+            "subagent_activity",
+            "subagent_child",
+            "subagent_child_activity",
+            "child_progress",
+            "subagent_finished",
+            "task_progress",
+            "task_reported",
+            "model_retry",
+            "usage",
+            "notice",
+            "error",
+        ];
+        assert_eq!(covered, Event::TYPES);
+    }
+}

@@ -1,0 +1,583 @@
+//! The box of a `subagent` call, and the events that open it, start it
+//! from the queue, reopen it for a follow-up, close it, and announce its
+//! agent's child sessions (each drawn as a box inside it).
+
+use std::collections::VecDeque;
+
+use super::activity::push_line;
+use super::{ActivityLine, CellKind, Changes, Log, LogEntry, Member, State, Task, ToolInfo, clean};
+use crate::event::{
+    AgentRef, ChildState, Event, PlanEntry, PlanStatus, SessionKind, Severity, StopReason, Summary,
+    TaskState,
+};
+
+/// A `subagent` call's box.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentBox {
+    pub call_id: String,
+    pub task_id: Option<String>,
+    pub agent: AgentRef,
+    pub input: String,
+    pub code_review: bool,
+    pub background: bool,
+    pub session: Option<SessionKind>,
+    pub started: u64,
+    pub finished: Option<u64>,
+    /// The last few things the agent did, oldest first.
+    pub activity: VecDeque<ActivityLine>,
+    pub plan: Vec<PlanEntry>,
+    /// An unanswered permission request: id, title, options.
+    pub permission: Option<(String, String, Vec<String>)>,
+    /// What that request asks about (path, command, diff).
+    pub permission_detail: ToolInfo,
+    pub output: Option<String>,
+    pub stop_reason: Option<StopReason>,
+    pub severity: Option<Severity>,
+    /// What quorum told of the call (the last few), kept when it ends.
+    pub notices: VecDeque<String>,
+    pub session_id: Option<String>,
+    /// Everything the agent did (bounded), for the opened box.
+    pub log: Log,
+    /// What its tool calls changed, for the finished box's summary line.
+    pub changes: Changes,
+    /// The board's latest snapshot of the call, sanitised, as the side
+    /// panel shows it: its state (queued until its place comes, then as
+    /// the snapshots say, and as its end says once it ended), its tool
+    /// calls, its context and cost and its part of the totals; waiting for
+    /// the person, and asked to stop with its agent not stopped yet, only
+    /// while the box runs. (`severity` is its report's verdict.)
+    pub summary: Summary,
+    /// The batch it is a task of: its box is drawn inside the group.
+    pub batch: Option<Grouped>,
+    /// The child sessions its agent announced, in order: drawn nested
+    /// inside its box.
+    pub children: Vec<ChildBox>,
+    /// Its streamed text and thoughts, cleaned as they arrive.
+    pub(super) streams: Streams,
+}
+
+/// A box's two streams of text, each cleaned across its chunks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Streams {
+    text: crate::confine::sanitize::Stream,
+    thought: crate::confine::sanitize::Stream,
+}
+
+impl Streams {
+    pub(super) fn clean<'a>(&mut self, chunk: &'a str, thought: bool) -> std::borrow::Cow<'a, str> {
+        if thought {
+            self.thought.push(chunk)
+        } else {
+            self.text.push(chunk)
+        }
+    }
+}
+
+/// A child session of a call's agent (a nested sub-agent), as its box
+/// inside the call's box shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildBox {
+    pub child_id: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// The agent's word on its work, when it gave one.
+    pub state: Option<ChildState>,
+    pub can_cancel: bool,
+    /// The board's latest snapshot of it.
+    pub summary: Summary,
+    /// The last few things it did, oldest first.
+    pub activity: VecDeque<ActivityLine>,
+    pub(super) streams: Streams,
+}
+
+impl ChildBox {
+    /// Its title, else its session id.
+    pub fn name(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.child_id)
+    }
+
+    /// Its agent lets it be cancelled alone, and it is not idle (while
+    /// its call runs).
+    pub fn cancellable(&self) -> bool {
+        self.can_cancel && self.state != Some(ChildState::Idle)
+    }
+}
+
+/// A box's place in its batch's group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grouped {
+    pub batch_id: String,
+    /// The batch's tint (its quorum's or worst verdict), once known.
+    pub tint: Option<Severity>,
+    /// The last box of a finished batch: it closes the group.
+    pub last: bool,
+}
+
+impl SubagentBox {
+    pub fn running(&self) -> bool {
+        self.finished.is_none()
+    }
+
+    pub fn queued(&self) -> bool {
+        self.running() && self.summary.state == TaskState::Queued
+    }
+}
+
+impl State {
+    pub(super) fn subagent(&mut self, call_id: &str) -> Option<&mut SubagentBox> {
+        let index = *self.calls.get(call_id)?;
+        match self.touch(index) {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub(super) fn child(&mut self, call_id: &str, child_id: &str) -> Option<&mut ChildBox> {
+        self.subagent(call_id)?
+            .children
+            .iter_mut()
+            .find(|c| c.child_id == child_id)
+    }
+
+    /// Opens a call's box (and its panel task, and its place in its
+    /// batch's header). `started` is a [`Event::SubagentStarted`]: its nine
+    /// fields are too many to hand over one by one.
+    pub(super) fn on_subagent_started(&mut self, t: u64, started: &Event) {
+        let Event::SubagentStarted {
+            call_id,
+            task_id,
+            agent,
+            input,
+            code_review,
+            background,
+            session,
+            batch_id,
+            queued,
+        } = started
+        else {
+            return;
+        };
+        self.open_assistant = None;
+        // A call the model wrote as text runs: it is written.
+        self.writing_call = None;
+        let state = if *queued {
+            TaskState::Queued
+        } else {
+            TaskState::Running
+        };
+        let agent = match agent {
+            AgentRef::Internal => AgentRef::Internal,
+            AgentRef::Acp(name) => AgentRef::Acp(clean(name)),
+        };
+        if let Some(task_id) = task_id {
+            self.task_index.insert(task_id.clone(), self.tasks.len());
+            self.tasks.push(Task {
+                task_id: clean(task_id),
+                call_id: call_id.clone(),
+                agent: agent.name().to_string(),
+                input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
+                code_review: *code_review,
+                started: t,
+                finished: None,
+                summary: Summary {
+                    state,
+                    ..Summary::default()
+                },
+                reported: false,
+            });
+        }
+        if let Some(header) = batch_id.as_deref().and_then(|id| self.batch(id)) {
+            header.members.push(Member {
+                call_id: call_id.clone(),
+                agent: agent.name().to_string(),
+                summary: Summary {
+                    state,
+                    ..Summary::default()
+                },
+            });
+        }
+        let i = self.push(CellKind::Subagent(Box::new(SubagentBox {
+            call_id: call_id.clone(),
+            task_id: task_id.clone(),
+            agent,
+            input: clean(input),
+            code_review: *code_review,
+            background: *background,
+            session: *session,
+            started: t,
+            finished: None,
+            activity: VecDeque::new(),
+            plan: Vec::new(),
+            permission: None,
+            permission_detail: ToolInfo::default(),
+            output: None,
+            stop_reason: None,
+            severity: None,
+            notices: VecDeque::new(),
+            session_id: None,
+            log: Log::default(),
+            changes: Changes::default(),
+            summary: Summary {
+                state,
+                ..Summary::default()
+            },
+            children: Vec::new(),
+            streams: Streams::default(),
+            batch: batch_id
+                .as_ref()
+                .filter(|id| self.batches.contains_key(*id))
+                .map(|id| Grouped {
+                    batch_id: id.clone(),
+                    tint: None,
+                    last: false,
+                }),
+        })));
+        // A call id used twice replaces the older box's entry: the older
+        // box counts no more.
+        if let Some(old) = self.calls.insert(call_id.clone(), i) {
+            self.open.remove(&old);
+        }
+        self.track(i);
+    }
+
+    pub(super) fn on_subagent_dequeued(&mut self, t: u64, call_id: &str) {
+        let Some(b) = self.subagent(call_id) else {
+            return;
+        };
+        if !b.queued() {
+            return;
+        }
+        // Its time counts from when it runs.
+        b.summary.state = TaskState::Running;
+        b.started = t;
+        let task_id = b.task_id.clone();
+        if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
+            task.started = t;
+            task.summary.state = TaskState::Running;
+        }
+    }
+
+    pub(super) fn on_subagent_session(
+        &mut self,
+        call_id: &str,
+        session: SessionKind,
+        session_id: Option<&str>,
+    ) {
+        if let Some(b) = self.subagent(call_id) {
+            b.session = Some(session);
+            if let Some(id) = session_id {
+                b.session_id = Some(clean(id));
+            }
+        }
+    }
+
+    pub(super) fn on_subagent_followup(&mut self, call_id: &str, input: &str) {
+        let Some(b) = self.subagent(call_id) else {
+            return;
+        };
+        // The box reopens for the new turn.
+        let input = clean(input);
+        b.finished = None;
+        b.output = None;
+        b.stop_reason = None;
+        b.severity = None;
+        push_line(
+            &mut b.activity,
+            ActivityLine::Note(format!(
+                "› follow-up: {}",
+                input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+            )),
+        );
+        b.log.push(LogEntry::Turn(input));
+        let task_id = b.task_id.clone();
+        self.track_call(call_id);
+        if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
+            task.finished = None;
+            task.reported = false;
+            task.summary.state = TaskState::Running;
+            task.summary.severity = None;
+        }
+    }
+
+    pub(super) fn on_subagent_child(
+        &mut self,
+        call_id: &str,
+        child_id: &str,
+        title: Option<&str>,
+        description: Option<&str>,
+        state: Option<ChildState>,
+        can_cancel: bool,
+    ) {
+        let Some(b) = self.subagent(call_id) else {
+            return;
+        };
+        let child = match b.children.iter().position(|c| c.child_id == child_id) {
+            Some(i) => &mut b.children[i],
+            None => {
+                b.children.push(ChildBox {
+                    child_id: clean(child_id),
+                    title: None,
+                    description: None,
+                    state: None,
+                    can_cancel: false,
+                    summary: Summary::default(),
+                    activity: VecDeque::new(),
+                    streams: Streams::default(),
+                });
+                b.children.last_mut().expect("just pushed")
+            }
+        };
+        // Each announcement carries all that is known of it.
+        child.title = title.map(clean);
+        child.description = description.map(clean);
+        child.state = state;
+        child.can_cancel = can_cancel;
+    }
+
+    pub(super) fn on_subagent_finished(
+        &mut self,
+        t: u64,
+        call_id: &str,
+        output: &str,
+        stop_reason: StopReason,
+        severity: Option<Severity>,
+    ) {
+        let Some(b) = self.subagent(call_id) else {
+            return;
+        };
+        b.finished = Some(t);
+        b.output = Some(clean(output));
+        b.stop_reason = Some(stop_reason);
+        b.severity = severity;
+        b.permission = None;
+        b.summary.waiting = false;
+        b.summary.state = TaskState::from_stop_reason(stop_reason);
+        self.track_call(call_id);
+    }
+
+    /// Notes whether the box at `index` is open (running, or queued), as
+    /// its own state says: the index the open and queued counts are read
+    /// from.
+    fn track(&mut self, index: usize) {
+        if matches!(&self.cells[index].kind, CellKind::Subagent(b) if b.running()) {
+            self.open.insert(index);
+        } else {
+            self.open.remove(&index);
+        }
+    }
+
+    /// [`State::track`] for a call's box.
+    fn track_call(&mut self, call_id: &str) {
+        if let Some(&index) = self.calls.get(call_id) {
+            self.track(index);
+        }
+    }
+}
+
+/// Plan progress: `(completed, total, current entry)`.
+pub fn plan_progress(plan: &[PlanEntry]) -> (usize, usize, Option<&str>) {
+    let done = plan
+        .iter()
+        .filter(|e| e.status == PlanStatus::Completed)
+        .count();
+    let current = plan
+        .iter()
+        .find(|e| e.status == PlanStatus::InProgress)
+        .or_else(|| plan.iter().find(|e| e.status == PlanStatus::Pending))
+        .map(|e| e.content.as_str());
+    (done, plan.len(), current)
+}
+
+#[cfg(test)]
+mod tests {
+    //! What applying the events of a call's box changes on screen.
+
+    use super::*;
+    use crate::tui::state::fixtures::*;
+
+    #[test]
+    fn subagent_started_opens_a_box_and_a_task() {
+        let mut s = State::new();
+        apply(&mut s, 7, started(true));
+        let b = the_box(&s);
+        assert_eq!(b.agent, AgentRef::Acp("fake".into()), "sanitised");
+        assert!(b.running() && b.code_review && b.background);
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.tasks[0].task_id, "t1");
+        assert_eq!(s.tasks[0].input, "review it", "the first line");
+        assert_eq!(s.tasks[0].started, 7);
+        assert_eq!(s.latest_running_call().as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn subagent_dequeued_starts_a_queued_box_and_its_clock() {
+        let mut s = State::new();
+        apply(&mut s, 1, batch_started());
+        apply(&mut s, 2, member("c1", "a", true));
+        assert_eq!((s.running(), s.queued()), (1, 1));
+        apply(
+            &mut s,
+            50,
+            Event::SubagentDequeued {
+                call_id: "c1".into(),
+            },
+        );
+        let b = box_of(&s, "c1");
+        assert_eq!(
+            (b.summary.state, b.started, b.queued()),
+            (TaskState::Running, 50, false)
+        );
+        assert_eq!((s.running(), s.queued()), (1, 0));
+        assert_eq!(
+            (s.tasks[0].started, s.tasks[0].summary.state),
+            (50, TaskState::Running)
+        );
+        // Only a queued box is dequeued.
+        apply(
+            &mut s,
+            60,
+            Event::SubagentDequeued {
+                call_id: "c1".into(),
+            },
+        );
+        assert_eq!(box_of(&s, "c1").started, 50);
+        // A queued box that finishes (cancelled while queued) leaves the count.
+        apply(&mut s, 70, member("c2", "b", true));
+        apply(
+            &mut s,
+            80,
+            Event::SubagentFinished {
+                call_id: "c2".into(),
+                output: "b: cancelled while queued".into(),
+                stop_reason: StopReason::Cancelled,
+                severity: None,
+            },
+        );
+        assert_eq!((s.running(), s.queued()), (1, 0));
+    }
+
+    #[test]
+    fn subagent_session_sets_the_badge() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            Event::SubagentSession {
+                call_id: "c1".into(),
+                session: SessionKind::Resumed,
+                session_id: Some("s".into()),
+            },
+        );
+        assert_eq!(the_box(&s).session, Some(SessionKind::Resumed));
+    }
+
+    #[test]
+    fn subagent_followup_reopens_the_box_and_its_task() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        apply(
+            &mut s,
+            5,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "first".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Green),
+            },
+        );
+        apply(&mut s, 6, snapshot(0, TaskState::Done, false));
+        assert_eq!(s.running(), 0);
+        apply(
+            &mut s,
+            8,
+            Event::SubagentFollowup {
+                call_id: "c1".into(),
+                input: "and the tests?\x1b[31m".into(),
+            },
+        );
+        let b = the_box(&s);
+        assert!(b.running(), "the box runs again");
+        assert_eq!((b.output.as_deref(), b.severity), (None, None));
+        assert_eq!(
+            b.activity.back(),
+            Some(&ActivityLine::Note("› follow-up: and the tests?".into()))
+        );
+        assert_eq!(
+            b.log.entries.back(),
+            Some(&LogEntry::Turn("and the tests?".into()))
+        );
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.tasks[0].summary.state, TaskState::Running);
+        assert_eq!(s.tasks[0].finished, None);
+        // A follow-up for an unknown call changes nothing.
+        apply(
+            &mut s,
+            9,
+            Event::SubagentFollowup {
+                call_id: "c9".into(),
+                input: "x".into(),
+            },
+        );
+        assert_eq!(s.running(), 1);
+    }
+
+    #[test]
+    fn subagent_finished_closes_the_box() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            5,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "Done.".into(),
+                stop_reason: StopReason::Refusal,
+                severity: Some(Severity::Red),
+            },
+        );
+        let b = the_box(&s);
+        assert_eq!(b.finished, Some(5));
+        assert_eq!(b.output.as_deref(), Some("Done."));
+        assert_eq!(b.stop_reason, Some(StopReason::Refusal));
+        assert_eq!(b.severity, Some(Severity::Red));
+        assert_eq!(s.running(), 0);
+    }
+
+    #[test]
+    fn subagent_child_opens_a_child_box_in_its_call_and_updates_replace_it() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(false));
+        apply(
+            &mut s,
+            2,
+            child(Some("scout"), Some(ChildState::Running), true),
+        );
+        let c = &the_box(&s).children[0];
+        assert_eq!(c.name(), "scout");
+        assert_eq!(c.description.as_deref(), Some("finds tests"), "sanitised");
+        assert_eq!(c.state, Some(ChildState::Running));
+        assert!(c.can_cancel);
+        // A later announcement of the same child replaces what it says.
+        apply(&mut s, 3, child(None, Some(ChildState::Idle), false));
+        let b = the_box(&s);
+        assert_eq!(b.children.len(), 1, "the same child");
+        assert_eq!(b.children[0].name(), "s-1-child", "its id without a title");
+        assert_eq!(b.children[0].state, Some(ChildState::Idle));
+        assert!(!b.children[0].can_cancel);
+        // A child of an unknown call is ignored.
+        apply(
+            &mut s,
+            4,
+            Event::SubagentChild {
+                call_id: "nope".into(),
+                child_id: "x".into(),
+                title: None,
+                description: None,
+                state: None,
+                can_cancel: false,
+            },
+        );
+        assert_eq!(the_box(&s).children.len(), 1);
+    }
+}
