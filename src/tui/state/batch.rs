@@ -153,6 +153,7 @@ mod tests {
     //! What applying a batch's events changes in its header and group.
 
     use super::*;
+    use crate::event::build;
     use crate::event::{Activity, AgentRef, Event, Summary, TaskState, Usage};
     use crate::tui::state::Grouped;
     use crate::tui::state::fixtures::*;
@@ -238,17 +239,10 @@ mod tests {
         apply(
             &mut s,
             6,
-            Event::SubagentStarted {
-                call_id: "solo".into(),
-                task_id: Some("t-solo".into()),
-                agent: AgentRef::Internal,
-                input: "x".into(),
-                code_review: false,
-                background: false,
-                session: None,
-                batch_id: None,
-                queued: false,
-            },
+            build::started("solo", AgentRef::Internal)
+                .input("x")
+                .task("t-solo")
+                .event(),
         );
         apply(&mut s, 7, usage_snapshot("solo", 2_000, 2_000, 2.0, "EUR"));
         assert_eq!(header(&s).usage_total().unwrap().tokens, 1_500);
@@ -328,17 +322,10 @@ mod tests {
         apply(
             &mut s,
             4,
-            Event::SubagentStarted {
-                call_id: "c3".into(),
-                task_id: None,
-                agent: AgentRef::Acp("c".into()),
-                input: "x".into(),
-                code_review: false,
-                background: false,
-                session: None,
-                batch_id: Some("b9".into()),
-                queued: false,
-            },
+            build::started("c3", AgentRef::Acp("c".into()))
+                .input("x")
+                .batch("b9")
+                .event(),
         );
         assert_eq!(box_of(&s, "c3").batch, None);
     }

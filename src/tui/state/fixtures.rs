@@ -1,6 +1,7 @@
 //! Events and look-ups that the state's tests share.
 
 use super::*;
+use crate::event::build;
 use crate::event::{Activity, AgentRef, ChildState, Event, Stamped, Summary, TaskState};
 
 pub(super) fn apply(state: &mut State, t: u64, event: Event) {
@@ -8,31 +9,27 @@ pub(super) fn apply(state: &mut State, t: u64, event: Event) {
 }
 
 pub(super) fn started(background: bool) -> Event {
-    Event::SubagentStarted {
-        call_id: "c1".into(),
-        task_id: background.then(|| "t1".into()),
-        agent: AgentRef::Acp("fake\x1b[31m".into()),
-        input: "\nreview it\nplease".into(),
-        code_review: true,
-        background,
-        session: None,
-        batch_id: None,
-        queued: false,
+    let call = build::started("c1", AgentRef::Acp("fake\x1b[31m".into()))
+        .input("\nreview it\nplease")
+        .review();
+    if background {
+        call.background("t1").event()
+    } else {
+        call.event()
     }
 }
 
 /// A box of batch `b1`: call `call`, on agent `agent`, maybe queued.
 pub(super) fn member(call: &str, agent: &str, queued: bool) -> Event {
-    Event::SubagentStarted {
-        call_id: call.into(),
-        task_id: Some(format!("t-{call}")),
-        agent: AgentRef::Acp(agent.into()),
-        input: "review it".into(),
-        code_review: true,
-        background: true,
-        session: None,
-        batch_id: Some("b1".into()),
-        queued,
+    let member = build::started(call, AgentRef::Acp(agent.into()))
+        .input("review it")
+        .review()
+        .background(format!("t-{call}"))
+        .batch("b1");
+    if queued {
+        member.queued().event()
+    } else {
+        member.event()
     }
 }
 
