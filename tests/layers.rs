@@ -47,6 +47,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "acp::registry",
             "subagent::dispatch",
             "subagent::types",
+            // The sub-agent tool's pinned texts build a dispatcher.
+            "subagent::picks",
         ],
     ),
     (

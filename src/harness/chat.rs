@@ -627,6 +627,104 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_tools_failures_read_as_they_always_have() {
+        use crate::acp::registry::Registry;
+        use crate::agent::Permissions;
+        use crate::confine::fsroot::Root;
+        use crate::runtime::supervisor::Supervisor;
+        use crate::subagent::picks::ModelPicks;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (emitter, _events) = Emitter::channel(std::time::Instant::now());
+        let config = dir.path().join("q.toml");
+        std::fs::write(&config, "[agents.sh]\ncommand = \"/bin/sh\"\n").unwrap();
+        let registry = Arc::new(Registry::load(Some(&config)).unwrap());
+        let (dispatcher, _completions) = Dispatcher::new(
+            registry.clone(),
+            Root::new(dir.path()).unwrap(),
+            emitter,
+            Permissions::Deny,
+            Supervisor::new(),
+            ModelPicks::load(None),
+            4,
+        );
+        let tools = ChatTools::new(dispatcher, 0);
+        let specs = tools.specs();
+        let mut description = registry.tool_description();
+        description.set_note(INTERNAL_AGENT_NOTE);
+        assert_eq!(
+            (
+                specs[0].name.as_str(),
+                &specs[0].description,
+                &specs[0].parameters
+            ),
+            ("subagent", &description.text(), &input_schema())
+        );
+        assert_eq!(
+            (specs[1].name.as_str(), &specs[1].parameters),
+            ("subagent_status", &status_schema())
+        );
+        assert!(
+            specs[1]
+                .description
+                .starts_with("The state of a background sub-agent task (and its report once done)")
+                && specs[1].description.ends_with(
+                    "`wait_seconds` (at most 600) waits for it to finish before answering."
+                ),
+            "{}",
+            specs[1].description
+        );
+        let failure = async |name: &str, arguments: &str| {
+            let call = ToolCall {
+                id: "1".into(),
+                name: name.into(),
+                arguments: arguments.into(),
+            };
+            tools.call(call, never()).await.unwrap_err().to_string()
+        };
+        let bad = r#"{"agnet":"x"}"#;
+        assert_eq!(
+            failure("subagent", bad).await,
+            format!(
+                "bad subagent arguments: {}",
+                serde_json::from_str::<SubAgentCallInput>(bad).unwrap_err()
+            )
+        );
+        assert_eq!(
+            failure("subagent_status", bad).await,
+            format!(
+                "bad subagent_status arguments: {}",
+                serde_json::from_str::<StatusInput>(bad).unwrap_err()
+            )
+        );
+        // No input, and none sent before.
+        assert_eq!(
+            failure("subagent", r#"{"agent":"sh"}"#).await,
+            "no input: this is the first sub-agent call of the conversation, so `input` must \
+             say what to do"
+        );
+        assert_eq!(
+            failure("subagent", r#"{"agent":"nope","input":"hi"}"#).await,
+            registry.get("nope").unwrap_err().to_string()
+        );
+        // Empty arguments are `{}`: the internal agent, absent here.
+        assert_eq!(
+            failure("subagent", " ").await,
+            "the internal agent is not available in this session (it needs a chat model); \
+             name an ACP agent with `agent`"
+        );
+        assert_eq!(
+            failure("subagent_status", r#"{"task_id":"t9"}"#).await,
+            "unknown task \"t9\"; known tasks: none"
+        );
+        assert_eq!(
+            failure("subagent_status", r#"{"cancel":true}"#).await,
+            "subagent_status: `cancel` needs a `task_id`"
+        );
+        assert_eq!(failure("read", "{}").await, "unknown tool \"read\"");
+    }
+
+    #[tokio::test]
     async fn the_model_writes_the_summary_in_one_request() {
         let model = script(serde_json::json!([{"text": "The person wants the login bug fixed."}]));
         let s = ConversationSummary::new(conversation(), Some(model.clone()));

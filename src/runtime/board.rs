@@ -842,6 +842,68 @@ mod tests {
         );
     }
 
+    #[test]
+    fn subagent_status_reads_as_it_always_has() {
+        let mut b = Board::new();
+        b.observe(&started("c1", Some("t1")));
+        b.observe(&started("c2", None));
+        b.observe(&started("c3", Some("t2")));
+        // Nothing known yet: only what every task has.
+        let fresh = concat!(
+            r#"{"task_id":"t2","agent":"fake","state":"running","elapsed_ms":990,"#,
+            r#""tool_calls":0}"#
+        );
+        assert_eq!(b.status(Some("t2"), 1000).unwrap().to_string(), fresh);
+        b.observe(&activity("c1", tool("a")));
+        b.observe(&activity(
+            "c1",
+            Activity::PermissionRequest {
+                id: "p".into(),
+                title: "Delete \"build/\"".into(),
+                options: vec!["Allow".into()],
+                detail: Default::default(),
+            },
+        ));
+        b.observe(&activity("c1", usage(1200, Some(0.04))));
+        let waiting = concat!(
+            r#"{"task_id":"t1","agent":"fake","state":"running","elapsed_ms":990,"#,
+            r#""tool_calls":1,"last_activity":"? permission: Delete \"build/\"","#,
+            r#""waiting_for_permission":true,"#,
+            r#""usage":{"used":1200,"size":200000,"cost":{"amount":0.04,"currency":"USD"}}}"#
+        );
+        assert_eq!(b.status(Some("t1"), 1000).unwrap().to_string(), waiting);
+        // A follow-up sent: `subagent_status` adds what became of it.
+        let mut sent = b.status(Some("t1"), 1000).unwrap();
+        sent.as_object_mut()
+            .unwrap()
+            .insert("message".into(), "queued".into());
+        assert_eq!(
+            sent.to_string(),
+            format!("{},\"message\":\"queued\"}}", &waiting[..waiting.len() - 1])
+        );
+        b.observe(&Stamped::new(
+            90,
+            Event::SubagentFinished {
+                call_id: "c1".into(),
+                output: "Looks red.\n".into(),
+                stop_reason: StopReason::EndTurn,
+                severity: Some(Severity::Red),
+            },
+        ));
+        let done = concat!(
+            r#"{"task_id":"t1","agent":"fake","state":"done","elapsed_ms":80,"#,
+            r#""tool_calls":1,"last_activity":"? permission: Delete \"build/\"","#,
+            r#""output":"Looks red.\n","stop_reason":"end_turn","severity":"red","#,
+            r#""usage":{"used":1200,"size":200000,"cost":{"amount":0.04,"currency":"USD"}}}"#
+        );
+        assert_eq!(b.status(Some("t1"), 1000).unwrap().to_string(), done);
+        // Every task, oldest first; the foreground call is not one.
+        assert_eq!(
+            b.status(None, 1000).unwrap().to_string(),
+            format!("{{\"tasks\":[{done},{fresh}]}}")
+        );
+    }
+
     fn on_child(t: u64, event: Event) -> Stamped {
         Stamped::new(t, event)
     }
