@@ -10,13 +10,13 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use quorum::acp::registry::Registry;
 use quorum::agent::Permissions;
-use quorum::agent::{PermissionAnswer, TurnSink};
+use quorum::agent::{Agent, PermissionAnswer, TurnControl, TurnInput, TurnSink};
 use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Outcome, SessionKind, Stamped, StopReason};
-use quorum::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask, Reply};
+use quorum::subagent::dispatch::{Dispatcher, Reply};
 use quorum::subagent::types::{StatusInput, SubAgentCallInput};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 struct Rig {
     dispatcher: Arc<Dispatcher>,
@@ -252,14 +252,18 @@ async fn cancel_stops_a_task() {
 /// The internal agent, answering at once.
 struct Instant_;
 
-impl InternalRunner for Instant_ {
-    fn run<'a>(
+impl Agent for Instant_ {
+    fn turn<'a>(
         &'a self,
-        _task: InternalTask,
+        _input: TurnInput<'a>,
         _sink: &'a dyn TurnSink,
-        _cancel: watch::Receiver<bool>,
+        _control: &'a mut TurnControl,
     ) -> BoxFuture<'a, Outcome> {
         async { Outcome::new(StopReason::EndTurn, "done") }.boxed()
+    }
+
+    fn keeps_sessions(&self) -> bool {
+        false
     }
 }
 

@@ -1,5 +1,6 @@
-//! The dispatcher: runs `subagent` calls on ACP agents, or on the internal
-//! agent through an injected runner, and remembers their sessions.
+//! The dispatcher: runs `subagent` calls on ACP agents (through the
+//! [`Pool`]) or on the internal agent (injected), both behind the
+//! [`Agent`] interface, and remembers their sessions.
 //!
 //! Call and task state is not kept here: every call reports what happens
 //! as events, and the session's task board (behind the [`Emitter`]) is the
@@ -10,21 +11,20 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared, WeakShared};
+use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::memory::{NoInput, SubAgent};
 use super::picks::ModelPicks;
+use super::pool::Pool;
 use super::types::{
     InputError, MAX_WAIT_SECONDS, REVIEW_CONTRACT, StatusInput, SubAgentCallInput, TaskSpec,
     compose_prompt,
 };
-use crate::acp::client::Connection;
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::Permissions;
-use crate::agent::{PermissionAnswer, TurnControl, TurnRequest, TurnSink};
+use crate::agent::{Agent, PermissionAnswer, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
 use crate::event::{
     Activity, AgentRef, Event, NoticeLevel, Outcome, Quorum, ReviewerVerdict, SessionKind,
@@ -77,35 +77,12 @@ pub enum DispatchError {
     EmptyMessage,
 }
 
-/// A task of the internal agent.
-pub struct InternalTask {
-    pub prompt: String,
-    /// The nesting depth it runs at (1: called by the main chat).
-    pub depth: u32,
-    /// Paths its file tools may not read.
-    pub exclude: Option<Exclude>,
-}
-
 /// Writes the short summary of the main conversation that
 /// `include_main_summary` puts before a sub-agent's message. Injected by
 /// the chat, which owns the conversation (and the model that writes it).
 pub trait MainSummary: Send + Sync {
     /// The summary, or `None` when there is no conversation yet.
     fn summary(&self, cancel: watch::Receiver<bool>) -> BoxFuture<'_, Option<String>>;
-}
-
-/// Runs the internal nested agent: a fresh harness with an empty context,
-/// auto-approved tools, nothing persisted, only its final report returned.
-/// Injected by the engine, so the dispatcher knows nothing of the chat
-/// loop (as an external agent is reached through its connection).
-pub trait InternalRunner: Send + Sync {
-    /// Runs `task`; activity goes to `sink`.
-    fn run<'a>(
-        &'a self,
-        task: InternalTask,
-        sink: &'a dyn TurnSink,
-        cancel: watch::Receiver<bool>,
-    ) -> BoxFuture<'a, Outcome>;
 }
 
 /// What a call returns: its outcome at once, or a task id for later; a
@@ -321,31 +298,22 @@ fn controls() -> (Handle, TurnControl) {
 #[derive(Clone)]
 struct TaskMeta {
     agent: AgentRef,
-    target: Target,
+    runner: Arc<dyn Agent>,
+    /// The nesting depth its turns run at.
+    depth: u32,
     code_review: bool,
     exclude: Option<Exclude>,
     /// The session its last turn ran in.
     session_id: Option<String>,
 }
 
-type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
-
-/// An agent's connection: being started (shared by every call waiting for
-/// it, and dropped, process and all, when the last of them gives up), or
-/// ready.
-enum Slot {
-    Starting(WeakShared<BoxFuture<'static, Result<Arc<Connection>, String>>>),
-    Ready(Arc<Connection>),
-}
-
 pub struct Dispatcher {
     registry: Arc<Registry>,
     root: Root,
     emitter: Emitter,
-    /// The session's answer for agents whose own policy is `ask`.
-    permissions: Permissions,
     memory: Mutex<SubAgent>,
-    connections: Mutex<HashMap<String, Slot>>,
+    /// The ACP agents.
+    pool: Arc<Pool>,
     /// Running calls, by call id.
     running: Mutex<HashMap<String, Handle>>,
     /// Sessions a running turn is using, by `(agent, session id)`: a second
@@ -357,19 +325,16 @@ pub struct Dispatcher {
     completions: mpsc::UnboundedSender<String>,
     /// Background calls, by call id: what a follow-up turn needs.
     tasks: Mutex<HashMap<String, TaskMeta>>,
-    internal: Mutex<Option<Arc<dyn InternalRunner>>>,
+    /// The internal agent, once there is one.
+    internal: Mutex<Option<Arc<dyn Agent>>>,
     /// Writes the main conversation's summary for `include_main_summary`.
     main_summary: Mutex<Option<Arc<dyn MainSummary>>>,
     /// How many tasks of one batch run at once.
     max_parallel: usize,
     next_batch: AtomicU64,
-    /// Owns the agent processes.
-    supervisor: Supervisor,
-    /// The model a person picked for each agent.
-    picks: ModelPicks,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -386,13 +351,20 @@ impl Dispatcher {
         max_parallel: usize,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<String>) {
         let (completions, rx) = mpsc::unbounded_channel();
+        let pool = Pool::new(
+            registry.clone(),
+            root.clone(),
+            emitter.clone(),
+            permissions,
+            supervisor,
+            picks,
+        );
         let d = Self {
             registry,
             root,
             emitter,
-            permissions,
             memory: Mutex::new(SubAgent::new()),
-            connections: Default::default(),
+            pool,
             running: Default::default(),
             busy: Default::default(),
             next_call: AtomicU64::new(1),
@@ -403,8 +375,6 @@ impl Dispatcher {
             main_summary: Mutex::new(None),
             max_parallel: max_parallel.max(1),
             next_batch: AtomicU64::new(1),
-            supervisor,
-            picks,
         };
         (Arc::new(d), rx)
     }
@@ -422,7 +392,7 @@ impl Dispatcher {
     }
 
     /// Lets calls without an `agent` run the internal agent.
-    pub fn set_internal(&self, runner: Arc<dyn InternalRunner>) {
+    pub fn set_internal(&self, runner: Arc<dyn Agent>) {
         *lock(&self.internal) = Some(runner);
     }
 
@@ -520,30 +490,23 @@ impl Dispatcher {
         depth: u32,
         in_batch: bool,
     ) -> Result<Prepared, DispatchError> {
-        let target = match spec.agent.as_deref() {
+        let (agent, runner) = match spec.agent.as_deref() {
             Some(agent) => {
-                let spec =
-                    self.registry
-                        .get(agent)
+                let runner =
+                    self.pool
+                        .agent(agent)
                         .map_err(|source| DispatchError::UnknownAgent {
                             source,
                             internal: lock(&self.internal).is_some(),
                         })?;
-                Target::Acp {
-                    agent: agent.to_string(),
-                    policy: spec.permissions.resolve(self.permissions),
-                }
+                (AgentRef::Acp(agent.to_string()), runner)
             }
-            None => Target::Internal {
-                runner: lock(&self.internal)
+            None => (
+                AgentRef::Internal,
+                lock(&self.internal)
                     .clone()
                     .ok_or(DispatchError::NoInternalAgent)?,
-                depth: depth + 1,
-            },
-        };
-        let agent = match &target {
-            Target::Acp { agent, .. } => AgentRef::Acp(agent.clone()),
-            Target::Internal { .. } => AgentRef::Internal,
+            ),
         };
         let (message, mut resume) = {
             let mut memory = lock(&self.memory);
@@ -558,11 +521,12 @@ impl Dispatcher {
                 memory.resolve_input(spec.input.as_deref())?
             };
             // The internal agent starts fresh every time.
-            let resume = match target {
-                Target::Acp { .. } => memory
+            let resume = if runner.keeps_sessions() {
+                memory
                     .resume_id(agent.name(), continue_session)
-                    .map(str::to_string),
-                Target::Internal { .. } => None,
+                    .map(str::to_string)
+            } else {
+                None
             };
             (message, resume)
         };
@@ -583,7 +547,8 @@ impl Dispatcher {
         }
         Ok(Prepared {
             agent,
-            target,
+            runner,
+            depth: depth + 1,
             message,
             code_review: spec.code_review,
             requirements: spec.output_requirements,
@@ -620,7 +585,8 @@ impl Dispatcher {
                 call_id.clone(),
                 TaskMeta {
                     agent: task.agent.clone(),
-                    target: task.target.clone(),
+                    runner: task.runner.clone(),
+                    depth: task.depth,
                     code_review: task.code_review,
                     exclude: launch.exclude.cloned(),
                     session_id: None,
@@ -648,7 +614,8 @@ impl Dispatcher {
         Opened {
             job: CallJob {
                 agent: task.agent,
-                target: task.target,
+                runner: task.runner,
+                depth: task.depth,
                 call_id,
                 task_id: task_id.clone(),
                 prompt,
@@ -791,75 +758,6 @@ impl Dispatcher {
         }
     }
 
-    /// The connection to `agent`: a live one, the start already under way
-    /// (two calls share one start), or a new start. No lock is held while
-    /// an agent starts.
-    fn connection(&self, agent: &str) -> Result<Starting, String> {
-        let mut connections = lock(&self.connections);
-        match connections.get(agent) {
-            Some(Slot::Ready(conn)) if conn.alive() => {
-                let conn = conn.clone();
-                return Ok(async move { Ok(conn) }.boxed().shared());
-            }
-            Some(Slot::Ready(conn)) => self.emitter.emit(Event::Notice {
-                level: NoticeLevel::Info,
-                text: format!("{agent} had exited ({}); starting it again", conn.death()),
-            }),
-            Some(Slot::Starting(weak)) => {
-                if let Some(start) = weak.upgrade() {
-                    return Ok(start);
-                }
-            }
-            None => {}
-        }
-        let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
-        let root = self.root.clone();
-        let supervisor = self.supervisor.clone();
-        let start = async move {
-            Connection::start(&spec, &root, &supervisor)
-                .await
-                .map_err(|e| e.to_string())
-        }
-        .boxed()
-        .shared();
-        let weak = start.downgrade().expect("not yet polled");
-        connections.insert(agent.to_string(), Slot::Starting(weak));
-        Ok(start)
-    }
-
-    /// Waits for `agent`'s connection unless the call is cancelled first.
-    async fn connect(
-        &self,
-        agent: &str,
-        cancel: &mut watch::Receiver<bool>,
-    ) -> Result<Arc<Connection>, Outcome> {
-        let start = self.connection(agent).map_err(Outcome::error)?;
-        let started = tokio::select! {
-            started = start => started,
-            _ = cancelled(cancel) => {
-                return Err(Outcome::new(
-                    StopReason::Cancelled,
-                    format!("{agent}: cancelled while starting"),
-                ));
-            }
-        };
-        let mut connections = lock(&self.connections);
-        match started {
-            Ok(conn) => {
-                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
-                    connections.insert(agent.to_string(), Slot::Ready(conn.clone()));
-                }
-                Ok(conn)
-            }
-            Err(message) => {
-                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
-                    connections.remove(agent);
-                }
-                Err(Outcome::error(message))
-            }
-        }
-    }
-
     /// Runs a call: it waits for its place in a batch first, then its
     /// turn, then the follow-ups queued for it while it ran, each as a new
     /// turn on the same session; returns the last outcome.
@@ -952,37 +850,13 @@ impl Dispatcher {
             agent: job.agent.name(),
             call_id: &job.call_id,
         };
-        let result = match &job.target {
-            Target::Acp { policy, agent } => match self.connect(agent, &mut control.cancel).await {
-                Ok(conn) => {
-                    let spec = self.registry.get(agent).ok();
-                    // A model picked through the agent wins over the config's.
-                    let model = self
-                        .picks
-                        .get(agent)
-                        .or_else(|| spec.and_then(|s| s.model.clone()));
-                    let request = TurnRequest {
-                        prompt: &job.prompt,
-                        root: self.root.path(),
-                        resume: job.resume.as_deref(),
-                        policy: *policy,
-                        model: model.as_deref(),
-                        mode: spec.and_then(|s| s.mode.as_deref()),
-                        exclude: job.exclude.as_ref(),
-                    };
-                    conn.turn(request, &sink, control).await
-                }
-                Err(outcome) => outcome,
-            },
-            Target::Internal { runner, depth } => {
-                let task = InternalTask {
-                    prompt: job.prompt.clone(),
-                    depth: *depth,
-                    exclude: job.exclude.clone(),
-                };
-                runner.run(task, &sink, control.cancel.clone()).await
-            }
+        let input = TurnInput {
+            prompt: &job.prompt,
+            resume: job.resume.as_deref(),
+            exclude: job.exclude.as_ref(),
+            depth: job.depth,
         };
+        let result = job.runner.turn(input, &sink, control).await;
         watcher.abort();
         self.finish_turn(job, result)
     }
@@ -1163,7 +1037,7 @@ impl Dispatcher {
         let Some(meta) = meta else {
             return Err(DispatchError::NoSession(task_id.to_string()));
         };
-        if matches!(meta.target, Target::Internal { .. }) {
+        if !meta.runner.keeps_sessions() {
             return Err(DispatchError::InternalFollowUp(task_id.to_string()));
         }
         let mut running = lock(&self.running);
@@ -1188,7 +1062,8 @@ impl Dispatcher {
         });
         let job = CallJob {
             agent: meta.agent,
-            target: meta.target,
+            runner: meta.runner,
+            depth: meta.depth,
             call_id,
             task_id: Some(task_id.to_string()),
             prompt: prompt_for(message.to_string(), meta.code_review),
@@ -1230,11 +1105,7 @@ impl Dispatcher {
 
     /// Stops every agent process (starts under way stop with their calls).
     pub fn shutdown(&self) {
-        for (_, slot) in lock(&self.connections).drain() {
-            if let Slot::Ready(conn) = slot {
-                conn.close();
-            }
-        }
+        self.pool.shutdown();
     }
 }
 
@@ -1253,22 +1124,12 @@ fn prompt_for(mut message: String, code_review: bool) -> String {
     message
 }
 
-#[derive(Clone)]
-enum Target {
-    Acp {
-        agent: String,
-        policy: Permissions,
-    },
-    Internal {
-        runner: Arc<dyn InternalRunner>,
-        /// The nesting depth the internal agent runs at.
-        depth: u32,
-    },
-}
-
 struct CallJob {
     agent: AgentRef,
-    target: Target,
+    /// The agent that runs its turns.
+    runner: Arc<dyn Agent>,
+    /// The nesting depth its turns run at.
+    depth: u32,
     call_id: String,
     task_id: Option<String>,
     prompt: String,
@@ -1280,7 +1141,9 @@ struct CallJob {
 /// A task resolved but not started.
 struct Prepared {
     agent: AgentRef,
-    target: Target,
+    runner: Arc<dyn Agent>,
+    /// The nesting depth its turns run at.
+    depth: u32,
     message: String,
     code_review: bool,
     requirements: Option<String>,
@@ -1372,7 +1235,7 @@ impl TurnSink for CallSink<'_> {
     }
 
     fn model_picked(&self, model: &str) {
-        if self.dispatcher.picks.set(self.agent, model) {
+        if self.dispatcher.pool.pick(self.agent, model) {
             self.dispatcher.emitter.emit(Event::Notice {
                 level: NoticeLevel::Info,
                 text: format!(

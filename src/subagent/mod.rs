@@ -5,6 +5,7 @@
 pub mod dispatch;
 pub mod memory;
 pub mod picks;
+pub mod pool;
 pub mod severity;
 pub mod types;
 
