@@ -12,7 +12,8 @@ use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Severity, Stamped, TaskState};
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
-use quorum::subagent::dispatch::{BatchResult, DispatchError, Reply};
+use quorum::subagent::batch::BatchResult;
+use quorum::subagent::dispatch::{DispatchError, Reply};
 use quorum::subagent::types::{
     REQUIREMENTS_HEADING, SUMMARY_HEADING, SubAgentCallInput, TASK_HEADING, TaskInput,
 };

@@ -15,7 +15,8 @@ use crate::agent::Permissions;
 use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Quorum, Severity, StopReason};
-use crate::subagent::dispatch::{BatchResult, Reply};
+use crate::subagent::batch::BatchResult;
+use crate::subagent::dispatch::Reply;
 use crate::subagent::types::{SubAgentCallInput, TaskInput};
 
 /// Exit code: the quorum is green.

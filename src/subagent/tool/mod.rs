@@ -1,0 +1,3 @@
+//! The sub-agent tool as the model sees it.
+
+pub mod status;
