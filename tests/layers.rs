@@ -46,7 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "runtime",
             "acp::registry",
             "subagent::dispatch",
-            "subagent::types",
+            "subagent::tool",
             // The sub-agent tool's pinned texts build a dispatcher.
             "subagent::picks",
         ],

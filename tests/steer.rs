@@ -15,7 +15,7 @@ use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Outcome, SessionKind, Stamped, StopReason};
 use quorum::subagent::dispatch::{Dispatcher, Reply};
-use quorum::subagent::types::{StatusInput, SubAgentCallInput};
+use quorum::subagent::tool::input::{StatusInput, SubAgentCallInput};
 use tokio::sync::mpsc;
 
 struct Rig {
@@ -104,6 +104,7 @@ impl Rig {
             .await
             .expect("answers in time")
             .expect("no error")
+            .to_json()
     }
 }
 
@@ -177,7 +178,7 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     assert_eq!(sessions[0].1, sessions[1].1, "the same session");
     assert_eq!(sessions[1].0, SessionKind::Resumed);
     assert!(r.completions.try_recv().is_err(), "one report");
-    let done = r.dispatcher.status(Some(&task)).unwrap();
+    let done = r.dispatcher.status(Some(&task)).unwrap().to_json();
     assert_eq!(
         (done["state"].as_str(), done["output"].as_str()),
         (Some("done"), Some("turns: 2"))

@@ -27,7 +27,7 @@ use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use crate::subagent::picks::ModelPicks;
-use crate::subagent::types::SubAgentCallInput;
+use crate::subagent::tool::input::SubAgentCallInput;
 use crate::transcript::{Header, Recorder, TerminalSize};
 
 /// A running session.

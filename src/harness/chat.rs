@@ -11,13 +11,13 @@ use tokio::sync::{mpsc, watch};
 use futures::StreamExt;
 
 use super::{Harness, Mirror, Sink, ToolSet, summarize_args};
-use crate::acp::registry::INTERNAL_AGENT_NOTE;
 use crate::event::{Event, NoticeLevel, Outcome, StopReason};
 use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall, ToolSpec};
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
 use crate::subagent::dispatch::{Dispatcher, MainSummary};
-use crate::subagent::types::{StatusInput, SubAgentCallInput, input_schema, status_schema};
+use crate::subagent::tool::description::{INTERNAL_AGENT_NOTE, ToolDescription};
+use crate::subagent::tool::input::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 
 const SYSTEM: &str = "You are the chat agent of quorum, a terminal client for working with many \
 coding agents at once. You get work done by delegating it with the `subagent` tool: to an ACP \
@@ -42,7 +42,7 @@ impl ChatTools {
 
 impl ToolSet for ChatTools {
     fn specs(&self) -> Vec<ToolSpec> {
-        let mut description = self.dispatcher.registry().tool_description();
+        let mut description = ToolDescription::new(&self.dispatcher.registry().installed());
         description.set_note(INTERNAL_AGENT_NOTE);
         vec![
             ToolSpec {
@@ -85,7 +85,7 @@ impl ToolSet for ChatTools {
                         .call_with(input, Some(cancel), depth)
                         .await
                         .map_err(|e| e.to_string())?;
-                    Ok(reply.to_json().to_string())
+                    Ok(serde_json::to_string(&reply).expect("a reply is JSON"))
                 }
                 "subagent_status" => {
                     let input: StatusInput = serde_json::from_str(arguments)
@@ -98,7 +98,7 @@ impl ToolSet for ChatTools {
                             return Err("subagent_status: cancelled".to_string());
                         }
                     };
-                    Ok(status.to_string())
+                    Ok(serde_json::to_string(&status).expect("a status is JSON"))
                 }
                 other => Err(format!("unknown tool {other:?}")),
             }
@@ -650,7 +650,7 @@ mod tests {
         );
         let tools = ChatTools::new(dispatcher, 0);
         let specs = tools.specs();
-        let mut description = registry.tool_description();
+        let mut description = ToolDescription::new(&registry.installed());
         description.set_note(INTERNAL_AGENT_NOTE);
         assert_eq!(
             (

@@ -56,41 +56,6 @@ impl Entry {
             summary: self.summary.clone(),
         }
     }
-
-    /// `subagent_status`'s view of a background task.
-    pub fn status_json(&self, now: u64) -> serde_json::Value {
-        let s = &self.summary;
-        let mut v = serde_json::json!({
-            "task_id": self.task_id,
-            "agent": self.agent,
-            "state": s.state,
-            "elapsed_ms": self.finished.unwrap_or(now).saturating_sub(self.started),
-            "tool_calls": s.tool_calls,
-        });
-        let map = v.as_object_mut().expect("an object");
-        if let Some(a) = &s.last_activity {
-            map.insert("last_activity".into(), a.clone().into());
-        }
-        if s.waiting {
-            map.insert("waiting_for_permission".into(), true.into());
-        }
-        if let Some(o) = &self.output {
-            map.insert("output".into(), o.clone().into());
-        }
-        if let Some(r) = self.stop_reason {
-            map.insert("stop_reason".into(), r.as_str().into());
-        }
-        if let Some(severity) = s.severity {
-            map.insert("severity".into(), severity.as_str().into());
-        }
-        if let Some(usage) = &s.usage {
-            map.insert(
-                "usage".into(),
-                serde_json::to_value(usage).expect("plain data"),
-            );
-        }
-        v
-    }
 }
 
 /// No background task has this id.
@@ -329,26 +294,6 @@ impl Board {
     /// The background tasks, oldest first.
     pub fn tasks(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(|e| e.task_id.is_some())
-    }
-
-    /// The `subagent_status` answer: one task, or every task.
-    pub fn status(
-        &self,
-        task_id: Option<&str>,
-        now: u64,
-    ) -> Result<serde_json::Value, UnknownTask> {
-        match task_id {
-            Some(id) => self
-                .task(id)
-                .map(|e| e.status_json(now))
-                .ok_or_else(|| UnknownTask {
-                    id: id.to_string(),
-                    known: self.tasks().filter_map(|e| e.task_id.clone()).collect(),
-                }),
-            None => Ok(serde_json::json!({
-                "tasks": self.tasks().map(|e| e.status_json(now)).collect::<Vec<_>>()
-            })),
-        }
     }
 }
 
@@ -722,71 +667,6 @@ mod tests {
     }
 
     #[test]
-    fn waiting_for_permission_and_the_finish() {
-        let mut b = Board::new();
-        b.observe(&started("c1", Some("t1")));
-        b.observe(&activity(
-            "c1",
-            Activity::PermissionRequest {
-                id: "p".into(),
-                title: "Delete build/".into(),
-                options: vec!["Allow".into()],
-                detail: Default::default(),
-            },
-        ));
-        assert!(b.task("t1").unwrap().summary.waiting);
-        b.observe(&activity(
-            "c1",
-            Activity::PermissionResolved {
-                id: "p".into(),
-                outcome: "Allow".into(),
-            },
-        ));
-        assert!(!b.task("t1").unwrap().summary.waiting);
-        let snap = b.observe(&Stamped::new(
-            90,
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "Looks red.".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: Some(Severity::Red),
-            },
-        ));
-        let Some(Event::TaskProgress { summary, .. }) = snap else {
-            panic!("{snap:?}")
-        };
-        assert_eq!(
-            (summary.state, summary.severity, summary.waiting),
-            (TaskState::Done, Some(Severity::Red), false)
-        );
-        let status = b.status(Some("t1"), 1000).unwrap();
-        assert_eq!(status["elapsed_ms"], 80);
-        assert_eq!(status["output"], "Looks red.");
-        assert_eq!(status["severity"], "red");
-        assert_eq!(status["state"], "done");
-    }
-
-    #[test]
-    fn a_queued_call_runs_when_dequeued_and_counts_its_time_from_then() {
-        let mut b = Board::new();
-        assert_eq!(b.observe(&started_queued("c1", Some("t1"), true)), None);
-        assert_eq!(b.task("t1").unwrap().summary.state, TaskState::Queued);
-        assert_eq!(b.status(Some("t1"), 50).unwrap()["state"], "queued");
-        let dequeued = Event::SubagentDequeued {
-            call_id: "c1".into(),
-        };
-        let Some(Event::TaskProgress { summary, .. }) =
-            b.observe(&Stamped::new(40, dequeued.clone()))
-        else {
-            panic!("a snapshot")
-        };
-        assert_eq!(summary.state, TaskState::Running);
-        assert_eq!(b.status(Some("t1"), 100).unwrap()["elapsed_ms"], 60);
-        // Only a queued call is dequeued.
-        assert_eq!(b.observe(&Stamped::new(50, dequeued)), None);
-    }
-
-    #[test]
     fn a_cancel_is_shown_until_the_call_ends() {
         let mut b = Board::new();
         b.observe(&started("c1", Some("t1")));
@@ -818,90 +698,6 @@ mod tests {
         );
         // A finished call is not cancelling.
         assert_eq!(b.observe(&Stamped::new(30, cancelling)), None);
-    }
-
-    #[test]
-    fn unknown_task_names_the_known_ones() {
-        let mut b = Board::new();
-        assert_eq!(
-            b.status(Some("t9"), 0).unwrap_err().to_string(),
-            "unknown task \"t9\"; known tasks: none"
-        );
-        b.observe(&started("c1", Some("t1")));
-        b.observe(&started("c2", None));
-        assert_eq!(
-            b.status(Some("t9"), 0).unwrap_err().to_string(),
-            "unknown task \"t9\"; known tasks: t1"
-        );
-        assert_eq!(
-            b.status(None, 0).unwrap()["tasks"]
-                .as_array()
-                .unwrap()
-                .len(),
-            1
-        );
-    }
-
-    #[test]
-    fn subagent_status_reads_as_it_always_has() {
-        let mut b = Board::new();
-        b.observe(&started("c1", Some("t1")));
-        b.observe(&started("c2", None));
-        b.observe(&started("c3", Some("t2")));
-        // Nothing known yet: only what every task has.
-        let fresh = concat!(
-            r#"{"task_id":"t2","agent":"fake","state":"running","elapsed_ms":990,"#,
-            r#""tool_calls":0}"#
-        );
-        assert_eq!(b.status(Some("t2"), 1000).unwrap().to_string(), fresh);
-        b.observe(&activity("c1", tool("a")));
-        b.observe(&activity(
-            "c1",
-            Activity::PermissionRequest {
-                id: "p".into(),
-                title: "Delete \"build/\"".into(),
-                options: vec!["Allow".into()],
-                detail: Default::default(),
-            },
-        ));
-        b.observe(&activity("c1", usage(1200, Some(0.04))));
-        let waiting = concat!(
-            r#"{"task_id":"t1","agent":"fake","state":"running","elapsed_ms":990,"#,
-            r#""tool_calls":1,"last_activity":"? permission: Delete \"build/\"","#,
-            r#""waiting_for_permission":true,"#,
-            r#""usage":{"used":1200,"size":200000,"cost":{"amount":0.04,"currency":"USD"}}}"#
-        );
-        assert_eq!(b.status(Some("t1"), 1000).unwrap().to_string(), waiting);
-        // A follow-up sent: `subagent_status` adds what became of it.
-        let mut sent = b.status(Some("t1"), 1000).unwrap();
-        sent.as_object_mut()
-            .unwrap()
-            .insert("message".into(), "queued".into());
-        assert_eq!(
-            sent.to_string(),
-            format!("{},\"message\":\"queued\"}}", &waiting[..waiting.len() - 1])
-        );
-        b.observe(&Stamped::new(
-            90,
-            Event::SubagentFinished {
-                call_id: "c1".into(),
-                output: "Looks red.\n".into(),
-                stop_reason: StopReason::EndTurn,
-                severity: Some(Severity::Red),
-            },
-        ));
-        let done = concat!(
-            r#"{"task_id":"t1","agent":"fake","state":"done","elapsed_ms":80,"#,
-            r#""tool_calls":1,"last_activity":"? permission: Delete \"build/\"","#,
-            r#""output":"Looks red.\n","stop_reason":"end_turn","severity":"red","#,
-            r#""usage":{"used":1200,"size":200000,"cost":{"amount":0.04,"currency":"USD"}}}"#
-        );
-        assert_eq!(b.status(Some("t1"), 1000).unwrap().to_string(), done);
-        // Every task, oldest first; the foreground call is not one.
-        assert_eq!(
-            b.status(None, 1000).unwrap().to_string(),
-            format!("{{\"tasks\":[{done},{fresh}]}}")
-        );
     }
 
     fn on_child(t: u64, event: Event) -> Stamped {

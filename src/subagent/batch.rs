@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::call::{Launch, Prepared};
 use super::dispatch::{Dispatcher, Reply};
-use super::types::{SubAgentCallInput, TaskSpec};
+use super::tool::input::{SubAgentCallInput, TaskSpec};
 use crate::confine::fsroot::Exclude;
 use crate::event::{Event, Outcome, Quorum, ReviewerVerdict, Severity, StopReason};
 
@@ -33,35 +32,6 @@ impl TaskResult {
 
     pub fn severity(&self) -> Option<Severity> {
         self.result.as_ref().ok().and_then(|o| o.severity)
-    }
-
-    /// Its entry in the tool result.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut v = json!({ "task": self.index, "agent": self.agent });
-        let map = v.as_object_mut().expect("an object");
-        match &self.result {
-            Ok(o) if o.stop_reason == StopReason::Error => {
-                map.insert("stop_reason".into(), o.stop_reason.as_str().into());
-                map.insert(
-                    "error".into(),
-                    format!("tasks[{}]: {}", self.index, o.output).into(),
-                );
-            }
-            Ok(o) => {
-                map.insert(
-                    "output".into(),
-                    super::severity::parse(&o.output).body.into(),
-                );
-                map.insert("stop_reason".into(), o.stop_reason.as_str().into());
-                if let Some(s) = o.severity {
-                    map.insert("severity".into(), s.as_str().into());
-                }
-            }
-            Err(e) => {
-                map.insert("error".into(), e.clone().into());
-            }
-        }
-        v
     }
 }
 
@@ -90,29 +60,6 @@ impl BatchResult {
         self.tasks.iter().filter_map(TaskResult::severity).max()
     }
 
-    /// The tool result: a summary, the quorum of a review batch, and one
-    /// entry per task.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut v = json!({
-            "summary": {
-                "total": self.tasks.len(),
-                "succeeded": self.succeeded(),
-                "failed": self.failed(),
-                "worst_verdict": self.worst_verdict().map(Severity::as_str),
-            },
-            "tasks": self.tasks.iter().map(TaskResult::to_json).collect::<Vec<_>>(),
-        });
-        if let Some(q) = &self.quorum {
-            v["quorum"] = json!({
-                "verdict": q.verdict.map(Severity::as_str),
-                "agree": q.agree,
-                "total": q.total,
-                "text": q.label(),
-            });
-        }
-        v
-    }
-
     /// The quorum of a batch whose tasks are all code reviews.
     pub(super) fn quorum_of(tasks: &[TaskResult], call_ids: &[Option<String>]) -> Quorum {
         Quorum::of(
@@ -138,20 +85,6 @@ pub struct TaskStart {
     /// Its task id and whether it waits for a place, or why it could not
     /// start (`tasks[i]: ...`).
     pub started: Result<(String, bool), String>,
-}
-
-impl TaskStart {
-    pub fn to_json(&self) -> serde_json::Value {
-        match &self.started {
-            Ok((task_id, queued)) => json!({
-                "task": self.index,
-                "agent": self.agent,
-                "task_id": task_id,
-                "status": if *queued { "queued" } else { "running" },
-            }),
-            Err(e) => json!({ "task": self.index, "agent": self.agent, "error": e }),
-        }
-    }
 }
 
 /// A batch task's place among the `max_parallel` that run at once: held

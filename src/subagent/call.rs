@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::batch::Place;
 use super::dispatch::{DispatchError, Dispatcher, Reply, TaskMeta, controls, lock};
-use super::types::{REVIEW_CONTRACT, SubAgentCallInput, TaskSpec, compose_prompt};
+use super::tool::input::{REVIEW_CONTRACT, SubAgentCallInput, TaskSpec, compose_prompt};
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Exclude;
 use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};

@@ -15,14 +15,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
-use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use super::batch::{BatchResult, TaskStart};
 use super::memory::{NoInput, SubAgent};
 use super::picks::ModelPicks;
 use super::pool::Pool;
-use super::types::InputError;
+use super::tool::input::InputError;
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::{Agent, PermissionAnswer, Permissions, TurnControl};
 use crate::confine::fsroot::{Exclude, Root};
@@ -95,23 +94,6 @@ pub enum Reply {
         batch_id: String,
         tasks: Vec<TaskStart>,
     },
-}
-
-impl Reply {
-    /// The tool result the model sees.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Reply::Done(o) => o.tool_json(),
-            Reply::Started { task_id, .. } => {
-                json!({ "task_id": task_id, "status": "running" })
-            }
-            Reply::Batch(batch) => batch.to_json(),
-            Reply::BatchStarted { batch_id, tasks } => json!({
-                "batch_id": batch_id,
-                "tasks": tasks.iter().map(TaskStart::to_json).collect::<Vec<_>>(),
-            }),
-        }
-    }
 }
 
 pub(super) struct Handle {
@@ -286,160 +268,5 @@ impl Dispatcher {
     /// Stops every agent process (starts under way stop with their calls).
     pub fn shutdown(&self) {
         self.pool.shutdown();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{Severity, StopReason};
-    use crate::subagent::batch::{BatchResult, TaskResult, TaskStart};
-
-    /// What the model reads of a reply: the tool result's text.
-    fn text(reply: &Reply) -> String {
-        reply.to_json().to_string()
-    }
-
-    fn reviewed(stop_reason: StopReason, output: &str, severity: Option<Severity>) -> Outcome {
-        let mut outcome = Outcome::new(stop_reason, output);
-        outcome.severity = severity;
-        outcome.session_id = Some("s1".into());
-        outcome
-    }
-
-    #[test]
-    fn a_single_call_reads_its_output_and_stop_reason() {
-        let done = reviewed(
-            StopReason::EndTurn,
-            "<!-- severity: red -->\nBad.",
-            Some(Severity::Red),
-        );
-        assert_eq!(
-            text(&Reply::Done(done)),
-            r#"{"output":"<!-- severity: red -->\nBad.","stop_reason":"end_turn"}"#
-        );
-        assert_eq!(
-            text(&Reply::Done(Outcome::error("fake: exited"))),
-            r#"{"output":"fake: exited","stop_reason":"error"}"#
-        );
-        let started = Reply::Started {
-            task_id: "t1".into(),
-            call_id: "call-1".into(),
-        };
-        assert_eq!(text(&started), r#"{"task_id":"t1","status":"running"}"#);
-    }
-
-    #[test]
-    fn a_batch_reads_its_summary_tasks_and_quorum() {
-        let tasks = vec![
-            TaskResult {
-                index: 0,
-                agent: "fake".into(),
-                result: Ok(reviewed(
-                    StopReason::EndTurn,
-                    "<!-- severity: yellow -->\nNits.",
-                    Some(Severity::Yellow),
-                )),
-            },
-            TaskResult {
-                index: 1,
-                agent: "fake-b".into(),
-                result: Ok(reviewed(StopReason::EndTurn, "plain \"quoted\"", None)),
-            },
-            TaskResult {
-                index: 2,
-                agent: "fake-c".into(),
-                result: Ok(Outcome::error("fake-c: exited")),
-            },
-            TaskResult {
-                index: 3,
-                agent: "nope".into(),
-                result: Err("tasks[3]: unknown agent \"nope\"".into()),
-            },
-            TaskResult {
-                index: 4,
-                agent: "internal".into(),
-                result: Ok(reviewed(StopReason::Cancelled, "cut", None)),
-            },
-        ];
-        let call_ids: Vec<Option<String>> = (0..5).map(|i| Some(format!("call-{i}"))).collect();
-        let quorum = Some(BatchResult::quorum_of(&tasks, &call_ids));
-        let batch = BatchResult {
-            batch_id: "b1".into(),
-            tasks,
-            quorum,
-        };
-        assert_eq!(
-            text(&Reply::Batch(batch)),
-            concat!(
-                r#"{"summary":{"total":5,"succeeded":2,"failed":3,"worst_verdict":"yellow"},"#,
-                r#""tasks":[{"task":0,"agent":"fake","output":"Nits.","stop_reason":"end_turn","severity":"yellow"},"#,
-                r#"{"task":1,"agent":"fake-b","output":"plain \"quoted\"","stop_reason":"end_turn"},"#,
-                r#"{"task":2,"agent":"fake-c","stop_reason":"error","error":"tasks[2]: fake-c: exited"},"#,
-                r#"{"task":3,"agent":"nope","error":"tasks[3]: unknown agent \"nope\""},"#,
-                r#"{"task":4,"agent":"internal","output":"cut","stop_reason":"cancelled"}],"#,
-                r#""quorum":{"verdict":"yellow","agree":1,"total":5,"text":"yellow · 1 of 5"}}"#
-            )
-        );
-        // No verdict: nulls, not left out; no quorum: left out.
-        let tasks = vec![TaskResult {
-            index: 0,
-            agent: "fake".into(),
-            result: Ok(reviewed(StopReason::EndTurn, "ok", None)),
-        }];
-        let quorum = Some(BatchResult::quorum_of(&tasks, &[None]));
-        let mut batch = BatchResult {
-            batch_id: "b2".into(),
-            tasks,
-            quorum,
-        };
-        assert_eq!(
-            text(&Reply::Batch(batch.clone())),
-            concat!(
-                r#"{"summary":{"total":1,"succeeded":1,"failed":0,"worst_verdict":null},"#,
-                r#""tasks":[{"task":0,"agent":"fake","output":"ok","stop_reason":"end_turn"}],"#,
-                r#""quorum":{"verdict":null,"agree":0,"total":1,"text":"no verdict · 0 of 1"}}"#
-            )
-        );
-        batch.quorum = None;
-        assert_eq!(
-            text(&Reply::Batch(batch)),
-            concat!(
-                r#"{"summary":{"total":1,"succeeded":1,"failed":0,"worst_verdict":null},"#,
-                r#""tasks":[{"task":0,"agent":"fake","output":"ok","stop_reason":"end_turn"}]}"#
-            )
-        );
-    }
-
-    #[test]
-    fn a_background_batch_reads_a_task_id_or_an_error_per_task() {
-        let started = Reply::BatchStarted {
-            batch_id: "b1".into(),
-            tasks: vec![
-                TaskStart {
-                    index: 0,
-                    agent: "fake".into(),
-                    started: Ok(("t1".into(), false)),
-                },
-                TaskStart {
-                    index: 1,
-                    agent: "fake".into(),
-                    started: Ok(("t2".into(), true)),
-                },
-                TaskStart {
-                    index: 2,
-                    agent: "internal".into(),
-                    started: Err("tasks[2]: `input` is empty".into()),
-                },
-            ],
-        };
-        assert_eq!(
-            text(&started),
-            concat!(
-                r#"{"batch_id":"b1","tasks":[{"task":0,"agent":"fake","task_id":"t1","status":"running"},"#,
-                r#"{"task":1,"agent":"fake","task_id":"t2","status":"queued"},"#,
-                r#"{"task":2,"agent":"internal","error":"tasks[2]: `input` is empty"}]}"#
-            )
-        );
     }
 }

@@ -12,7 +12,6 @@ pub mod pool;
 pub mod severity;
 mod steer;
 pub mod tool;
-pub mod types;
 
 use crate::event::{AgentRef, Event, NoticeLevel, Outcome};
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::call::{CallJob, Opened, prompt_for};
 use super::dispatch::{DispatchError, Dispatcher, controls, lock};
+use super::tool::status::{self, FollowUp};
 use crate::agent::PermissionAnswer;
 use crate::event::Event;
-use crate::runtime::board::UnknownTask;
 
 impl Dispatcher {
     /// Cancels a running call, by call id or task id; a call already
@@ -64,26 +64,20 @@ impl Dispatcher {
     }
 
     /// Sends a follow-up message to a background task: queued for its
-    /// next turn while it runs (`"queued"`), or a new turn on its session
-    /// once it is done (`"sent"`; its box reopens).
+    /// next turn while it runs ([`FollowUp::Queued`]), or a new turn on its
+    /// session once it is done ([`FollowUp::Sent`]; its box reopens).
     pub fn follow_up(
         self: &Arc<Self>,
         task_id: &str,
         message: &str,
-    ) -> Result<&'static str, DispatchError> {
+    ) -> Result<FollowUp, DispatchError> {
         let message = message.trim();
         if message.is_empty() {
             return Err(DispatchError::EmptyMessage);
         }
         let call_id = self
             .emitter
-            .board(|b| b.task(task_id).map(|t| t.call_id.clone()))
-            .ok_or_else(|| UnknownTask {
-                id: task_id.to_string(),
-                known: self
-                    .emitter
-                    .board(|b| b.tasks().filter_map(|e| e.task_id.clone()).collect()),
-            })?;
+            .board(|b| status::task(b, task_id).map(|t| t.call_id.clone()))?;
         let meta = lock(&self.tasks).get(&call_id).cloned();
         let Some(meta) = meta else {
             return Err(DispatchError::NoSession(task_id.to_string()));
@@ -94,7 +88,7 @@ impl Dispatcher {
         let mut running = lock(&self.running);
         if let Some(handle) = running.get_mut(&call_id) {
             handle.followups.push(message.to_string());
-            return Ok("queued");
+            return Ok(FollowUp::Queued);
         }
         let session_id = meta
             .session_id
@@ -130,7 +124,7 @@ impl Dispatcher {
         };
         let this = self.clone();
         tokio::spawn(async move { this.run(opened).await });
-        Ok("sent")
+        Ok(FollowUp::Sent)
     }
 
     /// Waits until the task (or every task) is no longer running.
