@@ -12,12 +12,12 @@ use futures::future::BoxFuture;
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
-use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
-use crate::harness::{Harness, Sink, ToolSet, summarize_args};
+use crate::harness::{Harness, Sink, ToolError, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::Dispatcher;
+use crate::subagent::tool::SubagentTool;
 
 pub struct Internal {
     model: Arc<dyn Model>,
@@ -71,7 +71,7 @@ impl Agent for Internal {
             let tools: Arc<dyn ToolSet> = match nested {
                 Some(dispatcher) => Arc::new(Union(vec![
                     files,
-                    Arc::new(ChatTools::new(dispatcher, depth)),
+                    Arc::new(SubagentTool::new(dispatcher, depth)),
                 ])),
                 None => files,
             };
@@ -117,9 +117,10 @@ impl Sink for BoxSink<'_> {
         });
     }
 
-    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+    fn tool_finished(&self, call: &ToolCall, result: &Result<String, ToolError>) {
         let text = match result {
-            Ok(text) | Err(text) => clip(text, RESULT_BYTES),
+            Ok(text) => clip(text, RESULT_BYTES),
+            Err(e) => clip(&e.to_string(), RESULT_BYTES),
         };
         self.0.activity(Activity::ToolCallUpdate {
             id: call.id.clone(),
