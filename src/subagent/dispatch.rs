@@ -8,7 +8,7 @@
 //! Call and task state is not kept here: every call reports what happens
 //! as events, and the session's task board (behind the [`Emitter`]) is the
 //! one record of it. The dispatcher keeps only what steers running calls
-//! (their cancel flags and permission answers) and the agent connections.
+//! (their cancel flags and permission answers) and the agents they run on.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
@@ -145,6 +145,8 @@ pub(super) struct TaskMeta {
     pub(super) session_id: Option<String>,
 }
 
+/// The session's `subagent` calls: one dispatcher per session, shared by
+/// the chat, the internal agents' nested calls and the front ends.
 pub struct Dispatcher {
     pub(super) registry: Arc<Registry>,
     pub(super) root: Root,
