@@ -1,15 +1,52 @@
-//! The agent interface: what one turn of a sub-agent takes (its request,
-//! the sink its activity goes to, the controls that steer it from outside)
-//! and the permission policy it follows. ACP agents and the internal agent
-//! both work through it, so the dispatcher needs to know neither.
+//! The agent interface: the [`Agent`] trait that runs one turn of a
+//! sub-agent, what that turn takes (its input, the sink its activity goes
+//! to, the controls that steer it from outside) and the permission policy
+//! it follows. ACP agents and the internal agent both implement it, so the
+//! dispatcher needs to know neither.
 
 use std::path::Path;
 
+use futures::future::BoxFuture;
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::confine::fsroot::Exclude;
-use crate::event::{Activity, ChildState, SessionKind};
+use crate::event::{Activity, ChildState, Outcome, SessionKind};
+
+/// An agent a `subagent` call runs on: an ACP agent (one per agent name,
+/// its process started once and shared by its calls) or the internal
+/// agent. The dispatcher holds each as `Arc<dyn Agent>` and treats them
+/// alike, as Zed's `AgentConnection` serves its native agent and external
+/// ones; a test double implements it too.
+pub trait Agent: Send + Sync {
+    /// Runs one turn of `input`: its activity goes to `sink`, and
+    /// `control` steers it (cancel, kill, permission answers, child
+    /// sessions to cancel). It ends with the turn's outcome; what went
+    /// wrong is an `error` outcome.
+    fn turn<'a>(
+        &'a self,
+        input: TurnInput<'a>,
+        sink: &'a dyn TurnSink,
+        control: &'a mut TurnControl,
+    ) -> BoxFuture<'a, Outcome>;
+
+    /// Whether its sessions live on after a turn, to be resumed and to
+    /// take follow-up messages (the internal agent keeps none).
+    fn keeps_sessions(&self) -> bool;
+}
+
+/// What a call asks of one turn, whichever agent runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnInput<'a> {
+    pub prompt: &'a str,
+    /// The session to reopen, if any.
+    pub resume: Option<&'a str>,
+    /// Paths the agent may not read through quorum.
+    pub exclude: Option<&'a Exclude>,
+    /// The nesting depth the turn runs at (1: a call of the main chat);
+    /// the internal agent's own sub-agent calls go one deeper.
+    pub depth: u32,
+}
 
 /// What to do when an agent asks for permission: the one policy type,
 /// for the config file (`permissions = "ask" | "allow" | "deny"`), for
@@ -63,6 +100,9 @@ pub trait TurnSink: Send + Sync {
     fn model_picked(&self, _model: &str) {}
 }
 
+/// What an ACP connection's turn takes: the call's [`TurnInput`] with the
+/// agent's own settings (the session directory, the permission policy,
+/// the model and mode).
 pub struct TurnRequest<'a> {
     pub prompt: &'a str,
     pub root: &'a Path,

@@ -341,11 +341,6 @@ impl Outcome {
     pub fn error(message: impl Into<String>) -> Self {
         Self::new(StopReason::Error, message)
     }
-
-    /// What the model sees of it: `{"output", "stop_reason"}`.
-    pub fn tool_json(&self) -> serde_json::Value {
-        serde_json::json!({ "output": self.output, "stop_reason": self.stop_reason })
-    }
 }
 
 /// A command from a front end to the engine.

@@ -12,8 +12,9 @@ use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Severity, Stamped, TaskState};
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
-use quorum::subagent::dispatch::{BatchResult, DispatchError, Reply};
-use quorum::subagent::types::{
+use quorum::subagent::batch::BatchResult;
+use quorum::subagent::dispatch::{DispatchError, Reply};
+use quorum::subagent::tool::input::{
     REQUIREMENTS_HEADING, SUMMARY_HEADING, SubAgentCallInput, TASK_HEADING, TaskInput,
 };
 use tokio::sync::{mpsc, watch};
@@ -267,7 +268,7 @@ async fn max_parallel_queues_the_rest_and_never_runs_more() {
     let ids: Vec<String> = tasks.iter().map(|t| t.started.clone().unwrap().0).collect();
     assert_eq!(ids, ["t1", "t2", "t3", "t4", "t5"]);
     // The queued state is observable: on the board, in `subagent_status`.
-    let status = r.session.dispatcher().status(Some("t5")).unwrap();
+    let status = r.session.dispatcher().status(Some("t5")).unwrap().to_json();
     assert_eq!(status["state"], "queued");
     // Each task reports on its own.
     let mut completions = r.session.take_completions().unwrap();
@@ -316,7 +317,7 @@ async fn max_parallel_queues_the_rest_and_never_runs_more() {
         })
     ));
     for id in &ids {
-        let status = r.session.dispatcher().status(Some(id)).unwrap();
+        let status = r.session.dispatcher().status(Some(id)).unwrap().to_json();
         assert_eq!(status["state"], "done", "{id}");
     }
 }
@@ -330,7 +331,7 @@ async fn a_queued_task_cancelled_before_its_turn_never_runs() {
     };
     r.call(call).await.unwrap();
     assert_eq!(
-        r.session.dispatcher().status(Some("t2")).unwrap()["state"],
+        r.session.dispatcher().status(Some("t2")).unwrap().to_json()["state"],
         "queued"
     );
     assert!(r.session.dispatcher().cancel("t2"));
@@ -341,7 +342,7 @@ async fn a_queued_task_cancelled_before_its_turn_never_runs() {
             .await
             .unwrap();
     }
-    let status = r.session.dispatcher().status(Some("t2")).unwrap();
+    let status = r.session.dispatcher().status(Some("t2")).unwrap().to_json();
     assert_eq!(status["state"], "cancelled");
     assert_eq!(status["output"], "fake: cancelled while queued");
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -13,7 +13,7 @@ use quorum::event::{
     Activity, AgentRef, Event, Outcome, SessionKind, Severity, Stamped, StopReason, TaskState,
 };
 use quorum::subagent::dispatch::{DispatchError, Dispatcher, Reply};
-use quorum::subagent::types::SubAgentCallInput;
+use quorum::subagent::tool::input::SubAgentCallInput;
 use tokio::sync::mpsc;
 
 struct Rig {
@@ -632,17 +632,17 @@ async fn background_tasks_report_when_done() {
         reply.to_json(),
         serde_json::json!({ "task_id": task_id, "status": "running" })
     );
-    let status = r.dispatcher.status(Some(task_id)).unwrap();
+    let status = r.dispatcher.status(Some(task_id)).unwrap().to_json();
     assert_eq!(status["state"], "running");
     let done = tokio::time::timeout(Duration::from_secs(30), r.completions.recv())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(&done, task_id);
-    let status = r.dispatcher.status(Some(task_id)).unwrap();
+    let status = r.dispatcher.status(Some(task_id)).unwrap().to_json();
     assert_eq!(status["state"], "done");
     assert_eq!(status["output"], "working done");
-    let all = r.dispatcher.status(None).unwrap();
+    let all = r.dispatcher.status(None).unwrap().to_json();
     assert_eq!(all["tasks"].as_array().unwrap().len(), 1);
     let events = r.drain();
     assert!(

@@ -35,20 +35,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("acp", &["agent", "event", "confine", "runtime"]),
-    ("subagent", &["agent", "acp", "event", "confine", "runtime"]),
+    // The dispatcher, the ACP agents' pool, and the tool as the model sees
+    // it (its specs are the model's `ToolSpec`s).
     (
-        "harness",
-        &[
-            "agent",
-            "event",
-            "confine",
-            "llm",
-            "runtime",
-            "acp::registry",
-            "subagent::dispatch",
-            "subagent::types",
-        ],
+        "subagent",
+        &["agent", "acp", "llm", "event", "confine", "runtime"],
     ),
+    // The chat loop and its tools: nothing of the sub-agent tool or ACP,
+    // which the engine plugs in.
+    ("harness", &["event", "confine", "llm", "runtime"]),
     (
         "engine",
         &[

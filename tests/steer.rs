@@ -10,13 +10,13 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use quorum::acp::registry::Registry;
 use quorum::agent::Permissions;
-use quorum::agent::{PermissionAnswer, TurnSink};
+use quorum::agent::{Agent, PermissionAnswer, TurnControl, TurnInput, TurnSink};
 use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Outcome, SessionKind, Stamped, StopReason};
-use quorum::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask, Reply};
-use quorum::subagent::types::{StatusInput, SubAgentCallInput};
-use tokio::sync::{mpsc, watch};
+use quorum::subagent::dispatch::{Dispatcher, Reply};
+use quorum::subagent::tool::input::{StatusInput, SubAgentCallInput};
+use tokio::sync::mpsc;
 
 struct Rig {
     dispatcher: Arc<Dispatcher>,
@@ -104,6 +104,7 @@ impl Rig {
             .await
             .expect("answers in time")
             .expect("no error")
+            .to_json()
     }
 }
 
@@ -177,7 +178,7 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     assert_eq!(sessions[0].1, sessions[1].1, "the same session");
     assert_eq!(sessions[1].0, SessionKind::Resumed);
     assert!(r.completions.try_recv().is_err(), "one report");
-    let done = r.dispatcher.status(Some(&task)).unwrap();
+    let done = r.dispatcher.status(Some(&task)).unwrap().to_json();
     assert_eq!(
         (done["state"].as_str(), done["output"].as_str()),
         (Some("done"), Some("turns: 2"))
@@ -252,14 +253,18 @@ async fn cancel_stops_a_task() {
 /// The internal agent, answering at once.
 struct Instant_;
 
-impl InternalRunner for Instant_ {
-    fn run<'a>(
+impl Agent for Instant_ {
+    fn turn<'a>(
         &'a self,
-        _task: InternalTask,
+        _input: TurnInput<'a>,
         _sink: &'a dyn TurnSink,
-        _cancel: watch::Receiver<bool>,
+        _control: &'a mut TurnControl,
     ) -> BoxFuture<'a, Outcome> {
         async { Outcome::new(StopReason::EndTurn, "done") }.boxed()
+    }
+
+    fn keeps_sessions(&self) -> bool {
+        false
     }
 }
 

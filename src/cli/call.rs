@@ -13,7 +13,7 @@ use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Stamped, StopReason};
 use crate::subagent::dispatch::Reply;
-use crate::subagent::types::SubAgentCallInput;
+use crate::subagent::tool::input::SubAgentCallInput;
 
 /// `quorum call`: a problem with the setup is printed, exit code 2.
 pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32> {

@@ -15,8 +15,9 @@ use crate::agent::Permissions;
 use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Quorum, Severity, StopReason};
-use crate::subagent::dispatch::{BatchResult, Reply};
-use crate::subagent::types::{SubAgentCallInput, TaskInput};
+use crate::subagent::batch::BatchResult;
+use crate::subagent::dispatch::Reply;
+use crate::subagent::tool::input::{SubAgentCallInput, TaskInput};
 
 /// Exit code: the quorum is green.
 pub const EXIT_GREEN: i32 = 0;
@@ -198,7 +199,7 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
     };
     let code = batch.quorum.as_ref().map_or(EXIT_ERROR, exit_code);
     if json {
-        let mut v = batch.to_json();
+        let mut v = serde_json::to_value(&batch).expect("a batch is JSON");
         v["base"] = rev.into();
         v["exit_code"] = code.into();
         // A reader gone (`| head`) leaves the exit code as it is.

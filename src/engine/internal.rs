@@ -1,23 +1,23 @@
-//! The internal nested agent, injected into the dispatcher: a fresh
-//! harness with an empty context, its file and shell tools confined to the
-//! session directory and auto-approved, nothing persisted; only its final
-//! report is returned. Its activity goes into its box.
+//! The internal nested agent, injected into the dispatcher as an
+//! [`Agent`]: a fresh harness with an empty context, its file and shell
+//! tools confined to the session directory and auto-approved, nothing
+//! persisted; only its final report is returned. Its activity goes into
+//! its box.
 
 use std::sync::{Arc, Weak};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tokio::sync::watch;
 
-use crate::agent::TurnSink;
+use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
-use crate::harness::chat::ChatTools;
 use crate::harness::tools::{FileTools, Union};
-use crate::harness::{Harness, Sink, ToolSet, summarize_args};
+use crate::harness::{Harness, Sink, ToolError, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
 use crate::runtime::supervisor::Supervisor;
-use crate::subagent::dispatch::{Dispatcher, InternalRunner, InternalTask};
+use crate::subagent::dispatch::Dispatcher;
+use crate::subagent::tool::SubagentTool;
 
 pub struct Internal {
     model: Arc<dyn Model>,
@@ -48,19 +48,20 @@ impl Internal {
     }
 }
 
-impl InternalRunner for Internal {
-    fn run<'a>(
+impl Agent for Internal {
+    /// Runs the task of `input` at its depth; a session to resume is none
+    /// of its business.
+    fn turn<'a>(
         &'a self,
-        task: InternalTask,
+        input: TurnInput<'a>,
         sink: &'a dyn TurnSink,
-        cancel: watch::Receiver<bool>,
+        control: &'a mut TurnControl,
     ) -> BoxFuture<'a, Outcome> {
+        let prompt = input.prompt.to_string();
+        let depth = input.depth;
+        let exclude = input.exclude.cloned();
+        let cancel = control.cancel.clone();
         async move {
-            let InternalTask {
-                prompt,
-                depth,
-                exclude,
-            } = task;
             let files: Arc<dyn ToolSet> = Arc::new(
                 FileTools::new(self.root.clone(), self.supervisor.clone()).excluding(exclude),
             );
@@ -70,7 +71,7 @@ impl InternalRunner for Internal {
             let tools: Arc<dyn ToolSet> = match nested {
                 Some(dispatcher) => Arc::new(Union(vec![
                     files,
-                    Arc::new(ChatTools::new(dispatcher, depth)),
+                    Arc::new(SubagentTool::new(dispatcher, depth)),
                 ])),
                 None => files,
             };
@@ -87,6 +88,11 @@ impl InternalRunner for Internal {
             }
         }
         .boxed()
+    }
+
+    /// A fresh harness every time: nothing to resume.
+    fn keeps_sessions(&self) -> bool {
+        false
     }
 }
 
@@ -111,9 +117,10 @@ impl Sink for BoxSink<'_> {
         });
     }
 
-    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+    fn tool_finished(&self, call: &ToolCall, result: &Result<String, ToolError>) {
         let text = match result {
-            Ok(text) | Err(text) => clip(text, RESULT_BYTES),
+            Ok(text) => clip(text, RESULT_BYTES),
+            Err(e) => clip(&e.to_string(), RESULT_BYTES),
         };
         self.0.activity(Activity::ToolCallUpdate {
             id: call.id.clone(),

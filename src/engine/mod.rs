@@ -10,6 +10,7 @@
 pub mod config;
 mod internal;
 mod ops;
+mod tools;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,7 +28,8 @@ use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use crate::subagent::picks::ModelPicks;
-use crate::subagent::types::SubAgentCallInput;
+use crate::subagent::tool::SubagentTool;
+use crate::subagent::tool::input::SubAgentCallInput;
 use crate::transcript::{Header, Recorder, TerminalSize};
 
 /// A running session.
@@ -86,7 +88,9 @@ impl Session {
                     supervisor.clone(),
                     Arc::downgrade(&dispatcher),
                 )));
-                let chat = Chat::new(model, dispatcher.clone(), emitter.clone(), completions);
+                let tools = Arc::new(SubagentTool::new(dispatcher.clone(), 0));
+                let chat = Chat::new(model, tools, emitter.clone(), completions);
+                dispatcher.set_main_summary(Arc::new(chat.summary()));
                 (Some(chat), None)
             }
             None => (None, Some(completions)),

@@ -10,7 +10,8 @@ use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
 use crate::subagent::dispatch::Dispatcher;
-use crate::subagent::types::{SubAgentCallInput, TaskInput};
+use crate::subagent::tool::input::{SubAgentCallInput, TaskInput};
+use crate::subagent::tool::status::FollowUp;
 use crate::transcript::TerminalSize;
 
 /// `@NAME message`: a message straight to an agent; `@A,B,C message`:
@@ -260,7 +261,7 @@ impl Ops {
                     text: format!("/msg {task} {}", message.trim()),
                 });
                 match self.dispatcher.follow_up(task, message) {
-                    Ok("queued") => self.notice(format!(
+                    Ok(FollowUp::Queued) => self.notice(format!(
                         "{task} is running: the message goes in its next turn"
                     )),
                     Ok(_) => {}

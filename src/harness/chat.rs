@@ -1,6 +1,7 @@
-//! The main chat: a harness whose tools are `subagent` and
-//! `subagent_status`, reporting to the transcript, with background
-//! completions delivered to the model exactly once.
+//! The main chat: a harness whose tools (the engine gives it the
+//! sub-agent tool) report to the transcript, with background completions
+//! delivered to the model exactly once, and the summary of its
+//! conversation that sub-agents may get.
 
 use std::sync::Arc;
 
@@ -10,14 +11,11 @@ use tokio::sync::{mpsc, watch};
 
 use futures::StreamExt;
 
-use super::{Harness, Mirror, Sink, ToolSet, summarize_args};
-use crate::acp::registry::INTERNAL_AGENT_NOTE;
+use super::{Harness, Mirror, Sink, ToolError, ToolSet, summarize_args};
 use crate::event::{Event, NoticeLevel, Outcome, StopReason};
-use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall, ToolSpec};
+use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall};
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
-use crate::subagent::dispatch::{Dispatcher, MainSummary};
-use crate::subagent::types::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 
 const SYSTEM: &str = "You are the chat agent of quorum, a terminal client for working with many \
 coding agents at once. You get work done by delegating it with the `subagent` tool: to an ACP \
@@ -26,86 +24,6 @@ wants one; use `tasks` to give several agents work at once (the same review to s
 gives a quorum); use `run_in_background` for long work and keep talking meanwhile. Sub-agents \
 know nothing of this conversation unless you say it or set `include_main_summary`. Reports of \
 background tasks arrive as automated messages. Be brief.";
-
-/// `subagent` and `subagent_status`, on a dispatcher.
-pub struct ChatTools {
-    dispatcher: Arc<Dispatcher>,
-    /// Nesting depth of the calls these tools make (0: the main chat).
-    depth: u32,
-}
-
-impl ChatTools {
-    pub fn new(dispatcher: Arc<Dispatcher>, depth: u32) -> Self {
-        Self { dispatcher, depth }
-    }
-}
-
-impl ToolSet for ChatTools {
-    fn specs(&self) -> Vec<ToolSpec> {
-        let mut description = self.dispatcher.registry().tool_description();
-        description.set_note(INTERNAL_AGENT_NOTE);
-        vec![
-            ToolSpec {
-                name: "subagent".into(),
-                description: description.text(),
-                parameters: input_schema(),
-            },
-            ToolSpec {
-                name: "subagent_status".into(),
-                description: "The state of a background sub-agent task (and its report once \
-                              done), or of every task when `task_id` is left out. With \
-                              `message`, steer the task: sent as its next turn (queued while \
-                              it runs; a new turn on the same session once done). `cancel` \
-                              stops it; `wait_seconds` (at most 600) waits for it to finish \
-                              before answering."
-                    .into(),
-                parameters: status_schema(),
-            },
-        ]
-    }
-
-    fn call(
-        &self,
-        call: ToolCall,
-        cancel: watch::Receiver<bool>,
-    ) -> BoxFuture<'static, Result<String, String>> {
-        let dispatcher = self.dispatcher.clone();
-        let depth = self.depth;
-        async move {
-            let arguments = if call.arguments.trim().is_empty() {
-                "{}"
-            } else {
-                call.arguments.as_str()
-            };
-            match call.name.as_str() {
-                "subagent" => {
-                    let input: SubAgentCallInput = serde_json::from_str(arguments)
-                        .map_err(|e| format!("bad subagent arguments: {e}"))?;
-                    let reply = dispatcher
-                        .call_with(input, Some(cancel), depth)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    Ok(reply.to_json().to_string())
-                }
-                "subagent_status" => {
-                    let input: StatusInput = serde_json::from_str(arguments)
-                        .map_err(|e| format!("bad subagent_status arguments: {e}"))?;
-                    // Waiting (`wait_seconds`) ends with the turn.
-                    let mut cancel = cancel;
-                    let status = tokio::select! {
-                        status = dispatcher.status_with(input) => status.map_err(|e| e.to_string())?,
-                        _ = crate::runtime::cancel::cancelled(&mut cancel) => {
-                            return Err("subagent_status: cancelled".to_string());
-                        }
-                    };
-                    Ok(status.to_string())
-                }
-                other => Err(format!("unknown tool {other:?}")),
-            }
-        }
-        .boxed()
-    }
-}
 
 /// The main chat's events: assistant text, tool lines (a `subagent` call
 /// is its box instead), usage and retries.
@@ -140,7 +58,7 @@ impl Sink for ChatSink {
         }
     }
 
-    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+    fn tool_finished(&self, call: &ToolCall, result: &Result<String, ToolError>) {
         match (call.name.as_str(), result) {
             // The box shows a call that ran; one that could not run is an error.
             ("subagent", Ok(_)) => {}
@@ -148,9 +66,9 @@ impl Sink for ChatSink {
                 text: format!("subagent: {e}"),
             }),
             (_, result) => {
-                let (ok, text) = match result {
-                    Ok(t) => (true, t),
-                    Err(e) => (false, e),
+                let (ok, text): (bool, std::borrow::Cow<'_, str>) = match result {
+                    Ok(t) => (true, t.into()),
+                    Err(e) => (false, e.to_string().into()),
                 };
                 let mut summary: String = text
                     .lines()
@@ -204,6 +122,7 @@ the summary.";
 /// (as of its last tool calls) and the model that summarises them, in
 /// one extra request. Without a model, or when the request fails, the
 /// summary is the last user and assistant messages, clipped.
+#[derive(Clone)]
 pub struct ConversationSummary {
     messages: Mirror,
     model: Arc<std::sync::Mutex<Option<Arc<dyn Model>>>>,
@@ -218,8 +137,9 @@ impl ConversationSummary {
     }
 }
 
-impl MainSummary for ConversationSummary {
-    fn summary(&self, cancel: watch::Receiver<bool>) -> BoxFuture<'_, Option<String>> {
+impl ConversationSummary {
+    /// The summary, or `None` when there is no conversation yet.
+    pub fn summary(&self, cancel: watch::Receiver<bool>) -> BoxFuture<'_, Option<String>> {
         async move {
             let messages = self
                 .messages
@@ -363,33 +283,40 @@ fn clip(text: &str, max: usize) -> String {
 /// The conversation with the main chat model.
 pub struct Chat {
     harness: Harness,
-    dispatcher: Arc<Dispatcher>,
+    /// The chat's tools, told when the conversation starts over.
+    tools: Arc<dyn ToolSet>,
     sink: ChatSink,
     /// Background tasks that finished, by task id.
     completions: mpsc::UnboundedReceiver<String>,
-    /// The model `include_main_summary` asks, the chat's own.
-    summary_model: Arc<std::sync::Mutex<Option<Arc<dyn Model>>>>,
+    /// The conversation as `include_main_summary` summarises it, with the
+    /// chat's own model.
+    summary: ConversationSummary,
 }
 
 impl Chat {
+    /// A chat with `model` and `tools`; background completions (task ids)
+    /// arrive on `completions`.
     pub fn new(
         model: Arc<dyn Model>,
-        dispatcher: Arc<Dispatcher>,
+        tools: Arc<dyn ToolSet>,
         emitter: Emitter,
         completions: mpsc::UnboundedReceiver<String>,
     ) -> Self {
-        let tools = Arc::new(ChatTools::new(dispatcher.clone(), 0));
-        let mut harness = Harness::new(model.clone(), tools, Some(SYSTEM.to_string()));
+        let mut harness = Harness::new(model.clone(), tools.clone(), Some(SYSTEM.to_string()));
         let summary = ConversationSummary::new(harness.mirror(), Some(model));
-        let summary_model = summary.model.clone();
-        dispatcher.set_main_summary(Arc::new(summary));
         Self {
             harness,
-            dispatcher,
+            tools,
             sink: ChatSink { emitter },
             completions,
-            summary_model,
+            summary,
         }
+    }
+
+    /// The conversation's summary, for the sub-agents that ask for it
+    /// (`include_main_summary`).
+    pub fn summary(&self) -> ConversationSummary {
+        self.summary.clone()
     }
 
     pub fn model_name(&self) -> String {
@@ -399,19 +326,15 @@ impl Chat {
     /// Goes on with another model (the conversation is kept); it also
     /// writes the summaries of the conversation from now on.
     pub fn set_model(&mut self, model: Arc<dyn Model>) {
-        *self.summary_model.lock().unwrap_or_else(|e| e.into_inner()) = Some(model.clone());
+        *self.summary.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(model.clone());
         self.harness.set_model(model);
     }
 
-    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
-        &self.dispatcher
-    }
-
-    /// A new conversation: the model's context and the sub-agents'
-    /// sessions are forgotten.
+    /// A new conversation: the model's context and what its tools
+    /// remember (the sub-agents' sessions) are forgotten.
     pub fn reset(&mut self) {
         self.harness.clear();
-        self.dispatcher.forget();
+        self.tools.forget();
     }
 
     /// A background completion that is waiting, if any.

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
+use crate::confine::fsroot::FsError;
 use crate::event::{Outcome, StopReason};
 use crate::llm::{Delta, FinishReason, LlmError, Message, Model, Request, ToolCall, ToolSpec};
 
@@ -31,7 +32,38 @@ pub trait ToolSet: Send + Sync {
         &self,
         call: ToolCall,
         cancel: watch::Receiver<bool>,
-    ) -> BoxFuture<'static, Result<String, String>>;
+    ) -> BoxFuture<'static, Result<String, ToolError>>;
+    /// A new conversation begins: what the tools remember of the old one
+    /// is forgotten (the sub-agent tool: its agents' sessions and the last
+    /// message).
+    fn forget(&self) {}
+}
+
+/// Why a tool call failed. The model reads its text (after `error: `).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The call's arguments are not the tool's.
+    #[error("bad arguments for {tool}: {source}")]
+    BadArguments {
+        tool: String,
+        source: serde_json::Error,
+    },
+    /// No tool of the set has this name.
+    #[error("unknown tool {0:?}")]
+    Unknown(String),
+    /// The call was cancelled before it was done.
+    #[error("cancelled")]
+    Cancelled,
+    /// A path the call named is outside the session directory, kept out
+    /// of it, or cannot be read or written.
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// The tool could not do what it was asked: what went wrong.
+    #[error("{0}")]
+    Failed(String),
+    /// A tool set's own error (the sub-agent tool's), told as it is.
+    #[error(transparent)]
+    Tool(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Where a harness reports what happens.
@@ -40,7 +72,7 @@ pub trait Sink: Send + Sync {
     /// The model's message ended (before its tool calls run, if any).
     fn message_end(&self);
     fn tool_started(&self, call: &ToolCall);
-    fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>);
+    fn tool_finished(&self, call: &ToolCall, result: &Result<String, ToolError>);
     fn usage(&self, input_tokens: u64, output_tokens: u64);
     fn retry(&self, attempt: u32, wait_ms: u64, reason: &str);
     /// The model is writing what may be a tool call as text, held back
@@ -317,7 +349,7 @@ mod tests {
         fn tool_started(&self, call: &ToolCall) {
             self.0.lock().unwrap().push(format!("start {}", call.name));
         }
-        fn tool_finished(&self, call: &ToolCall, result: &Result<String, String>) {
+        fn tool_finished(&self, call: &ToolCall, result: &Result<String, ToolError>) {
             self.0
                 .lock()
                 .unwrap()
@@ -343,7 +375,7 @@ mod tests {
             &self,
             call: ToolCall,
             _cancel: watch::Receiver<bool>,
-        ) -> BoxFuture<'static, Result<String, String>> {
+        ) -> BoxFuture<'static, Result<String, ToolError>> {
             let barrier = self.0.clone();
             async move {
                 barrier.wait().await;

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::ToolSet;
+use super::{ToolError, ToolSet};
 use crate::confine::fsroot::{Exclude, Root};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::runtime::supervisor::{self, Supervisor};
@@ -45,13 +45,16 @@ pub fn cap(mut text: String) -> String {
     text
 }
 
-fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
+fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, ToolError> {
     let text = if call.arguments.trim().is_empty() {
         "{}"
     } else {
         &call.arguments
     };
-    serde_json::from_str(text).map_err(|e| format!("bad arguments for {}: {e}", call.name))
+    serde_json::from_str(text).map_err(|source| ToolError::BadArguments {
+        tool: call.name.clone(),
+        source,
+    })
 }
 
 #[derive(Deserialize)]
@@ -186,7 +189,7 @@ impl FileTools {
         &self,
         call: ToolCall,
         cancel: watch::Receiver<bool>,
-    ) -> Result<String, String> {
+    ) -> Result<String, ToolError> {
         if call.name == "shell" {
             let a: ShellArgs = args(&call)?;
             return shell(&a.command, self.root.path(), &self.supervisor, cancel).await;
@@ -197,10 +200,10 @@ impl FileTools {
         let name = call.name.clone();
         tokio::task::spawn_blocking(move || tools.file_tool(call))
             .await
-            .map_err(|e| format!("the {name} tool stopped: {e}"))?
+            .map_err(|e| ToolError::Failed(format!("the {name} tool stopped: {e}")))?
     }
 
-    fn file_tool(&self, call: ToolCall) -> Result<String, String> {
+    fn file_tool(&self, call: ToolCall) -> Result<String, ToolError> {
         let root = &self.root;
         match call.name.as_str() {
             "read" => {
@@ -208,18 +211,18 @@ impl FileTools {
                 let start = a.start_line.unwrap_or(1).max(1);
                 let limit = a.end_line.map(|end| end.saturating_sub(start) + 1);
                 root.check(Path::new(&a.path), self.exclude.as_ref())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::Fs)?;
                 root.read(Path::new(&a.path), Some(start), limit)
                     .map(cap)
-                    .map_err(|e| e.to_string())
+                    .map_err(ToolError::Fs)
             }
             "list" => {
                 let a: PathArgs = args(&call)?;
                 let dir = root
                     .resolve_existing(Path::new(a.path.as_deref().unwrap_or(".")))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::Fs)?;
                 let mut entries: Vec<String> = std::fs::read_dir(&dir)
-                    .map_err(|e| format!("{}: {e}", self.rel(&dir)))?
+                    .map_err(|e| ToolError::Failed(format!("{}: {e}", self.rel(&dir))))?
                     .filter_map(Result::ok)
                     .filter(|e| !self.hidden(&e.path()))
                     .map(|e| {
@@ -236,10 +239,11 @@ impl FileTools {
             }
             "grep" => {
                 let a: GrepArgs = args(&call)?;
-                let re = regex::Regex::new(&a.pattern).map_err(|e| format!("bad pattern: {e}"))?;
+                let re = regex::Regex::new(&a.pattern)
+                    .map_err(|e| ToolError::Failed(format!("bad pattern: {e}")))?;
                 let start = root
                     .resolve_existing(Path::new(a.path.as_deref().unwrap_or(".")))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::Fs)?;
                 let mut out = Vec::new();
                 if !self.hidden(&start) {
                     grep(&re, &start, root, self.exclude.as_ref(), &mut out);
@@ -261,30 +265,33 @@ impl FileTools {
             "write" => {
                 let a: WriteArgs = args(&call)?;
                 root.write(Path::new(&a.path), &a.content)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::Fs)?;
                 Ok(format!("wrote {} ({} bytes)", a.path, a.content.len()))
             }
             "edit" => {
                 let a: EditArgs = args(&call)?;
                 root.check(Path::new(&a.path), self.exclude.as_ref())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::Fs)?;
                 let text = root
                     .read(Path::new(&a.path), None, None)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::Fs)?;
                 match text.matches(&a.old).count() {
-                    0 => Err(format!("{}: `old` was not found", a.path)),
+                    0 => Err(ToolError::Failed(format!(
+                        "{}: `old` was not found",
+                        a.path
+                    ))),
                     1 => {
                         root.write(Path::new(&a.path), &text.replacen(&a.old, &a.new, 1))
-                            .map_err(|e| e.to_string())?;
+                            .map_err(ToolError::Fs)?;
                         Ok(format!("edited {}", a.path))
                     }
-                    n => Err(format!(
+                    n => Err(ToolError::Failed(format!(
                         "{}: `old` occurs {n} times; give more context so it is unique",
                         a.path
-                    )),
+                    ))),
                 }
             }
-            other => Err(format!("unknown tool {other:?}")),
+            other => Err(ToolError::Unknown(other.to_string())),
         }
     }
 }
@@ -379,7 +386,7 @@ async fn shell(
     dir: &Path,
     supervisor: &Supervisor,
     mut cancel: watch::Receiver<bool>,
-) -> Result<String, String> {
+) -> Result<String, ToolError> {
     let (mut cmd, sandboxed) = shell_command(command, dir);
     cmd.current_dir(dir)
         .stdin(std::process::Stdio::null())
@@ -387,16 +394,18 @@ async fn shell(
         .stderr(std::process::Stdio::piped());
     let (mut child, group) = supervisor
         .spawn(cmd, "shell")
-        .map_err(|e| format!("cannot run sh: {e}"))?;
+        .map_err(|e| ToolError::Failed(format!("cannot run sh: {e}")))?;
     let stdout = Collector::start(child.stdout.take());
     let stderr = Collector::start(child.stderr.take());
     let ended = tokio::select! {
         status = child.wait() => Ok(status),
-        _ = super::cancelled(&mut cancel) => Err("cancelled".to_string()),
-        _ = tokio::time::sleep(Duration::from_secs(24 * 3600)) => Err("ran for a day; stopped".to_string()),
+        _ = super::cancelled(&mut cancel) => Err(ToolError::Cancelled),
+        _ = tokio::time::sleep(Duration::from_secs(24 * 3600)) => {
+            Err(ToolError::Failed("ran for a day; stopped".to_string()))
+        }
     };
     supervisor.terminate(&group, supervisor::GRACE).await;
-    let status = ended?.map_err(|e| format!("cannot run sh: {e}"))?;
+    let status = ended?.map_err(|e| ToolError::Failed(format!("cannot run sh: {e}")))?;
     let (stdout, stderr) = (stdout.finish().await, stderr.finish().await);
     let mut text = format!(
         "{}exit status: {}\n",
@@ -472,7 +481,7 @@ impl ToolSet for FileTools {
         &self,
         call: ToolCall,
         cancel: watch::Receiver<bool>,
-    ) -> BoxFuture<'static, Result<String, String>> {
+    ) -> BoxFuture<'static, Result<String, ToolError>> {
         let this = self.clone();
         async move { this.run(call, cancel).await }.boxed()
     }
@@ -490,14 +499,20 @@ impl ToolSet for Union {
         &self,
         call: ToolCall,
         cancel: watch::Receiver<bool>,
-    ) -> BoxFuture<'static, Result<String, String>> {
+    ) -> BoxFuture<'static, Result<String, ToolError>> {
         for set in &self.0 {
             if set.specs().iter().any(|s| s.name == call.name) {
                 return set.call(call, cancel);
             }
         }
         let name = call.name.clone();
-        async move { Err(format!("unknown tool {name:?}")) }.boxed()
+        async move { Err(ToolError::Unknown(name)) }.boxed()
+    }
+
+    fn forget(&self) {
+        for set in &self.0 {
+            set.forget();
+        }
     }
 }
 
@@ -547,7 +562,8 @@ mod tests {
                 rx.clone(),
             )
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("link: outside the session directory"), "{e}");
         let e = t
             .run(
@@ -555,14 +571,16 @@ mod tests {
                 rx.clone(),
             )
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("link"), "{e}");
         assert!(!target.exists());
         nix::unistd::mkfifo(&dir.path().join("src/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         let e = t
             .run(call("read", json!({"path": "src/fifo"})), rx.clone())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a regular file (a FIFO)"), "{e}");
         assert_eq!(
             t.run(call("grep", json!({"pattern": "helper"})), rx.clone())
@@ -629,7 +647,8 @@ mod tests {
                 rx.clone(),
             )
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("occurs 2 times"), "{e}");
     }
 
@@ -643,7 +662,8 @@ mod tests {
         let e = t
             .run(call("read", json!({"path": "secret.txt"})), rx.clone())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("exclude_files_pattern \"secret|^private\""),
             "{e}"
@@ -657,7 +677,8 @@ mod tests {
                 rx.clone(),
             )
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("exclude_files_pattern"), "{e}");
         assert_eq!(
             t.run(call("list", json!({})), rx.clone()).await.unwrap(),
@@ -696,7 +717,8 @@ mod tests {
         let e = t
             .run(call("read", json!({"path": secret})), rx.clone())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the session directory"), "{e}");
         let e = t
             .run(
@@ -704,17 +726,20 @@ mod tests {
                 rx.clone(),
             )
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside"), "{e}");
         let e = t
             .run(call("list", json!({"path": ".."})), rx.clone())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside"), "{e}");
         let e = t
             .run(call("read", json!({"paht": "a.txt"})), rx.clone())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("bad arguments for read") && e.contains("paht"),
             "{e}"
@@ -784,7 +809,7 @@ mod tests {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
         tx.send(true).unwrap();
-        assert_eq!(run.await.unwrap_err(), "cancelled");
+        assert_eq!(run.await.unwrap_err().to_string(), "cancelled");
         assert!(started.elapsed() < Duration::from_secs(10));
     }
 
@@ -868,7 +893,7 @@ mod tests {
         let result = tokio::time::timeout(Duration::from_secs(30), run)
             .await
             .expect("the cancelled command returns");
-        assert_eq!(result.unwrap_err(), "cancelled");
+        assert_eq!(result.unwrap_err().to_string(), "cancelled");
         assert!(
             until(|| live_with(&marker).is_empty()).await,
             "the background sleep outlived the cancelled command: {:?}",

@@ -56,41 +56,6 @@ impl Entry {
             summary: self.summary.clone(),
         }
     }
-
-    /// `subagent_status`'s view of a background task.
-    pub fn status_json(&self, now: u64) -> serde_json::Value {
-        let s = &self.summary;
-        let mut v = serde_json::json!({
-            "task_id": self.task_id,
-            "agent": self.agent,
-            "state": s.state,
-            "elapsed_ms": self.finished.unwrap_or(now).saturating_sub(self.started),
-            "tool_calls": s.tool_calls,
-        });
-        let map = v.as_object_mut().expect("an object");
-        if let Some(a) = &s.last_activity {
-            map.insert("last_activity".into(), a.clone().into());
-        }
-        if s.waiting {
-            map.insert("waiting_for_permission".into(), true.into());
-        }
-        if let Some(o) = &self.output {
-            map.insert("output".into(), o.clone().into());
-        }
-        if let Some(r) = self.stop_reason {
-            map.insert("stop_reason".into(), r.as_str().into());
-        }
-        if let Some(severity) = s.severity {
-            map.insert("severity".into(), severity.as_str().into());
-        }
-        if let Some(usage) = &s.usage {
-            map.insert(
-                "usage".into(),
-                serde_json::to_value(usage).expect("plain data"),
-            );
-        }
-        v
-    }
 }
 
 /// No background task has this id.
@@ -329,26 +294,6 @@ impl Board {
     /// The background tasks, oldest first.
     pub fn tasks(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(|e| e.task_id.is_some())
-    }
-
-    /// The `subagent_status` answer: one task, or every task.
-    pub fn status(
-        &self,
-        task_id: Option<&str>,
-        now: u64,
-    ) -> Result<serde_json::Value, UnknownTask> {
-        match task_id {
-            Some(id) => self
-                .task(id)
-                .map(|e| e.status_json(now))
-                .ok_or_else(|| UnknownTask {
-                    id: id.to_string(),
-                    known: self.tasks().filter_map(|e| e.task_id.clone()).collect(),
-                }),
-            None => Ok(serde_json::json!({
-                "tasks": self.tasks().map(|e| e.status_json(now)).collect::<Vec<_>>()
-            })),
-        }
     }
 }
 
@@ -680,66 +625,6 @@ mod tests {
     }
 
     #[test]
-    fn waiting_for_permission_and_the_finish() {
-        let mut b = Board::new();
-        b.observe(&started("c1", Some("t1")));
-        b.observe(&activity(
-            "c1",
-            Activity::PermissionRequest {
-                id: "p".into(),
-                title: "Delete build/".into(),
-                options: vec!["Allow".into()],
-                detail: Default::default(),
-            },
-        ));
-        assert!(b.task("t1").unwrap().summary.waiting);
-        b.observe(&activity(
-            "c1",
-            Activity::PermissionResolved {
-                id: "p".into(),
-                outcome: "Allow".into(),
-            },
-        ));
-        assert!(!b.task("t1").unwrap().summary.waiting);
-        let snap = b.observe(&Stamped::new(
-            90,
-            build::finished("c1", "Looks red.")
-                .severity(Severity::Red)
-                .event(),
-        ));
-        let Some(Event::TaskProgress { summary, .. }) = snap else {
-            panic!("{snap:?}")
-        };
-        assert_eq!(
-            (summary.state, summary.severity, summary.waiting),
-            (TaskState::Done, Some(Severity::Red), false)
-        );
-        let status = b.status(Some("t1"), 1000).unwrap();
-        assert_eq!(status["elapsed_ms"], 80);
-        assert_eq!(status["output"], "Looks red.");
-        assert_eq!(status["severity"], "red");
-        assert_eq!(status["state"], "done");
-    }
-
-    #[test]
-    fn a_queued_call_runs_when_dequeued_and_counts_its_time_from_then() {
-        let mut b = Board::new();
-        assert_eq!(b.observe(&started_queued("c1", Some("t1"), true)), None);
-        assert_eq!(b.task("t1").unwrap().summary.state, TaskState::Queued);
-        assert_eq!(b.status(Some("t1"), 50).unwrap()["state"], "queued");
-        let dequeued = build::dequeued("c1");
-        let Some(Event::TaskProgress { summary, .. }) =
-            b.observe(&Stamped::new(40, dequeued.clone()))
-        else {
-            panic!("a snapshot")
-        };
-        assert_eq!(summary.state, TaskState::Running);
-        assert_eq!(b.status(Some("t1"), 100).unwrap()["elapsed_ms"], 60);
-        // Only a queued call is dequeued.
-        assert_eq!(b.observe(&Stamped::new(50, dequeued)), None);
-    }
-
-    #[test]
     fn a_cancel_is_shown_until_the_call_ends() {
         let mut b = Board::new();
         b.observe(&started("c1", Some("t1")));
@@ -766,28 +651,6 @@ mod tests {
         );
         // A finished call is not cancelling.
         assert_eq!(b.observe(&Stamped::new(30, cancelling)), None);
-    }
-
-    #[test]
-    fn unknown_task_names_the_known_ones() {
-        let mut b = Board::new();
-        assert_eq!(
-            b.status(Some("t9"), 0).unwrap_err().to_string(),
-            "unknown task \"t9\"; known tasks: none"
-        );
-        b.observe(&started("c1", Some("t1")));
-        b.observe(&started("c2", None));
-        assert_eq!(
-            b.status(Some("t9"), 0).unwrap_err().to_string(),
-            "unknown task \"t9\"; known tasks: t1"
-        );
-        assert_eq!(
-            b.status(None, 0).unwrap()["tasks"]
-                .as_array()
-                .unwrap()
-                .len(),
-            1
-        );
     }
 
     fn on_child(t: u64, event: Event) -> Stamped {

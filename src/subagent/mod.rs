@@ -1,12 +1,17 @@
-//! The sub-agent tool: its input types, session memory, the severity
-//! verdict, and the dispatcher; here, turning a final report into the
-//! events that close a call's box.
+//! The sub-agent tool: the dispatcher (its state, a call's life, batches,
+//! steering), the ACP agents' pool, session memory, model picks, the
+//! severity verdict, and the tool as the model sees it; here, turning a
+//! final report into the events that close a call's box.
 
+pub mod batch;
+mod call;
 pub mod dispatch;
 pub mod memory;
 pub mod picks;
+pub mod pool;
 pub mod severity;
-pub mod types;
+mod steer;
+pub mod tool;
 
 use crate::event::{AgentRef, Event, NoticeLevel, Outcome};
 

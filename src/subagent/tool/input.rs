@@ -1,5 +1,6 @@
-//! The `subagent` tool's input and output, and the JSON schema the model
-//! sees, generated from the same types.
+//! The arguments of the `subagent` and `subagent_status` tools, the JSON
+//! schema the model sees, generated from the same types, and the message
+//! a sub-agent gets from them.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -282,7 +283,7 @@ mod tests {
         assert!(input.code_review && !input.continue_session && input.run_in_background);
         let out = crate::event::Outcome::new(crate::event::StopReason::EndTurn, "done");
         assert_eq!(
-            out.tool_json().to_string(),
+            serde_json::to_string(&crate::subagent::dispatch::Reply::Done(out)).unwrap(),
             r#"{"output":"done","stop_reason":"end_turn"}"#
         );
     }

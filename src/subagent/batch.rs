@@ -1,0 +1,226 @@
+//! Batches in the dispatcher: several tasks of one call run in parallel,
+//! at most `max_parallel` at once and the rest queued, with their results
+//! in task order and, for a batch of code reviews, their quorum.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+use super::call::{Launch, Prepared};
+use super::dispatch::{Dispatcher, Reply};
+use super::tool::input::{SubAgentCallInput, TaskSpec};
+use crate::confine::fsroot::Exclude;
+use crate::event::{Event, Outcome, Quorum, ReviewerVerdict, Severity, StopReason};
+
+/// How one task of a batch ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskResult {
+    /// Its place in `tasks`, from 0.
+    pub index: usize,
+    /// The agent it ran on (`internal` for the internal agent).
+    pub agent: String,
+    /// Its outcome, or why it could not run (`tasks[i]: ...`).
+    pub result: Result<Outcome, String>,
+}
+
+impl TaskResult {
+    /// It ended its turn normally.
+    pub fn succeeded(&self) -> bool {
+        matches!(&self.result, Ok(o) if o.stop_reason == StopReason::EndTurn)
+    }
+
+    pub fn severity(&self) -> Option<Severity> {
+        self.result.as_ref().ok().and_then(|o| o.severity)
+    }
+}
+
+/// A batch's results, in the order of its tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchResult {
+    pub batch_id: String,
+    pub tasks: Vec<TaskResult>,
+    /// A review batch's quorum (every task a code review).
+    pub quorum: Option<Quorum>,
+}
+
+impl BatchResult {
+    /// Tasks that ended their turn normally.
+    pub fn succeeded(&self) -> u32 {
+        self.tasks.iter().filter(|t| t.succeeded()).count() as u32
+    }
+
+    /// The others.
+    pub fn failed(&self) -> u32 {
+        self.tasks.len() as u32 - self.succeeded()
+    }
+
+    /// The worst verdict any task gave.
+    pub fn worst_verdict(&self) -> Option<Severity> {
+        self.tasks.iter().filter_map(TaskResult::severity).max()
+    }
+
+    /// The quorum of a batch whose tasks are all code reviews.
+    pub(super) fn quorum_of(tasks: &[TaskResult], call_ids: &[Option<String>]) -> Quorum {
+        Quorum::of(
+            tasks
+                .iter()
+                .zip(call_ids)
+                .map(|(t, call_id)| ReviewerVerdict {
+                    agent: t.agent.clone(),
+                    call_id: call_id.clone(),
+                    severity: t.severity(),
+                    failed: !t.succeeded(),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A background batch's task, as the call returns it at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskStart {
+    pub index: usize,
+    pub agent: String,
+    /// Its task id and whether it waits for a place, or why it could not
+    /// start (`tasks[i]: ...`).
+    pub started: Result<(String, bool), String>,
+}
+
+/// A batch task's place among the `max_parallel` that run at once: held
+/// already, or to wait for.
+pub(super) enum Place {
+    Held(OwnedSemaphorePermit),
+    Wait(Arc<Semaphore>),
+}
+
+impl Dispatcher {
+    /// Runs a batch: its tasks in parallel, at most `max_parallel` at
+    /// once, the rest queued. A task that cannot run is an error entry
+    /// (`tasks[i]: ...`) and the others run all the same.
+    pub(super) async fn batch(
+        self: &Arc<Self>,
+        input: &SubAgentCallInput,
+        specs: Vec<TaskSpec>,
+        cancel: Option<watch::Receiver<bool>>,
+        depth: u32,
+        exclude: Option<Exclude>,
+    ) -> Reply {
+        let batch_id = format!("b{}", self.next_batch.fetch_add(1, Ordering::SeqCst));
+        let review = specs.iter().all(|s| s.code_review);
+        let total = specs.len();
+        let prepared: Vec<(usize, String, Result<Prepared, String>)> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let agent = spec.agent.clone().unwrap_or_else(|| "internal".into());
+                let task = self
+                    .prepare(spec, input.continue_session, depth, true)
+                    .map_err(|e| format!("tasks[{i}]: {e}"));
+                (i, agent, task)
+            })
+            .collect();
+        for (_, _, task) in &prepared {
+            if let Err(e) = task {
+                self.emitter.emit(Event::Error {
+                    text: format!("subagent: {e}"),
+                });
+            }
+        }
+        let summary = self
+            .summary_for(input.include_main_summary, cancel.as_ref())
+            .await;
+        self.emitter.emit(Event::BatchStarted {
+            batch_id: batch_id.clone(),
+            tasks: total as u32,
+            review,
+        });
+        let places = Arc::new(Semaphore::new(self.max_parallel));
+        let mut runs = Vec::with_capacity(total);
+        for (index, agent, task) in prepared {
+            let run = task.map(|task| {
+                // The first `max_parallel` take their places at once, in order.
+                let place = match places.clone().try_acquire_owned() {
+                    Ok(permit) => Place::Held(permit),
+                    Err(_) => Place::Wait(places.clone()),
+                };
+                let launch = Launch {
+                    background: input.run_in_background,
+                    batch_id: Some(&batch_id),
+                    place: Some(place),
+                    cancel: cancel.clone(),
+                    summary: summary.as_deref(),
+                    exclude: exclude.as_ref(),
+                };
+                self.open(task, launch)
+            });
+            runs.push((index, agent, run));
+        }
+        let starts: Vec<TaskStart> = runs
+            .iter()
+            .map(|(index, agent, run)| TaskStart {
+                index: *index,
+                agent: agent.clone(),
+                started: match run {
+                    Ok(opened) => Ok((
+                        opened.task_id.clone().unwrap_or_default(),
+                        matches!(opened.place, Some(Place::Wait(_))),
+                    )),
+                    Err(e) => Err(e.clone()),
+                },
+            })
+            .collect();
+        let this = self.clone();
+        let id = batch_id.clone();
+        let all = async move {
+            let call_ids: Vec<Option<String>> = runs
+                .iter()
+                .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
+                .collect();
+            let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
+                let this = this.clone();
+                async move {
+                    let result = match run {
+                        Ok(opened) => Ok(this.run(opened).await),
+                        Err(e) => Err(e),
+                    };
+                    TaskResult {
+                        index,
+                        agent,
+                        result,
+                    }
+                }
+            }))
+            .await;
+            let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
+            let result = BatchResult {
+                batch_id: id,
+                tasks,
+                quorum,
+            };
+            if let Some(quorum) = &result.quorum {
+                this.emitter.emit(Event::ReviewQuorum {
+                    batch_id: result.batch_id.clone(),
+                    quorum: quorum.clone(),
+                });
+            }
+            this.emitter.emit(Event::BatchFinished {
+                batch_id: result.batch_id.clone(),
+                total: result.tasks.len() as u32,
+                succeeded: result.succeeded(),
+                failed: result.failed(),
+                worst_verdict: result.worst_verdict(),
+            });
+            result
+        };
+        if input.run_in_background {
+            tokio::spawn(all);
+            Reply::BatchStarted {
+                batch_id,
+                tasks: starts,
+            }
+        } else {
+            Reply::Batch(all.await)
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! A call's life in the dispatcher: the task resolved (its agent, its
+//! message, the session to resume), its box opened, its turns run on its
+//! agent (follow-ups queued meanwhile included), its end reported; and the
+//! sink that turns the agent's activity into the box's events.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::watch;
+
+use super::batch::Place;
+use super::dispatch::{DispatchError, Dispatcher, Reply, TaskMeta, controls, lock};
+use super::tool::input::{REVIEW_CONTRACT, SubAgentCallInput, TaskSpec, compose_prompt};
+use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
+use crate::confine::fsroot::Exclude;
+use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};
+use crate::runtime::cancel::cancelled;
+
+impl Dispatcher {
+    /// Runs a `subagent` call. A background call returns at once.
+    pub async fn call(self: &Arc<Self>, input: SubAgentCallInput) -> Result<Reply, DispatchError> {
+        self.call_with(input, None, 0).await
+    }
+
+    /// Runs a call whose turn is cancelled when `cancel` turns true (a
+    /// foreground call; a background one only by [`Dispatcher::cancel`]),
+    /// made at nesting `depth` (0: by the main chat).
+    pub async fn call_with(
+        self: &Arc<Self>,
+        input: SubAgentCallInput,
+        cancel: Option<watch::Receiver<bool>>,
+        depth: u32,
+    ) -> Result<Reply, DispatchError> {
+        let specs = input.task_specs()?;
+        let exclude = input.exclude()?;
+        if input.is_batch() {
+            return Ok(self.batch(&input, specs, cancel, depth, exclude).await);
+        }
+        let spec = specs.into_iter().next().expect("a single call is one task");
+        let prepared = self.prepare(spec, input.continue_session, depth, false)?;
+        let summary = self
+            .summary_for(input.include_main_summary, cancel.as_ref())
+            .await;
+        let opened = self.open(
+            prepared,
+            Launch {
+                background: input.run_in_background,
+                batch_id: None,
+                place: None,
+                cancel,
+                summary: summary.as_deref(),
+                exclude: exclude.as_ref(),
+            },
+        );
+        match opened.task_id.clone() {
+            Some(task_id) => {
+                let call_id = opened.job.call_id.clone();
+                let this = self.clone();
+                tokio::spawn(async move { this.run(opened).await });
+                Ok(Reply::Started { task_id, call_id })
+            }
+            None => Ok(Reply::Done(self.run(opened).await)),
+        }
+    }
+
+    /// The main conversation's summary, when asked for.
+    pub(super) async fn summary_for(
+        &self,
+        wanted: bool,
+        cancel: Option<&watch::Receiver<bool>>,
+    ) -> Option<String> {
+        if !wanted {
+            return None;
+        }
+        let source = lock(&self.main_summary).clone();
+        let summary = match source {
+            Some(source) => {
+                // Without a caller's cancel, a receiver that never fires.
+                let cancel = cancel.cloned().unwrap_or_else(|| watch::channel(false).1);
+                source.summary(cancel).await
+            }
+            None => None,
+        };
+        if summary.is_none() {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: "include_main_summary: there is no main conversation to summarise yet; \
+                       the sub-agent gets its message alone"
+                    .into(),
+            });
+        }
+        summary
+    }
+
+    /// Resolves a task: its agent, its message and the session to resume
+    /// (claimed, so no other call resumes it meanwhile).
+    pub(super) fn prepare(
+        &self,
+        spec: TaskSpec,
+        continue_session: bool,
+        depth: u32,
+        in_batch: bool,
+    ) -> Result<Prepared, DispatchError> {
+        let (agent, runner) = match spec.agent.as_deref() {
+            Some(agent) => {
+                let runner =
+                    self.pool
+                        .agent(agent)
+                        .map_err(|source| DispatchError::UnknownAgent {
+                            source,
+                            internal: lock(&self.internal).is_some(),
+                        })?;
+                (AgentRef::Acp(agent.to_string()), runner)
+            }
+            None => (
+                AgentRef::Internal,
+                lock(&self.internal)
+                    .clone()
+                    .ok_or(DispatchError::NoInternalAgent)?,
+            ),
+        };
+        let (message, mut resume) = {
+            let mut memory = lock(&self.memory);
+            // A batch task says what to do itself; a single call may
+            // send the last message again.
+            let message = if in_batch {
+                match spec.input.as_deref().map(str::trim) {
+                    Some(m) if !m.is_empty() => m.to_string(),
+                    _ => return Err(DispatchError::EmptyInput),
+                }
+            } else {
+                memory.resolve_input(spec.input.as_deref())?
+            };
+            // The internal agent starts fresh every time.
+            let resume = if runner.keeps_sessions() {
+                memory
+                    .resume_id(agent.name(), continue_session)
+                    .map(str::to_string)
+            } else {
+                None
+            };
+            (message, resume)
+        };
+        // Claim the session to resume; one busy with another turn is not
+        // resumed twice (checked and claimed under one lock).
+        if let Some(id) = resume.clone() {
+            let claimed = lock(&self.busy).insert((agent.name().to_string(), id.clone()));
+            if !claimed {
+                self.emitter.emit(Event::Notice {
+                    level: NoticeLevel::Info,
+                    text: format!(
+                        "{}'s session {id} is busy with another call; this one gets a new session",
+                        agent.name()
+                    ),
+                });
+                resume = None;
+            }
+        }
+        Ok(Prepared {
+            agent,
+            runner,
+            depth: depth + 1,
+            message,
+            code_review: spec.code_review,
+            requirements: spec.output_requirements,
+            resume,
+        })
+    }
+
+    /// Opens a prepared task's box: its ids, its steering handle, its
+    /// `subagent_started`.
+    pub(super) fn open(&self, task: Prepared, launch: Launch<'_>) -> Opened {
+        let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
+        let task_id = launch
+            .background
+            .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
+        let (handle, control) = controls();
+        let cancel_tx = handle.cancel.clone();
+        if let (Some(outer), None) = (&launch.cancel, &task_id) {
+            // The caller's cancel reaches this call's turn (until the call
+            // is over and nothing listens any more).
+            let mut outer = outer.clone();
+            let tx = cancel_tx.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancelled(&mut outer) => {
+                        let _ = tx.send(true);
+                    }
+                    _ = tx.closed() => {}
+                }
+            });
+        }
+        lock(&self.running).insert(call_id.clone(), handle);
+        if task_id.is_some() {
+            lock(&self.tasks).insert(
+                call_id.clone(),
+                TaskMeta {
+                    agent: task.agent.clone(),
+                    runner: task.runner.clone(),
+                    depth: task.depth,
+                    code_review: task.code_review,
+                    exclude: launch.exclude.cloned(),
+                    session_id: None,
+                },
+            );
+        }
+        let queued = matches!(launch.place, Some(Place::Wait(_)));
+        self.emitter.emit(Event::SubagentStarted {
+            call_id: call_id.clone(),
+            task_id: task_id.clone(),
+            agent: task.agent.clone(),
+            input: task.message.clone(),
+            code_review: task.code_review,
+            background: launch.background,
+            session: None,
+            batch_id: launch.batch_id.map(str::to_string),
+            queued,
+        });
+        let prompt = compose_prompt(
+            &task.message,
+            launch.summary,
+            task.requirements.as_deref(),
+            task.code_review,
+        );
+        Opened {
+            job: CallJob {
+                agent: task.agent,
+                runner: task.runner,
+                depth: task.depth,
+                call_id,
+                task_id: task_id.clone(),
+                prompt,
+                code_review: task.code_review,
+                resume: task.resume,
+                exclude: launch.exclude.cloned(),
+            },
+            control,
+            task_id,
+            place: launch.place,
+        }
+    }
+
+    /// Runs a call: it waits for its place in a batch first, then its
+    /// turn, then the follow-ups queued for it while it ran, each as a new
+    /// turn on the same session; returns the last outcome.
+    pub(super) async fn run(self: &Arc<Self>, opened: Opened) -> Outcome {
+        let Opened {
+            mut job,
+            mut control,
+            place,
+            ..
+        } = opened;
+        // A queued task waits for its place (or its cancel) first.
+        let _place = match place {
+            None => None,
+            Some(Place::Held(permit)) => Some(permit),
+            Some(Place::Wait(places)) => {
+                let permit = tokio::select! {
+                    biased;
+                    _ = cancelled(&mut control.cancel) => None,
+                    permit = places.acquire_owned() => permit.ok(),
+                };
+                match permit {
+                    Some(permit) => {
+                        self.emitter.emit(Event::SubagentDequeued {
+                            call_id: job.call_id.clone(),
+                        });
+                        Some(permit)
+                    }
+                    None => {
+                        let outcome = Outcome::new(
+                            StopReason::Cancelled,
+                            format!("{}: cancelled while queued", job.agent.name()),
+                        );
+                        let outcome = self.finish_turn(&job, outcome);
+                        self.close(&job);
+                        return outcome;
+                    }
+                }
+            }
+        };
+        loop {
+            let outcome = self.turn(&job, &mut control).await;
+            // Queued follow-ups (checked and taken under the lock that
+            // queues them, so none is lost), else the call is done.
+            let next = {
+                let mut running = lock(&self.running);
+                let queued = running
+                    .get_mut(&job.call_id)
+                    .map(|h| std::mem::take(&mut h.followups))
+                    .unwrap_or_default();
+                if queued.is_empty()
+                    || !outcome.stop_reason.answered()
+                    || outcome.stop_reason == StopReason::Cancelled
+                    || outcome.session_id.is_none()
+                {
+                    drop(running);
+                    self.close(&job);
+                    None
+                } else {
+                    Some(queued.join("\n\n"))
+                }
+            };
+            let Some(message) = next else {
+                return outcome;
+            };
+            let session_id = outcome.session_id.clone().expect("checked above");
+            lock(&self.busy).insert((job.agent.name().to_string(), session_id.clone()));
+            self.emitter.emit(Event::SubagentFollowup {
+                call_id: job.call_id.clone(),
+                input: message.clone(),
+            });
+            job.prompt = prompt_for(message, job.code_review);
+            job.resume = Some(session_id);
+        }
+    }
+
+    /// One turn of a call; its finish events are emitted.
+    async fn turn(self: &Arc<Self>, job: &CallJob, control: &mut TurnControl) -> Outcome {
+        // The moment the call is asked to stop, its box says so.
+        let watcher = {
+            let mut cancel = control.cancel.clone();
+            let emitter = self.emitter.clone();
+            let call_id = job.call_id.clone();
+            tokio::spawn(async move {
+                cancelled(&mut cancel).await;
+                emitter.emit(Event::SubagentCancelling { call_id });
+            })
+        };
+        let sink = CallSink {
+            dispatcher: self,
+            agent: job.agent.name(),
+            call_id: &job.call_id,
+        };
+        let input = TurnInput {
+            prompt: &job.prompt,
+            resume: job.resume.as_deref(),
+            exclude: job.exclude.as_ref(),
+            depth: job.depth,
+        };
+        let result = job.runner.turn(input, &sink, control).await;
+        watcher.abort();
+        self.finish_turn(job, result)
+    }
+
+    /// Ends a turn: its session is freed (and stored, if the turn got an
+    /// answer), its box closes.
+    fn finish_turn(&self, job: &CallJob, result: Outcome) -> Outcome {
+        {
+            let mut busy = lock(&self.busy);
+            for id in [&job.resume, &result.session_id].into_iter().flatten() {
+                busy.remove(&(job.agent.name().to_string(), id.clone()));
+            }
+        }
+        // Only a turn that got an answer moves the session on.
+        if result.stop_reason.answered()
+            && let Some(id) = &result.session_id
+        {
+            lock(&self.memory).store_session(job.agent.name(), id);
+        }
+        let mut outcome = result;
+        for event in super::finish(&job.call_id, &job.agent, &outcome, job.code_review) {
+            if let Event::SubagentFinished { severity, .. } = &event {
+                outcome.severity = *severity;
+            }
+            self.emitter.emit(event);
+        }
+        if let Some(meta) = lock(&self.tasks).get_mut(&job.call_id)
+            && outcome.session_id.is_some()
+        {
+            meta.session_id = outcome.session_id.clone();
+        }
+        outcome
+    }
+
+    /// Ends a call after its last turn: a background task reports (once),
+    /// and only then stops counting as running, so a waiting chat never
+    /// misses the report.
+    fn close(&self, job: &CallJob) {
+        if let Some(task_id) = &job.task_id {
+            let _ = self.completions.send(task_id.clone());
+        }
+        lock(&self.running).remove(&job.call_id);
+    }
+}
+
+/// The message a follow-up turn sends: a review's contract appended.
+pub(super) fn prompt_for(mut message: String, code_review: bool) -> String {
+    if code_review {
+        message.push_str(REVIEW_CONTRACT);
+    }
+    message
+}
+
+pub(super) struct CallJob {
+    pub(super) agent: AgentRef,
+    /// The agent that runs its turns.
+    pub(super) runner: Arc<dyn Agent>,
+    /// The nesting depth its turns run at.
+    pub(super) depth: u32,
+    pub(super) call_id: String,
+    pub(super) task_id: Option<String>,
+    pub(super) prompt: String,
+    pub(super) code_review: bool,
+    pub(super) resume: Option<String>,
+    pub(super) exclude: Option<Exclude>,
+}
+
+/// A task resolved but not started.
+pub(super) struct Prepared {
+    pub(super) agent: AgentRef,
+    pub(super) runner: Arc<dyn Agent>,
+    /// The nesting depth its turns run at.
+    pub(super) depth: u32,
+    pub(super) message: String,
+    pub(super) code_review: bool,
+    pub(super) requirements: Option<String>,
+    pub(super) resume: Option<String>,
+}
+
+/// How a prepared task is opened.
+pub(super) struct Launch<'a> {
+    pub(super) background: bool,
+    pub(super) batch_id: Option<&'a str>,
+    /// `None`: not in a batch, runs at once.
+    pub(super) place: Option<Place>,
+    /// The caller's cancel (foreground calls).
+    pub(super) cancel: Option<watch::Receiver<bool>>,
+    pub(super) summary: Option<&'a str>,
+    pub(super) exclude: Option<&'a Exclude>,
+}
+
+/// A task whose box is open, ready to run.
+pub(super) struct Opened {
+    pub(super) job: CallJob,
+    pub(super) control: TurnControl,
+    pub(super) task_id: Option<String>,
+    pub(super) place: Option<Place>,
+}
+
+/// Turns a call's activity into events (the task board keeps its summary).
+struct CallSink<'a> {
+    dispatcher: &'a Dispatcher,
+    agent: &'a str,
+    call_id: &'a str,
+}
+
+impl TurnSink for CallSink<'_> {
+    fn activity(&self, activity: Activity) {
+        self.dispatcher.emitter.emit(Event::SubagentActivity {
+            call_id: self.call_id.to_string(),
+            activity,
+        });
+    }
+
+    fn child(
+        &self,
+        child_id: &str,
+        title: Option<&str>,
+        description: Option<&str>,
+        state: Option<crate::event::ChildState>,
+        can_cancel: bool,
+    ) {
+        self.dispatcher.emitter.emit(Event::SubagentChild {
+            call_id: self.call_id.to_string(),
+            child_id: child_id.to_string(),
+            title: title.map(str::to_string),
+            description: description.map(str::to_string),
+            state,
+            can_cancel,
+        });
+    }
+
+    fn child_activity(&self, child_id: &str, activity: Activity) {
+        self.dispatcher.emitter.emit(Event::SubagentChildActivity {
+            call_id: self.call_id.to_string(),
+            child_id: child_id.to_string(),
+            activity,
+        });
+    }
+
+    fn session(&self, kind: SessionKind, session_id: &str) {
+        lock(&self.dispatcher.busy).insert((self.agent.to_string(), session_id.to_string()));
+        self.dispatcher.emitter.emit(Event::SubagentSession {
+            call_id: self.call_id.to_string(),
+            session: kind,
+            session_id: Some(session_id.to_string()),
+        });
+    }
+
+    fn notice(&self, text: &str) {
+        self.dispatcher.emitter.emit(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: text.to_string(),
+        });
+    }
+
+    fn model_picked(&self, model: &str) {
+        if self.dispatcher.pool.pick(self.agent, model) {
+            self.dispatcher.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "{}: model {model} picked; its next sessions start with it",
+                    self.agent
+                ),
+            });
+        }
+    }
+}

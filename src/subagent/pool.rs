@@ -1,0 +1,209 @@
+//! The ACP agents behind the [`Agent`] interface: the pool of their
+//! connections, one per agent name, whose process is started once and
+//! shared by every call that waits for it, and started again when it has
+//! exited.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared, WeakShared};
+use tokio::sync::watch;
+
+use super::dispatch::lock;
+use super::picks::ModelPicks;
+use crate::acp::client::Connection;
+use crate::acp::registry::{Registry, UnknownAgent};
+use crate::agent::{Agent, Permissions, TurnControl, TurnInput, TurnRequest, TurnSink};
+use crate::confine::fsroot::Root;
+use crate::event::{Event, NoticeLevel, Outcome, StopReason};
+use crate::runtime::bus::Emitter;
+use crate::runtime::cancel::cancelled;
+use crate::runtime::supervisor::Supervisor;
+
+type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
+
+/// An agent's connection: being started (shared by every call waiting for
+/// it, and dropped, process and all, when the last of them gives up), or
+/// ready.
+enum Slot {
+    Starting(WeakShared<BoxFuture<'static, Result<Arc<Connection>, String>>>),
+    Ready(Arc<Connection>),
+}
+
+/// The session's ACP agents and their connections.
+pub struct Pool {
+    registry: Arc<Registry>,
+    root: Root,
+    emitter: Emitter,
+    /// The session's answer for agents whose own policy is `ask`.
+    permissions: Permissions,
+    connections: Mutex<HashMap<String, Slot>>,
+    /// Owns the agent processes.
+    supervisor: Supervisor,
+    /// The model a person picked for each agent.
+    picks: ModelPicks,
+}
+
+/// One ACP agent, by name, as the dispatcher runs it.
+struct AcpAgent {
+    name: String,
+    /// The permission policy its turns follow.
+    policy: Permissions,
+    pool: Arc<Pool>,
+}
+
+impl Pool {
+    pub fn new(
+        registry: Arc<Registry>,
+        root: Root,
+        emitter: Emitter,
+        permissions: Permissions,
+        supervisor: Supervisor,
+        picks: ModelPicks,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            registry,
+            root,
+            emitter,
+            permissions,
+            connections: Default::default(),
+            supervisor,
+            picks,
+        })
+    }
+
+    /// The agent called `name`, if it is known and installed.
+    pub fn agent(self: &Arc<Self>, name: &str) -> Result<Arc<dyn Agent>, UnknownAgent> {
+        let spec = self.registry.get(name)?;
+        Ok(Arc::new(AcpAgent {
+            name: name.to_string(),
+            policy: spec.permissions.resolve(self.permissions),
+            pool: self.clone(),
+        }))
+    }
+
+    /// Remembers `model` as picked for `agent`'s next sessions; true if
+    /// that is news.
+    pub fn pick(&self, agent: &str, model: &str) -> bool {
+        self.picks.set(agent, model)
+    }
+
+    /// The connection to `agent`: a live one, the start already under way
+    /// (two calls share one start), or a new start. No lock is held while
+    /// an agent starts.
+    fn connection(&self, agent: &str) -> Result<Starting, String> {
+        let mut connections = lock(&self.connections);
+        match connections.get(agent) {
+            Some(Slot::Ready(conn)) if conn.alive() => {
+                let conn = conn.clone();
+                return Ok(async move { Ok(conn) }.boxed().shared());
+            }
+            Some(Slot::Ready(conn)) => self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: format!("{agent} had exited ({}); starting it again", conn.death()),
+            }),
+            Some(Slot::Starting(weak)) => {
+                if let Some(start) = weak.upgrade() {
+                    return Ok(start);
+                }
+            }
+            None => {}
+        }
+        let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
+        let root = self.root.clone();
+        let supervisor = self.supervisor.clone();
+        let start = async move {
+            Connection::start(&spec, &root, &supervisor)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .boxed()
+        .shared();
+        let weak = start.downgrade().expect("not yet polled");
+        connections.insert(agent.to_string(), Slot::Starting(weak));
+        Ok(start)
+    }
+
+    /// Waits for `agent`'s connection unless the call is cancelled first.
+    async fn connect(
+        &self,
+        agent: &str,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<Arc<Connection>, Outcome> {
+        let start = self.connection(agent).map_err(Outcome::error)?;
+        let started = tokio::select! {
+            started = start => started,
+            _ = cancelled(cancel) => {
+                return Err(Outcome::new(
+                    StopReason::Cancelled,
+                    format!("{agent}: cancelled while starting"),
+                ));
+            }
+        };
+        let mut connections = lock(&self.connections);
+        match started {
+            Ok(conn) => {
+                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
+                    connections.insert(agent.to_string(), Slot::Ready(conn.clone()));
+                }
+                Ok(conn)
+            }
+            Err(message) => {
+                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
+                    connections.remove(agent);
+                }
+                Err(Outcome::error(message))
+            }
+        }
+    }
+
+    /// Stops every agent process (starts under way stop with their calls).
+    pub fn shutdown(&self) {
+        for (_, slot) in lock(&self.connections).drain() {
+            if let Slot::Ready(conn) = slot {
+                conn.close();
+            }
+        }
+    }
+}
+
+impl Agent for AcpAgent {
+    fn turn<'a>(
+        &'a self,
+        input: TurnInput<'a>,
+        sink: &'a dyn TurnSink,
+        control: &'a mut TurnControl,
+    ) -> BoxFuture<'a, Outcome> {
+        async move {
+            let pool = &self.pool;
+            let agent = self.name.as_str();
+            match pool.connect(agent, &mut control.cancel).await {
+                Ok(conn) => {
+                    let spec = pool.registry.get(agent).ok();
+                    // A model picked through the agent wins over the config's.
+                    let model = pool
+                        .picks
+                        .get(agent)
+                        .or_else(|| spec.and_then(|s| s.model.clone()));
+                    let request = TurnRequest {
+                        prompt: input.prompt,
+                        root: pool.root.path(),
+                        resume: input.resume,
+                        policy: self.policy,
+                        model: model.as_deref(),
+                        mode: spec.and_then(|s| s.mode.as_deref()),
+                        exclude: input.exclude,
+                    };
+                    conn.turn(request, sink, control).await
+                }
+                Err(outcome) => outcome,
+            }
+        }
+        .boxed()
+    }
+
+    fn keeps_sessions(&self) -> bool {
+        true
+    }
+}

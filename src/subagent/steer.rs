@@ -1,0 +1,152 @@
+//! Steering running calls from outside: cancelling them (once: asked to
+//! stop; twice: ended at once), their children's work, permission
+//! answers, follow-up messages for a background task's session, and
+//! waiting until tasks are idle.
+
+use std::sync::Arc;
+
+use super::call::{CallJob, Opened, prompt_for};
+use super::dispatch::{DispatchError, Dispatcher, controls, lock};
+use super::tool::status::{self, FollowUp};
+use crate::agent::PermissionAnswer;
+use crate::event::Event;
+
+impl Dispatcher {
+    /// Cancels a running call, by call id or task id; a call already
+    /// cancelling is ended at once (its agent stopped, not waited for).
+    /// False if none runs.
+    pub fn cancel(&self, id: &str) -> bool {
+        let call_id = self
+            .emitter
+            .board(|b| b.task(id).map(|t| t.call_id.clone()))
+            .unwrap_or_else(|| id.to_string());
+        match lock(&self.running).get(&call_id) {
+            Some(handle) if *handle.cancel.borrow() => handle.kill.send(true).is_ok(),
+            Some(handle) => handle.cancel.send(true).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Ends at once every call that was asked to stop and has not: the
+    /// second Esc. False if there was none.
+    pub fn kill_cancelling(&self) -> bool {
+        let mut any = false;
+        for handle in lock(&self.running).values() {
+            if *handle.cancel.borrow() && !*handle.kill.borrow() {
+                any |= handle.kill.send(true).is_ok();
+            }
+        }
+        any
+    }
+
+    /// Cancels every running call.
+    pub fn cancel_all(&self) {
+        for handle in lock(&self.running).values() {
+            let _ = handle.cancel.send(true);
+        }
+    }
+
+    /// Cancels the work of a running call's child session (its turn
+    /// checks that the agent allows it).
+    pub fn cancel_child(&self, call_id: &str, child_id: &str) -> bool {
+        match lock(&self.running).get(call_id) {
+            Some(handle) => handle.cancel_children.send(child_id.to_string()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Answers a permission request shown in a call's box.
+    pub fn answer(&self, call_id: &str, answer: PermissionAnswer) -> bool {
+        match lock(&self.running).get(call_id) {
+            Some(handle) => handle.answers.send(answer).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Sends a follow-up message to a background task: queued for its
+    /// next turn while it runs ([`FollowUp::Queued`]), or a new turn on its
+    /// session once it is done ([`FollowUp::Sent`]; its box reopens).
+    pub fn follow_up(
+        self: &Arc<Self>,
+        task_id: &str,
+        message: &str,
+    ) -> Result<FollowUp, DispatchError> {
+        let message = message.trim();
+        if message.is_empty() {
+            return Err(DispatchError::EmptyMessage);
+        }
+        let call_id = self
+            .emitter
+            .board(|b| status::task(b, task_id).map(|t| t.call_id.clone()))?;
+        let meta = lock(&self.tasks).get(&call_id).cloned();
+        let Some(meta) = meta else {
+            return Err(DispatchError::NoSession(task_id.to_string()));
+        };
+        if !meta.runner.keeps_sessions() {
+            return Err(DispatchError::InternalFollowUp(task_id.to_string()));
+        }
+        let mut running = lock(&self.running);
+        if let Some(handle) = running.get_mut(&call_id) {
+            handle.followups.push(message.to_string());
+            return Ok(FollowUp::Queued);
+        }
+        let session_id = meta
+            .session_id
+            .clone()
+            .ok_or_else(|| DispatchError::NoSession(task_id.to_string()))?;
+        // One turn at a time on a session.
+        if !lock(&self.busy).insert((meta.agent.name().to_string(), session_id.clone())) {
+            return Err(DispatchError::SessionBusy(task_id.to_string()));
+        }
+        let (handle, control) = controls();
+        running.insert(call_id.clone(), handle);
+        drop(running);
+        self.emitter.emit(Event::SubagentFollowup {
+            call_id: call_id.clone(),
+            input: message.to_string(),
+        });
+        let job = CallJob {
+            agent: meta.agent,
+            runner: meta.runner,
+            depth: meta.depth,
+            call_id,
+            task_id: Some(task_id.to_string()),
+            prompt: prompt_for(message.to_string(), meta.code_review),
+            code_review: meta.code_review,
+            resume: Some(session_id),
+            exclude: meta.exclude,
+        };
+        let opened = Opened {
+            job,
+            control,
+            task_id: Some(task_id.to_string()),
+            place: None,
+        };
+        let this = self.clone();
+        tokio::spawn(async move { this.run(opened).await });
+        Ok(FollowUp::Sent)
+    }
+
+    /// Waits until the task (or every task) is no longer running.
+    pub(super) async fn until_idle(&self, task_id: Option<&str>) {
+        loop {
+            let call = task_id.map(|id| {
+                self.emitter
+                    .board(|b| b.task(id).map(|t| t.call_id.clone()))
+                    .unwrap_or_default()
+            });
+            let running = {
+                let running = lock(&self.running);
+                let tasks = lock(&self.tasks);
+                match &call {
+                    Some(call) => running.contains_key(call),
+                    None => running.keys().any(|c| tasks.contains_key(c)),
+                }
+            };
+            if !running {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
