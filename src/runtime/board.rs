@@ -413,16 +413,17 @@ fn one_line(text: &str) -> String {
     }
 }
 
+/// The board's test events, shared with the tests of what reads it
+/// (`subagent_status`).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{AgentRef, Severity, ToolStatus, build};
+pub(crate) mod fixtures {
+    use crate::event::{Activity, AgentRef, Stamped, ToolStatus, build};
 
-    fn started(call: &str, task: Option<&str>) -> Stamped {
+    pub(crate) fn started(call: &str, task: Option<&str>) -> Stamped {
         started_queued(call, task, false)
     }
 
-    fn started_queued(call: &str, task: Option<&str>, queued: bool) -> Stamped {
+    pub(crate) fn started_queued(call: &str, task: Option<&str>, queued: bool) -> Stamped {
         let mut started = build::started(call, AgentRef::Acp("fake".into()))
             .input("go")
             .review();
@@ -435,11 +436,11 @@ mod tests {
         Stamped::new(10, started.event())
     }
 
-    fn activity(call: &str, activity: Activity) -> Stamped {
+    pub(crate) fn activity(call: &str, activity: Activity) -> Stamped {
         Stamped::new(20, build::activity(call, activity))
     }
 
-    fn tool(id: &str) -> Activity {
+    pub(crate) fn tool(id: &str) -> Activity {
         Activity::ToolCall {
             id: id.into(),
             title: format!("Read {id}"),
@@ -447,6 +448,13 @@ mod tests {
             detail: Default::default(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+    use crate::event::{Severity, build};
 
     #[test]
     fn each_tool_call_is_counted_once_and_snapshotted_whole() {

@@ -160,41 +160,12 @@ pub fn wait_for(wait_seconds: Option<u64>) -> Option<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Activity, AgentRef, Cost, Event, Stamped, ToolStatus, build};
+    use crate::event::{Activity, Cost, Event, Stamped, build};
+    use crate::runtime::board::fixtures::*;
 
     /// What the model reads of the board's answer.
     fn text(b: &Board, task_id: Option<&str>, now: u64) -> String {
         serde_json::to_string(&Status::of(b, task_id, now).unwrap()).unwrap()
-    }
-
-    fn started(call: &str, task: Option<&str>) -> Stamped {
-        started_queued(call, task, false)
-    }
-
-    fn started_queued(call: &str, task: Option<&str>, queued: bool) -> Stamped {
-        let mut started = build::started(call, AgentRef::Acp("fake".into()))
-            .input("go")
-            .review();
-        if let Some(task) = task {
-            started = started.background(task);
-        }
-        if queued {
-            started = started.batch("b1").queued();
-        }
-        Stamped::new(10, started.event())
-    }
-
-    fn activity(call: &str, activity: Activity) -> Stamped {
-        Stamped::new(20, build::activity(call, activity))
-    }
-
-    fn tool(id: &str) -> Activity {
-        Activity::ToolCall {
-            id: id.into(),
-            title: format!("Read {id}"),
-            status: ToolStatus::Pending,
-            detail: Default::default(),
-        }
     }
 
     fn usage(used: u64, cost: Option<f64>) -> Activity {
