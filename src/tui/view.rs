@@ -673,8 +673,7 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
     if area.is_empty() {
         return;
     }
-    let count = |s: TaskState| state.tasks.iter().filter(|t| t.summary.state == s).count();
-    let (running, queued) = (count(TaskState::Running), count(TaskState::Queued));
+    let (running, queued) = state.task_counts();
     let title = if queued > 0 {
         format!(
             " Tasks · {running} running · {queued} queued · {} done ",

@@ -9,6 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+#[cfg(test)]
+use crate::event::TaskState;
 use crate::event::{Event, Stamped};
 
 mod activity;
@@ -18,6 +20,7 @@ mod log;
 mod panel;
 mod snapshot;
 mod subagent;
+mod tally;
 
 #[cfg(test)]
 mod fixtures;
@@ -55,6 +58,11 @@ pub struct State {
     /// boxes the board's snapshots describe, never kept by hand; and they
     /// cost what is open, not the transcript's length.
     open: HashSet<usize>,
+    /// What the boxes' and tasks' snapshots add up to (waiting,
+    /// cancelling, usage, the panel's running and queued): kept as each
+    /// snapshot is copied, through [`State::edit_box`] and
+    /// [`State::edit_task`], so a frame reads them without a walk.
+    tally: tally::Tally,
     calls: HashMap<String, usize>,
     /// Batch headers, by batch id.
     batches: HashMap<String, usize>,
@@ -222,6 +230,55 @@ impl State {
             Event::Notice { level, text } => self.on_notice(*level, text),
             Event::Error { text } => self.on_error(text),
         }
+        #[cfg(test)]
+        self.assert_tallies();
+    }
+
+    /// The tallies read what a walk over every cell and task reads (the
+    /// state's tests check it after every event they apply).
+    #[cfg(test)]
+    pub(super) fn assert_tallies(&self) {
+        let boxes = || {
+            self.cells.iter().filter_map(|c| match &c.kind {
+                CellKind::Subagent(b) => Some(b),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            self.needs_you(),
+            boxes().filter(|b| b.summary.waiting).count(),
+            "waiting"
+        );
+        assert_eq!(
+            self.cancelling(),
+            boxes().filter(|b| b.summary.cancelling).count(),
+            "cancelling"
+        );
+        let count = |s| self.tasks.iter().filter(|t| t.summary.state == s).count();
+        assert_eq!(
+            self.task_counts(),
+            (count(TaskState::Running), count(TaskState::Queued)),
+            "panel tasks"
+        );
+        let walked = UsageTotal::of(boxes().filter_map(|b| b.summary.share.as_ref()));
+        let kept = self.usage_total();
+        assert_eq!(
+            kept.as_ref().map(|t| (t.tokens, t.costs.len())),
+            walked.as_ref().map(|t| (t.tokens, t.costs.len())),
+            "usage"
+        );
+        for (k, w) in kept
+            .iter()
+            .flat_map(|k| k.costs.iter().zip(&walked.as_ref().unwrap().costs))
+        {
+            assert_eq!(k.currency, w.currency, "currency order");
+            assert!(
+                (k.amount - w.amount).abs() < 1e-9,
+                "{} vs {}",
+                k.amount,
+                w.amount
+            );
+        }
     }
 
     fn on_session_info(&mut self, model: &Option<String>, agents: &[String]) {
@@ -253,27 +310,74 @@ impl State {
 
     /// Every sub-agent call's usage added up: the session total.
     pub fn usage_total(&self) -> Option<UsageTotal> {
-        UsageTotal::of(self.cells.iter().filter_map(|c| match &c.kind {
-            CellKind::Subagent(b) => b.summary.share.as_ref(),
-            _ => None,
-        }))
+        self.tally.usage_total()
     }
 
     /// Boxes waiting for the person (a permission answer), as the board
     /// says: the status line's "needs you" count.
     pub fn needs_you(&self) -> usize {
-        self.cells
-            .iter()
-            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.summary.waiting))
-            .count()
+        self.tally.waiting
     }
 
     /// Calls asked to stop whose agents have not stopped yet.
     pub fn cancelling(&self) -> usize {
-        self.cells
-            .iter()
-            .filter(|c| matches!(&c.kind, CellKind::Subagent(b) if b.summary.cancelling))
-            .count()
+        self.tally.cancelling
+    }
+
+    /// The side panel's tasks the board says run, and wait for their
+    /// place: `(running, queued)`.
+    pub fn task_counts(&self) -> (usize, usize) {
+        (self.tally.tasks_running, self.tally.tasks_queued)
+    }
+
+    /// Changes the box at cell `index` (marking the cell changed), its
+    /// snapshot's part of the tallies taken off before and put back
+    /// after. Every change to a box's snapshot goes through here.
+    pub(super) fn edit_box<R>(
+        &mut self,
+        index: usize,
+        edit: impl FnOnce(&mut SubagentBox) -> R,
+    ) -> Option<R> {
+        self.next_rev += 1;
+        let cell = self.cells.get_mut(index)?;
+        cell.rev = self.next_rev;
+        let CellKind::Subagent(b) = &mut cell.kind else {
+            return None;
+        };
+        self.tally.remove_box(index, &b.summary);
+        let r = edit(b);
+        self.tally.add_box(index, &b.summary);
+        Some(r)
+    }
+
+    /// A new box, counted in the tallies.
+    pub(super) fn push_box(&mut self, b: SubagentBox) -> usize {
+        let index = self.cells.len();
+        self.tally.add_box(index, &b.summary);
+        self.push(CellKind::Subagent(Box::new(b)))
+    }
+
+    /// Changes a panel task, its snapshot's part of the tallies taken off
+    /// before and put back after. Every change to a task's snapshot goes
+    /// through here.
+    pub(super) fn edit_task<R>(
+        &mut self,
+        task_id: &str,
+        edit: impl FnOnce(&mut Task) -> R,
+    ) -> Option<R> {
+        let task = self.tasks.get_mut(*self.task_index.get(task_id)?)?;
+        self.tally.remove_task(&task.summary);
+        let r = edit(task);
+        self.tally.add_task(&task.summary);
+        Some(r)
+    }
+
+    /// A new panel task, found by `task_id`, counted in the tallies.
+    pub(super) fn push_task(&mut self, task_id: &str, task: Task) {
+        self.tally.add_task(&task.summary);
+        self.task_index
+            .insert(task_id.to_string(), self.tasks.len());
+        self.tasks.push(task);
     }
 
     /// The box of a call, by call id.

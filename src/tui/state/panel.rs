@@ -22,18 +22,14 @@ pub struct Task {
 }
 
 impl State {
-    pub(super) fn task(&mut self, task_id: &str) -> Option<&mut Task> {
-        let index = *self.task_index.get(task_id)?;
-        self.tasks.get_mut(index)
-    }
-
     pub(super) fn on_task_reported(&mut self, task_id: &str) {
         self.open_assistant = None;
-        let Some(task) = self.task(task_id) else {
+        let Some((agent, call_id)) = self.edit_task(task_id, |task| {
+            task.reported = true;
+            (task.agent.clone(), task.call_id.clone())
+        }) else {
             return;
         };
-        task.reported = true;
-        let (agent, call_id) = (task.agent.clone(), task.call_id.clone());
         let report = self
             .calls
             .get(&call_id)

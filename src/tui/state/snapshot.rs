@@ -17,19 +17,21 @@ impl State {
         // A copy of the board's snapshot: box, batch header and
         // panel show the same numbers. Sanitised once, then copied.
         let snapshot = clean_summary(summary);
-        if let Some(b) = self.subagent(call_id) {
-            let running = b.running();
-            b.summary = Summary {
-                // A box that ended keeps the state its end gave it.
-                state: if running {
-                    snapshot.state
-                } else {
-                    b.summary.state
-                },
-                waiting: snapshot.waiting && running,
-                cancelling: snapshot.cancelling && running,
-                ..snapshot.clone()
-            };
+        if let Some(&index) = self.calls.get(call_id) {
+            self.edit_box(index, |b| {
+                let running = b.running();
+                b.summary = Summary {
+                    // A box that ended keeps the state its end gave it.
+                    state: if running {
+                        snapshot.state
+                    } else {
+                        b.summary.state
+                    },
+                    waiting: snapshot.waiting && running,
+                    cancelling: snapshot.cancelling && running,
+                    ..snapshot.clone()
+                };
+            });
         }
         if let Some(batch_id) = self.batch_of(call_id)
             && let Some(header) = self.batch(&batch_id)
@@ -37,11 +39,13 @@ impl State {
         {
             member.summary = snapshot.clone();
         }
-        if let Some(task) = task_id.and_then(|id| self.task(id)) {
-            task.summary = snapshot;
-            if !summary.state.active() && task.finished.is_none() {
-                task.finished = Some(t);
-            }
+        if let Some(task_id) = task_id {
+            self.edit_task(task_id, |task| {
+                task.summary = snapshot;
+                if !summary.state.active() && task.finished.is_none() {
+                    task.finished = Some(t);
+                }
+            });
         }
     }
 

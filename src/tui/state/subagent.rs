@@ -170,21 +170,23 @@ impl State {
             AgentRef::Acp(name) => AgentRef::Acp(clean(name)),
         };
         if let Some(task_id) = task_id {
-            self.task_index.insert(task_id.clone(), self.tasks.len());
-            self.tasks.push(Task {
-                task_id: clean(task_id),
-                call_id: call_id.clone(),
-                agent: agent.name().to_string(),
-                input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
-                code_review: *code_review,
-                started: t,
-                finished: None,
-                summary: Summary {
-                    state,
-                    ..Summary::default()
+            self.push_task(
+                task_id,
+                Task {
+                    task_id: clean(task_id),
+                    call_id: call_id.clone(),
+                    agent: agent.name().to_string(),
+                    input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
+                    code_review: *code_review,
+                    started: t,
+                    finished: None,
+                    summary: Summary {
+                        state,
+                        ..Summary::default()
+                    },
+                    reported: false,
                 },
-                reported: false,
-            });
+            );
         }
         if let Some(header) = batch_id.as_deref().and_then(|id| self.batch(id)) {
             header.members.push(Member {
@@ -196,7 +198,7 @@ impl State {
                 },
             });
         }
-        let i = self.push(CellKind::Subagent(Box::new(SubagentBox {
+        let i = self.push_box(SubagentBox {
             call_id: call_id.clone(),
             task_id: task_id.clone(),
             agent,
@@ -231,7 +233,7 @@ impl State {
                     tint: None,
                     last: false,
                 }),
-        })));
+        });
         // A call id used twice replaces the older box's entry: the older
         // box counts no more.
         if let Some(old) = self.calls.insert(call_id.clone(), i) {
@@ -241,19 +243,23 @@ impl State {
     }
 
     pub(super) fn on_subagent_dequeued(&mut self, t: u64, call_id: &str) {
-        let Some(b) = self.subagent(call_id) else {
+        let Some(&index) = self.calls.get(call_id) else {
             return;
         };
-        if !b.queued() {
-            return;
-        }
-        // Its time counts from when it runs.
-        b.summary.state = TaskState::Running;
-        b.started = t;
-        let task_id = b.task_id.clone();
-        if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
-            task.started = t;
-            task.summary.state = TaskState::Running;
+        let dequeued = self.edit_box(index, |b| {
+            if !b.queued() {
+                return None;
+            }
+            // Its time counts from when it runs.
+            b.summary.state = TaskState::Running;
+            b.started = t;
+            Some(b.task_id.clone())
+        });
+        if let Some(Some(Some(task_id))) = dequeued {
+            self.edit_task(&task_id, |task| {
+                task.started = t;
+                task.summary.state = TaskState::Running;
+            });
         }
     }
 
@@ -291,11 +297,13 @@ impl State {
         b.log.push(LogEntry::Turn(input));
         let task_id = b.task_id.clone();
         self.track_call(call_id);
-        if let Some(task) = task_id.as_deref().and_then(|id| self.task(id)) {
-            task.finished = None;
-            task.reported = false;
-            task.summary.state = TaskState::Running;
-            task.summary.severity = None;
+        if let Some(task_id) = task_id {
+            self.edit_task(&task_id, |task| {
+                task.finished = None;
+                task.reported = false;
+                task.summary.state = TaskState::Running;
+                task.summary.severity = None;
+            });
         }
     }
 
@@ -342,16 +350,18 @@ impl State {
         stop_reason: StopReason,
         severity: Option<Severity>,
     ) {
-        let Some(b) = self.subagent(call_id) else {
+        let Some(&index) = self.calls.get(call_id) else {
             return;
         };
-        b.finished = Some(t);
-        b.output = Some(clean(output));
-        b.stop_reason = Some(stop_reason);
-        b.severity = severity;
-        b.permission = None;
-        b.summary.waiting = false;
-        b.summary.state = TaskState::from_stop_reason(stop_reason);
+        self.edit_box(index, |b| {
+            b.finished = Some(t);
+            b.output = Some(clean(output));
+            b.stop_reason = Some(stop_reason);
+            b.severity = severity;
+            b.permission = None;
+            b.summary.waiting = false;
+            b.summary.state = TaskState::from_stop_reason(stop_reason);
+        });
         self.track_call(call_id);
     }
 
