@@ -3,6 +3,8 @@
 //! Targets (issue 2): one frame of a 10,000-cell transcript with 20 running
 //! boxes at 200x60 under 2 ms; frame cost that does not grow with the
 //! transcript's length; over 1,000,000 events applied per second.
+//! Issue 16: pushing events through the whole app (as `quorum replay
+//! --screenshot` does) at a rate that does not fall as the session grows.
 //!
 //! Prints figures and ratios; asserts nothing, so timing noise never fails
 //! a build.
@@ -10,7 +12,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use quorum::event::{Activity, AgentRef, Event, Severity, Stamped, ToolStatus, build};
+use quorum::event::{
+    Activity, AgentRef, Cost, Event, Severity, Stamped, StopReason, Summary, TaskState, ToolStatus,
+    UsageShare, build,
+};
 use quorum::tui::app::App;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -134,6 +139,99 @@ fn frame_time(app: &mut App, cols: u16, rows: u16, frames: u32) -> Duration {
     start.elapsed() / frames
 }
 
+/// Event `n` of a long session, in rounds of 12: a question, a reply, a
+/// background call with activity, the board's snapshots (waiting, then
+/// usage), its end and its report. Every round adds cells, so a cost per
+/// event that grows with the cells shows as a falling rate.
+fn replay_event(n: usize) -> Stamped {
+    let round = n / 12;
+    let call = format!("c{round}");
+    let task = format!("t{round}");
+    let snapshot =
+        |waiting: bool, state: TaskState, share: Option<UsageShare>| Event::TaskProgress {
+            call_id: call.clone(),
+            task_id: Some(task.clone()),
+            summary: Summary {
+                state,
+                tool_calls: 2,
+                waiting,
+                share,
+                ..Summary::default()
+            },
+        };
+    let share = || {
+        Some(UsageShare {
+            tokens: 1_000,
+            cost: Some(Cost {
+                amount: 0.01,
+                currency: "USD".into(),
+            }),
+        })
+    };
+    let event = match n % 12 {
+        0 => Event::UserMessage {
+            text: format!("Please review change {round}."),
+        },
+        1 => Event::AssistantDelta {
+            text: "Asking an agent.".into(),
+        },
+        2 => Event::AssistantEnd,
+        3 => build::started(call.clone(), AgentRef::Acp("claude".into()))
+            .input("Review the change")
+            .review()
+            .background(task.clone())
+            .event(),
+        4 => build::activity(
+            call.clone(),
+            Activity::ToolCall {
+                id: "1".into(),
+                title: "Read src/lib.rs".into(),
+                status: ToolStatus::Completed,
+                detail: Default::default(),
+            },
+        ),
+        5 => snapshot(true, TaskState::Running, None),
+        6 => snapshot(false, TaskState::Running, share()),
+        7 => build::chunk(call.clone(), "Looks fine to me."),
+        8 => build::finished(call.clone(), "Looks fine.")
+            .severity(Severity::Green)
+            .event(),
+        9 => snapshot(false, TaskState::Done, share()),
+        10 => Event::TaskReported {
+            task_id: task.clone(),
+        },
+        _ => Event::TurnEnded {
+            stop_reason: StopReason::EndTurn,
+        },
+    };
+    Stamped::new(n as u64 * 10, event)
+}
+
+/// Pushes `n` events through the app (`App::on_event`, as `quorum replay
+/// --screenshot` does) and draws the one frame a screenshot takes: the
+/// time in the events, and the frame's. Events are made in chunks, off
+/// the clock.
+fn replay_time(n: usize) -> (Duration, Duration) {
+    let mut app = App::still();
+    app.view.set_panel(Some(true));
+    let mut events = Duration::ZERO;
+    let mut chunk = Vec::with_capacity(10_000);
+    let mut next = 0;
+    while next < n {
+        chunk.extend((next..n.min(next + 10_000)).map(replay_event));
+        next += chunk.len();
+        let start = Instant::now();
+        for e in chunk.drain(..) {
+            app.on_event(e);
+        }
+        events += start.elapsed();
+    }
+    let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
+    let start = Instant::now();
+    terminal.draw(|f| app.draw(f)).unwrap();
+    (events, start.elapsed())
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
@@ -232,4 +330,21 @@ fn main() {
         ms(best),
         events.len() as f64 / best.as_secs_f64() / 1e6
     );
+
+    println!("replay: N events through the app (App::on_event), then one 200x60 frame");
+    let mut first_rate = 0.0;
+    for n in [10_000, 100_000, 1_000_000] {
+        let (events, frame) = replay_time(n);
+        let rate = n as f64 / events.as_secs_f64();
+        if n == 10_000 {
+            first_rate = rate;
+        }
+        println!(
+            "  {n:>9} events in {}: {:.2} million events per second, {:.2}x the 10,000-event rate (frame {})",
+            ms(events),
+            rate / 1e6,
+            rate / first_rate,
+            ms(frame)
+        );
+    }
 }
