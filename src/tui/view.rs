@@ -661,6 +661,95 @@ fn owned(span: Span<'_>) -> Span<'static> {
     Span::styled(span.content.into_owned(), span.style)
 }
 
+/// A task's lines in the side panel, the blank line after it included.
+fn task_lines(task: &Task, selected: bool, width: usize, now: u64) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let style = task_style(task);
+    let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
+    let mark = match task.summary.state {
+        TaskState::Running if task.summary.cancelling => "⊘",
+        TaskState::Running if task.summary.waiting => "?",
+        TaskState::Queued => theme::QUEUED,
+        TaskState::Running => theme::spinner(now),
+        TaskState::Done => "●",
+        TaskState::Failed => "✗",
+        TaskState::Cancelled => "⊘",
+    };
+    let head = vec![
+        Span::styled(
+            format!("{mark} {} ", task.task_id),
+            style.add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(task.agent.clone(), style),
+    ];
+    let head_w = super::wrap::spans_width(&head);
+    let mut head = truncate(head, width.saturating_sub(elapsed.len() + 1));
+    let pad = width.saturating_sub(head_w.min(width) + elapsed.len());
+    head.push(Span::raw(" ".repeat(pad)));
+    head.push(Span::styled(elapsed, theme::dim()));
+    let mut head = Line::from(head);
+    if selected {
+        head = head.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+    }
+    lines.push(head);
+
+    let state_style = match task.summary.state {
+        TaskState::Failed => Style::default().fg(theme::RED),
+        TaskState::Cancelled => theme::warning(),
+        TaskState::Queued => theme::dim(),
+        _ => style,
+    };
+    let mut facts = vec![Span::styled(
+        format!("  {}", task.summary.state.as_str()),
+        state_style,
+    )];
+    if task.summary.waiting && task.summary.state == TaskState::Running {
+        facts.push(Span::styled(
+            " · needs you",
+            style.add_modifier(Modifier::BOLD),
+        ));
+    }
+    if let Some(s) = task.summary.severity {
+        facts.push(Span::styled(
+            format!(" · {}", s.as_str()),
+            style.add_modifier(Modifier::BOLD),
+        ));
+    } else if task.code_review {
+        facts.push(Span::styled(" · review", theme::dim()));
+    }
+    let tools = match task.summary.tool_calls {
+        1 => " · 1 tool".to_string(),
+        n => format!(" · {n} tools"),
+    };
+    facts.push(Span::styled(tools, theme::dim()));
+    if task.reported {
+        facts.push(Span::styled(" · reported", theme::dim()));
+    }
+    lines.push(Line::from(truncate(facts, width)));
+    if let Some(u) = &task.summary.usage {
+        let mut usage = vec![Span::raw("  ")];
+        usage.extend(cells::usage_spans(u));
+        lines.push(Line::from(truncate(usage, width)));
+    }
+    if !task.input.is_empty() {
+        lines.push(Line::from(truncate(
+            vec![Span::styled(
+                format!("  › {}", task.input),
+                theme::dim().add_modifier(Modifier::ITALIC),
+            )],
+            width,
+        )));
+    }
+    if let Some(a) = &task.summary.last_activity {
+        lines.push(Line::from(truncate(
+            vec![Span::styled(format!("  {a}"), theme::dim())],
+            width,
+        )));
+    }
+    lines.push(Line::default());
+    lines
+}
+
 fn task_style(task: &Task) -> Style {
     if task.summary.waiting && task.summary.state == TaskState::Running {
         // Waiting for the person: its own colour.
@@ -727,102 +816,48 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
         );
         return;
     }
+    // Show the newest tasks when they don't all fit, and the selected one
+    // on top when it is above them. Only the tasks that can show are laid
+    // out: the newest that fill the panel, or the selected one and those
+    // after it.
+    let height = inner.height as usize;
+    let count = state.tasks.len();
+    let task = |i: usize| task_lines(&state.tasks[i], selected == Some(i), width, now);
+    let mut newest = Vec::new();
+    let (mut first, mut laid) = (count, 0);
+    while first > 0 && laid < height {
+        first -= 1;
+        newest.push(task(first));
+        laid += newest.last().map_or(0, Vec::len);
+    }
     let mut lines: Vec<Line<'static>> = Vec::new();
-    if let Some(total) = total {
-        lines.push(total);
-        lines.push(Line::default());
-    }
     let mut selected_at = None;
-    for (index, task) in state.tasks.iter().enumerate() {
-        let style = task_style(task);
-        if selected == Some(index) {
-            selected_at = Some(lines.len());
+    match selected.filter(|&s| s < first) {
+        Some(s) => {
+            selected_at = Some(0);
+            for i in s..count {
+                if lines.len() >= height {
+                    break;
+                }
+                lines.extend(task(i));
+            }
         }
-        let elapsed = theme::elapsed(task.finished.unwrap_or(now).saturating_sub(task.started));
-        let mark = match task.summary.state {
-            TaskState::Running if task.summary.cancelling => "⊘",
-            TaskState::Running if task.summary.waiting => "?",
-            TaskState::Queued => theme::QUEUED,
-            TaskState::Running => theme::spinner(now),
-            TaskState::Done => "●",
-            TaskState::Failed => "✗",
-            TaskState::Cancelled => "⊘",
-        };
-        let head = vec![
-            Span::styled(
-                format!("{mark} {} ", task.task_id),
-                style.add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(task.agent.clone(), style),
-        ];
-        let head_w = super::wrap::spans_width(&head);
-        let mut head = truncate(head, width.saturating_sub(elapsed.len() + 1));
-        let pad = width.saturating_sub(head_w.min(width) + elapsed.len());
-        head.push(Span::raw(" ".repeat(pad)));
-        head.push(Span::styled(elapsed, theme::dim()));
-        let mut head = Line::from(head);
-        if selected == Some(index) {
-            head = head.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+        None => {
+            if first == 0
+                && let Some(total) = total
+            {
+                lines.push(total);
+                lines.push(Line::default());
+            }
+            for (i, group) in (first..count).zip(newest.into_iter().rev()) {
+                if selected == Some(i) {
+                    selected_at = Some(lines.len());
+                }
+                lines.extend(group);
+            }
         }
-        lines.push(head);
-
-        let state_style = match task.summary.state {
-            TaskState::Failed => Style::default().fg(theme::RED),
-            TaskState::Cancelled => theme::warning(),
-            TaskState::Queued => theme::dim(),
-            _ => style,
-        };
-        let mut facts = vec![Span::styled(
-            format!("  {}", task.summary.state.as_str()),
-            state_style,
-        )];
-        if task.summary.waiting && task.summary.state == TaskState::Running {
-            facts.push(Span::styled(
-                " · needs you",
-                style.add_modifier(Modifier::BOLD),
-            ));
-        }
-        if let Some(s) = task.summary.severity {
-            facts.push(Span::styled(
-                format!(" · {}", s.as_str()),
-                style.add_modifier(Modifier::BOLD),
-            ));
-        } else if task.code_review {
-            facts.push(Span::styled(" · review", theme::dim()));
-        }
-        let tools = match task.summary.tool_calls {
-            1 => " · 1 tool".to_string(),
-            n => format!(" · {n} tools"),
-        };
-        facts.push(Span::styled(tools, theme::dim()));
-        if task.reported {
-            facts.push(Span::styled(" · reported", theme::dim()));
-        }
-        lines.push(Line::from(truncate(facts, width)));
-        if let Some(u) = &task.summary.usage {
-            let mut usage = vec![Span::raw("  ")];
-            usage.extend(cells::usage_spans(u));
-            lines.push(Line::from(truncate(usage, width)));
-        }
-        if !task.input.is_empty() {
-            lines.push(Line::from(truncate(
-                vec![Span::styled(
-                    format!("  › {}", task.input),
-                    theme::dim().add_modifier(Modifier::ITALIC),
-                )],
-                width,
-            )));
-        }
-        if let Some(a) = &task.summary.last_activity {
-            lines.push(Line::from(truncate(
-                vec![Span::styled(format!("  {a}"), theme::dim())],
-                width,
-            )));
-        }
-        lines.push(Line::default());
     }
-    // Show the newest tasks when they don't all fit, and the selected one.
-    let mut skip = lines.len().saturating_sub(inner.height as usize);
+    let mut skip = lines.len().saturating_sub(height);
     if let Some(at) = selected_at {
         skip = skip.min(at);
     }
