@@ -870,3 +870,104 @@ fn draw_panel(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buff
         buf.set_line(area.x, y, line, area.width);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The side panel laid out in part shows what laying out every task
+    //! showed.
+
+    use super::*;
+    use crate::event::{AgentRef, Cost, Event, Stamped, Summary, UsageShare, build};
+
+    /// The panel as it was drawn before: every task laid out, then the
+    /// lines that show picked.
+    fn every_task(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buffer, now: u64) {
+        draw_panel(state, selected, area, buf, now);
+        let inner = Block::default().borders(Borders::ALL).inner(area);
+        let width = inner.width.saturating_sub(2) as usize;
+        let mut lines: Vec<Line<'static>> = Vec::new();
+        if let Some(t) = state.usage_total() {
+            lines.push(Line::from(truncate(
+                vec![Span::styled(
+                    format!("agents {}", cells::total_text(&t)),
+                    theme::dim(),
+                )],
+                width,
+            )));
+            lines.push(Line::default());
+        }
+        let mut selected_at = None;
+        for (i, task) in state.tasks.iter().enumerate() {
+            if selected == Some(i) {
+                selected_at = Some(lines.len());
+            }
+            lines.extend(task_lines(task, selected == Some(i), width, now));
+        }
+        let mut skip = lines.len().saturating_sub(inner.height as usize);
+        if let Some(at) = selected_at {
+            skip = skip.min(at);
+        }
+        let area = Rect {
+            x: inner.x + 1,
+            width: inner.width.saturating_sub(1),
+            ..inner
+        };
+        // Only the border and title are the new code's.
+        for y in area.y..area.bottom() {
+            for x in area.x..area.right() {
+                buf[(x, y)].reset();
+            }
+        }
+        for (y, line) in (area.y..area.bottom()).zip(lines.iter().skip(skip)) {
+            buf.set_line(area.x, y, line, area.width);
+        }
+    }
+
+    #[test]
+    fn the_panel_lays_out_only_what_shows_and_shows_the_same() {
+        let mut s = State::new();
+        for i in 0..12u64 {
+            let call = format!("c{i}");
+            let started = build::started(call.clone(), AgentRef::Acp("fake".into()))
+                .input(if i % 3 == 0 { "" } else { "look at it" })
+                .background(format!("t{i}"))
+                .event();
+            s.apply(&Stamped::new(i, started));
+            let share = (i == 4).then(|| UsageShare {
+                tokens: 5,
+                cost: Some(Cost {
+                    amount: 0.5,
+                    currency: "USD".into(),
+                }),
+            });
+            let snapshot = Event::TaskProgress {
+                call_id: call,
+                task_id: Some(format!("t{i}")),
+                summary: Summary {
+                    last_activity: (i % 2 == 0).then(|| "read a.rs".into()),
+                    share,
+                    ..Summary::default()
+                },
+            };
+            s.apply(&Stamped::new(i, snapshot));
+        }
+        for rows in 3..70 {
+            let area = Rect::new(0, 0, 40, rows);
+            for selected in [
+                None,
+                Some(0),
+                Some(3),
+                Some(6),
+                Some(10),
+                Some(11),
+                Some(40),
+            ] {
+                let mut kept = Buffer::empty(area);
+                draw_panel(&s, selected, area, &mut kept, 100);
+                let mut all = Buffer::empty(area);
+                every_task(&s, selected, area, &mut all, 100);
+                assert_eq!(kept, all, "{rows} rows, selected {selected:?}");
+            }
+        }
+    }
+}
