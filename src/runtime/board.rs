@@ -417,7 +417,7 @@ fn one_line(text: &str) -> String {
 /// (`subagent_status`).
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use crate::event::{Activity, AgentRef, Stamped, ToolStatus, build};
+    use crate::event::{Activity, AgentRef, Cost, Stamped, ToolStatus, Usage, build};
 
     pub(crate) fn started(call: &str, task: Option<&str>) -> Stamped {
         started_queued(call, task, false)
@@ -446,6 +446,19 @@ pub(crate) mod fixtures {
             title: format!("Read {id}"),
             status: ToolStatus::Pending,
             detail: Default::default(),
+        }
+    }
+
+    pub(crate) fn usage(used: u64, cost: Option<f64>) -> Activity {
+        Activity::Usage {
+            usage: Usage {
+                used,
+                size: Some(200_000),
+                cost: cost.map(|amount| Cost {
+                    amount,
+                    currency: "USD".into(),
+                }),
+            },
         }
     }
 }
@@ -481,19 +494,6 @@ mod tests {
         b.observe(&activity("c1", tool("b")));
         assert_eq!(b.task("t1").unwrap().summary.tool_calls, 2);
         assert_eq!(b.call("c1").unwrap().summary.tool_calls, 2);
-    }
-
-    fn usage(used: u64, cost: Option<f64>) -> Activity {
-        Activity::Usage {
-            usage: Usage {
-                used,
-                size: Some(200_000),
-                cost: cost.map(|amount| Cost {
-                    amount,
-                    currency: "USD".into(),
-                }),
-            },
-        }
     }
 
     fn session(call: &str, id: &str) -> Stamped {

@@ -160,25 +160,12 @@ pub fn wait_for(wait_seconds: Option<u64>) -> Option<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Activity, Cost, Event, Stamped, build};
+    use crate::event::{Activity, Event, Stamped, build};
     use crate::runtime::board::fixtures::*;
 
     /// What the model reads of the board's answer.
     fn text(b: &Board, task_id: Option<&str>, now: u64) -> String {
         serde_json::to_string(&Status::of(b, task_id, now).unwrap()).unwrap()
-    }
-
-    fn usage(used: u64, cost: Option<f64>) -> Activity {
-        Activity::Usage {
-            usage: Usage {
-                used,
-                size: Some(200_000),
-                cost: cost.map(|amount| Cost {
-                    amount,
-                    currency: "USD".into(),
-                }),
-            },
-        }
     }
 
     #[test]
