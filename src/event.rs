@@ -268,7 +268,7 @@ pub enum ToolContent {
 /// failed (the agent died, a request failed, the model could not answer).
 ///
 /// JSON: `"end_turn"`, `"max_tokens"`, `"max_turn_requests"`, `"refusal"`,
-/// `"cancelled"`, `"error"`.
+/// `"cancelled"`, `"error"`, and quorum's own `"interrupted"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
@@ -279,6 +279,9 @@ pub enum StopReason {
     Refusal,
     Cancelled,
     Error,
+    /// quorum ended (quit, crash, lost terminal) while the turn ran; told
+    /// when the session is continued. The turn's partial output is kept.
+    Interrupted,
 }
 
 impl StopReason {
@@ -290,13 +293,14 @@ impl StopReason {
             StopReason::Refusal => "refusal",
             StopReason::Cancelled => "cancelled",
             StopReason::Error => "error",
+            StopReason::Interrupted => "interrupted",
         }
     }
 
     /// The turn reached the agent and got an answer (anything but
     /// `error`): its session may be resumed.
     pub fn answered(self) -> bool {
-        self != StopReason::Error
+        !matches!(self, StopReason::Error | StopReason::Interrupted)
     }
 
     /// A failure worth showing in red (`error`, `refusal`).
@@ -408,6 +412,8 @@ pub enum TaskState {
     Done,
     Failed,
     Cancelled,
+    /// It was running when quorum ended; the session was continued since.
+    Interrupted,
 }
 
 impl TaskState {
@@ -418,6 +424,7 @@ impl TaskState {
             TaskState::Done => "done",
             TaskState::Failed => "failed",
             TaskState::Cancelled => "cancelled",
+            TaskState::Interrupted => "interrupted",
         }
     }
 
@@ -426,6 +433,7 @@ impl TaskState {
         match stop_reason {
             StopReason::Cancelled => TaskState::Cancelled,
             StopReason::Error => TaskState::Failed,
+            StopReason::Interrupted => TaskState::Interrupted,
             _ => TaskState::Done,
         }
     }
@@ -784,7 +792,52 @@ pub enum Event {
     "error" => Error {
         text: String,
     },
+    /// The session was continued (`--continue`, `--resume`): what follows
+    /// was recorded by a later quorum process, appended to the same file.
+    "session_resumed" => SessionResumed {
+        /// Wall-clock time, RFC 3339 UTC.
+        at: String,
+        /// The quorum version that continued it.
+        quorum_version: String,
+    },
+    /// A message added to the chat model's context, exactly as it is sent
+    /// to the model: what continuing a session rebuilds the context from.
+    /// Not drawn (the screen has the user and assistant events).
+    "chat_message" => ChatMessage {
+        message: ChatEntry,
+    },
+    /// The chat's context was cleared (`/new`): a continued session
+    /// rebuilds it from the messages after this.
+    "chat_reset" => ChatReset,
 }
+}
+
+/// One message of the chat model's context ([`Event::ChatMessage`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatEntry {
+    User {
+        content: String,
+    },
+    Assistant {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ChatToolCall>,
+    },
+    /// The result of one tool call, as the model read it.
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+    },
+}
+
+/// A tool call in the chat's context: `arguments` is JSON text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 #[cfg(test)]

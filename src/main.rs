@@ -6,8 +6,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use quorum::agent::Permissions;
-use quorum::cli::{self as headless, CallRequest, Setup};
+use quorum::cli::{self as headless, CallArgs, ContinueArgs, HeadlessArgs};
 use quorum::engine::Session;
 use quorum::engine::config::{self, ModelChoice};
 use quorum::tui::commands::{self as screen, ReplayArgs};
@@ -37,8 +36,13 @@ struct TuiArgs {
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
     /// Do not record the session.
-    #[arg(long, conflicts_with = "record")]
+    #[arg(long, conflicts_with_all = ["record", "continue_session", "resume"])]
     no_record: bool,
+    #[command(flatten)]
+    continued: ContinueArgs,
+    /// With --resume and no ID: list the sessions of every directory.
+    #[arg(long, requires = "resume")]
+    all: bool,
 }
 
 #[derive(clap::Args, Default, Clone)]
@@ -104,59 +108,12 @@ struct RunArgs {
     /// Exit after the first turn even if background tasks still run.
     #[arg(long)]
     no_wait: bool,
+    /// Do not record the session (by default it is recorded under the
+    /// state directory, as the TUI's are, and `quorum sessions` lists it).
+    #[arg(long, conflicts_with_all = ["record", "continue_session", "resume"])]
+    no_record: bool,
     #[command(flatten)]
-    headless: HeadlessArgs,
-}
-
-#[derive(clap::Args)]
-struct HeadlessArgs {
-    /// Answer for permission requests of agents whose policy is `ask`.
-    #[arg(long, value_enum, default_value = "none")]
-    approve: Permissions,
-    /// The session directory: the agent runs there and may only read and
-    /// write inside it (default: the current directory).
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
-    /// Record the events to this transcript file.
-    #[arg(long, value_name = "FILE")]
-    record: Option<PathBuf>,
-}
-
-impl HeadlessArgs {
-    fn setup(self, config: Option<PathBuf>) -> Setup {
-        Setup {
-            config,
-            cwd: self.cwd,
-            approve: self.approve,
-            record: self.record,
-        }
-    }
-}
-
-#[derive(clap::Args)]
-struct CallArgs {
-    /// The agent to run (see `quorum agents`).
-    #[arg(long)]
-    agent: String,
-    /// The message. Repeat to run several calls in turn, on the same
-    /// session memory; without any, the message is read from stdin.
-    #[arg(long = "input", value_name = "TEXT")]
-    inputs: Vec<String>,
-    /// Ask for a code review with a severity verdict.
-    #[arg(long)]
-    code_review: bool,
-    /// Run every call in a fresh session (by default each call resumes the
-    /// session of the call before it; sessions last one invocation).
-    #[arg(long)]
-    new_session: bool,
-    /// Resume this session of the agent (as printed by an earlier --json
-    /// call) instead of opening a fresh one.
-    #[arg(long, value_name = "SESSION_ID", conflicts_with = "new_session")]
-    resume: Option<String>,
-    /// Print one JSON object per call: output, stop_reason, severity,
-    /// session, session_id.
-    #[arg(long)]
-    json: bool,
+    continued: ContinueArgs,
     #[command(flatten)]
     headless: HeadlessArgs,
 }
@@ -197,14 +154,17 @@ fn run(cli: Cli) -> Result<i32> {
     // The model options are global: they apply wherever they are given.
     let model = cli.model.choice();
     let code = match cli.command {
-        Some(Command::Call(args)) => with_runtime(call_cmd(args, config))?,
-        Some(Command::Run(a)) => with_runtime(headless::run_command(
-            a.headless.setup(config),
-            model,
-            a.prompt,
-            a.json,
-            a.no_wait,
-        ))?,
+        Some(Command::Call(args)) => with_runtime(args.command(config))?,
+        Some(Command::Run(a)) => {
+            let mut setup = a.headless.setup(config);
+            setup.resume = a.continued.target(setup.cwd.as_deref(), false)?;
+            if setup.resume.is_none() && setup.record.is_none() && !a.no_record {
+                setup.record = config::default_record_path();
+            }
+            with_runtime(headless::run_command(
+                setup, model, a.prompt, a.json, a.no_wait,
+            ))?
+        }
         Some(Command::Agents(args)) => {
             with_runtime(quorum::cli::agents::command(config.as_deref(), args.probe))?
         }
@@ -255,31 +215,32 @@ impl ModelArgs {
 
 async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> Result<i32> {
     screen::require_terminal()?;
+    let mut resume = args.continued.target(None, true)?;
+    if resume.is_none() && args.continued.resume.is_some() {
+        // `--resume` alone: the person picks one.
+        let root = config::root(None)?;
+        match screen::pick_session(root.path(), args.all).await? {
+            Some(path) => resume = Some(path),
+            None => return Ok(0),
+        }
+    }
     let record = (!args.no_record).then_some(args.record);
     let size = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
-    let session = config::interactive(config.as_deref(), &model, record, size)?;
+    let mut session = config::interactive(config.as_deref(), &model, record, size)?;
+    if resume.is_some() {
+        session.record = None;
+        session.resume = resume;
+    }
     let bell = config::config_bell(config.as_deref())?;
-    let started = Instant::now();
-    let (mut session, events) = Session::start(session, started)?;
+    let (mut session, events) = Session::start(session, Instant::now())?;
+    let earlier = session.take_history();
+    let started = session.clock();
     let ops = session.serve();
     let history = config::history_path();
-    let result = screen::live(ops, events, started, bell, history.as_deref()).await;
+    let result = screen::live(ops, events, earlier, started, bell, history.as_deref()).await;
     session.shutdown();
     if let Some(path) = session.recording() {
         quorum::say!("session recorded to {} (quorum replay {0})", path.display());
     }
     result.map(|()| 0)
-}
-
-async fn call_cmd(args: CallArgs, config: Option<PathBuf>) -> Result<i32> {
-    let setup = args.headless.setup(config);
-    let request = CallRequest {
-        agent: args.agent,
-        inputs: args.inputs,
-        code_review: args.code_review,
-        new_session: args.new_session,
-        resume: args.resume,
-        json: args.json,
-    };
-    headless::call_command(setup, request).await
 }

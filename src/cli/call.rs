@@ -2,18 +2,65 @@
 //! messages on stdout.
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
 use tokio::sync::mpsc;
 
 use super::progress::{Printer, Progress};
-use super::{EXIT_CANNOT_RUN, EXIT_OK, EXIT_STOPPED, Setup, interrupts};
+use super::{EXIT_CANNOT_RUN, EXIT_OK, EXIT_STOPPED, HeadlessArgs, Setup, interrupts};
 use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Stamped, StopReason};
 use crate::subagent::dispatch::Reply;
 use crate::subagent::tool::input::SubAgentCallInput;
+
+/// `quorum call`'s options.
+#[derive(clap::Args)]
+pub struct CallArgs {
+    /// The agent to run (see `quorum agents`).
+    #[arg(long)]
+    agent: String,
+    /// The message. Repeat to run several calls in turn, on the same
+    /// session memory; without any, the message is read from stdin.
+    #[arg(long = "input", value_name = "TEXT")]
+    inputs: Vec<String>,
+    /// Ask for a code review with a severity verdict.
+    #[arg(long)]
+    code_review: bool,
+    /// Run every call in a fresh session (by default each call resumes the
+    /// session of the call before it; sessions last one invocation).
+    #[arg(long)]
+    new_session: bool,
+    /// Resume this ACP session of the agent (its session id, as printed by
+    /// an earlier --json call) instead of opening a fresh one. (To go on
+    /// with a recorded quorum session, see `quorum --resume`.)
+    #[arg(long, value_name = "SESSION_ID", conflicts_with = "new_session")]
+    resume: Option<String>,
+    /// Print one JSON object per call: output, stop_reason, severity,
+    /// session, session_id.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    headless: HeadlessArgs,
+}
+
+impl CallArgs {
+    /// Runs `quorum call`; returns the exit code.
+    pub async fn command(self, config: Option<PathBuf>) -> Result<i32> {
+        let setup = self.headless.setup(config);
+        let request = CallRequest {
+            agent: self.agent,
+            inputs: self.inputs,
+            code_review: self.code_review,
+            new_session: self.new_session,
+            resume: self.resume,
+            json: self.json,
+        };
+        call_command(setup, request).await
+    }
+}
 
 /// `quorum call`: a problem with the setup is printed, exit code 2.
 pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32> {

@@ -7,6 +7,7 @@ pub mod agents;
 mod call;
 pub mod import;
 mod progress;
+mod resume;
 pub mod review;
 mod run;
 
@@ -15,7 +16,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use tokio::sync::mpsc;
 
-pub use call::{CallRequest, call, call_command};
+pub use call::{CallArgs, CallRequest, call, call_command};
+pub use resume::ContinueArgs;
 pub use run::{run, run_command};
 
 use crate::agent::Permissions;
@@ -33,6 +35,33 @@ pub const EXIT_TASKS_RUNNING: i32 = 3;
 /// Exit code after a second Ctrl+C.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// The options every headless command shares.
+#[derive(clap::Args)]
+pub struct HeadlessArgs {
+    /// Answer for permission requests of agents whose policy is `ask`.
+    #[arg(long, value_enum, default_value = "none")]
+    pub approve: Permissions,
+    /// The session directory: the agent runs there and may only read and
+    /// write inside it (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Record the events to this transcript file.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+impl HeadlessArgs {
+    pub fn setup(self, config: Option<PathBuf>) -> Setup {
+        Setup {
+            config,
+            cwd: self.cwd,
+            approve: self.approve,
+            record: self.record,
+            resume: None,
+        }
+    }
+}
+
 /// Where and how a headless session runs.
 pub struct Setup {
     /// The config file.
@@ -43,6 +72,8 @@ pub struct Setup {
     pub approve: Permissions,
     /// `--record FILE`.
     pub record: Option<PathBuf>,
+    /// `--continue`, `--resume`: the recorded session to go on with.
+    pub resume: Option<PathBuf>,
 }
 
 impl Setup {
@@ -52,6 +83,7 @@ impl Setup {
         session.read_settings(self.config.as_deref())?;
         session.permissions = self.approve;
         session.record = self.record;
+        session.resume = self.resume;
         session.model_picks = config::model_picks_path();
         if let Some(choice) = model {
             session.choose_model(choice, self.config.as_deref())?;

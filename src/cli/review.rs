@@ -103,6 +103,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         cwd: args.cwd.clone(),
         approve: args.approve,
         record: args.record.clone(),
+        resume: None,
     };
     let session = match setup.session(None) {
         Ok(s) => s,

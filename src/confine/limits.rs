@@ -14,6 +14,10 @@ pub const MAX_READ: u64 = 10 * 1024 * 1024;
 /// The longest line of a transcript.
 pub const MAX_TRANSCRIPT_LINE: u64 = 64 * 1024 * 1024;
 
+/// How much of a continued session's conversation goes back to the chat
+/// model (chars, about 100,000 tokens); older turns are dropped.
+pub const CONTEXT_CHARS: u64 = 400_000;
+
 /// The `[limits]` section of the config file, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -30,6 +34,10 @@ pub struct Limits {
     /// `max_transcript_line_bytes`: the longest transcript line replayed.
     #[serde(deserialize_with = "positive")]
     pub max_transcript_line_bytes: u64,
+    /// `context_chars`: how much of a continued session's conversation
+    /// goes back to the chat model (the newest turns are kept).
+    #[serde(deserialize_with = "positive")]
+    pub context_chars: u64,
 }
 
 impl Default for Limits {
@@ -39,6 +47,7 @@ impl Default for Limits {
             stderr_bytes: STDERR_KEEP,
             max_read_bytes: MAX_READ,
             max_transcript_line_bytes: MAX_TRANSCRIPT_LINE,
+            context_chars: CONTEXT_CHARS,
         }
     }
 }

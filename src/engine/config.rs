@@ -40,6 +40,11 @@ pub struct SessionConfig {
     /// How many tasks of one batch run at once (`max_parallel` in the
     /// config file).
     pub max_parallel: usize,
+    /// The config file's `[limits]`.
+    pub limits: Limits,
+    /// Go on with this recorded session (`--continue`, `--resume`): it is
+    /// read back, and the session appends to it.
+    pub resume: Option<PathBuf>,
 }
 
 impl SessionConfig {
@@ -57,6 +62,8 @@ impl SessionConfig {
             terminal: TerminalSize { cols: 0, rows: 0 },
             model_picks: None,
             max_parallel: crate::subagent::dispatch::MAX_PARALLEL,
+            limits: Limits::default(),
+            resume: None,
         }
     }
 
@@ -68,6 +75,7 @@ impl SessionConfig {
             self.max_parallel = n;
         }
         let limits = settings.limits.unwrap_or_default();
+        self.limits = limits;
         self.registry.set_limits(limits);
         self.root = self.root.clone().with_max_read(limits.max_read_bytes);
         Ok(())
@@ -280,6 +288,31 @@ pub fn default_record_path() -> Option<PathBuf> {
         .to_string()
         .replace(':', "-");
     Some(dir.join(format!("{stamp}-{}.jsonl", std::process::id())))
+}
+
+/// `<state dir>/sessions`: where sessions are recorded by default.
+pub fn sessions_dir() -> Option<PathBuf> {
+    Some(state_dir()?.join("sessions"))
+}
+
+/// The newest session recorded for the directory `root` (`--continue`).
+pub fn newest_session(root: &Path) -> Result<PathBuf> {
+    let dir = sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
+    crate::transcript::sessions::newest_for(&dir, root)
+        .map(|s| s.path)
+        .with_context(|| {
+            format!(
+                "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
+                root.display()
+            )
+        })
+}
+
+/// The session `--resume ID|FILE` names: a transcript file, or a session
+/// id (or a unique start of one) under the sessions directory.
+pub fn find_session(id: &str) -> Result<PathBuf> {
+    let dir = sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
+    Ok(crate::transcript::sessions::find(&dir, id)?)
 }
 
 /// The error and its causes, each said once: a cause whose text the

@@ -10,6 +10,7 @@
 pub mod config;
 mod internal;
 mod ops;
+pub mod resume;
 mod tools;
 
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use tokio::sync::mpsc;
 pub use config::SessionConfig;
 pub use ops::{Mention, WELCOME, parse_mention};
 
-use crate::event::{Event, NoticeLevel, Op, Stamped};
+use crate::event::{Event, NoticeLevel, Op, Stamped, StopReason};
 use crate::harness::chat::{Chat, ChatHandle};
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
@@ -45,6 +46,12 @@ pub struct Session {
     /// Every process the session starts: agents, their children, the
     /// internal agent's shell commands.
     supervisor: Supervisor,
+    /// The session clock's zero: a continued session's clock goes on from
+    /// its last recorded event.
+    clock: Instant,
+    /// A continued session's recorded events, for the front end to show
+    /// before the new ones.
+    history: Vec<Stamped>,
 }
 
 impl Session {
@@ -54,10 +61,42 @@ impl Session {
         config: SessionConfig,
         started: Instant,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>)> {
-        let (emitter, events) = Emitter::channel(started);
-        if let Some(path) = &config.record {
-            let recorder = open_recorder(path, &config, config.terminal)?;
+        let mut continued = None;
+        let (clock, history, recorder) = match &config.resume {
+            Some(path) => {
+                let root = config.root.path().to_path_buf();
+                let reopened =
+                    Recorder::reopen(path, config.limits.max_transcript_line_bytes, |loaded| {
+                        same_directory(&loaded.header.cwd, &root)
+                    })
+                    .with_context(|| format!("cannot continue {}", path.display()))?;
+                let c = resume::Continued::of(&reopened.loaded.events, config.limits.context_chars);
+                // The clock goes on from the last event (plus one ms).
+                let clock = started
+                    .checked_sub(std::time::Duration::from_millis(c.last_t + 1))
+                    .unwrap_or(started);
+                let cut = reopened.cut;
+                continued = Some((c, cut, reopened.loaded.events.len()));
+                (clock, reopened.loaded.events, Some(reopened.recorder))
+            }
+            None => {
+                let recorder = match &config.record {
+                    Some(path) => Some(open_recorder(path, &config, config.terminal)?),
+                    None => None,
+                };
+                (started, Vec::new(), recorder)
+            }
+        };
+        let (emitter, events) = Emitter::channel(clock);
+        emitter.seed(&history);
+        if let Some(recorder) = recorder {
             let _ = emitter.record(recorder);
+        }
+        if continued.is_some() {
+            emitter.emit(Event::SessionResumed {
+                at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                quorum_version: env!("CARGO_PKG_VERSION").to_string(),
+            });
         }
         emitter.emit(Event::SessionInfo {
             model: config.model.as_ref().map(|m| m.name()),
@@ -95,7 +134,7 @@ impl Session {
             }
             None => (None, Some(completions)),
         };
-        let session = Self {
+        let mut session = Self {
             emitter,
             dispatcher,
             chat,
@@ -103,8 +142,95 @@ impl Session {
             base_url: config.base_url,
             terminal: config.terminal,
             supervisor,
+            clock,
+            history,
         };
+        if let Some((continued, cut, events)) = continued {
+            session.carry_on(continued, cut, events, config.resume.as_deref());
+        }
         Ok((session, events))
+    }
+
+    /// Takes up where a recorded session ended: its sub-agent memory and
+    /// ids, its running calls marked interrupted, its open turn and
+    /// batches closed, and the chat's context rebuilt.
+    fn carry_on(
+        &mut self,
+        continued: resume::Continued,
+        cut: Option<u64>,
+        events: usize,
+        path: Option<&std::path::Path>,
+    ) {
+        let emitter = self.emitter.clone();
+        let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+        if let Some(bytes) = cut {
+            emitter.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: format!(
+                    "{path}: its last line was cut short ({bytes} bytes written by a process that \
+                     died mid-write) and was cut off; every event before it is kept"
+                ),
+            });
+        }
+        self.dispatcher.restore(&self.history);
+        for call in &continued.interrupted {
+            emitter.emit(Event::SubagentFinished {
+                call_id: call.call_id.clone(),
+                output: call.partial.clone(),
+                stop_reason: StopReason::Interrupted,
+                severity: None,
+            });
+        }
+        for (batch_id, calls) in &continued.open_batches {
+            emitter.emit(batch_end(&emitter, batch_id, calls, &self.history));
+        }
+        if continued.open_turn {
+            emitter.emit(Event::TurnEnded {
+                stop_reason: StopReason::Interrupted,
+            });
+        }
+        let tasks: Vec<&str> = continued
+            .interrupted
+            .iter()
+            .filter_map(|c| c.task_id.as_deref())
+            .collect();
+        let mut text = format!("continued {path} ({events} events)");
+        if !tasks.is_empty() {
+            text.push_str(&format!(
+                "; interrupted: {} (`/retry TASK` runs one again)",
+                tasks.join(", ")
+            ));
+        }
+        if continued.dropped_turns > 0 {
+            text.push_str(&format!(
+                "; the {} oldest turn(s) no longer fit the model's context and were left out \
+                 ([limits] context_chars)",
+                continued.dropped_turns
+            ));
+        }
+        emitter.emit(Event::Notice {
+            level: if continued.dropped_turns > 0 {
+                NoticeLevel::Warning
+            } else {
+                NoticeLevel::Info
+            },
+            text,
+        });
+        let note = continued.note();
+        if let Some(chat) = &mut self.chat {
+            chat.restore(continued.context, note, continued.undelivered);
+        }
+    }
+
+    /// The session clock's zero, for the front end's elapsed times.
+    pub fn clock(&self) -> Instant {
+        self.clock
+    }
+
+    /// A continued session's recorded events (once): the front end shows
+    /// them before the new ones.
+    pub fn take_history(&mut self) -> Vec<Stamped> {
+        std::mem::take(&mut self.history)
     }
 
     /// Serves a front end: the chat runs in its own task, and the returned
@@ -182,6 +308,53 @@ impl Drop for Session {
     /// However the front end ends, nothing the session started outlives it.
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// A continued session must be continued where it was recorded: its
+/// agents' sessions and files are there.
+fn same_directory(recorded: &str, root: &std::path::Path) -> Result<(), String> {
+    let recorded_path = std::path::Path::new(recorded);
+    let same =
+        recorded_path == root || std::fs::canonicalize(recorded_path).is_ok_and(|p| p == root);
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "this session was recorded in {recorded}, not in {}; continue it from there \
+             (cd {recorded})",
+            root.display()
+        ))
+    }
+}
+
+/// The `batch_finished` of a batch that was running when its session
+/// ended, from what the board knows of its tasks.
+fn batch_end(emitter: &Emitter, batch_id: &str, calls: &[String], history: &[Stamped]) -> Event {
+    let total = history
+        .iter()
+        .find_map(|s| match &s.event {
+            Event::BatchStarted {
+                batch_id: b, tasks, ..
+            } if b == batch_id => Some(*tasks),
+            _ => None,
+        })
+        .unwrap_or(calls.len() as u32);
+    let (succeeded, worst) = emitter.board(|b| {
+        let entries: Vec<_> = calls.iter().filter_map(|c| b.call(c)).collect();
+        let succeeded = entries
+            .iter()
+            .filter(|e| e.stop_reason == Some(StopReason::EndTurn))
+            .count() as u32;
+        let worst = entries.iter().filter_map(|e| e.summary.severity).max();
+        (succeeded, worst)
+    });
+    Event::BatchFinished {
+        batch_id: batch_id.to_string(),
+        total,
+        succeeded,
+        failed: total.saturating_sub(succeeded),
+        worst_verdict: worst,
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 use futures::StreamExt;
 
 use super::{Harness, Mirror, Sink, ToolError, ToolSet, summarize_args};
-use crate::event::{Event, NoticeLevel, Outcome, StopReason};
+use crate::event::{ChatEntry, ChatToolCall, Event, NoticeLevel, Outcome, StopReason};
 use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall};
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
@@ -102,6 +102,76 @@ impl Sink for ChatSink {
             wait_ms,
             reason: reason.to_string(),
         });
+    }
+
+    fn context(&self, message: &Message) {
+        self.emitter.emit(Event::ChatMessage {
+            message: entry_of(message),
+        });
+    }
+}
+
+/// A context message as the transcript records it.
+pub fn entry_of(message: &Message) -> ChatEntry {
+    match message {
+        Message::User { content } => ChatEntry::User {
+            content: content.clone(),
+        },
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => ChatEntry::Assistant {
+            content: content.clone(),
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| ChatToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        },
+        Message::Tool {
+            tool_call_id,
+            name,
+            content,
+        } => ChatEntry::Tool {
+            tool_call_id: tool_call_id.clone(),
+            name: name.clone(),
+            content: content.clone(),
+        },
+    }
+}
+
+/// A recorded context message as the model gets it.
+pub fn message_of(entry: &ChatEntry) -> Message {
+    match entry {
+        ChatEntry::User { content } => Message::User {
+            content: content.clone(),
+        },
+        ChatEntry::Assistant {
+            content,
+            tool_calls,
+        } => Message::Assistant {
+            content: content.clone(),
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| ToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        },
+        ChatEntry::Tool {
+            tool_call_id,
+            name,
+            content,
+        } => Message::Tool {
+            tool_call_id: tool_call_id.clone(),
+            name: name.clone(),
+            content: content.clone(),
+        },
     }
 }
 
@@ -291,6 +361,12 @@ pub struct Chat {
     /// The conversation as `include_main_summary` summarises it, with the
     /// chat's own model.
     summary: ConversationSummary,
+    /// Said to the model once, before the person's next message: what
+    /// happened while quorum was not running (a continued session).
+    note: Option<String>,
+    /// Background tasks whose reports are still to be delivered (those of
+    /// a continued session), delivered with the next turn.
+    deferred: Vec<String>,
 }
 
 impl Chat {
@@ -310,7 +386,18 @@ impl Chat {
             sink: ChatSink { emitter },
             completions,
             summary,
+            note: None,
+            deferred: Vec::new(),
         }
+    }
+
+    /// Goes on from a continued session: its rebuilt context, a note for
+    /// the model's next turn, and the background tasks whose reports it
+    /// has not had yet.
+    pub fn restore(&mut self, context: Vec<Message>, note: Option<String>, deferred: Vec<String>) {
+        self.harness.restore(context);
+        self.note = note;
+        self.deferred = deferred;
     }
 
     /// The conversation's summary, for the sub-agents that ask for it
@@ -335,6 +422,9 @@ impl Chat {
     pub fn reset(&mut self) {
         self.harness.clear();
         self.tools.forget();
+        self.note = None;
+        self.deferred.clear();
+        self.sink.emitter.emit(Event::ChatReset);
     }
 
     /// A background completion that is waiting, if any.
@@ -355,12 +445,13 @@ impl Chat {
         first: Option<String>,
         cancel: watch::Receiver<bool>,
     ) -> Result<Outcome, LlmError> {
-        let mut delivered: Vec<String> = first.into_iter().collect();
+        let mut delivered: Vec<String> = std::mem::take(&mut self.deferred);
+        delivered.extend(first);
         while let Ok(c) = self.completions.try_recv() {
             delivered.push(c);
         }
         let emitter = &self.sink.emitter;
-        let mut prompt = String::new();
+        let mut prompt = self.note.take().unwrap_or_default();
         for task_id in delivered {
             let Some(task) = emitter.board(|b| b.task(&task_id).cloned()) else {
                 continue;

@@ -78,6 +78,9 @@ pub trait Sink: Send + Sync {
     /// The model is writing what may be a tool call as text, held back
     /// until its message ends: `bytes` so far (told as it grows).
     fn writing_call(&self, _bytes: usize) {}
+    /// A message was added to the model's context, as it will be sent
+    /// (the main chat records it, so a continued session can rebuild it).
+    fn context(&self, _message: &Message) {}
 }
 
 /// A copy of a harness's conversation, for those who read it while a
@@ -127,6 +130,18 @@ impl Harness {
         self.model = model;
     }
 
+    /// Goes on from `messages`: the context of a continued session.
+    pub fn restore(&mut self, messages: Vec<Message>) {
+        self.messages = messages;
+        self.update_mirror();
+    }
+
+    /// Adds a message to the context, and tells the sink.
+    fn push(&mut self, message: Message, sink: &dyn Sink) {
+        sink.context(&message);
+        self.messages.push(message);
+    }
+
     /// Forgets the conversation.
     pub fn clear(&mut self) {
         self.messages.clear();
@@ -141,7 +156,7 @@ impl Harness {
         sink: &dyn Sink,
         mut cancel: watch::Receiver<bool>,
     ) -> Result<Outcome, LlmError> {
-        self.messages.push(Message::User { content: user });
+        self.push(Message::User { content: user }, sink);
         let specs = self.tools.specs();
         for _ in 0..MAX_REQUESTS {
             let request = Request {
@@ -173,10 +188,13 @@ impl Harness {
                             sink.message_end();
                         }
                         // Keep what was said, so the conversation can go on.
-                        self.messages.push(Message::Assistant {
-                            content: text,
-                            tool_calls: Vec::new(),
-                        });
+                        self.push(
+                            Message::Assistant {
+                                content: text,
+                                tool_calls: Vec::new(),
+                            },
+                            sink,
+                        );
                         return Err(e);
                     }
                     Some(Ok(delta)) => match delta {
@@ -241,10 +259,13 @@ impl Harness {
             if !text.is_empty() {
                 sink.message_end();
             }
-            self.messages.push(Message::Assistant {
-                content: text.clone(),
-                tool_calls: if cancelled { Vec::new() } else { calls.clone() },
-            });
+            self.push(
+                Message::Assistant {
+                    content: text.clone(),
+                    tool_calls: if cancelled { Vec::new() } else { calls.clone() },
+                },
+                sink,
+            );
             if cancelled {
                 return Ok(Outcome::new(StopReason::Cancelled, text));
             }
@@ -269,11 +290,14 @@ impl Harness {
                     Ok(out) => out,
                     Err(e) => format!("error: {e}"),
                 };
-                self.messages.push(Message::Tool {
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content,
-                });
+                self.push(
+                    Message::Tool {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content,
+                    },
+                    sink,
+                );
             }
             if *cancel.borrow() {
                 return Ok(Outcome::new(StopReason::Cancelled, ""));

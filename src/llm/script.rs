@@ -7,8 +7,12 @@
 //!   {"text": "Claude says it is fine.", "usage": {"input_tokens": 900, "output_tokens": 12}}
 //! ]
 //! ```
+//!
+//! The file may also be `{"turns": [...], "log": "requests.jsonl"}`: each
+//! request the model gets (its messages and tool names) is then appended
+//! to the log as one JSON line, to see what the chat sent.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use futures::stream::{self, BoxStream, StreamExt};
@@ -53,27 +57,83 @@ pub struct ScriptedCall {
 pub struct ScriptModel {
     label: String,
     turns: Mutex<std::vec::IntoIter<Turn>>,
+    log: Option<PathBuf>,
+}
+
+/// A script file: its turns, or its turns and a request log.
+enum Script {
+    Turns(Vec<Turn>),
+    Logged { turns: Vec<Turn>, log: PathBuf },
 }
 
 impl ScriptModel {
     pub fn load(path: &Path) -> Result<Self, LlmError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| LlmError::Config(format!("{}: cannot read: {e}", path.display())))?;
-        let turns: Vec<Turn> = serde_json::from_str(&text).map_err(|e| {
+        let bad = |e: serde_json::Error| {
             LlmError::Config(format!(
                 "{}:{}:{}: {e}",
                 path.display(),
                 e.line(),
                 e.column()
             ))
-        })?;
-        Ok(Self::new(&path.display().to_string(), turns))
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
+        // Parse the shape it has, for an error that names the field.
+        let script = if value.is_array() {
+            Script::Turns(serde_json::from_value(value).map_err(bad)?)
+        } else {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Logged {
+                turns: Vec<Turn>,
+                log: PathBuf,
+            }
+            let l: Logged = serde_json::from_value(value).map_err(bad)?;
+            Script::Logged {
+                turns: l.turns,
+                log: l.log,
+            }
+        };
+        let label = path.display().to_string();
+        Ok(match script {
+            Script::Turns(turns) => Self::new(&label, turns),
+            Script::Logged { turns, log } => {
+                let log = path.parent().unwrap_or(Path::new(".")).join(log);
+                Self {
+                    log: Some(log),
+                    ..Self::new(&label, turns)
+                }
+            }
+        })
     }
 
     pub fn new(label: &str, turns: Vec<Turn>) -> Self {
         Self {
             label: label.to_string(),
             turns: Mutex::new(turns.into_iter()),
+            log: None,
+        }
+    }
+
+    /// Appends `request` to the log, if there is one.
+    fn log(&self, request: &Request) {
+        let Some(path) = &self.log else { return };
+        let line = serde_json::json!({
+            "system": request.system,
+            "messages": request.messages,
+            "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        });
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| {
+                use std::io::Write;
+                writeln!(f, "{line}")
+            });
+        if let Err(e) = written {
+            tracing::warn!("the script's log {}: {e}", path.display());
         }
     }
 }
@@ -83,7 +143,8 @@ impl Model for ScriptModel {
         format!("script:{}", self.label)
     }
 
-    fn stream(&self, _request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
+    fn stream(&self, request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
+        self.log(&request);
         let Some(turn) = self
             .turns
             .lock()

@@ -13,7 +13,8 @@
 use std::collections::HashMap;
 
 use crate::event::{
-    Activity, ChildState, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage, UsageShare,
+    Activity, AgentRef, ChildState, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage,
+    UsageShare,
 };
 
 /// Longest summary line kept (chars).
@@ -27,6 +28,10 @@ pub struct Entry {
     pub call_id: String,
     pub task_id: Option<String>,
     pub agent: String,
+    /// The agent as the call named it (`/retry` runs it again).
+    pub target: AgentRef,
+    /// The message it was given (its first turn's).
+    pub input: String,
     pub code_review: bool,
     /// When it started and ended, ms since the session started.
     pub started: u64,
@@ -94,12 +99,15 @@ impl Board {
                 agent,
                 code_review,
                 queued,
+                input,
                 ..
             } => {
                 let entry = Entry {
                     call_id: call_id.clone(),
                     task_id: task_id.clone(),
                     agent: agent.name().to_string(),
+                    target: agent.clone(),
+                    input: input.clone(),
                     code_review: *code_review,
                     started: t,
                     finished: None,
@@ -225,6 +233,8 @@ impl Board {
                     call_id: call_id.clone(),
                     task_id: None,
                     agent: child_id.clone(),
+                    target: AgentRef::Acp(child_id.clone()),
+                    input: String::new(),
                     code_review: false,
                     started: t,
                     finished: None,

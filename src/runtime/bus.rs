@@ -85,6 +85,16 @@ impl Emitter {
         }
     }
 
+    /// Runs a recorded session's events through the task board, neither
+    /// sent nor recorded again: a continued session's board knows its
+    /// calls and tasks.
+    pub fn seed(&self, events: &[Stamped]) {
+        let mut inner = self.lock();
+        for stamped in events {
+            inner.board.observe(stamped);
+        }
+    }
+
     /// Reads the task board.
     pub fn board<T>(&self, read: impl FnOnce(&Board) -> T) -> T {
         read(&self.lock().board)

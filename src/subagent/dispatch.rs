@@ -11,7 +11,7 @@
 //! (their cancel flags and permission answers) and the agents they run on.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
@@ -25,7 +25,7 @@ use super::tool::input::InputError;
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::{Agent, PermissionAnswer, Permissions, TurnControl};
 use crate::confine::fsroot::{Exclude, Root};
-use crate::event::{AgentRef, Outcome};
+use crate::event::{AgentRef, Event, Outcome, Stamped};
 use crate::runtime::board::UnknownTask;
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
@@ -265,6 +265,33 @@ impl Dispatcher {
     /// The session stored for `agent`, if any.
     pub fn stored_session(&self, agent: &str) -> Option<String> {
         lock(&self.memory).stored_session(agent).map(str::to_string)
+    }
+
+    /// Goes on from a recorded session's events: the sub-agent memory they
+    /// left (the last input, each agent's session), and ids that follow
+    /// theirs, so a new call never takes an old call's id. The task board
+    /// is seeded by the bus.
+    pub fn restore(&self, events: &[Stamped]) {
+        *lock(&self.memory) = SubAgent::from_events(events.iter().map(|s| &s.event));
+        let next = |counter: &AtomicU64, id: &str, prefix: &str| {
+            if let Some(n) = id.strip_prefix(prefix).and_then(|n| n.parse::<u64>().ok()) {
+                counter.fetch_max(n + 1, Ordering::SeqCst);
+            }
+        };
+        for stamped in events {
+            match &stamped.event {
+                Event::SubagentStarted {
+                    call_id, task_id, ..
+                } => {
+                    next(&self.next_call, call_id, "call-");
+                    if let Some(task_id) = task_id {
+                        next(&self.next_task, task_id, "t");
+                    }
+                }
+                Event::BatchStarted { batch_id, .. } => next(&self.next_batch, batch_id, "b"),
+                _ => {}
+            }
+        }
     }
 
     /// Stops every agent process (starts under way stop with their calls).

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use crate::event::{AgentRef, Event};
+
 /// No message was given and none was sent before.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -54,6 +56,55 @@ impl SubAgent {
         }
     }
 
+    /// The memory a recorded conversation left: the last message sent to
+    /// a sub-agent, and each agent's last session whose turn got an answer.
+    /// A `chat_reset` (`/new`) forgets what came before it, as it did then.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let mut memory = Self::default();
+        // The session each call's turn runs on: (agent, session id).
+        let mut on: HashMap<&str, (&str, &str)> = HashMap::new();
+        // The ACP agent of each call (the internal agent keeps no session).
+        let mut agents: HashMap<&str, &str> = HashMap::new();
+        for event in events {
+            match event {
+                Event::ChatReset => memory.clear(),
+                Event::SubagentStarted {
+                    call_id,
+                    agent,
+                    input,
+                    ..
+                } => {
+                    if let AgentRef::Acp(name) = agent {
+                        agents.insert(call_id, name);
+                    }
+                    if !input.trim().is_empty() {
+                        memory.last_input = Some(input.clone());
+                    }
+                }
+                Event::SubagentSession {
+                    call_id,
+                    session_id: Some(id),
+                    ..
+                } => {
+                    if let Some(agent) = agents.get(call_id.as_str()) {
+                        on.insert(call_id, (agent, id));
+                    }
+                }
+                Event::SubagentFinished {
+                    call_id,
+                    stop_reason,
+                    ..
+                } if stop_reason.answered() => {
+                    if let Some((agent, id)) = on.get(call_id.as_str()) {
+                        memory.store_session(agent, id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        memory
+    }
+
     /// Forgets every session and the last input (`/new`).
     pub fn clear(&mut self) {
         *self = Self::default();
@@ -98,5 +149,48 @@ mod tests {
         m.clear();
         assert_eq!(m.stored_session("claude"), None);
         assert_eq!(m.resolve_input(None), Err(NoInput));
+    }
+
+    #[test]
+    fn a_recorded_conversation_gives_back_its_memory() {
+        use crate::event::build;
+        let session = |call: &str, id: &str| Event::SubagentSession {
+            call_id: call.into(),
+            session: crate::event::SessionKind::Fresh,
+            session_id: Some(id.into()),
+        };
+        let events = vec![
+            build::started("c1", AgentRef::Acp("claude".into()))
+                .input("review it")
+                .event(),
+            session("c1", "s1"),
+            build::finished("c1", "ok").event(),
+            // A failed turn leaves the older session in place.
+            build::started("c2", AgentRef::Acp("claude".into()))
+                .input("again")
+                .event(),
+            session("c2", "s2"),
+            build::finished("c2", "")
+                .stop(crate::event::StopReason::Error)
+                .event(),
+            // An interrupted one too.
+            build::started("c3", AgentRef::Acp("gemini".into()))
+                .input("and you")
+                .event(),
+            session("c3", "g1"),
+            build::finished("c3", "")
+                .stop(crate::event::StopReason::Interrupted)
+                .event(),
+        ];
+        let m = SubAgent::from_events(&events);
+        assert_eq!(m.stored_session("claude"), Some("s1"));
+        assert_eq!(m.stored_session("gemini"), None);
+        assert_eq!(m.last_input.as_deref(), Some("and you"));
+        // `/new` forgot what came before it.
+        let mut reset = events.clone();
+        reset.push(Event::ChatReset);
+        let m = SubAgent::from_events(&reset);
+        assert_eq!(m.stored_session("claude"), None);
+        assert_eq!(m.last_input, None);
     }
 }

@@ -13,9 +13,10 @@
 pub mod import;
 mod reader;
 mod recorder;
+pub mod sessions;
 
 pub use reader::{Loaded, TranscriptError, Warning, load, load_capped, parse};
-pub use recorder::Recorder;
+pub use recorder::{Lock, RecordError, Recorder, Reopened};
 
 use serde::{Deserialize, Serialize};
 

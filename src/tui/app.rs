@@ -172,6 +172,14 @@ impl App {
         clock.max(self.state.now)
     }
 
+    /// Applies a continued session's recorded events: the screen shows
+    /// where it was, and nothing of it rings the bell again.
+    pub fn on_earlier(&mut self, events: &[Stamped]) {
+        for event in events {
+            self.state.apply(event);
+        }
+    }
+
     /// Applies one event from the engine or the player.
     pub fn on_event(&mut self, event: Stamped) {
         let waiting = self.state.needs_you();

@@ -250,6 +250,7 @@ fn member_mark(m: &Member, now: u64) -> Span<'static> {
         (TaskState::Done, _) => Span::styled("✓", Style::default().fg(theme::GREEN)),
         (TaskState::Failed, _) => Span::styled("✗", Style::default().fg(theme::RED)),
         (TaskState::Cancelled, _) => Span::styled("⊘", theme::warning()),
+        (TaskState::Interrupted, _) => Span::styled("↯ interrupted", theme::warning()),
     }
 }
 

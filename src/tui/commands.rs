@@ -34,11 +34,15 @@ pub fn require_terminal() -> Result<()> {
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
+    earlier: Vec<Stamped>,
     started: Instant,
     bell: bool,
     history: Option<&Path>,
 ) -> Result<()> {
     let mut app = App::live(ops, started);
+    // A continued session's conversation shows at once.
+    app.on_earlier(&earlier);
+    drop(earlier);
     app.set_bell(bell);
     if let Some(path) = history {
         app.set_history(path);
@@ -61,6 +65,13 @@ pub async fn live(
         "frame stats"
     );
     result
+}
+
+/// `quorum --resume` without an id: the person picks one of `root`'s
+/// sessions (every directory's with `all`); `None` when they pick none.
+pub async fn pick_session(root: &Path, all: bool) -> Result<Option<PathBuf>> {
+    let _ = (root, all);
+    bail!("PLACEHOLDER: the picker lands with branch sessions16")
 }
 
 /// `--panel`: the side panel of background tasks.

@@ -674,6 +674,7 @@ fn task_lines(task: &Task, selected: bool, width: usize, now: u64) -> Vec<Line<'
         TaskState::Done => "●",
         TaskState::Failed => "✗",
         TaskState::Cancelled => "⊘",
+        TaskState::Interrupted => "↯",
     };
     let head = vec![
         Span::styled(
@@ -695,7 +696,7 @@ fn task_lines(task: &Task, selected: bool, width: usize, now: u64) -> Vec<Line<'
 
     let state_style = match task.summary.state {
         TaskState::Failed => Style::default().fg(theme::RED),
-        TaskState::Cancelled => theme::warning(),
+        TaskState::Cancelled | TaskState::Interrupted => theme::warning(),
         TaskState::Queued => theme::dim(),
         _ => style,
     };

@@ -51,6 +51,55 @@ const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
 /// whatever its first word.
 static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// `--store DIR`: sessions are kept on disk there (one file per session,
+/// its turns as JSON lines), as real agents keep theirs, so a later process
+/// of the agent can load or resume them.
+static STORE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Writes a session's turns to the store, if there is one.
+fn save(id: &str, session: &Session) {
+    let Some(dir) = STORE.get() else { return };
+    let text: String = session
+        .history
+        .iter()
+        .map(|r| serde_json::json!({"prompt": r.prompt, "reply": r.reply}).to_string() + "\n")
+        .collect();
+    if let Err(e) = std::fs::write(dir.join(format!("{id}.jsonl")), text) {
+        log(format!("cannot store session {id}: {e}"));
+    }
+}
+
+/// Makes sure session `id` is in memory: read back from the store when
+/// an earlier process of the agent kept it there. False if unknown.
+fn known(state: &mut State, id: &str) -> bool {
+    if state.sessions.contains_key(id) {
+        return true;
+    }
+    let Some(dir) = STORE.get() else { return false };
+    let Ok(text) = std::fs::read_to_string(dir.join(format!("{id}.jsonl"))) else {
+        return false;
+    };
+    let history = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| TurnRecord {
+            prompt: v["prompt"].as_str().unwrap_or_default().to_string(),
+            reply: v["reply"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    log(format!("session {id} read back from the store"));
+    state.sessions.insert(
+        id.to_string(),
+        Session {
+            history,
+            model: "fast".into(),
+            mode: "ask".into(),
+            ..Session::default()
+        },
+    );
+    true
+}
+
 /// Whether the client advertised the `subagents` capability in
 /// `initialize`: `nested` announces a child only then, as ACP asks.
 static SUBAGENTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -856,6 +905,7 @@ fn handle_prompt(
                 if let Some(record) = session.history.get_mut(index) {
                     record.reply = std::mem::take(&mut turn.reply);
                 }
+                save(&key, session);
                 if session
                     .running
                     .as_ref()
@@ -875,7 +925,10 @@ fn replay(
     session_id: &SessionId,
     cx: &ConnectionTo<Client>,
 ) -> Result<bool, Error> {
-    let state = lock(state);
+    let mut state = lock(state);
+    if !known(&mut state, &session_id.to_string()) {
+        return Ok(false);
+    }
     let Some(session) = state.sessions.get(&session_id.to_string()) else {
         return Ok(false);
     };
@@ -931,6 +984,11 @@ fn parse_options() -> Options {
             "--config-options" => options.config_options = true,
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
+            "--store" => {
+                if let Some(dir) = args.next() {
+                    let _ = STORE.set(std::path::PathBuf::from(dir));
+                }
+            }
             other => log(format!("ignoring unknown argument {other:?}")),
         }
     }
@@ -1125,6 +1183,7 @@ async fn main() {
                             ..Session::default()
                         };
                         let offered = config_options(&session);
+                        save(&id, &session);
                         state.sessions.insert(id.clone(), session);
                         (id, offered)
                     };
@@ -1162,9 +1221,7 @@ async fn main() {
                     if !options.resume {
                         return responder.respond_with_error(Error::method_not_found());
                     }
-                    let known = lock(&state)
-                        .sessions
-                        .contains_key(&request.session_id.to_string());
+                    let known = known(&mut lock(&state), &request.session_id.to_string());
                     if known {
                         responder.respond(ResumeSessionResponse::new())
                     } else {

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 #[cfg(test)]
 use crate::event::TaskState;
-use crate::event::{Event, Stamped};
+use crate::event::{Event, NoticeLevel, Stamped};
 
 mod activity;
 mod batch;
@@ -229,6 +229,13 @@ impl State {
             } => self.on_usage(*input_tokens, *output_tokens),
             Event::Notice { level, text } => self.on_notice(*level, text),
             Event::Error { text } => self.on_error(text),
+            Event::SessionResumed { at, quorum_version } => self.on_notice(
+                NoticeLevel::Info,
+                &format!("session continued {at} (quorum {quorum_version})"),
+            ),
+            // The model's context: the screen has the same conversation
+            // from the events above.
+            Event::ChatMessage { .. } | Event::ChatReset => {}
         }
         #[cfg(test)]
         self.assert_tallies();
