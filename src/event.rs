@@ -373,7 +373,7 @@ pub enum Op {
 /// slash): what the engine understands and `/help` lists, and what the
 /// composer completes.
 pub const SLASH_COMMANDS: &[&str] = &[
-    "agents", "cancel", "help", "model", "msg", "new", "record", "tasks",
+    "agents", "cancel", "help", "model", "msg", "new", "record", "retry", "tasks",
 ];
 
 /// The task board's summary of one call: what a box's footer and the side

@@ -9,7 +9,7 @@ use crate::agent::PermissionAnswer;
 use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
-use crate::subagent::dispatch::Dispatcher;
+use crate::subagent::dispatch::{Dispatcher, Reply};
 use crate::subagent::tool::input::{SubAgentCallInput, TaskInput};
 use crate::subagent::tool::status::FollowUp;
 use crate::transcript::TerminalSize;
@@ -107,7 +107,7 @@ recorded session.";
 
 const HELP: &str = "Commands: /agents (the agents you can call) · /tasks (background tasks) · \
 /cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
-turn for a task's agent) · /new (new conversation; sessions \
+turn for a task's agent) · /retry TASK (run an interrupted or failed task again) · /new (new conversation; sessions \
 forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (record this \
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
 review, `@A,B,C? message` one review by several agents, with their quorum). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
@@ -268,6 +268,34 @@ impl Ops {
                     Err(e) => self.error(format!("/msg: {e}")),
                 }
             }
+            "retry" => {
+                if arg.is_empty() {
+                    return self.error(
+                        "/retry TASK: give the id of an interrupted or failed task (/tasks lists them)",
+                    );
+                }
+                self.emitter.emit(Event::UserMessage {
+                    text: format!("/retry {arg}"),
+                });
+                let (dispatcher, emitter, id) = (
+                    self.dispatcher.clone(),
+                    self.emitter.clone(),
+                    arg.to_string(),
+                );
+                tokio::spawn(async move {
+                    let event = match dispatcher.retry(&id).await {
+                        Ok(Reply::Started { task_id, .. }) => Event::Notice {
+                            level: NoticeLevel::Info,
+                            text: format!("{id} runs again as {task_id}"),
+                        },
+                        Ok(_) => return,
+                        Err(e) => Event::Error {
+                            text: format!("/retry: {e}"),
+                        },
+                    };
+                    emitter.emit(event);
+                });
+            }
             "cancel" => {
                 if arg.is_empty() {
                     let turn = self.chat.as_ref().is_some_and(|c| c.cancel());
@@ -281,7 +309,10 @@ impl Ops {
             "new" => {
                 match &self.chat {
                     Some(chat) => chat.reset(),
-                    None => self.dispatcher.forget(),
+                    None => {
+                        self.dispatcher.forget();
+                        self.emitter.emit(Event::ChatReset);
+                    }
                 }
                 self.notice(
                     "New conversation: the model's context and the agents' sessions are forgotten.",

@@ -70,6 +70,8 @@ pub enum DispatchError {
     NeedsTask(&'static str),
     #[error("subagent_status: `message` is empty")]
     EmptyMessage,
+    #[error("{id} is {state}: only an interrupted or failed task runs again with `retry`")]
+    NotRetryable { id: String, state: &'static str },
 }
 
 /// Writes the short summary of the main conversation that

@@ -6,12 +6,55 @@
 use std::sync::Arc;
 
 use super::call::{CallJob, Opened, prompt_for};
-use super::dispatch::{DispatchError, Dispatcher, controls, lock};
+use super::dispatch::{DispatchError, Dispatcher, Reply, controls, lock};
+use super::tool::input::SubAgentCallInput;
 use super::tool::status::{self, FollowUp};
 use crate::agent::PermissionAnswer;
-use crate::event::Event;
+use crate::event::{AgentRef, Event, TaskState};
 
 impl Dispatcher {
+    /// Runs an interrupted or failed call again (`/retry`, and
+    /// `subagent_status` with `retry: true`), by task id or call id: a new
+    /// background task with the same agent, message and review contract,
+    /// on the agent's stored session.
+    pub async fn retry(self: &Arc<Self>, id: &str) -> Result<Reply, DispatchError> {
+        let id = id.trim();
+        let entry = self.emitter.board(|b| {
+            b.task(id).or_else(|| b.call(id)).map(|e| {
+                (
+                    e.target.clone(),
+                    e.input.clone(),
+                    e.code_review,
+                    e.summary.state,
+                )
+            })
+        });
+        let Some((agent, input, code_review, state)) = entry else {
+            return Err(self
+                .emitter
+                .board(|b| status::task(b, id).map(|_| ()).unwrap_err())
+                .into());
+        };
+        if !matches!(state, TaskState::Interrupted | TaskState::Failed) {
+            return Err(DispatchError::NotRetryable {
+                id: id.to_string(),
+                state: state.as_str(),
+            });
+        }
+        let call = SubAgentCallInput {
+            agent: match agent {
+                AgentRef::Internal => None,
+                AgentRef::Acp(name) => Some(name),
+            },
+            input: Some(input),
+            code_review,
+            run_in_background: true,
+            continue_session: true,
+            ..SubAgentCallInput::default()
+        };
+        self.call(call).await
+    }
+
     /// Cancels a running call, by call id or task id; a call already
     /// cancelling is ended at once (its agent stopped, not waited for).
     /// False if none runs.

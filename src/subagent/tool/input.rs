@@ -229,6 +229,11 @@ pub struct StatusInput {
     /// Stop the task (needs `task_id`).
     #[serde(default)]
     pub cancel: bool,
+    /// Run an interrupted or failed task again (needs `task_id`): a new
+    /// background task with the same agent and message, on the agent's
+    /// session; the answer is the new task's status.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry: bool,
     /// Wait up to this many seconds (at most 600) for the task (or, without
     /// `task_id`, every task) to finish before answering.
     #[serde(default, skip_serializing_if = "Option::is_none")]

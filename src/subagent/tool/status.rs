@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::event::{Severity, StopReason, TaskState, Usage};
 use crate::runtime::board::{Board, Entry, UnknownTask};
-use crate::subagent::dispatch::{DispatchError, Dispatcher};
+use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
 use crate::subagent::tool::input::{MAX_WAIT_SECONDS, StatusInput};
 
 /// `subagent_status`'s answer: one task, or every task (`{"tasks": [...]}`).
@@ -46,6 +46,9 @@ pub struct TaskStatus {
     /// What became of the follow-up message the call sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<FollowUp>,
+    /// The task this one runs again (`retry`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<String>,
 }
 
 /// What became of a follow-up message: queued for the running task's
@@ -74,6 +77,7 @@ impl TaskStatus {
             severity: s.severity,
             usage: s.usage.clone(),
             message: None,
+            retry_of: None,
         }
     }
 }
@@ -129,6 +133,18 @@ impl Dispatcher {
         // An unknown task is an error that lists the known ones.
         if let Some(id) = task_id {
             self.status(Some(id))?;
+        }
+        if input.retry {
+            let id = task_id.ok_or(DispatchError::NeedsTask("retry"))?;
+            let new = match self.retry(id).await? {
+                Reply::Started { task_id, .. } => task_id,
+                _ => return self.status(None),
+            };
+            let mut status = self.status(Some(&new))?;
+            if let Status::Task(task) = &mut status {
+                task.retry_of = Some(id.to_string());
+            }
+            return Ok(status);
         }
         let mut sent = None;
         if input.cancel {
