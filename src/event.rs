@@ -977,6 +977,21 @@ mod tests {
                 text: "n".into(),
             },
             Event::Error { text: "e".into() },
+            Event::SessionResumed {
+                at: "2026-12-01T18:00:00Z".into(),
+                quorum_version: "0.1.0".into(),
+            },
+            Event::ChatMessage {
+                message: ChatEntry::Assistant {
+                    content: "on it".into(),
+                    tool_calls: vec![ChatToolCall {
+                        id: "1".into(),
+                        name: "subagent".into(),
+                        arguments: "{}".into(),
+                    }],
+                },
+            },
+            Event::ChatReset,
         ]
     }
 

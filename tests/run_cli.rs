@@ -26,13 +26,24 @@ fn dir() -> Dir {
 }
 
 impl Dir {
+    /// `quorum` with its state and config in this directory, never the
+    /// real ones of whoever runs the tests.
+    fn quorum(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        c.env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("HOME", self.dir.path());
+        c
+    }
+
     fn run(&self, script: serde_json::Value, extra: &[&str]) -> (Output, Vec<Event>) {
         let path = self
             .dir
             .path()
             .join(format!("script-{}.json", rand_suffix()));
         std::fs::write(&path, script.to_string()).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        let out = self
+            .quorum()
             .arg("--config")
             .arg(&self.config)
             .args(["run", "--json", "--model"])
@@ -198,7 +209,8 @@ fn failures_have_their_exit_codes() {
         "{events:?}"
     );
     // A bad model spec: exit 2.
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let o = d
+        .quorum()
         .args(["run", "-p", "hi", "--model", "nosuch:thing"])
         .env_remove("QUORUM_MODEL")
         .output()
@@ -206,7 +218,8 @@ fn failures_have_their_exit_codes() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("nosuch"), "{}", stderr(&o));
     // No model at all: exit 2 with what to do.
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let o = d
+        .quorum()
         .args(["run", "-p", "hi"])
         .env_remove("QUORUM_MODEL")
         .env("XDG_CONFIG_HOME", d.dir.path())
@@ -228,7 +241,8 @@ fn global_model_options_apply_before_or_after_the_subcommand() {
         vec!["--model", model.as_str(), "run", "-p", "hi"],
         vec!["run", "-p", "hi", "--model", model.as_str()],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        let out = d
+            .quorum()
             .arg("--config")
             .arg(&d.config)
             .args(&args)

@@ -448,6 +448,38 @@ mod tests {
     }
 
     #[test]
+    fn a_continued_session_says_so_and_the_models_context_is_not_drawn() {
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ChatMessage {
+                message: crate::event::ChatEntry::User {
+                    content: "hi".into(),
+                },
+            },
+        );
+        apply(&mut s, 2, Event::ChatReset);
+        assert!(
+            s.cells.is_empty(),
+            "the context is the model's, not the screen's"
+        );
+        apply(
+            &mut s,
+            3,
+            Event::SessionResumed {
+                at: "2026-12-01T18:00:00Z".into(),
+                quorum_version: "0.1.0".into(),
+            },
+        );
+        assert!(matches!(
+            &s.cells[0].kind,
+            cells::CellKind::Notice { text, .. }
+                if text == "session continued 2026-12-01T18:00:00Z (quorum 0.1.0)"
+        ));
+    }
+
+    #[test]
     fn model_retry_shows_until_the_model_answers() {
         let mut s = State::new();
         apply(
@@ -554,6 +586,9 @@ mod tests {
             "usage",
             "notice",
             "error",
+            "session_resumed",
+            "chat_message",
+            "chat_reset",
         ];
         assert_eq!(covered, Event::TYPES);
     }
