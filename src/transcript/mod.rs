@@ -13,6 +13,7 @@
 pub mod import;
 mod reader;
 mod recorder;
+pub mod sessions;
 
 pub use reader::{Loaded, TranscriptError, Warning, load, load_capped, parse};
 pub use recorder::Recorder;
