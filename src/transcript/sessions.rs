@@ -91,6 +91,20 @@ impl SessionInfo {
     }
 }
 
+/// How long before `now` `then` was, for a person: `just now`, `42s ago`,
+/// `5m ago`, `3h ago`, `6d ago`, else the date (`2026-12-01`).
+pub fn ago(then: SystemTime, now: SystemTime) -> String {
+    let s = now.duration_since(then).unwrap_or_default().as_secs();
+    match s {
+        0..10 => "just now".to_string(),
+        10..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        86_400..2_592_000 => format!("{}d ago", s / 86_400),
+        _ => humantime::format_rfc3339_seconds(then).to_string()[..10].to_string(),
+    }
+}
+
 fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&humantime::format_rfc3339_seconds(*t))
 }
@@ -687,6 +701,19 @@ mod tests {
         assert!(info.running_tasks.is_empty());
         assert_eq!(info.events, 2);
         assert_eq!(info.last_event_at(), "2026-12-01T18:00:54Z");
+    }
+
+    #[test]
+    fn ages_for_a_person() {
+        let now = humantime::parse_rfc3339("2026-12-31T12:00:00Z").unwrap();
+        let before = |s| now - Duration::from_secs(s);
+        assert_eq!(ago(before(3), now), "just now");
+        assert_eq!(ago(now + Duration::from_secs(5), now), "just now");
+        assert_eq!(ago(before(42), now), "42s ago");
+        assert_eq!(ago(before(5 * 60 + 9), now), "5m ago");
+        assert_eq!(ago(before(3 * 3600), now), "3h ago");
+        assert_eq!(ago(before(6 * 86_400), now), "6d ago");
+        assert_eq!(ago(before(40 * 86_400), now), "2026-11-21");
     }
 
     #[test]
