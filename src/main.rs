@@ -95,6 +95,11 @@ enum Command {
     /// Sub-agents become boxes; a report starting with a severity header
     /// tints its box. Record types not known are counted on stderr.
     Import(quorum::cli::import::ImportArgs),
+    /// List the sessions quorum recorded, newest first.
+    ///
+    /// This directory's, or every directory's with --all. These are quorum's
+    /// sessions, not an agent's ACP session (`quorum call --resume SESSION_ID`).
+    Sessions(quorum::cli::sessions::SessionsArgs),
 }
 
 #[derive(clap::Args)]
@@ -170,6 +175,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Review(args)) => with_runtime(quorum::cli::review::command(args, config))?,
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
+        Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
         Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {
@@ -219,7 +225,9 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     if resume.is_none() && args.continued.resume.is_some() {
         // `--resume` alone: the person picks one.
         let root = config::root(None)?;
-        match screen::pick_session(root.path(), args.all).await? {
+        let dir =
+            config::sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
+        match screen::pick_session(&dir, root.path(), args.all).await? {
             Some(path) => resume = Some(path),
             None => return Ok(0),
         }

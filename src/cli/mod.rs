@@ -1,7 +1,8 @@
 //! The headless front ends: `quorum call` (sub-agent calls, final
-//! messages on stdout) and `quorum run` (the chat loop, its text on stdout
-//! or every event as JSON). Progress goes to stderr; agent text is
-//! untrusted and sanitised before it reaches the terminal.
+//! messages on stdout), `quorum run` (the chat loop, its text on stdout
+//! or every event as JSON) and `quorum sessions` (the recorded sessions).
+//! Progress goes to stderr; agent text is untrusted and sanitised before it
+//! reaches the terminal.
 
 pub mod agents;
 mod call;
@@ -10,6 +11,7 @@ mod progress;
 mod resume;
 pub mod review;
 mod run;
+pub mod sessions;
 
 use std::path::PathBuf;
 

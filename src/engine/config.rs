@@ -243,6 +243,11 @@ pub fn state_dir() -> Option<PathBuf> {
     Some(base.join("quorum"))
 }
 
+/// Where sessions are recorded by default: `<state dir>/sessions`.
+pub fn sessions_dir() -> Option<PathBuf> {
+    state_dir().map(|d| d.join("sessions"))
+}
+
 /// Logs go to a file under the state directory: nothing may print over
 /// the TUI.
 pub fn init_logging() {
@@ -282,17 +287,12 @@ pub fn history_path() -> Option<PathBuf> {
 /// `<state dir>/sessions/<start time>-<pid>.jsonl`: where the TUI records
 /// by default.
 pub fn default_record_path() -> Option<PathBuf> {
-    let dir = state_dir()?.join("sessions");
+    let dir = sessions_dir()?;
     crate::confine::private::dir(&dir).ok()?;
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "-");
     Some(dir.join(format!("{stamp}-{}.jsonl", std::process::id())))
-}
-
-/// `<state dir>/sessions`: where sessions are recorded by default.
-pub fn sessions_dir() -> Option<PathBuf> {
-    Some(state_dir()?.join("sessions"))
 }
 
 /// The newest session recorded for the directory `root` (`--continue`).

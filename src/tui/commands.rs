@@ -69,9 +69,31 @@ pub async fn live(
 
 /// `quorum --resume` without an id: the person picks one of `root`'s
 /// sessions (every directory's with `all`); `None` when they pick none.
-pub async fn pick_session(root: &Path, all: bool) -> Result<Option<PathBuf>> {
-    let _ = (root, all);
-    bail!("PLACEHOLDER: the picker lands with branch sessions16")
+pub async fn pick_session(sessions_dir: &Path, root: &Path, all: bool) -> Result<Option<PathBuf>> {
+    use crate::transcript::sessions;
+    let listing = sessions::list(sessions_dir)?;
+    let listing = if all { listing } else { listing.in_dir(root) };
+    if listing.sessions.is_empty() {
+        bail!(
+            "no session recorded for {} yet{}",
+            root.display(),
+            if all {
+                ""
+            } else {
+                " (`quorum --resume --all` picks from every directory's)"
+            }
+        );
+    }
+    let mut options = super::picker::PickOptions::new(if all {
+        "Continue a session (every directory)".to_string()
+    } else {
+        format!(
+            "Continue a session of {}",
+            crate::confine::sanitize::sanitize(&root.display().to_string())
+        )
+    });
+    options.show_dirs = all;
+    super::picker::pick_on_terminal(listing.sessions, options).await
 }
 
 /// `--panel`: the side panel of background tasks.

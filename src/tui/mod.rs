@@ -8,6 +8,7 @@ pub mod composer;
 pub mod detail;
 pub mod history;
 pub mod markdown;
+pub mod picker;
 pub mod replay;
 pub mod screenshot;
 pub mod state;
