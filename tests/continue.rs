@@ -544,3 +544,162 @@ fn the_tui_killed_with_a_task_running_continues_with_the_task_interrupted_and_re
         .count();
     assert_eq!(interrupted, 1);
 }
+
+/// A transcript left by a quorum that died: the person asked for a
+/// background task, t1 was running (its agent had said something), and
+/// t2 had finished without its report reaching the model.
+fn died_with_tasks_running(cwd: &Path, path: &Path) {
+    use quorum::event::{AgentRef, ChatEntry, ChatToolCall, build};
+    let header = transcript::Header::now(cwd, transcript::TerminalSize { cols: 0, rows: 0 });
+    let fake = || AgentRef::Acp("fake".into());
+    let call = |id: &str, input: &str| ChatToolCall {
+        id: id.into(),
+        name: "subagent".into(),
+        arguments: serde_json::json!({"agent": "fake", "input": input, "run_in_background": true})
+            .to_string(),
+    };
+    let events = vec![
+        Event::UserMessage {
+            text: "start two jobs".into(),
+        },
+        Event::ChatMessage {
+            message: ChatEntry::User {
+                content: "start two jobs".into(),
+            },
+        },
+        Event::TurnStarted,
+        Event::ChatMessage {
+            message: ChatEntry::Assistant {
+                content: "Starting.".into(),
+                tool_calls: vec![call("a", "echo first job"), call("b", "echo second job")],
+            },
+        },
+        build::started("call-1", fake())
+            .input("echo first job")
+            .background("t1")
+            .event(),
+        build::chunk("call-1", "halfway through"),
+        build::started("call-2", fake())
+            .input("echo second job")
+            .background("t2")
+            .event(),
+        build::finished("call-2", "second job done").event(),
+        Event::ChatMessage {
+            message: ChatEntry::Tool {
+                tool_call_id: "a".into(),
+                name: "subagent".into(),
+                content: r#"{"task_id":"t1"}"#.into(),
+            },
+        },
+        Event::ChatMessage {
+            message: ChatEntry::Tool {
+                tool_call_id: "b".into(),
+                name: "subagent".into(),
+                content: r#"{"task_id":"t2"}"#.into(),
+            },
+        },
+        Event::ChatMessage {
+            message: ChatEntry::Assistant {
+                content: "Both started.".into(),
+                tool_calls: vec![],
+            },
+        },
+        Event::TurnEnded {
+            stop_reason: StopReason::EndTurn,
+        },
+    ];
+    let mut text = serde_json::to_string(&header).unwrap() + "\n";
+    for (i, event) in events.into_iter().enumerate() {
+        text.push_str(&serde_json::to_string(&Stamped::new(i as u64 * 10, event)).unwrap());
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn the_model_is_told_once_of_interrupted_tasks_and_may_retry_them() {
+    let home = Home::new();
+    let cwd = home.workdir("project");
+    let record = home.path().join("died.jsonl");
+    died_with_tasks_running(&cwd, &record);
+    let script = home.script(
+        "second",
+        serde_json::json!([
+            {"text": "", "tool_calls": [{"name": "subagent_status", "arguments": {"task_id": "t1", "retry": true}}]},
+            {"text": "t1 runs again.", "tool_calls": [{"name": "subagent_status", "arguments": {"task_id": "t3", "wait_seconds": 30}}]},
+            {"text": "It is done."},
+            {"text": "Nothing new."}
+        ]),
+    );
+    let resume = ["--resume", record.to_str().unwrap()];
+    let out = home.run(&cwd, &script, "what happened?", &resume);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = home.requests("second");
+    let last_user = |r: &serde_json::Value| -> String {
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let told = last_user(&requests[0]);
+    // Told once, with the ids; t2's report, never delivered, comes along.
+    assert!(
+        told.contains("interrupted: t1 (fake)"),
+        "the note names the task: {told}"
+    );
+    assert!(
+        told.contains("Background task t2 (fake) finished"),
+        "{told}"
+    );
+    assert!(told.contains("second job done"), "{told}");
+    assert!(told.ends_with("what happened?"), "{told}");
+    // The retry's answer is the new task's status.
+    let tool = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let status: serde_json::Value =
+        serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
+    assert_eq!(status["task_id"], "t3", "{status}");
+    assert_eq!(status["retry_of"], "t1", "{status}");
+    // t3 ran the same message on the agent.
+    let tool = requests[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let status: serde_json::Value =
+        serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
+    assert_eq!(status["state"], "done", "{status}");
+    assert_eq!(status["output"], "first job", "{status}");
+
+    // The transcript: t1 interrupted once, with its partial output.
+    let all = events(&record);
+    let finished: Vec<(&str, &str)> = all
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentFinished {
+                call_id,
+                output,
+                stop_reason: StopReason::Interrupted,
+                ..
+            } => Some((call_id.as_str(), output.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [("call-1", "halfway through")]);
+
+    // A second continuation: nothing is told again.
+    let script = home.script("third", serde_json::json!([{"text": "ok"}]));
+    let out = home.run(&cwd, &script, "and now?", &resume);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = home.requests("third");
+    assert_eq!(last_user(&requests[0]), "and now?");
+}

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::event::{Activity, ChatEntry, Event, Stamped};
+use crate::event::{Activity, ChatEntry, Event, Stamped, StopReason};
 use crate::harness::chat::message_of;
 use crate::llm::Message;
 
@@ -119,9 +119,17 @@ impl Continued {
                         }
                     }
                 }
-                Event::SubagentFinished { call_id, .. } => {
+                Event::SubagentFinished {
+                    call_id,
+                    stop_reason,
+                    ..
+                } => {
                     running.remove(call_id.as_str());
-                    if let Some(task_id) = task_of.get(call_id.as_str()) {
+                    // An interrupted task is not a report: the model was
+                    // told of it when the session was continued.
+                    if let Some(task_id) = task_of.get(call_id.as_str())
+                        && *stop_reason != StopReason::Interrupted
+                    {
                         finished_tasks.push(task_id);
                     }
                 }
