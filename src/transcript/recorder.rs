@@ -58,16 +58,9 @@ pub struct Lock {
 }
 
 impl Lock {
-    /// The lock file of `transcript`.
-    pub fn path_of(transcript: &Path) -> PathBuf {
-        let mut name = transcript.as_os_str().to_owned();
-        name.push(".lock");
-        PathBuf::from(name)
-    }
-
     /// Takes the lock of `transcript`, or says which process holds it.
     pub fn take(transcript: &Path) -> Result<Self, RecordError> {
-        let path = Self::path_of(transcript);
+        let path = super::sessions::lock_path(transcript);
         let io = |source| RecordError::Io {
             path: path.clone(),
             source,
@@ -75,7 +68,19 @@ impl Lock {
         let mut options = crate::confine::private::file_options();
         options.read(true).write(true).create(true).truncate(false);
         let mut file = options.open(&path).map_err(io)?;
-        match file.try_lock() {
+        // A listing (`quorum sessions`) checks a lock by taking it shared
+        // for an instant: a few tries tell that from a writer holding it.
+        let mut tries = 0;
+        let taken = loop {
+            match file.try_lock() {
+                Err(std::fs::TryLockError::WouldBlock) if tries < 5 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other,
+            }
+        };
+        match taken {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 let mut pid = String::new();
@@ -96,20 +101,6 @@ impl Lock {
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         write!(file, "{}", std::process::id()).map_err(io)?;
         Ok(Self { file, path })
-    }
-
-    /// The PID of the process writing `transcript`, if one is.
-    pub fn holder(transcript: &Path) -> Option<String> {
-        let path = Self::path_of(transcript);
-        let mut file = File::open(&path).ok()?;
-        match file.try_lock_shared() {
-            Ok(()) => None,
-            Err(_) => {
-                let mut pid = String::new();
-                file.read_to_string(&mut pid).ok()?;
-                Some(pid.trim().to_string())
-            }
-        }
     }
 }
 
