@@ -248,7 +248,11 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let result = screen::live(ops, events, earlier, started, bell, history.as_deref()).await;
     session.shutdown();
     if let Some(path) = session.recording() {
-        quorum::say!("session recorded to {} (quorum replay {0})", path.display());
+        let id = path.file_stem().unwrap_or_default().to_string_lossy();
+        quorum::say!(
+            "session recorded to {}\n  go on with it: quorum --resume {id} (or quorum -c here)",
+            path.display()
+        );
     }
     result.map(|()| 0)
 }

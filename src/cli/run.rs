@@ -34,7 +34,15 @@ pub async fn run_command(
         }
     };
     let (mut session, events) = Session::start(session, Instant::now())?;
-    Ok(run(&mut session, events, prompt, json, no_wait).await)
+    let code = run(&mut session, events, prompt, json, no_wait).await;
+    if let Some(path) = session.recording() {
+        let id = path.file_stem().unwrap_or_default().to_string_lossy();
+        crate::say!(
+            "quorum: session recorded to {} (quorum run --resume {id} -p … goes on with it)",
+            path.display()
+        );
+    }
+    Ok(code)
 }
 
 /// Runs `quorum run`: one prompt, then (unless `no_wait`) the reports of
