@@ -42,10 +42,12 @@ def main():
         cid = f"call-{call}"
         started = {"type": "subagent_started", "call_id": cid, "agent": {"acp": "fast-agent"},
                    "input": f"fix module {turn % 97}", "code_review": False}
+        ids = {"call_id": cid}
         if call % 5 == 0:
             task += 1
             started["task_id"] = f"t{task}"
             started["background"] = True
+            ids["task_id"] = f"t{task}"
         emit(started)
         tools = 0
         for step in range(8):
@@ -59,11 +61,11 @@ def main():
             else:
                 emit({"type": "subagent_activity", "call_id": cid, "activity": {
                     "kind": "message_chunk", "text": f"line {step} of the fix for module {turn % 97}\n"}})
-            emit({"type": "task_progress", "call_id": cid, "state": "running", "tool_calls": tools,
+            emit({"type": "task_progress", **ids, "state": "running", "tool_calls": tools,
                   "last_activity": f"line {step}"})
         emit({"type": "subagent_finished", "call_id": cid, "output": f"Fixed module {turn % 97}.",
               "stop_reason": "end_turn"})
-        emit({"type": "task_progress", "call_id": cid, "state": "done", "tool_calls": tools})
+        emit({"type": "task_progress", **ids, "state": "done", "tool_calls": tools})
         for piece in ["Done with ", f"step {turn}."]:
             emit({"type": "assistant_delta", "text": piece})
         emit({"type": "assistant_end"})
