@@ -471,7 +471,10 @@ fn the_tui_killed_with_a_task_running_continues_with_the_task_interrupted_and_re
     let first = Killed(spawn(&terminal, &["--model", &model]));
     terminal.wait_for("Ctrl+C quits");
     terminal.type_keys(b"start the slow job\r");
-    terminal.wait_for_screen(|s| s.contents().contains("It runs as t1."));
+    // The agent has said something of its work: that is its partial output.
+    terminal.wait_for_screen(|s| {
+        s.contents().contains("It runs as t1.") && s.contents().contains("working")
+    });
     let store = home.store().display().to_string();
     assert!(
         wait_until(Duration::from_secs(30), || !processes_mentioning(&store)
@@ -702,4 +705,64 @@ fn the_model_is_told_once_of_interrupted_tasks_and_may_retry_them() {
     assert!(out.status.success(), "{}", stderr(&out));
     let requests = home.requests("third");
     assert_eq!(last_user(&requests[0]), "and now?");
+}
+
+#[test]
+fn a_follow_up_reaches_a_background_task_of_the_earlier_run_on_its_session() {
+    let home = Home::new();
+    let cwd = home.workdir("project");
+    let record = home.path().join("session.jsonl");
+    let script = home.script(
+        "first",
+        serde_json::json!([
+            {"text": "In the background.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "echo first turn", "run_in_background": true}}]},
+            {"text": "Started."},
+            {"text": "It reported."}
+        ]),
+    );
+    let out = home.run(&cwd, &script, "go", &["--record", record.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = events(&record).len();
+
+    let script = home.script(
+        "second",
+        serde_json::json!([
+            {"text": "", "tool_calls": [{"name": "subagent_status", "arguments": {"task_id": "t1", "message": "echo second turn", "wait_seconds": 30}}]},
+            {"text": "It answered again."},
+            {"text": "Reported."}
+        ]),
+    );
+    let out = home.run(
+        &cwd,
+        &script,
+        "ask t1 again",
+        &["--resume", record.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = home.requests("second");
+    let tool = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let status: serde_json::Value =
+        serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
+    assert_eq!(status["message"], "sent", "{status}");
+    assert_eq!(status["output"], "second turn", "{status}");
+    // On the task's own session, resumed by the new process.
+    let all = events(&record);
+    let first_id = all[..before].iter().find_map(|e| match e {
+        Event::SubagentSession { session_id, .. } => session_id.clone(),
+        _ => None,
+    });
+    let again = all[before..].iter().find_map(|e| match e {
+        Event::SubagentSession {
+            call_id,
+            session,
+            session_id,
+        } => Some((call_id.as_str(), *session, session_id.clone())),
+        _ => None,
+    });
+    assert_eq!(again, Some(("call-1", SessionKind::Resumed, first_id)));
 }

@@ -54,11 +54,13 @@ impl Continued {
         // Running calls by call id, and their order.
         let mut running: HashMap<&str, Interrupted> = HashMap::new();
         let mut order: Vec<&str> = Vec::new();
+        let mut ordered: HashSet<&str> = HashSet::new();
         let mut finished_tasks: Vec<&str> = Vec::new();
         let mut reported: HashSet<&str> = HashSet::new();
         let mut batches: Vec<(&str, Vec<&str>)> = Vec::new();
         let mut open_batches: HashSet<&str> = HashSet::new();
         let mut task_of: HashMap<&str, &str> = HashMap::new();
+        let mut agent_of: HashMap<&str, &str> = HashMap::new();
         let mut open_turn = false;
         let mut last_t = 0;
         for stamped in events {
@@ -84,7 +86,10 @@ impl Continued {
                             partial: String::new(),
                         },
                     );
-                    order.push(call_id);
+                    if ordered.insert(call_id) {
+                        order.push(call_id);
+                    }
+                    agent_of.insert(call_id, agent.name());
                     if let Some(task_id) = task_id {
                         task_of.insert(call_id, task_id);
                     }
@@ -103,10 +108,10 @@ impl Continued {
                     running.entry(call_id).or_insert_with(|| Interrupted {
                         call_id: call_id.clone(),
                         task_id: task_of.get(call_id.as_str()).map(|t| t.to_string()),
-                        agent: String::new(),
+                        agent: agent_of.get(call_id.as_str()).unwrap_or(&"").to_string(),
                         partial: String::new(),
                     });
-                    if !order.contains(&call_id.as_str()) {
+                    if ordered.insert(call_id) {
                         order.push(call_id);
                     }
                 }

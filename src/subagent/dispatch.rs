@@ -270,9 +270,10 @@ impl Dispatcher {
     }
 
     /// Goes on from a recorded session's events: the sub-agent memory they
-    /// left (the last input, each agent's session), and ids that follow
-    /// theirs, so a new call never takes an old call's id. The task board
-    /// is seeded by the bus.
+    /// left (the last input, each agent's session), what a follow-up to
+    /// each background task needs (its agent and session), and ids that
+    /// follow theirs, so a new call never takes an old call's id. The task
+    /// board is seeded by the bus.
     pub fn restore(&self, events: &[Stamped]) {
         *lock(&self.memory) = SubAgent::from_events(events.iter().map(|s| &s.event));
         let next = |counter: &AtomicU64, id: &str, prefix: &str| {
@@ -280,14 +281,46 @@ impl Dispatcher {
                 counter.fetch_max(n + 1, Ordering::SeqCst);
             }
         };
+        let mut tasks = lock(&self.tasks);
         for stamped in events {
             match &stamped.event {
                 Event::SubagentStarted {
-                    call_id, task_id, ..
+                    call_id,
+                    task_id,
+                    agent,
+                    code_review,
+                    ..
                 } => {
                     next(&self.next_call, call_id, "call-");
-                    if let Some(task_id) = task_id {
-                        next(&self.next_task, task_id, "t");
+                    let Some(task_id) = task_id else { continue };
+                    next(&self.next_task, task_id, "t");
+                    // What a follow-up message to the task needs: its
+                    // agent, and (below) the session it ran on.
+                    let runner = match agent {
+                        AgentRef::Acp(name) => self.pool.agent(name).ok(),
+                        AgentRef::Internal => lock(&self.internal).clone(),
+                    };
+                    if let Some(runner) = runner {
+                        tasks.insert(
+                            call_id.clone(),
+                            TaskMeta {
+                                agent: agent.clone(),
+                                runner,
+                                depth: 1,
+                                code_review: *code_review,
+                                exclude: None,
+                                session_id: None,
+                            },
+                        );
+                    }
+                }
+                Event::SubagentSession {
+                    call_id,
+                    session_id: Some(id),
+                    ..
+                } => {
+                    if let Some(meta) = tasks.get_mut(call_id) {
+                        meta.session_id = Some(id.clone());
                     }
                 }
                 Event::BatchStarted { batch_id, .. } => next(&self.next_batch, batch_id, "b"),
