@@ -620,10 +620,16 @@ async fn slash_commands() {
         expect: &str,
     ) {
         drive(terminal, app, line(typed), vec![]).await;
-        let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        // The model's context (not drawn) is skipped: what shows is next.
+        let e = loop {
+            let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if !matches!(e.event, Event::ChatReset | Event::ChatMessage { .. }) {
+                break e;
+            }
+        };
         let shown = format!("{:?}", e.event);
         assert!(shown.contains(expect), "{typed}: {shown}");
         drive(terminal, app, vec![], vec![e]).await;
