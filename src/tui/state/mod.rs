@@ -344,9 +344,9 @@ impl State {
         let CellKind::Subagent(b) = &mut cell.kind else {
             return None;
         };
-        self.tally.remove_box(index, &b.summary);
+        let taken = self.tally.take_box(&b.summary);
         let r = edit(b);
-        self.tally.add_box(index, &b.summary);
+        self.tally.put_box(index, taken, &b.summary);
         Some(r)
     }
 
