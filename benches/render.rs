@@ -1,10 +1,17 @@
-//! Render and reducer benchmarks (`cargo bench`).
+//! Render and reducer benchmarks (`cargo bench --bench render`).
 //!
 //! Targets (issue 2): one frame of a 10,000-cell transcript with 20 running
 //! boxes at 200x60 under 2 ms; frame cost that does not grow with the
 //! transcript's length; over 1,000,000 events applied per second.
-//! Issue 16: pushing events through the whole app (as `quorum replay
-//! --screenshot` does) at a rate that does not fall as the session grows.
+//! Issue 16 (flat cost): a frame at 100,000 cells within 1.5x of one at
+//! 1,000 (`frame`); `State::apply` as fast once the state holds 1,000,000
+//! cells as at 1,000 (`apply`, the cost case); a 1,000,000-event replay in
+//! at most 12x the time of a 100,000-event one (`replay`).
+//!
+//! `cargo bench --bench render -- frame apply replay` runs the cases named
+//! (all by default); `BENCH_REPS=N` sets the repetitions of the apply
+//! case; `-- --transcript FILE N` writes a transcript of N replay events
+//! (for `benches/continue_first_frame.sh`) and runs nothing.
 //!
 //! Prints figures and ratios; asserts nothing, so timing noise never fails
 //! a build.
@@ -236,8 +243,8 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn main() {
-    // cargo bench passes --bench; nothing to parse.
+/// One frame at 200x60 of sessions of 1,000, 10,000 and 100,000 cells.
+fn frames() {
     println!("render: one frame at 200x60, side panel open, 20 running boxes");
     let mut base = Duration::ZERO;
     for cells in [1_000, 10_000, 100_000] {
@@ -266,79 +273,83 @@ fn main() {
             warm.as_secs_f64() / base.as_secs_f64()
         );
     }
+}
 
-    println!("apply: 1,000,000 events into the state");
-    let mut events = Vec::with_capacity(1_000_000);
-    let mut t = 0u64;
-    while events.len() < 1_000_000 {
-        let call = format!("c{}", events.len() / 1000);
-        t += 1;
-        events.push(Stamped::new(
-            t,
-            build::started(call.clone(), AgentRef::Acp("claude".into()))
-                .input("review")
-                .review()
-                .background(call.clone())
-                .event(),
-        ));
-        for j in 0..998 {
-            t += 1;
-            let activity = match j % 10 {
-                0 => Activity::ToolCall {
-                    id: format!("{j}"),
-                    title: "Read src/lib.rs".into(),
-                    status: ToolStatus::InProgress,
-                    detail: Default::default(),
-                },
-                1 => Activity::ToolCallUpdate {
-                    id: format!("{}", j - 1),
-                    title: None,
-                    status: Some(ToolStatus::Completed),
-                    detail: Default::default(),
-                },
-                2 => Activity::ThoughtChunk {
-                    text: "considering the lock".into(),
-                },
-                _ => Activity::MessageChunk {
-                    text: "some streamed words ".into(),
-                },
-            };
-            events.push(Stamped::new(t, build::activity(call.clone(), activity)));
-        }
-        t += 1;
-        events.push(Stamped::new(
-            t,
-            build::finished(call, "done")
-                .severity(Severity::Green)
-                .event(),
-        ));
-    }
-    events.truncate(1_000_000);
-    let mut best = Duration::MAX;
-    for _ in 0..3 {
-        let mut state = quorum::tui::state::State::new();
-        let start = Instant::now();
-        for e in &events {
-            state.apply(e);
-        }
-        best = best.min(start.elapsed());
-        black_box(&state);
-    }
+/// Repetitions of each measure (`BENCH_REPS`, default 3; 1 for profilers).
+fn reps() -> usize {
+    std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3)
+}
+
+/// Events applied after the state holds this many cells, per measure.
+const WINDOW: usize = 24_000;
+
+/// The cost case (issue 16): `State::apply` throughput once the state
+/// holds 1,000, 100,000 and 1,000,000 cells. The state is filled with
+/// [`replay_event`]s (off the clock), then the next [`WINDOW`] events
+/// are timed; best of 3, each on a state filled afresh. Flat when no
+/// per-event cost depends on the session's length.
+fn apply_cost() {
     println!(
-        "  {} in {} (best of 3): {:.2} million events per second",
-        events.len(),
-        ms(best),
-        events.len() as f64 / best.as_secs_f64() / 1e6
+        "apply: State::apply of the next {WINDOW} events once the state holds N cells (best of 3)"
     );
-
-    println!("replay: N events through the app (App::on_event), then one 200x60 frame");
     let mut first_rate = 0.0;
+    for cells in [1_000, 100_000, 1_000_000] {
+        let mut best = Duration::MAX;
+        for _ in 0..reps() {
+            let mut state = quorum::tui::state::State::new();
+            let mut n = 0;
+            while state.cells.len() < cells {
+                state.apply(&replay_event(n));
+                n += 1;
+            }
+            let window: Vec<Stamped> = (n..n + WINDOW).map(replay_event).collect();
+            best = best.min(apply_window(&mut state, &window));
+            black_box(&state);
+        }
+        let rate = WINDOW as f64 / best.as_secs_f64();
+        if cells == 1_000 {
+            first_rate = rate;
+        }
+        println!(
+            "  {cells:>9} cells: {:.2} million events per second, {:.2}x the 1,000-cell rate",
+            rate / 1e6,
+            rate / first_rate
+        );
+    }
+}
+
+/// The timed part of [`apply_cost`] (a function of its own, for profilers).
+#[inline(never)]
+fn apply_window(state: &mut quorum::tui::state::State, window: &[Stamped]) -> Duration {
+    let start = Instant::now();
+    for e in window {
+        state.apply(e);
+    }
+    start.elapsed()
+}
+
+/// Replay throughput (issue 16): N events through the app, then its one
+/// frame, as `quorum replay --screenshot` does; best of 3 (`BENCH_REPS`).
+fn replay() {
+    println!(
+        "replay: N events through the app (App::on_event), then one 200x60 frame (best of {})",
+        reps()
+    );
+    let mut first_rate = 0.0;
+    let mut times = Vec::new();
     for n in [10_000, 100_000, 1_000_000] {
-        let (events, frame) = replay_time(n);
+        let (events, frame) = (0..reps())
+            .map(|_| replay_time(n))
+            .min()
+            .expect("at least one run");
         let rate = n as f64 / events.as_secs_f64();
         if n == 10_000 {
             first_rate = rate;
         }
+        times.push(events + frame);
         println!(
             "  {n:>9} events in {}: {:.2} million events per second, {:.2}x the 10,000-event rate (frame {})",
             ms(events),
@@ -346,5 +357,55 @@ fn main() {
             rate / first_rate,
             ms(frame)
         );
+    }
+    println!(
+        "  1,000,000 events and their frame take {:.2}x the time of 100,000 (10x is flat, at most 12x)",
+        times[2].as_secs_f64() / times[1].as_secs_f64()
+    );
+}
+
+/// Writes a transcript of `n` [`replay_event`]s to `path`, for
+/// `benches/continue_first_frame.sh`.
+fn write_transcript(path: &str, n: usize) {
+    let header = quorum::transcript::Header::now(
+        std::path::Path::new("/tmp"),
+        quorum::transcript::TerminalSize {
+            cols: 120,
+            rows: 40,
+        },
+    );
+    let path = std::path::Path::new(path);
+    let _ = std::fs::remove_file(path);
+    let mut recorder = quorum::transcript::Recorder::create(path, &header).unwrap();
+    for i in 0..n {
+        recorder.record(&replay_event(i)).unwrap();
+    }
+    println!("wrote {n} events to {}", path.display());
+}
+
+/// `cargo bench --bench render [-- CASE...]`: every case, or those named
+/// (`frame`, `apply`, `replay`); `-- --transcript FILE N` writes a
+/// transcript of N events instead.
+fn main() {
+    // cargo bench passes --bench.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if let [flag, path, n] = &args[..]
+        && flag == "--transcript"
+    {
+        write_transcript(path, n.parse().expect("N: a number of events"));
+        return;
+    }
+    let run = |case: &str| args.is_empty() || args.iter().any(|a| a == case);
+    if run("frame") {
+        frames();
+    }
+    if run("apply") {
+        apply_cost();
+    }
+    if run("replay") {
+        replay();
     }
 }

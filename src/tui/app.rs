@@ -262,26 +262,17 @@ impl App {
         }
     }
 
-    /// The boxes' cell indices, oldest first.
-    fn boxes(&self) -> Vec<usize> {
-        self.state
-            .cells
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| matches!(c.kind, super::state::CellKind::Subagent(_)))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
     /// Alt+↑/↓: moves the focus to the box before (`up`) or after; past the
     /// newest box the focus goes back to the composer.
     fn move_focus(&mut self, up: bool) {
-        let boxes = self.boxes();
+        let boxes = self.state.boxes();
+        // Where the focus would go among the boxes, oldest first.
+        let at = |f: usize| boxes.partition_point(|&i| i < f);
         let next = match (self.view.focus, up) {
             (None, true) => boxes.last().copied(),
             (None, false) => None,
-            (Some(f), true) => boxes.iter().rev().find(|&&i| i < f).copied().or(Some(f)),
-            (Some(f), false) => boxes.iter().find(|&&i| i > f).copied(),
+            (Some(f), true) => at(f).checked_sub(1).map(|k| boxes[k]).or(Some(f)),
+            (Some(f), false) => boxes.get(at(f + 1)).copied(),
         };
         self.view.focus = next;
         if let Some(i) = next {

@@ -12,6 +12,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Widget};
 
+use std::collections::HashMap;
+
 use super::cells::{self, truncate};
 use super::composer::Layout;
 use super::state::{Cell, CellKind, State, Task};
@@ -38,6 +40,10 @@ struct Cached {
     lines: Vec<Line<'static>>,
 }
 
+/// How many cells' rows the view keeps laid out: past it, those farther
+/// than half of it from the top row shown are dropped.
+const CACHE_CELLS: usize = 4096;
+
 /// What the screen remembers between frames: scroll position, panel
 /// toggle, and layout caches. Never part of the recorded state.
 #[derive(Default)]
@@ -46,7 +52,11 @@ pub struct View {
     anchor: Option<Anchor>,
     /// The panel as toggled by the user; `None` follows the width rule.
     panel: Option<bool>,
-    cache: Vec<Option<Cached>>,
+    /// Laid-out rows by cell index: only cells that were on screen (or
+    /// scrolled past) have an entry, so its cost follows what was shown,
+    /// not the transcript's length. Kept near the top shown (see
+    /// [`CACHE_CELLS`]).
+    cache: HashMap<usize, Cached>,
     /// Transcript size at the last frame, for scrolling by pages.
     width: usize,
     height: usize,
@@ -134,22 +144,32 @@ impl View {
 
     /// Rows of cell `i` at the current width.
     fn rows(&mut self, state: &State, i: usize, width: usize, now: u64) -> &[Line<'static>] {
-        if self.cache.len() < state.cells.len() {
-            self.cache.resize_with(state.cells.len(), || None);
-        }
         let cell = &state.cells[i];
         let at = moment(cell, now);
-        let fresh = matches!(&self.cache[i], Some(c) if c.width == width && c.rev == cell.rev && c.at == at);
+        let fresh = matches!(self.cache.get(&i), Some(c) if c.width == width && c.rev == cell.rev && c.at == at);
         if !fresh {
             self.laid_out += 1;
-            self.cache[i] = Some(Cached {
-                width,
-                rev: cell.rev,
-                at,
-                lines: cells::render(cell, width, now),
-            });
+            let lines = cells::render(cell, width, now);
+            self.cache.insert(
+                i,
+                Cached {
+                    width,
+                    rev: cell.rev,
+                    at,
+                    lines,
+                },
+            );
         }
-        &self.cache[i].as_ref().expect("filled above").lines
+        &self.cache[&i].lines
+    }
+
+    /// Drops the rows of cells far from `top` once more than
+    /// [`CACHE_CELLS`] are kept.
+    fn trim_cache(&mut self, top: usize) {
+        if self.cache.len() > CACHE_CELLS {
+            self.cache
+                .retain(|&i, _| i.abs_diff(top) <= CACHE_CELLS / 2);
+        }
     }
 
     fn height_of(&mut self, state: &State, i: usize, width: usize, now: u64) -> usize {
@@ -293,6 +313,7 @@ impl View {
             }
         };
         self.top = top;
+        self.trim_cache(top.cell);
         let mut y = area.y;
         let bottom = area.y + area.height;
         let focus = self.focus;

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::{ChildBox, LogEntry, State, ToolInfo, clean};
+use super::{CellKind, ChildBox, LogEntry, State, ToolInfo, clean};
 use crate::event::{Activity, PlanEntry, ToolStatus};
 
 /// How many activity lines a running box keeps.
@@ -50,6 +50,23 @@ impl ActivityLine {
 impl State {
     /// A call's own activity, into its box.
     pub(super) fn on_activity(&mut self, call_id: &str, activity: &Activity) {
+        self.box_activity(call_id, activity);
+        // A request asked or answered: the box is noted among those that
+        // wait for an answer, or no more.
+        if matches!(
+            activity,
+            Activity::PermissionRequest { .. } | Activity::PermissionResolved { .. }
+        ) && let Some(&index) = self.calls.get(call_id)
+        {
+            if matches!(&self.cells[index].kind, CellKind::Subagent(b) if b.permission.is_some()) {
+                self.asking.insert(index);
+            } else {
+                self.asking.remove(&index);
+            }
+        }
+    }
+
+    fn box_activity(&mut self, call_id: &str, activity: &Activity) {
         let Some(b) = self.subagent(call_id) else {
             return;
         };

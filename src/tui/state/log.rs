@@ -2,7 +2,7 @@
 //! tool call's detail as the screen keeps it (sanitised, clipped); and
 //! what the calls changed, for the finished box's summary line.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use super::clean;
 use crate::event::{PlanEntry, ToolContent, ToolDetail, ToolStatus};
@@ -259,8 +259,9 @@ pub struct Changes {
     pub commands: u32,
     /// Paths let go past [`CHANGED_PATHS`].
     pub more: usize,
-    /// Tool call ids counted as commands.
-    counted: Vec<String>,
+    /// Tool call ids counted as commands (a set: a box that runs many
+    /// commands looks each up in the same time).
+    counted: HashSet<String>,
 }
 
 impl Changes {
@@ -270,8 +271,8 @@ impl Changes {
             Some("delete") => &mut self.deleted,
             Some("move") => &mut self.moved,
             Some("execute") => {
-                if !self.counted.iter().any(|c| c == id) {
-                    self.counted.push(id.to_string());
+                if !self.counted.contains(id) {
+                    self.counted.insert(id.to_string());
                     self.commands += 1;
                 }
                 return;

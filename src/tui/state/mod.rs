@@ -7,7 +7,7 @@
 //! (`log`), batch headers and usage totals (`batch`), the board's
 //! snapshots (`snapshot`) and the side panel's tasks (`panel`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 #[cfg(test)]
 use crate::event::TaskState;
@@ -58,6 +58,13 @@ pub struct State {
     /// boxes the board's snapshots describe, never kept by hand; and they
     /// cost what is open, not the transcript's length.
     open: HashSet<usize>,
+    /// Every box (by cell index, oldest first), every box still running
+    /// (its end not come: older boxes of a reused call id too), and every
+    /// box with an unanswered permission request: what the keys look up,
+    /// so no key walks the transcript.
+    boxes: Vec<usize>,
+    running_boxes: BTreeSet<usize>,
+    asking: BTreeSet<usize>,
     /// What the boxes' and tasks' snapshots add up to (waiting,
     /// cancelling, usage, the panel's running and queued): kept as each
     /// snapshot is copied, through [`State::edit_box`] and
@@ -81,36 +88,46 @@ impl State {
 
     /// The call id of the newest running box.
     pub fn latest_running_call(&self) -> Option<String> {
-        self.cells.iter().rev().find_map(|c| match &c.kind {
-            CellKind::Subagent(b) if b.running() => Some(b.call_id.clone()),
+        let &i = self.running_boxes.last()?;
+        match &self.cells[i].kind {
+            CellKind::Subagent(b) => Some(b.call_id.clone()),
             _ => None,
-        })
+        }
     }
 
     /// The newest unanswered permission request: call id, request id and
     /// how many options it offers.
     pub fn pending_permission(&self) -> Option<(String, String, usize)> {
-        self.cells.iter().rev().find_map(|c| match &c.kind {
+        let &i = self.asking.last()?;
+        match &self.cells[i].kind {
             CellKind::Subagent(b) => b
                 .permission
                 .as_ref()
                 .map(|(id, _, options)| (b.call_id.clone(), id.clone(), options.len())),
             _ => None,
-        })
+        }
     }
 
     /// The newest child session whose work can be cancelled alone (its
     /// agent allows it, it is not idle, its call runs): call and child id.
     pub fn cancellable_child(&self) -> Option<(String, String)> {
-        self.cells.iter().rev().find_map(|c| match &c.kind {
-            CellKind::Subagent(b) if b.running() => b
-                .children
-                .iter()
-                .rev()
-                .find(|c| c.cancellable())
-                .map(|c| (b.call_id.clone(), c.child_id.clone())),
-            _ => None,
-        })
+        self.running_boxes
+            .iter()
+            .rev()
+            .find_map(|&i| match &self.cells[i].kind {
+                CellKind::Subagent(b) => b
+                    .children
+                    .iter()
+                    .rev()
+                    .find(|c| c.cancellable())
+                    .map(|c| (b.call_id.clone(), c.child_id.clone())),
+                _ => None,
+            })
+    }
+
+    /// The boxes' cell indices, oldest first.
+    pub fn boxes(&self) -> &[usize] {
+        &self.boxes
     }
 
     /// How many sub-agent boxes are still running (queued ones included).
@@ -261,6 +278,18 @@ impl State {
             boxes().filter(|b| b.summary.cancelling).count(),
             "cancelling"
         );
+        let indexed = |pick: fn(&SubagentBox) -> bool| -> Vec<usize> {
+            let cells = self.cells.iter().enumerate();
+            cells
+                .filter(|(_, c)| matches!(&c.kind, CellKind::Subagent(b) if pick(b)))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        assert_eq!(self.boxes, indexed(|_| true), "boxes");
+        let running: Vec<usize> = self.running_boxes.iter().copied().collect();
+        assert_eq!(running, indexed(|b| b.running()), "running boxes");
+        let asking: Vec<usize> = self.asking.iter().copied().collect();
+        assert_eq!(asking, indexed(|b| b.permission.is_some()), "asking");
         let count = |s| self.tasks.iter().filter(|t| t.summary.state == s).count();
         assert_eq!(
             self.task_counts(),
@@ -351,9 +380,9 @@ impl State {
         let CellKind::Subagent(b) = &mut cell.kind else {
             return None;
         };
-        self.tally.remove_box(index, &b.summary);
+        let taken = self.tally.take_box(&b.summary);
         let r = edit(b);
-        self.tally.add_box(index, &b.summary);
+        self.tally.put_box(index, taken, &b.summary);
         Some(r)
     }
 
@@ -361,6 +390,7 @@ impl State {
     pub(super) fn push_box(&mut self, b: SubagentBox) -> usize {
         let index = self.cells.len();
         self.tally.add_box(index, &b.summary);
+        self.boxes.push(index);
         self.push(CellKind::Subagent(Box::new(b)))
     }
 

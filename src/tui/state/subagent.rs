@@ -362,6 +362,7 @@ impl State {
             b.summary.waiting = false;
             b.summary.state = TaskState::from_stop_reason(stop_reason);
         });
+        self.asking.remove(&index);
         self.track_call(call_id);
     }
 
@@ -371,8 +372,10 @@ impl State {
     fn track(&mut self, index: usize) {
         if matches!(&self.cells[index].kind, CellKind::Subagent(b) if b.running()) {
             self.open.insert(index);
+            self.running_boxes.insert(index);
         } else {
             self.open.remove(&index);
+            self.running_boxes.remove(&index);
         }
     }
 

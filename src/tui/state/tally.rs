@@ -28,6 +28,13 @@ pub(super) struct Tally {
     pub tasks_queued: usize,
 }
 
+/// What [`Tally::take_box`] took off: the place in `costs` of the old
+/// snapshot's currency, if it had a cost.
+#[must_use]
+pub(super) struct Taken {
+    cost: Option<usize>,
+}
+
 #[derive(Debug, Clone)]
 struct CostTally {
     currency: String,
@@ -38,13 +45,10 @@ struct CostTally {
 impl Tally {
     /// Counts the snapshot of the box at cell `index`.
     pub fn add_box(&mut self, index: usize, s: &Summary) {
-        self.waiting += usize::from(s.waiting);
-        self.cancelling += usize::from(s.cancelling);
+        self.count_share(s);
         let Some(share) = &s.share else {
             return;
         };
-        self.shares += 1;
-        self.tokens += share.tokens;
         if let Some(c) = &share.cost {
             match self.costs.iter_mut().find(|x| x.currency == c.currency) {
                 Some(x) => {
@@ -60,25 +64,64 @@ impl Tally {
         }
     }
 
-    /// Takes back what [`Tally::add_box`] counted of the same snapshot.
-    pub fn remove_box(&mut self, index: usize, s: &Summary) {
+    /// Takes off what [`Tally::add_box`] counted of a box's snapshot that
+    /// is about to change; [`Tally::put_box`] counts the changed one. A
+    /// cost's currency keeps the box among those that have a cost in it
+    /// until then, so a share replaced in the same currency (what a box's
+    /// snapshots do again and again) leaves the set of boxes untouched.
+    pub fn take_box(&mut self, s: &Summary) -> Taken {
         self.waiting -= usize::from(s.waiting);
         self.cancelling -= usize::from(s.cancelling);
         let Some(share) = &s.share else {
-            return;
+            return Taken { cost: None };
         };
         self.shares -= 1;
         self.tokens -= share.tokens;
-        if let Some(c) = &share.cost
-            && let Some(i) = self.costs.iter().position(|x| x.currency == c.currency)
-        {
+        let cost = share.cost.as_ref().and_then(|c| {
+            let i = self.costs.iter().position(|x| x.currency == c.currency)?;
+            self.costs[i].amount -= c.amount;
+            Some(i)
+        });
+        Taken { cost }
+    }
+
+    /// Counts the changed snapshot of the box at cell `index`, after
+    /// [`Tally::take_box`] took off its old one.
+    pub fn put_box(&mut self, index: usize, taken: Taken, s: &Summary) {
+        let cost = s.share.as_ref().and_then(|share| share.cost.as_ref());
+        if let Some(i) = taken.cost {
             let x = &mut self.costs[i];
-            x.amount -= c.amount;
-            x.boxes.remove(&index);
-            if x.boxes.is_empty() {
-                // No box has a cost in it any more: the currency goes.
-                self.costs.remove(i);
+            match cost {
+                Some(c) if c.currency == x.currency => {
+                    // The same currency: as if the box left it and came
+                    // back, its amount alone when it is the only one.
+                    if x.boxes.len() == 1 {
+                        x.amount = c.amount;
+                    } else {
+                        x.amount += c.amount;
+                    }
+                    self.count_share(s);
+                    return;
+                }
+                _ => {
+                    x.boxes.remove(&index);
+                    if x.boxes.is_empty() {
+                        // No box has a cost in it any more: the currency goes.
+                        self.costs.remove(i);
+                    }
+                }
             }
+        }
+        self.add_box(index, s);
+    }
+
+    /// The counts of a snapshot but its cost.
+    fn count_share(&mut self, s: &Summary) {
+        self.waiting += usize::from(s.waiting);
+        self.cancelling += usize::from(s.cancelling);
+        if let Some(share) = &s.share {
+            self.shares += 1;
+            self.tokens += share.tokens;
         }
     }
 
