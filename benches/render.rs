@@ -10,8 +10,8 @@
 //!
 //! `cargo bench --bench render -- frame apply replay` runs the cases named
 //! (all by default); `BENCH_REPS=N` sets the repetitions of the apply
-//! case; `-- --transcript FILE N` writes a transcript of N replay events
-//! (for `benches/continue_first_frame.sh`) and runs nothing.
+//! case. (`scripts/bench-continue.sh` times a continued session's first
+//! frame.)
 //!
 //! Prints figures and ratios; asserts nothing, so timing noise never fails
 //! a build.
@@ -364,40 +364,14 @@ fn replay() {
     );
 }
 
-/// Writes a transcript of `n` [`replay_event`]s to `path`, for
-/// `benches/continue_first_frame.sh`.
-fn write_transcript(path: &str, n: usize) {
-    let header = quorum::transcript::Header::now(
-        std::path::Path::new("/tmp"),
-        quorum::transcript::TerminalSize {
-            cols: 120,
-            rows: 40,
-        },
-    );
-    let path = std::path::Path::new(path);
-    let _ = std::fs::remove_file(path);
-    let mut recorder = quorum::transcript::Recorder::create(path, &header).unwrap();
-    for i in 0..n {
-        recorder.record(&replay_event(i)).unwrap();
-    }
-    println!("wrote {n} events to {}", path.display());
-}
-
 /// `cargo bench --bench render [-- CASE...]`: every case, or those named
-/// (`frame`, `apply`, `replay`); `-- --transcript FILE N` writes a
-/// transcript of N events instead.
+/// (`frame`, `apply`, `replay`).
 fn main() {
     // cargo bench passes --bench.
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    if let [flag, path, n] = &args[..]
-        && flag == "--transcript"
-    {
-        write_transcript(path, n.parse().expect("N: a number of events"));
-        return;
-    }
     let run = |case: &str| args.is_empty() || args.iter().any(|a| a == case);
     if run("frame") {
         frames();
