@@ -94,6 +94,11 @@ impl Home {
         cmd
     }
 
+    /// `quorum run --resume RECORD`.
+    fn resume(&self, cwd: &Path, script: &Path, prompt: &str, record: &Path) -> Output {
+        self.run(cwd, script, prompt, &["--resume", record.to_str().unwrap()])
+    }
+
     fn run(&self, cwd: &Path, script: &Path, prompt: &str, extra: &[&str]) -> Output {
         self.quorum(cwd)
             .args(["run", "--approve", "all", "--model"])
@@ -170,12 +175,7 @@ fn run_resume_gives_the_model_the_first_runs_conversation_and_the_agent_its_sess
             {"text": "You asked me to remember the password."}
         ]),
     );
-    let out = home.run(
-        &cwd,
-        &script,
-        "what did I ask first?",
-        &["--resume", record.to_str().unwrap()],
-    );
+    let out = home.resume(&cwd, &script, "what did I ask first?", &record);
     assert!(out.status.success(), "{}", stderr(&out));
 
     // The model's first request of the second run holds the first run's
@@ -316,12 +316,7 @@ fn a_last_line_cut_short_is_cut_off_and_nothing_recorded_is_lost() {
     std::fs::write(&record, format!("{whole}{{\"t\":99,\"type\":\"user_mes")).unwrap();
 
     let script = home.script("second", serde_json::json!([{"text": "ok"}]));
-    let out = home.run(
-        &cwd,
-        &script,
-        "go on",
-        &["--resume", record.to_str().unwrap()],
-    );
+    let out = home.resume(&cwd, &script, "go on", &record);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("its last line was cut short"),
@@ -345,12 +340,7 @@ fn a_session_open_in_another_quorum_is_refused_and_left_alone() {
     let script = home.script("second", serde_json::json!([{"text": "ok"}]));
     {
         let _writer = transcript::Lock::take(&record).unwrap();
-        let out = home.run(
-            &cwd,
-            &script,
-            "go on",
-            &["--resume", record.to_str().unwrap()],
-        );
+        let out = home.resume(&cwd, &script, "go on", &record);
         assert_eq!(out.status.code(), Some(2));
         assert!(
             stderr(&out).contains(&format!("is open in process {}", std::process::id())),
@@ -360,12 +350,7 @@ fn a_session_open_in_another_quorum_is_refused_and_left_alone() {
         assert_eq!(std::fs::read(&record).unwrap(), before, "nothing written");
     }
     // Once the other writer is gone (its lock released), it continues.
-    let out = home.run(
-        &cwd,
-        &script,
-        "go on",
-        &["--resume", record.to_str().unwrap()],
-    );
+    let out = home.resume(&cwd, &script, "go on", &record);
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -732,12 +717,7 @@ fn a_follow_up_reaches_a_background_task_of_the_earlier_run_on_its_session() {
             {"text": "Reported."}
         ]),
     );
-    let out = home.run(
-        &cwd,
-        &script,
-        "ask t1 again",
-        &["--resume", record.to_str().unwrap()],
-    );
+    let out = home.resume(&cwd, &script, "ask t1 again", &record);
     assert!(out.status.success(), "{}", stderr(&out));
     let requests = home.requests("second");
     let tool = requests[1]["messages"]
