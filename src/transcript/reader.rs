@@ -288,6 +288,11 @@ fn parse_v1_event(
 }
 
 fn parse_event(path: &Path, line: usize, text: &str) -> Result<Stamped, TranscriptError> {
+    // A well-formed line parses straight into its event; only a line that
+    // does not is read again as plain JSON, to say what is wrong with it.
+    if let Ok(stamped) = serde_json::from_str::<Stamped>(text) {
+        return Ok(stamped);
+    }
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| TranscriptError::NotJson {
             path: path.to_path_buf(),
