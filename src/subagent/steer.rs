@@ -158,6 +158,8 @@ impl Dispatcher {
             code_review: meta.code_review,
             resume: Some(session_id),
             exclude: meta.exclude,
+            worktree: meta.worktree,
+            title: meta.title,
         };
         let opened = Opened {
             job,

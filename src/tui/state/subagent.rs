@@ -54,6 +54,22 @@ pub struct SubagentBox {
     pub children: Vec<ChildBox>,
     /// Its streamed text and thoughts, cleaned as they arrive.
     pub(super) streams: Streams,
+    /// A task with a worktree of its own: its branch and what it changed.
+    pub worktree: Option<WorktreeLine>,
+}
+
+/// A worktree task's branch, as its box shows it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorktreeLine {
+    pub branch: String,
+    /// `from HEAD`, or `from HEAD + your uncommitted changes`.
+    pub base: String,
+    /// Set once its work was committed.
+    pub diffstat: Option<crate::event::Diffstat>,
+    /// The branch's diff, for the opened box (sanitised).
+    pub diff: String,
+    /// `merged into main`, `discarded`, once it is.
+    pub fate: Option<String>,
 }
 
 /// A box's two streams of text, each cleaned across its chunks.
@@ -225,6 +241,7 @@ impl State {
             },
             children: Vec::new(),
             streams: Streams::default(),
+            worktree: None,
             batch: batch_id
                 .as_ref()
                 .filter(|id| self.batches.contains_key(*id))
@@ -340,6 +357,65 @@ impl State {
         child.description = description.map(clean);
         child.state = state;
         child.can_cancel = can_cancel;
+    }
+
+    /// A task's worktree is ready: its box names the branch.
+    pub(super) fn on_worktree_ready(&mut self, call_id: &str, branch: &str, base: &str) {
+        let Some(i) = self.box_index(call_id) else {
+            return;
+        };
+        let base = if base == "uncommitted" {
+            "from HEAD + your uncommitted changes"
+        } else {
+            "from HEAD"
+        };
+        self.edit_box(i, |b| {
+            b.worktree = Some(WorktreeLine {
+                branch: clean(branch),
+                base: base.to_string(),
+                ..WorktreeLine::default()
+            });
+        });
+    }
+
+    /// A task's work was committed: its box shows the diffstat, the
+    /// opened box the diff.
+    pub(super) fn on_worktree_committed(
+        &mut self,
+        call_id: &str,
+        diffstat: crate::event::Diffstat,
+        diff: &str,
+    ) {
+        let Some(i) = self.box_index(call_id) else {
+            return;
+        };
+        let diff = clean(diff);
+        self.edit_box(i, |b| {
+            if let Some(w) = &mut b.worktree {
+                w.diffstat = Some(diffstat);
+                w.diff = diff;
+            }
+        });
+    }
+
+    /// A branch was merged or thrown away: its boxes say so.
+    pub(super) fn on_branch_fate(&mut self, branch: &str, fate: String) {
+        let boxes: Vec<usize> = self
+            .calls
+            .values()
+            .copied()
+            .filter(|&i| {
+                matches!(&self.cells[i].kind, CellKind::Subagent(b)
+                    if b.worktree.as_ref().is_some_and(|w| w.branch == branch))
+            })
+            .collect();
+        for i in boxes {
+            self.edit_box(i, |b| {
+                if let Some(w) = &mut b.worktree {
+                    w.fate = Some(fate.clone());
+                }
+            });
+        }
     }
 
     pub(super) fn on_subagent_finished(
