@@ -83,7 +83,16 @@ impl Dispatcher {
             Some(t) => t.to_string(),
             None => call_id.replace("call-", "c"),
         };
-        let branch = worktree::branch_name(&task, worktree::first_line(message));
+        // Task ids start again in every session: a name an earlier one
+        // took gets a number.
+        let name = worktree::branch_name(&task, worktree::first_line(message));
+        let mut branch = name.clone();
+        for n in 2..100 {
+            if !repo.branch_exists(&branch) {
+                break;
+            }
+            branch = format!("{name}-{n}");
+        }
         let session = session.map(|p| p.display().to_string()).unwrap_or_default();
         let mut meta = vec![("task", task.as_str()), ("agent", agent)];
         if !session.is_empty() {

@@ -646,3 +646,88 @@ mod tests {
         assert_eq!(stat.to_string(), "+42 −7 in 3 files");
     }
 }
+
+#[cfg(test)]
+mod repo_tests {
+    //! The git steps against a scratch repository.
+    use super::*;
+
+    fn scratch() -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("repo");
+        std::fs::create_dir_all(&top).unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["config", "user.name", "T"],
+            &["config", "user.email", "t@example.com"],
+        ] {
+            git(&top, "setup", args).unwrap();
+        }
+        std::fs::write(top.join("a.txt"), "one\n").unwrap();
+        git(&top, "setup", &["add", "a.txt"]).unwrap();
+        git(&top, "setup", &["commit", "-q", "-m", "first"]).unwrap();
+        let repo = Repo::find(&top).unwrap();
+        (dir, repo)
+    }
+
+    #[test]
+    fn an_existing_branch_is_refused_and_nothing_is_made() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        git(&repo.top, "setup", &["branch", "quorum/t1-x"]).unwrap();
+        let e = repo.create(&state, "quorum/t1-x", &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("branch quorum/t1-x already exists"),
+            "{e}"
+        );
+        assert!(!repo.worktrees_dir(&state).join("quorum-t1-x").exists());
+    }
+
+    #[test]
+    fn a_failing_worktree_add_leaves_no_branch() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        // Something is in the way of the worktree's folder.
+        let path = repo.worktrees_dir(&state).join("quorum-t2-y");
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("x"), "x").unwrap();
+        let e = repo.create(&state, "quorum/t2-y", &[]).unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        assert!(!repo.branch_exists("quorum/t2-y"));
+    }
+
+    #[test]
+    fn bare_repositories_and_plain_folders_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Repo::find(dir.path()).unwrap_err();
+        assert!(matches!(e, WorktreeError::NotARepo { .. }), "{e}");
+        assert!(e.to_string().contains("not a git repository"), "{e}");
+        git(dir.path(), "setup", &["init", "-q", "--bare"]).unwrap();
+        let e = Repo::find(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("is a bare repository"), "{e}");
+    }
+
+    #[test]
+    fn a_commit_then_a_follow_up_commit_on_the_branch() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo
+            .create(&state, "quorum/t3-fix", &[("task", "t3")])
+            .unwrap();
+        assert_eq!(w.base, Base::Head);
+        std::fs::write(w.path.join("b.txt"), "two\n").unwrap();
+        assert!(w.commit("Fix it (fake)").unwrap().is_some());
+        std::fs::write(w.path.join("b.txt"), "two\nthree\n").unwrap();
+        assert!(w.commit("Fix it (fake)").unwrap().is_some());
+        assert_eq!(w.commit("Fix it (fake)").unwrap(), None, "nothing changed");
+        let stat = repo.diffstat(&w.base_commit, &w.branch).unwrap();
+        assert_eq!(stat.to_string(), "+2 −0 in 1 file");
+        assert_eq!(repo.unmerged(&w.branch).unwrap(), 2);
+        assert_eq!(repo.get(&w.branch, "task").as_deref(), Some("t3"));
+        assert_eq!(repo.worktree(&w.branch), Some(w.clone()));
+        std::fs::remove_dir_all(&w.path).unwrap();
+        let e = w.commit("again").unwrap_err();
+        assert!(matches!(e, WorktreeError::Gone(_)), "{e}");
+    }
+}
