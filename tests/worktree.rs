@@ -4,6 +4,8 @@
 //! directory, with its own HOME, state and config directories and git
 //! identity; the fake agent writes and reads through ACP `fs/*`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
@@ -132,8 +134,20 @@ impl Scratch {
 
     /// A session in the person's repository, as the TUI starts one.
     fn session(&self) -> (Session, mpsc::UnboundedSender<Op>, Events) {
+        self.session_with(None, None)
+    }
+
+    /// As [`Scratch::session`], recorded to `record`, or continuing
+    /// `resume`.
+    fn session_with(
+        &self,
+        record: Option<PathBuf>,
+        resume: Option<PathBuf>,
+    ) -> (Session, mpsc::UnboundedSender<Op>, Events) {
         let registry = Registry::load(Some(&self.config)).unwrap();
-        let config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
+        let mut config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
+        config.record = record;
+        config.resume = resume;
         let (mut session, events) = Session::start(config, Instant::now()).unwrap();
         session.dispatcher().set_worktrees(Some(self.state()), None);
         let ops = session.serve();
@@ -144,6 +158,23 @@ impl Scratch {
 struct Events(mpsc::UnboundedReceiver<Stamped>);
 
 impl Events {
+    async fn next(&mut self) -> Event {
+        tokio::time::timeout(std::time::Duration::from_secs(30), self.0.recv())
+            .await
+            .expect("an event")
+            .expect("the session runs")
+            .event
+    }
+
+    /// The next commit of a worktree task's turn: its branch and commit.
+    async fn committed(&mut self) -> (String, Option<String>) {
+        loop {
+            if let Event::WorktreeCommitted { branch, commit, .. } = self.next().await {
+                return (branch, commit);
+            }
+        }
+    }
+
     /// The first notice or error after now whose text has `needle`.
     async fn said(&mut self, needle: &str) -> Event {
         loop {
@@ -461,4 +492,102 @@ fn worktrees_lists_and_prunes_the_merged() {
         text(&o.stdout)
     );
     assert_eq!(s.git(&["branch", "--list", "quorum/*"]), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_commits_in_the_same_worktree_and_a_continued_session_finds_it() {
+    let s = scratch();
+    let record = s.dir.path().join("session.jsonl");
+    let (session, ops, mut events) = s.session_with(Some(record.clone()), None);
+    // The TUI's spelling: `@NAME+` in a worktree, `!` in the background.
+    ops.send(Op::Submit("@fake!+ write notes.txt first".into()))
+        .unwrap();
+    let (branch, first) = events.committed().await;
+    assert_eq!(branch, "quorum/t1-write-notes-txt-first");
+    assert!(first.is_some());
+    ops.send(Op::Submit("/msg t1 write more.txt second".into()))
+        .unwrap();
+    let (again, second) = events.committed().await;
+    assert_eq!(again, branch, "the same branch");
+    assert_ne!(second, first, "a new commit");
+    assert_eq!(
+        s.git(&["rev-list", "--count", &format!("main..{branch}")]),
+        "2"
+    );
+    assert_eq!(s.git(&["show", &format!("{branch}:more.txt")]), "second");
+    session.shutdown();
+    drop((session, ops, events));
+
+    // quorum died (or quit): the worktree and branch are still there, and
+    // the continued session knows them.
+    let (session, ops, mut events) = s.session_with(None, Some(record));
+    events.said("t1: its worktree is still there").await;
+    ops.send(Op::Submit("/msg t1 write third.txt 3".into()))
+        .unwrap();
+    let (branch3, _) = events.committed().await;
+    assert_eq!(branch3, branch);
+    assert_eq!(s.git(&["show", &format!("{branch}:third.txt")]), "3");
+    assert_eq!(s.status(), "");
+    session.shutdown();
+}
+
+/// The screen: `@NAME+` in the composer, the box names the branch and its
+/// diffstat, the opened box shows the diff; `/help` lists the spelling
+/// and the merge commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_box_shows_the_branch_and_diffstat_and_the_opened_box_the_diff() {
+    use common::app::{alt, drive, key, line, text, until};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::KeyCode;
+
+    let s = scratch();
+    let (_session, ops, events) = s.session();
+    let mut app = quorum::tui::app::App::live(ops, Instant::now());
+    let mut ev_rx = events.0;
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake+ write notes.txt hello"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("+1 −0 in 1 file")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("⎇ quorum/c1-write-notes-txt-hello · +1 −0 in 1 file"),
+        "{screen}"
+    );
+    assert!(s.status().is_empty());
+    // Opened: the diff of the branch.
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![alt(KeyCode::Up), key(KeyCode::Enter)],
+        vec![],
+    )
+    .await;
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("── diff of quorum/c1-write-notes-txt-hello ──"),
+        "{screen}"
+    );
+    assert!(screen.contains("+hello"), "{screen}");
+    assert!(
+        screen.contains("branch: quorum/c1-write-notes-txt-hello (from HEAD)"),
+        "{screen}"
+    );
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    drive(&mut terminal, &mut app, line("/help"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("/merge TASK")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("@NAME+"), "{screen}");
+    assert!(screen.contains("/discard TASK"), "{screen}");
 }
