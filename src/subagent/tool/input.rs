@@ -79,6 +79,8 @@ pub struct SubAgentCallInput {
 /// Where a sub-agent writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+// Inlined: some model servers do not follow `$ref`s in tool schemas.
+#[schemars(inline)]
 pub enum Isolation {
     /// In the session directory (the default).
     None,
@@ -387,6 +389,23 @@ mod tests {
     }
 
     #[test]
+    fn isolation_and_branch_of_a_batch_are_its_tasks_defaults() {
+        let input: SubAgentCallInput = serde_json::from_str(
+            r#"{"isolation":"worktree","branch":"quorum/t1-x","tasks":[
+                {"input":"one"},
+                {"input":"two","isolation":"none","branch":"quorum/t2-y"}]}"#,
+        )
+        .unwrap();
+        let specs = input.task_specs().unwrap();
+        assert!(specs[0].isolation && !specs[1].isolation);
+        assert_eq!(specs[0].branch.as_deref(), Some("quorum/t1-x"));
+        assert_eq!(specs[1].branch.as_deref(), Some("quorum/t2-y"));
+        let e =
+            serde_json::from_str::<SubAgentCallInput>(r#"{"isolation":"sandbox"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `sandbox`"), "{e}");
+    }
+
+    #[test]
     fn input_and_tasks_do_not_mix_and_tasks_need_an_input() {
         let both: SubAgentCallInput =
             serde_json::from_str(r#"{"input":"x","tasks":[{"input":"y"}]}"#).unwrap();
@@ -476,6 +495,8 @@ mod tests {
             "output_requirements",
             "include_main_summary",
             "exclude_files_pattern",
+            "isolation",
+            "branch",
         ] {
             assert!(props.get(field).is_some(), "{field} in {schema}");
         }
@@ -486,7 +507,14 @@ mod tests {
         let text = schema.to_string();
         assert!(!text.contains("$ref"), "inlined for model servers: {text}");
         let task = &schema["properties"]["tasks"]["items"];
-        for field in ["agent", "input", "code_review", "output_requirements"] {
+        for field in [
+            "agent",
+            "input",
+            "code_review",
+            "output_requirements",
+            "isolation",
+            "branch",
+        ] {
             assert!(task["properties"].get(field).is_some(), "{field} in {text}");
         }
         assert_eq!(task["required"], serde_json::json!(["input"]), "{text}");
