@@ -35,7 +35,9 @@ fn scope_of(exclusions: &Exclusions, session: &str, root: &Root) -> (Root, Optio
         .get(session)
         .cloned()
         .unwrap_or_default();
-    (scope.root.unwrap_or_else(|| root.clone()), scope.exclude)
+    // A session's own root reads as much as the connection's.
+    let own = scope.root.map(|r| r.with_max_read(root.max_read()));
+    (own.unwrap_or_else(|| root.clone()), scope.exclude)
 }
 
 /// `fs/read_text_file`: the read runs on a blocking thread, and the answer

@@ -64,7 +64,7 @@ impl Agent for Internal {
         // A worktree task's tools work in its worktree, and only there.
         let root = match input.root.map(Root::new) {
             None => Ok(self.root.clone()),
-            Some(Ok(root)) => Ok(root),
+            Some(Ok(root)) => Ok(root.with_max_read(self.root.max_read())),
             Some(Err(e)) => Err(e),
         };
         async move {
