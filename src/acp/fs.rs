@@ -28,13 +28,34 @@ pub(super) struct Scope {
 
 /// The session's bounds: its own root (else the connection's) and what it
 /// may not read.
-fn scope_of(exclusions: &Exclusions, session: &str, root: &Root) -> (Root, Option<Exclude>) {
-    let scope = exclusions
-        .lock()
-        .expect("not poisoned")
-        .get(session)
-        .cloned()
-        .unwrap_or_default();
+fn scope_of(
+    exclusions: &Exclusions,
+    routes: &Routes,
+    session: &str,
+    root: &Root,
+) -> (Root, Option<Exclude>) {
+    let scopes = exclusions.lock().expect("not poisoned");
+    let scope = match scopes.get(session) {
+        Some(scope) => scope.clone(),
+        // A child session (a nested sub-agent) is bound as the session
+        // whose turn its traffic is routed to.
+        None => {
+            let routes = routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            routes
+                .get(session)
+                .and_then(|tx| {
+                    routes
+                        .iter()
+                        .filter(|(id, other)| id.as_str() != session && other.same_channel(tx))
+                        .find_map(|(id, _)| scopes.get(id))
+                })
+                .cloned()
+                .unwrap_or_default()
+        }
+    };
+    drop(scopes);
     // A session's own root reads as much as the connection's.
     let own = scope.root.map(|r| r.with_max_read(root.max_read()));
     (own.unwrap_or_else(|| root.clone()), scope.exclude)
@@ -49,7 +70,7 @@ pub(super) fn on_read_text_file(
     req: ReadTextFileRequest,
     responder: Responder<ReadTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, exclude) = scope_of(exclusions, req.session_id.0.as_ref(), root);
+    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
     // File I/O runs on a blocking thread, and the answer
     // is sent from a task of its own: the dispatch loop
     // never waits on the disk.
@@ -89,7 +110,7 @@ pub(super) fn on_write_text_file(
     req: WriteTextFileRequest,
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, _) = scope_of(exclusions, req.session_id.0.as_ref(), root);
+    let (root, _) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
     let routes = routes.clone();
     tokio::spawn(async move {
         let session = req.session_id.0.clone();
