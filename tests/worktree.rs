@@ -591,3 +591,45 @@ async fn the_box_shows_the_branch_and_diffstat_and_the_opened_box_the_diff() {
     assert!(screen.contains("@NAME+"), "{screen}");
     assert!(screen.contains("/discard TASK"), "{screen}");
 }
+
+/// The internal agent in a worktree: its file tools and its shell work
+/// there, and what they made is committed to the branch.
+#[test]
+fn the_internal_agents_tools_and_shell_work_in_the_worktree() {
+    let s = scratch();
+    let script = s.dir.path().join("script.json");
+    // Aimed at the person's tree: refused.
+    let escape = s.repo().join("escape.txt").display().to_string();
+    std::fs::write(
+        &script,
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"input": "Write made.txt", "isolation": "worktree"}}]},
+            {"tool_calls": [
+                {"name": "write", "arguments": {"path": "made.txt", "content": "by the internal agent"}},
+                {"name": "shell", "arguments": {"command": "pwd > where.txt"}},
+                {"name": "write", "arguments": {"path": escape, "content": "evil"}}
+            ]},
+            {"text": "done"},
+            {"text": "It is on its branch."}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let o = s.quorum(&["run", "--model", &model, "--no-record", "-p", "go"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let branch = "quorum/c1-write-made-txt";
+    assert_eq!(
+        s.git(&["show", &format!("{branch}:made.txt")]),
+        "by the internal agent"
+    );
+    let worktree = s.git(&["config", &format!("branch.{branch}.quorumworktree")]);
+    assert_eq!(s.git(&["show", &format!("{branch}:where.txt")]), worktree);
+    assert_eq!(
+        s.git(&["log", "-1", "--format=%s", branch]),
+        "Write made.txt (internal)"
+    );
+    assert_eq!(s.status(), "");
+    assert!(!s.repo().join("made.txt").exists());
+    assert!(!s.repo().join("escape.txt").exists());
+}
