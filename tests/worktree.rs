@@ -505,6 +505,16 @@ async fn a_follow_up_commits_in_the_same_worktree_and_a_continued_session_finds_
     let (branch, first) = events.committed().await;
     assert_eq!(branch, "quorum/t1-write-notes-txt-first");
     assert!(first.is_some());
+    // `subagent_status` names the task's branch, worktree and diffstat.
+    let status = session.dispatcher().status(Some("t1")).unwrap().to_json();
+    assert_eq!(status["branch"], branch.as_str(), "{status}");
+    assert_eq!(status["diffstat"], "+1 −0 in 1 file", "{status}");
+    assert!(
+        status["worktree"]
+            .as_str()
+            .unwrap()
+            .ends_with("quorum-t1-write-notes-txt-first")
+    );
     ops.send(Op::Submit("/msg t1 write more.txt second".into()))
         .unwrap();
     let (again, second) = events.committed().await;
