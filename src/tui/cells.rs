@@ -265,6 +265,9 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
     match (&h.quorum, h.finished) {
         (Some(q), _) => {
             spans.push(Span::styled("quorum ", strong));
+            if let Some(branch) = &h.branch {
+                spans.push(Span::styled(format!("on {branch} "), strong));
+            }
             let verdict = q
                 .verdict
                 .map_or("no verdict".to_string(), |v| format!("● {}", v.as_str()));

@@ -249,14 +249,19 @@ impl State {
                 ..
             } => self.on_worktree_committed(call_id, *diffstat, diff),
             Event::BranchVerdict {
-                branch, verdict, ..
-            } => self.on_notice(
-                NoticeLevel::Info,
-                &format!(
-                    "{branch}: review quorum {}",
-                    verdict.map_or("gave no verdict", |v| v.as_str())
-                ),
-            ),
+                branch,
+                verdict,
+                batch_id,
+            } => {
+                self.on_branch_verdict(batch_id.as_deref(), branch);
+                self.on_notice(
+                    NoticeLevel::Info,
+                    &format!(
+                        "{branch}: review quorum {}",
+                        verdict.map_or("gave no verdict", |v| v.as_str())
+                    ),
+                )
+            }
             Event::BranchMerged { branch, into } => {
                 self.on_branch_fate(branch, format!("merged into {}", clean(into)))
             }
