@@ -643,3 +643,46 @@ fn the_internal_agents_tools_and_shell_work_in_the_worktree() {
     assert!(!s.repo().join("made.txt").exists());
     assert!(!s.repo().join("escape.txt").exists());
 }
+
+/// A session in a folder of the repository works in the worktree's copy
+/// of that folder.
+#[test]
+fn a_session_in_a_subfolder_works_in_the_worktrees_subfolder() {
+    let s = scratch();
+    let sub = s.repo().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("keep.txt"), "kept").unwrap();
+    s.git(&["add", "sub"]);
+    s.git(&["commit", "-q", "-m", "sub"]);
+    let o = s.quorum_in(
+        &sub,
+        &[
+            "call",
+            "--agent",
+            "fake",
+            "--worktree",
+            "--json",
+            "--input",
+            "read keep.txt",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(out["output"], "read: kept");
+    let o = s.quorum_in(
+        &sub,
+        &[
+            "call",
+            "--agent",
+            "fake",
+            "--worktree",
+            "--json",
+            "--input",
+            "write new.txt here",
+        ],
+    );
+    let out: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let branch = out["branch"].as_str().unwrap();
+    assert_eq!(s.git(&["show", &format!("{branch}:sub/new.txt")]), "here");
+    assert!(!sub.join("new.txt").exists());
+}

@@ -368,13 +368,13 @@ impl Dispatcher {
             resume: job.resume.as_deref(),
             exclude: job.exclude.as_ref(),
             depth: job.depth,
-            root: job.worktree.as_ref().map(|w| w.path.as_path()),
+            root: job.worktree.as_ref().map(|w| w.workdir.as_path()),
         };
         // A worktree task runs in its worktree, or not at all.
         let gone = job
             .worktree
             .as_ref()
-            .and_then(|w| super::isolate::still_there(&w.path).err());
+            .and_then(|w| super::isolate::still_there(&w.workdir).err());
         let mut result = match gone {
             Some(e) => Outcome::error(format!("{}: {e}", job.agent.name())),
             None => job.runner.turn(input, &sink, control).await,

@@ -98,7 +98,13 @@ impl Dispatcher {
         if !session.is_empty() {
             meta.push(("session", &session));
         }
-        let worktree = repo.create(&state, &branch, &meta)?;
+        let worktree = repo
+            .create(&state, &branch, &meta)?
+            .in_dir(self.root.path());
+        // A session folder git does not track yet is made in the worktree.
+        if let Err(e) = std::fs::create_dir_all(&worktree.workdir) {
+            return Err(WorktreeError::Io(format!("{}: {e}", worktree.workdir.display())).into());
+        }
         lock(&self.worktrees).by_call.insert(
             call_id.to_string(),
             Isolated {
@@ -301,6 +307,7 @@ impl Dispatcher {
                                 repo: self.root.path().to_path_buf(),
                                 branch: branch.clone(),
                                 path: PathBuf::from(path),
+                                workdir: PathBuf::from(path),
                                 base: if base == "uncommitted" {
                                     Base::Uncommitted
                                 } else {
@@ -324,6 +331,7 @@ impl Dispatcher {
         for (call, mut i) in found {
             if let Some(top) = &top {
                 i.worktree.repo = top.clone();
+                i.worktree = i.worktree.in_dir(self.root.path());
             }
             let name = i
                 .task_id

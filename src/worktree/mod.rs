@@ -153,6 +153,9 @@ pub struct Worktree {
     pub repo: PathBuf,
     pub branch: String,
     pub path: PathBuf,
+    /// Where the agent works: the worktree's copy of the session
+    /// directory (its top, unless the session is in a subfolder).
+    pub workdir: PathBuf,
     pub base: Base,
     /// The commit the branch left from.
     pub base_commit: String,
@@ -350,6 +353,7 @@ impl Repo {
             repo: self.top.clone(),
             branch: branch.to_string(),
             path: path.clone(),
+            workdir: path.clone(),
             base,
             base_commit: base_commit.clone(),
         };
@@ -405,6 +409,7 @@ impl Repo {
             repo: self.top.clone(),
             branch: branch.to_string(),
             path: PathBuf::from(self.get(branch, "worktree")?),
+            workdir: PathBuf::from(self.get(branch, "worktree")?),
             base: match self.get(branch, "basekind").as_deref() {
                 Some("uncommitted") => Base::Uncommitted,
                 _ => Base::Head,
@@ -415,10 +420,17 @@ impl Repo {
 
     /// Records a review quorum's verdict against `branch`.
     pub fn record_verdict(&self, branch: &str, verdict: Option<Severity>) -> Result<()> {
+        if !self.branch_exists(branch) {
+            return Err(WorktreeError::Git {
+                step: format!("recording the verdict on {branch}"),
+                git: format!("no branch {branch} in {}", self.top.display()),
+            });
+        }
         self.set(branch, "verdict", verdict.map_or("none", Severity::as_str))
     }
 
-    /// The latest review quorum's verdict on `branch`, if one was recorded.
+    /// The latest review quorum's verdict on `branch`, if one was
+    /// recorded.
     pub fn verdict(&self, branch: &str) -> Option<Severity> {
         match self.get(branch, "verdict")?.as_str() {
             "green" => Some(Severity::Green),
@@ -588,6 +600,20 @@ pub fn parse_numstat(text: &str) -> Diffstat {
 }
 
 impl Worktree {
+    /// Works in the worktree's copy of `dir`, a folder of the person's
+    /// repository (its top: the worktree's top).
+    pub fn in_dir(mut self, dir: &Path) -> Self {
+        let top = self
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| self.repo.clone());
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        if let Ok(rel) = dir.strip_prefix(&top) {
+            self.workdir = self.path.join(rel);
+        }
+        self
+    }
+
     fn git(&self, step: &str, args: &[&str]) -> Result<String> {
         if !self.path.is_dir() {
             return Err(WorktreeError::Gone(self.path.clone()));
