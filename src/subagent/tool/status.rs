@@ -51,7 +51,7 @@ pub struct TaskStatus {
     pub retry_of: Option<String>,
     /// A worktree task's branch, worktree and diffstat.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub work: Option<crate::event::Work>,
+    pub work: Option<Box<crate::event::Work>>,
 }
 
 /// What became of a follow-up message: queued for the running task's
@@ -81,7 +81,7 @@ impl TaskStatus {
             usage: s.usage.clone(),
             message: None,
             retry_of: None,
-            work: entry.work.clone(),
+            work: entry.work.clone().map(Box::new),
         }
     }
 }
