@@ -686,3 +686,53 @@ fn a_session_in_a_subfolder_works_in_the_worktrees_subfolder() {
     assert_eq!(s.git(&["show", &format!("{branch}:sub/new.txt")]), "here");
     assert!(!sub.join("new.txt").exists());
 }
+
+/// An agent that deletes its worktree: the commit is reported as
+/// impossible, the branch keeps what it had, the person's tree is as it
+/// was.
+#[test]
+fn a_deleted_worktree_is_reported_and_the_persons_tree_untouched() {
+    let s = scratch();
+    let script = s.dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"input": "Clean up", "isolation": "worktree"}}]},
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf \"$(pwd)\""}}]},
+            {"text": "gone"},
+            {"text": "ok"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let o = s.quorum(&[
+        "run",
+        "--json",
+        "--model",
+        &model,
+        "--no-record",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let events: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let gone = events.iter().any(|e| {
+        e["type"] == "notice"
+            && e["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("is gone (deleted during the turn?)")
+    });
+    assert!(gone, "{}", text(&o.stdout));
+    // The branch is still there, at its start; the person's tree is clean.
+    assert_eq!(
+        s.git(&["rev-parse", "quorum/c1-clean-up"]),
+        s.git(&["rev-parse", "main"])
+    );
+    assert_eq!(s.status(), "");
+    assert!(s.repo().join("lib.rs").exists());
+}

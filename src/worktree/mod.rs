@@ -615,7 +615,9 @@ impl Worktree {
     }
 
     fn git(&self, step: &str, args: &[&str]) -> Result<String> {
-        if !self.path.is_dir() {
+        // Its `.git` file ties it to the repository: without it, what is
+        // left is no worktree.
+        if !self.path.join(".git").exists() {
             return Err(WorktreeError::Gone(self.path.clone()));
         }
         git(&self.path, step, args)
