@@ -400,6 +400,7 @@ impl State {
 
     /// A branch was merged or thrown away: its boxes say so.
     pub(super) fn on_branch_fate(&mut self, branch: &str, fate: String) {
+        let branch = clean(branch);
         let boxes: Vec<usize> = self
             .calls
             .values()
@@ -480,6 +481,59 @@ mod tests {
 
     use super::*;
     use crate::tui::state::fixtures::*;
+
+    #[test]
+    fn a_worktree_task_box_names_its_branch_then_its_diffstat_then_its_fate() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        let call_id = the_box(&s).call_id.clone();
+        apply(
+            &mut s,
+            2,
+            Event::WorktreeReady {
+                call_id: call_id.clone(),
+                task_id: Some("t1".into()),
+                branch: "quorum/t1-fix\u{1b}[31m".into(),
+                path: "/w".into(),
+                base: "uncommitted".into(),
+                base_commit: "abc".into(),
+            },
+        );
+        let w = the_box(&s).worktree.clone().unwrap();
+        assert_eq!(w.branch, "quorum/t1-fix", "sanitised");
+        assert_eq!(w.base, "from HEAD + your uncommitted changes");
+        assert_eq!(w.diffstat, None);
+        apply(
+            &mut s,
+            3,
+            Event::WorktreeCommitted {
+                call_id,
+                branch: "quorum/t1-fix\u{1b}[31m".into(),
+                commit: Some("def".into()),
+                diffstat: crate::event::Diffstat {
+                    added: 42,
+                    removed: 7,
+                    files: 3,
+                },
+                diff: "+ok\u{1b}]0;title\u{7}".into(),
+            },
+        );
+        let w = the_box(&s).worktree.clone().unwrap();
+        assert_eq!(w.diffstat.unwrap().to_string(), "+42 −7 in 3 files");
+        assert!(!w.diff.contains('\u{1b}'), "{:?}", w.diff);
+        apply(
+            &mut s,
+            4,
+            Event::BranchMerged {
+                branch: "quorum/t1-fix\u{1b}[31m".into(),
+                into: "main".into(),
+            },
+        );
+        assert_eq!(
+            the_box(&s).worktree.as_ref().unwrap().fate.as_deref(),
+            Some("merged into main")
+        );
+    }
 
     #[test]
     fn subagent_started_opens_a_box_and_a_task() {
