@@ -46,6 +46,9 @@ pub struct TurnInput<'a> {
     /// The nesting depth the turn runs at (1: a call of the main chat);
     /// the internal agent's own sub-agent calls go one deeper.
     pub depth: u32,
+    /// The directory this turn works in, when it is not the session's: a
+    /// worktree task's worktree. Its file access is confined to it.
+    pub root: Option<&'a Path>,
 }
 
 /// What to do when an agent asks for permission: the one policy type,

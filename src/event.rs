@@ -329,6 +329,9 @@ pub struct Outcome {
     /// How the session was opened (`None` if none was).
     pub session: Option<SessionKind>,
     pub session_id: Option<String>,
+    /// A worktree task's branch, worktree and diffstat.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub work: Option<Work>,
 }
 
 impl Outcome {
@@ -373,7 +376,8 @@ pub enum Op {
 /// slash): what the engine understands and `/help` lists, and what the
 /// composer completes.
 pub const SLASH_COMMANDS: &[&str] = &[
-    "agents", "cancel", "help", "model", "msg", "new", "record", "retry", "tasks",
+    "agents", "cancel", "discard", "help", "merge", "model", "msg", "new", "record", "retry",
+    "tasks",
 ];
 
 /// The task board's summary of one call: what a box's footer and the side
@@ -809,7 +813,80 @@ pub enum Event {
     /// The chat's context was cleared (`/new`): a continued session
     /// rebuilds it from the messages after this.
     "chat_reset" => ChatReset,
+    /// A task with `isolation: "worktree"` got its own worktree, on a new
+    /// branch (sent after its `subagent_started`): what a continued
+    /// session finds its tasks' worktrees by.
+    "worktree_ready" => WorktreeReady {
+        call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        branch: String,
+        path: String,
+        /// `head`, or `uncommitted` (a commit of the person's
+        /// uncommitted changes on HEAD).
+        base: String,
+        base_commit: String,
+    },
+    /// A worktree task's turn ended and its changes were committed to its
+    /// branch (`commit` is `None` when it changed nothing): the branch's
+    /// diff against where it started.
+    "worktree_committed" => WorktreeCommitted {
+        call_id: String,
+        branch: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        diffstat: Diffstat,
+        #[serde(default)]
+        diff: String,
+    },
+    /// A review quorum's verdict, recorded against the branch it judged.
+    "branch_verdict" => BranchVerdict {
+        branch: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<Severity>,
+    },
+    /// A task's branch was merged into the person's branch `into`; its
+    /// worktree is removed.
+    "branch_merged" => BranchMerged {
+        branch: String,
+        into: String,
+    },
+    /// A task's worktree and branch were thrown away (`/discard`).
+    "branch_discarded" => BranchDiscarded {
+        branch: String,
+    },
 }
+}
+
+/// How much a task's branch changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Diffstat {
+    pub added: u64,
+    pub removed: u64,
+    pub files: u64,
+}
+
+impl std::fmt::Display for Diffstat {
+    /// `+42 −7 in 3 files`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = if self.files == 1 { "" } else { "s" };
+        write!(
+            f,
+            "+{} −{} in {} file{s}",
+            self.added, self.removed, self.files
+        )
+    }
+}
+
+/// Where a worktree task's work is: `quorum call --json` and the tool's
+/// answer name them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Work {
+    pub branch: String,
+    pub worktree: String,
+    pub diffstat: String,
 }
 
 /// One message of the chat model's context ([`Event::ChatMessage`]).
@@ -992,6 +1069,37 @@ mod tests {
                 },
             },
             Event::ChatReset,
+            Event::WorktreeReady {
+                call_id: "call-1".into(),
+                task_id: Some("t1".into()),
+                branch: "quorum/t1-fix".into(),
+                path: "/state/worktrees/r/quorum-t1-fix".into(),
+                base: "head".into(),
+                base_commit: "abc".into(),
+            },
+            Event::WorktreeCommitted {
+                call_id: "call-1".into(),
+                branch: "quorum/t1-fix".into(),
+                commit: Some("def".into()),
+                diffstat: Diffstat {
+                    added: 42,
+                    removed: 7,
+                    files: 3,
+                },
+                diff: "+x".into(),
+            },
+            Event::BranchVerdict {
+                branch: "quorum/t1-fix".into(),
+                batch_id: Some("b1".into()),
+                verdict: Some(Severity::Red),
+            },
+            Event::BranchMerged {
+                branch: "quorum/t1-fix".into(),
+                into: "main".into(),
+            },
+            Event::BranchDiscarded {
+                branch: "quorum/t1-fix".into(),
+            },
         ]
     }
 

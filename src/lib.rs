@@ -15,6 +15,7 @@ pub mod runtime;
 pub mod subagent;
 pub mod transcript;
 pub mod tui;
+pub mod worktree;
 
 /// `eprintln!` that never panics: with stderr closed (`2>&1 | head`), the
 /// line is lost and nothing else.

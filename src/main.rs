@@ -100,6 +100,10 @@ enum Command {
     /// This directory's, or every directory's with --all. These are quorum's
     /// sessions, not an agent's ACP session (`quorum call --resume SESSION_ID`).
     Sessions(quorum::cli::sessions::SessionsArgs),
+    /// List the worktrees and branches quorum made for isolated writers
+    /// here (task, branch, agent, state, ahead/behind); --prune removes
+    /// those whose session is gone and whose branch is merged.
+    Worktrees(quorum::cli::worktrees::WorktreesArgs),
 }
 
 #[derive(clap::Args)]
@@ -176,6 +180,7 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Review(args)) => with_runtime(quorum::cli::review::command(args, config))?,
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
+        Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
         Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {

@@ -18,6 +18,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("confine", &[]),
     // The model providers.
     ("llm", &[]),
+    // Git worktrees for isolated writers (the git CLI): the vocabulary's
+    // diffstat and severity, nothing else.
+    ("worktree", &["event"]),
     // Board, bus, supervisor, cancellation, PATH lookup.
     ("runtime", &["event"]),
     // The agent interface that ACP agents and the internal agent implement.
@@ -39,7 +42,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // it (its specs are the model's `ToolSpec`s).
     (
         "subagent",
-        &["agent", "acp", "llm", "event", "confine", "runtime"],
+        &[
+            "agent", "acp", "llm", "event", "confine", "runtime", "worktree",
+        ],
     ),
     // The chat loop and its tools: nothing of the sub-agent tool or ACP,
     // which the engine plugs in.
@@ -56,6 +61,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "confine",
             "runtime",
             "transcript",
+            "worktree",
         ],
     ),
     // The headless front ends.
@@ -70,6 +76,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "confine",
             "runtime",
             "transcript",
+            "worktree",
         ],
     ),
     // The screen: draws events, sends commands; nothing of ACP or models.

@@ -14,8 +14,52 @@ use agent_client_protocol::v1::schema::{
 use super::route::{Incoming, Routes, route};
 use crate::confine::fsroot::{Exclude, Root};
 
-/// What each running session may not read (`exclude_files_pattern`).
-pub(super) type Exclusions = Arc<Mutex<HashMap<String, Exclude>>>;
+/// Each running session's bounds: what it may not read
+/// (`exclude_files_pattern`), and its own directory when it is not the
+/// connection's (a worktree task's worktree).
+pub(super) type Exclusions = Arc<Mutex<HashMap<String, Scope>>>;
+
+/// One session's bounds.
+#[derive(Clone, Default)]
+pub(super) struct Scope {
+    pub(super) exclude: Option<Exclude>,
+    pub(super) root: Option<Root>,
+}
+
+/// The session's bounds: its own root (else the connection's) and what it
+/// may not read.
+fn scope_of(
+    exclusions: &Exclusions,
+    routes: &Routes,
+    session: &str,
+    root: &Root,
+) -> (Root, Option<Exclude>) {
+    let scopes = exclusions.lock().expect("not poisoned");
+    let scope = match scopes.get(session) {
+        Some(scope) => scope.clone(),
+        // A child session (a nested sub-agent) is bound as the session
+        // whose turn its traffic is routed to.
+        None => {
+            let routes = routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            routes
+                .get(session)
+                .and_then(|tx| {
+                    routes
+                        .iter()
+                        .filter(|(id, other)| id.as_str() != session && other.same_channel(tx))
+                        .find_map(|(id, _)| scopes.get(id))
+                })
+                .cloned()
+                .unwrap_or_default()
+        }
+    };
+    drop(scopes);
+    // A session's own root reads as much as the connection's.
+    let own = scope.root.map(|r| r.with_max_read(root.max_read()));
+    (own.unwrap_or_else(|| root.clone()), scope.exclude)
+}
 
 /// `fs/read_text_file`: the read runs on a blocking thread, and the answer
 /// is sent from a task of its own; a refusal is shown in the session's box.
@@ -26,15 +70,10 @@ pub(super) fn on_read_text_file(
     req: ReadTextFileRequest,
     responder: Responder<ReadTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let exclude = exclusions
-        .lock()
-        .expect("not poisoned")
-        .get(req.session_id.0.as_ref())
-        .cloned();
+    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
     // File I/O runs on a blocking thread, and the answer
     // is sent from a task of its own: the dispatch loop
     // never waits on the disk.
-    let root = root.clone();
     let routes = routes.clone();
     tokio::spawn(async move {
         let session = req.session_id.0.clone();
@@ -66,11 +105,12 @@ pub(super) fn on_read_text_file(
 /// a task of its own.
 pub(super) fn on_write_text_file(
     root: &Root,
+    exclusions: &Exclusions,
     routes: &Routes,
     req: WriteTextFileRequest,
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let root = root.clone();
+    let (root, _) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
     let routes = routes.clone();
     tokio::spawn(async move {
         let session = req.session_id.0.clone();

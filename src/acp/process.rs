@@ -81,6 +81,7 @@ impl Connection {
         let routes: Routes = Arc::default();
         let exclusions: Exclusions = Arc::default();
         let read_exclusions = exclusions.clone();
+        let write_exclusions = exclusions.clone();
         let transport = transport(
             stdin,
             stdout,
@@ -131,7 +132,13 @@ impl Connection {
                 async move |req: WriteTextFileRequest,
                             responder: Responder<WriteTextFileResponse>,
                             _cx| {
-                    on_write_text_file(&write_root, &write_routes, req, responder)
+                    on_write_text_file(
+                        &write_root,
+                        &write_exclusions,
+                        &write_routes,
+                        req,
+                        responder,
+                    )
                 },
                 agent_client_protocol::on_receive_request!(),
             )

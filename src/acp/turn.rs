@@ -50,7 +50,7 @@ impl Connection {
             Ok(opened) => opened,
             Err(outcome) => return outcome,
         };
-        let (tx, mut rx) = self.admit(&session_id, request.exclude);
+        let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root);
         let prompt = PromptRequest::new(
             session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(
@@ -120,13 +120,19 @@ impl Connection {
 
     /// Keeps `session_id` from what it may not read, and routes its
     /// traffic (and, once announced, its children's) to a new channel.
-    fn admit(&self, session_id: &str, exclude: Option<&Exclude>) -> (Outbox, Inbox) {
-        if let Some(exclude) = exclude {
-            self.exclusions
-                .lock()
-                .expect("not poisoned")
-                .insert(session_id.to_string(), exclude.clone());
-        }
+    fn admit(
+        &self,
+        session_id: &str,
+        exclude: Option<&Exclude>,
+        root: &std::path::Path,
+    ) -> (Outbox, Inbox) {
+        self.exclusions.lock().expect("not poisoned").insert(
+            session_id.to_string(),
+            super::fs::Scope {
+                exclude: exclude.cloned(),
+                root: Root::new(root).ok(),
+            },
+        );
         let (tx, rx) = mpsc::unbounded_channel();
         self.routes
             .lock()
@@ -469,6 +475,7 @@ impl<'a> Running<'a> {
             severity: None,
             session: Some(kind),
             session_id: Some(self.session_id),
+            work: None,
         }
     }
 }

@@ -39,9 +39,14 @@ pub struct CallArgs {
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "new_session")]
     resume: Option<String>,
     /// Print one JSON object per call: output, stop_reason, severity,
-    /// session, session_id.
+    /// session, session_id (and with --worktree branch, worktree, diffstat).
     #[arg(long)]
     json: bool,
+    /// Run the agent in a git worktree of its own, on a new branch
+    /// (quorum/c1-...) based on HEAD (or on your uncommitted changes);
+    /// what it changed is committed there, your tree is not touched.
+    #[arg(long)]
+    worktree: bool,
     #[command(flatten)]
     headless: HeadlessArgs,
 }
@@ -57,6 +62,7 @@ impl CallArgs {
             new_session: self.new_session,
             resume: self.resume,
             json: self.json,
+            worktree: self.worktree,
         };
         call_command(setup, request).await
     }
@@ -100,6 +106,8 @@ pub struct CallRequest {
     pub resume: Option<String>,
     /// One JSON object per call instead of its final message.
     pub json: bool,
+    /// Each call in a git worktree of its own.
+    pub worktree: bool,
 }
 
 /// Runs `quorum call`'s calls; returns the exit code.
@@ -122,6 +130,9 @@ pub async fn call(
             input: Some(input.clone()),
             code_review: request.code_review,
             continue_session: !request.new_session,
+            isolation: request
+                .worktree
+                .then_some(crate::subagent::tool::input::Isolation::Worktree),
             ..SubAgentCallInput::default()
         };
         let run = session.call(call);
@@ -152,6 +163,14 @@ pub async fn call(
                 };
                 // A closed stdout (`| head`) is no reason to stop the calls.
                 let _ = writeln!(std::io::stdout(), "{printed}");
+                if let (false, Some(work)) = (request.json, &outcome.work) {
+                    crate::say!(
+                        "quorum: {} · {} · worktree {}",
+                        sanitize(&work.branch),
+                        work.diffstat,
+                        sanitize(&work.worktree)
+                    );
+                }
                 if outcome.stop_reason != StopReason::EndTurn {
                     if !request.json {
                         crate::say!("quorum: stop reason: {}", outcome.stop_reason);

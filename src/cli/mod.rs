@@ -12,6 +12,7 @@ mod resume;
 pub mod review;
 mod run;
 pub mod sessions;
+pub mod worktrees;
 
 use std::path::PathBuf;
 

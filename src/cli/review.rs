@@ -39,6 +39,11 @@ pub struct ReviewArgs {
     /// last commit; untracked files are not part of it).
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
+    /// Review branch B (a worktree task's, say) against the point where it
+    /// left its base; the quorum's verdict is recorded against the branch
+    /// (a red one keeps `/merge` from merging it).
+    #[arg(long, value_name = "B", conflicts_with = "base")]
+    pub branch: Option<String>,
     /// Print one JSON object: the summary, each review, the quorum and
     /// the exit code.
     #[arg(long)]
@@ -128,8 +133,19 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
             return Ok(EXIT_ERROR);
         }
     }
-    let rev = args.base.clone().unwrap_or_else(|| "HEAD".to_string());
     let dir = session.root.path().to_path_buf();
+    let rev = match &args.branch {
+        Some(branch) => {
+            match crate::worktree::Repo::find(&dir).and_then(|r| r.fork_point(branch)) {
+                Ok(base) => format!("{base}...{branch}"),
+                Err(e) => {
+                    crate::say!("quorum: --branch {branch}: {e}");
+                    return Ok(EXIT_ERROR);
+                }
+            }
+        }
+        None => args.base.clone().unwrap_or_else(|| "HEAD".to_string()),
+    };
     let diff = match diff(&dir, &rev) {
         Ok(d) => d,
         Err(e) => {
@@ -148,7 +164,15 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         }
         return Ok(EXIT_GREEN);
     }
-    let message = prompt(&dir, &rev, &diff);
+    let message = match &args.branch {
+        // The dispatcher adds the branch's diff, and records the verdict.
+        Some(branch) => format!(
+            "Review the change on branch `{branch}` of the repository in {}. Look for bugs, \
+             security problems and anything that must be fixed before it is merged.",
+            dir.display()
+        ),
+        None => prompt(&dir, &rev, &diff),
+    };
     let input = SubAgentCallInput {
         tasks: Some(
             agents
@@ -161,6 +185,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
                 .collect(),
         ),
         code_review: true,
+        branch: args.branch.clone(),
         // Sessions last one invocation: every reviewer starts fresh.
         continue_session: false,
         ..SubAgentCallInput::default()

@@ -193,6 +193,11 @@ impl Root {
         })
     }
 
+    /// The largest file this root reads.
+    pub fn max_read(&self) -> u64 {
+        self.max_read
+    }
+
     /// The same root, with reads capped at `bytes`.
     pub fn with_max_read(mut self, bytes: u64) -> Self {
         self.max_read = bytes;

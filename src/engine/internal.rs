@@ -61,10 +61,19 @@ impl Agent for Internal {
         let depth = input.depth;
         let exclude = input.exclude.cloned();
         let cancel = control.cancel.clone();
+        // A worktree task's tools work in its worktree, and only there.
+        let root = match input.root.map(Root::new) {
+            None => Ok(self.root.clone()),
+            Some(Ok(root)) => Ok(root.with_max_read(self.root.max_read())),
+            Some(Err(e)) => Err(e),
+        };
         async move {
-            let files: Arc<dyn ToolSet> = Arc::new(
-                FileTools::new(self.root.clone(), self.supervisor.clone()).excluding(exclude),
-            );
+            let root = match root {
+                Ok(root) => root,
+                Err(e) => return Outcome::error(format!("internal agent: {e}")),
+            };
+            let files: Arc<dyn ToolSet> =
+                Arc::new(FileTools::new(root.clone(), self.supervisor.clone()).excluding(exclude));
             let nested = (depth <= self.max_depth)
                 .then(|| self.dispatcher.upgrade())
                 .flatten();
@@ -79,7 +88,7 @@ impl Agent for Internal {
                 "You are a helper agent working in the directory {}. Use your tools to look at and \
                  change files there; paths are relative to it. Work until the task is done, then \
                  answer with your final report only.",
-                self.root.path().display()
+                root.path().display()
             );
             let mut harness = Harness::new(self.model.clone(), tools, Some(system));
             match harness.turn(prompt, &BoxSink(sink), cancel).await {

@@ -108,6 +108,7 @@ impl Session {
                 .collect(),
         });
         let root = config.root.clone();
+        let transcript = config.resume.clone().or_else(|| config.record.clone());
         let supervisor = Supervisor::new();
         let (dispatcher, completions) = Dispatcher::new(
             Arc::new(config.registry),
@@ -118,6 +119,7 @@ impl Session {
             ModelPicks::load(config.model_picks),
             config.max_parallel,
         );
+        dispatcher.set_worktrees(config::state_dir(), transcript);
         let (chat, completions) = match config.model {
             Some(model) => {
                 dispatcher.set_internal(Arc::new(internal::Internal::new(

@@ -10,7 +10,8 @@ use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
 use crate::subagent::dispatch::{Dispatcher, Reply};
-use crate::subagent::tool::input::{SubAgentCallInput, TaskInput};
+use crate::subagent::isolate::Discarded;
+use crate::subagent::tool::input::{Isolation, SubAgentCallInput, TaskInput};
 use crate::subagent::tool::status::FollowUp;
 use crate::transcript::TerminalSize;
 
@@ -26,6 +27,9 @@ pub struct Mention {
     /// `@NAME?`: ask for a code review (with several agents: a review
     /// quorum).
     pub review: bool,
+    /// `@NAME+`: in a git worktree of its own (with several agents: one
+    /// each, best of N).
+    pub worktree: bool,
 }
 
 impl Mention {
@@ -34,6 +38,7 @@ impl Mention {
         let mut call = SubAgentCallInput {
             code_review: self.review,
             run_in_background: self.background,
+            isolation: self.worktree.then_some(Isolation::Worktree),
             ..SubAgentCallInput::default()
         };
         match &self.agents[..] {
@@ -63,7 +68,7 @@ impl Mention {
 pub fn parse_mention(text: &str) -> Option<Mention> {
     let rest = text.trim_start().strip_prefix('@')?;
     let (head, message) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    let names = head.trim_end_matches(['!', '?']);
+    let names = head.trim_end_matches(['!', '?', '+']);
     let marks = &head[names.len()..];
     let mut agents: Vec<String> = Vec::new();
     for name in names.split(',') {
@@ -79,6 +84,7 @@ pub fn parse_mention(text: &str) -> Option<Mention> {
         message: message.trim().to_string(),
         background: marks.contains('!'),
         review: marks.contains('?'),
+        worktree: marks.contains('+'),
     })
 }
 
@@ -107,10 +113,13 @@ recorded session.";
 
 const HELP: &str = "Commands: /agents (the agents you can call) · /tasks (background tasks) · \
 /cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
-turn for a task's agent) · /retry TASK (run an interrupted or failed task again) · /new (new conversation; sessions \
+turn for a task's agent) · /retry TASK (run an interrupted or failed task again) · /merge TASK (merge a worktree task's \
+branch into your branch; refused while its review quorum is red, /merge! TASK merges anyway) · \
+/discard TASK (remove a worktree task's worktree and branch) · /new (new conversation; sessions \
 forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (record this \
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
-review, `@A,B,C? message` one review by several agents, with their quorum). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
+review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message` one review by \
+several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
 ↑/↓ recall the messages you sent, Tab completes @NAME and /commands, \
 PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
 tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
@@ -295,6 +304,45 @@ impl Ops {
                     };
                     emitter.emit(event);
                 });
+            }
+            "merge" | "merge!" => {
+                if arg.is_empty() {
+                    return self.error(format!(
+                        "/{name} TASK: give the worktree task's id (or its branch)"
+                    ));
+                }
+                self.emitter.emit(Event::UserMessage {
+                    text: format!("/{name} {arg}"),
+                });
+                match self.dispatcher.merge(arg, name == "merge!") {
+                    Ok(text) => self.notice(text),
+                    Err(e) => self.error(format!("/{name} {arg}: {e}")),
+                }
+            }
+            "discard" => {
+                if arg.is_empty() {
+                    return self
+                        .error("/discard TASK: give the worktree task's id (or its branch)");
+                }
+                self.emitter.emit(Event::UserMessage {
+                    text: format!("/discard {arg}"),
+                });
+                match self.dispatcher.discard(arg) {
+                    Ok(Discarded::Asked { branch, commits }) => self.emitter.emit(Event::Notice {
+                        level: NoticeLevel::Warning,
+                        text: format!(
+                            "{branch} has {commits} commit{} that {} never merged: /discard {arg} \
+                             again to throw {} away with its worktree",
+                            if commits == 1 { "" } else { "s" },
+                            if commits == 1 { "was" } else { "were" },
+                            if commits == 1 { "it" } else { "them" },
+                        ),
+                    }),
+                    Ok(Discarded::Done { branch }) => {
+                        self.notice(format!("{branch}: worktree and branch removed"))
+                    }
+                    Err(e) => self.error(format!("/discard {arg}: {e}")),
+                }
             }
             "cancel" => {
                 if arg.is_empty() {

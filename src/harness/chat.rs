@@ -460,11 +460,18 @@ impl Chat {
                 task_id: task_id.clone(),
             });
             prompt.push_str(&format!(
-                "[automated message] Background task {task_id} ({}) finished with stop reason {}{}. Its report:\n{}\n\n",
+                "[automated message] Background task {task_id} ({}) finished with stop reason {}{}{}. Its report:\n{}\n\n",
                 task.agent,
                 task.stop_reason.unwrap_or_default(),
                 task.summary.severity
                     .map(|s| format!(", verdict {}", s.as_str()))
+                    .unwrap_or_default(),
+                task.work
+                    .as_ref()
+                    .map(|w| format!(
+                        "; its work is on branch {} (worktree {}, {})",
+                        w.branch, w.worktree, w.diffstat
+                    ))
                     .unwrap_or_default(),
                 task.output.as_deref().unwrap_or("")
             ));

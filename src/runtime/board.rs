@@ -42,6 +42,8 @@ pub struct Entry {
     /// A background task's report, severity header stripped (kept for
     /// `subagent_status`; foreground calls return theirs at once).
     pub output: Option<String>,
+    /// A worktree task's branch, worktree and diffstat.
+    pub work: Option<crate::event::Work>,
     /// The streamed text line not yet ended by a newline, and whether it
     /// is a thought's (`"thinking: "`) or the message's (`""`).
     partial: String,
@@ -121,6 +123,7 @@ impl Board {
                     },
                     stop_reason: None,
                     output: None,
+                    work: None,
                     partial: String::new(),
                     partial_prefix: "",
                     session: None,
@@ -241,6 +244,7 @@ impl Board {
                     summary: Summary::default(),
                     stop_reason: None,
                     output: None,
+                    work: None,
                     partial: String::new(),
                     partial_prefix: "",
                     session: None,
@@ -277,6 +281,29 @@ impl Board {
                 entry
                     .activity(activity)
                     .then(|| child_snapshot(child_id, entry))
+            }
+            Event::WorktreeReady {
+                call_id,
+                branch,
+                path,
+                ..
+            } => {
+                let entry = self.entry_mut(call_id)?;
+                entry.work = Some(crate::event::Work {
+                    branch: branch.clone(),
+                    worktree: path.clone(),
+                    diffstat: "nothing committed yet".into(),
+                });
+                None
+            }
+            Event::WorktreeCommitted {
+                call_id, diffstat, ..
+            } => {
+                let entry = self.entry_mut(call_id)?;
+                if let Some(work) = &mut entry.work {
+                    work.diffstat = diffstat.to_string();
+                }
+                None
             }
             _ => None,
         }

@@ -109,6 +109,11 @@ impl Dispatcher {
         let batch_id = format!("b{}", self.next_batch.fetch_add(1, Ordering::SeqCst));
         let review = specs.iter().all(|s| s.code_review);
         let total = specs.len();
+        // The branch each review judges, for its verdict.
+        let branches: Vec<Option<String>> = specs
+            .iter()
+            .map(|s| s.branch.clone().filter(|_| s.code_review))
+            .collect();
         let prepared: Vec<(usize, String, Result<Prepared, String>)> = specs
             .into_iter()
             .enumerate()
@@ -138,7 +143,7 @@ impl Dispatcher {
         let places = Arc::new(Semaphore::new(self.max_parallel));
         let mut runs = Vec::with_capacity(total);
         for (index, agent, task) in prepared {
-            let run = task.map(|task| {
+            let run = task.and_then(|task| {
                 // The first `max_parallel` take their places at once, in order.
                 let place = match places.clone().try_acquire_owned() {
                     Ok(permit) => Place::Held(permit),
@@ -152,7 +157,13 @@ impl Dispatcher {
                     summary: summary.as_deref(),
                     exclude: exclude.as_ref(),
                 };
-                self.open(task, launch)
+                self.open(task, launch).map_err(|e| {
+                    let e = format!("tasks[{index}]: {e}");
+                    self.emitter.emit(Event::Error {
+                        text: format!("subagent: {e}"),
+                    });
+                    e
+                })
             });
             runs.push((index, agent, run));
         }
@@ -193,6 +204,22 @@ impl Dispatcher {
             }))
             .await;
             let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
+            // Each judged branch gets the verdict of its own reviewers.
+            if branches.iter().any(Option::is_some) {
+                let verdicts: Vec<_> = tasks
+                    .iter()
+                    .zip(&call_ids)
+                    .map(|(t, call_id)| ReviewerVerdict {
+                        agent: t.agent.clone(),
+                        call_id: call_id.clone(),
+                        severity: t.severity(),
+                        failed: !t.succeeded(),
+                    })
+                    .collect();
+                for (branch, q) in super::isolate::branch_quorums(&branches, &verdicts) {
+                    this.record_verdict(&branch, &id, &q);
+                }
+            }
             let result = BatchResult {
                 batch_id: id,
                 tasks,

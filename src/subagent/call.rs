@@ -33,6 +33,10 @@ impl Dispatcher {
     ) -> Result<Reply, DispatchError> {
         let specs = input.task_specs()?;
         let exclude = input.exclude()?;
+        // A worktree task needs a repository: said before any agent starts.
+        if specs.iter().any(|s| s.isolation) {
+            self.repo()?;
+        }
         if input.is_batch() {
             return Ok(self.batch(&input, specs, cancel, depth, exclude).await);
         }
@@ -51,7 +55,7 @@ impl Dispatcher {
                 summary: summary.as_deref(),
                 exclude: exclude.as_ref(),
             },
-        );
+        )?;
         match opened.task_id.clone() {
             Some(task_id) => {
                 let call_id = opened.job.call_id.clone();
@@ -131,8 +135,10 @@ impl Dispatcher {
             } else {
                 memory.resolve_input(spec.input.as_deref())?
             };
-            // The internal agent starts fresh every time.
-            let resume = if runner.keeps_sessions() {
+            // The internal agent starts fresh every time, and so does a
+            // task in a new worktree (its agent's last session was
+            // elsewhere).
+            let resume = if runner.keeps_sessions() && !spec.isolation {
                 memory
                     .resume_id(agent.name(), continue_session)
                     .map(str::to_string)
@@ -156,24 +162,42 @@ impl Dispatcher {
                 resume = None;
             }
         }
+        // A review of a branch reads the branch's diff.
+        let prompt_message = match spec.branch.as_deref().filter(|_| spec.code_review) {
+            Some(branch) => self.with_branch_diff(&message, branch),
+            None => message.clone(),
+        };
         Ok(Prepared {
             agent,
             runner,
             depth: depth + 1,
             message,
+            prompt_message,
             code_review: spec.code_review,
             requirements: spec.output_requirements,
             resume,
+            isolation: spec.isolation,
         })
     }
 
     /// Opens a prepared task's box: its ids, its steering handle, its
     /// `subagent_started`.
-    pub(super) fn open(&self, task: Prepared, launch: Launch<'_>) -> Opened {
+    pub(super) fn open(&self, task: Prepared, launch: Launch<'_>) -> Result<Opened, DispatchError> {
         let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
         let task_id = launch
             .background
             .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
+        // A worktree task's worktree and branch, before its box opens.
+        let worktree = if task.isolation {
+            Some(self.make_worktree(
+                &call_id,
+                task_id.as_deref(),
+                task.agent.name(),
+                &task.message,
+            )?)
+        } else {
+            None
+        };
         let (handle, control) = controls();
         let cancel_tx = handle.cancel.clone();
         if let (Some(outer), None) = (&launch.cancel, &task_id) {
@@ -201,6 +225,8 @@ impl Dispatcher {
                     code_review: task.code_review,
                     exclude: launch.exclude.cloned(),
                     session_id: None,
+                    worktree: worktree.clone(),
+                    title: crate::worktree::first_line(&task.message).to_string(),
                 },
             );
         }
@@ -216,13 +242,16 @@ impl Dispatcher {
             batch_id: launch.batch_id.map(str::to_string),
             queued,
         });
+        if let Some(w) = &worktree {
+            self.worktree_ready(&call_id, task_id.as_deref(), w);
+        }
         let prompt = compose_prompt(
-            &task.message,
+            &task.prompt_message,
             launch.summary,
             task.requirements.as_deref(),
             task.code_review,
         );
-        Opened {
+        Ok(Opened {
             job: CallJob {
                 agent: task.agent,
                 runner: task.runner,
@@ -233,11 +262,13 @@ impl Dispatcher {
                 code_review: task.code_review,
                 resume: task.resume,
                 exclude: launch.exclude.cloned(),
+                title: crate::worktree::first_line(&task.message).to_string(),
+                worktree,
             },
             control,
             task_id,
             place: launch.place,
-        }
+        })
     }
 
     /// Runs a call: it waits for its place in a batch first, then its
@@ -337,9 +368,22 @@ impl Dispatcher {
             resume: job.resume.as_deref(),
             exclude: job.exclude.as_ref(),
             depth: job.depth,
+            root: job.worktree.as_ref().map(|w| w.workdir.as_path()),
         };
-        let result = job.runner.turn(input, &sink, control).await;
+        // A worktree task runs in its worktree, or not at all.
+        let gone = job
+            .worktree
+            .as_ref()
+            .and_then(|w| super::isolate::still_there(&w.workdir).err());
+        let mut result = match gone {
+            Some(e) => Outcome::error(format!("{}: {e}", job.agent.name())),
+            None => job.runner.turn(input, &sink, control).await,
+        };
         watcher.abort();
+        if let Some(w) = &job.worktree {
+            self.commit_work(&job.call_id, job.agent.name(), &job.title, w, &mut result)
+                .await;
+        }
         self.finish_turn(job, result)
     }
 
@@ -404,6 +448,10 @@ pub(super) struct CallJob {
     pub(super) code_review: bool,
     pub(super) resume: Option<String>,
     pub(super) exclude: Option<Exclude>,
+    /// A worktree task's worktree: its turns run there and are committed.
+    pub(super) worktree: Option<crate::worktree::Worktree>,
+    /// The first line of its message (its commits' subject).
+    pub(super) title: String,
 }
 
 /// A task resolved but not started.
@@ -413,9 +461,13 @@ pub(super) struct Prepared {
     /// The nesting depth its turns run at.
     pub(super) depth: u32,
     pub(super) message: String,
+    /// What the agent is sent: the message, with a reviewed branch's diff.
+    pub(super) prompt_message: String,
     pub(super) code_review: bool,
     pub(super) requirements: Option<String>,
     pub(super) resume: Option<String>,
+    /// Runs in a worktree of its own.
+    pub(super) isolation: bool,
 }
 
 /// How a prepared task is opened.

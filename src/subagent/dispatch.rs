@@ -72,6 +72,20 @@ pub enum DispatchError {
     EmptyMessage,
     #[error("{id} is {state}: only an interrupted or failed task runs again with `retry`")]
     NotRetryable { id: String, state: &'static str },
+    #[error(transparent)]
+    Worktree(#[from] crate::worktree::WorktreeError),
+    #[error("no state directory to put worktrees in (set HOME or XDG_STATE_HOME)")]
+    NoStateDir,
+    #[error("{0} is still running: wait for it (or cancel it) first")]
+    StillRunning(String),
+    #[error(
+        "{0} is not a worktree task of this session nor a branch quorum made (`quorum worktrees` lists them)"
+    )]
+    NoWorktreeTask(String),
+    #[error(
+        "{branch}: its latest review quorum is red, so it is not merged; fix it and review it again, or `/merge! {id}` to merge it anyway"
+    )]
+    RedQuorum { branch: String, id: String },
 }
 
 /// Writes the short summary of the main conversation that
@@ -145,6 +159,10 @@ pub(super) struct TaskMeta {
     pub(super) exclude: Option<Exclude>,
     /// The session its last turn ran in.
     pub(super) session_id: Option<String>,
+    /// Its worktree, for a worktree task: follow-ups run there too.
+    pub(super) worktree: Option<crate::worktree::Worktree>,
+    /// Its message's first line (its commits' subject).
+    pub(super) title: String,
 }
 
 /// The session's `subagent` calls: one dispatcher per session, shared by
@@ -174,6 +192,8 @@ pub struct Dispatcher {
     /// How many tasks of one batch run at once.
     pub(super) max_parallel: usize,
     pub(super) next_batch: AtomicU64,
+    /// The session's worktree tasks.
+    pub(super) worktrees: Mutex<super::isolate::Worktrees>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -217,6 +237,7 @@ impl Dispatcher {
             main_summary: Mutex::new(None),
             max_parallel: max_parallel.max(1),
             next_batch: AtomicU64::new(1),
+            worktrees: Default::default(),
         };
         (Arc::new(d), rx)
     }
@@ -289,6 +310,7 @@ impl Dispatcher {
                     task_id,
                     agent,
                     code_review,
+                    input,
                     ..
                 } => {
                     next(&self.next_call, call_id, "call-");
@@ -310,6 +332,8 @@ impl Dispatcher {
                                 code_review: *code_review,
                                 exclude: None,
                                 session_id: None,
+                                worktree: None,
+                                title: crate::worktree::first_line(input).to_string(),
                             },
                         );
                     }
@@ -327,6 +351,8 @@ impl Dispatcher {
                 _ => {}
             }
         }
+        drop(tasks);
+        self.restore_worktrees(events);
     }
 
     /// Stops every agent process (starts under way stop with their calls).

@@ -6,6 +6,7 @@
 pub mod batch;
 mod call;
 pub mod dispatch;
+pub mod isolate;
 pub mod memory;
 pub mod picks;
 pub mod pool;

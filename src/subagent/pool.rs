@@ -188,7 +188,7 @@ impl Agent for AcpAgent {
                         .or_else(|| spec.and_then(|s| s.model.clone()));
                     let request = TurnRequest {
                         prompt: input.prompt,
-                        root: pool.root.path(),
+                        root: input.root.unwrap_or(pool.root.path()),
                         resume: input.resume,
                         policy: self.policy,
                         model: model.as_deref(),

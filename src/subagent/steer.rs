@@ -26,10 +26,11 @@ impl Dispatcher {
                     e.input.clone(),
                     e.code_review,
                     e.summary.state,
+                    e.call_id.clone(),
                 )
             })
         });
-        let Some((agent, input, code_review, state)) = entry else {
+        let Some((agent, input, code_review, state, call_id)) = entry else {
             return Err(self
                 .emitter
                 .board(|b| status::task(b, id).map(|_| ()).unwrap_err())
@@ -50,6 +51,12 @@ impl Dispatcher {
             code_review,
             run_in_background: true,
             continue_session: true,
+            // A worktree task runs again in a worktree (of its own: the
+            // first one keeps what it had committed).
+            isolation: lock(&self.worktrees)
+                .by_call
+                .contains_key(&call_id)
+                .then_some(super::tool::input::Isolation::Worktree),
             ..SubAgentCallInput::default()
         };
         self.call(call).await
@@ -158,6 +165,8 @@ impl Dispatcher {
             code_review: meta.code_review,
             resume: Some(session_id),
             exclude: meta.exclude,
+            worktree: meta.worktree,
+            title: meta.title,
         };
         let opened = Opened {
             job,

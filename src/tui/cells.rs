@@ -265,6 +265,9 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
     match (&h.quorum, h.finished) {
         (Some(q), _) => {
             spans.push(Span::styled("quorum ", strong));
+            if let Some(branch) = &h.branch {
+                spans.push(Span::styled(format!("on {branch} "), strong));
+            }
             let verdict = q
                 .verdict
                 .map_or("no verdict".to_string(), |v| format!("● {}", v.as_str()));
@@ -431,6 +434,25 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
             ],
             inner,
         )));
+    }
+    if let Some(w) = &b.worktree {
+        let mut text = format!("{} · ", w.branch);
+        match &w.diffstat {
+            Some(stat) => text.push_str(&stat.to_string()),
+            None => text.push_str(&w.base),
+        }
+        if let Some(fate) = &w.fate {
+            text.push_str(&format!(" · {fate}"));
+        }
+        wrap(
+            &[LLine::prefixed(
+                vec![Span::styled("⎇ ", theme::dim())],
+                vec![Span::raw("  ")],
+                vec![Span::styled(text, theme::bold())],
+            )],
+            inner,
+            &mut body,
+        );
     }
     if b.running() {
         running_body(b, inner, now, &mut body);

@@ -275,6 +275,19 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
             Span::raw(summary),
         ]));
     }
+    if let Some(w) = &b.worktree {
+        let mut text = format!("{} ({})", w.branch, w.base);
+        if let Some(stat) = &w.diffstat {
+            text.push_str(&format!(" · {stat}"));
+        }
+        if let Some(fate) = &w.fate {
+            text.push_str(&format!(" · {fate}"));
+        }
+        lines.push(LLine::plain(vec![
+            Span::styled("branch: ", theme::dim()),
+            Span::raw(text),
+        ]));
+    }
     lines.push(LLine::default());
     lines.extend(text_lines(
         "› ",
@@ -379,6 +392,22 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
         lines.push(LLine::default());
         lines.push(LLine::plain(vec![Span::styled("── report ──", head_style)]));
         lines.extend(markdown::render(output));
+    }
+    if let Some(w) = b.worktree.as_ref().filter(|w| !w.diff.is_empty()) {
+        lines.push(LLine::default());
+        lines.push(LLine::plain(vec![Span::styled(
+            format!("── diff of {} ──", w.branch),
+            head_style,
+        )]));
+        for l in w.diff.lines() {
+            let marker = match l.chars().next() {
+                Some('+') if !l.starts_with("+++") => '+',
+                Some('-') if !l.starts_with("---") => '-',
+                Some('@') => '@',
+                _ => ' ',
+            };
+            lines.push(code_line("  ", l.to_string(), diff_style(marker)));
+        }
     }
     if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
         lines.push(LLine::plain(vec![

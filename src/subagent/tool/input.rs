@@ -60,6 +60,32 @@ pub struct SubAgentCallInput {
     /// external ones, the internal agent's shell) are not covered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude_files_pattern: Option<String>,
+    /// `"worktree"`: the sub-agent works in a git worktree of its own, on
+    /// a new branch named after the task, and what it changed is
+    /// committed there when its turn ends (the answer names the branch,
+    /// the worktree and the diffstat); the person's tree is not touched.
+    /// For a batch, every task's default. Needs the session directory to
+    /// be in a git repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// With `code_review`: the branch the review judges (its diff is
+    /// added to the message); the review quorum's verdict is recorded
+    /// against it, and a red one keeps it from being merged. For a batch,
+    /// every task's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+/// Where a sub-agent writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+// Inlined: some model servers do not follow `$ref`s in tool schemas.
+#[schemars(inline)]
+pub enum Isolation {
+    /// In the session directory (the default).
+    None,
+    /// In a git worktree of its own, on a branch of its own.
+    Worktree,
 }
 
 /// One task of a batch call.
@@ -81,6 +107,12 @@ pub struct TaskInput {
     /// `output_requirements`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_requirements: Option<String>,
+    /// `"worktree"` for a worktree of its own; default: the call's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// The branch this review judges; default: the call's `branch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 impl Default for SubAgentCallInput {
@@ -95,6 +127,8 @@ impl Default for SubAgentCallInput {
             output_requirements: None,
             include_main_summary: false,
             exclude_files_pattern: None,
+            isolation: None,
+            branch: None,
         }
     }
 }
@@ -121,6 +155,10 @@ pub struct TaskSpec {
     pub input: Option<String>,
     pub code_review: bool,
     pub output_requirements: Option<String>,
+    /// Runs in a worktree of its own.
+    pub isolation: bool,
+    /// The branch it reviews.
+    pub branch: Option<String>,
 }
 
 /// `Some(text)` unless `text` is missing or blank.
@@ -144,6 +182,8 @@ impl SubAgentCallInput {
                 input: self.input.clone(),
                 code_review: self.code_review,
                 output_requirements: requirements,
+                isolation: self.isolation == Some(Isolation::Worktree),
+                branch: given(self.branch.as_deref()).map(str::to_string),
             }]);
         };
         if given(self.input.as_deref()).is_some() {
@@ -163,6 +203,10 @@ impl SubAgentCallInput {
                 output_requirements: given(t.output_requirements.as_deref())
                     .map(str::to_string)
                     .or_else(|| requirements.clone()),
+                isolation: t.isolation.or(self.isolation) == Some(Isolation::Worktree),
+                branch: given(t.branch.as_deref())
+                    .or(given(self.branch.as_deref()))
+                    .map(str::to_string),
             })
             .collect())
     }
@@ -312,18 +356,24 @@ mod tests {
                     input: Some("one".into()),
                     code_review: true,
                     output_requirements: Some("A list.".into()),
+                    isolation: false,
+                    branch: None,
                 },
                 TaskSpec {
                     agent: Some("codex".into()),
                     input: Some("two".into()),
                     code_review: false,
                     output_requirements: Some("A table.".into()),
+                    isolation: false,
+                    branch: None,
                 },
                 TaskSpec {
                     agent: Some("claude".into()),
                     input: Some("three".into()),
                     code_review: true,
                     output_requirements: Some("A list.".into()),
+                    isolation: false,
+                    branch: None,
                 },
             ]
         );
@@ -336,6 +386,23 @@ mod tests {
             serde_json::from_str(r#"{"agent":"gemini","input":"hi"}"#).unwrap();
         assert!(!single.is_batch());
         assert_eq!(single.task_specs().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn isolation_and_branch_of_a_batch_are_its_tasks_defaults() {
+        let input: SubAgentCallInput = serde_json::from_str(
+            r#"{"isolation":"worktree","branch":"quorum/t1-x","tasks":[
+                {"input":"one"},
+                {"input":"two","isolation":"none","branch":"quorum/t2-y"}]}"#,
+        )
+        .unwrap();
+        let specs = input.task_specs().unwrap();
+        assert!(specs[0].isolation && !specs[1].isolation);
+        assert_eq!(specs[0].branch.as_deref(), Some("quorum/t1-x"));
+        assert_eq!(specs[1].branch.as_deref(), Some("quorum/t2-y"));
+        let e =
+            serde_json::from_str::<SubAgentCallInput>(r#"{"isolation":"sandbox"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `sandbox`"), "{e}");
     }
 
     #[test]
@@ -428,6 +495,8 @@ mod tests {
             "output_requirements",
             "include_main_summary",
             "exclude_files_pattern",
+            "isolation",
+            "branch",
         ] {
             assert!(props.get(field).is_some(), "{field} in {schema}");
         }
@@ -438,7 +507,14 @@ mod tests {
         let text = schema.to_string();
         assert!(!text.contains("$ref"), "inlined for model servers: {text}");
         let task = &schema["properties"]["tasks"]["items"];
-        for field in ["agent", "input", "code_review", "output_requirements"] {
+        for field in [
+            "agent",
+            "input",
+            "code_review",
+            "output_requirements",
+            "isolation",
+            "branch",
+        ] {
             assert!(task["properties"].get(field).is_some(), "{field} in {text}");
         }
         assert_eq!(task["required"], serde_json::json!(["input"]), "{text}");

@@ -6,7 +6,7 @@
 
 use serde::{Serialize, Serializer};
 
-use crate::event::{Quorum, Severity, StopReason};
+use crate::event::{Quorum, Severity, StopReason, Work};
 use crate::subagent::batch::{BatchResult, TaskResult, TaskStart};
 use crate::subagent::dispatch::Reply;
 use crate::subagent::severity;
@@ -35,6 +35,9 @@ enum ReplyJson<'a> {
 struct Done<'a> {
     output: &'a str,
     stop_reason: StopReason,
+    /// A worktree task's branch, worktree and diffstat.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    work: Option<&'a Work>,
 }
 
 /// A background call: its task id, at once.
@@ -76,6 +79,8 @@ struct TaskEntry<'a> {
     severity: Option<Severity>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    work: Option<&'a Work>,
 }
 
 /// A review batch's quorum: the worst verdict, how many reviewers gave
@@ -115,6 +120,7 @@ impl<'a> ReplyJson<'a> {
             Reply::Done(o) => ReplyJson::Done(Done {
                 output: &o.output,
                 stop_reason: o.stop_reason,
+                work: o.work.as_ref(),
             }),
             Reply::Started { task_id, .. } => ReplyJson::Started(Started {
                 task_id,
@@ -153,6 +159,7 @@ impl<'a> TaskEntry<'a> {
             stop_reason: None,
             severity: None,
             error: None,
+            work: task.result.as_ref().ok().and_then(|o| o.work.as_ref()),
         };
         match &task.result {
             Ok(o) if o.stop_reason == StopReason::Error => Self {
@@ -262,6 +269,17 @@ mod tests {
         assert_eq!(
             text(&Reply::Done(Outcome::error("fake: exited"))),
             r#"{"output":"fake: exited","stop_reason":"error"}"#
+        );
+        // A worktree task names its branch, worktree and diffstat.
+        let mut worked = Outcome::new(StopReason::EndTurn, "wrote");
+        worked.work = Some(Work {
+            branch: "quorum/t3-fix-retries".into(),
+            worktree: "/state/worktrees/r/quorum-t3-fix-retries".into(),
+            diffstat: "+42 −7 in 3 files".into(),
+        });
+        assert_eq!(
+            text(&Reply::Done(worked)),
+            r#"{"output":"wrote","stop_reason":"end_turn","branch":"quorum/t3-fix-retries","worktree":"/state/worktrees/r/quorum-t3-fix-retries","diffstat":"+42 −7 in 3 files"}"#
         );
         let started = Reply::Started {
             task_id: "t1".into(),

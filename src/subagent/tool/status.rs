@@ -49,6 +49,9 @@ pub struct TaskStatus {
     /// The task this one runs again (`retry`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<String>,
+    /// A worktree task's branch, worktree and diffstat.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub work: Option<Box<crate::event::Work>>,
 }
 
 /// What became of a follow-up message: queued for the running task's
@@ -78,6 +81,7 @@ impl TaskStatus {
             usage: s.usage.clone(),
             message: None,
             retry_of: None,
+            work: entry.work.clone().map(Box::new),
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct BatchHeader {
     /// `(succeeded, failed, worst verdict)` once every task ended.
     pub finished: Option<(u32, u32, Option<Severity>)>,
     pub quorum: Option<Quorum>,
+    /// The branch a review batch judged (its verdict is recorded there).
+    pub branch: Option<String>,
 }
 
 impl BatchHeader {
@@ -113,6 +115,7 @@ impl State {
     pub(super) fn on_batch_started(&mut self, batch_id: &str, tasks: u32, review: bool) {
         self.open_assistant = None;
         let i = self.push(CellKind::Batch(Box::new(BatchHeader {
+            branch: None,
             batch_id: clean(batch_id),
             tasks,
             review,
@@ -134,6 +137,14 @@ impl State {
             header.finished = Some((succeeded, failed, worst_verdict));
         }
         self.tint_batch(batch_id);
+    }
+
+    /// A review batch's verdict was recorded against a branch: its header
+    /// names it.
+    pub(super) fn on_branch_verdict(&mut self, batch_id: Option<&str>, branch: &str) {
+        if let Some(header) = batch_id.and_then(|id| self.batch(id)) {
+            header.branch = Some(clean(branch));
+        }
     }
 
     pub(super) fn on_review_quorum(&mut self, batch_id: &str, quorum: &Quorum) {

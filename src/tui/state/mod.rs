@@ -253,6 +253,38 @@ impl State {
             // The model's context: the screen has the same conversation
             // from the events above.
             Event::ChatMessage { .. } | Event::ChatReset => {}
+            Event::WorktreeReady {
+                call_id,
+                branch,
+                base,
+                ..
+            } => self.on_worktree_ready(call_id, branch, base),
+            Event::WorktreeCommitted {
+                call_id,
+                diffstat,
+                diff,
+                ..
+            } => self.on_worktree_committed(call_id, *diffstat, diff),
+            Event::BranchVerdict {
+                branch,
+                verdict,
+                batch_id,
+            } => {
+                self.on_branch_verdict(batch_id.as_deref(), branch);
+                self.on_notice(
+                    NoticeLevel::Info,
+                    &format!(
+                        "{branch}: review quorum {}",
+                        verdict.map_or("gave no verdict", |v| v.as_str())
+                    ),
+                )
+            }
+            Event::BranchMerged { branch, into } => {
+                self.on_branch_fate(branch, format!("merged into {}", clean(into)))
+            }
+            Event::BranchDiscarded { branch } => {
+                self.on_branch_fate(branch, "discarded".to_string())
+            }
         }
         #[cfg(test)]
         self.assert_tallies();
@@ -619,6 +651,11 @@ mod tests {
             "session_resumed",
             "chat_message",
             "chat_reset",
+            "worktree_ready",
+            "worktree_committed",
+            "branch_verdict",
+            "branch_merged",
+            "branch_discarded",
         ];
         assert_eq!(covered, Event::TYPES);
     }

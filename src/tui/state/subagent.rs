@@ -54,6 +54,22 @@ pub struct SubagentBox {
     pub children: Vec<ChildBox>,
     /// Its streamed text and thoughts, cleaned as they arrive.
     pub(super) streams: Streams,
+    /// A task with a worktree of its own: its branch and what it changed.
+    pub worktree: Option<WorktreeLine>,
+}
+
+/// A worktree task's branch, as its box shows it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorktreeLine {
+    pub branch: String,
+    /// `from HEAD`, or `from HEAD + your uncommitted changes`.
+    pub base: String,
+    /// Set once its work was committed.
+    pub diffstat: Option<crate::event::Diffstat>,
+    /// The branch's diff, for the opened box (sanitised).
+    pub diff: String,
+    /// `merged into main`, `discarded`, once it is.
+    pub fate: Option<String>,
 }
 
 /// A box's two streams of text, each cleaned across its chunks.
@@ -225,6 +241,7 @@ impl State {
             },
             children: Vec::new(),
             streams: Streams::default(),
+            worktree: None,
             batch: batch_id
                 .as_ref()
                 .filter(|id| self.batches.contains_key(*id))
@@ -342,6 +359,66 @@ impl State {
         child.can_cancel = can_cancel;
     }
 
+    /// A task's worktree is ready: its box names the branch.
+    pub(super) fn on_worktree_ready(&mut self, call_id: &str, branch: &str, base: &str) {
+        let Some(i) = self.box_index(call_id) else {
+            return;
+        };
+        let base = if base == "uncommitted" {
+            "from HEAD + your uncommitted changes"
+        } else {
+            "from HEAD"
+        };
+        self.edit_box(i, |b| {
+            b.worktree = Some(WorktreeLine {
+                branch: clean(branch),
+                base: base.to_string(),
+                ..WorktreeLine::default()
+            });
+        });
+    }
+
+    /// A task's work was committed: its box shows the diffstat, the
+    /// opened box the diff.
+    pub(super) fn on_worktree_committed(
+        &mut self,
+        call_id: &str,
+        diffstat: crate::event::Diffstat,
+        diff: &str,
+    ) {
+        let Some(i) = self.box_index(call_id) else {
+            return;
+        };
+        let diff = clean(diff);
+        self.edit_box(i, |b| {
+            if let Some(w) = &mut b.worktree {
+                w.diffstat = Some(diffstat);
+                w.diff = diff;
+            }
+        });
+    }
+
+    /// A branch was merged or thrown away: its boxes say so.
+    pub(super) fn on_branch_fate(&mut self, branch: &str, fate: String) {
+        let branch = clean(branch);
+        let boxes: Vec<usize> = self
+            .calls
+            .values()
+            .copied()
+            .filter(|&i| {
+                matches!(&self.cells[i].kind, CellKind::Subagent(b)
+                    if b.worktree.as_ref().is_some_and(|w| w.branch == branch))
+            })
+            .collect();
+        for i in boxes {
+            self.edit_box(i, |b| {
+                if let Some(w) = &mut b.worktree {
+                    w.fate = Some(fate.clone());
+                }
+            });
+        }
+    }
+
     pub(super) fn on_subagent_finished(
         &mut self,
         t: u64,
@@ -407,6 +484,59 @@ mod tests {
 
     use super::*;
     use crate::tui::state::fixtures::*;
+
+    #[test]
+    fn a_worktree_task_box_names_its_branch_then_its_diffstat_then_its_fate() {
+        let mut s = State::new();
+        apply(&mut s, 1, started(true));
+        let call_id = the_box(&s).call_id.clone();
+        apply(
+            &mut s,
+            2,
+            Event::WorktreeReady {
+                call_id: call_id.clone(),
+                task_id: Some("t1".into()),
+                branch: "quorum/t1-fix\u{1b}[31m".into(),
+                path: "/w".into(),
+                base: "uncommitted".into(),
+                base_commit: "abc".into(),
+            },
+        );
+        let w = the_box(&s).worktree.clone().unwrap();
+        assert_eq!(w.branch, "quorum/t1-fix", "sanitised");
+        assert_eq!(w.base, "from HEAD + your uncommitted changes");
+        assert_eq!(w.diffstat, None);
+        apply(
+            &mut s,
+            3,
+            Event::WorktreeCommitted {
+                call_id,
+                branch: "quorum/t1-fix\u{1b}[31m".into(),
+                commit: Some("def".into()),
+                diffstat: crate::event::Diffstat {
+                    added: 42,
+                    removed: 7,
+                    files: 3,
+                },
+                diff: "+ok\u{1b}]0;title\u{7}".into(),
+            },
+        );
+        let w = the_box(&s).worktree.clone().unwrap();
+        assert_eq!(w.diffstat.unwrap().to_string(), "+42 −7 in 3 files");
+        assert!(!w.diff.contains('\u{1b}'), "{:?}", w.diff);
+        apply(
+            &mut s,
+            4,
+            Event::BranchMerged {
+                branch: "quorum/t1-fix\u{1b}[31m".into(),
+                into: "main".into(),
+            },
+        );
+        assert_eq!(
+            the_box(&s).worktree.as_ref().unwrap().fate.as_deref(),
+            Some("merged into main")
+        );
+    }
 
     #[test]
     fn subagent_started_opens_a_box_and_a_task() {

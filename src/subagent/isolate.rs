@@ -1,0 +1,408 @@
+//! Isolated writers in the dispatcher: a task with `isolation:
+//! "worktree"` gets a git worktree of its own before its box opens, its
+//! turns run there, and what it changed is committed to its branch when
+//! each turn ends. Merging a branch into the person's tree (behind its
+//! review quorum) and throwing one away are asked of the dispatcher too,
+//! which knows the session's tasks and their worktrees.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use super::dispatch::{DispatchError, Dispatcher, lock};
+use crate::event::{Event, NoticeLevel, Outcome, Quorum, Severity, Stamped, Work};
+use crate::worktree::{self, Base, Repo, Worktree, WorktreeError};
+
+/// The session's worktree tasks.
+#[derive(Default)]
+pub(super) struct Worktrees {
+    /// quorum's state directory: worktrees go under it.
+    pub(super) state: Option<PathBuf>,
+    /// The session's transcript, recorded with each branch.
+    pub(super) session: Option<PathBuf>,
+    /// By call id.
+    pub(super) by_call: HashMap<String, Isolated>,
+    /// Branches whose `/discard` was asked once (they have unmerged
+    /// commits): asked again, they go.
+    pub(super) asked: HashSet<String>,
+}
+
+/// A worktree task.
+#[derive(Debug, Clone)]
+pub(super) struct Isolated {
+    pub(super) worktree: Worktree,
+    pub(super) task_id: Option<String>,
+}
+
+/// What `/discard` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Discarded {
+    /// The branch has commits never merged: asked once; the same command
+    /// again throws them away.
+    Asked {
+        branch: String,
+        commits: u32,
+    },
+    Done {
+        branch: String,
+    },
+}
+
+impl Dispatcher {
+    /// Where worktrees go (quorum's state directory) and the session's
+    /// transcript, if it is recorded.
+    pub fn set_worktrees(&self, state: Option<PathBuf>, session: Option<PathBuf>) {
+        let mut w = lock(&self.worktrees);
+        w.state = state;
+        w.session = session;
+    }
+
+    /// The session directory's repository, checked before any agent
+    /// starts: not a repository, bare, without a commit or on a detached
+    /// HEAD is an error saying so.
+    pub fn repo(&self) -> Result<Repo, DispatchError> {
+        let repo = Repo::find(self.root.path())?;
+        repo.current_branch()?;
+        Ok(repo)
+    }
+
+    /// Makes a task's worktree on a branch named after it, and says so.
+    pub(super) fn make_worktree(
+        &self,
+        call_id: &str,
+        task_id: Option<&str>,
+        agent: &str,
+        message: &str,
+    ) -> Result<Worktree, DispatchError> {
+        let repo = self.repo()?;
+        let (state, session) = {
+            let w = lock(&self.worktrees);
+            (w.state.clone(), w.session.clone())
+        };
+        let state = state.ok_or(DispatchError::NoStateDir)?;
+        let task = match task_id {
+            Some(t) => t.to_string(),
+            None => call_id.replace("call-", "c"),
+        };
+        // Task ids start again in every session: a name an earlier one
+        // took gets a number.
+        let name = worktree::branch_name(&task, worktree::first_line(message));
+        let mut branch = name.clone();
+        for n in 2..100 {
+            if !repo.branch_exists(&branch) {
+                break;
+            }
+            branch = format!("{name}-{n}");
+        }
+        let session = session.map(|p| p.display().to_string()).unwrap_or_default();
+        let mut meta = vec![("task", task.as_str()), ("agent", agent)];
+        if !session.is_empty() {
+            meta.push(("session", &session));
+        }
+        let worktree = repo
+            .create(&state, &branch, &meta)?
+            .in_dir(self.root.path());
+        // A session folder git does not track yet is made in the worktree.
+        if let Err(e) = std::fs::create_dir_all(&worktree.workdir) {
+            return Err(WorktreeError::Io(format!("{}: {e}", worktree.workdir.display())).into());
+        }
+        lock(&self.worktrees).by_call.insert(
+            call_id.to_string(),
+            Isolated {
+                worktree: worktree.clone(),
+                task_id: task_id.map(str::to_string),
+            },
+        );
+        Ok(worktree)
+    }
+
+    /// Announces a task's worktree (after its box opened).
+    pub(super) fn worktree_ready(&self, call_id: &str, task_id: Option<&str>, w: &Worktree) {
+        self.emitter.emit(Event::WorktreeReady {
+            call_id: call_id.to_string(),
+            task_id: task_id.map(str::to_string),
+            branch: w.branch.clone(),
+            path: w.path.display().to_string(),
+            base: w.base.as_str().to_string(),
+            base_commit: w.base_commit.clone(),
+        });
+    }
+
+    /// Commits what a worktree task's turn changed to its branch; the
+    /// outcome names the branch, the worktree and the diffstat.
+    pub(super) async fn commit_work(
+        &self,
+        call_id: &str,
+        agent: &str,
+        title: &str,
+        w: &Worktree,
+        outcome: &mut Outcome,
+    ) {
+        let message = format!("{} ({agent})", worktree::first_line(title));
+        let wt = w.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let commit = wt.commit(&message)?;
+            let repo = wt.repo();
+            let stat = repo.diffstat(&wt.base_commit, &wt.branch)?;
+            let diff = repo.diff(&wt.base_commit, &wt.branch)?;
+            Ok::<_, WorktreeError>((commit, stat, diff))
+        })
+        .await
+        .unwrap_or_else(|e| Err(WorktreeError::Io(format!("the commit stopped: {e}"))));
+        let stat = match done {
+            Ok((commit, stat, diff)) => {
+                self.emitter.emit(Event::WorktreeCommitted {
+                    call_id: call_id.to_string(),
+                    branch: w.branch.clone(),
+                    commit,
+                    diffstat: stat,
+                    diff,
+                });
+                stat.to_string()
+            }
+            Err(e) => {
+                self.emitter.emit(Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: format!("{agent}: {e}"),
+                });
+                format!("unknown ({e})")
+            }
+        };
+        outcome.work = Some(Work {
+            branch: w.branch.clone(),
+            worktree: w.path.display().to_string(),
+            diffstat: stat,
+        });
+    }
+
+    /// The worktree task named `id`: a task id (`t3`), a call id, `c4`
+    /// for a foreground call, or its branch.
+    fn find_isolated(&self, id: &str) -> Option<(String, Isolated)> {
+        let id = id.trim();
+        let w = lock(&self.worktrees);
+        w.by_call
+            .iter()
+            .find(|(call, i)| {
+                i.task_id.as_deref() == Some(id)
+                    || call.as_str() == id
+                    || call.replace("call-", "c") == id
+                    || i.worktree.branch == id
+            })
+            .map(|(c, i)| (c.clone(), i.clone()))
+    }
+
+    /// The branch `id` names: a worktree task of this session, or a
+    /// branch quorum made (`quorum/...`).
+    fn branch_for(&self, repo: &Repo, id: &str) -> Result<(Option<String>, String), DispatchError> {
+        if let Some((call, i)) = self.find_isolated(id) {
+            if lock(&self.running).contains_key(&call) {
+                return Err(DispatchError::StillRunning(id.to_string()));
+            }
+            return Ok((Some(call), i.worktree.branch));
+        }
+        if repo.branch_exists(id) && repo.get(id, "worktree").is_some() {
+            return Ok((None, id.to_string()));
+        }
+        Err(DispatchError::NoWorktreeTask(id.to_string()))
+    }
+
+    /// `/merge TASK`: the task's branch merged into the person's current
+    /// branch; refused while its latest review quorum is red (unless
+    /// `force`), and on a conflict (the merge aborted, the tree as it
+    /// was). The merged task's worktree is removed.
+    pub fn merge(&self, id: &str, force: bool) -> Result<String, DispatchError> {
+        let repo = self.repo()?;
+        let (call, branch) = self.branch_for(&repo, id)?;
+        if !force && repo.verdict(&branch) == Some(Severity::Red) {
+            return Err(DispatchError::RedQuorum {
+                branch,
+                id: id.trim().to_string(),
+            });
+        }
+        let task = repo.get(&branch, "task").unwrap_or_else(|| id.to_string());
+        let into = repo.merge(&branch, &format!("Merge quorum task {task} ({branch})"))?;
+        if let Some(call) = call {
+            lock(&self.worktrees).by_call.remove(&call);
+        }
+        self.emitter.emit(Event::BranchMerged {
+            branch: branch.clone(),
+            into: into.clone(),
+        });
+        Ok(format!(
+            "{branch} merged into {into}; its worktree is removed"
+        ))
+    }
+
+    /// `/discard TASK`: the task's worktree and branch removed; when the
+    /// branch has commits that were never merged, asked once first.
+    pub fn discard(&self, id: &str) -> Result<Discarded, DispatchError> {
+        let repo = self.repo()?;
+        let (call, branch) = self.branch_for(&repo, id)?;
+        let commits = repo.unmerged(&branch)?;
+        let asked = lock(&self.worktrees).asked.remove(&branch);
+        if commits > 0 && !asked {
+            lock(&self.worktrees).asked.insert(branch.clone());
+            return Ok(Discarded::Asked { branch, commits });
+        }
+        repo.discard(&branch)?;
+        if let Some(call) = call {
+            lock(&self.worktrees).by_call.remove(&call);
+        }
+        self.emitter.emit(Event::BranchDiscarded {
+            branch: branch.clone(),
+        });
+        Ok(Discarded::Done { branch })
+    }
+
+    /// Records a review quorum's verdict against the branch it judged.
+    pub(super) fn record_verdict(&self, branch: &str, batch_id: &str, quorum: &Quorum) {
+        let recorded = Repo::find(self.root.path())
+            .map_err(DispatchError::from)
+            .and_then(|repo| Ok(repo.record_verdict(branch, quorum.verdict)?));
+        if let Err(e) = recorded {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: format!("review of {branch}: the verdict could not be recorded: {e}"),
+            });
+        }
+        self.emitter.emit(Event::BranchVerdict {
+            branch: branch.to_string(),
+            batch_id: Some(batch_id.to_string()),
+            verdict: quorum.verdict,
+        });
+    }
+
+    /// The message of a review that judges `branch`: its diff against
+    /// where it left its base follows the task.
+    pub(super) fn with_branch_diff(&self, message: &str, branch: &str) -> String {
+        let diff = Repo::find(self.root.path())
+            .map_err(DispatchError::from)
+            .and_then(|repo| {
+                let base = repo.fork_point(branch)?;
+                Ok(repo.diff(&base, branch)?)
+            });
+        match diff {
+            Ok(diff) => branch_prompt(message, branch, &diff),
+            Err(e) => format!("{message}\n\n(The diff of branch {branch} could not be read: {e})"),
+        }
+    }
+
+    /// Goes on from a recorded session: its worktree tasks, found again
+    /// (and said to be there, or gone).
+    pub(super) fn restore_worktrees(&self, events: &[Stamped]) {
+        let mut found: HashMap<String, Isolated> = HashMap::new();
+        for stamped in events {
+            match &stamped.event {
+                Event::WorktreeReady {
+                    call_id,
+                    task_id,
+                    branch,
+                    path,
+                    base,
+                    base_commit,
+                } => {
+                    found.insert(
+                        call_id.clone(),
+                        Isolated {
+                            worktree: Worktree {
+                                repo: self.root.path().to_path_buf(),
+                                branch: branch.clone(),
+                                path: PathBuf::from(path),
+                                workdir: PathBuf::from(path),
+                                base: if base == "uncommitted" {
+                                    Base::Uncommitted
+                                } else {
+                                    Base::Head
+                                },
+                                base_commit: base_commit.clone(),
+                            },
+                            task_id: task_id.clone(),
+                        },
+                    );
+                }
+                Event::BranchMerged { branch, .. } | Event::BranchDiscarded { branch } => {
+                    found.retain(|_, i| &i.worktree.branch != branch);
+                }
+                _ => {}
+            }
+        }
+        let top = Repo::find(self.root.path()).ok().map(|r| r.top);
+        let mut found: Vec<(String, Isolated)> = found.into_iter().collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        for (call, mut i) in found {
+            if let Some(top) = &top {
+                i.worktree.repo = top.clone();
+                i.worktree = i.worktree.in_dir(self.root.path());
+            }
+            let name = i
+                .task_id
+                .clone()
+                .unwrap_or_else(|| call.replace("call-", "c"));
+            let text = if i.worktree.path.is_dir() {
+                format!(
+                    "{name}: its worktree is still there ({}, branch {}); /merge {name}, /discard {name}{}",
+                    i.worktree.path.display(),
+                    i.worktree.branch,
+                    if i.task_id.is_some() {
+                        format!(" or /msg {name} to go on")
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                format!(
+                    "{name}: its worktree {} is gone; branch {} keeps what was committed",
+                    i.worktree.path.display(),
+                    i.worktree.branch
+                )
+            };
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text,
+            });
+            if let Some(meta) = lock(&self.tasks).get_mut(&call) {
+                meta.worktree = Some(i.worktree.clone());
+            }
+            lock(&self.worktrees).by_call.insert(call, i);
+        }
+    }
+}
+
+/// A review's message with the branch's diff.
+pub fn branch_prompt(message: &str, branch: &str, diff: &str) -> String {
+    format!(
+        "{message}\n\nThe change under review is branch `{branch}`, against the point where it \
+         left its base:\n\n```diff\n{}\n```",
+        diff.trim_end()
+    )
+}
+
+/// A quorum of the verdicts in `tasks` that judged `branch`.
+pub(super) fn branch_quorums(
+    branches: &[Option<String>],
+    verdicts: &[crate::event::ReviewerVerdict],
+) -> Vec<(String, Quorum)> {
+    let mut names: Vec<&String> = branches.iter().flatten().collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|b| {
+            let of: Vec<_> = branches
+                .iter()
+                .zip(verdicts)
+                .filter(|(x, _)| x.as_ref() == Some(b))
+                .map(|(_, v)| v.clone())
+                .collect();
+            (b.clone(), Quorum::of(of))
+        })
+        .collect()
+}
+
+/// Checks a worktree is still there before a turn runs in it.
+pub(super) fn still_there(path: &Path) -> Result<(), WorktreeError> {
+    if path.is_dir() {
+        Ok(())
+    } else {
+        Err(WorktreeError::Gone(path.to_path_buf()))
+    }
+}

@@ -1,0 +1,761 @@
+//! Git worktrees for isolated writers: a task's own worktree under
+//! quorum's state directory, on a branch named after the task, its work
+//! committed there when its turn ends, merged into the person's branch or
+//! thrown away. Everything goes through the `git` the person has (their
+//! config, hooks and credentials), never a git library.
+//!
+//! What quorum knows of a task's branch lives in the repository's own
+//! config (`branch.<B>.quorum*`), so plain git sees it, it survives a
+//! crash, and `git branch -D` takes it away with the branch.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::event::{Diffstat, Severity};
+
+pub mod list;
+
+/// The longest diff an opened box keeps.
+pub const MAX_DIFF_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    #[error(
+        "{dir} is not inside a git repository, and a task with isolation \"worktree\" needs one (git rev-parse: {git})"
+    )]
+    NotARepo { dir: PathBuf, git: String },
+    #[error(
+        "{0} is a bare repository: a task with isolation \"worktree\" needs a working tree to start from"
+    )]
+    Bare(PathBuf),
+    #[error(
+        "{0}: HEAD is detached; check out a branch first, so the task's branch has one to be merged into"
+    )]
+    Detached(PathBuf),
+    #[error("{0}: the repository has no commit yet; make a first commit to start a worktree from")]
+    NoCommit(PathBuf),
+    #[error(
+        "branch {0} already exists; remove it (`git branch -D {0}`) or give the task another first line"
+    )]
+    BranchExists(String),
+    #[error("worktree: {step} failed: {git}")]
+    Git { step: String, git: String },
+    #[error("worktree: cannot run git for {step}: {source}")]
+    Spawn {
+        step: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the worktree {0} is gone (deleted during the turn?): nothing more is committed; its branch keeps the earlier commits"
+    )]
+    Gone(PathBuf),
+    #[error(
+        "cannot merge {branch}: your working tree has uncommitted changes ({files}); commit or stash them first"
+    )]
+    Dirty { branch: String, files: String },
+    #[error(
+        "cannot merge {branch}: it conflicts with your branch {into}; the merge was aborted and your tree is as it was. git said: {git}"
+    )]
+    Conflict {
+        branch: String,
+        into: String,
+        git: String,
+    },
+    #[error("worktree: {0}")]
+    Io(String),
+}
+
+type Result<T> = std::result::Result<T, WorktreeError>;
+
+/// Runs `git args` in `dir` (stdin closed, output captured): its stdout,
+/// or git's own message as the error, named by `step`.
+fn git(dir: &Path, step: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| WorktreeError::Spawn {
+            step: step.to_string(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+    } else {
+        Err(WorktreeError::Git {
+            step: step.to_string(),
+            git: message(&out),
+        })
+    }
+}
+
+/// What git said: stderr, else stdout (merge conflicts go there), trimmed.
+fn message(out: &std::process::Output) -> String {
+    let mut text = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !stdout.trim().is_empty() {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str(stdout.trim());
+    }
+    if text.is_empty() {
+        text = format!("exit status {}", out.status);
+    }
+    text.replace('\n', " / ")
+}
+
+/// Whether `git args` in `dir` succeeds (a question, not a step).
+fn git_ok(dir: &Path, args: &[&str]) -> bool {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What a task's worktree started from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Base {
+    /// The person's `HEAD`: their tree was clean.
+    Head,
+    /// A commit of the person's uncommitted changes (`git stash create`)
+    /// on top of `HEAD`.
+    Uncommitted,
+}
+
+impl Base {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Base::Head => "head",
+            Base::Uncommitted => "uncommitted",
+        }
+    }
+
+    /// How a box says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Base::Head => "from HEAD",
+            Base::Uncommitted => "from HEAD + your uncommitted changes",
+        }
+    }
+}
+
+/// A task's worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    /// The person's repository (its top directory).
+    pub repo: PathBuf,
+    pub branch: String,
+    pub path: PathBuf,
+    /// Where the agent works: the worktree's copy of the session
+    /// directory (its top, unless the session is in a subfolder).
+    pub workdir: PathBuf,
+    pub base: Base,
+    /// The commit the branch left from.
+    pub base_commit: String,
+}
+
+/// The person's repository.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    pub top: PathBuf,
+}
+
+/// `quorum/<task>-<words of the title>`: lower case, `-` between words,
+/// at most 32 characters of words.
+pub fn branch_name(task: &str, title: &str) -> String {
+    let mut slug = String::new();
+    for word in title
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if slug.len() + word.len() + 1 > 32 {
+            break;
+        }
+        if !slug.is_empty() {
+            slug.push('-');
+        }
+        slug.push_str(&word.to_ascii_lowercase());
+    }
+    let task: String = task
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    if slug.is_empty() {
+        format!("quorum/{task}")
+    } else {
+        format!("quorum/{task}-{slug}")
+    }
+}
+
+/// The first line of a task's message (its commit message's subject).
+pub fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+}
+
+impl Repo {
+    /// The repository `dir` is in: a clear error when it is none, or bare.
+    pub fn find(dir: &Path) -> Result<Self> {
+        let bare = Command::new("git")
+            .args(["rev-parse", "--is-bare-repository"])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| WorktreeError::Spawn {
+                step: "finding the repository".into(),
+                source,
+            })?;
+        if !bare.status.success() {
+            return Err(WorktreeError::NotARepo {
+                dir: dir.to_path_buf(),
+                git: message(&bare),
+            });
+        }
+        if String::from_utf8_lossy(&bare.stdout).trim() == "true" {
+            return Err(WorktreeError::Bare(dir.to_path_buf()));
+        }
+        let top = git(
+            dir,
+            "finding the repository's top (git rev-parse --show-toplevel)",
+            &["rev-parse", "--show-toplevel"],
+        )?;
+        if top.is_empty() {
+            return Err(WorktreeError::Bare(dir.to_path_buf()));
+        }
+        Ok(Self {
+            top: PathBuf::from(top),
+        })
+    }
+
+    fn git(&self, step: &str, args: &[&str]) -> Result<String> {
+        git(&self.top, step, args)
+    }
+
+    /// The person's branch (`HEAD` must not be detached).
+    pub fn current_branch(&self) -> Result<String> {
+        if !git_ok(&self.top, &["rev-parse", "--verify", "--quiet", "HEAD"]) {
+            return Err(WorktreeError::NoCommit(self.top.clone()));
+        }
+        self.git(
+            "reading the current branch",
+            &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        )
+        .map_err(|_| WorktreeError::Detached(self.top.clone()))
+    }
+
+    /// The folder this repository's worktrees go in, under `state`.
+    pub fn worktrees_dir(&self, state: &Path) -> PathBuf {
+        let name = self
+            .top
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "repo".into());
+        let mut hash: u64 = 0xcbf29ce484222325;
+        for b in self.top.as_os_str().as_encoded_bytes() {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x100000001b3);
+        }
+        state
+            .join("worktrees")
+            .join(format!("{name}-{:08x}", hash as u32))
+    }
+
+    pub fn branch_exists(&self, branch: &str) -> bool {
+        git_ok(
+            &self.top,
+            &[
+                "show-ref",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ],
+        )
+    }
+
+    /// Makes `branch`'s worktree under `state`, based on `HEAD`, or on a
+    /// commit of the person's uncommitted changes when there are any.
+    /// Nothing half-made is left when a step fails.
+    pub fn create(&self, state: &Path, branch: &str, meta: &[(&str, &str)]) -> Result<Worktree> {
+        self.current_branch()?;
+        if !git_ok(&self.top, &["check-ref-format", "--branch", branch]) {
+            return Err(WorktreeError::Git {
+                step: format!("naming the branch {branch:?}"),
+                git: "not a valid branch name".into(),
+            });
+        }
+        if self.branch_exists(branch) {
+            return Err(WorktreeError::BranchExists(branch.to_string()));
+        }
+        let head = self.git("reading HEAD", &["rev-parse", "HEAD"])?;
+        let stash = self.git(
+            "saving your uncommitted changes (git stash create)",
+            &["stash", "create"],
+        )?;
+        let (base, base_commit) = if stash.is_empty() {
+            (Base::Head, head.clone())
+        } else {
+            // The stash's tree as one plain commit on HEAD, so the branch's
+            // history is HEAD, the person's changes, then the agent's.
+            let tree = self.git(
+                "reading your uncommitted changes",
+                &["rev-parse", &format!("{stash}^{{tree}}")],
+            )?;
+            let commit = self.git(
+                "committing your uncommitted changes for the worktree (git commit-tree)",
+                &[
+                    "commit-tree",
+                    &tree,
+                    "-p",
+                    &head,
+                    "-m",
+                    &format!("quorum: uncommitted changes {branch} started from"),
+                ],
+            )?;
+            (Base::Uncommitted, commit)
+        };
+        let path = self
+            .worktrees_dir(state)
+            .join(branch.replace('/', "-"))
+            .to_path_buf();
+        if path.exists() {
+            return Err(WorktreeError::Io(format!(
+                "{} already exists; `quorum worktrees --prune` or remove it",
+                path.display()
+            )));
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| WorktreeError::Io(format!("{}: {e}", parent.display())))?;
+        }
+        let path_text = path.to_string_lossy().into_owned();
+        let added = self.git(
+            "creating the worktree (git worktree add)",
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                branch,
+                &path_text,
+                &base_commit,
+            ],
+        );
+        let worktree = Worktree {
+            repo: self.top.clone(),
+            branch: branch.to_string(),
+            path: path.clone(),
+            workdir: path.clone(),
+            base,
+            base_commit: base_commit.clone(),
+        };
+        if let Err(e) = added {
+            self.undo(&worktree);
+            return Err(e);
+        }
+        let mut meta: Vec<(&str, &str)> = meta.to_vec();
+        meta.push(("base", &base_commit));
+        meta.push(("basekind", base.as_str()));
+        meta.push(("worktree", &path_text));
+        for (key, value) in meta {
+            if let Err(e) = self.set(branch, key, value) {
+                self.undo(&worktree);
+                return Err(e);
+            }
+        }
+        Ok(worktree)
+    }
+
+    /// Takes away what a failed `create` made: the worktree and the branch.
+    fn undo(&self, worktree: &Worktree) {
+        let path = worktree.path.to_string_lossy().into_owned();
+        let _ = git_ok(&self.top, &["worktree", "remove", "--force", &path]);
+        let _ = std::fs::remove_dir_all(&worktree.path);
+        let _ = git_ok(&self.top, &["worktree", "prune"]);
+        let _ = git_ok(&self.top, &["branch", "-D", &worktree.branch]);
+    }
+
+    /// Sets `branch.<branch>.quorum<key>` in the repository's config.
+    pub fn set(&self, branch: &str, key: &str, value: &str) -> Result<()> {
+        self.git(
+            &format!("recording {key} of {branch} (git config)"),
+            &["config", &format!("branch.{branch}.quorum{key}"), value],
+        )
+        .map(drop)
+    }
+
+    /// `branch.<branch>.quorum<key>`, if set.
+    pub fn get(&self, branch: &str, key: &str) -> Option<String> {
+        git(
+            &self.top,
+            "reading config",
+            &["config", "--get", &format!("branch.{branch}.quorum{key}")],
+        )
+        .ok()
+        .filter(|v| !v.is_empty())
+    }
+
+    /// The worktree of a branch quorum made, from what it recorded.
+    pub fn worktree(&self, branch: &str) -> Option<Worktree> {
+        Some(Worktree {
+            repo: self.top.clone(),
+            branch: branch.to_string(),
+            path: PathBuf::from(self.get(branch, "worktree")?),
+            workdir: PathBuf::from(self.get(branch, "worktree")?),
+            base: match self.get(branch, "basekind").as_deref() {
+                Some("uncommitted") => Base::Uncommitted,
+                _ => Base::Head,
+            },
+            base_commit: self.get(branch, "base")?,
+        })
+    }
+
+    /// Records a review quorum's verdict against `branch`.
+    pub fn record_verdict(&self, branch: &str, verdict: Option<Severity>) -> Result<()> {
+        if !self.branch_exists(branch) {
+            return Err(WorktreeError::Git {
+                step: format!("recording the verdict on {branch}"),
+                git: format!("no branch {branch} in {}", self.top.display()),
+            });
+        }
+        self.set(branch, "verdict", verdict.map_or("none", Severity::as_str))
+    }
+
+    /// The latest review quorum's verdict on `branch`, if one was
+    /// recorded.
+    pub fn verdict(&self, branch: &str) -> Option<Severity> {
+        match self.get(branch, "verdict")?.as_str() {
+            "green" => Some(Severity::Green),
+            "yellow" => Some(Severity::Yellow),
+            "red" => Some(Severity::Red),
+            _ => None,
+        }
+    }
+
+    /// Where `branch` left its base: the commit quorum started it from,
+    /// else its merge base with `HEAD`.
+    pub fn fork_point(&self, branch: &str) -> Result<String> {
+        if !self.branch_exists(branch) {
+            return Err(WorktreeError::Git {
+                step: format!("finding the branch {branch}"),
+                git: format!("no branch {branch} in {}", self.top.display()),
+            });
+        }
+        match self.get(branch, "base") {
+            Some(base) => Ok(base),
+            None => self.git(
+                &format!("finding where {branch} left HEAD (git merge-base)"),
+                &["merge-base", "HEAD", branch],
+            ),
+        }
+    }
+
+    /// Commits on `branch` that the person's branch does not have (the
+    /// commit of their own uncommitted changes aside).
+    pub fn unmerged(&self, branch: &str) -> Result<u32> {
+        let mut args = vec!["rev-list", "--count", branch, "^HEAD"];
+        let base = self.get(branch, "base").map(|b| format!("^{b}"));
+        if let Some(base) = &base {
+            args.push(base);
+        }
+        let n = self.git(&format!("counting the commits of {branch}"), &args)?;
+        Ok(n.parse().unwrap_or(0))
+    }
+
+    /// Merges `branch` into the person's current branch; on a conflict the
+    /// merge is aborted and the tree is as it was. Its worktree is removed
+    /// once it is merged.
+    pub fn merge(&self, branch: &str, message: &str) -> Result<String> {
+        let into = self.current_branch()?;
+        if !self.branch_exists(branch) {
+            return Err(WorktreeError::Git {
+                step: format!("finding the branch {branch}"),
+                git: format!("no branch {branch}"),
+            });
+        }
+        let dirty = self.git(
+            "checking your tree (git status)",
+            &["status", "--porcelain", "--untracked-files=no"],
+        )?;
+        if !dirty.is_empty() {
+            let files: Vec<&str> = dirty.lines().map(|l| l.get(3..).unwrap_or(l)).collect();
+            return Err(WorktreeError::Dirty {
+                branch: branch.to_string(),
+                files: files.join(", "),
+            });
+        }
+        let out = Command::new("git")
+            .args(["merge", "--no-ff", "--no-edit", "-m", message, branch])
+            .current_dir(&self.top)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| WorktreeError::Spawn {
+                step: "merging".into(),
+                source,
+            })?;
+        if !out.status.success() {
+            let git_said = message_of(&out);
+            if git_ok(
+                &self.top,
+                &["rev-parse", "--verify", "--quiet", "MERGE_HEAD"],
+            ) {
+                self.git(
+                    "aborting the merge (git merge --abort)",
+                    &["merge", "--abort"],
+                )?;
+            }
+            return Err(WorktreeError::Conflict {
+                branch: branch.to_string(),
+                into,
+                git: git_said,
+            });
+        }
+        if let Some(worktree) = self.worktree(branch) {
+            self.remove_worktree(&worktree)?;
+        }
+        self.set(branch, "merged", "true")?;
+        Ok(into)
+    }
+
+    /// Removes a task's worktree (its branch stays).
+    pub fn remove_worktree(&self, worktree: &Worktree) -> Result<()> {
+        if worktree.path.exists() {
+            let path = worktree.path.to_string_lossy().into_owned();
+            self.git(
+                "removing the worktree (git worktree remove)",
+                &["worktree", "remove", "--force", &path],
+            )?;
+        }
+        self.git(
+            "pruning worktrees (git worktree prune)",
+            &["worktree", "prune"],
+        )
+        .map(drop)
+    }
+
+    /// Removes `branch`'s worktree and the branch.
+    pub fn discard(&self, branch: &str) -> Result<()> {
+        if let Some(worktree) = self.worktree(branch) {
+            self.remove_worktree(&worktree)?;
+        }
+        self.git(
+            &format!("deleting the branch {branch} (git branch -D)"),
+            &["branch", "-D", branch],
+        )
+        .map(drop)
+    }
+
+    /// `git diff BASE BRANCH` as numbers.
+    pub fn diffstat(&self, base: &str, branch: &str) -> Result<Diffstat> {
+        let numstat = self.git(
+            &format!("measuring {branch} (git diff --numstat)"),
+            &["diff", "--numstat", "--no-renames", base, branch, "--"],
+        )?;
+        Ok(parse_numstat(&numstat))
+    }
+
+    /// `git diff BASE BRANCH`, cut at [`MAX_DIFF_BYTES`].
+    pub fn diff(&self, base: &str, branch: &str) -> Result<String> {
+        let mut diff = self.git(
+            &format!("reading the diff of {branch} (git diff)"),
+            &["diff", "--no-color", "--no-ext-diff", base, branch, "--"],
+        )?;
+        if diff.len() > MAX_DIFF_BYTES {
+            let mut cut = MAX_DIFF_BYTES;
+            while !diff.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            diff.truncate(cut);
+            diff.push_str("\n… (diff cut short; `git diff` shows the rest)");
+        }
+        Ok(diff)
+    }
+}
+
+fn message_of(out: &std::process::Output) -> String {
+    message(out)
+}
+
+/// Sums `git diff --numstat` (binary files count as files only).
+pub fn parse_numstat(text: &str) -> Diffstat {
+    let mut stat = Diffstat::default();
+    for line in text.lines() {
+        let mut parts = line.split('\t');
+        let (Some(a), Some(r)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        stat.files += 1;
+        stat.added += a.parse::<u64>().unwrap_or(0);
+        stat.removed += r.parse::<u64>().unwrap_or(0);
+    }
+    stat
+}
+
+impl Worktree {
+    /// Works in the worktree's copy of `dir`, a folder of the person's
+    /// repository (its top: the worktree's top).
+    pub fn in_dir(mut self, dir: &Path) -> Self {
+        let top = self
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| self.repo.clone());
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        if let Ok(rel) = dir.strip_prefix(&top) {
+            self.workdir = self.path.join(rel);
+        }
+        self
+    }
+
+    fn git(&self, step: &str, args: &[&str]) -> Result<String> {
+        // Its `.git` file ties it to the repository: without it, what is
+        // left is no worktree.
+        if !self.path.join(".git").exists() {
+            return Err(WorktreeError::Gone(self.path.clone()));
+        }
+        git(&self.path, step, args)
+    }
+
+    /// Commits everything changed in the worktree to its branch; `None`
+    /// when nothing changed.
+    pub fn commit(&self, message: &str) -> Result<Option<String>> {
+        self.git("staging the task's changes (git add -A)", &["add", "-A"])?;
+        if git_ok(&self.path, &["diff", "--cached", "--quiet"]) {
+            return Ok(None);
+        }
+        self.git(
+            &format!("committing to {} (git commit)", self.branch),
+            &["commit", "--quiet", "-m", message],
+        )?;
+        self.git("reading the new commit", &["rev-parse", "--short", "HEAD"])
+            .map(Some)
+    }
+
+    /// The person's repository.
+    pub fn repo(&self) -> Repo {
+        Repo {
+            top: self.repo.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branches_are_named_after_the_task() {
+        assert_eq!(
+            branch_name("t3", "Fix the retries!\nand more"),
+            "quorum/t3-fix-the-retries-and-more"
+        );
+        assert_eq!(branch_name("t1", "…"), "quorum/t1");
+        assert!(branch_name("t2", &"word ".repeat(40)).len() <= "quorum/t2-".len() + 32);
+    }
+
+    #[test]
+    fn numstat_sums() {
+        let stat = parse_numstat("40\t7\tsrc/a.rs\n2\t0\tb\n-\t-\timg.png\n");
+        assert_eq!(
+            stat,
+            Diffstat {
+                added: 42,
+                removed: 7,
+                files: 3
+            }
+        );
+        assert_eq!(stat.to_string(), "+42 −7 in 3 files");
+    }
+}
+
+#[cfg(test)]
+mod repo_tests {
+    //! The git steps against a scratch repository.
+    use super::*;
+
+    fn scratch() -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("repo");
+        std::fs::create_dir_all(&top).unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["config", "user.name", "T"],
+            &["config", "user.email", "t@example.com"],
+        ] {
+            git(&top, "setup", args).unwrap();
+        }
+        std::fs::write(top.join("a.txt"), "one\n").unwrap();
+        git(&top, "setup", &["add", "a.txt"]).unwrap();
+        git(&top, "setup", &["commit", "-q", "-m", "first"]).unwrap();
+        let repo = Repo::find(&top).unwrap();
+        (dir, repo)
+    }
+
+    #[test]
+    fn an_existing_branch_is_refused_and_nothing_is_made() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        git(&repo.top, "setup", &["branch", "quorum/t1-x"]).unwrap();
+        let e = repo.create(&state, "quorum/t1-x", &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("branch quorum/t1-x already exists"),
+            "{e}"
+        );
+        assert!(!repo.worktrees_dir(&state).join("quorum-t1-x").exists());
+    }
+
+    #[test]
+    fn a_failing_worktree_add_leaves_no_branch() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        // Something is in the way of the worktree's folder.
+        let path = repo.worktrees_dir(&state).join("quorum-t2-y");
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("x"), "x").unwrap();
+        let e = repo.create(&state, "quorum/t2-y", &[]).unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        assert!(!repo.branch_exists("quorum/t2-y"));
+    }
+
+    #[test]
+    fn bare_repositories_and_plain_folders_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Repo::find(dir.path()).unwrap_err();
+        assert!(matches!(e, WorktreeError::NotARepo { .. }), "{e}");
+        assert!(e.to_string().contains("not a git repository"), "{e}");
+        git(dir.path(), "setup", &["init", "-q", "--bare"]).unwrap();
+        let e = Repo::find(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("is a bare repository"), "{e}");
+    }
+
+    #[test]
+    fn a_commit_then_a_follow_up_commit_on_the_branch() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo
+            .create(&state, "quorum/t3-fix", &[("task", "t3")])
+            .unwrap();
+        assert_eq!(w.base, Base::Head);
+        std::fs::write(w.path.join("b.txt"), "two\n").unwrap();
+        assert!(w.commit("Fix it (fake)").unwrap().is_some());
+        std::fs::write(w.path.join("b.txt"), "two\nthree\n").unwrap();
+        assert!(w.commit("Fix it (fake)").unwrap().is_some());
+        assert_eq!(w.commit("Fix it (fake)").unwrap(), None, "nothing changed");
+        let stat = repo.diffstat(&w.base_commit, &w.branch).unwrap();
+        assert_eq!(stat.to_string(), "+2 −0 in 1 file");
+        assert_eq!(repo.unmerged(&w.branch).unwrap(), 2);
+        assert_eq!(repo.get(&w.branch, "task").as_deref(), Some("t3"));
+        assert_eq!(repo.worktree(&w.branch), Some(w.clone()));
+        std::fs::remove_dir_all(&w.path).unwrap();
+        let e = w.commit("again").unwrap_err();
+        assert!(matches!(e, WorktreeError::Gone(_)), "{e}");
+    }
+}
