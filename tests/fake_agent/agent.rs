@@ -624,6 +624,44 @@ async fn run_turn(
             drop(sleep);
             return slow(turn, rest, cancelled).await;
         }
+        "daemon" => {
+            // `daemon [SECONDS] [end_turn]`: a double-forking daemon: a shell
+            // that starts `sleep 600` in a session of its own and exits at
+            // once, so the sleep is nobody's child and in nobody's group;
+            // `grandchild G agent A\n`, then as `slow`.
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!")
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .map_err(|e| Error::internal_error().data(format!("daemon: {e}")))?;
+            let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            turn.chunk(format!("grandchild {pid} agent {}\n", std::process::id()))?;
+            return slow(turn, rest, cancelled).await;
+        }
+        "orphan" => {
+            // `orphan`: a helper (`sleep 600`) in a session of its own, then
+            // this agent crashes (exit code 3), leaving the helper behind;
+            // `grandchild G agent A\n` first.
+            let helper = std::process::Command::new("setsid")
+                .arg("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| Error::internal_error().data(format!("orphan: {e}")))?;
+            turn.chunk(format!(
+                "grandchild {} agent {}\n",
+                helper.id(),
+                std::process::id()
+            ))?;
+            drop(helper);
+            turn.cx
+                .send_notification(UntypedMessage::new(CRASH_MARKER, serde_json::json!({}))?)?;
+            std::future::pending::<()>().await;
+        }
         "whoami" => {
             let key = turn.session_id.to_string();
             let line = lock(&turn.state)
