@@ -382,7 +382,12 @@ fn a_double_forking_daemon_is_ended_with_the_call_and_with_quorum() {
 fn a_helper_that_outlives_its_agent_is_ended() {
     let mut case = Case::start_crashing("fake", "orphan");
     let status = case.exit();
-    assert_ne!(status.code(), Some(0), "the agent crashed: {}", case.stderr());
+    assert_ne!(
+        status.code(),
+        Some(0),
+        "the agent crashed: {}",
+        case.stderr()
+    );
     case.assert_nothing_left();
 }
 

@@ -349,7 +349,7 @@ pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not install
 fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
     match crate::runtime::path::locate("bwrap") {
         Some(bwrap) => {
-            let mut cmd = tokio::process::Command::new(bwrap);
+            let mut cmd = supervisor::command(bwrap);
             cmd.args([
                 "--ro-bind",
                 "/",
@@ -370,7 +370,7 @@ fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
             (cmd, true)
         }
         None => {
-            let mut cmd = tokio::process::Command::new("sh");
+            let mut cmd = supervisor::command("sh");
             cmd.arg("-c").arg(command);
             (cmd, false)
         }
