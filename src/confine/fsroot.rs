@@ -675,6 +675,70 @@ mod tests {
         );
     }
 
+    /// A file inside that is a hard link to a file outside is replaced,
+    /// never written through: the outside file keeps its content; the
+    /// target keeps its permission bits.
+    #[test]
+    fn a_write_replaces_a_hard_link_and_never_writes_through_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, outside, root) = setup();
+        let secret = outside.path().join("secret.txt");
+        std::fs::hard_link(&secret, dir.path().join("linked.txt")).unwrap();
+        std::fs::set_permissions(
+            dir.path().join("linked.txt"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+        root.write(Path::new("linked.txt"), "replaced").unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("linked.txt")).unwrap(),
+            "replaced"
+        );
+        let mode = std::fs::metadata(dir.path().join("linked.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o640);
+        // No temporary file is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// A reader sees the old content or the new, whole, never a part.
+    #[test]
+    fn a_reader_never_sees_a_partial_write() {
+        let (dir, _o, root) = setup();
+        let size = 1 << 20;
+        let contents = ["a".repeat(size), "b".repeat(size)];
+        root.write(Path::new("big.txt"), &contents[0]).unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (done, path) = (done.clone(), dir.path().join("big.txt"));
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let whole = text.len() == size
+                        && (text.bytes().all(|b| b == b'a') || text.bytes().all(|b| b == b'b'));
+                    if !whole {
+                        seen.push(text.len());
+                    }
+                }
+                seen
+            })
+        };
+        for i in 0..200 {
+            root.write(Path::new("big.txt"), &contents[i % 2]).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let partial = reader.join().unwrap();
+        assert!(partial.is_empty(), "partial reads of sizes {partial:?}");
+    }
+
     #[test]
     fn dangling_links_are_resolved_before_a_write() {
         let (dir, outside, root) = setup();
