@@ -590,6 +590,40 @@ mod tests {
         );
     }
 
+    /// `edit` and `write` replace a file that is a hard link to one
+    /// outside; the outside file is never written through.
+    #[tokio::test]
+    async fn edit_and_write_never_write_through_a_hard_link() {
+        let (dir, t, _tx, rx) = tools();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "alpha\n").unwrap();
+        std::fs::hard_link(&secret, dir.path().join("linked.txt")).unwrap();
+        t.run(
+            call(
+                "edit",
+                json!({"path": "linked.txt", "old": "alpha", "new": "beta"}),
+            ),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "alpha\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("linked.txt")).unwrap(),
+            "beta\n"
+        );
+        std::fs::remove_file(dir.path().join("linked.txt")).unwrap();
+        std::fs::hard_link(&secret, dir.path().join("linked.txt")).unwrap();
+        t.run(
+            call("write", json!({"path": "linked.txt", "content": "gamma"})),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "alpha\n");
+    }
+
     #[tokio::test]
     async fn read_list_grep_write_edit() {
         let (dir, t, _tx, rx) = tools();
