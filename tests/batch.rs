@@ -45,7 +45,7 @@ fn rig(max_parallel: usize, model: Option<Arc<dyn Model>>) -> Rig {
     .unwrap();
     std::fs::write(dir.path().join("inside.txt"), "inside content").unwrap();
     std::fs::write(dir.path().join("secret.txt"), "the password is swordfish\n").unwrap();
-    let registry = Registry::load(Some(&config)).unwrap();
+    let registry = Registry::load_only(&config).unwrap();
     let mut config_ = SessionConfig::new(registry, Root::new(dir.path()).unwrap());
     config_.read_settings(Some(&config)).unwrap();
     assert_eq!(config_.max_parallel, max_parallel);

@@ -11,7 +11,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::Duration;
 
 mod common;
@@ -133,7 +133,7 @@ impl Case {
         .unwrap();
         let record = dir.path().join("call.jsonl");
         let file = |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).unwrap());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        let mut command = common::quorum(dir.path());
         command
             .arg("--config")
             .arg(&config)
@@ -441,7 +441,7 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
     )
     .unwrap();
     let terminal = Terminal::open(120, 40);
-    let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let mut quorum = common::quorum(dir.path())
         .arg("--model")
         .arg(format!("script:{}", script.display()))
         .arg("--no-record")

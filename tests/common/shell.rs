@@ -29,12 +29,12 @@ pub fn shell_with(extra: &str) -> Shell {
 
 impl Shell {
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        // Logs, remembered model picks and the agents found stay the
+        // test's own.
+        let mut c = super::quorum(self.dir.path());
         c.arg("--config")
             .arg(&self.config)
             .args(args)
-            // Logs and remembered model picks stay in the test's directory.
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .current_dir(self.dir.path());
         c
     }
