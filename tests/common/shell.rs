@@ -46,8 +46,14 @@ impl Shell {
     /// As [`Shell::run`], but a run that takes over a minute is killed and
     /// the test fails saying so: a wedge shows as a failure, not a hang.
     pub fn run_unwedged(&self, args: &[&str]) -> Output {
+        self.run_unwedged_with(args, &[])
+    }
+
+    /// [`Shell::run_unwedged`] with `env` set too.
+    pub fn run_unwedged_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut child = self
             .command(args)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
