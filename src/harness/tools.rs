@@ -23,9 +23,6 @@ use crate::runtime::supervisor::{self, Supervisor};
 pub const OUTPUT_CAP: usize = 16 * 1024;
 /// Matches `grep` reports at most.
 const GREP_MATCHES: usize = 200;
-/// Directories `list` does not descend into (`grep` skips what the
-/// project's `.gitignore` ignores instead).
-const SKIP_DIRS: [&str; 5] = [".git", "target", "node_modules", ".tools", ".fast-agent"];
 /// How long a shell command's output may still take to arrive once its
 /// process group is gone (a process that left the group may hold the pipe).
 const PIPE_GRACE: Duration = Duration::from_secs(1);
