@@ -31,7 +31,7 @@ codex_acp="$(bash "$repo/scripts/install-acp-adapter.sh" codex)"
 sdk="$repo/.tools/claude-acp/node_modules/@anthropic-ai/claude-agent-sdk"
 [[ -f $sdk/cli.js ]] || { echo "no Claude Code CLI at $sdk/cli.js" >&2; exit 1; }
 
-cargo build --quiet --bin quorum --bin quorum-fake-model
+cargo build --quiet --features test-programs --bin quorum --bin quorum-fake-model
 target="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
 quorum="$target/debug/quorum"
 fake_model="$target/debug/quorum-fake-model"

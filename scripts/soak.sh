@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 rate=${2:-200}
 agents=${3:-16}
-cargo build --release --quiet --bin quorum --bin quorum-fake-agent
+cargo build --release --quiet --features test-programs --bin quorum --bin quorum-fake-agent
 bin="$PWD/target/release/quorum"
 fake="$PWD/target/release/quorum-fake-agent"
 work=$(mktemp -d)

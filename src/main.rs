@@ -135,6 +135,8 @@ struct AgentsArgs {
 }
 
 fn main() {
+    // Every child starts under quorum's own reaper (this binary, re-run).
+    quorum::runtime::reaper::start();
     let cli = Cli::parse();
     // One way out for every command's error: `quorum: ` and the message,
     // each cause once, no backtrace (whatever RUST_BACKTRACE says); a

@@ -9,7 +9,7 @@ use quorum::acp::registry::Registry;
 use quorum::agent::Permissions;
 use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
-use quorum::event::{Activity, Event, Severity, Stamped, TaskState};
+use quorum::event::{Activity, Event, Severity, Stamped};
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
 use quorum::subagent::batch::BatchResult;
@@ -32,11 +32,12 @@ fn rig(max_parallel: usize, model: Option<Arc<dyn Model>>) -> Rig {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("q.toml");
+    let in_flight = dir.path().join("in-flight.log");
     std::fs::write(
         &config,
         format!(
             "max_parallel = {max_parallel}\n\
-             [agents.fake]\ncommand = {fake:?}\n\
+             [agents.fake]\ncommand = {fake:?}\nargs = [\"--in-flight\", {in_flight:?}]\n\
              [agents.fake-b]\ncommand = {fake:?}\n\
              [agents.fake-c]\ncommand = {fake:?}\n\
              [agents.echo-prompt]\ncommand = {fake:?}\nargs = [\"--scenario\", \"prompt\"]\n"
@@ -45,7 +46,7 @@ fn rig(max_parallel: usize, model: Option<Arc<dyn Model>>) -> Rig {
     .unwrap();
     std::fs::write(dir.path().join("inside.txt"), "inside content").unwrap();
     std::fs::write(dir.path().join("secret.txt"), "the password is swordfish\n").unwrap();
-    let registry = Registry::load(Some(&config)).unwrap();
+    let registry = Registry::load_only(&config).unwrap();
     let mut config_ = SessionConfig::new(registry, Root::new(dir.path()).unwrap());
     config_.read_settings(Some(&config)).unwrap();
     assert_eq!(config_.max_parallel, max_parallel);
@@ -299,15 +300,48 @@ async fn max_parallel_queues_the_rest_and_never_runs_more() {
             .count(),
         3
     );
-    assert!(events.iter().any(
-        |e| matches!(e, Event::TaskProgress { summary, .. } if summary.state == TaskState::Queued)
-            || matches!(e, Event::SubagentStarted { queued: true, .. })
-    ));
+    // The queued state is observable in the events the board sends: the
+    // last three tasks start queued, and each is dequeued before it ends.
+    let queued: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentStarted {
+                queued: true,
+                task_id: Some(task),
+                call_id,
+                ..
+            } => Some((task.as_str(), call_id.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        queued.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+        ["t3", "t4", "t5"]
+    );
+    for (task, call) in &queued {
+        let at = |wanted: &dyn Fn(&Event) -> bool| events.iter().position(wanted);
+        let dequeued = at(&|e| matches!(e, Event::SubagentDequeued { call_id } if call_id == call));
+        let finished =
+            at(&|e| matches!(e, Event::SubagentFinished { call_id, .. } if call_id == call));
+        assert!(
+            dequeued.is_some() && dequeued < finished,
+            "{task}: dequeued at {dequeued:?}, finished at {finished:?}"
+        );
+    }
     assert_eq!(
         most_running_at_once(&events),
         2,
         "never more than 2 at once"
     );
+    // What the agents had in flight at once, as they counted it: every
+    // prompt arrived, never more than 2 at a time, and 2 at some point.
+    let counts: Vec<usize> = std::fs::read_to_string(r.dir.path().join("in-flight.log"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 5, "{counts:?}");
+    assert_eq!(counts.iter().max(), Some(&2), "{counts:?}");
     assert!(matches!(
         events.last(),
         Some(Event::BatchFinished {

@@ -8,19 +8,17 @@ use std::process::{Command, Output};
 use common::*;
 
 fn quorum(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let home = tempfile::tempdir().unwrap();
+    common::quorum(home.path())
         .args(args)
-        .env("HOME", std::env::temp_dir())
         .output()
         .expect("quorum runs")
 }
 
 /// `quorum` at home in `dir`: its state and its config stay there.
 fn quorum_in(dir: &std::path::Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
-    c.args(args)
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .env("HOME", dir);
+    let mut c = common::quorum(dir);
+    c.args(args);
     c
 }
 
@@ -201,7 +199,7 @@ fn the_tui_refuses_to_start_without_a_terminal() {
 #[test]
 fn errors_are_one_clear_line_without_a_backtrace() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let o = common::quorum(dir.path())
         .args(["replay", "--screenshot", "x.txt"])
         .arg(dir.path())
         .env("RUST_BACKTRACE", "1")
@@ -215,7 +213,7 @@ fn errors_are_one_clear_line_without_a_backtrace() {
     assert_eq!(err.matches("Is a directory").count(), 1, "said once: {err}");
     assert!(!err.to_lowercase().contains("backtrace"), "{err}");
     // The same from a headless command's own setup.
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let o = common::quorum(dir.path())
         .arg("--config")
         .arg(dir.path())
         .args(["call", "--agent", "fake", "--input", "hi"])

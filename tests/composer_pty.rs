@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::pty::{Terminal, wait_until};
@@ -37,7 +37,7 @@ fn three_hundred_typed_characters_all_show_wrapped_in_the_composer() {
     std::fs::write(&config, "").unwrap();
     let state = dir.path().join("state");
     let terminal = Terminal::open(COLS, ROWS);
-    let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let mut quorum = common::quorum(dir.path())
         .arg("--config")
         .arg(&config)
         .arg("--no-record")

@@ -83,7 +83,7 @@ impl Home {
     }
 
     fn quorum(&self, cwd: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        let mut cmd = common::quorum(self.path());
         cmd.arg("--config")
             .arg(self.config())
             .current_dir(cwd)
@@ -404,7 +404,8 @@ fn bad_sessions_to_continue_are_clear_errors_and_nothing_is_written() {
     assert!(home.sessions().is_empty(), "no session was recorded");
 }
 
-/// PIDs of processes whose command line mentions `needle`.
+/// PIDs of the processes, other than quorum's reapers, whose command line
+/// mentions `needle`.
 fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -414,7 +415,10 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
-        if String::from_utf8_lossy(&cmdline).contains(needle) {
+        // quorum's reaper, which the agent runs under, names it too: it is
+        // not an agent process.
+        let reaper = cmdline.split(|&b| b == 0).nth(1) == Some(b"__quorum-reaper".as_slice());
+        if String::from_utf8_lossy(&cmdline).contains(needle) && !reaper {
             found.push(pid);
         }
     }

@@ -40,7 +40,7 @@ fn rig(approval: Permissions) -> Rig {
         ),
     )
     .unwrap();
-    let registry = Registry::load(Some(config.path())).unwrap();
+    let registry = Registry::load_only(config.path()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("inside.txt"), "inside content").unwrap();
     let root = Root::new(dir.path()).unwrap();

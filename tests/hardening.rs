@@ -117,9 +117,24 @@ fn an_endless_message_ends_the_turn_with_the_cause() {
 #[test]
 fn an_endless_stderr_line_is_kept_short() {
     let s = shell_with("[limits]\nstderr_bytes = 1000\n");
-    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "hugestderr 3000000"]);
+    let o = s.run_unwedged_with(
+        &["call", "--agent", "fake", "--input", "hugestderr 3000000"],
+        &[("QUORUM_LOG", "agent_stderr=debug")],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "still here\n");
+    // What was kept of the endless line (logged as kept): its first 4096
+    // bytes and a mark that it was cut; and reading went on past it.
+    let log = std::fs::read_to_string(s.dir.path().join("state/quorum/quorum.log")).unwrap();
+    let kept: Vec<&str> = log.lines().filter(|l| l.contains("fake: y")).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let ys = kept[0].split("fake: ").nth(1).unwrap();
+    assert_eq!(ys, format!("{}…", "y".repeat(4096)));
+    assert!(
+        log.lines().any(|l| l.ends_with("fake: last words")),
+        "{log}"
+    );
+    assert!(log.len() < 64 * 1024, "the log holds {} bytes", log.len());
 }
 
 /// A bad limit in the config is an error with the file and the line.

@@ -67,7 +67,7 @@ fn codex_logs() -> (PathBuf, PathBuf) {
 
 /// `quorum ARGS` in `dir`.
 fn quorum(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_quorum"))
+    common::quorum(dir)
         .args(args)
         .current_dir(dir)
         .env("XDG_STATE_HOME", dir.join("state"))

@@ -6,8 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use quorum::event::{Activity, Event, SessionKind};
 use quorum::transcript;
@@ -17,14 +18,21 @@ fn fast_agent() -> &'static Path {
     PATH.get_or_init(|| common::install("install-fast-agent.sh"))
 }
 
-/// A session directory with a config that runs fast-agent on passthrough.
+/// How long one `quorum call` may take before the test fails as wedged.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A session directory with a config that runs fast-agent on passthrough;
+/// quorum and the agent have a home of their own, by which what they left
+/// running is found.
 struct Session {
     dir: tempfile::TempDir,
+    home: tempfile::TempDir,
     config: PathBuf,
 }
 
 fn session() -> Session {
     let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "hello from a file\n").unwrap();
     let config = dir.path().join("quorum.toml");
     std::fs::write(
@@ -35,22 +43,27 @@ fn session() -> Session {
         ),
     )
     .unwrap();
-    Session { dir, config }
+    Session { dir, home, config }
 }
 
 impl Session {
     fn call(&self, extra: &[&str], record: &str) -> (Output, Vec<serde_json::Value>, Vec<Event>) {
         let record = self.dir.path().join(record);
-        let out = Command::new(env!("CARGO_BIN_EXE_quorum"))
-            .arg("--config")
+        let mut cmd = common::quorum(self.home.path());
+        cmd.arg("--config")
             .arg(&self.config)
             .args(["call", "--agent", "fast-agent", "--json", "--cwd"])
             .arg(self.dir.path())
             .arg("--record")
             .arg(&record)
-            .args(extra)
-            .output()
-            .unwrap();
+            .args(extra);
+        let out = common::output_within(cmd, LIMIT);
+        let left = common::models::leftovers(self.home.path());
+        assert!(
+            left.is_empty(),
+            "still running after quorum exited: {left:?}; stderr: {}",
+            stderr(&out)
+        );
         let results = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -157,9 +170,28 @@ fn denied_permission_and_reads_outside_are_refused() {
         "***CALL_TOOL read_text_file {{\"path\": {:?}}}",
         notes.display().to_string()
     );
-    // --approve none (the default): the agent is told no.
-    let (out, results, _) = s.call(&["--input", &prompt], "d.jsonl");
+    // --approve none (the default): the agent asks, and is told no.
+    let (out, results, events) = s.call(&["--input", &prompt], "d.jsonl");
     assert!(out.status.success(), "{}", stderr(&out));
+    let asked: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::PermissionRequest { id, .. },
+                ..
+            } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "one permission request: {events:#?}");
+    let rejected = events.iter().any(|e| {
+        matches!(e, Event::SubagentActivity {
+            activity: Activity::PermissionResolved { id, outcome }, ..
+        } if id == asked[0]
+            && outcome.ends_with("(by policy)")
+            && !outcome.to_lowercase().contains("allow"))
+    });
+    assert!(rejected, "the request is rejected by policy: {events:#?}");
     assert!(
         !results[0]["output"]
             .as_str()

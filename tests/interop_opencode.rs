@@ -125,16 +125,23 @@ async fn opencode_answers_and_resumes_its_session() {
         ),
     )
     .unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_quorum"))
-        .arg("--config")
+    let mut cmd = common::quorum_async(&home);
+    cmd.arg("--config")
         .arg(&config)
         .args(["call", "--agent", "opencode", "--json", "--cwd"])
         .arg(&session)
         .args(["--input", "hello from quorum", "--input", "and again"])
-        .output()
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output())
         .await
+        .expect("quorum call with opencode ends within two minutes")
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let left = common::models::leftovers(&home);
+    assert!(
+        left.is_empty(),
+        "still running after quorum exited: {left:?}; stderr: {stderr}"
+    );
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let results: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()

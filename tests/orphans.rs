@@ -11,7 +11,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::Duration;
 
 mod common;
@@ -49,8 +49,15 @@ impl Proc {
         }
     }
 
+    /// As [`Proc::find`], but a process already gone is never alive.
+    fn find_or_gone(what: &'static str, pid: i32) -> Self {
+        let start = stat_fields(pid).map(|f| f[19].clone()).unwrap_or_default();
+        Proc { what, pid, start }
+    }
+
     fn alive(&self) -> bool {
-        stat_fields(self.pid).is_some_and(|f| f[19] == self.start && f[0] != "Z")
+        !self.start.is_empty()
+            && stat_fields(self.pid).is_some_and(|f| f[19] == self.start && f[0] != "Z")
     }
 }
 
@@ -78,6 +85,18 @@ impl Case {
         Case::spawn(args, None, |_| {})
     }
 
+    /// As [`Case::start`], for an agent that may exit as soon as it has
+    /// reported (the `orphan` scenario).
+    fn start_crashing(agent: &str, input: &str) -> Case {
+        let mut case = Case::spawn_any(
+            &["call", "--json", "--agent", agent, "--input", input],
+            None,
+            |_| {},
+        );
+        case.agent = Proc::find_or_gone("the agent", case.agent.pid);
+        case
+    }
+
     /// The interactive TUI in a 120x40 pseudo-terminal; `type_keys` types
     /// into it once it runs.
     fn start_tui(type_keys: &[u8]) -> (Case, Terminal) {
@@ -91,6 +110,14 @@ impl Case {
     }
 
     fn spawn(args: &[&str], tty: Option<&Terminal>, after: impl FnOnce(&Terminal)) -> Case {
+        let case = Case::spawn_any(args, tty, after);
+        assert!(case.agent.alive() && case.grandchild.alive());
+        case
+    }
+
+    /// Starts quorum and waits for the agent's report; only the grandchild
+    /// must be alive then.
+    fn spawn_any(args: &[&str], tty: Option<&Terminal>, after: impl FnOnce(&Terminal)) -> Case {
         let dir = tempfile::tempdir().unwrap();
         let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
         let config = dir.path().join("quorum.toml");
@@ -98,13 +125,15 @@ impl Case {
             &config,
             format!(
                 "[agents.fake]\ncommand = {fake:?}\n\n\
-                 [agents.stubborn]\ncommand = {fake:?}\nargs = [\"--ignore-stdin-close\"]\n"
+                 [agents.stubborn]\ncommand = {fake:?}\nargs = [\"--ignore-stdin-close\"]\n\n\
+                 [agents.detached]\ncommand = \"setsid\"\n\
+                 args = [\"-f\", {fake:?}, \"--ignore-stdin-close\"]\n"
             ),
         )
         .unwrap();
         let record = dir.path().join("call.jsonl");
         let file = |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).unwrap());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        let mut command = common::quorum(dir.path());
         command
             .arg("--config")
             .arg(&config)
@@ -148,11 +177,11 @@ impl Case {
         let case = Case {
             quorum,
             status: None,
-            agent: Proc::find("the agent", agent),
+            agent: Proc::find_or_gone("the agent", agent),
             grandchild: Proc::find("the grandchild", grandchild),
             dir,
         };
-        assert!(case.agent.alive() && case.grandchild.alive());
+        assert!(case.grandchild.alive());
         case
     }
 
@@ -310,6 +339,58 @@ fn an_agent_that_ignores_its_closed_stdin_is_ended_after_a_normal_call() {
     case.assert_nothing_left();
 }
 
+/// An agent started through a launcher that re-spawns it in a session of
+/// its own (`setsid -f`, as `npx`/`uvx`-style launchers and daemonising
+/// agents do) and that ignores its closed stdin is ended when the call ends.
+#[test]
+fn an_agent_that_leaves_its_group_is_ended_after_a_normal_call() {
+    let mut case = Case::start("detached", "grandchild 1");
+    let status = case.exit();
+    assert_eq!(status.code(), Some(0), "{}", case.stderr());
+    case.assert_nothing_left();
+}
+
+/// The same agent outlives no `kill -9` of quorum.
+#[test]
+fn sigkill_of_quorum_ends_an_agent_that_left_its_group() {
+    let mut case = Case::start("detached", "grandchild 600");
+    case.signal(Signal::SIGKILL);
+    let status = case.exit();
+    assert_eq!(status.signal(), Some(9));
+    case.assert_nothing_left();
+}
+
+/// A daemon an agent starts by double-forking (a shell that starts it in
+/// a session of its own and exits) is ended with the call, and with a
+/// `kill -9` of quorum.
+#[test]
+fn a_double_forking_daemon_is_ended_with_the_call_and_with_quorum() {
+    let mut case = Case::start("stubborn", "daemon 1");
+    let status = case.exit();
+    assert_eq!(status.code(), Some(0), "{}", case.stderr());
+    case.assert_nothing_left();
+    let mut case = Case::start("fake", "daemon 600");
+    case.signal(Signal::SIGKILL);
+    let status = case.exit();
+    assert_eq!(status.signal(), Some(9));
+    case.assert_nothing_left();
+}
+
+/// A helper an agent put in a session of its own is ended when the agent
+/// dies first (it crashes), by the time the call ends.
+#[test]
+fn a_helper_that_outlives_its_agent_is_ended() {
+    let mut case = Case::start_crashing("fake", "orphan");
+    let status = case.exit();
+    assert_ne!(
+        status.code(),
+        Some(0),
+        "the agent crashed: {}",
+        case.stderr()
+    );
+    case.assert_nothing_left();
+}
+
 #[test]
 fn quitting_the_tui_with_a_background_task_running_leaves_nothing_running() {
     let (mut case, terminal) = Case::start_tui(b"@fake! grandchild 600\r");
@@ -360,7 +441,7 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
     )
     .unwrap();
     let terminal = Terminal::open(120, 40);
-    let mut quorum = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let mut quorum = common::quorum(dir.path())
         .arg("--model")
         .arg(format!("script:{}", script.display()))
         .arg("--no-record")

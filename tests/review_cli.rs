@@ -2,6 +2,8 @@
 //! reviewers that answer every prompt with a set verdict, and the exit
 //! codes CI reads (0 green, 1 yellow, 2 red, 3 error).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -55,8 +57,13 @@ fn text(b: &[u8]) -> String {
 }
 
 impl Repo {
+    /// `quorum` at home inside `.git` (so its state is no change to review).
+    fn quorum(&self) -> Command {
+        common::quorum(&self.dir.path().join(".git/home"))
+    }
+
     fn review(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_quorum"))
+        self.quorum()
             .arg("--config")
             .arg(&self.config)
             .arg("review")
@@ -213,7 +220,8 @@ fn by_default_every_installed_agent_reviews() {
     let bin = tempfile::tempdir().unwrap();
     let git = quorum::runtime::path::locate("git").expect("git is installed");
     std::os::unix::fs::symlink(git, bin.path().join("git")).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let o = r
+        .quorum()
         .arg("--config")
         .arg(&r.config)
         .arg("review")
@@ -231,7 +239,8 @@ fn by_default_every_installed_agent_reviews() {
     );
     // No agent at all: an error that says so.
     std::fs::write(&r.config, "").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_quorum"))
+    let o = r
+        .quorum()
         .arg("--config")
         .arg(&r.config)
         .arg("review")

@@ -1,6 +1,8 @@
 //! `quorum run`: the chat loop headless, on the scripted model and the
 //! fake ACP agent.
 
+mod common;
+
 use std::process::{Command, Output};
 
 use quorum::event::{Event, Severity, Stamped};
@@ -29,11 +31,7 @@ impl Dir {
     /// `quorum` with its state and config in this directory, never the
     /// real ones of whoever runs the tests.
     fn quorum(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
-        c.env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("HOME", self.dir.path());
-        c
+        common::quorum(self.dir.path())
     }
 
     fn run(&self, script: serde_json::Value, extra: &[&str]) -> (Output, Vec<Event>) {

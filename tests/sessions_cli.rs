@@ -2,8 +2,10 @@
 //! directory, as a person reads them and as JSON lines; with a state, home
 //! and config of the test's own.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use quorum::event::{AgentRef, Event, Stamped, build};
 use serde_json::Value;
@@ -38,7 +40,7 @@ impl Home {
 
     /// `quorum sessions ARGS` run in `cwd`.
     fn sessions_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_quorum"))
+        common::quorum(self.root.path())
             .arg("sessions")
             .args(args)
             .current_dir(cwd)

@@ -35,7 +35,7 @@ fn rig() -> Rig {
         format!("[agents.fake]\ncommand = {fake:?}\n"),
     )
     .unwrap();
-    let registry = Registry::load(Some(config.path())).unwrap();
+    let registry = Registry::load_only(config.path()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut session_config = SessionConfig::new(registry, Root::new(dir.path()).unwrap());
     session_config.permissions = Permissions::Ask;

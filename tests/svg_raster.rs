@@ -34,6 +34,10 @@ enum Renderer {
     /// 8.5 at 2:1): here the same font at 12.8 units, advancing 7.7 as
     /// Consolas, the SVG's third choice, does at 14.
     OwnMetrics,
+    /// A renderer that places a `<text>` by the first value of its `x`
+    /// list alone and lays the rest out with the font's advances, as
+    /// librsvg (`rsvg-convert`, GNOME's viewers) does.
+    FirstXOnly,
 }
 
 struct Picture {
@@ -52,6 +56,10 @@ fn rasterise(buffer: Buffer, renderer: Renderer) -> Picture {
         let hints = regex::Regex::new(r#" (textLength|lengthAdjust|xml:space)="[^"]*""#).unwrap();
         svg = hints.replace_all(&svg, "").into_owned();
         options.style_sheet = Some("text { font-size: 12.8px }".into());
+    }
+    if let Renderer::FirstXOnly = renderer {
+        let lists = regex::Regex::new(r#"<text x="([0-9.]+)[^"]*""#).unwrap();
+        svg = lists.replace_all(&svg, r#"<text x="$1""#).into_owned();
     }
     let tree = usvg::Tree::from_str(&svg, &options).expect("the SVG parses");
     let size = tree.size();
@@ -194,7 +202,7 @@ impl Picture {
 #[test]
 fn demo_screenshot_keeps_every_character_in_its_cell() {
     let events = events(&demo());
-    for renderer in [Renderer::Resvg, Renderer::OwnMetrics] {
+    for renderer in [Renderer::Resvg, Renderer::OwnMetrics, Renderer::FirstXOnly] {
         let picture = rasterise(screen(&events[..119], 120, 40, None), renderer);
         picture.assert_on_grid();
 
@@ -228,7 +236,7 @@ fn demo_screenshot_keeps_every_character_in_its_cell() {
 #[test]
 fn wide_characters_take_two_cells_in_the_picture() {
     let events = events(&fixture("wide.jsonl"));
-    for renderer in [Renderer::Resvg, Renderer::OwnMetrics] {
+    for renderer in [Renderer::Resvg, Renderer::OwnMetrics, Renderer::FirstXOnly] {
         let picture = rasterise(screen(&events, 100, 20, Some(false)), renderer);
         picture.assert_on_grid();
 
@@ -243,4 +251,67 @@ fn wide_characters_take_two_cells_in_the_picture() {
         assert!(picture.ink_in(j, row) > 0, "J at column {j}: {text}");
         assert_eq!(picture.ink_in(j - 1, row), 0, "the space before J: {text}");
     }
+}
+
+/// The SVG's text is the screen's, its spaces kept: each `<text>` is
+/// words and the single spaces between them (as a person copies them
+/// out), no space at its edges nor two in a row (nothing for a renderer to
+/// collapse), and its characters placed at their columns rebuild every
+/// row of the screen.
+#[test]
+fn the_svg_text_keeps_its_spaces() {
+    let events = events(&demo());
+    let buffer = screen(&events[..119], 120, 40, None);
+    let svg = screenshot::to_svg(&buffer);
+    let unescape = |t: &str| {
+        t.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&apos;", "'")
+            .replace("&amp;", "&")
+    };
+    let (w, h) = (buffer.area.width as usize, buffer.area.height as usize);
+    let mut grid = vec![vec![String::from(" "); w]; h];
+    let mut texts = Vec::new();
+    let element =
+        regex::Regex::new(r#"<text x="([^"]*)" y="([^"]*)"[^>]*>([^<]*)</text>"#).unwrap();
+    for c in element.captures_iter(&svg) {
+        let text = unescape(&c[3]);
+        let row = (c[2].parse::<f64>().unwrap() / 17.0) as usize;
+        let xs: Vec<f64> = c[1].split(' ').map(|x| x.parse().unwrap()).collect();
+        let chars: Vec<char> = text.chars().collect();
+        if xs.len() == chars.len() {
+            for (x, ch) in xs.iter().zip(&chars) {
+                grid[row][(x / 8.4).round() as usize] = ch.to_string();
+            }
+        } else {
+            // A cell of several code points: one x for all of it.
+            assert_eq!(xs.len(), 1, "{text:?}");
+            grid[row][(xs[0] / 8.4).round() as usize] = text.clone();
+        }
+        texts.push(text);
+    }
+    let rebuilt: Vec<String> = grid
+        .iter()
+        .map(|row| row.concat().trim_end().to_string())
+        .collect();
+    let shown: Vec<String> = screenshot::to_text(&buffer)
+        .lines()
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    for (row, (got, want)) in rebuilt.iter().zip(&shown).enumerate() {
+        assert_eq!(got, want, "row {row}");
+    }
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("Security review of src/auth/: token handling,")),
+        "{texts:#?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .all(|t| !t.starts_with(' ') && !t.ends_with(' ') && !t.contains("  ")),
+        "{texts:#?}"
+    );
 }

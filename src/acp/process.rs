@@ -228,7 +228,7 @@ fn spawn(
         agent: agent.clone(),
         command: spec.command.clone(),
     })?;
-    let mut cmd = tokio::process::Command::new(&path);
+    let mut cmd = supervisor::command(&path);
     cmd.args(&spec.args)
         .envs(&spec.env)
         .current_dir(root.path())

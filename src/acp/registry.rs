@@ -150,6 +150,25 @@ impl Registry {
         Ok(registry)
     }
 
+    /// The agents of the config file at `path` alone, no built-in one:
+    /// for tests, whose agents must not depend on what the machine has on
+    /// `PATH`.
+    pub fn load_only(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: describe_toml_error(&text, &e),
+        })?;
+        let mut registry = Self {
+            agents: BTreeMap::new(),
+        };
+        registry.merge(path, file)?;
+        Ok(registry)
+    }
+
     fn merge(&mut self, path: &Path, file: File) -> Result<(), ConfigError> {
         for (name, entry) in file.agents {
             let startup_timeout = match entry.startup_timeout {

@@ -134,17 +134,20 @@ fn as_written<'a>(
 enum Walk {
     /// Open the file for reading.
     Read,
-    /// Open (or create, with its directories) the file for writing.
+    /// Open the file, if it exists, to learn what it is (creating the
+    /// directories on the way): a write replaces it from its directory.
     Write,
     /// Open nothing: say where the path leads, following links as far as
     /// they exist.
     Probe,
 }
 
-/// Where a walk ended: the path below the root, and the file it opened.
+/// Where a walk ended: the path below the root, and the file it opened;
+/// for a write, also the directory the file is in and its name there.
 struct Found {
     below: PathBuf,
     file: Option<File>,
+    parent: Option<(OwnedFd, OsString)>,
 }
 
 fn kind(t: std::fs::FileType) -> &'static str {
@@ -285,6 +288,7 @@ impl Root {
                         return Ok(Found {
                             below: names.iter().collect(),
                             file: None,
+                            parent: None,
                         });
                     }
                 },
@@ -298,17 +302,28 @@ impl Root {
                         | OFlag::O_CLOEXEC,
                     Mode::empty(),
                 ),
-                (true, Walk::Write) => openat(
+                (true, Walk::Write) => match openat(
                     here,
                     name.as_os_str(),
-                    OFlag::O_WRONLY
-                        | OFlag::O_CREAT
+                    OFlag::O_RDONLY
                         | OFlag::O_NOFOLLOW
                         | OFlag::O_NONBLOCK
                         | OFlag::O_NOCTTY
                         | OFlag::O_CLOEXEC,
-                    Mode::from_bits_truncate(0o666),
-                ),
+                    Mode::empty(),
+                ) {
+                    // A new file: written beside, then named.
+                    Err(Errno::ENOENT) => {
+                        let parent = here.try_clone_to_owned().map_err(io)?;
+                        names.push(name.clone());
+                        return Ok(Found {
+                            below: names.iter().collect(),
+                            file: None,
+                            parent: Some((parent, name)),
+                        });
+                    }
+                    other => other,
+                },
                 (false, _) => {
                     let dir = |here| {
                         openat(
@@ -331,6 +346,7 @@ impl Root {
                             return Ok(Found {
                                 below: names.iter().collect(),
                                 file: None,
+                                parent: None,
                             });
                         }
                         Err(Errno::ENOENT) if walk == Walk::Write => {
@@ -367,10 +383,15 @@ impl Root {
                             kind: kind(meta.file_type()),
                         });
                     }
+                    let parent = match walk {
+                        Walk::Write => Some((here.try_clone_to_owned().map_err(io)?, name.clone())),
+                        _ => None,
+                    };
                     names.push(name);
                     return Ok(Found {
                         below: names.iter().collect(),
                         file: Some(file),
+                        parent,
                     });
                 }
                 Ok(fd) => {
@@ -415,6 +436,7 @@ impl Root {
             Walk::Probe => Ok(Found {
                 below: names.iter().collect(),
                 file: None,
+                parent: None,
             }),
             _ => Err(FsError::NotRegular {
                 path: path.to_path_buf(),
@@ -522,16 +544,74 @@ impl Root {
     }
 
     /// Writes a text file, creating missing directories inside the root.
-    /// The file is opened without following a final link, and only a
-    /// regular file is truncated and written.
+    /// The path is walked as for a read (no final link followed out; only
+    /// a regular file is replaced); the content goes to a new file in the
+    /// same directory, which is then renamed over the target: atomic, so a
+    /// reader sees the old content or the new, never part of it, and a
+    /// hard link to a file elsewhere is replaced, never written through.
+    /// The target's permission bits are kept.
     pub fn write(&self, path: &Path, content: &str) -> Result<(), FsError> {
+        use std::os::unix::fs::PermissionsExt;
         let io = |source| FsError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = self.open(path, Walk::Write)?;
-        file.set_len(0).map_err(io)?;
-        file.write_all(content.as_bytes()).map_err(io)
+        let found = self.walk(path, Walk::Write)?;
+        let Some((dir, name)) = found.parent else {
+            return Err(FsError::NotRegular {
+                path: path.to_path_buf(),
+                kind: "a directory",
+            });
+        };
+        let mode = match &found.file {
+            Some(file) => Some(file.metadata().map_err(io)?.permissions().mode() & 0o7777),
+            None => None,
+        };
+        drop(found.file);
+        let (temp, mut file) = temp_file(&dir, &name).map_err(io)?;
+        let written = (|| {
+            file.write_all(content.as_bytes())?;
+            if let Some(mode) = mode {
+                file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            }
+            file.sync_all()?;
+            nix::fcntl::renameat(&dir, temp.as_os_str(), &dir, name.as_os_str())?;
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = nix::unistd::unlinkat(
+                &dir,
+                temp.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        written.map_err(io)
+    }
+}
+
+/// A new file beside `name` in `dir`, created exclusively (never an
+/// existing file or link): its name there and the file.
+fn temp_file(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<(OsString, File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let mut temp = OsString::from(".");
+        temp.push(name);
+        temp.push(format!(
+            ".quorum-{}-{}.tmp",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::Relaxed)
+        ));
+        match openat(
+            dir,
+            temp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        ) {
+            Ok(fd) => return Ok((temp, File::from(fd))),
+            Err(Errno::EEXIST) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -678,6 +758,70 @@ mod tests {
             std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
             "hi"
         );
+    }
+
+    /// A file inside that is a hard link to a file outside is replaced,
+    /// never written through: the outside file keeps its content; the
+    /// target keeps its permission bits.
+    #[test]
+    fn a_write_replaces_a_hard_link_and_never_writes_through_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, outside, root) = setup();
+        let secret = outside.path().join("secret.txt");
+        std::fs::hard_link(&secret, dir.path().join("linked.txt")).unwrap();
+        std::fs::set_permissions(
+            dir.path().join("linked.txt"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+        root.write(Path::new("linked.txt"), "replaced").unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("linked.txt")).unwrap(),
+            "replaced"
+        );
+        let mode = std::fs::metadata(dir.path().join("linked.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o640);
+        // No temporary file is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// A reader sees the old content or the new, whole, never a part.
+    #[test]
+    fn a_reader_never_sees_a_partial_write() {
+        let (dir, _o, root) = setup();
+        let size = 1 << 20;
+        let contents = ["a".repeat(size), "b".repeat(size)];
+        root.write(Path::new("big.txt"), &contents[0]).unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (done, path) = (done.clone(), dir.path().join("big.txt"));
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let whole = text.len() == size
+                        && (text.bytes().all(|b| b == b'a') || text.bytes().all(|b| b == b'b'));
+                    if !whole {
+                        seen.push(text.len());
+                    }
+                }
+                seen
+            })
+        };
+        for i in 0..200 {
+            root.write(Path::new("big.txt"), &contents[i % 2]).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let partial = reader.join().unwrap();
+        assert!(partial.is_empty(), "partial reads of sizes {partial:?}");
     }
 
     #[test]

@@ -6,11 +6,11 @@
 pub mod chat;
 pub mod tools;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
 use crate::confine::fsroot::FsError;
@@ -245,12 +245,19 @@ impl Harness {
             };
             drop(stream);
             let mut calls: Vec<ToolCall> = calls.into_values().collect();
+            // Calls written as text that cannot run: their ids and why.
+            let mut malformed: HashMap<String, String> = HashMap::new();
             // A local model may write its call as JSON text instead.
             if calls.is_empty()
                 && !cancelled
                 && let Some(recovered) = recover(&text, &specs, self.messages.len())
             {
-                calls = recovered;
+                for r in recovered {
+                    if let Some(reason) = r.malformed {
+                        malformed.insert(r.call.id.clone(), reason);
+                    }
+                    calls.push(r.call);
+                }
                 text.clear();
             }
             if shown < text.len() {
@@ -280,7 +287,13 @@ impl Harness {
             // Run the calls in parallel; results go back in call order.
             let runs = calls.iter().map(|call| {
                 sink.tool_started(call);
-                let fut = self.tools.call(call.clone(), cancel.clone());
+                // A malformed call is answered with why, never run.
+                let fut = match malformed.get(&call.id) {
+                    Some(reason) => {
+                        futures::future::ready(Err(ToolError::Failed(reason.clone()))).boxed()
+                    }
+                    None => self.tools.call(call.clone(), cancel.clone()),
+                };
                 async move { (call, fut.await) }
             });
             let results = futures::future::join_all(runs).await;
@@ -344,10 +357,14 @@ fn may_be_a_call(text: &str) -> bool {
 
 /// Tool calls a local model wrote as JSON text, with ids distinct across
 /// the conversation (`turn` tells this answer from the others).
-fn recover(text: &str, specs: &[ToolSpec], turn: usize) -> Option<Vec<ToolCall>> {
-    let mut calls = crate::llm::recover::recover_tool_calls(text, specs)?;
-    for (i, call) in calls.iter_mut().enumerate() {
-        call.id = format!("recovered-{turn}-{i}");
+fn recover(
+    text: &str,
+    specs: &[ToolSpec],
+    turn: usize,
+) -> Option<Vec<crate::llm::recover::Recovered>> {
+    let mut calls = crate::llm::recover::recover_calls(text, specs)?;
+    for (i, r) in calls.iter_mut().enumerate() {
+        r.call.id = format!("recovered-{turn}-{i}");
     }
     Some(calls)
 }
@@ -487,6 +504,46 @@ mod tests {
         assert_eq!(
             shown, "{\"not\": \"a call\"} is JSON I was asked for",
             "held text is shown at the end"
+        );
+    }
+
+    /// A call written as text whose arguments are not an object is not
+    /// run: the model gets it back as a failed call saying why, and the
+    /// text is not shown as if it were an answer.
+    #[tokio::test]
+    async fn a_malformed_call_written_as_text_fails_with_the_reason() {
+        let model = script(serde_json::json!([
+            {"text": "{\"name\": \"wait\", \"arguments\": [\"calc.py\", \"add\"]}"},
+            {"text": "done"}
+        ]));
+        let barrier = Arc::new(tokio::sync::Barrier::new(1));
+        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let log = Log::default();
+        let (_tx, cancel) = watch::channel(false);
+        let end = h.turn("go".into(), &log, cancel).await.unwrap();
+        assert_eq!(end.output, "done");
+        let seen = log.0.lock().unwrap().clone();
+        assert!(
+            !seen
+                .iter()
+                .any(|l| l.starts_with("text ") && l.contains("calc.py")),
+            "the JSON call is not shown as text: {seen:?}"
+        );
+        assert!(
+            seen.iter()
+                .any(|l| l.starts_with("done wait Err(") && l.contains("arguments")),
+            "the call failed: {seen:?}"
+        );
+        let result = h.messages.iter().find_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        });
+        let result = result.expect("a tool result went back to the model");
+        assert!(
+            result.starts_with("error: ")
+                && result.contains("\"arguments\" must be a JSON object")
+                && result.contains("an array"),
+            "{result}"
         );
     }
 

@@ -23,8 +23,6 @@ use crate::runtime::supervisor::{self, Supervisor};
 pub const OUTPUT_CAP: usize = 16 * 1024;
 /// Matches `grep` reports at most.
 const GREP_MATCHES: usize = 200;
-/// Directories `list` and `grep` do not descend into.
-const SKIP_DIRS: [&str; 5] = [".git", "target", "node_modules", ".tools", ".fast-agent"];
 /// How long a shell command's output may still take to arrive once its
 /// process group is gone (a process that left the group may hold the pipe).
 const PIPE_GRACE: Duration = Duration::from_secs(1);
@@ -296,6 +294,12 @@ impl FileTools {
     }
 }
 
+/// Searches `path` (a file, or a folder walked in name order) for `re`.
+/// A folder's walk skips `.git` and whatever the project's `.gitignore`
+/// files ignore (those of the folders walked and of the folders above
+/// them, in a git repository or not), as git would; nothing else is
+/// skipped by its name. Links are not followed; every file is read
+/// through the root, so nothing outside it is read.
 fn grep(
     re: &regex::Regex,
     path: &Path,
@@ -303,35 +307,39 @@ fn grep(
     exclude: Option<&Exclude>,
     out: &mut Vec<(PathBuf, usize, String)>,
 ) {
-    if out.len() >= GREP_MATCHES {
-        return;
-    }
     // Never follow a path out of the root.
     let Ok(real) = root.resolve_existing(path) else {
         return;
     };
-    if real.is_dir() {
-        let Ok(entries) = std::fs::read_dir(&real) else {
+    let walk = ignore::WalkBuilder::new(&real)
+        .standard_filters(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .require_git(false)
+        .parents(true)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|e| !(e.file_name() == ".git" && e.file_type().is_some_and(|t| t.is_dir())))
+        .build();
+    for entry in walk.flatten() {
+        if out.len() >= GREP_MATCHES {
             return;
-        };
-        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name();
-            if e.file_type().is_ok_and(|t| t.is_dir()) && SKIP_DIRS.iter().any(|s| name == *s) {
-                continue;
-            }
-            if exclude.is_some_and(|x| root.excluded(&e.path(), x)) {
-                continue;
-            }
-            grep(re, &e.path(), root, exclude, out);
         }
-    } else if let Ok(text) = root.read(&real, None, None) {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let file = entry.path();
+        if exclude.is_some_and(|x| root.excluded(file, x)) {
+            continue;
+        }
         // Only regular UTF-8 files within the read limit: a FIFO or a
         // device is skipped, never waited on.
+        let Ok(text) = root.read(file, None, None) else {
+            continue;
+        };
         for (i, line) in text.lines().enumerate() {
             if re.is_match(line) {
-                out.push((real.clone(), i + 1, line.chars().take(300).collect()));
+                out.push((file.to_path_buf(), i + 1, line.chars().take(300).collect()));
                 if out.len() >= GREP_MATCHES {
                     return;
                 }
@@ -349,7 +357,7 @@ pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not install
 fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
     match crate::runtime::path::locate("bwrap") {
         Some(bwrap) => {
-            let mut cmd = tokio::process::Command::new(bwrap);
+            let mut cmd = supervisor::command(bwrap);
             cmd.args([
                 "--ro-bind",
                 "/",
@@ -370,7 +378,7 @@ fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
             (cmd, true)
         }
         None => {
-            let mut cmd = tokio::process::Command::new("sh");
+            let mut cmd = supervisor::command("sh");
             cmd.arg("-c").arg(command);
             (cmd, false)
         }
@@ -588,6 +596,82 @@ mod tests {
                 .unwrap(),
             "src/lib.rs:2: fn helper() {}"
         );
+    }
+
+    /// `grep` skips what the project's `.gitignore` ignores (here a
+    /// `build/` folder and `*.log` files, and a nested `.gitignore`), and
+    /// searches a folder that merely has a special name (`.tools`, as in
+    /// this repository) when the project does not ignore it.
+    #[tokio::test]
+    async fn grep_skips_what_gitignore_ignores_and_nothing_else() {
+        let (dir, t, _tx, rx) = tools();
+        let p = dir.path();
+        std::fs::write(p.join(".gitignore"), "build/\n*.log\n").unwrap();
+        for d in ["build", ".tools", "src/gen"] {
+            std::fs::create_dir_all(p.join(d)).unwrap();
+        }
+        std::fs::write(p.join("src/gen/.gitignore"), "out.rs\n").unwrap();
+        for f in [
+            "build/x.rs",
+            "run.log",
+            ".tools/y.rs",
+            "src/gen/out.rs",
+            "src/gen/kept.rs",
+        ] {
+            std::fs::write(p.join(f), "needle\n").unwrap();
+        }
+        let found = t
+            .run(call("grep", json!({"pattern": "needle"})), rx.clone())
+            .await
+            .unwrap();
+        assert_eq!(
+            found, ".tools/y.rs:1: needle\nsrc/gen/kept.rs:1: needle",
+            "{found}"
+        );
+        // From a folder below, the root's rules still hold.
+        std::fs::write(p.join("src/gen/trace.log"), "needle\n").unwrap();
+        let found = t
+            .run(
+                call("grep", json!({"pattern": "needle", "path": "src"})),
+                rx.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(found, "src/gen/kept.rs:1: needle", "{found}");
+    }
+
+    /// `edit` and `write` replace a file that is a hard link to one
+    /// outside; the outside file is never written through.
+    #[tokio::test]
+    async fn edit_and_write_never_write_through_a_hard_link() {
+        let (dir, t, _tx, rx) = tools();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "alpha\n").unwrap();
+        std::fs::hard_link(&secret, dir.path().join("linked.txt")).unwrap();
+        t.run(
+            call(
+                "edit",
+                json!({"path": "linked.txt", "old": "alpha", "new": "beta"}),
+            ),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "alpha\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("linked.txt")).unwrap(),
+            "beta\n"
+        );
+        std::fs::remove_file(dir.path().join("linked.txt")).unwrap();
+        std::fs::hard_link(&secret, dir.path().join("linked.txt")).unwrap();
+        t.run(
+            call("write", json!({"path": "linked.txt", "content": "gamma"})),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "alpha\n");
     }
 
     #[tokio::test]

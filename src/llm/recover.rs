@@ -15,15 +15,39 @@
 //! an undeclared tool among them, broken JSON, or a tool's declaration
 //! echoed back (with its `description`, or its schema as the arguments)
 //! means it was not a call. The same call written twice is one call.
+//!
+//! A call to a declared tool whose arguments are not an object (an array,
+//! a number, a string that holds no JSON object) is a call all the same,
+//! but a malformed one: [`recover_calls`] gives it with the reason, for the
+//! model to be answered with a failed call it can act on.
 
 use serde_json::{Map, Value, json};
 
 use super::{ToolCall, ToolSpec};
 
-/// The calls that `text` starts with, with ids `recovered-0`, … and the
-/// arguments as JSON text; `None` when it is anything else.
+/// One call recovered from text: the call, and why it cannot be run when
+/// it is malformed (its arguments are then `{}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    pub call: ToolCall,
+    pub malformed: Option<String>,
+}
+
+/// The well-formed calls that `text` starts with, with ids
+/// `recovered-0`, … and the arguments as JSON text; `None` when it is
+/// anything else, or when a call among them is malformed.
 pub fn recover_tool_calls(text: &str, tools: &[ToolSpec]) -> Option<Vec<ToolCall>> {
-    let mut calls: Vec<(String, String)> = Vec::new();
+    let calls = recover_calls(text, tools)?;
+    if calls.iter().any(|c| c.malformed.is_some()) {
+        return None;
+    }
+    Some(calls.into_iter().map(|c| c.call).collect())
+}
+
+/// The calls that `text` starts with, as [`recover_tool_calls`], with the
+/// malformed ones among them and why they are.
+pub fn recover_calls(text: &str, tools: &[ToolSpec]) -> Option<Vec<Recovered>> {
+    let mut calls: Vec<Parsed> = Vec::new();
     'units: for (values, on_new_line) in leading_units(text) {
         let mut found = Vec::new();
         for value in values {
@@ -55,12 +79,61 @@ pub fn recover_tool_calls(text: &str, tools: &[ToolSpec]) -> Option<Vec<ToolCall
         calls
             .into_iter()
             .enumerate()
-            .map(|(i, (name, arguments))| ToolCall {
-                id: format!("recovered-{i}"),
-                name,
-                arguments,
+            .map(|(i, parsed)| {
+                let id = format!("recovered-{i}");
+                match parsed {
+                    Parsed::Call(name, arguments) => Recovered {
+                        call: ToolCall {
+                            id,
+                            name,
+                            arguments,
+                        },
+                        malformed: None,
+                    },
+                    Parsed::Malformed(name, reason) => Recovered {
+                        call: ToolCall {
+                            id,
+                            name,
+                            arguments: "{}".into(),
+                        },
+                        malformed: Some(reason),
+                    },
+                }
             })
             .collect(),
+    )
+}
+
+/// A call read from text: a tool's name and its arguments as JSON text,
+/// or a tool's name and why the call is malformed.
+#[derive(Debug, Clone, PartialEq)]
+enum Parsed {
+    Call(String, String),
+    Malformed(String, String),
+}
+
+/// Why `arguments` (what a call gave as its arguments) is no object.
+fn malformed(tool: &str, arguments: &Value) -> String {
+    let kind = match arguments {
+        Value::Array(_) => "an array",
+        Value::String(_) => "a string that holds no JSON object",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::Null | Value::Object(_) => "something else",
+    };
+    let mut given = arguments.to_string();
+    if given.len() > 200 {
+        let mut cut = 200;
+        while !given.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        given.truncate(cut);
+        given.push('…');
+    }
+    format!(
+        "malformed call of {tool}: its \"arguments\" must be a JSON object of the tool's parameters \
+         (named as in its schema), not {kind} ({given}); the call was not run: write it again \
+         with an object, e.g. {{\"name\": \"{tool}\", \"arguments\": {{...}}}}"
     )
 }
 
@@ -195,8 +268,9 @@ fn enclosed<'a>(body: &'a str, close: &str, depth: u32, out: &mut Vec<Value>) ->
     None
 }
 
-/// One object as a call to a declared tool: its name and arguments text.
-fn call(value: Value, tools: &[ToolSpec]) -> Option<(String, String)> {
+/// One object as a call to a declared tool: its name and arguments text,
+/// or, arguments that are no object, why it is malformed.
+fn call(value: Value, tools: &[ToolSpec]) -> Option<Parsed> {
     let Value::Object(mut object) = value else {
         return None;
     };
@@ -234,14 +308,28 @@ fn call(value: Value, tools: &[ToolSpec]) -> Option<(String, String)> {
     let arguments = match arguments {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
-        Some(Value::String(s)) => serde_json::from_str(&s).ok()?,
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+            Ok(value) if value.is_object() => value,
+            _ => {
+                return Some(Parsed::Malformed(
+                    name.clone(),
+                    malformed(&name, &Value::String(s)),
+                ));
+            }
+        },
         Some(other) => other,
     };
     // The tool's schema given back as its arguments is an echo, not a call.
-    if !arguments.is_object() || (arguments == tool.parameters && arguments != json!({})) {
+    if arguments == tool.parameters && arguments != json!({}) {
         return None;
     }
-    Some((name, arguments.to_string()))
+    if !arguments.is_object() {
+        return Some(Parsed::Malformed(
+            name.clone(),
+            malformed(&name, &arguments),
+        ));
+    }
+    Some(Parsed::Call(name, arguments.to_string()))
 }
 
 #[cfg(test)]
@@ -305,6 +393,41 @@ mod tests {
                 name: "subagent".into(),
                 arguments: r#"{"input":"a \"quoted\" ✓\nline"}"#.into(),
             }]
+        );
+    }
+
+    /// A declared tool's call whose arguments are no object is a call,
+    /// malformed, with the reason (not text to show, nor a call to run).
+    #[test]
+    fn malformed_arguments_are_a_malformed_call_with_the_reason() {
+        for (text, kind) in [
+            (
+                r#"{"name": "subagent", "arguments": ["calc.py", "add"]}"#,
+                "an array",
+            ),
+            (r#"{"name": "subagent", "arguments": 42}"#, "a number"),
+            (
+                r#"{"name": "subagent", "arguments": "review src/"}"#,
+                "a string",
+            ),
+        ] {
+            let got = recover_calls(text, &tools()).expect(text);
+            assert_eq!(got.len(), 1, "{text}");
+            assert_eq!(got[0].call.name, "subagent");
+            assert_eq!(got[0].call.arguments, "{}");
+            let reason = got[0].malformed.as_deref().expect(text);
+            assert!(
+                reason.starts_with(
+                    "malformed call of subagent: its \"arguments\" must be a JSON object"
+                ) && reason.contains(kind),
+                "{reason}"
+            );
+            assert_eq!(recover_tool_calls(text, &tools()), None, "{text}");
+        }
+        // An undeclared tool is still no call at all.
+        assert_eq!(
+            recover_calls(r#"{"name": "nope", "arguments": [1]}"#, &tools()),
+            None
         );
     }
 

@@ -37,6 +37,13 @@
 //!    a re-exec of quorum's own binary, because tests run this library
 //!    inside the test binary, which cannot act as the watchdog.
 //!
+//! 4. What leaves its group *and* its parent (`setsid -f`, a double-forking
+//!    daemon, a helper whose agent died first) is no descendant of any
+//!    group's process any more. So commands made by [`command`] start under
+//!    quorum's reaper (`super::reaper`), a subreaper that holds all of them,
+//!    is the group's leader, ends every descendant it holds when told
+//!    `SIGTERM` (by layers 1 to 3), and exits only once none is left.
+//!
 //! A group is forgotten (and never signalled again: its number may be
 //! reused) once no live process is left in it. A group leader may be a
 //! zombie that tokio has not reaped yet, so on Linux "empty" means no
@@ -155,6 +162,21 @@ impl GroupState {
     }
 }
 
+/// A command for `program`, to be started by [`Supervisor::spawn`]: under
+/// the reaper (see [`super::reaper`]) once quorum's binary has named it,
+/// so that nothing the program starts can leave quorum's tree; else the
+/// program itself. Arguments, environment and stdio are added as usual.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+    match super::reaper::program() {
+        Some(reaper) => {
+            let mut cmd = tokio::process::Command::new(reaper);
+            cmd.arg(super::reaper::ARG).arg(program);
+            cmd
+        }
+        None => tokio::process::Command::new(program),
+    }
+}
+
 impl Supervisor {
     pub fn new() -> Self {
         Self::default()
@@ -243,10 +265,20 @@ impl Supervisor {
 }
 
 /// Ends every group any supervisor of this process started (see
-/// [`Supervisor::shutdown_blocking`]). For panic hooks and signal paths.
+/// [`Supervisor::shutdown_blocking`]), then whatever quorum adopted as a
+/// subreaper (see [`super::reaper`]). For exit paths, panic hooks and
+/// signal paths.
 pub fn kill_all_blocking() {
-    let groups: Vec<_> = lock(&LIVE).groups.values().cloned().collect();
+    let (groups, watchdog) = {
+        let live = lock(&LIVE);
+        (
+            live.groups.values().cloned().collect::<Vec<_>>(),
+            live.watchdog_pid,
+        )
+    };
     end_blocking(&groups, GRACE);
+    let spare = watchdog.into_iter().collect();
+    super::reaper::end_adopted_blocking(&spare);
 }
 
 /// Chains a panic hook that, after the hooks before it (the message, the
@@ -328,12 +360,14 @@ struct Live {
     groups: BTreeMap<i32, Arc<GroupState>>,
     /// The write end of the watchdog's stdin.
     watchdog: Option<std::process::ChildStdin>,
+    watchdog_pid: Option<i32>,
     watchdog_tried: bool,
 }
 
 static LIVE: Mutex<Live> = Mutex::new(Live {
     groups: BTreeMap::new(),
     watchdog: None,
+    watchdog_pid: None,
     watchdog_tried: false,
 });
 
@@ -361,7 +395,10 @@ fn register(owner: &Arc<Inner>, pgid: i32, label: &str) -> Group {
         let mut live = lock(&LIVE);
         if !live.watchdog_tried {
             live.watchdog_tried = true;
-            live.watchdog = start_watchdog();
+            if let Some((stdin, pid)) = start_watchdog() {
+                live.watchdog = Some(stdin);
+                live.watchdog_pid = Some(pid);
+            }
         }
         live.groups.insert(pgid, state.clone());
         live.tell(&format!("+{pgid}\n"));
@@ -421,7 +458,7 @@ for g in $groups; do kill -KILL -"$g" 2>/dev/null; done
 
 /// Starts the watchdog (see the module's notes). Runs on the spawner
 /// thread, without a parent-death signal: it must outlive quorum, briefly.
-fn start_watchdog() -> Option<std::process::ChildStdin> {
+fn start_watchdog() -> Option<(std::process::ChildStdin, i32)> {
     let ticks = (GRACE.as_millis() / 100).max(1);
     let script = WATCHDOG.replace("TICKS", &ticks.to_string());
     let mut cmd = std::process::Command::new("sh");
@@ -437,7 +474,7 @@ fn start_watchdog() -> Option<std::process::ChildStdin> {
         // std opens the pipe close-on-exec: children do not inherit our end.
         Ok(mut child) => {
             tracing::debug!("process watchdog {} started", child.id());
-            child.stdin.take()
+            Some((child.stdin.take()?, i32::try_from(child.id()).ok()?))
         }
         Err(e) => {
             tracing::warn!("cannot start the process watchdog: {e}");

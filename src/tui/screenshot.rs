@@ -201,7 +201,10 @@ fn escape_xml(s: &str, out: &mut String) {
 /// The SVG's grid and font size, in pixels.
 const CELL_WIDTH: f64 = 8.4;
 const CELL_HEIGHT: f64 = 17.0;
-const FONT_SIZE: f64 = 14.0;
+/// DejaVu Sans Mono (the first font asked for) advances 1233/2048 of its
+/// size: at this size, the cell's width, so a renderer that lays a text out
+/// by the font's advances (librsvg) keeps it on the grid.
+const FONT_SIZE: f64 = 13.95;
 
 /// The `x` of a column's left edge.
 fn cell_x(col: usize) -> f64 {
@@ -210,16 +213,21 @@ fn cell_x(col: usize) -> f64 {
 
 /// An SVG picture of the screen with its real colours.
 ///
-/// Renderers differ in the font they find, in its advance widths and in
-/// whether they honour `textLength` and `xml:space`, so the grid depends on
-/// none of them: each style run is one `<text>` whose `x` lists the left
-/// edge of every character's own cell (a wide character's neighbour starts
-/// two cells on), and the run's spaces are left out rather than drawn, so
-/// there is nothing to collapse. A cell of several code points (a base and
-/// its combining mark, an emoji sequence) or of one outside the Basic
-/// Multilingual Plane (which some renderers count as two characters of an
-/// `x` list) is a `<text>` of its own. Underline and strike-through are
-/// lines across the run's cells, spaces included.
+/// Renderers differ in the font they find, in its advance widths, in
+/// whether they honour `textLength` and `xml:space`, and in whether they
+/// place each character by its own `x` (browsers, resvg) or only the first
+/// (librsvg), so the grid depends on none of them. Within a style run,
+/// words and the single spaces between them are one `<text>` whose `x`
+/// lists the left edge of every character's own cell, spaces included: the
+/// text reads (and copies) as the screen does, and a renderer that takes
+/// only the first `x` lays out a short stretch of monospace text, whose
+/// advance is the cell's. Two spaces or more end the text (nothing for a
+/// renderer to collapse, nor to measure), and so does a wide character, a
+/// cell of several code points (a base and its combining mark, an emoji
+/// sequence) or of one outside the Basic Multilingual Plane (which some
+/// renderers count as two characters of an `x` list): such a cell is a
+/// `<text>` of its own. Underline and strike-through are lines across the
+/// run's cells, spaces included.
 pub fn to_svg(buffer: &Buffer) -> String {
     let (w, h) = (
         cell_x(buffer.area.width as usize),
@@ -270,18 +278,33 @@ pub fn to_svg(buffer: &Buffer) -> String {
             };
             attrs.push_str(opacity);
 
+            // Words and the single spaces between them make one text; a
+            // longer gap (or the run's edge) ends it.
             let (mut text, mut cols) = (String::new(), Vec::new());
+            let mut space: Option<usize> = None;
             for &(col, cell) in run {
                 let symbol = cell.symbol();
                 if symbol.chars().all(char::is_whitespace) {
+                    if space.is_some() || text.is_empty() {
+                        text_element(&mut out, &cols, &text, &attrs);
+                        (text, cols, space) = (String::new(), Vec::new(), None);
+                    } else {
+                        space = Some(col);
+                    }
                     continue;
                 }
                 let mut chars = symbol.chars();
                 let single = chars.next().is_some_and(|c| c.len_utf16() == 1);
-                if single && chars.next().is_none() {
+                if single && chars.next().is_none() && cell.cell_width() <= 1 {
+                    if let Some(space) = space.take() {
+                        text.push(' ');
+                        cols.push(space);
+                    }
                     text.push_str(symbol);
                     cols.push(col);
                 } else {
+                    text_element(&mut out, &cols, &text, &attrs);
+                    (text, cols, space) = (String::new(), Vec::new(), None);
                     text_element(&mut out, &[col], symbol, &attrs);
                 }
             }

@@ -58,13 +58,12 @@ impl Adapter {
 
     /// `quorum call --agent AGENT --cwd WORK ARGS`.
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_quorum"));
+        let mut c = super::quorum_async(&self.home());
         c.arg("--config")
             .arg(&self.config)
             .args(["call", "--agent", self.agent, "--cwd"])
             .arg(self.work())
             .args(args)
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .kill_on_drop(true);
         c
     }

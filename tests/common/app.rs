@@ -74,7 +74,8 @@ pub fn live_session(
         ),
     )
     .unwrap();
-    let registry = Registry::load(Some(&config)).unwrap();
+    // The configured agents only: none found on the machine's PATH.
+    let registry = Registry::load_only(&config).unwrap();
     let mut config = SessionConfig::new(registry, Root::new(dir).unwrap());
     config.model = model;
     config.permissions = permissions;

@@ -104,3 +104,131 @@ pub fn install_with(script: &str, args: &[&str]) -> PathBuf {
             .trim(),
     )
 }
+
+/// The environment quorum runs in under a test: its state, config and home
+/// in `home` (never the real ones of whoever runs the tests), a `PATH`
+/// without any built-in agent ([`hermetic_path`]), and a git identity of
+/// its own (the home has no git config).
+pub fn hermetic_env(home: &std::path::Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
+        ("XDG_STATE_HOME".into(), home.join("state").into()),
+        ("XDG_CONFIG_HOME".into(), home.join("config").into()),
+        ("HOME".into(), home.into()),
+        ("PATH".into(), hermetic_path().into()),
+    ];
+    for (key, value) in [
+        ("GIT_AUTHOR_NAME", "quorum tests"),
+        ("GIT_AUTHOR_EMAIL", "tests@quorum.invalid"),
+        ("GIT_COMMITTER_NAME", "quorum tests"),
+        ("GIT_COMMITTER_EMAIL", "tests@quorum.invalid"),
+    ] {
+        env.push((key.into(), value.into()));
+    }
+    env
+}
+
+/// `quorum` (the binary under test) in [`hermetic_env`]`(home)`.
+pub fn quorum(home: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_quorum"));
+    c.envs(hermetic_env(home)).env_remove("QUORUM_MODEL");
+    c
+}
+
+/// [`quorum`] as a tokio command.
+pub fn quorum_async(home: &std::path::Path) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_quorum"));
+    c.envs(hermetic_env(home)).env_remove("QUORUM_MODEL");
+    c
+}
+
+/// A `PATH` of one directory holding a link to every command of the
+/// inherited `PATH` (the first of each name, as a shell finds it) except
+/// the built-in agents' commands (`claude-agent-acp`, `opencode`, ...): the
+/// tools quorum and the fake agents use are all there, and what agents the
+/// machine has installed never changes what a test sees. Made once per
+/// test binary, under cargo's scratch directory for tests.
+pub fn hermetic_path() -> &'static std::path::Path {
+    use std::collections::HashSet;
+    use std::os::unix::fs::PermissionsExt;
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let agents: HashSet<String> = quorum::acp::registry::Registry::builtin()
+            .all()
+            .map(|a| a.command.clone())
+            .collect();
+        let binary = std::env::current_exe().unwrap();
+        let name = binary.file_name().unwrap().to_string_lossy().into_owned();
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hermetic-path");
+        let dir = root.join(&name);
+        let building = root.join(format!("{name}.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&building);
+        std::fs::create_dir_all(&building).unwrap();
+        let mut seen = HashSet::new();
+        let inherited = std::env::var_os("PATH").unwrap_or_default();
+        for from in std::env::split_paths(&inherited) {
+            let Ok(entries) = std::fs::read_dir(&from) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let file = entry.file_name().to_string_lossy().into_owned();
+                let path = entry.path();
+                let executable = std::fs::metadata(&path)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+                if !executable || agents.contains(&file) || !seen.insert(file.clone()) {
+                    continue;
+                }
+                std::os::unix::fs::symlink(&path, building.join(&file)).unwrap();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&building, &dir).unwrap();
+        dir
+    })
+}
+
+/// Runs `cmd` to its end, its output collected; a run that takes longer
+/// than `limit` is killed (`kill -9`: the reaper and the watchdog end its
+/// agents) and the test fails saying so: a wedged agent shows as a
+/// failure, never as a `cargo test` that hangs.
+pub fn output_within(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("quorum runs");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = stderr.join().unwrap_or_default();
+            panic!(
+                "{cmd:?} was still running after {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}

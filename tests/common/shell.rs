@@ -29,12 +29,12 @@ pub fn shell_with(extra: &str) -> Shell {
 
 impl Shell {
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        // Logs, remembered model picks and the agents found stay the
+        // test's own.
+        let mut c = super::quorum(self.dir.path());
         c.arg("--config")
             .arg(&self.config)
             .args(args)
-            // Logs and remembered model picks stay in the test's directory.
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .current_dir(self.dir.path());
         c
     }
@@ -46,8 +46,14 @@ impl Shell {
     /// As [`Shell::run`], but a run that takes over a minute is killed and
     /// the test fails saying so: a wedge shows as a failure, not a hang.
     pub fn run_unwedged(&self, args: &[&str]) -> Output {
+        self.run_unwedged_with(args, &[])
+    }
+
+    /// [`Shell::run_unwedged`] with `env` set too.
+    pub fn run_unwedged_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut child = self
             .command(args)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()

@@ -56,6 +56,57 @@ static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// of the agent can load or resume them.
 static STORE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
+/// `--in-flight FILE`: each prompt, as it starts, leaves a marker in the
+/// directory `FILE.running` (shared by every process given the same FILE)
+/// and appends to FILE how many markers it sees there: the prompts in
+/// flight at once, itself included; its marker goes when its turn ends.
+/// The largest number in FILE is the most prompts the agents ever had at
+/// once.
+static IN_FLIGHT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// A prompt's marker in the `--in-flight` directory, removed on drop.
+struct InFlight(Option<std::path::PathBuf>);
+
+impl InFlight {
+    fn start() -> InFlight {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let Some(file) = IN_FLIGHT.get() else {
+            return InFlight(None);
+        };
+        let mut dir = file.clone().into_os_string();
+        dir.push(".running");
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let marker = dir.join(format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        if let Err(e) = std::fs::write(&marker, "") {
+            log(format!("--in-flight: {}: {e}", marker.display()));
+        }
+        let count = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .and_then(|mut f| f.write_all(format!("{count}\n").as_bytes()));
+        if let Err(e) = appended {
+            log(format!("--in-flight: {}: {e}", file.display()));
+        }
+        InFlight(Some(marker))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(marker) = &self.0 {
+            let _ = std::fs::remove_file(marker);
+        }
+    }
+}
+
 /// Writes a session's turns to the store, if there is one.
 fn save(id: &str, session: &Session) {
     let Some(dir) = STORE.get() else { return };
@@ -624,6 +675,44 @@ async fn run_turn(
             drop(sleep);
             return slow(turn, rest, cancelled).await;
         }
+        "daemon" => {
+            // `daemon [SECONDS] [end_turn]`: a double-forking daemon: a shell
+            // that starts `sleep 600` in a session of its own and exits at
+            // once, so the sleep is nobody's child and in nobody's group;
+            // `grandchild G agent A\n`, then as `slow`.
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!")
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .map_err(|e| Error::internal_error().data(format!("daemon: {e}")))?;
+            let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            turn.chunk(format!("grandchild {pid} agent {}\n", std::process::id()))?;
+            return slow(turn, rest, cancelled).await;
+        }
+        "orphan" => {
+            // `orphan`: a helper (`sleep 600`) in a session of its own, then
+            // this agent crashes (exit code 3), leaving the helper behind;
+            // `grandchild G agent A\n` first.
+            let helper = std::process::Command::new("setsid")
+                .arg("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| Error::internal_error().data(format!("orphan: {e}")))?;
+            turn.chunk(format!(
+                "grandchild {} agent {}\n",
+                helper.id(),
+                std::process::id()
+            ))?;
+            drop(helper);
+            turn.cx
+                .send_notification(UntypedMessage::new(CRASH_MARKER, serde_json::json!({}))?)?;
+            std::future::pending::<()>().await;
+        }
         "whoami" => {
             let key = turn.session_id.to_string();
             let line = lock(&turn.state)
@@ -897,8 +986,10 @@ fn handle_prompt(
         reply: String::new(),
     };
     let request_cancellation = responder.cancellation();
+    let in_flight = InFlight::start();
     cx.spawn(async move {
         let result = run_turn(&mut turn, &text, cancel, request_cancellation).await;
+        drop(in_flight);
         {
             let mut state = lock(&state);
             if let Some(session) = state.sessions.get_mut(&key) {
@@ -984,6 +1075,11 @@ fn parse_options() -> Options {
             "--config-options" => options.config_options = true,
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
+            "--in-flight" => {
+                if let Some(file) = args.next() {
+                    let _ = IN_FLIGHT.set(std::path::PathBuf::from(file));
+                }
+            }
             "--store" => {
                 if let Some(dir) = args.next() {
                     let _ = STORE.set(std::path::PathBuf::from(dir));
