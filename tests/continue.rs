@@ -99,14 +99,43 @@ impl Home {
         self.run(cwd, script, prompt, &["--resume", record.to_str().unwrap()])
     }
 
+    /// `quorum run`, ended (and the test failed) if it takes over two
+    /// minutes: a hang fails the test instead of the whole suite.
     fn run(&self, cwd: &Path, script: &Path, prompt: &str, extra: &[&str]) -> Output {
-        self.quorum(cwd)
+        let out = self.path().join(format!("run-{}.out", std::process::id()));
+        let err = self.path().join(format!("run-{}.err", std::process::id()));
+        let mut child = self
+            .quorum(cwd)
             .args(["run", "--approve", "all", "--model"])
             .arg(format!("script:{}", script.display()))
             .args(["-p", prompt])
             .args(extra)
-            .output()
-            .unwrap()
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                // SIGTERM: quorum ends what it started.
+                let _ = Command::new("kill").arg(child.id().to_string()).status();
+                let _ = child.wait();
+                panic!(
+                    "quorum run {prompt:?} still running after 120 s; stderr:\n{}",
+                    std::fs::read_to_string(&err).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Output {
+            status,
+            stdout: std::fs::read(&out).unwrap(),
+            stderr: std::fs::read(&err).unwrap(),
+        }
     }
 }
 

@@ -114,20 +114,30 @@ pub async fn run(
             code = EXIT_TASKS_RUNNING;
             break;
         }
-        // A background task's report: the chat answers it in a turn.
-        tokio::select! {
-            c = chat.next_completion() => match c {
-                Some(c) => completion = Some(c),
-                None => break,
-            },
-            Some(interrupt) = interrupts.recv() => {
-                // Waiting is all there is to cancel: any interrupt ends it.
-                code = match interrupt {
-                    Interrupt::Cancel => EXIT_INTERRUPTED,
-                    Interrupt::Quit(exit) => exit,
-                };
-                break;
+        // A background task's report: the chat answers it in a turn. The
+        // last tasks may also end with their reports already delivered (a
+        // turn took them as they came): then there is nothing to wait for.
+        let next = loop {
+            tokio::select! {
+                c = chat.next_completion() => break c,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                    if !session.busy() {
+                        break chat.try_completion();
+                    }
+                }
+                Some(interrupt) = interrupts.recv() => {
+                    // Waiting is all there is to cancel: any interrupt ends it.
+                    code = match interrupt {
+                        Interrupt::Cancel => EXIT_INTERRUPTED,
+                        Interrupt::Quit(exit) => exit,
+                    };
+                    break 'turns;
+                }
             }
+        };
+        match next {
+            Some(c) => completion = Some(c),
+            None => break,
         }
     }
     session.shutdown();
