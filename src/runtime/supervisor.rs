@@ -582,24 +582,10 @@ mod sys {
         use std::collections::{HashMap, HashSet};
         let own = nix::unistd::getpgrp().as_raw();
         // pid -> (ppid, pgrp), for every live process.
-        let mut procs: HashMap<i32, (i32, i32)> = HashMap::new();
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            if let Some((state, ppid, pgrp)) = parse_stat_parent(&stat)
-                && state != "Z"
-                && state != "X"
-            {
-                procs.insert(pid, (ppid, pgrp));
-            }
-        }
+        let procs: HashMap<i32, (i32, i32)> = crate::runtime::reaper::table()
+            .into_iter()
+            .map(|(pid, p)| (pid, (p.ppid, p.pgrp)))
+            .collect();
         let inside: HashSet<i32> = pgids.iter().copied().collect();
         let mut escaped = Vec::new();
         for (&pid, &(_, pgrp)) in &procs {
@@ -625,17 +611,6 @@ mod sys {
     #[cfg(not(target_os = "linux"))]
     pub fn escaped_groups(_pgids: &[i32]) -> Vec<i32> {
         Vec::new()
-    }
-
-    /// State, parent and group of a `/proc/PID/stat` line.
-    #[cfg(target_os = "linux")]
-    fn parse_stat_parent(stat: &str) -> Option<(&str, i32, i32)> {
-        let (_, rest) = stat.rsplit_once(')')?;
-        let mut fields = rest.split_whitespace();
-        let state = fields.next()?;
-        let ppid = fields.next()?.parse().ok()?;
-        let pgrp = fields.next()?.parse().ok()?;
-        Some((state, ppid, pgrp))
     }
 
     /// Scans `/proc` for a process of group `pgid` that is not a zombie;
@@ -669,7 +644,7 @@ mod sys {
     /// `pid (comm) state ppid pgrp ...`, where comm may hold anything.
     #[cfg(target_os = "linux")]
     pub fn parse_stat(stat: &str) -> Option<(&str, i32)> {
-        parse_stat_parent(stat).map(|(state, _, pgrp)| (state, pgrp))
+        crate::runtime::reaper::parse_stat(stat).map(|(state, _, pgrp)| (state, pgrp))
     }
 }
 
