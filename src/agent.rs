@@ -118,6 +118,8 @@ pub struct TurnRequest<'a> {
     pub mode: Option<&'a str>,
     /// Paths the agent's `fs/read_text_file` may not read.
     pub exclude: Option<&'a Exclude>,
+    /// What to do when the agent asks the person something.
+    pub elicit: Elicit,
 }
 
 /// The person's answer to a permission request: an option index, or
@@ -137,4 +139,28 @@ pub struct TurnControl {
     pub answers: mpsc::UnboundedReceiver<PermissionAnswer>,
     /// Child sessions whose work the person cancels, by session id.
     pub cancel_children: mpsc::UnboundedReceiver<String>,
+    /// The person's answers to elicitations.
+    pub elicitations: mpsc::UnboundedReceiver<ElicitationAnswer>,
+}
+
+/// What to do when an agent asks the person something (an elicitation):
+/// the TUI asks; headless, `--elicit` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Elicit {
+    /// Ask the person (in the TUI).
+    #[default]
+    #[value(skip)]
+    Ask,
+    /// Decline every elicitation (headless, by default).
+    Decline,
+    /// Accept a form with its defaults when every required field has one;
+    /// else decline. A URL is declined.
+    AcceptDefaults,
+}
+
+/// The person's answer to an elicitation shown in a call's box.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitationAnswer {
+    pub request_id: String,
+    pub answer: crate::event::ElicitAnswer,
 }

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
+/// The forms agents ask the person to fill in, and their validation.
+pub mod form;
 
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,6 +175,28 @@ pub enum Activity {
     Usage {
         #[serde(flatten)]
         usage: Usage,
+    },
+    /// The agent asks the person something (ACP `elicitation/create`): a
+    /// form to fill in, or a URL to visit. Its text as the agent sent it.
+    Elicitation {
+        id: String,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        form: Option<Vec<form::FormField>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+    },
+    /// An elicitation was answered: `outcome` is `accept` (with the form's
+    /// `content`), `decline` or `cancel`; or `complete`, the agent said a
+    /// URL's interaction is done. `reason`: why quorum answered by itself
+    /// (headless, a cancelled turn).
+    ElicitationResolved {
+        id: String,
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
 }
 
@@ -370,6 +394,21 @@ pub enum Op {
     /// Cancel the work of a call's child session (a nested sub-agent),
     /// where its agent allows it.
     CancelChild { call_id: String, child_id: String },
+    /// Answer an elicitation (a form or a URL) shown in a call's box.
+    Elicit {
+        call_id: String,
+        request_id: String,
+        answer: ElicitAnswer,
+    },
+}
+
+/// The person's answer to an elicitation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ElicitAnswer {
+    /// Accept, with the form's values by field name (empty for a URL).
+    Accept(serde_json::Map<String, serde_json::Value>),
+    Decline,
+    Cancel,
 }
 
 /// The slash commands a front end can send in [`Op::Submit`] (without the

@@ -2,6 +2,7 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
+mod elicit;
 mod fs;
 mod permission;
 mod process;

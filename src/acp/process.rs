@@ -20,6 +20,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
 use super::client::{AcpError, Connection};
+use super::elicit::{on_elicitation_complete, on_elicitation_request};
 use super::fs::{Exclusions, on_read_text_file, on_write_text_file};
 use super::registry::AgentSpec;
 use super::route::{Routes, on_permission_request, on_session_update};
@@ -102,6 +103,8 @@ impl Connection {
         let write_routes = routes.clone();
         let read_root = root.clone();
         let write_root = root.clone();
+        let ask_routes = routes.clone();
+        let done_routes = routes.clone();
         let driver = Client
             .v1()
             .name("quorum")
@@ -141,6 +144,22 @@ impl Connection {
                     )
                 },
                 agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: agent_client_protocol::v1::schema::CreateElicitationRequest,
+                            responder: Responder<
+                    agent_client_protocol::v1::schema::CreateElicitationResponse,
+                >,
+                            _cx| { on_elicitation_request(&ask_routes, req, responder) },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |n: agent_client_protocol::v1::schema::CompleteElicitationNotification,
+                            _cx| {
+                    on_elicitation_complete(&done_routes, n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
             )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                 let _ = cx_tx.send(cx.clone());
@@ -245,7 +264,8 @@ fn spawn(
 }
 
 /// What quorum tells an agent it can do: read and write text files (in the
-/// session's directory), and show child sessions as nested boxes.
+/// session's directory), show child sessions as nested boxes, and ask the
+/// person questions (forms and URLs).
 fn initialize_request() -> InitializeRequest {
     InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(
@@ -254,7 +274,13 @@ fn initialize_request() -> InitializeRequest {
                     .read_text_file(true)
                     .write_text_file(true))
                 // Child sessions are shown as nested boxes.
-                .subagents(SubagentCapabilities::new()),
+                .subagents(SubagentCapabilities::new())
+                // Questions for the person: forms in the box, and URLs.
+                .elicitation(
+                    agent_client_protocol::v1::schema::ElicitationCapabilities::new()
+                        .form(agent_client_protocol::v1::schema::ElicitationFormCapabilities::new())
+                        .url(agent_client_protocol::v1::schema::ElicitationUrlCapabilities::new()),
+                ),
         )
         .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")))
 }

@@ -23,6 +23,14 @@ pub(super) enum Incoming {
     /// Something the person should know of, shown in the box: a file
     /// request refused, a message with bytes that are not UTF-8.
     Notice(String),
+    /// A question for the person (`elicitation/create`).
+    Elicitation(
+        Box<agent_client_protocol::v1::schema::CreateElicitationRequest>,
+        Responder<agent_client_protocol::v1::schema::CreateElicitationResponse>,
+    ),
+    /// The agent says a URL elicitation is done (`elicitation/complete`),
+    /// by the agent's elicitation id.
+    ElicitationComplete(String),
 }
 
 /// Each running turn's channel, by session id: the turn's own session and

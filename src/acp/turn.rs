@@ -178,6 +178,10 @@ struct Running<'a> {
     >,
     /// Whether the person asked the turn to stop.
     cancelled: bool,
+    /// The questions (elicitations) waiting for the person.
+    elicitations: super::elicit::Elicitations,
+    /// What the turn's elicitations get.
+    elicit: crate::agent::Elicit,
 }
 
 impl<'a> Running<'a> {
@@ -198,6 +202,8 @@ impl<'a> Running<'a> {
             asked_by: HashMap::new(),
             pending: HashMap::new(),
             cancelled: false,
+            elicitations: Default::default(),
+            elicit: request.elicit,
         }
     }
 
@@ -219,6 +225,9 @@ impl<'a> Running<'a> {
                 Some((from, incoming)) = rx.recv() => self.take(from, incoming),
                 Some(answer) = control.answers.recv() => self.answer(answer),
                 Some(child) = control.cancel_children.recv() => self.cancel_child(child),
+                Some(answer) = control.elicitations.recv() => {
+                    self.elicitations.answer(answer, self.sink);
+                }
                 changed = control.cancel.changed(), if !self.cancelled => {
                     if changed.is_ok() && *control.cancel.borrow() {
                         self.cancel();
@@ -245,6 +254,21 @@ impl<'a> Running<'a> {
             Incoming::Update(update) => self.update(from, *update),
             Incoming::Notice(text) => self.sink.activity(Activity::Notice { text }),
             Incoming::Permission(req, responder) => self.permission(from, req, responder),
+            Incoming::Elicitation(req, responder) => {
+                let child = (from != self.session_id).then(|| {
+                    self.children
+                        .get(&from)
+                        .map_or(from.as_str(), |c| c.name(&from))
+                });
+                self.elicitations.ask(
+                    *req,
+                    responder,
+                    (self.elicit, self.cancelled),
+                    child,
+                    self.sink,
+                );
+            }
+            Incoming::ElicitationComplete(id) => self.elicitations.complete(&id, self.sink),
         }
     }
 
@@ -442,11 +466,14 @@ impl<'a> Running<'a> {
                 RequestPermissionOutcome::Cancelled,
             ));
         }
+        self.elicitations
+            .cancel_all(self.sink, "the turn was cancelled");
     }
 
     /// Answers what is still pending `cancelled`, and makes the turn's
     /// outcome of the prompt's answer (`None`: none came).
     async fn end(mut self, result: Option<Answer>, kind: SessionKind) -> Outcome {
+        self.elicitations.drop_all();
         for (_, (_, responder)) in self.pending.drain() {
             let _ = responder.respond(RequestPermissionResponse::new(
                 RequestPermissionOutcome::Cancelled,

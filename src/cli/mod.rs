@@ -23,7 +23,7 @@ pub use call::{CallArgs, CallRequest, call, call_command};
 pub use resume::ContinueArgs;
 pub use run::{run, run_command};
 
-use crate::agent::Permissions;
+use crate::agent::{Elicit, Permissions};
 use crate::engine::SessionConfig;
 use crate::engine::config::{self, ModelChoice};
 
@@ -51,6 +51,10 @@ pub struct HeadlessArgs {
     /// Record the events to this transcript file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Answer for questions agents ask (elicitations): decline them, or
+    /// accept a form with its defaults when every required field has one.
+    #[arg(long, value_enum, default_value = "decline", value_name = "ANSWER")]
+    pub elicit: Elicit,
 }
 
 impl HeadlessArgs {
@@ -61,6 +65,7 @@ impl HeadlessArgs {
             approve: self.approve,
             record: self.record,
             resume: None,
+            elicit: self.elicit,
         }
     }
 }
@@ -77,6 +82,8 @@ pub struct Setup {
     pub record: Option<PathBuf>,
     /// `--continue`, `--resume`: the recorded session to go on with.
     pub resume: Option<PathBuf>,
+    /// `--elicit`: the answer to agents' questions.
+    pub elicit: Elicit,
 }
 
 impl Setup {
@@ -87,6 +94,7 @@ impl Setup {
         session.permissions = self.approve;
         session.record = self.record;
         session.resume = self.resume;
+        session.elicit = self.elicit;
         session.model_picks = config::model_picks_path();
         if let Some(choice) = model {
             session.choose_model(choice, self.config.as_deref())?;

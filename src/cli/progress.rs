@@ -133,6 +133,33 @@ impl Progress {
                         format!("  → {}", sanitize(outcome))
                     }
                     Activity::Notice { text } => format!("! {}", sanitize(text)),
+                    Activity::Elicitation { message, url, .. } => {
+                        let url = url
+                            .as_ref()
+                            .map(|u| format!(" (open {})", sanitize(u)))
+                            .unwrap_or_default();
+                        format!(
+                            "? question: {}{url}",
+                            sanitize(message.lines().next().unwrap_or(""))
+                        )
+                    }
+                    Activity::ElicitationResolved {
+                        outcome,
+                        content,
+                        reason,
+                        ..
+                    } => {
+                        let content = content
+                            .as_ref()
+                            .filter(|c| !c.is_empty())
+                            .map(|c| format!(" {}", sanitize(&crate::event::form::summary(c))))
+                            .unwrap_or_default();
+                        let reason = reason
+                            .as_ref()
+                            .map(|r| format!(": {}", sanitize(r)))
+                            .unwrap_or_default();
+                        format!("  → {}{content}{reason}", sanitize(outcome))
+                    }
                     _ => return None,
                 };
                 format!("{}: {what}", label(&self.labels, call_id))

@@ -109,6 +109,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         approve: args.approve,
         record: args.record.clone(),
         resume: None,
+        elicit: crate::agent::Elicit::Decline,
     };
     let session = match setup.session(None) {
         Ok(s) => s,

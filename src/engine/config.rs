@@ -45,6 +45,9 @@ pub struct SessionConfig {
     /// Go on with this recorded session (`--continue`, `--resume`): it is
     /// read back, and the session appends to it.
     pub resume: Option<PathBuf>,
+    /// What agents' elicitations get: `Ask` (the person, in the TUI), or
+    /// `--elicit`'s.
+    pub elicit: crate::agent::Elicit,
 }
 
 impl SessionConfig {
@@ -64,6 +67,7 @@ impl SessionConfig {
             max_parallel: crate::subagent::dispatch::MAX_PARALLEL,
             limits: Limits::default(),
             resume: None,
+            elicit: crate::agent::Elicit::Ask,
         }
     }
 

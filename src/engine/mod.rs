@@ -120,6 +120,7 @@ impl Session {
             config.max_parallel,
         );
         dispatcher.set_worktrees(config::state_dir(), transcript);
+        dispatcher.set_elicit(config.elicit);
         let (chat, completions) = match config.model {
             Some(model) => {
                 dispatcher.set_internal(Arc::new(internal::Internal::new(

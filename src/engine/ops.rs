@@ -161,6 +161,16 @@ impl Ops {
                     self.dispatcher
                         .answer(&call_id, PermissionAnswer { request_id, option });
                 }
+                Op::Elicit {
+                    call_id,
+                    request_id,
+                    answer,
+                } => {
+                    let answer = crate::agent::ElicitationAnswer { request_id, answer };
+                    if !self.dispatcher.elicit(&call_id, answer) {
+                        self.error(format!("no running call {call_id:?} to answer"));
+                    }
+                }
                 Op::CancelChild { call_id, child_id } => {
                     if !self.dispatcher.cancel_child(&call_id, &child_id) {
                         self.error(format!("no running call {call_id:?} to cancel a child of"));

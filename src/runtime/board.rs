@@ -368,6 +368,19 @@ impl Entry {
                 was | self.set_last(last)
             }
             Activity::Notice { text } => self.set_last(format!("! {}", one_line(text))),
+            Activity::Elicitation { message, .. } => {
+                self.summary.waiting = true;
+                self.set_last(format!("? question: {}", one_line(message)));
+                true
+            }
+            Activity::ElicitationResolved { outcome, .. } => {
+                let was = self.summary.waiting;
+                // A URL's completion comes after its answer.
+                if outcome != "complete" {
+                    self.summary.waiting = false;
+                }
+                was | self.set_last(format!("question: {}", one_line(outcome)))
+            }
             Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,
             // Taken in by `Board::observe`, which knows the sessions.
             Activity::Usage { .. } => false,

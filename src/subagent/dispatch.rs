@@ -122,6 +122,7 @@ pub(super) struct Handle {
     /// Follow-up messages for the call's session, sent in turn once the
     /// running turn ends.
     pub(super) followups: Vec<String>,
+    pub(super) elicitations: mpsc::UnboundedSender<crate::agent::ElicitationAnswer>,
 }
 
 /// A running call's controls: the handle the dispatcher keeps, and the
@@ -131,6 +132,7 @@ pub(super) fn controls() -> (Handle, TurnControl) {
     let (kill, kill_rx) = watch::channel(false);
     let (answers, answers_rx) = mpsc::unbounded_channel();
     let (cancel_children, cancel_children_rx) = mpsc::unbounded_channel();
+    let (elicitations, elicitations_rx) = mpsc::unbounded_channel();
     (
         Handle {
             cancel,
@@ -138,12 +140,14 @@ pub(super) fn controls() -> (Handle, TurnControl) {
             answers,
             cancel_children,
             followups: Vec::new(),
+            elicitations,
         },
         TurnControl {
             cancel: cancel_rx,
             kill: kill_rx,
             answers: answers_rx,
             cancel_children: cancel_children_rx,
+            elicitations: elicitations_rx,
         },
     )
 }

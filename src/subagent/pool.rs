@@ -14,7 +14,7 @@ use super::dispatch::lock;
 use super::picks::ModelPicks;
 use crate::acp::client::Connection;
 use crate::acp::registry::{Registry, UnknownAgent};
-use crate::agent::{Agent, Permissions, TurnControl, TurnInput, TurnRequest, TurnSink};
+use crate::agent::{Agent, Elicit, Permissions, TurnControl, TurnInput, TurnRequest, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Event, NoticeLevel, Outcome, StopReason};
 use crate::runtime::bus::Emitter;
@@ -43,6 +43,8 @@ pub struct Pool {
     supervisor: Supervisor,
     /// The model a person picked for each agent.
     picks: ModelPicks,
+    /// What agents' elicitations get (set once the session is built).
+    elicit: Mutex<Elicit>,
 }
 
 /// One ACP agent, by name, as the dispatcher runs it.
@@ -70,7 +72,13 @@ impl Pool {
             connections: Default::default(),
             supervisor,
             picks,
+            elicit: Mutex::new(Elicit::Ask),
         })
+    }
+
+    /// What agents' elicitations get from now on.
+    pub fn set_elicit(&self, elicit: Elicit) {
+        *lock(&self.elicit) = elicit;
     }
 
     /// The agent called `name`, if it is known and installed.
@@ -194,6 +202,7 @@ impl Agent for AcpAgent {
                         model: model.as_deref(),
                         mode: spec.and_then(|s| s.mode.as_deref()),
                         exclude: input.exclude,
+                        elicit: *lock(&pool.elicit),
                     };
                     conn.turn(request, sink, control).await
                 }

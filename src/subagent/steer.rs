@@ -105,6 +105,20 @@ impl Dispatcher {
         }
     }
 
+    /// What agents' elicitations get (the TUI asks the person; headless,
+    /// `--elicit`).
+    pub fn set_elicit(&self, elicit: crate::agent::Elicit) {
+        self.pool.set_elicit(elicit);
+    }
+
+    /// Answers an elicitation shown in a call's box.
+    pub fn elicit(&self, call_id: &str, answer: crate::agent::ElicitationAnswer) -> bool {
+        match lock(&self.running).get(call_id) {
+            Some(handle) => handle.elicitations.send(answer).is_ok(),
+            None => false,
+        }
+    }
+
     /// Answers a permission request shown in a call's box.
     pub fn answer(&self, call_id: &str, answer: PermissionAnswer) -> bool {
         match lock(&self.running).get(call_id) {

@@ -188,6 +188,41 @@ impl App {
         if self.state.needs_you() > waiting && matches!(self.mode, Mode::Live { .. }) {
             self.bell_due = true;
         }
+        if matches!(self.mode, Mode::Live { .. }) {
+            self.sync_form();
+        }
+    }
+
+    /// The draft of an answer follows the newest question open in a box:
+    /// a new question gets a fresh draft, an answered one loses it.
+    fn sync_form(&mut self) {
+        match (self.state.pending_question(), &self.view.form) {
+            (Some((call, q)), Some(draft)) if draft.answers(&call, q) => {}
+            (Some((call, q)), _) => {
+                self.view.form = Some(super::form::FormDraft::new(&call, q));
+            }
+            (None, _) => self.view.form = None,
+        }
+    }
+
+    /// Keys of a question open in a box: they edit its draft, and Enter,
+    /// Esc and Ctrl+C send the answer.
+    fn form_key(&mut self, key: KeyEvent) -> bool {
+        let (Some(draft), Mode::Live { ops, .. }) = (&mut self.view.form, &self.mode) else {
+            return false;
+        };
+        match draft.key(key) {
+            super::form::FormKey::Ignored => false,
+            super::form::FormKey::Handled => true,
+            super::form::FormKey::Answer(answer) => {
+                let _ = ops.send(Op::Elicit {
+                    call_id: draft.call_id.clone(),
+                    request_id: draft.request_id.clone(),
+                    answer,
+                });
+                true
+            }
+        }
     }
 
     /// Whether something on screen moves with time alone (spinners,
@@ -359,7 +394,7 @@ impl App {
         if !(ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d'))) {
             self.quit_asked = None;
         }
-        if self.opened_key(key) || self.panel_key(key) {
+        if self.opened_key(key) || self.panel_key(key) || self.form_key(key) {
             return;
         }
         let composer_empty = match &self.mode {
@@ -584,6 +619,7 @@ impl App {
                         theme::dim(),
                     ));
                 }
+                let question = self.view.form.as_ref().and(self.state.pending_question());
                 let keys = match self.mode {
                     Mode::Live { .. } if self.view.opened.is_some() => {
                         "↑/↓ PgUp/PgDn scroll · Esc back"
@@ -591,6 +627,7 @@ impl App {
                     Mode::Live { .. } if self.view.panel_focus.is_some() => {
                         "↑/↓ select · Enter open · m message · c cancel · Esc back"
                     }
+                    Mode::Live { .. } if let Some((_, q)) = question => super::form::keys(q),
                     Mode::Live { .. } if self.view.focus.is_some() => {
                         "Enter open box · Alt+↑/↓ move · Esc back"
                     }

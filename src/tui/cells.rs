@@ -30,6 +30,17 @@ pub fn is_animated(cell: &Cell) -> bool {
 /// Lays out a cell for `width` columns at time `now`, followed by one blank
 /// separator row.
 pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
+    render_asking(cell, width, now, None)
+}
+
+/// As [`render`], with the person's draft of the answer to the question
+/// the cell's box asks, if it asks one.
+pub fn render_asking(
+    cell: &Cell,
+    width: usize,
+    now: u64,
+    draft: Option<&super::form::FormDraft>,
+) -> Vec<Line<'static>> {
     let width = width.max(8);
     let mut out = Vec::new();
     match &cell.kind {
@@ -97,7 +108,7 @@ pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
             Some(group) => {
                 let gutter = Style::default().fg(theme::group_color(group.tint));
                 let mut inner = Vec::new();
-                subagent(b, width.saturating_sub(2), now, &mut inner);
+                subagent(b, width.saturating_sub(2), now, draft, &mut inner);
                 for line in inner {
                     let mut spans = vec![Span::styled("┃ ", gutter)];
                     spans.extend(line.spans);
@@ -112,7 +123,7 @@ pub fn render(cell: &Cell, width: usize, now: u64) -> Vec<Line<'static>> {
                 }
                 return out;
             }
-            None => subagent(b, width, now, &mut out),
+            None => subagent(b, width, now, draft, &mut out),
         },
         CellKind::Batch(h) => {
             out.push(batch_header(h, width, now));
@@ -342,7 +353,13 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
     Line::from(line)
 }
 
-fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>>) {
+fn subagent(
+    b: &SubagentBox,
+    width: usize,
+    now: u64,
+    draft: Option<&super::form::FormDraft>,
+    out: &mut Vec<Line<'static>>,
+) {
     let name = b.agent.name();
     let color = theme::box_color(name, b.severity);
     let border = Style::default().fg(color);
@@ -456,6 +473,11 @@ fn subagent(b: &SubagentBox, width: usize, now: u64, out: &mut Vec<Line<'static>
     }
     if b.running() {
         running_body(b, inner, now, &mut body);
+        // A question (a form, a URL) asked of the person, filled in here.
+        if let Some(q) = &b.question {
+            let draft = draft.filter(|d| d.answers(&b.call_id, q));
+            wrap(&super::form::lines(q, draft), inner, &mut body);
+        }
     } else {
         let output = b.output.as_deref().unwrap_or("");
         if output.trim().is_empty() {
@@ -834,7 +856,11 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
             )],
             inner,
         )));
-    } else if b.activity.is_empty() && b.plan.is_empty() && b.permission.is_none() {
+    } else if b.activity.is_empty()
+        && b.plan.is_empty()
+        && b.permission.is_none()
+        && b.question.is_none()
+    {
         body.push(Line::from(Span::styled("starting…", theme::dim())));
     }
 }

@@ -386,6 +386,51 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
                     None => Span::styled("    → waiting for your answer", theme::warning()),
                 }]));
             }
+            LogEntry::Question {
+                message,
+                form,
+                url,
+                outcome,
+                ..
+            } => {
+                let ask = Style::default()
+                    .fg(Color::Yellow)
+                    .add_modifier(Modifier::BOLD);
+                lines.push(LLine::prefixed(
+                    vec![Span::styled("? ", ask)],
+                    vec![Span::raw("  ")],
+                    vec![Span::styled(format!("question: {message}"), ask)],
+                ));
+                if let Some(url) = url {
+                    lines.push(LLine::prefixed(
+                        vec![Span::styled("    open: ", theme::dim())],
+                        vec![Span::raw("      ")],
+                        vec![Span::styled(url.clone(), theme::link())],
+                    ));
+                }
+                for f in form.iter().flatten() {
+                    let required = if f.required { " (required)" } else { "" };
+                    let mut spans = vec![
+                        Span::styled(
+                            crate::confine::sanitize::sanitize(f.label()).into_owned(),
+                            theme::bold(),
+                        ),
+                        Span::styled(format!(": {}{required}", f.kind.noun()), theme::dim()),
+                    ];
+                    if let Some(d) = &f.description {
+                        spans.push(Span::styled(format!(" · {d}"), theme::dim()));
+                    }
+                    lines.push(LLine::prefixed(
+                        vec![Span::raw("    ")],
+                        vec![Span::raw("      ")],
+                        spans,
+                    ));
+                }
+                lines.push(LLine::plain(vec![match outcome {
+                    Some(o) => Span::styled(format!("    → {o}"), theme::bold()),
+                    None => Span::styled("    → waiting for your answer", theme::warning()),
+                }]));
+            }
         }
     }
     if let Some(output) = &b.output {

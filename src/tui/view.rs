@@ -38,6 +38,8 @@ struct Cached {
     /// For animated cells, the moment they were laid out at.
     at: Option<Moment>,
     lines: Vec<Line<'static>>,
+    /// The revision of the draft of an answer it was laid out with.
+    form: Option<u64>,
 }
 
 /// How many cells' rows the view keeps laid out: past it, those farther
@@ -73,6 +75,8 @@ pub struct View {
     /// The composer's first visible row, when its draft is taller than
     /// its area.
     composer_top: usize,
+    /// The person's draft of the answer to the question open in a box.
+    pub form: Option<super::form::FormDraft>,
 }
 
 /// A box opened full screen: its call, and the top row shown.
@@ -146,10 +150,16 @@ impl View {
     fn rows(&mut self, state: &State, i: usize, width: usize, now: u64) -> &[Line<'static>] {
         let cell = &state.cells[i];
         let at = moment(cell, now);
-        let fresh = matches!(self.cache.get(&i), Some(c) if c.width == width && c.rev == cell.rev && c.at == at);
+        // The box with the question open also shows the person's draft.
+        let draft = self
+            .form
+            .as_ref()
+            .filter(|d| state.box_index(&d.call_id) == Some(i));
+        let form = draft.map(|d| d.rev);
+        let fresh = matches!(self.cache.get(&i), Some(c) if c.width == width && c.rev == cell.rev && c.at == at && c.form == form);
         if !fresh {
             self.laid_out += 1;
-            let lines = cells::render(cell, width, now);
+            let lines = cells::render_asking(cell, width, now, draft);
             self.cache.insert(
                 i,
                 Cached {
@@ -157,6 +167,7 @@ impl View {
                     rev: cell.rev,
                     at,
                     lines,
+                    form,
                 },
             );
         }

@@ -51,6 +51,12 @@ impl State {
     /// A call's own activity, into its box.
     pub(super) fn on_activity(&mut self, call_id: &str, activity: &Activity) {
         self.box_activity(call_id, activity);
+        if matches!(
+            activity,
+            Activity::Elicitation { .. } | Activity::ElicitationResolved { .. }
+        ) {
+            self.track_question(call_id);
+        }
         // A request asked or answered: the box is noted among those that
         // wait for an answer, or no more.
         if matches!(
@@ -204,6 +210,9 @@ impl State {
             }
             // Its figures come with the board's snapshot.
             Activity::Usage { .. } => {}
+            Activity::Elicitation { .. } | Activity::ElicitationResolved { .. } => {
+                super::elicit::box_question(b, activity);
+            }
             Activity::Notice { text } => {
                 let text = clean(text);
                 push_line(&mut b.activity, ActivityLine::Note(text.clone()));
@@ -282,6 +291,9 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
         ),
         Activity::Notice { text } => {
             push_line(&mut child.activity, ActivityLine::Note(clean(text)))
+        }
+        Activity::Elicitation { .. } | Activity::ElicitationResolved { .. } => {
+            super::elicit::child_question(child, activity)
         }
     }
 }

@@ -173,6 +173,15 @@ pub enum LogEntry {
         /// The answer, once given.
         outcome: Option<String>,
     },
+    /// A question the agent asked (an elicitation), cleaned.
+    Question {
+        id: String,
+        message: String,
+        form: Option<Vec<crate::event::form::FormField>>,
+        url: Option<String>,
+        /// The answer, once given.
+        outcome: Option<String>,
+    },
 }
 
 impl LogEntry {
@@ -187,6 +196,16 @@ impl LogEntry {
                 info,
                 ..
             } => 32 + title.len() + options.iter().map(String::len).sum::<usize>() + info.bytes(),
+            LogEntry::Question {
+                message, form, url, ..
+            } => {
+                let fields = form.iter().flatten();
+                32 + message.len()
+                    + url.as_ref().map_or(0, String::len)
+                    + fields
+                        .map(|f| 32 + f.name.len() + f.title.as_ref().map_or(0, String::len))
+                        .sum::<usize>()
+            }
         }
     }
 }

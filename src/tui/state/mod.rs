@@ -16,6 +16,7 @@ use crate::event::{Event, NoticeLevel, Stamped};
 mod activity;
 mod batch;
 mod cells;
+mod elicit;
 mod log;
 mod panel;
 mod snapshot;
@@ -28,6 +29,7 @@ mod fixtures;
 pub use activity::{ACTIVITY_LINES, ActivityLine};
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use cells::{Cell, CellKind};
+pub use elicit::{Question, answer_line};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
 pub use subagent::{ChildBox, Grouped, SubagentBox, plan_progress};
@@ -79,6 +81,8 @@ pub struct State {
     /// The chat model's streamed reply, cleaned across its chunks.
     assistant_stream: crate::confine::sanitize::Stream,
     next_rev: u64,
+    /// Every box with a question (an elicitation) waiting, by cell index.
+    eliciting: BTreeSet<usize>,
 }
 
 impl State {
@@ -322,6 +326,8 @@ impl State {
         assert_eq!(running, indexed(|b| b.running()), "running boxes");
         let asking: Vec<usize> = self.asking.iter().copied().collect();
         assert_eq!(asking, indexed(|b| b.permission.is_some()), "asking");
+        let eliciting: Vec<usize> = self.eliciting.iter().copied().collect();
+        assert_eq!(eliciting, indexed(|b| b.question.is_some()), "eliciting");
         let count = |s| self.tasks.iter().filter(|t| t.summary.state == s).count();
         assert_eq!(
             self.task_counts(),

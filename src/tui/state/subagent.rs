@@ -56,6 +56,8 @@ pub struct SubagentBox {
     pub(super) streams: Streams,
     /// A task with a worktree of its own: its branch and what it changed.
     pub worktree: Option<WorktreeLine>,
+    /// A question (an elicitation) waiting for the person.
+    pub question: Option<super::Question>,
 }
 
 /// A worktree task's branch, as its box shows it.
@@ -242,6 +244,7 @@ impl State {
             children: Vec::new(),
             streams: Streams::default(),
             worktree: None,
+            question: None,
             batch: batch_id
                 .as_ref()
                 .filter(|id| self.batches.contains_key(*id))
@@ -436,10 +439,12 @@ impl State {
             b.stop_reason = Some(stop_reason);
             b.severity = severity;
             b.permission = None;
+            b.question = None;
             b.summary.waiting = false;
             b.summary.state = TaskState::from_stop_reason(stop_reason);
         });
         self.asking.remove(&index);
+        self.eliciting.remove(&index);
         self.track_call(call_id);
     }
 
