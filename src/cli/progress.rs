@@ -64,6 +64,24 @@ impl Progress {
         }
     }
 
+    /// With every event on stdout (`--json`), stderr still tells the
+    /// questions agents asked (elicitations) and their answers.
+    pub(super) fn print_questions(&mut self, event: &Event) {
+        let question = matches!(
+            event,
+            Event::SubagentActivity {
+                activity: Activity::Elicitation { .. } | Activity::ElicitationResolved { .. },
+                ..
+            }
+        );
+        // Every event still goes through, for the agents' labels.
+        if let Some(line) = self.line(event)
+            && question
+        {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+
     fn line(&mut self, event: &Event) -> Option<String> {
         let label = |labels: &std::collections::HashMap<String, String>, call_id: &str| {
             labels.get(call_id).cloned().unwrap_or_default()

@@ -155,6 +155,8 @@ fn print_run(out: &mut std::io::Stdout, progress: &mut Progress, event: &Stamped
             "{}",
             crate::confine::sanitize::json(&serde_json::to_string(event).expect("events are JSON"))
         );
+        // Questions asked and how they were answered are said on stderr too.
+        progress.print_questions(&event.event);
         return;
     }
     {

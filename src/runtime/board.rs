@@ -375,10 +375,7 @@ impl Entry {
             }
             Activity::ElicitationResolved { outcome, .. } => {
                 let was = self.summary.waiting;
-                // A URL's completion comes after its answer.
-                if outcome != "complete" {
-                    self.summary.waiting = false;
-                }
+                self.summary.waiting = false;
                 was | self.set_last(format!("question: {}", one_line(outcome)))
             }
             Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,

@@ -38,6 +38,8 @@ use agent_client_protocol::{
 };
 use tokio::sync::{Notify, oneshot};
 
+mod elicit;
+
 /// Method of the private marker notification that tells the stdout writer to
 /// flush and exit with code 3 (the `crash` scenario). It is never written.
 const CRASH_MARKER: &str = "_quorum_fake_agent/crash";
@@ -644,6 +646,9 @@ async fn run_turn(
             std::future::pending::<()>().await;
         }
         "nested" => return nested(turn, cancelled).await,
+        "form" => return elicit::form(turn, rest, cancelled).await,
+        "url" => return elicit::url(turn, rest, cancelled).await,
+        "ask-anyway" => return elicit::ask_anyway(turn, cancelled).await,
         "slow" => return slow(turn, rest, cancelled).await,
         "trickle" => return trickle(turn, rest, cancelled).await,
         // `deaf`: "tick N" every 50 ms for a minute, whatever
@@ -1080,6 +1085,11 @@ fn parse_options() -> Options {
                     let _ = IN_FLIGHT.set(std::path::PathBuf::from(file));
                 }
             }
+            "--answers" => {
+                if let Some(file) = args.next() {
+                    let _ = elicit::ANSWERS.set(std::path::PathBuf::from(file));
+                }
+            }
             "--store" => {
                 if let Some(dir) = args.next() {
                     let _ = STORE.set(std::path::PathBuf::from(dir));
@@ -1235,6 +1245,7 @@ async fn main() {
         .on_receive_request(
             async move |request: InitializeRequest, responder, _cx| {
                 let _ = SUBAGENTS.set(request.client_capabilities.subagents.is_some());
+                elicit::note_capabilities(&request.client_capabilities);
                 let resume = options.resume.then(SessionResumeCapabilities::new);
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)

@@ -110,11 +110,8 @@ pub(super) fn box_question(b: &mut SubagentBox, activity: &Activity) -> bool {
             form,
             url,
         } => {
+            // The box shows the question itself while it is open.
             let question = Question::of(id, message, form, url);
-            push_line(
-                &mut b.activity,
-                ActivityLine::Note(format!("asks: {}", first_line(&question.message))),
-            );
             b.log.push(LogEntry::Question {
                 id: id.clone(),
                 message: question.message.clone(),
