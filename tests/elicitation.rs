@@ -408,3 +408,51 @@ fn headless_run_declines_and_says_so_on_stderr_with_json_on_stdout() {
         "{resolved:?}"
     );
 }
+
+/// The engine checks an answer again before it answers the agent: one that
+/// does not fit the form (sent past the screen's check) is not sent, the
+/// box says why, and the question stays open for a good answer.
+#[tokio::test]
+async fn the_engine_refuses_an_answer_that_does_not_fit_the_form() {
+    let mut l = live(160, 40, false);
+    l.keys(line("@fake form")).await;
+    l.until(|s| s.contains(FORM_OPEN) && s.contains("? 1 needs you"))
+        .await;
+    let (call, q) = l.app.state.pending_question().expect("a question");
+    let request_id = q.id.clone();
+    let bad = serde_json::json!({"name": "", "count": 99, "colour": "purple", "extra": 1});
+    l.ops
+        .send(Op::Elicit {
+            call_id: call.clone(),
+            request_id: request_id.clone(),
+            answer: quorum::event::ElicitAnswer::Accept(bad.as_object().unwrap().clone()),
+        })
+        .unwrap();
+    l.until(|s| s.contains("answer not sent")).await;
+    let screen = l.screen();
+    assert!(screen.contains(FORM_OPEN), "still open: {screen}");
+    let notices = &l.app.state.subagent_box(&call).expect("its box").notices;
+    assert_eq!(
+        notices.back().map(String::as_str),
+        Some(
+            "answer not sent (it does not fit the form): colour: \"purple\" is not one of the choices; \
+             count: must be from 1 to 9; name: at least 1 characters (has 0); extra: is not a field of the form"
+        ),
+        "{screen}"
+    );
+    assert_eq!(l.answers(), Vec::<String>::new());
+    // A good answer still gets through.
+    let good = serde_json::json!({"name": "Cy", "colour": "red"});
+    l.ops
+        .send(Op::Elicit {
+            call_id: call,
+            request_id,
+            answer: quorum::event::ElicitAnswer::Accept(good.as_object().unwrap().clone()),
+        })
+        .unwrap();
+    l.until(|s| s.contains("form answered: accept")).await;
+    assert_eq!(
+        l.answers(),
+        [r#"form: accept {"colour":"red","name":"Cy"}"#]
+    );
+}

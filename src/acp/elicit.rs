@@ -92,11 +92,13 @@ pub(super) struct Elicitations {
     completed: HashSet<String>,
 }
 
-/// What an elicitation asks, read from the request: its message, and its
-/// form or URL; or why quorum cannot show it.
-fn read(
-    req: &CreateElicitationRequest,
-) -> Result<(String, Option<Vec<FormField>>, Option<(String, String)>), String> {
+/// What an elicitation asks: its message, and its form, or its URL (the
+/// agent's elicitation id and the URL).
+type Asked = (String, Option<Vec<FormField>>, Option<(String, String)>);
+
+/// What an elicitation asks, read from the request; or why quorum cannot
+/// show it.
+fn read(req: &CreateElicitationRequest) -> Result<Asked, String> {
     let message = clip(&req.message);
     match &req.mode {
         ElicitationMode::Form(f) => Ok((message, Some(fields(&f.requested_schema)?), None)),
@@ -314,7 +316,9 @@ impl Elicitations {
         let (message, form, url) = match read(&req) {
             Ok(read) => read,
             Err(why) => {
-                sink.notice(&format!("declined {why}"));
+                sink.activity(Activity::Notice {
+                    text: format!("declined {why}"),
+                });
                 return respond(responder, ElicitationAction::Decline);
             }
         };
@@ -401,10 +405,12 @@ impl Elicitations {
                     if let Err(problems) = form::validate(fields, &content) {
                         let problems: Vec<String> =
                             problems.iter().map(|(f, p)| format!("{f}: {p}")).collect();
-                        sink.notice(&format!(
-                            "answer not sent (it does not fit the form): {}",
-                            problems.join("; ")
-                        ));
+                        sink.activity(Activity::Notice {
+                            text: format!(
+                                "answer not sent (it does not fit the form): {}",
+                                problems.join("; ")
+                            ),
+                        });
                         self.waiting.insert(id, waiting);
                         return;
                     }

@@ -190,12 +190,13 @@ fn bounds<T: PartialOrd + std::fmt::Display + Copy>(
     minimum: Option<T>,
     maximum: Option<T>,
 ) -> Result<(), String> {
+    // Written so that a value that compares with nothing (NaN) fails.
+    let low = minimum.is_none_or(|min| n >= min);
+    let high = maximum.is_none_or(|max| n <= max);
     match (minimum, maximum) {
-        (Some(min), Some(max)) if !(n >= min && n <= max) => {
-            Err(format!("must be from {min} to {max}"))
-        }
-        (Some(min), _) if !(n >= min) => Err(format!("must be at least {min}")),
-        (_, Some(max)) if !(n <= max) => Err(format!("must be at most {max}")),
+        (Some(min), Some(max)) if !(low && high) => Err(format!("must be from {min} to {max}")),
+        (Some(min), _) if !low => Err(format!("must be at least {min}")),
+        (_, Some(max)) if !high => Err(format!("must be at most {max}")),
         _ => Ok(()),
     }
 }
