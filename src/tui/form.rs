@@ -82,6 +82,12 @@ impl FormDraft {
     /// Applies a key.
     pub fn key(&mut self, key: KeyEvent) -> FormKey {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Alt+ and Ctrl+arrows move between boxes, as ever.
+        if key.modifiers.contains(KeyModifiers::ALT)
+            || (ctrl && matches!(key.code, KeyCode::Up | KeyCode::Down))
+        {
+            return FormKey::Ignored;
+        }
         let count = self.fields.len();
         let entry = self.entries.get_mut(self.focus);
         let changed = match (key.code, entry) {
