@@ -294,7 +294,7 @@ fn field_lines(field: &FormField, entry: &Entry, focused: bool, error: Option<&s
         theme::bold()
     };
     let mut label = vec![Span::styled(
-        format!("{}{}", mark, sanitize(field.label())),
+        sanitize(field.label()).into_owned(),
         label_style,
     )];
     if field.required {
@@ -349,8 +349,9 @@ fn field_lines(field: &FormField, entry: &Entry, focused: bool, error: Option<&s
         value.push(Span::styled(format!("  {hint}"), theme::dim()));
     }
     label.extend(value);
+    // The mark is in the prefix: kept as it is, so the fields line up.
     let mut out = vec![LLine::prefixed(
-        vec![Span::raw("  ")],
+        vec![Span::raw("  "), Span::styled(mark, label_style)],
         vec![Span::raw("      ")],
         label,
     )];
