@@ -456,3 +456,116 @@ async fn the_engine_refuses_an_answer_that_does_not_fit_the_form() {
         [r#"form: accept {"colour":"red","name":"Cy"}"#]
     );
 }
+
+/// A box with an open form and one with a URL, as a still picture (what a
+/// replay shows): the fields with their titles, descriptions, defaults,
+/// bounds and required marks, no focus; agent text cleaned of the escape
+/// sequences it carries. Reviewed by eye: see the snapshot.
+#[test]
+fn a_box_with_an_open_form_and_one_with_a_url() {
+    use quorum::event::form::{Choice, FieldKind, FormField};
+    use quorum::event::{AgentRef, Summary, TaskState, build};
+    let field = |name: &str, title: &str, kind, required, default| FormField {
+        name: name.into(),
+        title: Some(title.into()),
+        description: None,
+        kind,
+        required,
+        default,
+    };
+    let form = vec![
+        FormField {
+            description: Some("the branch to \u{1b}[2Jmerge into".into()),
+            ..field(
+                "branch",
+                "Target branch",
+                FieldKind::Enum {
+                    options: vec![
+                        Choice {
+                            value: "main".into(),
+                            title: Some("main".into()),
+                        },
+                        Choice {
+                            value: "dev".into(),
+                            title: Some("dev".into()),
+                        },
+                    ],
+                },
+                true,
+                Some(serde_json::json!("main")),
+            )
+        },
+        field(
+            "email",
+            "Reviewer",
+            FieldKind::String {
+                format: Some("email".into()),
+                min_length: None,
+                max_length: Some(80),
+                pattern: None,
+            },
+            true,
+            None,
+        ),
+        field(
+            "retries",
+            "Retries",
+            FieldKind::Integer {
+                minimum: Some(0),
+                maximum: Some(5),
+            },
+            false,
+            Some(serde_json::json!(2)),
+        ),
+        field(
+            "squash",
+            "Squash",
+            FieldKind::Boolean,
+            false,
+            Some(serde_json::json!(true)),
+        ),
+    ];
+    let waiting = Summary {
+        state: TaskState::Running,
+        waiting: true,
+        ..Summary::default()
+    };
+    let events: Vec<Stamped> = [
+        build::started("c1", AgentRef::Acp("fake".into()))
+            .input("merge it")
+            .event(),
+        build::activity(
+            "c1",
+            Activity::Elicitation {
+                id: "q1".into(),
+                message: "Where should it go?\u{7}".into(),
+                form: Some(form),
+                url: None,
+            },
+        ),
+        build::progress("c1", waiting.clone()).into(),
+        build::started("c2", AgentRef::Acp("other".into()))
+            .input("sign in")
+            .event(),
+        build::activity(
+            "c2",
+            Activity::Elicitation {
+                id: "q2".into(),
+                message: "Sign in to continue".into(),
+                form: None,
+                url: Some("https://example.com/\u{1b}]8;;x\u{7}login".into()),
+            },
+        ),
+        build::progress("c2", waiting).into(),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, e)| Stamped::new(i as u64 * 100, e))
+    .collect();
+    let screen = common::rows(&common::screen(&events, 90, 34, Some(false))).join("\n");
+    assert!(
+        !screen.contains('\u{1b}') && !screen.contains('\u{7}'),
+        "{screen:?}"
+    );
+    insta::assert_snapshot!("elicitation_open_form_and_url", screen);
+}

@@ -257,10 +257,14 @@ pub fn lines(question: &Question, draft: Option<&FormDraft>) -> Vec<LLine> {
             vec![Span::raw("        ")],
             vec![Span::styled(url.clone(), theme::link())],
         ));
-        out.push(LLine::plain(vec![Span::styled(
-            "  waiting for the agent to say it is done, or your answer",
-            theme::dim(),
-        )]));
+        out.push(LLine::prefixed(
+            vec![Span::raw("  ")],
+            vec![Span::raw("  ")],
+            vec![Span::styled(
+                "waiting for the agent to say it is done, or your answer",
+                theme::dim(),
+            )],
+        ));
     }
     let fresh;
     let (draft, real) = match draft {
@@ -279,10 +283,11 @@ pub fn lines(question: &Question, draft: Option<&FormDraft>) -> Vec<LLine> {
             draft.errors[i].as_deref(),
         ));
     }
-    out.push(LLine::plain(vec![Span::styled(
-        format!("  {}", keys(question)),
-        theme::dim(),
-    )]));
+    out.push(LLine::prefixed(
+        vec![Span::raw("  ")],
+        vec![Span::raw("  ")],
+        vec![Span::styled(keys(question), theme::dim())],
+    ));
     out
 }
 
