@@ -569,3 +569,33 @@ fn a_box_with_an_open_form_and_one_with_a_url() {
     );
     insta::assert_snapshot!("elicitation_open_form_and_url", screen);
 }
+
+/// A child session's question (a nested sub-agent asks) is asked in its
+/// call's box, naming the child, and shows in the child's own box too.
+#[tokio::test]
+async fn a_childs_question_names_the_child_and_shows_in_both_boxes() {
+    let mut l = live(160, 40, false);
+    l.keys(line("@fake child-form")).await;
+    l.until(|s| s.contains("? scout: Which colour?") && s.contains("? 1 needs you"))
+        .await;
+    let call = l.app.state.latest_running_call().expect("a running call");
+    let child_lines = |l: &Live| -> Vec<String> {
+        let b = l.app.state.subagent_box(&call).expect("its box");
+        b.children[0].activity.iter().map(|a| a.summary()).collect()
+    };
+    assert_eq!(child_lines(&l), ["asks: Which colour?"]);
+    // Blue, then accept (the other fields keep their defaults).
+    l.keys(vec![key(KeyCode::Right), key(KeyCode::Enter)]).await;
+    l.until(|s| s.contains("child form answered: accept")).await;
+    assert_eq!(
+        l.answers(),
+        [r#"child-form: accept {"colour":"blue","count":3,"name":"Ada","verbose":false}"#]
+    );
+    assert_eq!(
+        child_lines(&l),
+        [
+            "asks: Which colour?",
+            r#"question accept: colour="blue", count=3, name="Ada", verbose=false"#
+        ]
+    );
+}

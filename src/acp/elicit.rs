@@ -79,6 +79,24 @@ struct Waiting {
     /// A URL elicitation's id, as the agent named it.
     url_id: Option<String>,
     responder: Responder<CreateElicitationResponse>,
+    /// The child session that asked, if one did.
+    child: Option<String>,
+}
+
+/// Where a question's activity goes: the call's box, and the asking
+/// child's box too when a child asked.
+struct To<'a> {
+    sink: &'a dyn TurnSink,
+    child: Option<&'a str>,
+}
+
+impl To<'_> {
+    fn activity(&self, activity: Activity) {
+        if let Some(child) = self.child {
+            self.sink.child_activity(child, activity.clone());
+        }
+        self.sink.activity(activity);
+    }
 }
 
 /// A turn's elicitations: those waiting for the person, by quorum's id,
@@ -86,8 +104,9 @@ struct Waiting {
 #[derive(Default)]
 pub(super) struct Elicitations {
     waiting: HashMap<String, Waiting>,
-    /// Accepted URL elicitations, by the agent's id: quorum's id.
-    accepted: HashMap<String, String>,
+    /// Accepted URL elicitations, by the agent's id: quorum's id, and
+    /// the child that asked.
+    accepted: HashMap<String, (String, Option<String>)>,
     /// Ids completed already (a second `complete` is ignored).
     completed: HashSet<String>,
 }
@@ -309,31 +328,35 @@ impl Elicitations {
         req: CreateElicitationRequest,
         responder: Responder<CreateElicitationResponse>,
         (policy, cancelled): (Elicit, bool),
-        child: Option<&str>,
+        child: Option<(&str, &str)>,
         sink: &dyn TurnSink,
     ) {
         let id = format!("q{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let to = To {
+            sink,
+            child: child.map(|(id, _)| id),
+        };
         let (message, form, url) = match read(&req) {
             Ok(read) => read,
             Err(why) => {
-                sink.activity(Activity::Notice {
+                to.activity(Activity::Notice {
                     text: format!("declined {why}"),
                 });
                 return respond(responder, ElicitationAction::Decline);
             }
         };
         let message = match child {
-            Some(name) => format!("{name}: {message}"),
+            Some((_, name)) => format!("{name}: {message}"),
             None => message,
         };
-        sink.activity(Activity::Elicitation {
+        to.activity(Activity::Elicitation {
             id: id.clone(),
             message,
             form: form.clone(),
             url: url.as_ref().map(|(_, u)| u.clone()),
         });
         if cancelled {
-            sink.activity(resolved(
+            to.activity(resolved(
                 &id,
                 "cancel",
                 None,
@@ -349,13 +372,14 @@ impl Elicitations {
                         form,
                         url_id: url.map(|(u, _)| u),
                         responder,
+                        child: child.map(|(id, _)| id.to_string()),
                     },
                 );
             }
             (Elicit::AcceptDefaults, Some(fields)) => match form::defaults(fields) {
                 Ok(content) => {
                     let values = content_values(fields, &content);
-                    sink.activity(resolved(
+                    to.activity(resolved(
                         &id,
                         "accept",
                         Some(content),
@@ -367,7 +391,7 @@ impl Elicitations {
                     );
                 }
                 Err(why) => {
-                    sink.activity(resolved(
+                    to.activity(resolved(
                         &id,
                         "decline",
                         None,
@@ -377,7 +401,7 @@ impl Elicitations {
                 }
             },
             (Elicit::AcceptDefaults, None) => {
-                sink.activity(resolved(
+                to.activity(resolved(
                     &id,
                     "decline",
                     None,
@@ -386,7 +410,7 @@ impl Elicitations {
                 respond(responder, ElicitationAction::Decline);
             }
             (Elicit::Decline, _) => {
-                sink.activity(resolved(&id, "decline", None, Some(HEADLESS.into())));
+                to.activity(resolved(&id, "decline", None, Some(HEADLESS.into())));
                 respond(responder, ElicitationAction::Decline);
             }
         }
@@ -399,13 +423,18 @@ impl Elicitations {
             return;
         };
         let id = answer.request_id;
+        let child = waiting.child.clone();
+        let to = To {
+            sink,
+            child: child.as_deref(),
+        };
         match answer.answer {
             ElicitAnswer::Accept(content) => match &waiting.form {
                 Some(fields) => {
                     if let Err(problems) = form::validate(fields, &content) {
                         let problems: Vec<String> =
                             problems.iter().map(|(f, p)| format!("{f}: {p}")).collect();
-                        sink.activity(Activity::Notice {
+                        to.activity(Activity::Notice {
                             text: format!(
                                 "answer not sent (it does not fit the form): {}",
                                 problems.join("; ")
@@ -415,7 +444,7 @@ impl Elicitations {
                         return;
                     }
                     let values = content_values(fields, &content);
-                    sink.activity(resolved(&id, "accept", Some(content), None));
+                    to.activity(resolved(&id, "accept", Some(content), None));
                     respond(
                         waiting.responder,
                         ElicitationAction::Accept(ElicitationAcceptAction::new().content(values)),
@@ -423,9 +452,9 @@ impl Elicitations {
                 }
                 None => {
                     if let Some(url_id) = waiting.url_id {
-                        self.accepted.insert(url_id, id.clone());
+                        self.accepted.insert(url_id, (id.clone(), child.clone()));
                     }
-                    sink.activity(resolved(&id, "accept", None, None));
+                    to.activity(resolved(&id, "accept", None, None));
                     respond(
                         waiting.responder,
                         ElicitationAction::Accept(ElicitationAcceptAction::new()),
@@ -433,11 +462,11 @@ impl Elicitations {
                 }
             },
             ElicitAnswer::Decline => {
-                sink.activity(resolved(&id, "decline", None, None));
+                to.activity(resolved(&id, "decline", None, None));
                 respond(waiting.responder, ElicitationAction::Decline);
             }
             ElicitAnswer::Cancel => {
-                sink.activity(resolved(&id, "cancel", None, None));
+                to.activity(resolved(&id, "cancel", None, None));
                 respond(waiting.responder, ElicitationAction::Cancel);
             }
         }
@@ -452,23 +481,28 @@ impl Elicitations {
             .iter()
             .find(|(_, w)| w.url_id.as_deref() == Some(url_id))
             .map(|(id, _)| id.clone());
-        let id = match waiting {
+        let (id, child) = match waiting {
             Some(id) => {
-                if let Some(w) = self.waiting.remove(&id) {
+                let child = self.waiting.remove(&id).and_then(|w| {
                     respond(
                         w.responder,
                         ElicitationAction::Accept(ElicitationAcceptAction::new()),
                     );
-                }
-                id
+                    w.child
+                });
+                (id, child)
             }
             None => match self.accepted.remove(url_id) {
-                Some(id) => id,
+                Some(accepted) => accepted,
                 None => return,
             },
         };
         if self.completed.insert(id.clone()) {
-            sink.activity(resolved(&id, "complete", None, None));
+            let to = To {
+                sink,
+                child: child.as_deref(),
+            };
+            to.activity(resolved(&id, "complete", None, None));
         }
     }
 
@@ -479,7 +513,11 @@ impl Elicitations {
         ids.sort();
         for id in ids {
             if let Some(w) = self.waiting.remove(&id) {
-                sink.activity(resolved(&id, "cancel", None, Some(reason.to_string())));
+                let to = To {
+                    sink,
+                    child: w.child.as_deref(),
+                };
+                to.activity(resolved(&id, "cancel", None, Some(reason.to_string())));
                 respond(w.responder, ElicitationAction::Cancel);
             }
         }

@@ -255,10 +255,14 @@ impl<'a> Running<'a> {
             Incoming::Notice(text) => self.sink.activity(Activity::Notice { text }),
             Incoming::Permission(req, responder) => self.permission(from, req, responder),
             Incoming::Elicitation(req, responder) => {
+                // A child's question names the child, and is shown in
+                // its box too.
                 let child = (from != self.session_id).then(|| {
-                    self.children
+                    let name = self
+                        .children
                         .get(&from)
-                        .map_or(from.as_str(), |c| c.name(&from))
+                        .map_or(from.as_str(), |c| c.name(&from));
+                    (from.as_str(), name)
                 });
                 self.elicitations.ask(
                     *req,

@@ -649,6 +649,7 @@ async fn run_turn(
         "form" => return elicit::form(turn, rest, cancelled).await,
         "url" => return elicit::url(turn, rest, cancelled).await,
         "ask-anyway" => return elicit::ask_anyway(turn, cancelled).await,
+        "child-form" => return elicit::child_form(turn, cancelled).await,
         "slow" => return slow(turn, rest, cancelled).await,
         "trickle" => return trickle(turn, rest, cancelled).await,
         // `deaf`: "tick N" every 50 ms for a minute, whatever

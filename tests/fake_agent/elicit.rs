@@ -248,3 +248,44 @@ pub(super) async fn ask_anyway(
         Ok(Err(e)) => Err(e),
     }
 }
+
+/// `child-form`: announces a child session (`scout`, as `nested` does;
+/// only when the client advertised `subagents` and form elicitation), and
+/// the child asks the form; the parent reports `child form answered: …`.
+pub(super) async fn child_form(
+    turn: &mut Turn,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Result<StopReason, Error> {
+    use agent_client_protocol::v1::schema::{
+        RunningStateUpdate, SessionId, SessionUpdate, StateUpdate, SubagentUpdate,
+    };
+    if !super::SUBAGENTS.get().copied().unwrap_or(false)
+        || !ADVERTISED.get().is_some_and(|(form, _)| *form)
+    {
+        turn.chunk("no child form: the client did not advertise subagents and forms")?;
+        return Ok(StopReason::EndTurn);
+    }
+    let child = SessionId::new(format!("{}-child-1", turn.session_id));
+    turn.update(SessionUpdate::SubagentUpdate(
+        SubagentUpdate::new(child.clone())
+            .title("scout")
+            .state(StateUpdate::Running(RunningStateUpdate::new())),
+    ))?;
+    let request = CreateElicitationRequest::new(
+        ElicitationFormMode::new(ElicitationSessionScope::new(child), schema(true)),
+        "Which colour?",
+    );
+    match ask(turn, "child-form", request, cancelled, None).await {
+        Err(stop) => Ok(stop),
+        Ok(Ok(answer)) => {
+            let said = describe(&answer);
+            record("child-form", &said);
+            turn.chunk(format!("child form answered: {said}"))?;
+            Ok(StopReason::EndTurn)
+        }
+        Ok(Err(e)) => {
+            turn.chunk(format!("child form failed: {}", e.message))?;
+            Ok(StopReason::EndTurn)
+        }
+    }
+}
