@@ -111,6 +111,7 @@ async fn a_form_opens_in_the_box_rings_once_and_its_typed_answer_reaches_the_age
         "Ratio: ·",
         "a fraction",
         "Verbose: [ ] no",
+        "Tags: [ ] Fast  [ ] Safe  [ ] Cheap  pick ≤ 2",
     ] {
         assert!(screen.contains(shown), "{shown:?} in:\n{screen}");
     }
@@ -132,18 +133,29 @@ async fn a_form_opens_in_the_box_rings_once_and_its_typed_answer_reaches_the_age
     keys.extend(chars("Ann"));
     keys.push(key(KeyCode::Tab));
     keys.extend(chars("0.25"));
+    // Tags: Fast and Safe.
+    keys.push(key(KeyCode::Tab));
+    keys.push(key(KeyCode::Char(' ')));
+    keys.push(key(KeyCode::Right));
+    keys.push(key(KeyCode::Char(' ')));
     keys.push(key(KeyCode::Tab));
     keys.push(key(KeyCode::Char(' ')));
     l.keys(keys).await;
     let screen = l.screen();
     assert!(screen.contains("Colour *: ‹ Blue › 3/3"), "{screen}");
     assert!(screen.contains("▸ Verbose: [x] yes"), "{screen}");
+    assert!(
+        screen.contains("Tags: [x] Fast  [x] Safe  [ ] Cheap"),
+        "{screen}"
+    );
     l.keys(vec![key(KeyCode::Enter)]).await;
-    let sent = r#"form answered: accept {"colour":"blue","count":7,"name":"Ann","ratio":0.25,"verbose":true}"#;
+    let sent = r#"form answered: accept {"colour":"blue","count":7,"name":"Ann","ratio":0.25,"tags":["fast","safe"],"verbose":true}"#;
     l.until(|s| s.contains(sent)).await;
     assert_eq!(
         l.answers(),
-        [r#"form: accept {"colour":"blue","count":7,"name":"Ann","ratio":0.25,"verbose":true}"#]
+        [
+            r#"form: accept {"colour":"blue","count":7,"name":"Ann","ratio":0.25,"tags":["fast","safe"],"verbose":true}"#
+        ]
     );
     let screen = l.screen();
     assert!(!screen.contains("needs you"), "{screen}");
@@ -186,9 +198,16 @@ async fn an_invalid_answer_is_shown_by_its_field_and_not_sent() {
     keys.push(key(KeyCode::Tab));
     keys.push(key(KeyCode::Tab));
     keys.extend(chars("lots"));
+    // Three tags of at most two.
+    keys.push(key(KeyCode::Tab));
+    for _ in 0..3 {
+        keys.push(key(KeyCode::Char(' ')));
+        keys.push(key(KeyCode::Right));
+    }
     keys.push(key(KeyCode::Enter));
     l.keys(keys).await;
     let screen = l.screen();
+    assert!(screen.contains("✗ pick at most 2"), "{screen}");
     assert!(screen.contains("✗ must be from 1 to 9"), "{screen}");
     assert!(screen.contains("✗ required"), "{screen}");
     assert!(screen.contains("✗ \"lots\" is not a number"), "{screen}");
@@ -202,6 +221,9 @@ async fn an_invalid_answer_is_shown_by_its_field_and_not_sent() {
     keys.extend(chars("Bo"));
     keys.push(key(KeyCode::Tab));
     keys.extend((0..4).map(|_| key(KeyCode::Backspace)));
+    // Backspace unpicks every tag.
+    keys.push(key(KeyCode::Tab));
+    keys.push(key(KeyCode::Backspace));
     keys.push(key(KeyCode::Enter));
     l.keys(keys).await;
     l.until(|s| s.contains("form answered: accept")).await;
@@ -523,6 +545,26 @@ fn a_box_with_an_open_form_and_one_with_a_url() {
             FieldKind::Boolean,
             false,
             Some(serde_json::json!(true)),
+        ),
+        field(
+            "checks",
+            "Checks",
+            FieldKind::Multi {
+                options: vec![
+                    Choice {
+                        value: "lint".into(),
+                        title: Some("Lint".into()),
+                    },
+                    Choice {
+                        value: "test".into(),
+                        title: Some("Tests".into()),
+                    },
+                ],
+                min_items: Some(1),
+                max_items: None,
+            },
+            false,
+            Some(serde_json::json!(["test"])),
         ),
     ];
     let waiting = Summary {

@@ -16,7 +16,7 @@ use agent_client_protocol::v1::Responder;
 use agent_client_protocol::v1::schema::{
     CompleteElicitationNotification, CreateElicitationRequest, CreateElicitationResponse,
     ElicitationAcceptAction, ElicitationAction, ElicitationContentValue, ElicitationMode,
-    ElicitationPropertySchema, ElicitationSchema, ElicitationScope,
+    ElicitationPropertySchema, ElicitationSchema, ElicitationScope, MultiSelectItems,
 };
 use serde_json::{Map, Value};
 
@@ -244,14 +244,55 @@ fn property_of(property: &ElicitationPropertySchema) -> Result<Property, String>
             FieldKind::Boolean,
             b.default.map(Value::Bool),
         ),
-        ElicitationPropertySchema::Array(a) => (
-            a.title.clone(),
-            a.description.clone(),
-            FieldKind::Unsupported {
-                of: "multi-select".into(),
-            },
-            None,
-        ),
+        ElicitationPropertySchema::Array(a) => {
+            let options: Option<Vec<Choice>> = match &a.items {
+                MultiSelectItems::String(items) => Some(
+                    items
+                        .values
+                        .iter()
+                        .map(|v| Choice {
+                            value: v.clone(),
+                            title: None,
+                        })
+                        .collect(),
+                ),
+                MultiSelectItems::Titled(items) => Some(
+                    items
+                        .options
+                        .iter()
+                        .map(|o| Choice {
+                            value: o.value.clone(),
+                            title: Some(clip(&o.title)),
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            };
+            let kind = match options {
+                Some(options) if options.len() > MAX_CHOICES => {
+                    return Err(format!(
+                        "a field of {} choices (quorum shows at most {MAX_CHOICES})",
+                        options.len()
+                    ));
+                }
+                Some(options) => FieldKind::Multi {
+                    options,
+                    min_items: a.min_items,
+                    max_items: a.max_items,
+                },
+                None => FieldKind::Unsupported {
+                    of: "multi-select".into(),
+                },
+            };
+            (
+                a.title.clone(),
+                a.description.clone(),
+                kind,
+                a.default
+                    .clone()
+                    .map(|d| Value::Array(d.into_iter().map(Value::String).collect())),
+            )
+        }
         ElicitationPropertySchema::Other(o) => (
             None,
             None,
@@ -288,6 +329,12 @@ fn content_values(
                     ElicitationContentValue::Integer(n.as_i64()?)
                 }
                 (_, Value::Number(n)) => ElicitationContentValue::Number(n.as_f64()?),
+                (_, Value::Array(items)) => ElicitationContentValue::StringArray(
+                    items
+                        .iter()
+                        .filter_map(|i| i.as_str().map(str::to_string))
+                        .collect(),
+                ),
                 _ => return None,
             };
             Some((name.clone(), value))
@@ -587,7 +634,9 @@ mod tests {
             matches!(&form[0].kind, FieldKind::Enum { options } if options[0].label() == "Red")
         );
         assert!(matches!(&form[5].kind, FieldKind::Enum { options } if options[1].label() == "m"));
-        assert!(matches!(&form[6].kind, FieldKind::Unsupported { of } if of == "multi-select"));
+        assert!(
+            matches!(&form[6].kind, FieldKind::Multi { options, .. } if options[0].value == "a")
+        );
         // Values go back in the kinds the schema asks for.
         let content = json!({"count": 4, "ratio": 2, "ok": false, "colour": "g"});
         let values = content_values(&form, content.as_object().unwrap());

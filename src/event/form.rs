@@ -55,10 +55,18 @@ pub enum FieldKind {
     Enum {
         options: Vec<Choice>,
     },
-    /// A kind quorum cannot fill in (a multi-select, a future type): its
-    /// type name. Left out of an answer; a required one cannot be accepted.
+    /// A kind quorum cannot fill in (a future type): its type name. Left
+    /// out of an answer; a required one cannot be accepted.
     Unsupported {
         of: String,
+    },
+    /// Some of a list of strings (a multi-select): its answer is an array.
+    Multi {
+        options: Vec<Choice>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min_items: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_items: Option<u64>,
     },
 }
 
@@ -110,6 +118,15 @@ impl FormField {
                 .map(|o| Some(Value::String(o.value.clone())))
                 .ok_or_else(|| format!("{trimmed:?} is not one of the choices")),
             FieldKind::Unsupported { of } => Err(format!("quorum cannot fill in a {of} field")),
+            FieldKind::Multi { .. } => {
+                let picked: Vec<Value> = trimmed
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(|v| Value::String(v.to_string()))
+                    .collect();
+                Ok(Some(Value::Array(picked)))
+            }
         }
     }
 
@@ -166,6 +183,32 @@ impl FormField {
             (FieldKind::Unsupported { of }, _) => {
                 Err(format!("quorum cannot fill in a {of} field"))
             }
+            (
+                FieldKind::Multi {
+                    options,
+                    min_items,
+                    max_items,
+                },
+                Value::Array(items),
+            ) => {
+                let mut seen: Vec<&str> = Vec::new();
+                for item in items {
+                    match item.as_str() {
+                        Some(s) if !options.iter().any(|o| o.value == s) => {
+                            return Err(format!("{s:?} is not one of the choices"));
+                        }
+                        Some(s) if seen.contains(&s) => return Err(format!("{s:?} twice")),
+                        Some(s) => seen.push(s),
+                        None => return Err("must be some of the choices".into()),
+                    }
+                }
+                let n = items.len() as u64;
+                match (min_items, max_items) {
+                    (Some(min), _) if n < *min => Err(format!("pick at least {min}")),
+                    (_, Some(max)) if n > *max => Err(format!("pick at most {max}")),
+                    _ => Ok(()),
+                }
+            }
             (kind, _) => Err(format!("must be {}", kind.noun())),
         }
     }
@@ -181,6 +224,7 @@ impl FieldKind {
             FieldKind::Boolean => "yes or no",
             FieldKind::Enum { .. } => "one of the choices",
             FieldKind::Unsupported { .. } => "a value quorum cannot give",
+            FieldKind::Multi { .. } => "some of the choices",
         }
     }
 }
@@ -506,6 +550,39 @@ mod tests {
             vec![("tags".to_string(), "required".to_string())]
         );
         assert!(validate(&f, &map(json!({"tags": ["a"]}))).is_err());
+    }
+
+    #[test]
+    fn a_multi_select_takes_some_of_its_choices_within_its_bounds() {
+        let choice = |v: &str| Choice {
+            value: v.into(),
+            title: None,
+        };
+        let f = field(
+            "tags",
+            FieldKind::Multi {
+                options: vec![choice("a"), choice("b"), choice("c")],
+                min_items: Some(1),
+                max_items: Some(2),
+            },
+            false,
+        );
+        assert_eq!(f.check(&json!(["a", "c"])), Ok(()));
+        assert_eq!(f.check(&json!([])), Err("pick at least 1".into()));
+        assert_eq!(
+            f.check(&json!(["a", "b", "c"])),
+            Err("pick at most 2".into())
+        );
+        assert_eq!(f.check(&json!(["a", "a"])), Err("\"a\" twice".into()));
+        assert_eq!(
+            f.check(&json!(["z"])),
+            Err("\"z\" is not one of the choices".into())
+        );
+        assert_eq!(
+            f.check(&json!("a")),
+            Err("must be some of the choices".into())
+        );
+        assert_eq!(f.parse("a, c"), Ok(Some(json!(["a", "c"]))));
     }
 
     #[test]

@@ -29,6 +29,9 @@ enum Entry {
     Pick(Option<usize>),
     /// A field quorum cannot fill in.
     Nothing,
+    /// A multi-select: which choices are picked, and the one under the
+    /// cursor.
+    Some { picked: Vec<bool>, cursor: usize },
 }
 
 /// The person's answer in the making.
@@ -136,6 +139,24 @@ impl FormDraft {
                 }
                 true
             }
+            (KeyCode::Left | KeyCode::Right, Some(Entry::Some { picked, cursor })) => {
+                let n = picked.len().max(1);
+                *cursor = match key.code {
+                    KeyCode::Left => (*cursor + n - 1) % n,
+                    _ => (*cursor + 1) % n,
+                };
+                true
+            }
+            (KeyCode::Char(' '), Some(Entry::Some { picked, cursor })) => {
+                if let Some(p) = picked.get_mut(*cursor) {
+                    *p = !*p;
+                }
+                true
+            }
+            (KeyCode::Backspace | KeyCode::Delete, Some(Entry::Some { picked, .. })) => {
+                picked.iter_mut().for_each(|p| *p = false);
+                true
+            }
             (KeyCode::Char(c), Some(Entry::Text(t))) if !ctrl => {
                 t.push(c);
                 true
@@ -176,6 +197,19 @@ impl FormDraft {
                     _ => None,
                 },
                 Entry::Nothing => None,
+                Entry::Some { picked, .. } => match &field.kind {
+                    FieldKind::Multi { options, .. } if picked.contains(&true) => {
+                        Some(Value::Array(
+                            options
+                                .iter()
+                                .zip(picked)
+                                .filter(|(_, p)| **p)
+                                .map(|(o, _)| Value::String(o.value.clone()))
+                                .collect(),
+                        ))
+                    }
+                    _ => None,
+                },
             };
             if let Some(v) = value {
                 content.insert(field.name.clone(), v);
@@ -221,6 +255,19 @@ fn entry_of(field: &FormField) -> Entry {
                 .and_then(|d| options.iter().position(|o| o.value == d)),
         ),
         FieldKind::Unsupported { .. } => Entry::Nothing,
+        FieldKind::Multi { options, .. } => {
+            let given: Vec<&str> = default
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            Entry::Some {
+                picked: options
+                    .iter()
+                    .map(|o| given.contains(&o.value.as_str()))
+                    .collect(),
+                cursor: 0,
+            }
+        }
     }
 }
 
@@ -344,6 +391,25 @@ fn field_lines(field: &FormField, entry: &Entry, focused: bool, error: Option<&s
                 Span::styled(at, theme::dim()),
             ]
         }
+        (Entry::Some { picked, cursor }, FieldKind::Multi { options, .. }) => {
+            let mut spans = Vec::new();
+            for (k, (o, p)) in options.iter().zip(picked).enumerate() {
+                if k > 0 {
+                    spans.push(Span::raw("  "));
+                }
+                let style = if focused && k == *cursor {
+                    Style::default().add_modifier(Modifier::REVERSED)
+                } else {
+                    Style::default()
+                };
+                let mark = if *p { "[x] " } else { "[ ] " };
+                spans.push(Span::styled(
+                    format!("{mark}{}", sanitize(o.label())),
+                    style,
+                ));
+            }
+            spans
+        }
         (_, FieldKind::Unsupported { of }) => vec![Span::styled(
             format!("({} field: quorum cannot fill it in)", sanitize(of)),
             theme::dim(),
@@ -415,6 +481,15 @@ fn hint(field: &FormField) -> Option<String> {
                 (None, l) => l,
             }
         }
+        FieldKind::Multi {
+            min_items,
+            max_items,
+            ..
+        } => range(
+            min_items.map(|v| v.to_string()),
+            max_items.map(|v| v.to_string()),
+        )
+        .map(|r| format!("pick {r}")),
         _ => None,
     }
 }

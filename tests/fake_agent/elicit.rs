@@ -11,7 +11,8 @@ use agent_client_protocol::v1::schema::{
     BooleanPropertySchema, ClientCapabilities, CompleteElicitationNotification,
     CreateElicitationRequest, CreateElicitationResponse, ElicitationAction, ElicitationFormMode,
     ElicitationSchema, ElicitationSessionScope, ElicitationUrlMode, EnumOption,
-    IntegerPropertySchema, NumberPropertySchema, StopReason, StringPropertySchema,
+    IntegerPropertySchema, MultiSelectPropertySchema, NumberPropertySchema, StopReason,
+    StringPropertySchema,
 };
 
 use super::{Turn, log, request_in_background};
@@ -65,7 +66,9 @@ fn record(what: &str, answer: &str) {
 
 /// The form: a name (required, 1–20 characters), how many (integer 1–9,
 /// default 3), a ratio (number 0–1), verbose (boolean, default false) and
-/// a colour (enum red/green/blue with titles, required, default green).
+/// a colour (enum red/green/blue with titles, required, default green)
+/// and tags (a multi-select of fast/Fast, safe/Safe, cheap/Cheap, at most
+/// two).
 /// `defaults`: the name has a default too (`Ada`), so every required
 /// field has one.
 fn schema(defaults: bool) -> ElicitationSchema {
@@ -111,6 +114,17 @@ fn schema(defaults: bool) -> ElicitationSchema {
             false,
         )
         .property("colour", colour, true)
+        .property(
+            "tags",
+            MultiSelectPropertySchema::titled(vec![
+                EnumOption::new("fast", "Fast"),
+                EnumOption::new("safe", "Safe"),
+                EnumOption::new("cheap", "Cheap"),
+            ])
+            .title("Tags")
+            .max_items(2),
+            false,
+        )
 }
 
 /// Waits for the answer to `request`; on a cancel of the turn it still
