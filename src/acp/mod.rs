@@ -2,6 +2,7 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
+mod error;
 mod fs;
 mod permission;
 mod process;

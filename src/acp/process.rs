@@ -188,7 +188,7 @@ impl Connection {
                 let message = if dead.load(Ordering::SeqCst) {
                     death(&cause, &exit, &stderr)
                 } else {
-                    e.to_string()
+                    super::error::describe(&e)
                 };
                 let _ = shutdown_tx.send(());
                 return Err(AcpError::Protocol {

@@ -12,6 +12,7 @@ use agent_client_protocol::v1::schema::{
 };
 
 use super::client::Connection;
+use super::error::describe;
 use crate::agent::TurnSink;
 use crate::event::SessionKind;
 
@@ -57,7 +58,8 @@ impl Connection {
                     }
                     sink.notice(&format!(
                         "{}: session {id} could not be reopened ({}); starting a new one",
-                        self.agent, e.message
+                        self.agent,
+                        describe(&e)
                     ));
                     return self
                         .new_session(root)
@@ -136,7 +138,8 @@ impl Connection {
             if let Err(e) = self.cx.send_request(request).block_task().await {
                 sink.notice(&format!(
                     "{}: setting {key} to {value:?} failed: {}",
-                    self.agent, e.message
+                    self.agent,
+                    describe(&e)
                 ));
             }
         }
@@ -153,9 +156,11 @@ impl Connection {
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
                 Err(self.auth_required())
             }
-            Err(e) if self.alive() => {
-                Err(format!("{}: session/new failed: {}", self.agent, e.message))
-            }
+            Err(e) if self.alive() => Err(format!(
+                "{}: session/new failed: {}",
+                self.agent,
+                describe(&e)
+            )),
             Err(_) => Err(format!("{} exited: {}", self.agent, self.death())),
         }
     }

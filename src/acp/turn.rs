@@ -18,6 +18,7 @@ use agent_client_protocol::v1::schema::{
 use tokio::sync::mpsc;
 
 use super::client::Connection;
+use super::error::describe;
 use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
@@ -461,7 +462,7 @@ impl<'a> Running<'a> {
                 // A dead process fails its pending requests: say so plainly.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let message = if conn.alive() {
-                    format!("{}: {}", conn.agent, e.message)
+                    format!("{}: {}", conn.agent, describe(&e))
                 } else {
                     format!("{} exited during the turn: {}", conn.agent, conn.death())
                 };

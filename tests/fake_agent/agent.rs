@@ -766,6 +766,7 @@ async fn run_turn(
             }
             turn.chunk("ext ok")?;
         }
+        "rpcerror" => return Err(rest18::model_error()),
         other => turn.chunk(format!("unknown scenario: {other}"))?,
     }
     Ok(StopReason::EndTurn)
@@ -1052,6 +1053,8 @@ struct Options {
     config_options: bool,
     /// The scenario every prompt runs (`--scenario`, `--review`).
     scenario: Option<String>,
+    /// Answer `session/new` with [`rest18::model_error`].
+    new_error: bool,
 }
 
 fn parse_options() -> Options {
@@ -1063,6 +1066,7 @@ fn parse_options() -> Options {
         auth_required: false,
         config_options: false,
         scenario: None,
+        new_error: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -1073,6 +1077,7 @@ fn parse_options() -> Options {
             "--ignore-stdin-close" => options.ignore_stdin_close = true,
             "--auth-required" => options.auth_required = true,
             "--config-options" => options.config_options = true,
+            "--new-error" => options.new_error = true,
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
             "--in-flight" => {
@@ -1265,6 +1270,9 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |_request: NewSessionRequest, responder, _cx| {
+                    if options.new_error {
+                        return responder.respond_with_error(rest18::model_error());
+                    }
                     if options.auth_required {
                         return responder
                             .respond_with_error(agent_client_protocol::Error::auth_required());
@@ -1406,5 +1414,18 @@ async fn main() {
     log("exiting");
     if result.is_err() {
         std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 18 (errors, content, sessions): scenarios of their own
+// ---------------------------------------------------------------------------
+
+mod rest18 {
+    use agent_client_protocol::Error;
+
+    /// The error a model an account cannot use gets: its detail is in `data`.
+    pub(super) fn model_error() -> Error {
+        Error::invalid_params().data("the model name 'gpt-9' is not available for this account")
     }
 }
