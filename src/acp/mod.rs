@@ -2,6 +2,7 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
+mod content;
 mod error;
 mod fs;
 mod permission;

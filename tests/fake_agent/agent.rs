@@ -767,6 +767,7 @@ async fn run_turn(
             turn.chunk("ext ok")?;
         }
         "rpcerror" => return Err(rest18::model_error()),
+        "content" => rest18::content(turn)?,
         other => turn.chunk(format!("unknown scenario: {other}"))?,
     }
     Ok(StopReason::EndTurn)
@@ -1423,6 +1424,86 @@ async fn main() {
 
 mod rest18 {
     use agent_client_protocol::Error;
+    use agent_client_protocol::v1::schema::{
+        AudioContent, BlobResourceContents, ContentBlock, ContentChunk, EmbeddedResource,
+        EmbeddedResourceResource, ImageContent, ResourceLink, SessionUpdate, TextResourceContents,
+        ToolCall, ToolCallContent, ToolCallStatus,
+    };
+
+    /// Standard base64 of `bytes`.
+    fn b64(bytes: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let mut v = 0u32;
+            for (i, &b) in chunk.iter().enumerate() {
+                v |= u32::from(b) << (16 - 8 * i);
+            }
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    A[(v >> (18 - 6 * i) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    }
+
+    /// The start of a 640×480 PNG: its signature and header chunk.
+    fn png() -> String {
+        let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        v.extend(640u32.to_be_bytes());
+        v.extend(480u32.to_be_bytes());
+        v.extend([8, 6, 0, 0, 0, 0, 0, 0, 0]);
+        b64(&v)
+    }
+
+    fn link() -> ContentBlock {
+        ContentBlock::ResourceLink(
+            ResourceLink::new("report.pdf", "file:///w/report.pdf").size(2150),
+        )
+    }
+
+    /// `content`: a tool call whose content is an image and a resource
+    /// link, then a message of every kind of block.
+    pub(super) fn content(turn: &mut super::Turn) -> Result<(), Error> {
+        let image = ContentBlock::Image(ImageContent::new(png(), "image/png"));
+        turn.tool_call(
+            ToolCall::new("m1", "Render the chart")
+                .status(ToolCallStatus::Completed)
+                .content(vec![
+                    ToolCallContent::from(image.clone()),
+                    ToolCallContent::from(link()),
+                ]),
+        )?;
+        let blocks = [
+            ContentBlock::from("Chart: ".to_string()),
+            image,
+            ContentBlock::from(" ".to_string()),
+            ContentBlock::Audio(AudioContent::new(b64(b"RIFF....WAVE"), "audio/wav")),
+            ContentBlock::from(" ".to_string()),
+            link(),
+            ContentBlock::from(" ".to_string()),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(
+                    "the notes say hello",
+                    "file:///w/notes.md",
+                )),
+            )),
+            ContentBlock::from(" ".to_string()),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::BlobResourceContents(BlobResourceContents::new(
+                    b64(&[7u8; 3000]),
+                    "file:///w/data.bin",
+                )),
+            )),
+        ];
+        for block in blocks {
+            turn.update(SessionUpdate::AgentMessageChunk(ContentChunk::new(block)))?;
+        }
+        Ok(())
+    }
 
     /// The error a model an account cannot use gets: its detail is in `data`.
     pub(super) fn model_error() -> Error {
