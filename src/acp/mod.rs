@@ -5,6 +5,7 @@ pub mod client;
 mod content;
 mod error;
 mod fs;
+mod live;
 mod permission;
 mod process;
 pub mod registry;

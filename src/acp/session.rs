@@ -23,6 +23,10 @@ impl Connection {
         resume: Option<&str>,
         sink: &dyn TurnSink,
     ) -> Result<(String, SessionKind, Offered), String> {
+        // Open on this connection already: prompted as it is.
+        if let Some(id) = resume.filter(|id| self.is_open(id)) {
+            return Ok((id.to_string(), SessionKind::Continued, None));
+        }
         if let Some(id) = resume {
             // History replayed by load (or resume) arrives before the answer,
             // while no route exists for the session: it is not shown.
@@ -51,7 +55,10 @@ impl Connection {
                 None
             };
             match reopened {
-                Some((Ok(()), kind)) => return Ok((id.to_string(), kind, None)),
+                Some((Ok(()), kind)) => {
+                    self.opened(id);
+                    return Ok((id.to_string(), kind, None));
+                }
                 Some((Err(e), _)) => {
                     if !self.alive() {
                         return Err(format!("{} exited: {}", self.agent, self.death()));
@@ -152,7 +159,10 @@ impl Connection {
             .block_task()
             .await
         {
-            Ok(r) => Ok((r.session_id.0.to_string(), r.config_options)),
+            Ok(r) => {
+                self.opened(&r.session_id.0);
+                Ok((r.session_id.0.to_string(), r.config_options))
+            }
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
                 Err(self.auth_required())
             }
