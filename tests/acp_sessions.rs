@@ -252,3 +252,61 @@ fn the_fake_agent_doubles_updates_after_a_load_of_an_open_session() {
     drop(stdin);
     agent.wait().unwrap();
 }
+
+/// Quitting the TUI closes the agents' sessions before it stops them.
+#[cfg(target_os = "linux")]
+#[test]
+fn quitting_closes_the_agents_sessions() {
+    use common::pty::{Terminal, wait_until};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sessions.log");
+    let config = dir.path().join("quorum.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\nargs = [\"--close\", \"--sessions\", {:?}]\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent"),
+            log.display().to_string()
+        ),
+    )
+    .unwrap();
+    let terminal = Terminal::open(100, 30);
+    let mut quorum = common::quorum(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("--no-record")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("TERM", "xterm-256color")
+        .current_dir(dir.path())
+        .stdin(terminal.slave())
+        .stdout(terminal.slave())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    /// Kills quorum if the test fails.
+    struct Guard<'a>(&'a mut std::process::Child, bool);
+    impl Drop for Guard<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+    let mut guard = Guard(&mut quorum, false);
+    terminal.wait_for("Ctrl+C quits");
+    terminal.type_keys(b"@fake echo all done\r");
+    terminal.wait_for_screen(|s| s.contents().contains("all done") && s.contents().contains("✓"));
+    assert_eq!(requests(&log).len(), 1, "{:?}", requests(&log));
+    terminal.type_keys(b"\x03");
+    assert!(wait_until(Duration::from_secs(30), || guard
+        .0
+        .try_wait()
+        .unwrap()
+        .is_some()));
+    guard.1 = true;
+    let log = requests(&log);
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[1], ("close".to_string(), log[0].1.clone()));
+}
