@@ -310,3 +310,42 @@ fn quitting_closes_the_agents_sessions() {
     assert_eq!(log.len(), 2, "{log:?}");
     assert_eq!(log[1], ("close".to_string(), log[0].1.clone()));
 }
+
+/// A turn the agent answered with an error leaves its session open: the
+/// next call prompts it as it is, not reloaded (and so not doubled).
+#[test]
+fn an_error_answer_keeps_the_session_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sessions.log");
+    let s = shell_with(&format!(
+        "args = [\"--double-on-reload\", \"--sessions\", {:?}]\n",
+        log.display().to_string()
+    ));
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "fake",
+        "--json",
+        "--input",
+        "turns",
+        "--input",
+        "rpcerror",
+        "--input",
+        "echo still one",
+    ]);
+    let lines = json_lines(&o);
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["fresh", "continued", "continued"],
+        "{}",
+        out(&o.stderr)
+    );
+    assert_eq!(lines[1]["stop_reason"], "error");
+    assert_eq!(lines[2]["output"], "still one");
+    let whats: Vec<String> = requests(&log).into_iter().map(|(w, _)| w).collect();
+    assert_eq!(whats, ["new"]);
+}

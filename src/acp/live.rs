@@ -32,8 +32,8 @@ impl Connection {
         self.open_sessions().insert(id.to_string());
     }
 
-    /// Session `id` is no longer taken for open (its prompt failed: the
-    /// next call reopens it, which heals a session the agent lost).
+    /// Session `id` is no longer taken for open (the agent said it does
+    /// not know it: the next call reopens it, which heals a lost session).
     pub(super) fn forget_open(&self, id: &str) {
         self.open_sessions().remove(id);
     }

@@ -459,7 +459,11 @@ impl<'a> Running<'a> {
             Some(Ok(_)) if self.cancelled => (self.turn.final_text, StopReason::Cancelled),
             Some(Ok(response)) => (self.turn.final_text, stop_reason(response.stop_reason)),
             Some(Err(e)) => {
-                conn.forget_open(&self.session_id);
+                // The agent no longer knows the session: the next call
+                // reopens it (and heals if it cannot).
+                if e.code == agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND {
+                    conn.forget_open(&self.session_id);
+                }
                 // A dead process fails its pending requests: say so plainly.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let message = if conn.alive() {
