@@ -164,3 +164,34 @@ async fn live_labels_and_a_follow_up_through_the_app_loop() {
         "{rows:#?}"
     );
 }
+
+/// A box keeps its last few earlier turns (its cost stays the same however
+/// many follow-ups it took) and counts the ones it let go.
+#[test]
+fn a_box_keeps_its_last_earlier_turns_and_counts_the_rest() {
+    let mut events = vec![
+        build::started("c1", AgentRef::Acp("fake".into()))
+            .input("turn 0")
+            .background("t1")
+            .event(),
+        build::finished("c1", "answer 0").event(),
+    ];
+    let kept = quorum::tui::state::EARLIER_TURNS;
+    let turns = kept + 2;
+    for i in 1..=turns {
+        events.push(build::followup("c1", format!("turn {i}")));
+        events.push(build::finished("c1", format!("answer {i}")).event());
+    }
+    let stamped: Vec<Stamped> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Stamped::new(i as u64 * 10, e.clone()))
+        .collect();
+    let rows = box_rows(&rows(&screen(&stamped, 100, 60, Some(false))).join("\n"));
+    let mut expected = vec![format!("… {} earlier turns", turns - kept)];
+    for i in (turns - kept)..=turns {
+        expected.push(format!("› turn {i}"));
+        expected.push(format!("answer {i}"));
+    }
+    assert_eq!(rows, expected);
+}
