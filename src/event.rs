@@ -62,6 +62,9 @@ pub enum SessionKind {
     Loaded,
     /// Resume or load failed for a stored id; a new session was opened.
     NewAfterStale,
+    /// The stored session was still open on the agent's live connection:
+    /// prompted as it is, with no load or resume.
+    Continued,
 }
 
 impl SessionKind {
@@ -71,6 +74,7 @@ impl SessionKind {
             SessionKind::Resumed => "resumed",
             SessionKind::Loaded => "loaded",
             SessionKind::NewAfterStale => "new after stale session",
+            SessionKind::Continued => "continued",
         }
     }
 }

@@ -253,6 +253,7 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let ops = session.serve();
     let history = config::history_path();
     let result = screen::live(ops, events, earlier, started, bell, history.as_deref()).await;
+    session.close_agent_sessions().await;
     session.shutdown();
     if let Some(path) = session.recording() {
         let id = path.file_stem().unwrap_or_default().to_string_lossy();

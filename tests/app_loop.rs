@@ -443,7 +443,8 @@ async fn mention_dispatches_to_an_acp_agent_and_digits_answer_permission() {
         s.contains("permitted")
     })
     .await;
-    assert!(text(&terminal).contains("resumed"), "{}", text(&terminal));
+    // The session is still open on the agent's connection: continued.
+    assert!(text(&terminal).contains("continued"), "{}", text(&terminal));
 
     // Esc cancels the running call.
     drive(&mut terminal, &mut app, line("@fake slow 30"), vec![]).await;
@@ -940,7 +941,7 @@ async fn usage_updates_from_an_agent_reach_the_screen_and_the_replay() {
         s.contains("counted")
     })
     .await;
-    // The same session, resumed: $0.10 is its cost so far, not this call's.
+    // The same session, continued: $0.10 is its cost so far, not this call's.
     drive(
         &mut terminal,
         &mut app,
@@ -949,7 +950,7 @@ async fn usage_updates_from_an_agent_reach_the_screen_and_the_replay() {
     )
     .await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
-        s.contains("30k / 200k tokens · $0.10 ─╯") && s.contains("· resumed")
+        s.contains("30k / 200k tokens · $0.10 ─╯") && s.contains("· continued")
     })
     .await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {

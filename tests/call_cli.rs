@@ -43,7 +43,9 @@ fn several_inputs_continue_one_session_and_json_says_so() {
         .iter()
         .map(|l| l["session"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["fresh", "resumed", "resumed"]);
+    // The session is still open on the agent's connection: each later
+    // call prompts it as it is (no session/resume).
+    assert_eq!(kinds, ["fresh", "continued", "continued"]);
     assert!(
         lines
             .iter()

@@ -23,16 +23,21 @@ struct Rig {
     completions: mpsc::UnboundedReceiver<String>,
     _session: Session,
     _config: tempfile::NamedTempFile,
+    _store: tempfile::TempDir,
 }
 
 fn rig(approval: Permissions) -> Rig {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    // Where `fake-load-store` keeps its sessions, for its later processes.
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().display().to_string();
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         config.path(),
         format!(
             "[agents.fake]\ncommand = {fake:?}\n\n\
              [agents.fake-load]\ncommand = {fake:?}\nargs = [\"--no-resume\"]\n\n\
+             [agents.fake-load-store]\ncommand = {fake:?}\nargs = [\"--no-resume\", \"--store\", {store:?}]\n\n\
              [agents.fake-plain]\ncommand = {fake:?}\nargs = [\"--no-load\", \"--no-resume\"]\n\n\
              [agents.fake-allow]\ncommand = {fake:?}\npermissions = \"allow\"\n\n\
              [agents.fake-hang]\ncommand = {fake:?}\nargs = [\"--hang-initialize\"]\nstartup_timeout = 0.5\n\n\
@@ -60,6 +65,7 @@ fn rig(approval: Permissions) -> Rig {
         completions,
         _session: session,
         _config: config,
+        _store: store_dir,
     }
 }
 
@@ -510,20 +516,21 @@ async fn file_access_is_confined_to_the_session_directory() {
 }
 
 #[tokio::test]
-async fn resume_keeps_the_session_and_fresh_on_request() {
+async fn a_second_call_continues_the_open_session_and_fresh_on_request() {
     let mut r = rig(Permissions::Deny);
     let (a, _) = r.call(input("fake", "turns")).await;
     assert_eq!(
         (a.output.as_str(), a.session),
         ("turns: 1", Some(SessionKind::Fresh))
     );
+    // Still open on the agent's connection: prompted as it is.
     let (b, events) = r.call(input("fake", "turns")).await;
     assert_eq!(
         (b.output.as_str(), b.session),
-        ("turns: 2", Some(SessionKind::Resumed))
+        ("turns: 2", Some(SessionKind::Continued))
     );
     assert_eq!(b.session_id, a.session_id);
-    assert_eq!(session_kinds(&events), [SessionKind::Resumed]);
+    assert_eq!(session_kinds(&events), [SessionKind::Continued]);
     let mut fresh = input("fake", "turns");
     fresh.continue_session = false;
     let (c, _) = r.call(fresh).await;
@@ -537,8 +544,16 @@ async fn resume_keeps_the_session_and_fresh_on_request() {
 #[tokio::test]
 async fn load_when_resume_is_not_offered_and_replay_is_not_shown() {
     let mut r = rig(Permissions::Deny);
-    let (a, _) = r.call(input("fake-load", "echo first")).await;
-    let (b, events) = r.call(input("fake-load", "turns")).await;
+    let (a, _) = r.call(input("fake-load-store", "echo first")).await;
+    // The agent dies in a turn on the open session...
+    let (c, _) = r.call(input("fake-load-store", "crash")).await;
+    assert_eq!(
+        (c.session, c.stop_reason),
+        (Some(SessionKind::Continued), StopReason::Error)
+    );
+    // ...so the next call starts it again, and loads the stored session
+    // on the new process.
+    let (b, events) = r.call(input("fake-load-store", "turns")).await;
     assert_eq!(b.session, Some(SessionKind::Loaded));
     assert_eq!(b.session_id, a.session_id);
     assert_eq!(b.output, "turns: 2");
@@ -550,16 +565,25 @@ async fn load_when_resume_is_not_offered_and_replay_is_not_shown() {
 }
 
 #[tokio::test]
-async fn without_load_or_resume_every_call_is_fresh() {
+async fn without_load_or_resume_a_session_lasts_as_long_as_its_agent() {
     let mut r = rig(Permissions::Deny);
     let (a, _) = r.call(input("fake-plain", "turns")).await;
-    let (b, _) = r.call(input("fake-plain", "turns")).await;
     assert_eq!(a.session, Some(SessionKind::Fresh));
+    // Open on the live connection, it needs neither.
+    let (b, _) = r.call(input("fake-plain", "turns")).await;
     assert_eq!(
         (b.output.as_str(), b.session),
+        ("turns: 2", Some(SessionKind::Continued))
+    );
+    assert_eq!(a.session_id, b.session_id);
+    // A restarted agent cannot reopen it: a fresh session.
+    r.call(input("fake-plain", "crash")).await;
+    let (d, _) = r.call(input("fake-plain", "turns")).await;
+    assert_eq!(
+        (d.output.as_str(), d.session),
         ("turns: 1", Some(SessionKind::Fresh))
     );
-    assert_ne!(a.session_id, b.session_id);
+    assert_ne!(a.session_id, d.session_id);
 }
 
 #[tokio::test]
@@ -692,7 +716,7 @@ async fn bad_calls_get_clear_errors() {
 }
 
 #[tokio::test]
-async fn a_busy_session_is_not_resumed_by_a_second_call() {
+async fn a_busy_session_is_not_taken_by_a_second_call() {
     let mut r = rig(Permissions::Deny);
     let (first, _) = r.call(input("fake", "turns")).await;
     // A long turn resumes the stored session...
@@ -713,7 +737,7 @@ async fn a_busy_session_is_not_resumed_by_a_second_call() {
     let s = slow.outcome().await;
     assert_eq!(
         (s.session, s.session_id),
-        (Some(SessionKind::Resumed), first.session_id)
+        (Some(SessionKind::Continued), first.session_id)
     );
 }
 
@@ -732,7 +756,7 @@ async fn two_calls_started_together_do_not_share_a_session() {
     kinds.sort_by_key(|k| format!("{k:?}"));
     assert_eq!(
         kinds,
-        [Some(SessionKind::Fresh), Some(SessionKind::Resumed)]
+        [Some(SessionKind::Continued), Some(SessionKind::Fresh)]
     );
     assert_ne!(a.session_id, b.session_id);
     assert!([&a.session_id, &b.session_id].contains(&&first.session_id));

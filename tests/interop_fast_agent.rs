@@ -83,7 +83,7 @@ fn stderr(o: &Output) -> String {
 }
 
 #[test]
-fn plain_turn_then_resume_then_fresh_session() {
+fn plain_turn_then_continued_then_resumed_by_a_new_process_then_fresh() {
     let s = session();
     let (out, results, events) = s.call(
         &["--input", "hello world", "--input", "second turn"],
@@ -94,9 +94,10 @@ fn plain_turn_then_resume_then_fresh_session() {
     assert_eq!(results[0]["output"], "hello world");
     assert_eq!(results[0]["stop_reason"], "end_turn");
     assert_eq!(results[0]["session"], "fresh");
-    // The second call resumes the first call's session.
+    // The second call prompts the first call's session, still open on
+    // fast-agent's connection: no session/resume.
     assert_eq!(results[1]["output"], "second turn");
-    assert_eq!(results[1]["session"], "resumed");
+    assert_eq!(results[1]["session"], "continued");
     assert_eq!(results[1]["session_id"], results[0]["session_id"]);
     let kinds: Vec<SessionKind> = events
         .iter()
@@ -105,8 +106,7 @@ fn plain_turn_then_resume_then_fresh_session() {
             _ => None,
         })
         .collect();
-    assert_eq!(kinds, [SessionKind::Fresh, SessionKind::Resumed]);
-    // fast-agent replays history on resume; none of it shows as activity.
+    assert_eq!(kinds, [SessionKind::Fresh, SessionKind::Continued]);
     let chunks: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -118,6 +118,26 @@ fn plain_turn_then_resume_then_fresh_session() {
         })
         .collect();
     assert_eq!(chunks.concat(), "hello worldsecond turn");
+
+    // A new quorum process (and a new fast-agent) resumes it.
+    let id = results[0]["session_id"].as_str().unwrap().to_string();
+    let (out, again, events) = s.call(&["--resume", &id, "--input", "third turn"], "c.jsonl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(again[0]["output"], "third turn");
+    assert_eq!(again[0]["session"], "resumed");
+    assert_eq!(again[0]["session_id"], id.as_str());
+    // fast-agent replays history on resume; none of it shows as activity.
+    let chunks: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::MessageChunk { text },
+                ..
+            } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks.concat(), "third turn");
 
     // A new session on request: a different id.
     let (out, fresh, _) = s.call(&["--new-session", "--input", "third"], "b.jsonl");

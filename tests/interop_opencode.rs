@@ -151,6 +151,7 @@ async fn opencode_answers_and_resumes_its_session() {
     assert_eq!(results[0]["output"], "echo: hello from quorum", "{stderr}");
     assert_eq!(results[0]["session"], "fresh");
     assert_eq!(results[1]["output"], "echo: and again");
-    assert_eq!(results[1]["session"], "resumed");
+    // Still open on opencode's connection: prompted with no resume.
+    assert_eq!(results[1]["session"], "continued");
     assert_eq!(results[1]["session_id"], results[0]["session_id"]);
 }

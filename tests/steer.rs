@@ -176,7 +176,8 @@ async fn a_message_to_a_running_task_is_its_next_turn_on_the_same_session() {
     let sessions = session_ids(&events);
     assert_eq!(sessions.len(), 2, "{sessions:?}");
     assert_eq!(sessions[0].1, sessions[1].1, "the same session");
-    assert_eq!(sessions[1].0, SessionKind::Resumed);
+    // Still open on the agent's connection: prompted as it is.
+    assert_eq!(sessions[1].0, SessionKind::Continued);
     assert!(r.completions.try_recv().is_err(), "one report");
     let done = r.dispatcher.status(Some(&task)).unwrap().to_json();
     assert_eq!(

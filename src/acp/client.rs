@@ -71,6 +71,8 @@ pub struct Connection {
     pub(super) shutdown: Mutex<Option<oneshot::Sender<()>>>,
     /// How long `session/new` (and resume, load) may take.
     pub(super) startup_timeout: Duration,
+    /// The sessions open on it (see `live`).
+    pub(super) open: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Connection {

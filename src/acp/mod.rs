@@ -2,8 +2,11 @@
 //! processes, sessions, turns, permissions and file-system confinement.
 
 pub mod client;
+mod content;
 mod elicit;
+mod error;
 mod fs;
+mod live;
 mod permission;
 mod process;
 pub mod registry;

@@ -207,7 +207,7 @@ impl Connection {
                 let message = if dead.load(Ordering::SeqCst) {
                     death(&cause, &exit, &stderr)
                 } else {
-                    e.to_string()
+                    super::error::describe(&e)
                 };
                 let _ = shutdown_tx.send(());
                 return Err(AcpError::Protocol {
@@ -230,6 +230,7 @@ impl Connection {
             cause,
             shutdown: Mutex::new(Some(shutdown_tx)),
             startup_timeout: spec.startup_timeout,
+            open: Mutex::default(),
         };
         Ok(Arc::new(conn))
     }

@@ -12,6 +12,7 @@ use agent_client_protocol::v1::schema::{
 };
 
 use super::client::Connection;
+use super::error::describe;
 use crate::agent::TurnSink;
 use crate::event::SessionKind;
 
@@ -22,6 +23,10 @@ impl Connection {
         resume: Option<&str>,
         sink: &dyn TurnSink,
     ) -> Result<(String, SessionKind, Offered), String> {
+        // Open on this connection already: prompted as it is.
+        if let Some(id) = resume.filter(|id| self.is_open(id)) {
+            return Ok((id.to_string(), SessionKind::Continued, None));
+        }
         if let Some(id) = resume {
             // History replayed by load (or resume) arrives before the answer,
             // while no route exists for the session: it is not shown.
@@ -50,14 +55,18 @@ impl Connection {
                 None
             };
             match reopened {
-                Some((Ok(()), kind)) => return Ok((id.to_string(), kind, None)),
+                Some((Ok(()), kind)) => {
+                    self.opened(id);
+                    return Ok((id.to_string(), kind, None));
+                }
                 Some((Err(e), _)) => {
                     if !self.alive() {
                         return Err(format!("{} exited: {}", self.agent, self.death()));
                     }
                     sink.notice(&format!(
                         "{}: session {id} could not be reopened ({}); starting a new one",
-                        self.agent, e.message
+                        self.agent,
+                        describe(&e)
                     ));
                     return self
                         .new_session(root)
@@ -136,7 +145,8 @@ impl Connection {
             if let Err(e) = self.cx.send_request(request).block_task().await {
                 sink.notice(&format!(
                     "{}: setting {key} to {value:?} failed: {}",
-                    self.agent, e.message
+                    self.agent,
+                    describe(&e)
                 ));
             }
         }
@@ -149,13 +159,18 @@ impl Connection {
             .block_task()
             .await
         {
-            Ok(r) => Ok((r.session_id.0.to_string(), r.config_options)),
+            Ok(r) => {
+                self.opened(&r.session_id.0);
+                Ok((r.session_id.0.to_string(), r.config_options))
+            }
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
                 Err(self.auth_required())
             }
-            Err(e) if self.alive() => {
-                Err(format!("{}: session/new failed: {}", self.agent, e.message))
-            }
+            Err(e) if self.alive() => Err(format!(
+                "{}: session/new failed: {}",
+                self.agent,
+                describe(&e)
+            )),
             Err(_) => Err(format!("{} exited: {}", self.agent, self.death())),
         }
     }

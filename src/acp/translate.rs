@@ -129,9 +129,7 @@ fn location(l: &agent_client_protocol::v1::schema::ToolCallLocation) -> String {
 fn tool_content(c: &agent_client_protocol::v1::schema::ToolCallContent) -> Option<ToolContent> {
     use agent_client_protocol::v1::schema::ToolCallContent as C;
     match c {
-        C::Content(c) => content_text(&c.content).map(|t| ToolContent::Text {
-            text: t.to_string(),
-        }),
+        C::Content(c) => super::content::text(&c.content).map(|text| ToolContent::Text { text }),
         C::Diff(d) => Some(ToolContent::Diff {
             path: d.path.display().to_string(),
             old_text: d.old_text.clone(),
@@ -176,19 +174,10 @@ fn tool_status(status: ToolCallStatus) -> ToolStatus {
     }
 }
 
-fn content_text(block: &ContentBlock) -> Option<&str> {
-    match block {
-        ContentBlock::Text(t) => Some(&t.text),
-        _ => None,
-    }
-}
-
-/// A content block's text, taken out of it.
+/// A content block's text, taken out of it: text as it is, an image,
+/// audio or resource as its placeholder (see `content`).
 fn text_of(block: ContentBlock) -> Option<String> {
-    match block {
-        ContentBlock::Text(t) => Some(t.text),
-        _ => None,
-    }
+    super::content::into_text(block)
 }
 
 /// The model a set of config options says is current, if it names one.
@@ -286,15 +275,14 @@ mod tests {
     }
 
     #[test]
-    fn chunks_without_text_and_the_users_own_say_nothing() {
+    fn an_image_chunk_is_a_placeholder_and_the_users_own_chunks_say_nothing() {
         let image = json!({"type": "image", "data": "AAAA", "mimeType": "image/png"});
-        for kind in ["agent_message_chunk", "agent_thought_chunk"] {
-            assert_eq!(
-                update(wire(json!({"sessionUpdate": kind, "content": image}))),
-                Translated::Nothing,
-                "{kind}"
-            );
-        }
+        assert_eq!(
+            activity(json!({"sessionUpdate": "agent_message_chunk", "content": image})),
+            Activity::MessageChunk {
+                text: "[image · image/png]".into()
+            }
+        );
         assert_eq!(
             update(wire(json!({
                 "sessionUpdate": "user_message_chunk",
@@ -346,6 +334,9 @@ mod tests {
                         },
                         ToolContent::Text {
                             text: "done".into()
+                        },
+                        ToolContent::Text {
+                            text: "[image · image/png]".into()
                         },
                         ToolContent::Terminal {
                             terminal_id: "term-1".into()

@@ -18,6 +18,7 @@ use agent_client_protocol::v1::schema::{
 use tokio::sync::mpsc;
 
 use super::client::Connection;
+use super::error::describe;
 use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
@@ -489,10 +490,15 @@ impl<'a> Running<'a> {
             Some(Ok(_)) if self.cancelled => (self.turn.final_text, StopReason::Cancelled),
             Some(Ok(response)) => (self.turn.final_text, stop_reason(response.stop_reason)),
             Some(Err(e)) => {
+                // The agent no longer knows the session: the next call
+                // reopens it (and heals if it cannot).
+                if e.code == agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND {
+                    conn.forget_open(&self.session_id);
+                }
                 // A dead process fails its pending requests: say so plainly.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let message = if conn.alive() {
-                    format!("{}: {}", conn.agent, e.message)
+                    format!("{}: {}", conn.agent, describe(&e))
                 } else {
                     format!("{} exited during the turn: {}", conn.agent, conn.death())
                 };

@@ -189,6 +189,7 @@ pub async fn call(
             break;
         }
     }
+    session.close_agent_sessions().await;
     session.shutdown();
     printer.finish().await;
     code

@@ -195,6 +195,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     let mut progress = Progress::default();
     let printer = Printer::spawn(events, move |event| progress.print(&event.event));
     let code = run(&session, input, &rev, args.json).await;
+    session.close_agent_sessions().await;
     session.shutdown();
     printer.finish().await;
     Ok(code)

@@ -140,6 +140,7 @@ pub async fn run(
             None => break,
         }
     }
+    session.close_agent_sessions().await;
     session.shutdown();
     drop(chat);
     printer.finish().await;

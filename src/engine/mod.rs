@@ -297,6 +297,13 @@ impl Session {
         self.emitter.recording()
     }
 
+    /// Closes the agents' sessions quorum is done with (`session/close`
+    /// where offered): before [`Session::shutdown`] at the end of a
+    /// headless call or run, and at quit.
+    pub async fn close_agent_sessions(&self) {
+        self.dispatcher.close_sessions().await;
+    }
+
     /// Ends the session: running calls are cancelled, and every process
     /// it started is stopped (SIGTERM, then SIGKILL after a short grace)
     /// before this returns.

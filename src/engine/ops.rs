@@ -372,6 +372,9 @@ impl Ops {
                         self.emitter.emit(Event::ChatReset);
                     }
                 }
+                // The agents' sessions it forgets are closed.
+                let dispatcher = self.dispatcher.clone();
+                tokio::spawn(async move { dispatcher.close_sessions().await });
                 self.notice(
                     "New conversation: the model's context and the agents' sessions are forgotten.",
                 );

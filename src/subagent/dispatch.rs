@@ -359,6 +359,14 @@ impl Dispatcher {
         self.restore_worktrees(events);
     }
 
+    /// Closes the agents' sessions quorum is done with: those open on
+    /// their connections that no turn runs on (`session/close`, where an
+    /// agent offers it). A closed session can still be reopened later.
+    pub async fn close_sessions(&self) {
+        let busy = lock(&self.busy).clone();
+        self.pool.close_sessions(&busy).await;
+    }
+
     /// Stops every agent process (starts under way stop with their calls).
     pub fn shutdown(&self) {
         self.pool.shutdown();

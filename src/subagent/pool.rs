@@ -166,6 +166,28 @@ impl Pool {
         }
     }
 
+    /// Closes the agents' sessions quorum is done with (see
+    /// `Connection::close_sessions`): every one open on a live connection
+    /// that no turn runs on (`busy`). Says which were closed.
+    pub async fn close_sessions(&self, busy: &std::collections::HashSet<(String, String)>) {
+        let live: Vec<Arc<Connection>> = lock(&self.connections)
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Ready(conn) if conn.alive() => Some(conn.clone()),
+                _ => None,
+            })
+            .collect();
+        for conn in live {
+            let agent = conn.agent.clone();
+            let closed = conn
+                .close_sessions(&|id| busy.contains(&(agent.clone(), id.to_string())))
+                .await;
+            if !closed.is_empty() {
+                tracing::info!("{agent}: closed sessions {}", closed.join(", "));
+            }
+        }
+    }
+
     /// Stops every agent process (starts under way stop with their calls).
     pub fn shutdown(&self) {
         for (_, slot) in lock(&self.connections).drain() {

@@ -437,21 +437,15 @@ fn subagent(
     };
     out.push(title_row(left, right, width, border));
 
-    // Body rows, each at most `inner` wide.
+    // Body rows, each at most `inner` wide: the turns before this one
+    // (follow-ups), each its input above its output, then this turn's.
     let mut body: Vec<Line<'static>> = Vec::new();
-    let input = first_line(&b.input);
-    if !input.is_empty() {
-        body.push(Line::from(truncate(
-            vec![
-                Span::styled("› ", theme::dim()),
-                Span::styled(
-                    input.to_string(),
-                    theme::dim().add_modifier(Modifier::ITALIC),
-                ),
-            ],
-            inner,
-        )));
-    }
+    earlier_turns(b, inner, &mut body);
+    input_row(
+        first_line(b.turn_input.as_deref().unwrap_or(&b.input)),
+        inner,
+        &mut body,
+    );
     if let Some(w) = &b.worktree {
         let mut text = format!("{} · ", w.branch);
         match &w.diffstat {
@@ -547,6 +541,71 @@ fn subagent(
         footer.push(Span::styled(" ", theme::dim()));
     }
     out.push(bottom_row(footer, width, border));
+}
+
+/// `› input`, the first line of a turn's input (none when it is empty).
+fn input_row(input: &str, inner: usize, body: &mut Vec<Line<'static>>) {
+    if input.is_empty() {
+        return;
+    }
+    body.push(Line::from(truncate(
+        vec![
+            Span::styled("› ", theme::dim()),
+            Span::styled(
+                input.to_string(),
+                theme::dim().add_modifier(Modifier::ITALIC),
+            ),
+        ],
+        inner,
+    )));
+}
+
+/// Rows a running box shows of each earlier turn's output.
+const EARLIER_ROWS: usize = 3;
+
+/// A box's turns before its current one, each its input above its
+/// output: whole once the box has finished; while it runs, the last
+/// [`EARLIER_ROWS`] lines of each (so a running box costs the same each
+/// frame whatever its turns wrote).
+fn earlier_turns(b: &SubagentBox, inner: usize, body: &mut Vec<Line<'static>>) {
+    if b.earlier_dropped > 0 {
+        let s = if b.earlier_dropped == 1 { "" } else { "s" };
+        body.push(Line::from(truncate(
+            vec![Span::styled(
+                format!("… {} earlier turn{s}", b.earlier_dropped),
+                theme::dim(),
+            )],
+            inner,
+        )));
+    }
+    for turn in &b.earlier {
+        input_row(&turn.input, inner, body);
+        let tail: String;
+        let output = if b.running() {
+            tail = last_lines(&turn.output)
+                .skip(
+                    last_lines(&turn.output)
+                        .count()
+                        .saturating_sub(EARLIER_ROWS),
+                )
+                .collect::<Vec<_>>()
+                .join("\n");
+            tail.as_str()
+        } else {
+            turn.output.as_str()
+        };
+        if output.trim().is_empty() {
+            body.push(Line::from(Span::styled("(no output)", theme::dim())));
+        } else {
+            wrap(&markdown::render(output), inner, body);
+        }
+        if let Some(reason) = turn.stop_reason.filter(|r| *r != StopReason::EndTurn) {
+            body.push(Line::from(vec![
+                Span::styled("stop reason: ", theme::dim()),
+                Span::styled(reason.as_str(), stop_style(reason)),
+            ]));
+        }
+    }
 }
 
 /// A box's body rows between its side borders, `│ row │`, each padded to
@@ -861,7 +920,17 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
         && b.permission.is_none()
         && b.question.is_none()
     {
-        body.push(Line::from(Span::styled("starting…", theme::dim())));
+        // Until its session is open the agent has not started; then it
+        // has the prompt and has not said anything yet.
+        let label = if b.opened {
+            format!("waiting for {}", b.agent.name())
+        } else {
+            "starting…".to_string()
+        };
+        body.push(Line::from(truncate(
+            vec![Span::styled(label, theme::dim())],
+            inner,
+        )));
     }
 }
 

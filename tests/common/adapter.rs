@@ -88,8 +88,8 @@ impl Adapter {
         );
     }
 
-    /// A plain turn, the next one resuming it, the same session resumed by
-    /// a new quorum process, and a review verdict.
+    /// A plain turn, the next one continuing its open session, the same
+    /// session resumed by a new quorum process, and a review verdict.
     pub async fn answers_reviews_and_resumes_in_a_new_process(&self) {
         let out = self
             .call(&["--json", "--input", "plain", "--input", "count"])
@@ -98,7 +98,9 @@ impl Adapter {
         let lines = json_lines(&out);
         assert_eq!(lines[0]["output"], "Plain answer.");
         assert_eq!(lines[0]["session"], "fresh");
-        assert_eq!(lines[1]["session"], "resumed", "{}", text(&out.stdout));
+        // Still open on the adapter's connection: prompted with no
+        // session/resume or load.
+        assert_eq!(lines[1]["session"], "continued", "{}", text(&out.stdout));
         assert_eq!(
             lines[1]["output"], "messages: 2",
             "the first turn came along"

@@ -16,11 +16,11 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ConfigOptionUpdate,
-    ContentBlock, ContentChunk, Cost, Diff, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
-    PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    PromptRequest, PromptResponse, ReadTextFileRequest, RequestPermissionOutcome,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, CloseSessionRequest,
+    ConfigOptionUpdate, ContentBlock, ContentChunk, Cost, Diff, Implementation, InitializeRequest,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest, RequestPermissionOutcome,
     RequestPermissionRequest, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
     SessionNotification, SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
@@ -249,6 +249,13 @@ impl Turn {
             }) => self.reply.push_str(&text.text),
             SessionUpdate::ToolCall(_) | SessionUpdate::ToolCallUpdate(_) => self.reply.clear(),
             _ => {}
+        }
+        // `--double-on-reload`: a session reopened while open runs twice.
+        for _ in 0..rest18::extra_copies(&self.session_id) {
+            self.cx.send_notification(SessionNotification::new(
+                self.session_id.clone(),
+                update.clone(),
+            ))?;
         }
         self.cx
             .send_notification(SessionNotification::new(self.session_id.clone(), update))?;
@@ -772,6 +779,8 @@ async fn run_turn(
             }
             turn.chunk("ext ok")?;
         }
+        "rpcerror" => return Err(rest18::model_error()),
+        "content" => rest18::content(turn)?,
         other => turn.chunk(format!("unknown scenario: {other}"))?,
     }
     Ok(StopReason::EndTurn)
@@ -1058,6 +1067,8 @@ struct Options {
     config_options: bool,
     /// The scenario every prompt runs (`--scenario`, `--review`).
     scenario: Option<String>,
+    /// Answer `session/new` with [`rest18::model_error`].
+    new_error: bool,
 }
 
 fn parse_options() -> Options {
@@ -1069,6 +1080,7 @@ fn parse_options() -> Options {
         auth_required: false,
         config_options: false,
         scenario: None,
+        new_error: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -1079,6 +1091,7 @@ fn parse_options() -> Options {
             "--ignore-stdin-close" => options.ignore_stdin_close = true,
             "--auth-required" => options.auth_required = true,
             "--config-options" => options.config_options = true,
+            "--new-error" => options.new_error = true,
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
             "--in-flight" => {
@@ -1091,6 +1104,9 @@ fn parse_options() -> Options {
                     let _ = elicit::ANSWERS.set(std::path::PathBuf::from(file));
                 }
             }
+            "--sessions" => rest18::log_sessions_to(args.next()),
+            "--double-on-reload" => rest18::double_on_reload(),
+            "--close" => rest18::offer_close(),
             "--store" => {
                 if let Some(dir) = args.next() {
                     let _ = STORE.set(std::path::PathBuf::from(dir));
@@ -1250,7 +1266,11 @@ async fn main() {
                 let resume = options.resume.then(SessionResumeCapabilities::new);
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)
-                    .session_capabilities(SessionCapabilities::new().resume(resume));
+                    .session_capabilities(
+                        SessionCapabilities::new()
+                            .resume(resume)
+                            .close(rest18::close_capability()),
+                    );
                 let mut response = InitializeResponse::new(ProtocolVersion::V1)
                     .agent_capabilities(capabilities)
                     .agent_info(Implementation::new("quorum-fake-agent", "1.0.0"));
@@ -1277,6 +1297,9 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |_request: NewSessionRequest, responder, _cx| {
+                    if options.new_error {
+                        return responder.respond_with_error(rest18::model_error());
+                    }
                     if options.auth_required {
                         return responder
                             .respond_with_error(agent_client_protocol::Error::auth_required());
@@ -1296,6 +1319,7 @@ async fn main() {
                         (id, offered)
                     };
                     log(format!("new session {id}"));
+                    rest18::opened("new", &id);
                     let mut response = NewSessionResponse::new(id);
                     if options.config_options {
                         response = response.config_options(offered);
@@ -1309,6 +1333,7 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |request: LoadSessionRequest, responder, cx| {
+                    rest18::opened("load", &request.session_id.to_string());
                     if !options.load {
                         return responder.respond_with_error(Error::method_not_found());
                     }
@@ -1326,6 +1351,7 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |request: ResumeSessionRequest, responder, _cx| {
+                    rest18::opened("resume", &request.session_id.to_string());
                     if !options.resume {
                         return responder.respond_with_error(Error::method_not_found());
                     }
@@ -1384,6 +1410,12 @@ async fn main() {
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |request: CloseSessionRequest, responder, _cx| {
+                rest18::close(request, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             {
                 let state = state.clone();
@@ -1418,5 +1450,199 @@ async fn main() {
     log("exiting");
     if result.is_err() {
         std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 18 (errors, content, sessions): scenarios of their own
+// ---------------------------------------------------------------------------
+
+mod rest18 {
+    use std::collections::HashMap;
+    use std::io::Write;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Mutex, OnceLock};
+
+    use agent_client_protocol::Error;
+    use agent_client_protocol::v1::Responder;
+    use agent_client_protocol::v1::schema::{
+        CloseSessionRequest, CloseSessionResponse, SessionCloseCapabilities, SessionId,
+    };
+
+    /// `--sessions FILE`: each session request, as `new|load|resume|close ID`.
+    static SESSIONS: OnceLock<PathBuf> = OnceLock::new();
+    /// `--double-on-reload`: as mistral-vibe, a load or resume of a session
+    /// open in this process starts a second loop for it: every later
+    /// update of it is sent once more.
+    static DOUBLE: AtomicBool = AtomicBool::new(false);
+    /// `--close`: offer `session/close`.
+    static CLOSE: AtomicBool = AtomicBool::new(false);
+    /// The sessions open in this process, and the extra copies of each
+    /// update they send.
+    static OPEN: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
+
+    pub(super) fn log_sessions_to(file: Option<String>) {
+        if let Some(file) = file {
+            let _ = SESSIONS.set(PathBuf::from(file));
+        }
+    }
+
+    pub(super) fn double_on_reload() {
+        DOUBLE.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn offer_close() {
+        CLOSE.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn close_capability() -> Option<SessionCloseCapabilities> {
+        CLOSE
+            .load(Ordering::SeqCst)
+            .then(SessionCloseCapabilities::new)
+    }
+
+    /// Appends `what ID` to the `--sessions` file.
+    fn record(what: &str, id: &str) {
+        let Some(file) = SESSIONS.get() else { return };
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .and_then(|mut f| f.write_all(format!("{what} {id}\n").as_bytes()));
+        if let Err(e) = written {
+            super::log(format!("--sessions: {}: {e}", file.display()));
+        }
+    }
+
+    fn open() -> std::sync::MutexGuard<'static, Option<HashMap<String, usize>>> {
+        OPEN.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Session `id` was asked for with `what` (new, load, resume).
+    pub(super) fn opened(what: &str, id: &str) {
+        record(what, id);
+        let mut open = open();
+        let open = open.get_or_insert_with(HashMap::new);
+        match open.get_mut(id) {
+            Some(copies) if what != "new" && DOUBLE.load(Ordering::SeqCst) => {
+                super::log(format!("{id}: {what} of an open session: a second loop"));
+                *copies += 1;
+            }
+            Some(_) => {}
+            None => {
+                open.insert(id.to_string(), 0);
+            }
+        }
+    }
+
+    /// How many extra times each update of session `id` is sent.
+    pub(super) fn extra_copies(id: &SessionId) -> usize {
+        open()
+            .as_ref()
+            .and_then(|o| o.get(&id.to_string()).copied())
+            .unwrap_or(0)
+    }
+
+    /// `session/close`: recorded; the session is no longer open here (it
+    /// can be loaded again).
+    pub(super) fn close(
+        request: CloseSessionRequest,
+        responder: Responder<CloseSessionResponse>,
+    ) -> Result<(), Error> {
+        if !CLOSE.load(Ordering::SeqCst) {
+            return responder.respond_with_error(Error::method_not_found());
+        }
+        let id = request.session_id.to_string();
+        record("close", &id);
+        if let Some(open) = open().as_mut() {
+            open.remove(&id);
+        }
+        responder.respond(CloseSessionResponse::new())
+    }
+    use agent_client_protocol::v1::schema::{
+        AudioContent, BlobResourceContents, ContentBlock, ContentChunk, EmbeddedResource,
+        EmbeddedResourceResource, ImageContent, ResourceLink, SessionUpdate, TextResourceContents,
+        ToolCall, ToolCallContent, ToolCallStatus,
+    };
+
+    /// Standard base64 of `bytes`.
+    fn b64(bytes: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let mut v = 0u32;
+            for (i, &b) in chunk.iter().enumerate() {
+                v |= u32::from(b) << (16 - 8 * i);
+            }
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    A[(v >> (18 - 6 * i) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    }
+
+    /// The start of a 640×480 PNG: its signature and header chunk.
+    fn png() -> String {
+        let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        v.extend(640u32.to_be_bytes());
+        v.extend(480u32.to_be_bytes());
+        v.extend([8, 6, 0, 0, 0, 0, 0, 0, 0]);
+        b64(&v)
+    }
+
+    fn link() -> ContentBlock {
+        ContentBlock::ResourceLink(
+            ResourceLink::new("report.pdf", "file:///w/report.pdf").size(2150),
+        )
+    }
+
+    /// `content`: a tool call whose content is an image and a resource
+    /// link, then a message of every kind of block.
+    pub(super) fn content(turn: &mut super::Turn) -> Result<(), Error> {
+        let image = ContentBlock::Image(ImageContent::new(png(), "image/png"));
+        turn.tool_call(
+            ToolCall::new("m1", "Render the chart")
+                .status(ToolCallStatus::Completed)
+                .content(vec![
+                    ToolCallContent::from(image.clone()),
+                    ToolCallContent::from(link()),
+                ]),
+        )?;
+        let blocks = [
+            ContentBlock::from("Chart: ".to_string()),
+            image,
+            ContentBlock::from(" ".to_string()),
+            ContentBlock::Audio(AudioContent::new(b64(b"RIFF....WAVE"), "audio/wav")),
+            ContentBlock::from(" ".to_string()),
+            link(),
+            ContentBlock::from(" ".to_string()),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(
+                    "the notes say hello",
+                    "file:///w/notes.md",
+                )),
+            )),
+            ContentBlock::from(" ".to_string()),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::BlobResourceContents(BlobResourceContents::new(
+                    b64(&[7u8; 3000]),
+                    "file:///w/data.bin",
+                )),
+            )),
+        ];
+        for block in blocks {
+            turn.update(SessionUpdate::AgentMessageChunk(ContentChunk::new(block)))?;
+        }
+        Ok(())
+    }
+
+    /// The error a model an account cannot use gets: its detail is in `data`.
+    pub(super) fn model_error() -> Error {
+        Error::invalid_params().data("the model name 'gpt-9' is not available for this account")
     }
 }

@@ -32,7 +32,7 @@ pub use cells::{Cell, CellKind};
 pub use elicit::{Question, answer_line};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
-pub use subagent::{ChildBox, Grouped, SubagentBox, plan_progress};
+pub use subagent::{ChildBox, EARLIER_TURNS, EarlierTurn, Grouped, SubagentBox, plan_progress};
 
 /// Everything the screen shows, as built from events.
 #[derive(Debug, Default, Clone)]

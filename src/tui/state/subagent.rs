@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 
-use super::activity::push_line;
 use super::{ActivityLine, CellKind, Changes, Log, LogEntry, Member, State, Task, ToolInfo, clean};
 use crate::event::{
     AgentRef, ChildState, Event, PlanEntry, PlanStatus, SessionKind, Severity, StopReason, Summary,
@@ -58,6 +57,29 @@ pub struct SubagentBox {
     pub worktree: Option<WorktreeLine>,
     /// A question (an elicitation) waiting for the person.
     pub question: Option<super::Question>,
+    /// Its turns before the current one (follow-ups), oldest first: each
+    /// shown with its input above its output. At most [`EARLIER_TURNS`];
+    /// `earlier_dropped` counts those let go.
+    pub earlier: VecDeque<EarlierTurn>,
+    pub earlier_dropped: usize,
+    /// The current turn's input, when it is a follow-up (`input` is the
+    /// first turn's).
+    pub turn_input: Option<String>,
+    /// The current turn's session is open: its agent has it and says
+    /// nothing yet (`waiting for NAME`), rather than still `starting…`.
+    pub opened: bool,
+}
+
+/// How many earlier turns a box keeps.
+pub const EARLIER_TURNS: usize = 8;
+
+/// A turn of a call before its current one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EarlierTurn {
+    /// The first line of its input.
+    pub input: String,
+    pub output: String,
+    pub stop_reason: Option<StopReason>,
 }
 
 /// A worktree task's branch, as its box shows it.
@@ -245,6 +267,10 @@ impl State {
             streams: Streams::default(),
             worktree: None,
             question: None,
+            earlier: VecDeque::new(),
+            earlier_dropped: 0,
+            turn_input: None,
+            opened: session.is_some(),
             batch: batch_id
                 .as_ref()
                 .filter(|id| self.batches.contains_key(*id))
@@ -291,6 +317,7 @@ impl State {
     ) {
         if let Some(b) = self.subagent(call_id) {
             b.session = Some(session);
+            b.opened = true;
             if let Some(id) = session_id {
                 b.session_id = Some(clean(id));
             }
@@ -301,19 +328,25 @@ impl State {
         let Some(b) = self.subagent(call_id) else {
             return;
         };
-        // The box reopens for the new turn.
+        // The box reopens for the new turn; the turn before keeps its
+        // input and output above it.
         let input = clean(input);
+        let before = b.turn_input.take().unwrap_or_else(|| b.input.clone());
+        if b.earlier.len() == EARLIER_TURNS {
+            b.earlier.pop_front();
+            b.earlier_dropped += 1;
+        }
+        b.earlier.push_back(EarlierTurn {
+            input: first_line(&before).to_string(),
+            output: b.output.take().unwrap_or_default(),
+            stop_reason: b.stop_reason.take(),
+        });
         b.finished = None;
-        b.output = None;
-        b.stop_reason = None;
         b.severity = None;
-        push_line(
-            &mut b.activity,
-            ActivityLine::Note(format!(
-                "› follow-up: {}",
-                input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
-            )),
-        );
+        b.opened = false;
+        // What the agent did in the turn before is that turn's.
+        b.activity.clear();
+        b.turn_input = Some(input.clone());
         b.log.push(LogEntry::Turn(input));
         let task_id = b.task_id.clone();
         self.track_call(call_id);
@@ -467,6 +500,11 @@ impl State {
             self.track(index);
         }
     }
+}
+
+/// The first line of `text` that is not blank.
+pub fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
 }
 
 /// Plan progress: `(completed, total, current entry)`.
@@ -647,10 +685,18 @@ mod tests {
         let b = the_box(&s);
         assert!(b.running(), "the box runs again");
         assert_eq!((b.output.as_deref(), b.severity), (None, None));
+        // The turn before keeps its input and output; this one shows its
+        // own input, and its session is not open yet.
         assert_eq!(
-            b.activity.back(),
-            Some(&ActivityLine::Note("› follow-up: and the tests?".into()))
+            b.earlier.iter().collect::<Vec<_>>(),
+            [&EarlierTurn {
+                input: "review it".into(),
+                output: "first".into(),
+                stop_reason: Some(StopReason::EndTurn),
+            }]
         );
+        assert_eq!(b.turn_input.as_deref(), Some("and the tests?"));
+        assert!(b.activity.is_empty() && !b.opened);
         assert_eq!(
             b.log.entries.back(),
             Some(&LogEntry::Turn("and the tests?".into()))
