@@ -174,6 +174,21 @@ pub enum Activity {
         #[serde(flatten)]
         usage: Usage,
     },
+    /// The agent started a command in a client terminal quorum runs
+    /// (`terminal/create`): the command line as given, sanitised.
+    TerminalStarted { terminal_id: String, command: String },
+    /// A terminal's output, sanitised for display, as appended chunks
+    /// (coalesced: at most one every ~100 ms per terminal). The agent reads
+    /// the raw bytes through `terminal/output`.
+    TerminalOutput { terminal_id: String, text: String },
+    /// A terminal's command ended: its exit code, or the signal that ended it.
+    TerminalExit {
+        terminal_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+    },
 }
 
 /// A sub-agent's context and cost: `used` tokens in context of a `size`

@@ -23,6 +23,9 @@ pub(super) enum Incoming {
     /// Something the person should know of, shown in the box: a file
     /// request refused, a message with bytes that are not UTF-8.
     Notice(String),
+    /// Activity quorum itself records for the turn: a client terminal's
+    /// command, output and exit.
+    Activity(crate::event::Activity),
 }
 
 /// Each running turn's channel, by session id: the turn's own session and

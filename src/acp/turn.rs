@@ -61,14 +61,17 @@ impl Connection {
         tokio::pin!(response);
         let mut running = Running::new(self, session_id, &request, sink);
         let result = running.exchange(&mut rx, response, control).await;
+        // The turn's terminals end with it; what they wrote is told first.
+        let sessions = self.sessions_of(&tx);
+        self.terminals.end_sessions(&sessions).await;
         // Updates sent before the response are already queued: take them
         // (unless the turn was cancelled: its output is no longer shown).
         while let Ok((from, incoming)) = rx.try_recv() {
-            if running.cancelled {
-                continue;
-            }
-            if let Incoming::Update(update) = incoming {
-                running.update(from, *update);
+            match incoming {
+                Incoming::Activity(activity) => running.sink.activity(activity),
+                _ if running.cancelled => {}
+                Incoming::Update(update) => running.update(from, *update),
+                _ => {}
             }
         }
         self.dismiss(&tx, &running.session_id);
@@ -139,6 +142,18 @@ impl Connection {
             .expect("not poisoned")
             .insert(session_id.to_string(), tx.clone());
         (tx, rx)
+    }
+
+    /// The sessions routed to this turn's channel: its own and its
+    /// children's.
+    fn sessions_of(&self, tx: &Outbox) -> Vec<String> {
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|(_, route)| route.same_channel(tx))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Undoes [`Connection::admit`]: this turn's routes (its session's and
@@ -245,6 +260,9 @@ impl<'a> Running<'a> {
             Incoming::Update(update) => self.update(from, *update),
             Incoming::Notice(text) => self.sink.activity(Activity::Notice { text }),
             Incoming::Permission(req, responder) => self.permission(from, req, responder),
+            // A terminal's output is shown even after a cancel: it is
+            // what the command did.
+            Incoming::Activity(activity) => self.sink.activity(activity),
         }
     }
 
@@ -428,6 +446,10 @@ impl<'a> Running<'a> {
             .conn
             .cx
             .send_notification(CancelNotification::new(self.session_id.clone()));
+        // The commands it runs in terminals stop too.
+        let mut sessions: Vec<String> = self.children.keys().cloned().collect();
+        sessions.push(self.session_id.clone());
+        self.conn.terminals.kill_sessions(&sessions);
         for (id, (_, responder)) in self.pending.drain() {
             let child = self.asked_by.remove(&id);
             let sink = &Both {

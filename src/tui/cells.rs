@@ -692,6 +692,12 @@ fn child_box(
                 vec![Span::styled(text.clone(), theme::dim())],
                 inner,
             ))),
+            ActivityLine::Terminal {
+                command,
+                tail,
+                exit,
+                ..
+            } => activity.extend(terminal_rows(command, tail, exit.as_deref(), inner)),
         }
     }
     let skip = activity.len().saturating_sub(CHILD_ROWS);
@@ -707,6 +713,39 @@ fn child_box(
         width,
         border,
     ));
+}
+
+/// A command run in one of quorum's terminals, as a running box shows it:
+/// `$ command` with how it ended, then the last lines of its output.
+fn terminal_rows(
+    command: &str,
+    tail: &str,
+    exit: Option<&str>,
+    inner: usize,
+) -> Vec<Line<'static>> {
+    let (mark, style) = match exit {
+        None => ("…".to_string(), theme::dim()),
+        Some(e @ "exit 0") => (format!("✓ {e}"), Style::default().fg(theme::GREEN)),
+        Some(e) => (format!("✗ {e}"), Style::default().fg(theme::RED)),
+    };
+    let mut rows = vec![Line::from(truncate(
+        vec![
+            Span::styled("$ ", theme::dim()),
+            Span::raw(command.to_string()),
+            Span::styled(format!(" {mark}"), style),
+        ],
+        inner,
+    ))];
+    for l in last_lines(tail) {
+        rows.push(Line::from(truncate(
+            vec![
+                Span::styled("│ ", theme::dim()),
+                Span::styled(l.to_string(), theme::code()),
+            ],
+            inner,
+        )));
+    }
+    rows
 }
 
 /// A tool call's status mark and its style.
@@ -780,6 +819,12 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
                     inner,
                 )));
             }
+            ActivityLine::Terminal {
+                command,
+                tail,
+                exit,
+                ..
+            } => rows.extend(terminal_rows(command, tail, exit.as_deref(), inner)),
         }
     }
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);

@@ -21,6 +21,7 @@ mod panel;
 mod snapshot;
 mod subagent;
 mod tally;
+mod terminal;
 
 #[cfg(test)]
 mod fixtures;
@@ -31,6 +32,7 @@ pub use cells::{Cell, CellKind};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
 pub use subagent::{ChildBox, Grouped, SubagentBox, plan_progress};
+pub use terminal::{TerminalView, Terminals, exit_words};
 
 /// Everything the screen shows, as built from events.
 #[derive(Debug, Default, Clone)]

@@ -56,6 +56,8 @@ pub struct SubagentBox {
     pub(super) streams: Streams,
     /// A task with a worktree of its own: its branch and what it changed.
     pub worktree: Option<WorktreeLine>,
+    /// The terminals its agent ran commands in (quorum's).
+    pub terminals: super::Terminals,
 }
 
 /// A worktree task's branch, as its box shows it.
@@ -242,6 +244,7 @@ impl State {
             children: Vec::new(),
             streams: Streams::default(),
             worktree: None,
+            terminals: super::Terminals::default(),
             batch: batch_id
                 .as_ref()
                 .filter(|id| self.batches.contains_key(*id))
