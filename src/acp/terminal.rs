@@ -26,7 +26,6 @@ use agent_client_protocol::v1::schema::{
     TerminalOutputResponse, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
 };
 use agent_client_protocol::{Error, ErrorCode};
-use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, watch};
 
 use super::fs::{Exclusions, scope_of};
@@ -220,11 +219,19 @@ impl Terminals {
         let (mut cmd, sandboxed) =
             sandbox::command(&req.command, &req.args, root.path(), &cwd, self.sandbox)
                 .map_err(|e| refuse(e.to_string()))?;
+        // One pipe for both, as a terminal has: the output keeps its order.
+        let pipe = std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w)));
+        let (reader, out, err) = pipe.map_err(|e| {
+            error(
+                ErrorCode::INTERNAL_ERROR,
+                format!("cannot make a pipe for {line}: {e}"),
+            )
+        })?;
         cmd.envs(req.env.iter().map(|v| (&v.name, &v.value)))
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let (mut child, group) = self.supervisor.spawn(cmd, "terminal").map_err(|e| {
+            .stdout(out)
+            .stderr(err);
+        let (child, group) = self.supervisor.spawn(cmd, "terminal").map_err(|e| {
             self.notice(
                 &session,
                 format!("{}: cannot run `{line}`: {e}", self.agent),
@@ -280,11 +287,10 @@ impl Terminals {
                 command: sanitize(&line).into_owned(),
             },
         );
-        let pipes = (child.stdout.take(), child.stderr.take());
         let this = self.clone();
         let (tid, sid) = (id.clone(), session);
         tokio::spawn(async move {
-            let status = this.pump(child, pipes, output, &sid, &tid, exit_tx).await;
+            let status = this.pump(child, reader, output, &sid, &tid, exit_tx).await;
             tracing::info!("{}: terminal {tid} ended: {status:?}", this.agent);
         });
         Ok(id)
@@ -296,23 +302,14 @@ impl Terminals {
     async fn pump(
         &self,
         mut child: tokio::process::Child,
-        (stdout, stderr): (
-            Option<tokio::process::ChildStdout>,
-            Option<tokio::process::ChildStderr>,
-        ),
+        pipe: std::io::PipeReader,
         output: Arc<Mutex<Output>>,
         session: &str,
         id: &str,
         exit_tx: watch::Sender<Option<TerminalExitStatus>>,
     ) -> Option<TerminalExitStatus> {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
-        if let Some(pipe) = stdout {
-            tokio::spawn(read_pipe(pipe, tx.clone()));
-        }
-        if let Some(pipe) = stderr {
-            tokio::spawn(read_pipe(pipe, tx.clone()));
-        }
-        drop(tx);
+        tokio::task::spawn_blocking(move || read_pipe(pipe, tx));
         let mut screen = Screen::default();
         let mut open = true;
         let mut status: Option<TerminalExitStatus> = None;
@@ -583,14 +580,18 @@ fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
-/// Reads a pipe to its end, handing on what it reads.
-async fn read_pipe(mut pipe: impl tokio::io::AsyncRead + Unpin, tx: mpsc::Sender<Vec<u8>>) {
+/// Reads a pipe to its end (on a blocking thread: it ends when the last
+/// writer, the command's group, has gone), handing on what it reads.
+fn read_pipe(mut pipe: std::io::PipeReader, tx: mpsc::Sender<Vec<u8>>) {
+    use std::io::Read;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
             Ok(n) => {
-                if tx.send(buf[..n].to_vec()).await.is_err() {
+                if tx.blocking_send(buf[..n].to_vec()).is_err() {
                     break;
                 }
             }

@@ -696,8 +696,15 @@ fn child_box(
                 command,
                 tail,
                 exit,
+                under_tool,
                 ..
-            } => activity.extend(terminal_rows(command, tail, exit.as_deref(), inner)),
+            } => activity.extend(terminal_rows(
+                command,
+                tail,
+                exit.as_deref(),
+                *under_tool,
+                inner,
+            )),
         }
     }
     let skip = activity.len().saturating_sub(CHILD_ROWS);
@@ -715,12 +722,18 @@ fn child_box(
     ));
 }
 
+/// Rows of a terminal's output a running box shows, at most.
+const TERMINAL_ROWS: usize = 3;
+
 /// A command run in one of quorum's terminals, as a running box shows it:
-/// `$ command` with how it ended, then the last lines of its output.
+/// `$ command` with how it ended (unless drawn under the tool call that
+/// shows it, whose line names the command), then the last lines of its
+/// output.
 fn terminal_rows(
     command: &str,
     tail: &str,
     exit: Option<&str>,
+    under_tool: bool,
     inner: usize,
 ) -> Vec<Line<'static>> {
     let (mark, style) = match exit {
@@ -728,20 +741,31 @@ fn terminal_rows(
         Some(e @ "exit 0") => (format!("✓ {e}"), Style::default().fg(theme::GREEN)),
         Some(e) => (format!("✗ {e}"), Style::default().fg(theme::RED)),
     };
-    let mut rows = vec![Line::from(truncate(
-        vec![
-            Span::styled("$ ", theme::dim()),
-            Span::raw(command.to_string()),
-            Span::styled(format!(" {mark}"), style),
-        ],
-        inner,
-    ))];
-    for l in last_lines(tail) {
+    let mut rows = Vec::new();
+    if !under_tool {
+        rows.push(Line::from(truncate(
+            vec![
+                Span::styled("$ ", theme::dim()),
+                Span::raw(command.to_string()),
+                Span::styled(format!(" {mark}"), style),
+            ],
+            inner,
+        )));
+    }
+    let lines: Vec<&str> = last_lines(tail).collect();
+    let skip = lines.len().saturating_sub(TERMINAL_ROWS);
+    for l in &lines[skip..] {
         rows.push(Line::from(truncate(
             vec![
                 Span::styled("│ ", theme::dim()),
                 Span::styled(l.to_string(), theme::code()),
             ],
+            inner,
+        )));
+    }
+    if under_tool && exit.is_some_and(|e| e != "exit 0") {
+        rows.push(Line::from(truncate(
+            vec![Span::styled(format!("└ {mark}"), style)],
             inner,
         )));
     }
@@ -823,8 +847,15 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
                 command,
                 tail,
                 exit,
+                under_tool,
                 ..
-            } => rows.extend(terminal_rows(command, tail, exit.as_deref(), inner)),
+            } => rows.extend(terminal_rows(
+                command,
+                tail,
+                exit.as_deref(),
+                *under_tool,
+                inner,
+            )),
         }
     }
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);

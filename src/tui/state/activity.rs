@@ -33,6 +33,9 @@ pub enum ActivityLine {
         command: String,
         tail: String,
         exit: Option<String>,
+        /// Drawn under the tool call that shows it (whose title names the
+        /// command), not on its own.
+        under_tool: bool,
     },
 }
 
@@ -107,6 +110,10 @@ impl State {
                 let info = ToolInfo::from_detail(detail);
                 b.changes.note(id, &info);
                 b.terminals.embed(info.terminal_ids());
+                // Its terminals' output goes under it.
+                for t in info.terminal_ids() {
+                    under_tool(&mut b.activity, t, true);
+                }
                 b.log.push(LogEntry::Tool {
                     id: id.clone(),
                     title: clean(title),
@@ -161,6 +168,9 @@ impl State {
                 let info = merged.unwrap_or(update);
                 b.changes.note(id, &info);
                 b.terminals.embed(info.terminal_ids());
+                for t in info.terminal_ids() {
+                    under_tool(&mut b.activity, t, false);
+                }
             }
             Activity::Plan { entries } => {
                 b.plan = entries
@@ -240,6 +250,7 @@ impl State {
                         command: clean(command),
                         tail: String::new(),
                         exit: None,
+                        under_tool: false,
                     },
                 );
                 b.log.push(LogEntry::Terminal(terminal_id.clone()));
@@ -267,6 +278,7 @@ impl State {
                                 command,
                                 tail: text,
                                 exit: None,
+                                under_tool: b.terminals.get(terminal_id).is_some_and(|t| t.embedded),
                             },
                         );
                     }
@@ -358,6 +370,23 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
         Activity::TerminalStarted { .. }
         | Activity::TerminalOutput { .. }
         | Activity::TerminalExit { .. } => {}
+    }
+}
+
+/// A tool call shows terminal `id`: its line is drawn under the call
+/// (moved after it, when the call was just added).
+fn under_tool(lines: &mut VecDeque<ActivityLine>, id: &str, move_after: bool) {
+    let Some(at) = lines
+        .iter()
+        .position(|l| matches!(l, ActivityLine::Terminal { id: lid, .. } if lid == id))
+    else {
+        return;
+    };
+    if let Some(ActivityLine::Terminal { under_tool, .. }) = lines.get_mut(at) {
+        *under_tool = true;
+    }
+    if move_after && let Some(line) = lines.remove(at) {
+        lines.push_back(line);
     }
 }
 

@@ -1,0 +1,368 @@
+//! The client terminals quorum runs for agents (`terminal/*`), against the
+//! fake agent's `term` scenarios: what the agent reads back, what the box
+//! shows (live, opened, finished, replayed), confinement to the session
+//! directory, the sandbox, and that no command outlives its terminal.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::app::{drive, key, line, live_session, text, until};
+use common::shell::{shell, shell_with, text as out_text};
+use quorum::agent::Permissions;
+use quorum::event::{Activity, Event};
+use quorum::tui::state::{CellKind, State};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::KeyCode;
+
+/// Whether bubblewrap is installed (`.ci/run` installs it; without it the
+/// tests assert the "not sandboxed" notice instead).
+fn bwrap() -> bool {
+    quorum::runtime::path::locate("bwrap").is_some()
+}
+
+/// How many processes on the machine have an argument exactly `arg`.
+fn processes_with(arg: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+        })
+        .count()
+}
+
+/// Waits (up to 20 s) until no process has the argument `arg`.
+fn gone(arg: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_with(arg) > 0 {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn a_command_runs_to_its_end_and_the_agent_reads_its_output_and_exit() {
+    let s = shell();
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "term run echo hi; echo to-stderr >&2; echo env=$FAKE_TERM; pwd; exit 3",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    let stdout = out_text(&o.stdout);
+    let dir = s.dir.path().canonicalize().unwrap();
+    assert_eq!(
+        stdout,
+        format!(
+            "exit: 3, signal: none, truncated: false, exit status in output: true\nhi\nto-stderr\nenv=set\n{}\n\n",
+            dir.display()
+        )
+    );
+    // The headless progress names the command and how it ended.
+    let stderr = out_text(&o.stderr);
+    assert!(stderr.contains("fake: $ sh -c 'echo hi;"), "{stderr}");
+    assert!(stderr.contains("fake: $ … exit 3"), "{stderr}");
+}
+
+#[test]
+fn output_over_the_limit_keeps_the_newest_cut_at_a_character_boundary() {
+    let s = shell();
+    // 1 + 2 + 3 + 1 bytes; the newest 5 begin inside "é".
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "term run --limit 5 printf 'aé€z'",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    assert_eq!(
+        out_text(&o.stdout),
+        "exit: 0, signal: none, truncated: true, exit status in output: true\n€z\n"
+    );
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "term run --limit 100 printf abc",
+    ]);
+    assert!(
+        out_text(&o.stdout).starts_with("exit: 0, signal: none, truncated: false"),
+        "{}",
+        out_text(&o.stdout)
+    );
+}
+
+#[test]
+fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
+    let s = shell();
+    std::fs::create_dir(s.dir.path().join("sub")).unwrap();
+    for (cwd, expect) in [
+        ("/", "refused: cwd / is outside the session directory"),
+        ("..", "refused: cwd .. is outside the session directory"),
+    ] {
+        let input = format!("term run --cwd {cwd} touch escaped");
+        let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
+        assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+        assert!(out_text(&o.stdout).starts_with(expect), "{}", out_text(&o.stdout));
+        let stderr = out_text(&o.stderr);
+        assert!(
+            stderr.contains("! fake: refused to run `sh -c 'touch escaped'`: cwd"),
+            "the box is told: {stderr}"
+        );
+    }
+    // Inside it (relative to the session directory), it runs there.
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "term run --cwd sub pwd"]);
+    let sub = s.dir.path().canonicalize().unwrap().join("sub");
+    assert!(
+        out_text(&o.stdout).ends_with(&format!("{}\n\n", sub.display())),
+        "{}",
+        out_text(&o.stdout)
+    );
+}
+
+#[test]
+fn unknown_terminal_ids_get_a_clear_error() {
+    let s = shell();
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "term unknown"]);
+    let stdout = out_text(&o.stdout);
+    assert!(
+        stdout.starts_with("error -32602: unknown terminal \"term-nope\" in session fake-"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with(": never created, or released\n"), "{stdout}");
+}
+
+#[test]
+fn a_killed_command_is_gone_its_output_readable_until_release() {
+    let s = shell();
+    let marker = format!("987.{}", std::process::id());
+    let input = format!("term kill echo started; exec sleep {marker}");
+    let ps = format!("term ps {marker}");
+    let o = s.run_unwedged(&[
+        "call", "--agent", "fake", "--input", &input, "--input", &ps,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    let stdout = out_text(&o.stdout);
+    let killed = stdout.as_str();
+    let lines: Vec<&str> = killed.lines().collect();
+    // Killed by SIGTERM: reported as the process group's leader reports it.
+    assert!(
+        lines[0] == "killed: exit: 143, signal: none"
+            || lines[0] == "killed: exit: none, signal: SIGTERM",
+        "{killed}"
+    );
+    assert_eq!(lines[1], "before kill: started");
+    assert_eq!(lines[2], "after kill: started", "output stays readable");
+    assert!(
+        lines[3].starts_with("after release: error -32602: unknown terminal \"term-1\""),
+        "{killed}"
+    );
+    // While quorum still ran (the second turn), the command was gone.
+    assert_eq!(lines[4], format!("processes with {marker}: 0"), "{stdout}");
+    assert!(gone(&marker));
+}
+
+#[test]
+fn a_terminal_left_running_ends_with_its_turn() {
+    let s = shell();
+    let marker = format!("986.{}", std::process::id());
+    let input = format!("term leave exec sleep {marker}");
+    let ps = format!("term ps {marker}");
+    let o = s.run_unwedged(&[
+        "call", "--agent", "fake", "--input", &input, "--input", &ps,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    assert_eq!(
+        out_text(&o.stdout),
+        format!("left term-1 running\nprocesses with {marker}: 0\n")
+    );
+    let stderr = out_text(&o.stderr);
+    assert!(stderr.contains("fake: $ … killed by SIGTERM") || stderr.contains("fake: $ … exit 143"), "{stderr}");
+}
+
+/// A file outside the session directory, where the person may write.
+fn outside_file(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn under_bwrap_a_write_outside_the_session_directory_fails() {
+    let s = shell();
+    let target = outside_file("escape");
+    let input = format!(
+        "term run echo x > {} && echo wrote || echo write failed; echo y > inside && echo inside ok",
+        target.display()
+    );
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    let stdout = out_text(&o.stdout);
+    let stderr = out_text(&o.stderr);
+    assert!(stdout.contains("inside ok"), "{stdout}");
+    assert!(s.dir.path().join("inside").exists());
+    if bwrap() {
+        assert!(stdout.contains("Read-only file system"), "{stdout}");
+        assert!(stdout.contains("write failed"), "{stdout}");
+        assert!(!target.exists(), "the write got out");
+        assert!(!stderr.contains("not sandboxed"), "{stderr}");
+    } else {
+        assert!(stdout.contains("wrote"), "{stdout}");
+        assert!(
+            stderr.contains("terminal commands are not sandboxed (bubblewrap (bwrap) is not installed)"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn terminal_sandbox_none_runs_unconfined_and_says_so_once() {
+    let s = shell_with("terminal_sandbox = \"none\"\n");
+    let target = outside_file("unconfined");
+    let input = format!("term run echo x > {} && echo wrote", target.display());
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    assert!(out_text(&o.stdout).contains("wrote"), "{}", out_text(&o.stdout));
+    assert!(target.exists());
+    std::fs::remove_file(&target).unwrap();
+    // Two commands in one turn: the box is told once.
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "term two"]);
+    let stderr = out_text(&o.stderr);
+    assert_eq!(
+        stderr
+            .matches("terminal commands are not sandboxed (terminal_sandbox = \"none\" in its config)")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    // A bad value names the place.
+    let s = shell_with("terminal_sandbox = \"docker\"\n");
+    let o = s.run(&["call", "--agent", "fake", "--input", "term two"]);
+    assert_ne!(o.status.code(), Some(0));
+    let stderr = out_text(&o.stderr);
+    assert!(stderr.contains("quorum.toml: line 4"), "{stderr}");
+    assert!(stderr.contains("expected `bwrap` or `none`"), "{stderr}");
+}
+
+/// The box of a running call shows its command's output as it comes; Esc
+/// cancels the call and ends the command; the finished box counts it; the
+/// opened box shows all of it; and the recorded transcript replays the
+/// same.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_box_shows_live_output_and_cancel_ends_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("session.jsonl");
+    let (session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Ask, Some(record.clone()));
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let marker = format!("985.{}", std::process::id());
+    let prompt = format!(
+        "@fake term hold for i in 1 2 3 4 5 6; do echo line-$i; done; exec sleep {marker}"
+    );
+    drive(&mut terminal, &mut app, line(&prompt), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("│ line-6")).await;
+    let screen = text(&terminal);
+    // Under the tool call that shows the terminal: its last lines.
+    let rows: Vec<&str> = screen.lines().collect();
+    let tool = rows
+        .iter()
+        .position(|r| r.contains("⚙ Run for i in 1 2 3"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    for (i, n) in [4, 5, 6].iter().enumerate() {
+        assert!(rows[tool + 1 + i].contains(&format!("│ line-{n}")), "{screen}");
+    }
+    assert!(!screen.contains("│ line-3"), "only the last lines: {screen}");
+    assert_eq!(processes_with(&marker), 1, "it runs: {screen}");
+
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("stop reason: cancelled")
+    })
+    .await;
+    // Gone with the cancel, while quorum runs on.
+    assert!(gone(&marker), "the command outlived the cancel");
+    let screen = text(&terminal);
+    assert!(screen.contains("ran 1 command"), "{screen}");
+    drop(session);
+
+    // The transcript replays the same: the running box's live lines, the
+    // finished box's count, the opened box's whole output.
+    let events = common::events(&record);
+    let finished = events
+        .iter()
+        .position(|e| matches!(e.event, Event::SubagentFinished { .. }))
+        .expect("the call finished");
+    let live = common::rows(&common::screen(&events[..finished], 100, 30, Some(false))).join("\n");
+    assert!(live.contains("│ line-6"), "{live}");
+    assert!(live.contains("⚙ Run for i in 1 2 3"), "{live}");
+    let end = common::rows(&common::screen(&events, 100, 30, Some(false))).join("\n");
+    assert!(end.contains("ran 1 command"), "{end}");
+    let outputs = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.event,
+                Event::SubagentActivity {
+                    activity: Activity::TerminalOutput { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(outputs >= 1, "output is recorded as chunks");
+    let mut state = State::new();
+    for e in &events {
+        state.apply(e);
+    }
+    let b = state
+        .cells
+        .iter()
+        .find_map(|c| match &c.kind {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        })
+        .expect("a box");
+    let opened: String = quorum::tui::detail::render(b, 100, state.now)
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect::<String>() + "\n")
+        .collect();
+    for i in 1..=6 {
+        assert!(opened.contains(&format!("  line-{i}\n")), "{opened}");
+    }
+    assert!(opened.contains("$ sh -c 'for i in 1 2 3"), "{opened}");
+    assert!(
+        opened.contains("killed by SIGTERM") || opened.contains("exit 143"),
+        "{opened}"
+    );
+}
+
+#[test]
+fn the_finished_box_counts_the_commands_run() {
+    let s = shell();
+    let record = s.dir.path().join("two.jsonl");
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--record",
+        record.to_str().unwrap(),
+        "--input",
+        "term two",
+    ]);
+    assert_eq!(out_text(&o.stdout), "ran two\n");
+    let events = common::events(&record);
+    let screen = common::rows(&common::screen(&events, 100, 30, Some(false))).join("\n");
+    assert!(screen.contains("ran 2 commands"), "{screen}");
+}
