@@ -176,7 +176,10 @@ pub enum Activity {
     },
     /// The agent started a command in a client terminal quorum runs
     /// (`terminal/create`): the command line as given, sanitised.
-    TerminalStarted { terminal_id: String, command: String },
+    TerminalStarted {
+        terminal_id: String,
+        command: String,
+    },
     /// A terminal's output, sanitised for display, as appended chunks
     /// (coalesced: at most one every ~100 ms per terminal). The agent reads
     /// the raw bytes through `terminal/output`.

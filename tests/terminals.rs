@@ -113,7 +113,11 @@ fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
         let input = format!("term run --cwd {cwd} touch escaped");
         let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
         assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
-        assert!(out_text(&o.stdout).starts_with(expect), "{}", out_text(&o.stdout));
+        assert!(
+            out_text(&o.stdout).starts_with(expect),
+            "{}",
+            out_text(&o.stdout)
+        );
         let stderr = out_text(&o.stderr);
         assert!(
             stderr.contains("! fake: refused to run `sh -c 'touch escaped'`: cwd"),
@@ -121,7 +125,13 @@ fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
         );
     }
     // Inside it (relative to the session directory), it runs there.
-    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "term run --cwd sub pwd"]);
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "term run --cwd sub pwd",
+    ]);
     let sub = s.dir.path().canonicalize().unwrap().join("sub");
     assert!(
         out_text(&o.stdout).ends_with(&format!("{}\n\n", sub.display())),
@@ -139,7 +149,10 @@ fn unknown_terminal_ids_get_a_clear_error() {
         stdout.starts_with("error -32602: unknown terminal \"term-nope\" in session fake-"),
         "{stdout}"
     );
-    assert!(stdout.ends_with(": never created, or released\n"), "{stdout}");
+    assert!(
+        stdout.ends_with(": never created, or released\n"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -148,9 +161,7 @@ fn a_killed_command_is_gone_its_output_readable_until_release() {
     let marker = format!("987.{}", std::process::id());
     let input = format!("term kill echo started; exec sleep {marker}");
     let ps = format!("term ps {marker}");
-    let o = s.run_unwedged(&[
-        "call", "--agent", "fake", "--input", &input, "--input", &ps,
-    ]);
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input, "--input", &ps]);
     assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
     let stdout = out_text(&o.stdout);
     let killed = stdout.as_str();
@@ -178,16 +189,17 @@ fn a_terminal_left_running_ends_with_its_turn() {
     let marker = format!("986.{}", std::process::id());
     let input = format!("term leave exec sleep {marker}");
     let ps = format!("term ps {marker}");
-    let o = s.run_unwedged(&[
-        "call", "--agent", "fake", "--input", &input, "--input", &ps,
-    ]);
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input, "--input", &ps]);
     assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
     assert_eq!(
         out_text(&o.stdout),
         format!("left term-1 running\nprocesses with {marker}: 0\n")
     );
     let stderr = out_text(&o.stderr);
-    assert!(stderr.contains("fake: $ … killed by SIGTERM") || stderr.contains("fake: $ … exit 143"), "{stderr}");
+    assert!(
+        stderr.contains("fake: $ … killed by SIGTERM") || stderr.contains("fake: $ … exit 143"),
+        "{stderr}"
+    );
 }
 
 /// A file outside the session directory, where the person may write.
@@ -221,7 +233,9 @@ fn under_bwrap_a_write_outside_the_session_directory_fails() {
     } else {
         assert!(stdout.contains("wrote"), "{stdout}");
         assert!(
-            stderr.contains("terminal commands are not sandboxed (bubblewrap (bwrap) is not installed)"),
+            stderr.contains(
+                "terminal commands are not sandboxed (bubblewrap (bwrap) is not installed)"
+            ),
             "{stderr}"
         );
     }
@@ -234,7 +248,11 @@ fn terminal_sandbox_none_runs_unconfined_and_says_so_once() {
     let input = format!("term run echo x > {} && echo wrote", target.display());
     let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
     assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
-    assert!(out_text(&o.stdout).contains("wrote"), "{}", out_text(&o.stdout));
+    assert!(
+        out_text(&o.stdout).contains("wrote"),
+        "{}",
+        out_text(&o.stdout)
+    );
     assert!(target.exists());
     std::fs::remove_file(&target).unwrap();
     // Two commands in one turn: the box is told once.
@@ -242,7 +260,9 @@ fn terminal_sandbox_none_runs_unconfined_and_says_so_once() {
     let stderr = out_text(&o.stderr);
     assert_eq!(
         stderr
-            .matches("terminal commands are not sandboxed (terminal_sandbox = \"none\" in its config)")
+            .matches(
+                "terminal commands are not sandboxed (terminal_sandbox = \"none\" in its config)"
+            )
             .count(),
         1,
         "{stderr}"
@@ -268,11 +288,13 @@ async fn the_box_shows_live_output_and_cancel_ends_the_command() {
         live_session(dir.path(), "", None, Permissions::Ask, Some(record.clone()));
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     let marker = format!("985.{}", std::process::id());
-    let prompt = format!(
-        "@fake term hold for i in 1 2 3 4 5 6; do echo line-$i; done; exec sleep {marker}"
-    );
+    let prompt =
+        format!("@fake term hold for i in 1 2 3 4 5 6; do echo line-$i; done; exec sleep {marker}");
     drive(&mut terminal, &mut app, line(&prompt), vec![]).await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains("│ line-6")).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("│ line-6")
+    })
+    .await;
     let screen = text(&terminal);
     // Under the tool call that shows the terminal: its last lines.
     let rows: Vec<&str> = screen.lines().collect();
@@ -281,9 +303,15 @@ async fn the_box_shows_live_output_and_cancel_ends_the_command() {
         .position(|r| r.contains("⚙ Run for i in 1 2 3"))
         .unwrap_or_else(|| panic!("{screen}"));
     for (i, n) in [4, 5, 6].iter().enumerate() {
-        assert!(rows[tool + 1 + i].contains(&format!("│ line-{n}")), "{screen}");
+        assert!(
+            rows[tool + 1 + i].contains(&format!("│ line-{n}")),
+            "{screen}"
+        );
     }
-    assert!(!screen.contains("│ line-3"), "only the last lines: {screen}");
+    assert!(
+        !screen.contains("│ line-3"),
+        "only the last lines: {screen}"
+    );
     assert_eq!(processes_with(&marker), 1, "it runs: {screen}");
 
     drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
@@ -336,7 +364,13 @@ async fn the_box_shows_live_output_and_cancel_ends_the_command() {
         .expect("a box");
     let opened: String = quorum::tui::detail::render(b, 100, state.now)
         .iter()
-        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect::<String>() + "\n")
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+                + "\n"
+        })
         .collect();
     for i in 1..=6 {
         assert!(opened.contains(&format!("  line-{i}\n")), "{opened}");
@@ -365,4 +399,43 @@ fn the_finished_box_counts_the_commands_run() {
     let events = common::events(&record);
     let screen = common::rows(&common::screen(&events, 100, 30, Some(false))).join("\n");
     assert!(screen.contains("ran 2 commands"), "{screen}");
+}
+
+/// `quorum call` running `term hold exec sleep MARKER`, once the command
+/// runs.
+fn holding(s: &common::shell::Shell, marker: &str) -> std::process::Child {
+    let input = format!("term hold exec sleep {marker}");
+    let mut child = s
+        .command(&["call", "--agent", "fake", "--input", &input])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_with(marker) == 0 {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the command never started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_terminal_ends_with_quorum_even_when_it_is_killed() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let s = shell();
+    for (n, signal) in [
+        (1, Signal::SIGINT),
+        (2, Signal::SIGTERM),
+        (3, Signal::SIGKILL),
+    ] {
+        let marker = format!("98{n}.{}", std::process::id());
+        let mut child = holding(&s, &marker);
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        child.wait().unwrap();
+        assert!(gone(&marker), "the command outlived quorum's {signal}");
+    }
 }

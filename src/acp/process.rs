@@ -13,10 +13,9 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities,
     Implementation, InitializeRequest, KillTerminalRequest, KillTerminalResponse,
     ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
-    RequestPermissionRequest, RequestPermissionResponse, SessionNotification,
-    SubagentCapabilities, TerminalOutputRequest, TerminalOutputResponse,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
-    WriteTextFileResponse,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SubagentCapabilities,
+    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client};

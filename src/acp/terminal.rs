@@ -462,7 +462,9 @@ impl Terminals {
     /// Ends a terminal's process group, and waits a little for its exit to
     /// be known.
     async fn end(&self, term: &Term) {
-        self.supervisor.terminate(&term.group, supervisor::GRACE).await;
+        self.supervisor
+            .terminate(&term.group, supervisor::GRACE)
+            .await;
         let mut exit = term.exit.clone();
         let _ = tokio::time::timeout(EXIT_WAIT, exit.wait_for(Option::is_some)).await;
     }
@@ -731,7 +733,10 @@ mod tests {
             root.path().join("sub")
         );
         let outside = working_dir(&root, Some(Path::new("/"))).unwrap_err();
-        assert!(outside.contains("outside the session directory"), "{outside}");
+        assert!(
+            outside.contains("outside the session directory"),
+            "{outside}"
+        );
         let up = working_dir(&root, Some(Path::new("sub/../.."))).unwrap_err();
         assert!(up.contains("outside"), "{up}");
     }

@@ -1422,12 +1422,12 @@ mod terminals {
     //! terminals (`terminal/create` and the rest), reported in the final
     //! message so tests can assert what the agent saw.
 
+    use agent_client_protocol::Error;
     use agent_client_protocol::v1::schema::{
         CreateTerminalRequest, KillTerminalRequest, ReleaseTerminalRequest, StopReason, Terminal,
         TerminalExitStatus, TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallStatus,
         ToolKind, WaitForTerminalExitRequest,
     };
-    use agent_client_protocol::Error;
 
     use super::{Turn, first_word};
 
@@ -1479,11 +1479,8 @@ mod terminals {
         flags: &Flags,
         command: &str,
     ) -> Result<Result<String, String>, Error> {
-        let mut request =
-            CreateTerminalRequest::new(turn.session_id.clone(), "sh").args(vec![
-                "-c".to_string(),
-                command.to_string(),
-            ]);
+        let mut request = CreateTerminalRequest::new(turn.session_id.clone(), "sh")
+            .args(vec!["-c".to_string(), command.to_string()]);
         request.output_byte_limit = flags.limit;
         request.cwd = flags.cwd.as_ref().map(std::path::PathBuf::from);
         request.env = vec![agent_client_protocol::v1::schema::EnvVariable::new(
@@ -1669,11 +1666,7 @@ mod terminals {
                     .await
                 {
                     Ok(_) => turn.chunk("unknown terminal answered")?,
-                    Err(e) => turn.chunk(format!(
-                        "error {}: {}",
-                        i32::from(e.code),
-                        e.message
-                    ))?,
+                    Err(e) => turn.chunk(format!("error {}: {}", i32::from(e.code), e.message))?,
                 }
             }
             other => turn.chunk(format!("unknown term step: {other}"))?,

@@ -278,7 +278,10 @@ impl State {
                                 command,
                                 tail: text,
                                 exit: None,
-                                under_tool: b.terminals.get(terminal_id).is_some_and(|t| t.embedded),
+                                under_tool: b
+                                    .terminals
+                                    .get(terminal_id)
+                                    .is_some_and(|t| t.embedded),
                             },
                         );
                     }

@@ -299,8 +299,7 @@ impl Changes {
                     for t in terminals {
                         self.terminal(t);
                     }
-                } else if !self.with_terminal.contains(id) && self.counted.insert(id.to_string())
-                {
+                } else if !self.with_terminal.contains(id) && self.counted.insert(id.to_string()) {
                     self.commands += 1;
                 }
                 return;

@@ -106,3 +106,155 @@ pub fn exit_words(exit_code: Option<u32>, signal: Option<&str>) -> String {
         (None, None) => "ended".to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! What a box takes in of its agent's terminals.
+
+    use super::*;
+    use crate::event::{Activity, ToolContent, ToolDetail, ToolStatus};
+    use crate::tui::state::fixtures::*;
+    use crate::tui::state::{ActivityLine, LogEntry, State};
+
+    fn started(id: &str, command: &str) -> Activity {
+        Activity::TerminalStarted {
+            terminal_id: id.into(),
+            command: command.into(),
+        }
+    }
+
+    fn output(id: &str, text: &str) -> Activity {
+        Activity::TerminalOutput {
+            terminal_id: id.into(),
+            text: text.into(),
+        }
+    }
+
+    fn tool(id: &str, kind: &str, terminal: Option<&str>) -> Activity {
+        Activity::ToolCall {
+            id: id.into(),
+            title: format!("Run {id}"),
+            status: ToolStatus::InProgress,
+            detail: Box::new(ToolDetail {
+                kind: Some(kind.into()),
+                content: terminal
+                    .map(|t| ToolContent::Terminal {
+                        terminal_id: t.into(),
+                    })
+                    .into_iter()
+                    .collect(),
+                ..ToolDetail::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn output_goes_under_the_tool_call_that_shows_its_terminal() {
+        let mut s = State::new();
+        apply(&mut s, 1, super::super::fixtures::started(false));
+        apply(&mut s, 2, activity(started("term-1", "sh -c 'make'")));
+        apply(&mut s, 3, activity(tool("x1", "execute", Some("term-1"))));
+        apply(
+            &mut s,
+            4,
+            activity(output("term-1", "cc a.c\n\u{1b}[31mcc b.c\n")),
+        );
+        apply(
+            &mut s,
+            5,
+            activity(Activity::TerminalExit {
+                terminal_id: "term-1".into(),
+                exit_code: Some(2),
+                signal: None,
+            }),
+        );
+        let b = the_box(&s);
+        let lines: Vec<&ActivityLine> = b.activity.iter().collect();
+        assert!(matches!(lines[0], ActivityLine::Tool { id, .. } if id == "x1"));
+        assert_eq!(
+            lines[1],
+            &ActivityLine::Terminal {
+                id: "term-1".into(),
+                command: "sh -c 'make'".into(),
+                tail: "cc a.c\ncc b.c\n".into(),
+                exit: Some("exit 2".into()),
+                under_tool: true,
+            },
+            "cleaned, and moved under its call"
+        );
+        let t = b.terminals.get("term-1").unwrap();
+        assert_eq!(t.output, "cc a.c\ncc b.c\n");
+        assert!(t.embedded);
+        assert!(matches!(&b.log.entries[0], LogEntry::Terminal(id) if id == "term-1"));
+        assert_eq!(b.changes.summary().as_deref(), Some("ran 1 command"));
+    }
+
+    #[test]
+    fn commands_count_once_whether_a_tool_call_shows_them_or_not() {
+        let mut s = State::new();
+        apply(&mut s, 1, super::super::fixtures::started(false));
+        // A command the agent ran itself (an execute call, no terminal).
+        apply(&mut s, 2, activity(tool("x0", "execute", None)));
+        // A terminal shown by an execute call: one command, not two.
+        apply(&mut s, 3, activity(started("term-1", "make")));
+        apply(&mut s, 4, activity(tool("x1", "execute", Some("term-1"))));
+        // A terminal no call shows, and one an untyped call shows.
+        apply(&mut s, 5, activity(started("term-2", "ls")));
+        apply(&mut s, 6, activity(started("term-3", "pwd")));
+        apply(&mut s, 7, activity(tool("x3", "other", Some("term-3"))));
+        assert_eq!(the_box(&s).changes.commands, 4);
+        // An execute call counted alone, later shown with its terminal.
+        apply(&mut s, 8, activity(tool("x4", "execute", None)));
+        apply(&mut s, 9, activity(started("term-4", "true")));
+        apply(
+            &mut s,
+            10,
+            activity(Activity::ToolCallUpdate {
+                id: "x4".into(),
+                title: None,
+                status: None,
+                detail: Box::new(ToolDetail {
+                    kind: Some("execute".into()),
+                    content: vec![ToolContent::Terminal {
+                        terminal_id: "term-4".into(),
+                    }],
+                    ..ToolDetail::default()
+                }),
+            }),
+        );
+        assert_eq!(the_box(&s).changes.commands, 5);
+        assert_eq!(
+            the_box(&s).changes.summary().as_deref(),
+            Some("ran 5 commands")
+        );
+    }
+
+    #[test]
+    fn a_box_keeps_a_bounded_tail_and_output() {
+        let mut s = State::new();
+        apply(&mut s, 1, super::super::fixtures::started(false));
+        apply(&mut s, 2, activity(started("term-1", "yes")));
+        let chunk = "y\n".repeat(1000);
+        for t in 0..200 {
+            apply(&mut s, 3 + t, activity(output("term-1", &chunk)));
+        }
+        let b = the_box(&s);
+        let t = b.terminals.get("term-1").unwrap();
+        assert!(t.output.len() <= TERMINAL_BYTES * 2, "{}", t.output.len());
+        assert_eq!(t.output.len() + t.dropped, 200 * chunk.len());
+        let Some(ActivityLine::Terminal { tail, .. }) = b.activity.back() else {
+            panic!("{:?}", b.activity);
+        };
+        assert!(tail.len() <= TAIL_BYTES * 2);
+        // Many terminals: the oldest go.
+        for i in 0..(TERMINALS + 5) {
+            apply(
+                &mut s,
+                1000 + i as u64,
+                activity(started(&format!("t{i}"), "true")),
+            );
+        }
+        assert_eq!(the_box(&s).terminals.list.len(), TERMINALS);
+        assert_eq!(the_box(&s).changes.commands as usize, TERMINALS + 6);
+    }
+}
