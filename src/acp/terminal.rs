@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -86,6 +87,8 @@ struct Term {
     exit: watch::Receiver<Option<TerminalExitStatus>>,
     /// Dropped with the terminal: the group is ended then.
     group: Group,
+    /// Set when quorum ends it (kill, release, cancel, the turn's end).
+    killed: Arc<AtomicBool>,
 }
 
 /// The newest output, as the agent reads it.
@@ -244,6 +247,7 @@ impl Terminals {
             .min(MAX_OUTPUT);
         let output = Arc::new(Mutex::new(Output::new(limit)));
         let (exit_tx, exit) = watch::channel(None);
+        let killed = Arc::new(AtomicBool::new(false));
         let id = {
             let mut table = lock(&self.table);
             table.next += 1;
@@ -256,6 +260,7 @@ impl Terminals {
                     output: output.clone(),
                     exit,
                     group,
+                    killed: killed.clone(),
                 }),
             );
             if !sandboxed && table.told.insert(session.clone()) {
@@ -290,7 +295,9 @@ impl Terminals {
         let this = self.clone();
         let (tid, sid) = (id.clone(), session);
         tokio::spawn(async move {
-            let status = this.pump(child, reader, output, &sid, &tid, exit_tx).await;
+            let status = this
+                .pump(child, reader, output, (&sid, &tid), (exit_tx, killed))
+                .await;
             tracing::info!("{}: terminal {tid} ended: {status:?}", this.agent);
         });
         Ok(id)
@@ -304,9 +311,8 @@ impl Terminals {
         mut child: tokio::process::Child,
         pipe: std::io::PipeReader,
         output: Arc<Mutex<Output>>,
-        session: &str,
-        id: &str,
-        exit_tx: watch::Sender<Option<TerminalExitStatus>>,
+        (session, id): (&str, &str),
+        (exit_tx, killed): (watch::Sender<Option<TerminalExitStatus>>, Arc<AtomicBool>),
     ) -> Option<TerminalExitStatus> {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
         tokio::task::spawn_blocking(move || read_pipe(pipe, tx));
@@ -352,7 +358,7 @@ impl Terminals {
                     None => open = false,
                 },
                 ended = child.wait(), if status.is_none() => {
-                    status = Some(exit_status(ended));
+                    status = Some(exit_status(ended, killed.load(Ordering::SeqCst)));
                     tell_at.as_mut().reset(tokio::time::Instant::now() + PIPE_GRACE);
                 }
                 _ = &mut tell_at, if status.is_some() && !told => {
@@ -462,6 +468,7 @@ impl Terminals {
     /// Ends a terminal's process group, and waits a little for its exit to
     /// be known.
     async fn end(&self, term: &Term) {
+        term.killed.store(true, Ordering::SeqCst);
         self.supervisor
             .terminate(&term.group, supervisor::GRACE)
             .await;
@@ -560,11 +567,22 @@ fn command_line(command: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-/// How a command ended, as ACP says it.
-fn exit_status(ended: std::io::Result<std::process::ExitStatus>) -> TerminalExitStatus {
+/// How a command ended, as ACP says it. The group's leader (quorum's
+/// reaper, or bubblewrap) reports a command ended by a signal as the
+/// shell does, 128 + the signal: when quorum sent it, it is told as the
+/// signal.
+fn exit_status(
+    ended: std::io::Result<std::process::ExitStatus>,
+    killed: bool,
+) -> TerminalExitStatus {
     use std::os::unix::process::ExitStatusExt;
+    const TERM: i32 = 128 + nix::libc::SIGTERM;
+    const KILL: i32 = 128 + nix::libc::SIGKILL;
     match ended {
         Ok(s) => match (s.code(), s.signal()) {
+            (Some(code @ (TERM | KILL)), _) if killed => {
+                TerminalExitStatus::new().signal(signal_name(code - 128))
+            }
             (Some(code), _) => TerminalExitStatus::new().exit_code(u32::try_from(code).ok()),
             (None, Some(sig)) => TerminalExitStatus::new().signal(signal_name(sig)),
             (None, None) => TerminalExitStatus::new(),
