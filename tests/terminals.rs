@@ -429,3 +429,23 @@ fn a_terminal_ends_with_quorum_even_when_it_is_killed() {
         assert!(gone(&marker), "the command outlived quorum's {signal}");
     }
 }
+
+#[test]
+fn no_command_starts_for_a_session_no_turn_runs() {
+    let s = shell();
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "term stray touch started-stray",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", out_text(&o.stderr));
+    let stdout = out_text(&o.stdout);
+    assert!(
+        stdout.starts_with("refused: no turn of session fake-"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("-gone is running"), "{stdout}");
+    assert!(!s.dir.path().join("started-stray").exists());
+}

@@ -77,6 +77,9 @@ struct Table {
     /// Sessions already told that their commands are not sandboxed (until
     /// their turn ends).
     told: HashSet<String>,
+    /// Sessions whose turn is ending (until its routes are gone): they may
+    /// start no command, which nothing would end.
+    closed: HashSet<String>,
 }
 
 /// A terminal: its command's process group, its output, its exit.
@@ -215,6 +218,11 @@ impl Terminals {
             );
             error(ErrorCode::INVALID_PARAMS, why)
         };
+        if !self.running(&session) {
+            return Err(refuse(format!(
+                "no turn of session {session} is running (a command must end with its turn)"
+            )));
+        }
         if req.command.trim().is_empty() {
             return Err(refuse("the command is empty".into()));
         }
@@ -250,6 +258,13 @@ impl Terminals {
         let killed = Arc::new(AtomicBool::new(false));
         let id = {
             let mut table = lock(&self.table);
+            // Its turn ended while it started: it goes at once (the group
+            // is ended as it is dropped).
+            if table.closed.contains(&session) {
+                drop(table);
+                drop(group);
+                return Err(refuse(format!("the turn of session {session} ended")));
+            }
             table.next += 1;
             let id = format!("term-{}", table.next);
             table.live.insert(
@@ -491,16 +506,34 @@ impl Terminals {
         });
     }
 
+    /// Whether a turn of `session` runs (its traffic is routed to one),
+    /// and it has not ended.
+    fn running(&self, session: &str) -> bool {
+        let routed = lock(&self.routes).contains_key(session);
+        routed && !lock(&self.table).closed.contains(session)
+    }
+
+    /// The ended turn's routes are gone (no command can start for its
+    /// sessions now): they need not be kept closed any more.
+    pub(super) fn forget(&self, sessions: &[String]) {
+        let mut table = lock(&self.table);
+        for s in sessions {
+            table.closed.remove(s);
+        }
+    }
+
     /// The turn of these sessions ended: their terminals are ended and
-    /// released, their exits told before the turn's last events.
+    /// released, their exits told before the turn's last events; from now
+    /// on they may start none.
     pub(super) async fn end_sessions(&self, sessions: &[String]) {
-        let terms = self.of(sessions, true);
         {
             let mut table = lock(&self.table);
             for s in sessions {
                 table.told.remove(s);
+                table.closed.insert(s.clone());
             }
         }
+        let terms = self.of(sessions, true);
         for term in terms {
             self.end(&term).await;
         }

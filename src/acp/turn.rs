@@ -75,6 +75,7 @@ impl Connection {
             }
         }
         self.dismiss(&tx, &running.session_id);
+        self.terminals.forget(&sessions);
         running.end(result, kind).await
     }
 

@@ -1657,6 +1657,16 @@ mod terminals {
                 }
                 turn.chunk(format!("processes with {arg}: {found}"))?;
             }
+            // Asks for a terminal for `sh -c CMD` in a session no turn
+            // runs (`<session>-gone`), as an agent whose turn ended would.
+            "stray" => {
+                let request = CreateTerminalRequest::new(format!("{session}-gone"), "sh")
+                    .args(vec!["-c".to_string(), command.to_string()]);
+                match turn.cx.send_request(request).block_task().await {
+                    Ok(created) => turn.chunk(format!("created {}", created.terminal_id))?,
+                    Err(e) => turn.chunk(format!("refused: {}", e.message))?,
+                }
+            }
             // Asks for the output of a terminal that never was.
             "unknown" => {
                 match turn
