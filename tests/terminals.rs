@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::app::{drive, key, line, live_session, text, until};
 use common::shell::{shell, shell_with, text as out_text};
+use proptest::strategy::Strategy;
 use quorum::agent::Permissions;
 use quorum::event::{Activity, Event};
 use quorum::tui::state::{CellKind, State};
@@ -448,4 +449,60 @@ fn no_command_starts_for_a_session_no_turn_runs() {
     );
     assert!(stdout.contains("-gone is running"), "{stdout}");
     assert!(!s.dir.path().join("started-stray").exists());
+}
+
+/// Characters the screen must never get from a terminal's output.
+fn unsafe_char(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200b}'..='\u{200f}')
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever a command writes (escape sequences, controls, bidi marks,
+    /// in any pieces), the box and the opened box keep no unsafe character,
+    /// and the screen draws it without a panic.
+    #[test]
+    fn hostile_output_reaches_the_screen_clean(
+        chunks in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                proptest::sample::select(vec![
+                    "\u{1b}[2J", "\u{1b}]0;title\u{7}", "\r", "\u{202e}evil", "\t", "ok\n", "\u{1b}[31",
+                ]).prop_map(str::to_string),
+            ],
+            1..12,
+        ),
+        command in proptest::prelude::any::<String>(),
+    ) {
+        use quorum::event::{AgentRef, Stamped, build};
+        let mut events = vec![
+            Stamped { t: 1, event: build::started("c1", AgentRef::Acp("fake".into())).into() },
+            Stamped { t: 2, event: build::activity("c1", Activity::TerminalStarted { terminal_id: "term-1".into(), command }) },
+        ];
+        for (i, text) in chunks.into_iter().enumerate() {
+            events.push(Stamped {
+                t: 3 + i as u64,
+                event: build::activity("c1", Activity::TerminalOutput { terminal_id: "term-1".into(), text }),
+            });
+        }
+        let mut state = State::new();
+        for e in &events {
+            state.apply(e);
+        }
+        let b = state.cells.iter().find_map(|c| match &c.kind {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        }).unwrap();
+        let t = b.terminals.get("term-1").unwrap();
+        proptest::prop_assert!(!t.output.chars().any(unsafe_char), "{:?}", t.output);
+        proptest::prop_assert!(!t.command.chars().any(unsafe_char), "{:?}", t.command);
+        for line in quorum::tui::detail::render(b, 60, state.now) {
+            for span in line.spans {
+                proptest::prop_assert!(!span.content.chars().any(unsafe_char), "{:?}", span.content);
+            }
+        }
+        let _ = common::screen(&events, 60, 20, Some(false));
+    }
 }
