@@ -276,7 +276,8 @@ pub enum ToolContent {
         old_text: Option<String>,
         new_text: String,
     },
-    /// A terminal the agent runs a command in (its output is not ours to read).
+    /// A terminal the agent runs a command in: when it is one of quorum's
+    /// (`terminal/create`), its output is the `Terminal*` activity.
     Terminal {
         terminal_id: String,
     },

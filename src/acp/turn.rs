@@ -405,6 +405,8 @@ impl<'a> Running<'a> {
                     .conn
                     .cx
                     .send_notification(CancelNotification::new(child.clone()));
+                // Its commands stop too.
+                self.conn.terminals.kill_sessions(std::slice::from_ref(&child));
                 // Its open permission requests are answered `cancelled`.
                 let asked: Vec<String> = self
                     .asked_by
