@@ -506,3 +506,91 @@ proptest::proptest! {
         let _ = common::screen(&events, 60, 20, Some(false));
     }
 }
+
+/// A running box with two commands: one shown by its tool call (its last
+/// lines under it, and how it failed), one on its own (`$ command`); then
+/// the finished box's summary.
+#[test]
+fn the_running_and_the_finished_box_with_terminals() {
+    use quorum::event::{AgentRef, Stamped, ToolContent, ToolDetail, ToolStatus, build};
+    let act = |t: u64, activity: Activity| Stamped {
+        t,
+        event: build::activity("c1", activity),
+    };
+    let mut events = vec![
+        Stamped {
+            t: 1,
+            event: build::started("c1", AgentRef::Acp("fake".into()))
+                .input("build and test")
+                .into(),
+        },
+        act(
+            2,
+            Activity::TerminalStarted {
+                terminal_id: "term-1".into(),
+                command: "sh -c 'make all'".into(),
+            },
+        ),
+        act(
+            3,
+            Activity::ToolCall {
+                id: "x1".into(),
+                title: "make all".into(),
+                status: ToolStatus::InProgress,
+                detail: Box::new(ToolDetail {
+                    kind: Some("execute".into()),
+                    content: vec![ToolContent::Terminal {
+                        terminal_id: "term-1".into(),
+                    }],
+                    ..ToolDetail::default()
+                }),
+            },
+        ),
+        act(
+            4,
+            Activity::TerminalOutput {
+                terminal_id: "term-1".into(),
+                text: "cc -c a.c\ncc -c b.c\nb.c:3: error: expected ';'\n".into(),
+            },
+        ),
+        act(
+            5,
+            Activity::TerminalExit {
+                terminal_id: "term-1".into(),
+                exit_code: Some(2),
+                signal: None,
+            },
+        ),
+        act(
+            6,
+            Activity::ToolCallUpdate {
+                id: "x1".into(),
+                title: None,
+                status: Some(ToolStatus::Failed),
+                detail: Box::default(),
+            },
+        ),
+        act(
+            7,
+            Activity::TerminalStarted {
+                terminal_id: "term-2".into(),
+                command: "cargo test".into(),
+            },
+        ),
+        act(
+            8,
+            Activity::TerminalOutput {
+                terminal_id: "term-2".into(),
+                text: "running 3 tests\ntest a ... ok\n".into(),
+            },
+        ),
+    ];
+    let running = common::rows(&common::screen(&events, 70, 14, Some(false))).join("\n");
+    insta::assert_snapshot!("terminal_box_running", running);
+    events.push(Stamped {
+        t: 9,
+        event: build::finished("c1", "Fixed b.c; tests pass.").into(),
+    });
+    let finished = common::rows(&common::screen(&events, 70, 14, Some(false))).join("\n");
+    insta::assert_snapshot!("terminal_box_finished", finished);
+}

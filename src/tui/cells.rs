@@ -722,13 +722,16 @@ fn child_box(
     ));
 }
 
-/// Rows of a terminal's output a running box shows, at most.
+/// Rows of a terminal's output a running box shows, at most: while it
+/// runs, and once it ended (the live output matters most).
 const TERMINAL_ROWS: usize = 3;
+const ENDED_TERMINAL_ROWS: usize = 1;
 
 /// A command run in one of quorum's terminals, as a running box shows it:
 /// `$ command` with how it ended (unless drawn under the tool call that
 /// shows it, whose line names the command), then the last lines of its
-/// output.
+/// output (fewer once it ended; how it ended is its tool call's mark, or
+/// its own line's).
 fn terminal_rows(
     command: &str,
     tail: &str,
@@ -753,19 +756,17 @@ fn terminal_rows(
         )));
     }
     let lines: Vec<&str> = last_lines(tail).collect();
-    let skip = lines.len().saturating_sub(TERMINAL_ROWS);
+    let keep = match exit {
+        None => TERMINAL_ROWS,
+        Some(_) => ENDED_TERMINAL_ROWS,
+    };
+    let skip = lines.len().saturating_sub(keep);
     for l in &lines[skip..] {
         rows.push(Line::from(truncate(
             vec![
                 Span::styled("│ ", theme::dim()),
                 Span::styled(l.to_string(), theme::code()),
             ],
-            inner,
-        )));
-    }
-    if under_tool && exit.is_some_and(|e| e != "exit 0") {
-        rows.push(Line::from(truncate(
-            vec![Span::styled(format!("└ {mark}"), style)],
             inner,
         )));
     }
