@@ -594,3 +594,93 @@ fn the_running_and_the_finished_box_with_terminals() {
     let finished = common::rows(&common::screen(&events, 70, 14, Some(false))).join("\n");
     insta::assert_snapshot!("terminal_box_finished", finished);
 }
+
+/// What a turn sends, for a turn driven by hand: its activity.
+struct Sink(tokio::sync::mpsc::UnboundedSender<Activity>);
+
+impl quorum::agent::TurnSink for Sink {
+    fn activity(&self, activity: Activity) {
+        let _ = self.0.send(activity);
+    }
+    fn session(&self, _kind: quorum::event::SessionKind, _session_id: &str) {}
+    fn notice(&self, _text: &str) {}
+}
+
+/// A call given up while its agent's command runs (its turn's future
+/// dropped, not ended): the command ends all the same, while the
+/// connection and quorum live on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_given_up_ends_its_commands() {
+    use quorum::acp::client::Connection;
+    use quorum::acp::registry::Registry;
+    use quorum::agent::{TurnControl, TurnRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let registry = Registry::load_only(&config).unwrap();
+    let root = quorum::confine::fsroot::Root::new(dir.path()).unwrap();
+    let supervisor = quorum::runtime::supervisor::Supervisor::new();
+    let conn = Connection::start(registry.get("fake").unwrap(), &root, &supervisor)
+        .await
+        .unwrap();
+    let marker = format!("979.{}", std::process::id());
+    let prompt = format!("term hold exec sleep {marker}");
+    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
+    let (_kill_tx, kill) = tokio::sync::watch::channel(false);
+    let (_answers_tx, answers) = tokio::sync::mpsc::unbounded_channel();
+    let (_children_tx, cancel_children) = tokio::sync::mpsc::unbounded_channel();
+    let mut control = TurnControl {
+        cancel,
+        kill,
+        answers,
+        cancel_children,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sink = Sink(tx);
+    {
+        let turn = conn.turn(
+            TurnRequest {
+                prompt: &prompt,
+                root: dir.path(),
+                resume: None,
+                policy: Permissions::Allow,
+                model: None,
+                mode: None,
+                exclude: None,
+            },
+            &sink,
+            &mut control,
+        );
+        tokio::pin!(turn);
+        // Driven until the agent shows the terminal in its tool call.
+        loop {
+            tokio::select! {
+                _ = &mut turn => panic!("the turn ended by itself"),
+                Some(activity) = rx.recv() => {
+                    if matches!(activity, Activity::ToolCall { .. }) {
+                        break;
+                    }
+                }
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while processes_with(&marker) == 0 {
+            assert!(Instant::now() < deadline, "the command never ran");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(
+        tokio::task::spawn_blocking(move || gone(&marker))
+            .await
+            .unwrap(),
+        "the command outlived its turn"
+    );
+    assert!(conn.alive(), "the connection lives on");
+}

@@ -170,7 +170,14 @@ impl Terminals {
     }
 
     fn activity(&self, session: &str, activity: Activity) {
-        let _ = route(&self.routes, session, Incoming::Activity(activity));
+        to_box(&self.routes, session, activity);
+    }
+
+    /// The turn of these sessions is gone without ending (its future was
+    /// dropped): their terminals are dropped, and so their groups ended.
+    pub(super) fn drop_sessions(&self, sessions: &[String]) {
+        let terms = self.of(sessions, true);
+        drop(terms);
     }
 
     /// The live terminal `id` of `session`, or the error to answer.
@@ -307,93 +314,23 @@ impl Terminals {
                 command: sanitize(&line).into_owned(),
             },
         );
-        let this = self.clone();
+        // Not the terminals themselves: a command that runs keeps none of
+        // them alive.
+        let (routes, agent) = (self.routes.clone(), self.agent.clone());
         let (tid, sid) = (id.clone(), session);
         tokio::spawn(async move {
-            let status = this
-                .pump(child, reader, output, (&sid, &tid), (exit_tx, killed))
-                .await;
-            tracing::info!("{}: terminal {tid} ended: {status:?}", this.agent);
+            let status = pump(
+                routes,
+                child,
+                reader,
+                output,
+                (&sid, &tid),
+                (exit_tx, killed),
+            )
+            .await;
+            tracing::info!("{agent}: terminal {tid} ended: {status:?}");
         });
         Ok(id)
-    }
-
-    /// Reads the command's output until it has exited and its pipes are
-    /// closed; tells its exit (to the agent's waits and to the box) once
-    /// it exited and its pipes closed or [`PIPE_GRACE`] passed.
-    async fn pump(
-        &self,
-        mut child: tokio::process::Child,
-        pipe: std::io::PipeReader,
-        output: Arc<Mutex<Output>>,
-        (session, id): (&str, &str),
-        (exit_tx, killed): (watch::Sender<Option<TerminalExitStatus>>, Arc<AtomicBool>),
-    ) -> Option<TerminalExitStatus> {
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
-        tokio::task::spawn_blocking(move || read_pipe(pipe, tx));
-        let mut screen = Screen::default();
-        let mut open = true;
-        let mut status: Option<TerminalExitStatus> = None;
-        let mut told = false;
-        let tell_at = tokio::time::sleep(Duration::MAX / 4);
-        tokio::pin!(tell_at);
-        let mut ticker = tokio::time::interval(FLUSH);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let flush = |screen: &mut Screen| {
-            if let Some(text) = screen.take() {
-                self.activity(
-                    session,
-                    Activity::TerminalOutput {
-                        terminal_id: id.to_string(),
-                        text,
-                    },
-                );
-            }
-        };
-        let tell = |screen: &mut Screen, status: &TerminalExitStatus| {
-            screen.finish();
-            flush(screen);
-            self.activity(
-                session,
-                Activity::TerminalExit {
-                    terminal_id: id.to_string(),
-                    exit_code: status.exit_code,
-                    signal: status.signal.clone(),
-                },
-            );
-            let _ = exit_tx.send(Some(status.clone()));
-        };
-        loop {
-            tokio::select! {
-                chunk = rx.recv(), if open => match chunk {
-                    Some(bytes) => {
-                        lock(&output).push(&bytes);
-                        screen.push(&bytes);
-                    }
-                    None => open = false,
-                },
-                ended = child.wait(), if status.is_none() => {
-                    status = Some(exit_status(ended, killed.load(Ordering::SeqCst)));
-                    tell_at.as_mut().reset(tokio::time::Instant::now() + PIPE_GRACE);
-                }
-                _ = &mut tell_at, if status.is_some() && !told => {
-                    if let Some(s) = &status {
-                        tell(&mut screen, s);
-                    }
-                    told = true;
-                }
-                _ = ticker.tick() => flush(&mut screen),
-            }
-            if !open && let Some(s) = &status {
-                if !told {
-                    tell(&mut screen, s);
-                } else {
-                    flush(&mut screen);
-                }
-                break;
-            }
-        }
-        status
     }
 
     /// `terminal/output`: what the command wrote so far (the newest, up to
@@ -558,6 +495,91 @@ impl Terminals {
             })
             .collect()
     }
+}
+
+/// Reads the command's output until it has exited and its pipes are
+/// closed; tells its exit (to the agent's waits and to the box) once
+/// it exited and its pipes closed or [`PIPE_GRACE`] passed.
+async fn pump(
+    routes: Routes,
+    mut child: tokio::process::Child,
+    pipe: std::io::PipeReader,
+    output: Arc<Mutex<Output>>,
+    (session, id): (&str, &str),
+    (exit_tx, killed): (watch::Sender<Option<TerminalExitStatus>>, Arc<AtomicBool>),
+) -> Option<TerminalExitStatus> {
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
+    tokio::task::spawn_blocking(move || read_pipe(pipe, tx));
+    let mut screen = Screen::default();
+    let mut open = true;
+    let mut status: Option<TerminalExitStatus> = None;
+    let mut told = false;
+    let tell_at = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(tell_at);
+    let mut ticker = tokio::time::interval(FLUSH);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let flush = |screen: &mut Screen| {
+        if let Some(text) = screen.take() {
+            to_box(
+                &routes,
+                session,
+                Activity::TerminalOutput {
+                    terminal_id: id.to_string(),
+                    text,
+                },
+            );
+        }
+    };
+    let tell = |screen: &mut Screen, status: &TerminalExitStatus| {
+        screen.finish();
+        flush(screen);
+        to_box(
+            &routes,
+            session,
+            Activity::TerminalExit {
+                terminal_id: id.to_string(),
+                exit_code: status.exit_code,
+                signal: status.signal.clone(),
+            },
+        );
+        let _ = exit_tx.send(Some(status.clone()));
+    };
+    loop {
+        tokio::select! {
+            chunk = rx.recv(), if open => match chunk {
+                Some(bytes) => {
+                    lock(&output).push(&bytes);
+                    screen.push(&bytes);
+                }
+                None => open = false,
+            },
+            ended = child.wait(), if status.is_none() => {
+                status = Some(exit_status(ended, killed.load(Ordering::SeqCst)));
+                tell_at.as_mut().reset(tokio::time::Instant::now() + PIPE_GRACE);
+            }
+            _ = &mut tell_at, if status.is_some() && !told => {
+                if let Some(s) = &status {
+                    tell(&mut screen, s);
+                }
+                told = true;
+            }
+            _ = ticker.tick() => flush(&mut screen),
+        }
+        if !open && let Some(s) = &status {
+            if !told {
+                tell(&mut screen, s);
+            } else {
+                flush(&mut screen);
+            }
+            break;
+        }
+    }
+    status
+}
+
+/// Activity for the box of `session`'s turn.
+fn to_box(routes: &Routes, session: &str, activity: Activity) {
+    let _ = route(routes, session, Incoming::Activity(activity));
 }
 
 /// `cwd` as the agent gave it (absolute, or relative to the session's

@@ -51,6 +51,10 @@ impl Connection {
             Err(outcome) => return outcome,
         };
         let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root);
+        let mut guard = Unfinished {
+            conn: self,
+            tx: Some(tx.clone()),
+        };
         let prompt = PromptRequest::new(
             session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(
@@ -64,6 +68,7 @@ impl Connection {
         // The turn's terminals end with it; what they wrote is told first.
         let sessions = self.sessions_of(&tx);
         self.terminals.end_sessions(&sessions).await;
+        guard.tx = None;
         // Updates sent before the response are already queued: take them
         // (unless the turn was cancelled: its output is no longer shown).
         while let Ok((from, incoming)) = rx.try_recv() {
@@ -168,6 +173,22 @@ impl Connection {
             .lock()
             .expect("not poisoned")
             .remove(session_id);
+    }
+}
+
+/// A turn not yet ended: if its future is dropped before (the call given
+/// up), the commands its sessions run in terminals are ended.
+struct Unfinished<'a> {
+    conn: &'a Connection,
+    tx: Option<Outbox>,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = &self.tx {
+            let sessions = self.conn.sessions_of(tx);
+            self.conn.terminals.drop_sessions(&sessions);
+        }
     }
 }
 
