@@ -356,8 +356,7 @@ pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not install
 /// it cannot write outside the session directory (see
 /// `runtime::sandbox`, shared with ACP agents' terminals).
 fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
-    crate::runtime::sandbox::command("sh", ["-c", command], dir, dir, None)
-        .expect("without a sandbox asked for, a command is always made")
+    crate::runtime::sandbox::auto("sh", ["-c", command], dir, dir)
 }
 
 /// Runs `command` in `dir`, in a process group of its own. When the shell
