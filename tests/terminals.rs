@@ -285,8 +285,10 @@ async fn the_box_shows_live_output_and_cancel_ends_the_command() {
     let prompt =
         format!("@fake term hold for i in 1 2 3 4 5 6; do echo line-$i; done; exec sleep {marker}");
     drive(&mut terminal, &mut app, line(&prompt), vec![]).await;
+    // The output may come before the tool call that shows it (then under
+    // a `$ command` line of its own): waited for both.
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
-        s.contains("│ line-6")
+        s.contains("│ line-6") && s.contains("⚙ Run for i in 1 2 3")
     })
     .await;
     let screen = text(&terminal);
