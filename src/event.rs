@@ -202,6 +202,24 @@ pub enum Activity {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The agent started a command in a client terminal quorum runs
+    /// (`terminal/create`): the command line as given, sanitised.
+    TerminalStarted {
+        terminal_id: String,
+        command: String,
+    },
+    /// A terminal's output, sanitised for display, as appended chunks
+    /// (coalesced: at most one every ~100 ms per terminal). The agent reads
+    /// the raw bytes through `terminal/output`.
+    TerminalOutput { terminal_id: String, text: String },
+    /// A terminal's command ended: its exit code, or the signal that ended it.
+    TerminalExit {
+        terminal_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+    },
 }
 
 /// A sub-agent's context and cost: `used` tokens in context of a `size`
@@ -286,7 +304,8 @@ pub enum ToolContent {
         old_text: Option<String>,
         new_text: String,
     },
-    /// A terminal the agent runs a command in (its output is not ours to read).
+    /// A terminal the agent runs a command in: when it is one of quorum's
+    /// (`terminal/create`), its output is the `Terminal*` activity.
     Terminal {
         terminal_id: String,
     },

@@ -44,3 +44,16 @@ async fn claude_asks_before_writing_and_quorum_answers() {
 async fn claude_is_cancelled_by_ctrl_c() {
     claude().await.is_cancelled_by_ctrl_c().await;
 }
+
+/// With `terminal: true` advertised, claude-agent-acp runs a shell command itself
+/// (not through quorum's terminals: no `terminal/create` arrives, as
+/// measured with this version); its output still shows in the box.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_runs_commands_itself_and_their_output_shows_in_the_box() {
+    let c = claude().await;
+    let terminals = c.command_output_shows_in_the_box().await;
+    assert_eq!(
+        terminals, 0,
+        "claude now runs commands in quorum's terminals: assert their output in the box and say so in the README"
+    );
+}

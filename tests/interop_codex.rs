@@ -63,3 +63,16 @@ async fn codex_asks_before_running_a_command_and_quorum_answers() {
 async fn codex_is_cancelled_by_ctrl_c() {
     codex().await.is_cancelled_by_ctrl_c().await;
 }
+
+/// With `terminal: true` advertised, codex-acp runs a shell command itself
+/// (not through quorum's terminals: no `terminal/create` arrives, as
+/// measured with this version); its output still shows in the box.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_commands_itself_and_their_output_shows_in_the_box() {
+    let c = codex().await;
+    let terminals = c.command_output_shows_in_the_box().await;
+    assert_eq!(
+        terminals, 0,
+        "codex now runs commands in quorum's terminals: assert their output in the box and say so in the README"
+    );
+}

@@ -9,7 +9,7 @@
 //! other jobs are `impl Connection` blocks in files of their own: starting
 //! the process (`process`), sessions (`session`) and the turn (`turn`),
 //! over the framing (`transport`), the routing to turns (`route`), the
-//! file requests (`fs`), permissions (`permission`) and the translation of
+//! file requests (`fs`), the terminals (`terminal`), permissions (`permission`) and the translation of
 //! updates into activity (`translate`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use super::fs::Exclusions;
 use super::process::{Tail, death};
 use super::route::Routes;
+use super::terminal::Terminals;
 
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +74,8 @@ pub struct Connection {
     pub(super) startup_timeout: Duration,
     /// The sessions open on it (see `live`).
     pub(super) open: Mutex<std::collections::HashSet<String>>,
+    /// The terminals the agent runs commands in (`terminal/*`).
+    pub(super) terminals: Arc<Terminals>,
 }
 
 impl Connection {

@@ -28,7 +28,7 @@ pub(super) struct Scope {
 
 /// The session's bounds: its own root (else the connection's) and what it
 /// may not read.
-fn scope_of(
+pub(super) fn scope_of(
     exclusions: &Exclusions,
     routes: &Routes,
     session: &str,

@@ -1,5 +1,6 @@
 //! The ACP client: the agent registry and detection, connections to agent
-//! processes, sessions, turns, permissions and file-system confinement.
+//! processes, sessions, turns, permissions, file-system confinement and the
+//! terminals agents run commands in.
 
 pub mod client;
 mod content;
@@ -12,6 +13,7 @@ mod process;
 pub mod registry;
 mod route;
 mod session;
+mod terminal;
 mod translate;
 mod transport;
 mod turn;

@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, FileSystemCapabilities, Implementation, InitializeRequest,
-    ReadTextFileRequest, ReadTextFileResponse, RequestPermissionRequest, RequestPermissionResponse,
-    SessionNotification, SubagentCapabilities, WriteTextFileRequest, WriteTextFileResponse,
+    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities,
+    Implementation, InitializeRequest, KillTerminalRequest, KillTerminalResponse,
+    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SubagentCapabilities,
+    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client};
@@ -24,6 +27,7 @@ use super::elicit::{on_elicitation_complete, on_elicitation_request};
 use super::fs::{Exclusions, on_read_text_file, on_write_text_file};
 use super::registry::AgentSpec;
 use super::route::{Routes, on_permission_request, on_session_update};
+use super::terminal::Terminals;
 use super::transport::{Reading, transport};
 use crate::confine::fsroot::Root;
 use crate::runtime::path::locate;
@@ -105,6 +109,19 @@ impl Connection {
         let write_root = root.clone();
         let ask_routes = routes.clone();
         let done_routes = routes.clone();
+        let terminals = Arc::new(Terminals::new(
+            agent.clone(),
+            supervisor.clone(),
+            spec.terminal_sandbox,
+            (root.clone(), exclusions.clone(), routes.clone()),
+        ));
+        let (create, output, wait, kill, release) = (
+            terminals.clone(),
+            terminals.clone(),
+            terminals.clone(),
+            terminals.clone(),
+            terminals.clone(),
+        );
         let driver = Client
             .v1()
             .name("quorum")
@@ -160,6 +177,37 @@ impl Connection {
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
+            )
+            // The terminals: each handler answers at once or from a task.
+            .on_receive_request(
+                async move |req: CreateTerminalRequest,
+                            responder: Responder<CreateTerminalResponse>,
+                            _cx| { create.on_create(req, responder) },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: TerminalOutputRequest,
+                            responder: Responder<TerminalOutputResponse>,
+                            _cx| { output.on_output(req, responder) },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: WaitForTerminalExitRequest,
+                            responder: Responder<WaitForTerminalExitResponse>,
+                            _cx| { wait.on_wait_for_exit(req, responder) },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: KillTerminalRequest,
+                            responder: Responder<KillTerminalResponse>,
+                            _cx| { kill.on_kill(req, responder) },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: ReleaseTerminalRequest,
+                            responder: Responder<ReleaseTerminalResponse>,
+                            _cx| { release.on_release(req, responder) },
+                agent_client_protocol::on_receive_request!(),
             )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                 let _ = cx_tx.send(cx.clone());
@@ -231,6 +279,7 @@ impl Connection {
             shutdown: Mutex::new(Some(shutdown_tx)),
             startup_timeout: spec.startup_timeout,
             open: Mutex::default(),
+            terminals,
         };
         Ok(Arc::new(conn))
     }
@@ -265,8 +314,8 @@ fn spawn(
 }
 
 /// What quorum tells an agent it can do: read and write text files (in the
-/// session's directory), show child sessions as nested boxes, and ask the
-/// person questions (forms and URLs).
+/// session's directory), run commands in terminals, show child sessions as
+/// nested boxes, and ask the person questions (forms and URLs).
 fn initialize_request() -> InitializeRequest {
     InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(
@@ -274,6 +323,8 @@ fn initialize_request() -> InitializeRequest {
                 .fs(FileSystemCapabilities::new()
                     .read_text_file(true)
                     .write_text_file(true))
+                // Commands run in terminals quorum owns (`terminal`).
+                .terminal(true)
                 // Child sessions are shown as nested boxes.
                 .subagents(SubagentCapabilities::new())
                 // Questions for the person: forms in the box, and URLs.

@@ -3,7 +3,7 @@
 //!
 //! The built-in registry (`assets/agents.toml`) is merged with the user's
 //! config file: `[agents.NAME]` tables with `command`, `args`, `env`,
-//! `description` and `permissions`. A user entry overrides a built-in one
+//! `description`, `permissions` and `terminal_sandbox`. A user entry overrides a built-in one
 //! field by field; a new name must give its `command`.
 
 use std::collections::BTreeMap;
@@ -15,6 +15,7 @@ use serde::Deserialize;
 use crate::agent::Permissions;
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
+use crate::runtime::sandbox::Sandbox;
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 /// How messages name the built-in registry.
@@ -46,6 +47,10 @@ pub struct AgentSpec {
     /// Its longest message and how much of its stderr is kept
     /// (`[limits]` in the config file).
     pub limits: Limits,
+    /// How commands it runs in quorum's terminals are confined
+    /// (`terminal_sandbox = "bwrap" | "none"`; unset: bubblewrap when it
+    /// is installed).
+    pub terminal_sandbox: Option<Sandbox>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -61,6 +66,7 @@ struct FileAgent {
     install: Option<String>,
     model: Option<String>,
     mode: Option<String>,
+    terminal_sandbox: Option<Sandbox>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -223,6 +229,7 @@ impl Registry {
                     mode: entry.mode.or(base.mode),
                     source: source.or(base.source),
                     limits: base.limits,
+                    terminal_sandbox: entry.terminal_sandbox.or(base.terminal_sandbox),
                 },
                 None => AgentSpec {
                     command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
@@ -240,6 +247,7 @@ impl Registry {
                     mode: entry.mode,
                     source,
                     limits: Limits::default(),
+                    terminal_sandbox: entry.terminal_sandbox,
                 },
             };
             self.agents.insert(name, spec);

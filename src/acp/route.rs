@@ -31,6 +31,9 @@ pub(super) enum Incoming {
     /// The agent says a URL elicitation is done (`elicitation/complete`),
     /// by the agent's elicitation id.
     ElicitationComplete(String),
+    /// Activity quorum itself records for the turn: a client terminal's
+    /// command, output and exit.
+    Activity(crate::event::Activity),
 }
 
 /// Each running turn's channel, by session id: the turn's own session and

@@ -52,6 +52,10 @@ impl Connection {
             Err(outcome) => return outcome,
         };
         let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root);
+        let mut guard = Unfinished {
+            conn: self,
+            tx: Some(tx.clone()),
+        };
         let prompt = PromptRequest::new(
             session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(
@@ -62,17 +66,22 @@ impl Connection {
         tokio::pin!(response);
         let mut running = Running::new(self, session_id, &request, sink);
         let result = running.exchange(&mut rx, response, control).await;
+        // The turn's terminals end with it; what they wrote is told first.
+        let sessions = self.sessions_of(&tx);
+        self.terminals.end_sessions(&sessions).await;
+        guard.tx = None;
         // Updates sent before the response are already queued: take them
         // (unless the turn was cancelled: its output is no longer shown).
         while let Ok((from, incoming)) = rx.try_recv() {
-            if running.cancelled {
-                continue;
-            }
-            if let Incoming::Update(update) = incoming {
-                running.update(from, *update);
+            match incoming {
+                Incoming::Activity(activity) => running.sink.activity(activity),
+                _ if running.cancelled => {}
+                Incoming::Update(update) => running.update(from, *update),
+                _ => {}
             }
         }
         self.dismiss(&tx, &running.session_id);
+        self.terminals.forget(&sessions);
         running.end(result, kind).await
     }
 
@@ -142,6 +151,18 @@ impl Connection {
         (tx, rx)
     }
 
+    /// The sessions routed to this turn's channel: its own and its
+    /// children's.
+    fn sessions_of(&self, tx: &Outbox) -> Vec<String> {
+        self.routes
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|(_, route)| route.same_channel(tx))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Undoes [`Connection::admit`]: this turn's routes (its session's and
     /// its children's), and its session's exclusions.
     fn dismiss(&self, tx: &Outbox, session_id: &str) {
@@ -153,6 +174,22 @@ impl Connection {
             .lock()
             .expect("not poisoned")
             .remove(session_id);
+    }
+}
+
+/// A turn not yet ended: if its future is dropped before (the call given
+/// up), the commands its sessions run in terminals are ended.
+struct Unfinished<'a> {
+    conn: &'a Connection,
+    tx: Option<Outbox>,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = &self.tx {
+            let sessions = self.conn.sessions_of(tx);
+            self.conn.terminals.drop_sessions(&sessions);
+        }
     }
 }
 
@@ -274,6 +311,9 @@ impl<'a> Running<'a> {
                 );
             }
             Incoming::ElicitationComplete(id) => self.elicitations.complete(&id, self.sink),
+            // A terminal's output is shown even after a cancel: it is
+            // what the command did.
+            Incoming::Activity(activity) => self.sink.activity(activity),
         }
     }
 
@@ -415,6 +455,8 @@ impl<'a> Running<'a> {
                     .conn
                     .cx
                     .send_notification(CancelNotification::new(child.clone()));
+                // Its commands stop too.
+                self.conn.terminals.kill_sessions(std::slice::from_ref(&child));
                 // Its open permission requests are answered `cancelled`.
                 let asked: Vec<String> = self
                     .asked_by
@@ -457,6 +499,10 @@ impl<'a> Running<'a> {
             .conn
             .cx
             .send_notification(CancelNotification::new(self.session_id.clone()));
+        // The commands it runs in terminals stop too.
+        let mut sessions: Vec<String> = self.children.keys().cloned().collect();
+        sessions.push(self.session_id.clone());
+        self.conn.terminals.kill_sessions(&sessions);
         for (id, (_, responder)) in self.pending.drain() {
             let child = self.asked_by.remove(&id);
             let sink = &Both {

@@ -178,6 +178,21 @@ impl Progress {
                             .unwrap_or_default();
                         format!("  → {}{content}{reason}", sanitize(outcome))
                     }
+                    // A command in one of quorum's terminals: its line and
+                    // how it ended (its output is the agent's to report).
+                    Activity::TerminalStarted { command, .. } => {
+                        format!("$ {}", sanitize(command))
+                    }
+                    Activity::TerminalExit {
+                        exit_code, signal, ..
+                    } => format!(
+                        "$ … {}",
+                        match (exit_code, signal) {
+                            (Some(code), _) => format!("exit {code}"),
+                            (None, Some(sig)) => format!("killed by {}", sanitize(sig)),
+                            (None, None) => "ended".to_string(),
+                        }
+                    ),
                     _ => return None,
                 };
                 format!("{}: {what}", label(&self.labels, call_id))

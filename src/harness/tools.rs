@@ -353,36 +353,10 @@ pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not install
 
 /// `sh -c command` in `dir`. With bubblewrap installed, the command sees
 /// the file system read-only except for `dir` (and a private `/tmp`), so
-/// it cannot write outside the session directory.
+/// it cannot write outside the session directory (see
+/// `runtime::sandbox`, shared with ACP agents' terminals).
 fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
-    match crate::runtime::path::locate("bwrap") {
-        Some(bwrap) => {
-            let mut cmd = supervisor::command(bwrap);
-            cmd.args([
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev",
-                "/dev",
-                "--proc",
-                "/proc",
-                "--tmpfs",
-                "/tmp",
-            ])
-            .arg("--bind")
-            .arg(dir)
-            .arg(dir)
-            .arg("--chdir")
-            .arg(dir)
-            .args(["--unshare-pid", "--die-with-parent", "sh", "-c", command]);
-            (cmd, true)
-        }
-        None => {
-            let mut cmd = supervisor::command("sh");
-            cmd.arg("-c").arg(command);
-            (cmd, false)
-        }
-    }
+    crate::runtime::sandbox::auto("sh", ["-c", command], dir, dir)
 }
 
 /// Runs `command` in `dir`, in a process group of its own. When the shell

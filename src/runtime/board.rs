@@ -381,6 +381,12 @@ impl Entry {
             Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,
             // Taken in by `Board::observe`, which knows the sessions.
             Activity::Usage { .. } => false,
+            Activity::TerminalStarted { command, .. } => {
+                self.partial.clear();
+                self.set_last(format!("$ {}", one_line(command)))
+            }
+            // Output is the box's; the panel's line names the command.
+            Activity::TerminalOutput { .. } | Activity::TerminalExit { .. } => false,
         }
     }
 

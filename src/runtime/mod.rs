@@ -1,11 +1,12 @@
 //! What the engine owns while a session runs: the task board (the one
 //! source of task and call state), the event bus, the process supervisor
 //! (every process quorum starts) and its reaper (every descendant),
-//! cancellation, and where commands are found on `PATH`.
+//! cancellation, commands confined to the session directory (`sandbox`), and where commands are found on `PATH`.
 
 pub mod board;
 pub mod bus;
 pub mod cancel;
 pub mod path;
 pub mod reaper;
+pub mod sandbox;
 pub mod supervisor;

@@ -773,6 +773,19 @@ fn child_box(
                 vec![Span::styled(text.clone(), theme::dim())],
                 inner,
             ))),
+            ActivityLine::Terminal {
+                command,
+                tail,
+                exit,
+                under_tool,
+                ..
+            } => activity.extend(terminal_rows(
+                command,
+                tail,
+                exit.as_deref(),
+                *under_tool,
+                inner,
+            )),
         }
     }
     let skip = activity.len().saturating_sub(CHILD_ROWS);
@@ -788,6 +801,57 @@ fn child_box(
         width,
         border,
     ));
+}
+
+/// Rows of a terminal's output a running box shows, at most: while it
+/// runs, and once it ended (the live output matters most).
+const TERMINAL_ROWS: usize = 3;
+const ENDED_TERMINAL_ROWS: usize = 1;
+
+/// A command run in one of quorum's terminals, as a running box shows it:
+/// `$ command` with how it ended (unless drawn under the tool call that
+/// shows it, whose line names the command), then the last lines of its
+/// output (fewer once it ended; how it ended is its tool call's mark, or
+/// its own line's).
+fn terminal_rows(
+    command: &str,
+    tail: &str,
+    exit: Option<&str>,
+    under_tool: bool,
+    inner: usize,
+) -> Vec<Line<'static>> {
+    let (mark, style) = match exit {
+        None => ("…".to_string(), theme::dim()),
+        Some(e @ "exit 0") => (format!("✓ {e}"), Style::default().fg(theme::GREEN)),
+        Some(e) => (format!("✗ {e}"), Style::default().fg(theme::RED)),
+    };
+    let mut rows = Vec::new();
+    if !under_tool {
+        rows.push(Line::from(truncate(
+            vec![
+                Span::styled("$ ", theme::dim()),
+                Span::raw(command.to_string()),
+                Span::styled(format!(" {mark}"), style),
+            ],
+            inner,
+        )));
+    }
+    let lines: Vec<&str> = last_lines(tail).collect();
+    let keep = match exit {
+        None => TERMINAL_ROWS,
+        Some(_) => ENDED_TERMINAL_ROWS,
+    };
+    let skip = lines.len().saturating_sub(keep);
+    for l in &lines[skip..] {
+        rows.push(Line::from(truncate(
+            vec![
+                Span::styled("│ ", theme::dim()),
+                Span::styled(l.to_string(), theme::code()),
+            ],
+            inner,
+        )));
+    }
+    rows
 }
 
 /// A tool call's status mark and its style.
@@ -861,6 +925,19 @@ fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'st
                     inner,
                 )));
             }
+            ActivityLine::Terminal {
+                command,
+                tail,
+                exit,
+                under_tool,
+                ..
+            } => rows.extend(terminal_rows(
+                command,
+                tail,
+                exit.as_deref(),
+                *under_tool,
+                inner,
+            )),
         }
     }
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);

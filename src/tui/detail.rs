@@ -8,7 +8,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::markdown;
-use super::state::{LOG_BYTES, LOG_ENTRIES, LogEntry, SubagentBox, ToolInfo};
+use super::state::{LOG_BYTES, LOG_ENTRIES, LogEntry, SubagentBox, TerminalView, ToolInfo};
 use super::theme;
 use super::wrap::{LLine, WrapMode, wrap};
 use crate::event::{AgentRef, PlanStatus, StopReason, ToolContent, ToolStatus};
@@ -220,6 +220,35 @@ pub fn info_lines(info: &ToolInfo, indent: &'static str, full: bool) -> Vec<LLin
     out
 }
 
+/// A command run in one of quorum's terminals: its command line, how it
+/// ended, and all the output the box kept.
+fn terminal_lines(t: &TerminalView, indent: &'static str) -> Vec<LLine> {
+    let (mark, style) = match t.exit.as_deref() {
+        None => ("… running".to_string(), theme::dim()),
+        Some(e @ "exit 0") => (format!("✓ {e}"), Style::default().fg(theme::GREEN)),
+        Some(e) => (format!("✗ {e}"), Style::default().fg(theme::RED)),
+    };
+    let mut out = vec![LLine::prefixed(
+        vec![Span::raw(indent), Span::styled("$ ", theme::dim())],
+        vec![Span::raw(indent), Span::raw("  ")],
+        vec![
+            Span::styled(t.command.clone(), theme::bold()),
+            Span::styled(format!("  {mark}"), style),
+        ],
+    )];
+    if t.dropped > 0 {
+        out.push(code_line(
+            indent,
+            format!("  … {} earlier bytes of output not kept", t.dropped),
+            theme::dim(),
+        ));
+    }
+    for l in t.output.lines() {
+        out.push(code_line(indent, format!("  {l}"), theme::code()));
+    }
+    out
+}
+
 fn status_mark(status: ToolStatus) -> (&'static str, Style) {
     match status {
         ToolStatus::Pending => ("… pending", theme::dim()),
@@ -341,6 +370,18 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
                     ],
                 ));
                 lines.extend(info_lines(info, "    ", true));
+                // The commands it ran in quorum's terminals, in full.
+                for id in info.terminal_ids() {
+                    if let Some(t) = b.terminals.get(id) {
+                        lines.extend(terminal_lines(t, "    "));
+                    }
+                }
+            }
+            // A terminal no tool call shows: on its own.
+            LogEntry::Terminal(id) => {
+                if let Some(t) = b.terminals.get(id).filter(|t| !t.embedded) {
+                    lines.extend(terminal_lines(t, "  "));
+                }
             }
             LogEntry::Plan(plan) => {
                 lines.push(LLine::plain(vec![Span::styled("plan", theme::bold())]));

@@ -187,6 +187,65 @@ impl Adapter {
     }
 }
 
+impl Adapter {
+    /// The model asks for a shell command (`run echo probe-$((6*7))`):
+    /// allowed, it runs, and its output (`probe-42`) shows in the opened
+    /// box, replayed from the recorded transcript. How many commands ran
+    /// in quorum's terminals (`terminal/create`).
+    pub async fn command_output_shows_in_the_box(&self) -> usize {
+        use quorum::event::{Activity, Event};
+        use quorum::tui::state::{CellKind, State};
+        let record = self.dir.path().join("run.jsonl");
+        let out = self
+            .call(&[
+                "--approve",
+                "all",
+                "--record",
+                record.to_str().unwrap(),
+                "--input",
+                "run echo probe-$((6*7))",
+            ])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let events = super::events(&record);
+        let mut state = State::new();
+        for e in &events {
+            state.apply(e);
+        }
+        let b = state
+            .cells
+            .iter()
+            .find_map(|c| match &c.kind {
+                CellKind::Subagent(b) => Some(b),
+                _ => None,
+            })
+            .expect("a box");
+        let opened: String = quorum::tui::detail::render(b, 100, state.now)
+            .iter()
+            .map(|l| {
+                l.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+                    + "\n"
+            })
+            .collect();
+        assert!(opened.contains("probe-42"), "{opened}");
+        events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    &e.event,
+                    Event::SubagentActivity {
+                        activity: Activity::TerminalStarted { .. },
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

@@ -214,6 +214,10 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
             name: "exec_command",
             input: json!({"cmd": rest()}),
         },
+        "run" => Answer::Tool {
+            name: "Bash",
+            input: json!({"command": rest(), "description": "Run a command"}),
+        },
         other => text(&format!("unknown: {other}")),
     }
 }

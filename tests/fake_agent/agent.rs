@@ -156,6 +156,8 @@ fn known(state: &mut State, id: &str) -> bool {
 /// Whether the client advertised the `subagents` capability in
 /// `initialize`: `nested` announces a child only then, as ACP asks.
 static SUBAGENTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// Whether the client advertised `terminal: true` (the `term` scenarios).
+static TERMINAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 fn log(message: impl std::fmt::Display) {
     eprintln!("quorum-fake-agent[{}]: {message}", std::process::id());
@@ -658,6 +660,7 @@ async fn run_turn(
         "ask-anyway" => return elicit::ask_anyway(turn, cancelled).await,
         "child-form" => return elicit::child_form(turn, cancelled).await,
         "slow" => return slow(turn, rest, cancelled).await,
+        "term" => return terminals::scenario(turn, rest, cancelled).await,
         "trickle" => return trickle(turn, rest, cancelled).await,
         // `deaf`: "tick N" every 50 ms for a minute, whatever
         // `session/cancel` says.
@@ -1263,6 +1266,7 @@ async fn main() {
             async move |request: InitializeRequest, responder, _cx| {
                 let _ = SUBAGENTS.set(request.client_capabilities.subagents.is_some());
                 elicit::note_capabilities(&request.client_capabilities);
+                let _ = TERMINAL.set(request.client_capabilities.terminal);
                 let resume = options.resume.then(SessionResumeCapabilities::new);
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)
@@ -1644,5 +1648,277 @@ mod rest18 {
     /// The error a model an account cannot use gets: its detail is in `data`.
     pub(super) fn model_error() -> Error {
         Error::invalid_params().data("the model name 'gpt-9' is not available for this account")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Client terminals (`term …`)
+// ---------------------------------------------------------------------------
+
+mod terminals {
+    //! `term run|hold|kill|unknown …`: commands run in the client's
+    //! terminals (`terminal/create` and the rest), reported in the final
+    //! message so tests can assert what the agent saw.
+
+    use agent_client_protocol::Error;
+    use agent_client_protocol::v1::schema::{
+        CreateTerminalRequest, KillTerminalRequest, ReleaseTerminalRequest, StopReason, Terminal,
+        TerminalExitStatus, TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallStatus,
+        ToolKind, WaitForTerminalExitRequest,
+    };
+
+    use super::{Turn, first_word};
+
+    /// `--limit N` and `--cwd DIR` before the command.
+    struct Flags {
+        limit: Option<u64>,
+        cwd: Option<String>,
+    }
+
+    fn flags(mut rest: &str) -> Result<(Flags, &str), Error> {
+        let mut flags = Flags {
+            limit: None,
+            cwd: None,
+        };
+        loop {
+            let (word, after) = first_word(rest);
+            match word {
+                "--limit" => {
+                    let (n, after) = first_word(after);
+                    flags.limit = Some(n.parse().map_err(|_| {
+                        Error::invalid_params().data(format!("term: bad --limit {n:?}"))
+                    })?);
+                    rest = after;
+                }
+                "--cwd" => {
+                    let (dir, after) = first_word(after);
+                    flags.cwd = Some(dir.to_string());
+                    rest = after;
+                }
+                _ => return Ok((flags, rest)),
+            }
+        }
+    }
+
+    fn status(s: &TerminalExitStatus) -> String {
+        format!(
+            "exit: {}, signal: {}",
+            s.exit_code.map_or("none".to_string(), |c| c.to_string()),
+            s.signal.as_deref().unwrap_or("none")
+        )
+    }
+
+    /// Creates a terminal for `sh -c command`, shown in tool call `tool_id`
+    /// (kind execute, its content the terminal); its id, or the error's
+    /// message.
+    async fn create(
+        turn: &mut Turn,
+        tool_id: &'static str,
+        flags: &Flags,
+        command: &str,
+    ) -> Result<Result<String, String>, Error> {
+        let mut request = CreateTerminalRequest::new(turn.session_id.clone(), "sh")
+            .args(vec!["-c".to_string(), command.to_string()]);
+        request.output_byte_limit = flags.limit;
+        request.cwd = flags.cwd.as_ref().map(std::path::PathBuf::from);
+        request.env = vec![agent_client_protocol::v1::schema::EnvVariable::new(
+            "FAKE_TERM",
+            "set",
+        )];
+        let id = match turn.cx.send_request(request).block_task().await {
+            Ok(created) => created.terminal_id,
+            Err(e) => return Ok(Err(e.message)),
+        };
+        turn.tool_call(
+            ToolCall::new(tool_id, format!("Run {command}"))
+                .kind(ToolKind::Execute)
+                .status(ToolCallStatus::InProgress)
+                .raw_input(serde_json::json!({ "command": command }))
+                .content(vec![ToolCallContent::Terminal(Terminal::new(id.clone()))]),
+        )?;
+        Ok(Ok(id.0.to_string()))
+    }
+
+    pub(super) async fn scenario(
+        turn: &mut Turn,
+        rest: &str,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<StopReason, Error> {
+        if !super::TERMINAL.get().copied().unwrap_or(false) {
+            turn.chunk("no terminals: the client did not advertise terminal")?;
+            return Ok(StopReason::EndTurn);
+        }
+        let (what, rest) = first_word(rest);
+        let (flags, command) = flags(rest)?;
+        let session = turn.session_id.clone();
+        match what {
+            // Runs it to its end: waits, reads, releases.
+            "run" => {
+                let id = match create(turn, "tm1", &flags, command).await? {
+                    Ok(id) => id,
+                    Err(message) => {
+                        turn.chunk(format!("refused: {message}"))?;
+                        return Ok(StopReason::EndTurn);
+                    }
+                };
+                let exit = turn
+                    .cx
+                    .send_request(WaitForTerminalExitRequest::new(session.clone(), id.clone()))
+                    .block_task()
+                    .await?;
+                let out = turn
+                    .cx
+                    .send_request(TerminalOutputRequest::new(session.clone(), id.clone()))
+                    .block_task()
+                    .await?;
+                turn.tool_status("tm1", ToolCallStatus::Completed)?;
+                turn.cx
+                    .send_request(ReleaseTerminalRequest::new(session, id))
+                    .block_task()
+                    .await?;
+                turn.chunk(format!(
+                    "{}, truncated: {}, exit status in output: {}\n{}",
+                    status(&exit.exit_status),
+                    out.truncated,
+                    out.exit_status.is_some(),
+                    out.output
+                ))?;
+            }
+            // Two commands, each run to its end.
+            "two" => {
+                for (tool, cmd) in [("tm1", "echo one"), ("tm2", "echo two")] {
+                    let Ok(id) = create(turn, tool, &flags, cmd).await? else {
+                        turn.chunk("refused")?;
+                        return Ok(StopReason::EndTurn);
+                    };
+                    turn.cx
+                        .send_request(WaitForTerminalExitRequest::new(session.clone(), id.clone()))
+                        .block_task()
+                        .await?;
+                    turn.tool_status(tool, ToolCallStatus::Completed)?;
+                    turn.cx
+                        .send_request(ReleaseTerminalRequest::new(session.clone(), id))
+                        .block_task()
+                        .await?;
+                }
+                turn.chunk("ran two")?;
+            }
+            // Starts it, reads its output until there is some, kills it,
+            // waits, reads again, releases, and reads once more.
+            "kill" => {
+                let Ok(id) = create(turn, "tm1", &flags, command).await? else {
+                    turn.chunk("refused")?;
+                    return Ok(StopReason::EndTurn);
+                };
+                let mut before = String::new();
+                for _ in 0..200 {
+                    let out = turn
+                        .cx
+                        .send_request(TerminalOutputRequest::new(session.clone(), id.clone()))
+                        .block_task()
+                        .await?;
+                    if !out.output.is_empty() {
+                        before = out.output;
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                turn.cx
+                    .send_request(KillTerminalRequest::new(session.clone(), id.clone()))
+                    .block_task()
+                    .await?;
+                let exit = turn
+                    .cx
+                    .send_request(WaitForTerminalExitRequest::new(session.clone(), id.clone()))
+                    .block_task()
+                    .await?;
+                let after = turn
+                    .cx
+                    .send_request(TerminalOutputRequest::new(session.clone(), id.clone()))
+                    .block_task()
+                    .await?;
+                turn.tool_status("tm1", ToolCallStatus::Failed)?;
+                turn.cx
+                    .send_request(ReleaseTerminalRequest::new(session.clone(), id.clone()))
+                    .block_task()
+                    .await?;
+                let released = match turn
+                    .cx
+                    .send_request(TerminalOutputRequest::new(session, id))
+                    .block_task()
+                    .await
+                {
+                    Ok(_) => "still readable".to_string(),
+                    Err(e) => format!("error {}: {}", i32::from(e.code), e.message),
+                };
+                turn.chunk(format!(
+                    "killed: {}\nbefore kill: {}\nafter kill: {}\nafter release: {released}",
+                    status(&exit.exit_status),
+                    before.trim_end(),
+                    after.output.trim_end(),
+                ))?;
+            }
+            // Starts it and leaves it running, then waits, saying nothing,
+            // for the turn's cancel (30 s at most: then `held`).
+            "hold" => {
+                if create(turn, "tm1", &flags, command).await?.is_err() {
+                    turn.chunk("refused")?;
+                    return Ok(StopReason::EndTurn);
+                }
+                tokio::select! {
+                    () = cancelled => return Ok(StopReason::Cancelled),
+                    () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                }
+                turn.chunk("held")?;
+            }
+            // Starts it and ends the turn at once, leaving it running
+            // and unreleased (the client ends it with the turn).
+            "leave" => {
+                let Ok(id) = create(turn, "tm1", &flags, command).await? else {
+                    turn.chunk("refused")?;
+                    return Ok(StopReason::EndTurn);
+                };
+                turn.chunk(format!("left {id} running"))?;
+            }
+            // `ps ARG`: how many processes on the machine have an argument
+            // exactly ARG (a marker such as the `987.5` of `sleep 987.5`).
+            "ps" => {
+                let arg = command.trim();
+                let mut found = 0;
+                for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                    let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                        continue;
+                    };
+                    if cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) {
+                        found += 1;
+                    }
+                }
+                turn.chunk(format!("processes with {arg}: {found}"))?;
+            }
+            // Asks for a terminal for `sh -c CMD` in a session no turn
+            // runs (`<session>-gone`), as an agent whose turn ended would.
+            "stray" => {
+                let request = CreateTerminalRequest::new(format!("{session}-gone"), "sh")
+                    .args(vec!["-c".to_string(), command.to_string()]);
+                match turn.cx.send_request(request).block_task().await {
+                    Ok(created) => turn.chunk(format!("created {}", created.terminal_id))?,
+                    Err(e) => turn.chunk(format!("refused: {}", e.message))?,
+                }
+            }
+            // Asks for the output of a terminal that never was.
+            "unknown" => {
+                match turn
+                    .cx
+                    .send_request(TerminalOutputRequest::new(session, "term-nope"))
+                    .block_task()
+                    .await
+                {
+                    Ok(_) => turn.chunk("unknown terminal answered")?,
+                    Err(e) => turn.chunk(format!("error {}: {}", i32::from(e.code), e.message))?,
+                }
+            }
+            other => turn.chunk(format!("unknown term step: {other}"))?,
+        }
+        Ok(StopReason::EndTurn)
     }
 }

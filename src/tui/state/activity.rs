@@ -25,6 +25,18 @@ pub enum ActivityLine {
         status: ToolStatus,
     },
     Note(String),
+    /// A command run in one of quorum's terminals: its command line, the
+    /// last of its output (clean, at most `terminal::TAIL_BYTES`), and how
+    /// it ended once it did.
+    Terminal {
+        id: String,
+        command: String,
+        tail: String,
+        exit: Option<String>,
+        /// Drawn under the tool call that shows it (whose title names the
+        /// command), not on its own.
+        under_tool: bool,
+    },
 }
 
 impl ActivityLine {
@@ -43,6 +55,10 @@ impl ActivityLine {
             ActivityLine::Thought(t) => format!("thinking: {}", one_line(t)),
             ActivityLine::Tool { title, .. } => format!("⚙ {title}"),
             ActivityLine::Note(t) => t.clone(),
+            ActivityLine::Terminal { command, tail, .. } => match one_line(tail) {
+                last if last.is_empty() => format!("$ {command}"),
+                last => last,
+            },
         }
     }
 }
@@ -99,6 +115,11 @@ impl State {
                 );
                 let info = ToolInfo::from_detail(detail);
                 b.changes.note(id, &info);
+                b.terminals.embed(info.terminal_ids());
+                // Its terminals' output goes under it.
+                for t in info.terminal_ids() {
+                    under_tool(&mut b.activity, t, true);
+                }
                 b.log.push(LogEntry::Tool {
                     id: id.clone(),
                     title: clean(title),
@@ -152,6 +173,10 @@ impl State {
                 // A call dropped from the log still counts in the summary.
                 let info = merged.unwrap_or(update);
                 b.changes.note(id, &info);
+                b.terminals.embed(info.terminal_ids());
+                for t in info.terminal_ids() {
+                    under_tool(&mut b.activity, t, false);
+                }
             }
             Activity::Plan { entries } => {
                 b.plan = entries
@@ -220,6 +245,67 @@ impl State {
                     b.notices.pop_front();
                 }
                 b.notices.push_back(text);
+            }
+            Activity::TerminalStarted {
+                terminal_id,
+                command,
+            } => {
+                b.terminals.started(terminal_id, command);
+                b.changes.terminal(terminal_id);
+                push_line(
+                    &mut b.activity,
+                    ActivityLine::Terminal {
+                        id: terminal_id.clone(),
+                        command: clean(command),
+                        tail: String::new(),
+                        exit: None,
+                        under_tool: false,
+                    },
+                );
+                b.log.push(LogEntry::Terminal(terminal_id.clone()));
+            }
+            Activity::TerminalOutput { terminal_id, text } => {
+                let text = clean(text);
+                b.terminals.output(terminal_id, &text);
+                match terminal_line(&mut b.activity, terminal_id) {
+                    Some((tail, _)) => {
+                        tail.push_str(&text);
+                        super::terminal::keep_newest(tail, super::terminal::TAIL_BYTES);
+                    }
+                    // Its line scrolled out of the box's last lines: a
+                    // new one, with what is known of it.
+                    None => {
+                        let command = b
+                            .terminals
+                            .get(terminal_id)
+                            .map(|t| t.command.clone())
+                            .unwrap_or_default();
+                        push_line(
+                            &mut b.activity,
+                            ActivityLine::Terminal {
+                                id: terminal_id.clone(),
+                                command,
+                                tail: text,
+                                exit: None,
+                                under_tool: b
+                                    .terminals
+                                    .get(terminal_id)
+                                    .is_some_and(|t| t.embedded),
+                            },
+                        );
+                    }
+                }
+            }
+            Activity::TerminalExit {
+                terminal_id,
+                exit_code,
+                signal,
+            } => {
+                let how = super::terminal::exit_words(*exit_code, signal.as_deref());
+                b.terminals.exited(terminal_id, how.clone());
+                if let Some((_, exit)) = terminal_line(&mut b.activity, terminal_id) {
+                    *exit = Some(how);
+                }
             }
         }
     }
@@ -295,7 +381,45 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
         Activity::Elicitation { .. } | Activity::ElicitationResolved { .. } => {
             super::elicit::child_question(child, activity)
         }
+        // Terminals are the call's (their output shows in its box).
+        Activity::TerminalStarted { .. }
+        | Activity::TerminalOutput { .. }
+        | Activity::TerminalExit { .. } => {}
     }
+}
+
+/// A tool call shows terminal `id`: its line is drawn under the call
+/// (moved after it, when the call was just added).
+fn under_tool(lines: &mut VecDeque<ActivityLine>, id: &str, move_after: bool) {
+    let Some(at) = lines
+        .iter()
+        .position(|l| matches!(l, ActivityLine::Terminal { id: lid, .. } if lid == id))
+    else {
+        return;
+    };
+    if let Some(ActivityLine::Terminal { under_tool, .. }) = lines.get_mut(at) {
+        *under_tool = true;
+    }
+    if move_after && let Some(line) = lines.remove(at) {
+        lines.push_back(line);
+    }
+}
+
+/// The running box's line of terminal `id`, if it is among its last lines:
+/// its tail and its exit.
+fn terminal_line<'a>(
+    lines: &'a mut VecDeque<ActivityLine>,
+    id: &str,
+) -> Option<(&'a mut String, &'a mut Option<String>)> {
+    lines.iter_mut().rev().find_map(|l| match l {
+        ActivityLine::Terminal {
+            id: lid,
+            tail,
+            exit,
+            ..
+        } if lid == id => Some((tail, exit)),
+        _ => None,
+    })
 }
 
 pub(super) fn push_line(lines: &mut VecDeque<ActivityLine>, line: ActivityLine) {

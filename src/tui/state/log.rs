@@ -111,6 +111,14 @@ impl ToolInfo {
         }
     }
 
+    /// The terminals its content shows.
+    pub fn terminal_ids(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|c| match c {
+            ToolContent::Terminal { terminal_id } => Some(terminal_id.as_str()),
+            _ => None,
+        })
+    }
+
     /// The paths it touches: its locations and its diffs' paths.
     pub fn paths(&self) -> Vec<String> {
         let mut paths: Vec<String> = self
@@ -182,6 +190,9 @@ pub enum LogEntry {
         /// The answer, once given.
         outcome: Option<String>,
     },
+    /// A command run in one of quorum's terminals (its output is the
+    /// box's `terminals`).
+    Terminal(String),
 }
 
 impl LogEntry {
@@ -206,6 +217,7 @@ impl LogEntry {
                         .map(|f| 32 + f.name.len() + f.title.as_ref().map_or(0, String::len))
                         .sum::<usize>()
             }
+            LogEntry::Terminal(id) => 32 + id.len(),
         }
     }
 }
@@ -281,6 +293,12 @@ pub struct Changes {
     /// Tool call ids counted as commands (a set: a box that runs many
     /// commands looks each up in the same time).
     counted: HashSet<String>,
+    /// Commands run in quorum's terminals, by terminal id: each counts
+    /// once, whether an `execute` tool call shows it or not.
+    terminals: HashSet<String>,
+    /// `execute` tool calls that show a terminal (counted as their
+    /// terminal).
+    with_terminal: HashSet<String>,
 }
 
 impl Changes {
@@ -290,13 +308,27 @@ impl Changes {
             Some("delete") => &mut self.deleted,
             Some("move") => &mut self.moved,
             Some("execute") => {
-                if !self.counted.contains(id) {
-                    self.counted.insert(id.to_string());
+                let terminals: Vec<&str> = info.terminal_ids().collect();
+                if !terminals.is_empty() && !self.with_terminal.contains(id) {
+                    // Counted as its terminals from now on.
+                    self.with_terminal.insert(id.to_string());
+                    if self.counted.remove(id) {
+                        self.commands -= 1;
+                    }
+                    for t in terminals {
+                        self.terminal(t);
+                    }
+                } else if !self.with_terminal.contains(id) && self.counted.insert(id.to_string()) {
                     self.commands += 1;
                 }
                 return;
             }
-            _ => return,
+            _ => {
+                for t in info.terminal_ids() {
+                    self.terminal(t);
+                }
+                return;
+            }
         };
         for path in info.paths() {
             if list.contains(&path) {
@@ -307,6 +339,13 @@ impl Changes {
             } else {
                 list.push(path);
             }
+        }
+    }
+
+    /// A command run in terminal `id`: counted once.
+    pub(super) fn terminal(&mut self, id: &str) {
+        if self.terminals.insert(id.to_string()) {
+            self.commands += 1;
         }
     }
 

@@ -22,6 +22,7 @@ mod panel;
 mod snapshot;
 mod subagent;
 mod tally;
+mod terminal;
 
 #[cfg(test)]
 mod fixtures;
@@ -33,6 +34,7 @@ pub use elicit::{Question, answer_line};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
 pub use subagent::{ChildBox, EARLIER_TURNS, EarlierTurn, Grouped, SubagentBox, plan_progress};
+pub use terminal::{TerminalView, Terminals, exit_words};
 
 /// Everything the screen shows, as built from events.
 #[derive(Debug, Default, Clone)]

@@ -68,6 +68,8 @@ pub struct SubagentBox {
     /// The current turn's session is open: its agent has it and says
     /// nothing yet (`waiting for NAME`), rather than still `starting…`.
     pub opened: bool,
+    /// The terminals its agent ran commands in (quorum's).
+    pub terminals: super::Terminals,
 }
 
 /// How many earlier turns a box keeps.
@@ -271,6 +273,7 @@ impl State {
             earlier_dropped: 0,
             turn_input: None,
             opened: session.is_some(),
+            terminals: super::Terminals::default(),
             batch: batch_id
                 .as_ref()
                 .filter(|id| self.batches.contains_key(*id))
