@@ -71,6 +71,8 @@ pub struct Connection {
     pub(super) shutdown: Mutex<Option<oneshot::Sender<()>>>,
     /// How long `session/new` (and resume, load) may take.
     pub(super) startup_timeout: Duration,
+    /// The MCP servers its sessions are given (`[mcp_servers]`).
+    pub(super) mcp: Vec<super::mcp::McpServerSpec>,
 }
 
 impl Connection {

@@ -3,6 +3,7 @@
 
 pub mod client;
 mod fs;
+pub mod mcp;
 mod permission;
 mod process;
 pub mod registry;

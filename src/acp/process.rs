@@ -211,6 +211,7 @@ impl Connection {
             cause,
             shutdown: Mutex::new(Some(shutdown_tx)),
             startup_timeout: spec.startup_timeout,
+            mcp: spec.mcp_servers.clone(),
         };
         Ok(Arc::new(conn))
     }

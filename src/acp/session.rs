@@ -6,14 +6,14 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    InitializeResponse, LoadSessionRequest, NewSessionRequest, ResumeSessionRequest,
+    InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, ResumeSessionRequest,
     SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelect,
     SessionConfigSelectOptions, SetSessionConfigOptionRequest,
 };
 
 use super::client::Connection;
 use crate::agent::TurnSink;
-use crate::event::SessionKind;
+use crate::event::{Activity, SessionKind};
 
 impl Connection {
     pub(super) async fn open_session(
@@ -22,16 +22,17 @@ impl Connection {
         resume: Option<&str>,
         sink: &dyn TurnSink,
     ) -> Result<(String, SessionKind, Offered), String> {
+        let mcp = self.mcp_servers(sink);
         if let Some(id) = resume {
             // History replayed by load (or resume) arrives before the answer,
             // while no route exists for the session: it is not shown.
             let reopened = if self.can_resume() {
                 Some((
                     self.cx
-                        .send_request(ResumeSessionRequest::new(
-                            id.to_string(),
-                            root.to_path_buf(),
-                        ))
+                        .send_request(
+                            ResumeSessionRequest::new(id.to_string(), root.to_path_buf())
+                                .mcp_servers(mcp.clone()),
+                        )
                         .block_task()
                         .await
                         .map(|_| ()),
@@ -40,7 +41,10 @@ impl Connection {
             } else if self.can_load() {
                 Some((
                     self.cx
-                        .send_request(LoadSessionRequest::new(id.to_string(), root.to_path_buf()))
+                        .send_request(
+                            LoadSessionRequest::new(id.to_string(), root.to_path_buf())
+                                .mcp_servers(mcp.clone()),
+                        )
                         .block_task()
                         .await
                         .map(|_| ()),
@@ -60,16 +64,30 @@ impl Connection {
                         self.agent, e.message
                     ));
                     return self
-                        .new_session(root)
+                        .new_session(root, mcp)
                         .await
                         .map(|(id, offered)| (id, SessionKind::NewAfterStale, offered));
                 }
                 None => {}
             }
         }
-        self.new_session(root)
+        self.new_session(root, mcp)
             .await
             .map(|(id, offered)| (id, SessionKind::Fresh, offered))
+    }
+
+    /// The configured MCP servers this agent accepts, as ACP sends them;
+    /// each one it cannot take is named in the box.
+    fn mcp_servers(&self, sink: &dyn TurnSink) -> Vec<McpServer> {
+        let (servers, skipped) = super::mcp::offer(
+            &self.agent,
+            &self.mcp,
+            &self.init.agent_capabilities.mcp_capabilities,
+        );
+        for text in skipped {
+            sink.activity(Activity::Notice { text });
+        }
+        servers
     }
 
     /// Applies the configured (or remembered) model and mode to a new
@@ -142,10 +160,14 @@ impl Connection {
         }
     }
 
-    async fn new_session(&self, root: &Path) -> Result<(String, Offered), String> {
+    async fn new_session(
+        &self,
+        root: &Path,
+        mcp: Vec<McpServer>,
+    ) -> Result<(String, Offered), String> {
         match self
             .cx
-            .send_request(NewSessionRequest::new(root.to_path_buf()))
+            .send_request(NewSessionRequest::new(root.to_path_buf()).mcp_servers(mcp))
             .block_task()
             .await
         {

@@ -151,6 +151,27 @@ fn known(state: &mut State, id: &str) -> bool {
     true
 }
 
+/// `--mcp-log FILE`: the `mcpServers` of each `session/new`, `session/load`
+/// and `session/resume`, one JSON line each: `{"method", "mcpServers"}`.
+static MCP_LOG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// `--mcp-http`: advertise `mcpCapabilities.http` (and `sse`).
+static MCP_HTTP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Appends what `method` was given as MCP servers to the `--mcp-log`.
+fn mcp_seen(method: &str, servers: &[agent_client_protocol::v1::schema::McpServer]) {
+    let Some(file) = MCP_LOG.get() else { return };
+    let line = serde_json::json!({ "method": method, "mcpServers": servers }).to_string() + "\n";
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        log(format!("--mcp-log: {}: {e}", file.display()));
+    }
+}
+
 /// Whether the client advertised the `subagents` capability in
 /// `initialize`: `nested` announces a child only then, as ACP asks.
 static SUBAGENTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -1075,6 +1096,12 @@ fn parse_options() -> Options {
             "--config-options" => options.config_options = true,
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
+            "--mcp-http" => MCP_HTTP.store(true, std::sync::atomic::Ordering::SeqCst),
+            "--mcp-log" => {
+                if let Some(file) = args.next() {
+                    let _ = MCP_LOG.set(std::path::PathBuf::from(file));
+                }
+            }
             "--in-flight" => {
                 if let Some(file) = args.next() {
                     let _ = IN_FLIGHT.set(std::path::PathBuf::from(file));
@@ -1238,7 +1265,12 @@ async fn main() {
                 let resume = options.resume.then(SessionResumeCapabilities::new);
                 let capabilities = AgentCapabilities::new()
                     .load_session(options.load)
-                    .session_capabilities(SessionCapabilities::new().resume(resume));
+                    .session_capabilities(SessionCapabilities::new().resume(resume))
+                    .mcp_capabilities(
+                        agent_client_protocol::v1::schema::McpCapabilities::new()
+                            .http(MCP_HTTP.load(std::sync::atomic::Ordering::SeqCst))
+                            .sse(MCP_HTTP.load(std::sync::atomic::Ordering::SeqCst)),
+                    );
                 let mut response = InitializeResponse::new(ProtocolVersion::V1)
                     .agent_capabilities(capabilities)
                     .agent_info(Implementation::new("quorum-fake-agent", "1.0.0"));
@@ -1265,6 +1297,7 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |_request: NewSessionRequest, responder, _cx| {
+                    mcp_seen("session/new", &_request.mcp_servers);
                     if options.auth_required {
                         return responder
                             .respond_with_error(agent_client_protocol::Error::auth_required());
@@ -1297,6 +1330,7 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |request: LoadSessionRequest, responder, cx| {
+                    mcp_seen("session/load", &request.mcp_servers);
                     if !options.load {
                         return responder.respond_with_error(Error::method_not_found());
                     }
@@ -1314,6 +1348,7 @@ async fn main() {
             {
                 let state = state.clone();
                 async move |request: ResumeSessionRequest, responder, _cx| {
+                    mcp_seen("session/resume", &request.mcp_servers);
                     if !options.resume {
                         return responder.respond_with_error(Error::method_not_found());
                     }
