@@ -73,6 +73,8 @@ pub struct Connection {
     pub(super) startup_timeout: Duration,
     /// The MCP servers its sessions are given (`[mcp_servers]`).
     pub(super) mcp: Vec<super::mcp::McpServerSpec>,
+    /// What the agent announced of its sessions: commands, modes, options.
+    pub(super) meta: super::meta::Meta,
 }
 
 impl Connection {

@@ -4,6 +4,7 @@
 pub mod client;
 mod fs;
 pub mod mcp;
+pub mod meta;
 mod permission;
 mod process;
 pub mod registry;

@@ -79,6 +79,8 @@ impl Connection {
         ));
 
         let routes: Routes = Arc::default();
+        let meta: super::meta::Meta = Arc::default();
+        let notify_meta = meta.clone();
         let exclusions: Exclusions = Arc::default();
         let read_exclusions = exclusions.clone();
         let write_exclusions = exclusions.clone();
@@ -90,6 +92,7 @@ impl Connection {
                 routes: routes.clone(),
                 max_frame: spec.limits.max_frame_bytes,
                 cause: cause.clone(),
+                meta: meta.clone(),
             },
         );
         let (cx_tx, cx_rx) = oneshot::channel();
@@ -107,6 +110,7 @@ impl Connection {
             .name("quorum")
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
+                    super::meta::observe(&notify_meta, &n.session_id.0, &n.update);
                     on_session_update(&notify_routes, n);
                     Ok(())
                 },
@@ -212,6 +216,7 @@ impl Connection {
             shutdown: Mutex::new(Some(shutdown_tx)),
             startup_timeout: spec.startup_timeout,
             mcp: spec.mcp_servers.clone(),
+            meta,
         };
         Ok(Arc::new(conn))
     }

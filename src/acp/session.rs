@@ -35,7 +35,7 @@ impl Connection {
                         )
                         .block_task()
                         .await
-                        .map(|_| ()),
+                        .map(|r| self.opened(id, r.modes, r.config_options)),
                     SessionKind::Resumed,
                 ))
             } else if self.can_load() {
@@ -47,7 +47,7 @@ impl Connection {
                         )
                         .block_task()
                         .await
-                        .map(|_| ()),
+                        .map(|r| self.opened(id, r.modes, r.config_options)),
                     SessionKind::Loaded,
                 ))
             } else {
@@ -151,11 +151,12 @@ impl Connection {
                 option.id.clone(),
                 value,
             );
-            if let Err(e) = self.cx.send_request(request).block_task().await {
-                sink.notice(&format!(
+            match self.cx.send_request(request).block_task().await {
+                Ok(answer) => self.options_now(session_id, answer.config_options),
+                Err(e) => sink.notice(&format!(
                     "{}: setting {key} to {value:?} failed: {}",
                     self.agent, e.message
-                ));
+                )),
             }
         }
     }
@@ -171,7 +172,11 @@ impl Connection {
             .block_task()
             .await
         {
-            Ok(r) => Ok((r.session_id.0.to_string(), r.config_options)),
+            Ok(r) => {
+                let id = r.session_id.0.to_string();
+                self.opened(&id, r.modes, r.config_options.clone());
+                Ok((id, r.config_options))
+            }
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
                 Err(self.auth_required())
             }

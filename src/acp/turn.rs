@@ -51,6 +51,11 @@ impl Connection {
             Err(outcome) => return outcome,
         };
         let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root);
+        // What the agent announced of the session so far (some of it
+        // before this turn could be routed anything): shown from the start.
+        for activity in self.announced_activities(&session_id) {
+            sink.activity(activity);
+        }
         let prompt = PromptRequest::new(
             session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(
@@ -255,7 +260,12 @@ impl<'a> Running<'a> {
             SessionUpdate::SubagentUpdate(u) => {
                 announce(u, &mut self.children, sink);
             }
-            update if from == self.session_id => self.turn.update(update, sink),
+            update if from == self.session_id => {
+                if let Some(activity) = self.conn.announced_update(&from, &update) {
+                    sink.activity(activity);
+                }
+                self.turn.update(update, sink)
+            }
             update => {
                 if let Some(child) = self.children.get_mut(&from) {
                     let child_sink = ChildSink {

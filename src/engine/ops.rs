@@ -111,7 +111,9 @@ QUORUM_MODEL sets the default. Meanwhile `@NAME message` talks to an agent direc
 by several agents at once), `/help` lists the commands, and `quorum replay FILE` replays a \
 recorded session.";
 
-const HELP: &str = "Commands: /agents (the agents you can call) · /tasks (background tasks) · \
+const HELP: &str = "Commands: /agents [NAME] (the agents you can call; with a name, the commands, \
+modes and options it announced) · /mode NAME MODE (change an agent's mode) · /set NAME OPTION VALUE \
+(change one of its options: model, effort, ...; a model is remembered) · /tasks (background tasks) · \
 /cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
 turn for a task's agent) · /retry TASK (run an interrupted or failed task again) · /merge TASK (merge a worktree task's \
 branch into your branch; refused while its review quorum is red, /merge! TASK merges anyway) · \
@@ -214,6 +216,8 @@ impl Ops {
         let arg = arg.trim();
         match name {
             "help" | "" => self.notice(HELP),
+            "agents" if !arg.is_empty() => self.agent_info(arg),
+            "mode" | "set" => self.agent_setting(name, arg),
             "agents" => {
                 let registry = self.dispatcher.registry();
                 let installed = registry.installed();

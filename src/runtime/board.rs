@@ -371,6 +371,8 @@ impl Entry {
             Activity::ToolCallUpdate { .. } | Activity::Plan { .. } => false,
             // Taken in by `Board::observe`, which knows the sessions.
             Activity::Usage { .. } => false,
+            // What the agent offers: the box shows it, no summary does.
+            Activity::Commands { .. } | Activity::Mode { .. } | Activity::Config { .. } => false,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::event::TaskState;
 use crate::event::{Event, NoticeLevel, Stamped};
 
 mod activity;
+mod announced;
 mod batch;
 mod cells;
 mod log;
@@ -26,6 +27,7 @@ mod tally;
 mod fixtures;
 
 pub use activity::{ACTIVITY_LINES, ActivityLine};
+pub use announced::Announced;
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use cells::{Cell, CellKind};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
@@ -79,6 +81,9 @@ pub struct State {
     /// The chat model's streamed reply, cleaned across its chunks.
     assistant_stream: crate::confine::sanitize::Stream,
     next_rev: u64,
+    /// The commands each agent last announced (sanitised), by agent name:
+    /// what Tab completes after `@NAME /`.
+    pub agent_commands: HashMap<String, Vec<crate::event::AgentCommand>>,
 }
 
 impl State {

@@ -56,6 +56,8 @@ pub struct SubagentBox {
     pub(super) streams: Streams,
     /// A task with a worktree of its own: its branch and what it changed.
     pub worktree: Option<WorktreeLine>,
+    /// What its agent announced of its session: commands, mode, options.
+    pub announced: super::Announced,
 }
 
 /// A worktree task's branch, as its box shows it.
@@ -250,6 +252,7 @@ impl State {
                     tint: None,
                     last: false,
                 }),
+            announced: super::Announced::default(),
         });
         // A call id used twice replaces the older box's entry: the older
         // box counts no more.
