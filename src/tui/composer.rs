@@ -629,6 +629,32 @@ mod tests {
     }
 
     #[test]
+    fn completion_of_an_agents_own_commands_after_its_mention() {
+        let command = |name: &str| AgentCommand {
+            name: name.into(),
+            description: String::new(),
+            hint: None,
+        };
+        let announced: HashMap<String, Vec<AgentCommand>> =
+            [("fake".to_string(), vec![command("review"), command("compact")])].into();
+        let agents = ["fake".to_string()];
+        let mut c = typed("@fake /");
+        assert!(c.complete_with(&agents, &[], &announced));
+        assert_eq!(c.text(), "@fake /");
+        assert_eq!(c.hint(), Some("/compact  /review"));
+        let mut c = typed("@fake! /r");
+        assert!(c.complete_with(&agents, &[], &announced));
+        assert_eq!(c.text(), "@fake! /review ");
+        // Not after another word, nor for an agent that announced none.
+        let mut c = typed("@fake look /r");
+        assert!(!c.complete_with(&agents, &[], &announced));
+        let mut c = typed("@other /r");
+        assert!(c.complete_with(&agents, &[], &announced));
+        assert_eq!(c.hint(), Some("other has announced no commands yet"));
+        assert_eq!(c.text(), "@other /r");
+    }
+
+    #[test]
     fn completion_of_names_and_commands() {
         let agents = ["claude".to_string(), "codex".into(), "gemini".into()];
         let commands = ["model", "msg", "new"];
