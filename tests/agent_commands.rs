@@ -120,8 +120,14 @@ async fn commands_are_listed_completed_and_sent_as_the_agent_expects() {
 #[tokio::test]
 async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
     let dir = tempfile::tempdir().unwrap();
-    let (_session, mut app, mut ev_rx) =
-        live_session(dir.path(), AGENT, None, Permissions::Ask, None);
+    let record = dir.path().join("s.jsonl");
+    let (_session, mut app, mut ev_rx) = live_session(
+        dir.path(),
+        AGENT,
+        None,
+        Permissions::Ask,
+        Some(record.clone()),
+    );
     let mut terminal = terminal();
 
     // No session yet: said plainly.
@@ -197,4 +203,18 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
         "{}",
         text(&terminal)
     );
+
+    // All of it was recorded: the transcript replays to the same boxes.
+    let replayed = common::rows(&common::screen(
+        &common::events(&record),
+        170,
+        50,
+        Some(false),
+    ))
+    .join("\n");
+    assert!(
+        replayed.contains("╭─ fake · acp · fresh · mode Ask · model smart · effort low"),
+        "{replayed}"
+    );
+    assert!(replayed.contains("fake: model smart; its next sessions start with this model"));
 }
