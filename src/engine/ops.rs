@@ -122,8 +122,8 @@ forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (rec
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
 review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message` one review by \
 several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
-↑/↓ recall the messages you sent, Tab completes @NAME and /commands, \
-PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
+↑/↓ recall the messages you sent, Tab completes @NAME and /commands (after @NAME /, the \
+agent's own), PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
 tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
 impl Ops {

@@ -635,8 +635,11 @@ mod tests {
             description: String::new(),
             hint: None,
         };
-        let announced: HashMap<String, Vec<AgentCommand>> =
-            [("fake".to_string(), vec![command("review"), command("compact")])].into();
+        let announced: HashMap<String, Vec<AgentCommand>> = [(
+            "fake".to_string(),
+            vec![command("review"), command("compact")],
+        )]
+        .into();
         let agents = ["fake".to_string()];
         let mut c = typed("@fake /");
         assert!(c.complete_with(&agents, &[], &announced));
