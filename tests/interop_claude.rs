@@ -44,3 +44,23 @@ async fn claude_asks_before_writing_and_quorum_answers() {
 async fn claude_is_cancelled_by_ctrl_c() {
     claude().await.is_cancelled_by_ctrl_c().await;
 }
+
+/// What claude announces of its session (its commands, its mode, its
+/// config options) reaches the box, recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_announces_its_commands_mode_and_options() {
+    let announced = claude().await.announced().await;
+    let names: Vec<&str> = announced.commands.iter().map(|c| c.name.as_str()).collect();
+    assert!(names.contains(&"review"), "{announced:?}");
+    let (current, modes) = announced.mode.as_ref().expect("claude has modes");
+    assert_eq!(current, "default");
+    assert!(modes.iter().any(|m| m.id == "plan"), "{announced:?}");
+    let model = announced
+        .options
+        .iter()
+        .find(|o| o.category.as_deref() == Some("model"));
+    assert!(
+        model.is_some_and(|m| m.values.contains(&m.current)),
+        "{announced:?}"
+    );
+}

@@ -63,3 +63,25 @@ async fn codex_asks_before_running_a_command_and_quorum_answers() {
 async fn codex_is_cancelled_by_ctrl_c() {
     codex().await.is_cancelled_by_ctrl_c().await;
 }
+
+/// What codex announces of its session (its config options: model and
+/// reasoning effort) reaches the box, recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_announces_its_options() {
+    // Its options come with `session/new`. (Its commands come on their
+    // own time, at times after both turns of a quick call: not asserted.)
+    let announced = codex().await.announced().await;
+    let option = |category: &str| {
+        announced
+            .options
+            .iter()
+            .find(|o| o.category.as_deref() == Some(category))
+            .map(|o| (o.id.as_str(), o.current.as_str()))
+    };
+    assert_eq!(option("model"), Some(("model", "gpt-5.4")), "{announced:?}");
+    assert_eq!(
+        option("thought_level"),
+        Some(("reasoning_effort", "medium")),
+        "{announced:?}"
+    );
+}

@@ -185,6 +185,48 @@ impl Adapter {
     }
 }
 
+impl Adapter {
+    /// A plain turn, recorded: what the agent announced of its session
+    /// (its commands, mode and config options) as the box's activity, the
+    /// last of each kind.
+    pub async fn announced(&self) -> Announced {
+        let record = self.dir.path().join("announced.jsonl");
+        let out = self
+            .call(&[
+                "--record",
+                record.to_str().unwrap(),
+                "--input",
+                "plain",
+                "--input",
+                "count",
+            ])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let mut announced = Announced::default();
+        for e in quorum::transcript::load(&record).unwrap().events {
+            if let quorum::event::Event::SubagentActivity { activity, .. } = e.event {
+                match activity {
+                    quorum::event::Activity::Commands { commands } => announced.commands = commands,
+                    quorum::event::Activity::Mode { current, available } => {
+                        announced.mode = Some((current, available))
+                    }
+                    quorum::event::Activity::Config { options } => announced.options = options,
+                    _ => {}
+                }
+            }
+        }
+        announced
+    }
+}
+
+/// What an agent announced of its session, as recorded.
+#[derive(Debug, Default)]
+pub struct Announced {
+    pub commands: Vec<quorum::event::AgentCommand>,
+    pub mode: Option<(String, Vec<quorum::event::ModeInfo>)>,
+    pub options: Vec<quorum::event::ConfigInfo>,
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
