@@ -442,3 +442,108 @@ fn clean_list(items: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn wire(value: serde_json::Value) -> SessionUpdate {
+        serde_json::from_value(value).expect("a session update")
+    }
+
+    /// What is announced before a turn runs (no route for the session
+    /// yet) is kept, and a turn shows it all from its start.
+    #[test]
+    fn announcements_are_kept_per_session_and_shown_whole() {
+        let meta: Meta = Arc::default();
+        let commands = wire(json!({
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [
+                {"name": "review", "description": "Review", "input": {"hint": "what"}},
+                {"name": "compact", "description": "Compact"},
+            ],
+        }));
+        assert!(observe(&meta, "s1", &commands));
+        // A mode change with no modes known yet keeps the mode alone.
+        let mode = wire(json!({"sessionUpdate": "current_mode_update", "currentModeId": "plan"}));
+        assert!(observe(&meta, "s1", &mode));
+        let text = wire(json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "hi"},
+        }));
+        assert!(!observe(&meta, "s1", &text));
+        let store = lock(&meta);
+        let announced = &store.sessions["s1"];
+        assert_eq!(
+            announced.activities(),
+            [
+                Activity::Commands {
+                    commands: vec![
+                        AgentCommand {
+                            name: "review".into(),
+                            description: "Review".into(),
+                            hint: Some("what".into()),
+                        },
+                        AgentCommand {
+                            name: "compact".into(),
+                            description: "Compact".into(),
+                            hint: None,
+                        },
+                    ],
+                },
+                Activity::Mode {
+                    current: "plan".into(),
+                    available: vec![],
+                },
+            ]
+        );
+        assert!(!store.sessions.contains_key("s2"));
+    }
+
+    #[test]
+    fn described_for_a_person_with_agent_text_sanitised() {
+        let announced = Announced {
+            commands: vec![AgentCommand {
+                name: "rev\u{1b}[2Jiew".into(),
+                description: "Review\u{7}".into(),
+                hint: Some("what".into()),
+            }],
+            modes: Some(SessionModeState::new(
+                "ask",
+                vec![agent_client_protocol::v1::schema::SessionMode::new(
+                    "ask", "Ask",
+                )],
+            )),
+            options: Some(vec![
+                serde_json::from_value(json!({
+                    "id": "fast", "name": "Fast mode", "type": "boolean", "currentValue": false,
+                }))
+                .unwrap(),
+            ]),
+        };
+        assert_eq!(
+            announced.describe(),
+            [
+                "Commands (send `@NAME /command args`):",
+                "  /review <what> — Review",
+                "Mode: ask (offers: ask)",
+                "Option fast (Fast mode): false (takes: true, false)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_connection_keeps_a_bounded_number_of_sessions() {
+        let meta: Meta = Arc::default();
+        let mode = wire(json!({"sessionUpdate": "current_mode_update", "currentModeId": "a"}));
+        for i in 0..SESSIONS + 10 {
+            observe(&meta, &format!("s{i}"), &mode);
+        }
+        let store = lock(&meta);
+        assert_eq!(store.sessions.len(), SESSIONS);
+        assert!(!store.sessions.contains_key("s0"));
+        assert!(store.sessions.contains_key(&format!("s{}", SESSIONS + 9)));
+    }
+}
