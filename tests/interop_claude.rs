@@ -64,3 +64,63 @@ async fn claude_announces_its_commands_mode_and_options() {
         "{announced:?}"
     );
 }
+
+/// `/mode` and `/set` from the TUI change claude's session: the next box's
+/// badges show what claude then says it is in (its `current_mode_update`
+/// and `config_option_update`), and a value it does not offer is refused
+/// with those it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_takes_mode_and_model_from_the_tui() {
+    use common::app::{drive, line, text, until};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    let c = claude().await;
+    let registry = quorum::acp::registry::Registry::load_only(c.config()).unwrap();
+    let config = quorum::engine::SessionConfig::new(
+        registry,
+        quorum::confine::fsroot::Root::new(&c.work()).unwrap(),
+    );
+    let started = std::time::Instant::now();
+    let (mut session, mut ev_rx) = quorum::engine::Session::start(config, started).unwrap();
+    let mut app = quorum::tui::app::App::live(session.serve(), started);
+    let mut terminal = Terminal::new(TestBackend::new(170, 50)).unwrap();
+
+    drive(&mut terminal, &mut app, line("@claude plain"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Plain answer.")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("╭─ claude · acp · fresh · mode Default · model default"),
+        "{}",
+        text(&terminal)
+    );
+    for (command, answer) in [
+        ("/mode claude plan", "claude: mode plan"),
+        (
+            "/set claude model haiku",
+            "claude: model haiku; its next sessions start with this model",
+        ),
+        (
+            "/mode claude fly",
+            "/mode: claude offers no mode \"fly\"; its modes: default,",
+        ),
+    ] {
+        drive(&mut terminal, &mut app, line(command), vec![]).await;
+        until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains(answer)).await;
+    }
+    drive(&mut terminal, &mut app, line("@claude count"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("messages: 2")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("╭─ claude · acp · resumed · mode Plan Mode · model haiku"),
+        "{}",
+        text(&terminal)
+    );
+    session.shutdown();
+    let left = common::models::leftovers(&c.home());
+    assert!(left.is_empty(), "still running: {left:?}");
+}

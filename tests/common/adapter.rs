@@ -46,6 +46,11 @@ impl Adapter {
         }
     }
 
+    /// The quorum config file naming the adapter.
+    pub fn config(&self) -> &Path {
+        &self.config
+    }
+
     /// The adapter's private `HOME`.
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
