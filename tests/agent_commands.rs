@@ -218,3 +218,41 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
     );
     assert!(replayed.contains("fake: model smart; its next sessions start with this model"));
 }
+
+/// The config file's `mode` goes through `session/set_mode` for an agent
+/// that offers modes as such (not as a config option), its `model` through
+/// the model option; a mode it does not offer is said, and not sent.
+#[tokio::test]
+async fn the_config_files_mode_and_model_apply_to_new_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("{AGENT}mode = \"plan\"\nmodel = \"smart\"\n");
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), &extra, None, Permissions::Ask, None);
+    let mut terminal = terminal();
+    drive(&mut terminal, &mut app, line("@fake settings"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("received \"settings\"; mode plan; model smart; effort low")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("╭─ fake · acp · fresh · mode Plan · model smart · effort low"),
+        "{}",
+        text(&terminal)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("{AGENT}mode = \"fly\"\n");
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), &extra, None, Permissions::Ask, None);
+    drive(&mut terminal, &mut app, line("@fake settings"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("received \"settings\"; mode ask; model fast")
+    })
+    .await;
+    assert!(
+        text(&terminal)
+            .contains("fake: mode \"fly\" is not one it offers (ask, code, plan); it keeps ask"),
+        "{}",
+        text(&terminal)
+    );
+}

@@ -299,6 +299,73 @@ impl Connection {
         lock(&self.meta).sessions.get(session)?.activity_for(update)
     }
 
+    /// Whether the agent offered `session`'s modes (`modes` in its answer).
+    pub(super) fn offers_modes(&self, session: &str) -> bool {
+        lock(&self.meta)
+            .sessions
+            .get(session)
+            .and_then(|a| a.modes.as_ref())
+            .is_some_and(|m| !m.available_modes.is_empty())
+    }
+
+    /// Sets a new session's mode from the config file (`mode`) with
+    /// `session/set_mode`, when it is one the agent offers; says so when
+    /// it is not, or when setting it fails.
+    pub(super) async fn apply_mode(
+        &self,
+        session: &str,
+        mode: &str,
+        sink: &dyn crate::agent::TurnSink,
+    ) {
+        let agent = &self.agent;
+        let (ids, current) = {
+            let store = lock(&self.meta);
+            let Some(modes) = store.sessions.get(session).and_then(|a| a.modes.clone()) else {
+                return;
+            };
+            let ids: Vec<String> = modes
+                .available_modes
+                .iter()
+                .map(|m| m.id.to_string())
+                .collect();
+            (ids, modes.current_mode_id.to_string())
+        };
+        if current == mode {
+            return;
+        }
+        if !ids.iter().any(|id| id == mode) {
+            sink.notice(&format!(
+                "{agent}: mode {mode:?} is not one it offers ({}); it keeps {}",
+                clean_list(&ids),
+                crate::confine::sanitize::sanitize(&current)
+            ));
+            return;
+        }
+        match self
+            .cx
+            .send_request(SetSessionModeRequest::new(
+                session.to_string(),
+                mode.to_string(),
+            ))
+            .block_task()
+            .await
+        {
+            Ok(_) => {
+                if let Some(modes) = lock(&self.meta)
+                    .sessions
+                    .get_mut(session)
+                    .and_then(|a| a.modes.as_mut())
+                {
+                    modes.current_mode_id = mode.to_string().into();
+                }
+            }
+            Err(e) => sink.notice(&format!(
+                "{agent}: setting mode to {mode:?} failed: {}",
+                e.message
+            )),
+        }
+    }
+
     /// The latest session and what its agent announced of it.
     pub fn announced(&self) -> Option<(String, Announced)> {
         let store = lock(&self.meta);

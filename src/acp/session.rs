@@ -99,10 +99,23 @@ impl Connection {
         wanted: [(&'static str, Option<&str>); 2],
         sink: &dyn TurnSink,
     ) {
-        let wanted: Vec<(&str, &str)> = wanted
+        let mut wanted: Vec<(&str, &str)> = wanted
             .into_iter()
             .filter_map(|(key, value)| value.map(|v| (key, v)))
             .collect();
+        // A mode the agent offers as a session mode, not a config option,
+        // is set with `session/set_mode`.
+        let mode_option = offered
+            .iter()
+            .flatten()
+            .any(|o| o.category.as_ref() == Some(&SessionConfigOptionCategory::Mode));
+        if !mode_option
+            && self.offers_modes(session_id)
+            && let Some(i) = wanted.iter().position(|(key, _)| *key == "mode")
+        {
+            let (_, mode) = wanted.remove(i);
+            self.apply_mode(session_id, mode, sink).await;
+        }
         if wanted.is_empty() {
             return;
         }
