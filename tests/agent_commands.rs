@@ -133,7 +133,7 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
     // No session yet: said plainly.
     drive(&mut terminal, &mut app, line("/mode fake plan"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
-        s.contains("/mode: fake has no open session yet: `@fake message` opens one")
+        s.contains("/mode: fake has no open session to change: `@fake message` opens one")
     })
     .await;
 
@@ -193,6 +193,13 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
     // A new conversation: the agent's next session starts with the model
     // picked (its mode and effort are that session's own again).
     drive(&mut terminal, &mut app, line("/new"), vec![]).await;
+    // The session is forgotten: there is none to change until the next
+    // call opens one.
+    drive(&mut terminal, &mut app, line("/mode fake code"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("/mode: fake has no open session to change")
+    })
+    .await;
     drive(&mut terminal, &mut app, line("@fake settings"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("received \"settings\"; mode ask; model smart; effort low")

@@ -6,9 +6,9 @@
 //! is read, whether or not a turn runs for the session (agents announce
 //! commands right after `session/new`, before the prompt), so a turn can
 //! show them from its start and `/agents NAME` can list them between
-//! turns. Also `session/set_mode` and `session/set_config_option` on the
-//! connection's latest session (`/mode`, `/set`), checked against what the
-//! agent offered.
+//! turns. Also `session/set_mode` and `session/set_config_option` on one of
+//! its sessions (`/mode`, `/set`), checked against what the agent offered
+//! for it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -374,12 +374,21 @@ impl Connection {
         Some((last, announced))
     }
 
-    /// `/mode`: sets the latest session's mode, one the agent offers
-    /// (through `session/set_mode`, or its `mode` config option when it
-    /// offers modes that way). Says what was set, or why not.
-    pub async fn set_mode(&self, mode: &str) -> Result<String, String> {
+    /// What the agent announced of `session`, if it was opened on this
+    /// connection.
+    pub fn announced_for(&self, session: &str) -> Option<Announced> {
+        lock(&self.meta).sessions.get(session).cloned()
+    }
+
+    /// `/mode`: sets `session`'s mode, one the agent offers (through
+    /// `session/set_mode`, or its `mode` config option when it offers modes
+    /// that way). Says what was set, or why not.
+    pub async fn set_mode(&self, session: &str, mode: &str) -> Result<String, String> {
         let agent = &self.agent;
-        let (session, announced) = self.announced().ok_or_else(|| no_session(agent))?;
+        let session = session.to_string();
+        let announced = self
+            .announced_for(&session)
+            .ok_or_else(|| no_session(agent))?;
         if let Some(modes) = &announced.modes {
             let ids: Vec<String> = modes
                 .available_modes
@@ -421,16 +430,27 @@ impl Connection {
             .flatten()
             .any(|o| o.category == Some(SessionConfigOptionCategory::Mode));
         if has_mode_option {
-            return self.set_option("mode", mode).await.map(|c| c.value);
+            return self
+                .set_option(&session, "mode", mode)
+                .await
+                .map(|c| c.value);
         }
         Err(format!("{agent} offers no modes"))
     }
 
-    /// `/set`: sets one of the latest session's config options (by id,
-    /// name or category) to a value it takes.
-    pub async fn set_option(&self, option: &str, value: &str) -> Result<Changed, String> {
+    /// `/set`: sets one of `session`'s config options (by id, name or
+    /// category) to a value it takes.
+    pub async fn set_option(
+        &self,
+        session: &str,
+        option: &str,
+        value: &str,
+    ) -> Result<Changed, String> {
         let agent = &self.agent;
-        let (session, announced) = self.announced().ok_or_else(|| no_session(agent))?;
+        let session = session.to_string();
+        let announced = self
+            .announced_for(&session)
+            .ok_or_else(|| no_session(agent))?;
         let options = announced.options.unwrap_or_default();
         let ids: Vec<String> = options.iter().map(|o| o.id.to_string()).collect();
         if options.is_empty() {
@@ -493,9 +513,7 @@ impl Connection {
 }
 
 fn no_session(agent: &str) -> String {
-    format!(
-        "{agent} has no open session yet: `@{agent} message` opens one; then /mode and /set change it"
-    )
+    format!("{agent}: that session is not open on its connection")
 }
 
 /// Agent-given names, sanitised, for a message.
