@@ -237,7 +237,10 @@ impl Ops {
                             .join(", ")
                     )
                 };
-                text.push_str(" Without a name, `subagent` runs the internal agent.");
+                text.push_str(
+                    " Without a name, `subagent` runs the internal agent. `/agents NAME` shows \
+                     what an agent announced: its commands, modes and options.",
+                );
                 self.notice(text);
             }
             "tasks" => {
