@@ -137,6 +137,32 @@ fn an_http_server_is_skipped_with_a_notice_for_an_agent_that_cannot_take_it() {
     assert!(!stderr.contains("MCP server docs skipped"), "{stderr}");
 }
 
+/// `quorum agents` lists the servers each agent is given.
+#[test]
+fn quorum_agents_lists_each_agents_servers() {
+    let (s, _) = mcp_shell(&[], "mcp_servers = [\"docs\"]");
+    let o = s.run(&["agents"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    let fake = lines
+        .iter()
+        .position(|l| l.starts_with("fake "))
+        .expect(&out);
+    assert_eq!(
+        lines[fake + 1].trim(),
+        "↳ MCP servers: docs (stdio)",
+        "{out}"
+    );
+
+    let (s, _) = mcp_shell(&[], "");
+    let out = text(&s.run(&["agents"]).stdout);
+    assert!(
+        out.contains("↳ MCP servers: docs (stdio), web (HTTP)"),
+        "{out}"
+    );
+}
+
 #[test]
 fn bad_mcp_config_names_the_file_and_the_field() {
     for (extra, want) in [

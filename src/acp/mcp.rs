@@ -128,6 +128,11 @@ impl FileMcpServer {
 }
 
 impl McpServerSpec {
+    /// `NAME (stdio)`, `NAME (HTTP)`, for a person.
+    pub fn describe(&self) -> String {
+        format!("{} ({})", self.name, self.kind())
+    }
+
     /// What the transport is called in a notice.
     fn kind(&self) -> &'static str {
         match self.transport {
