@@ -76,14 +76,7 @@ async fn claude_takes_mode_and_model_from_the_tui() {
     use ratatui::backend::TestBackend;
 
     let c = claude().await;
-    let registry = quorum::acp::registry::Registry::load_only(c.config()).unwrap();
-    let config = quorum::engine::SessionConfig::new(
-        registry,
-        quorum::confine::fsroot::Root::new(&c.work()).unwrap(),
-    );
-    let started = std::time::Instant::now();
-    let (mut session, mut ev_rx) = quorum::engine::Session::start(config, started).unwrap();
-    let mut app = quorum::tui::app::App::live(session.serve(), started);
+    let (session, mut app, mut ev_rx) = c.live();
     let mut terminal = Terminal::new(TestBackend::new(170, 50)).unwrap();
 
     drive(&mut terminal, &mut app, line("@claude plain"), vec![]).await;

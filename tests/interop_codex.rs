@@ -85,3 +85,64 @@ async fn codex_announces_its_options() {
         "{announced:?}"
     );
 }
+
+/// `/set` from the TUI changes codex's reasoning effort: the next box's
+/// badges show what codex then reports; a value it does not offer is
+/// refused with those it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_takes_its_options_from_the_tui() {
+    use common::app::{drive, line, text, until};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    let c = codex().await;
+    let (session, mut app, mut ev_rx) = c.live();
+    let mut terminal = Terminal::new(TestBackend::new(170, 50)).unwrap();
+    drive(&mut terminal, &mut app, line("@codex plain"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Plain answer.")
+    })
+    .await;
+    assert!(
+        text(&terminal)
+            .contains("╭─ codex · acp · fresh · model gpt-5.4 · reasoning effort medium"),
+        "{}",
+        text(&terminal)
+    );
+    for (command, answer) in [
+        (
+            "/set codex reasoning_effort high",
+            "codex: reasoning_effort high",
+        ),
+        (
+            "/set codex reasoning_effort extreme",
+            "/set: codex: reasoning_effort takes low, medium, high, xhigh, not \"extreme\"",
+        ),
+        ("/mode codex plan", "/mode: codex offers no modes"),
+        // What codex answered to `session/set_config_option`.
+        (
+            "/agents codex",
+            "Option reasoning_effort (Reasoning Effort): high (takes: low, medium, high, xhigh)",
+        ),
+    ] {
+        drive(&mut terminal, &mut app, line(command), vec![]).await;
+        until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains(answer)).await;
+    }
+    // The next call resumes the session: codex-acp 0.16 answers
+    // `session/resume` with its configured effort (medium) again, and the
+    // box shows what it says. (A call that prompts the open session
+    // directly, without resume, keeps it.)
+    drive(&mut terminal, &mut app, line("@codex count"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("messages: 2")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("╭─ codex · acp · resumed · model gpt-5.4 · reasoning effort "),
+        "{}",
+        text(&terminal)
+    );
+    session.shutdown();
+    let left = common::models::leftovers(&c.home());
+    assert!(left.is_empty(), "still running: {left:?}");
+}

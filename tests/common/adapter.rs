@@ -224,6 +224,28 @@ impl Adapter {
     }
 }
 
+impl Adapter {
+    /// A TUI session (the app loop on a `TestBackend`) with this adapter
+    /// configured, in the work directory.
+    pub fn live(
+        &self,
+    ) -> (
+        quorum::engine::Session,
+        quorum::tui::app::App,
+        tokio::sync::mpsc::UnboundedReceiver<quorum::event::Stamped>,
+    ) {
+        let registry = quorum::acp::registry::Registry::load_only(&self.config).unwrap();
+        let config = quorum::engine::SessionConfig::new(
+            registry,
+            quorum::confine::fsroot::Root::new(&self.work()).unwrap(),
+        );
+        let started = std::time::Instant::now();
+        let (mut session, events) = quorum::engine::Session::start(config, started).unwrap();
+        let app = quorum::tui::app::App::live(session.serve(), started);
+        (session, app, events)
+    }
+}
+
 /// What an agent announced of its session, as recorded.
 #[derive(Debug, Default)]
 pub struct Announced {
