@@ -220,6 +220,50 @@ pub enum Activity {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
     },
+    /// The commands the agent offers (ACP `available_commands_update`),
+    /// replaced whole: a message to it that starts `/name args` runs one.
+    Commands { commands: Vec<AgentCommand> },
+    /// The agent's session mode: the current one's id, and those it
+    /// offers.
+    Mode {
+        current: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        available: Vec<ModeInfo>,
+    },
+    /// The agent's config options (model, effort, ...), replaced whole.
+    Config { options: Vec<ConfigInfo> },
+}
+
+/// A command an agent offers: `/name`, what it does, and a hint of the
+/// input it takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCommand {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// A session mode an agent offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeInfo {
+    pub id: String,
+    pub name: String,
+}
+
+/// One of an agent's config options: its id and name, its category
+/// (`model`, `mode`, `thought_level`, ...), its current value and the
+/// values it takes (a boolean's: `true`, `false`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigInfo {
+    pub id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    pub current: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
 }
 
 /// A sub-agent's context and cost: `used` tokens in context of a `size`
@@ -439,7 +483,7 @@ pub enum ElicitAnswer {
 /// composer completes.
 pub const SLASH_COMMANDS: &[&str] = &[
     "agents", "cancel", "discard", "help", "merge", "model", "msg", "new", "record", "retry",
-    "tasks",
+    "tasks", "mode", "set",
 ];
 
 /// The task board's summary of one call: what a box's footer and the side

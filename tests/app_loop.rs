@@ -1522,7 +1522,10 @@ async fn tab_completes_agent_names_and_commands() {
     keys.push(tab());
     drive(&mut terminal, &mut app, keys, vec![]).await;
     let screen = text(&terminal);
-    assert!(screen.contains("Tab: /merge  /model  /msg"), "{screen}");
+    assert!(
+        screen.contains("Tab: /merge  /mode  /model  /msg"),
+        "{screen}"
+    );
     let mut keys = vec![ctrl('c')];
     keys.extend(chars("/x"));
     keys.push(tab());

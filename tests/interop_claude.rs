@@ -57,3 +57,76 @@ async fn claude_runs_commands_itself_and_their_output_shows_in_the_box() {
         "claude now runs commands in quorum's terminals: assert their output in the box and say so in the README"
     );
 }
+
+/// What claude announces of its session (its commands, its mode, its
+/// config options) reaches the box, recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_announces_its_commands_mode_and_options() {
+    let announced = claude().await.announced().await;
+    let names: Vec<&str> = announced.commands.iter().map(|c| c.name.as_str()).collect();
+    assert!(names.contains(&"review"), "{announced:?}");
+    let (current, modes) = announced.mode.as_ref().expect("claude has modes");
+    assert_eq!(current, "default");
+    assert!(modes.iter().any(|m| m.id == "plan"), "{announced:?}");
+    let model = announced
+        .options
+        .iter()
+        .find(|o| o.category.as_deref() == Some("model"));
+    assert!(
+        model.is_some_and(|m| m.values.contains(&m.current)),
+        "{announced:?}"
+    );
+}
+
+/// `/mode` and `/set` from the TUI change claude's session: the next box's
+/// badges show what claude then says it is in (its `current_mode_update`
+/// and `config_option_update`), and a value it does not offer is refused
+/// with those it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_takes_mode_and_model_from_the_tui() {
+    use common::app::{drive, line, text, until};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    let c = claude().await;
+    let (session, mut app, mut ev_rx) = c.live();
+    let mut terminal = Terminal::new(TestBackend::new(170, 50)).unwrap();
+
+    drive(&mut terminal, &mut app, line("@claude plain"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Plain answer.")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("╭─ claude · acp · fresh · mode Default · model default"),
+        "{}",
+        text(&terminal)
+    );
+    for (command, answer) in [
+        ("/mode claude plan", "claude: mode plan"),
+        (
+            "/set claude model haiku",
+            "claude: model haiku; its next sessions start with this model",
+        ),
+        (
+            "/mode claude fly",
+            "/mode: claude offers no mode \"fly\"; its modes: default,",
+        ),
+    ] {
+        drive(&mut terminal, &mut app, line(command), vec![]).await;
+        until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains(answer)).await;
+    }
+    drive(&mut terminal, &mut app, line("@claude count"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("messages: 2")
+    })
+    .await;
+    assert!(
+        text(&terminal).contains("╭─ claude · acp · continued · mode Plan Mode · model haiku"),
+        "{}",
+        text(&terminal)
+    );
+    session.shutdown();
+    let left = common::models::leftovers(&c.home());
+    assert!(left.is_empty(), "still running: {left:?}");
+}

@@ -76,3 +76,86 @@ async fn codex_runs_commands_itself_and_their_output_shows_in_the_box() {
         "codex now runs commands in quorum's terminals: assert their output in the box and say so in the README"
     );
 }
+
+/// What codex announces of its session (its config options: model and
+/// reasoning effort) reaches the box, recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_announces_its_options() {
+    // Its options come with `session/new`. (Its commands come on their
+    // own time, at times after both turns of a quick call: not asserted.)
+    let announced = codex().await.announced().await;
+    let option = |category: &str| {
+        announced
+            .options
+            .iter()
+            .find(|o| o.category.as_deref() == Some(category))
+            .map(|o| (o.id.as_str(), o.current.as_str()))
+    };
+    assert_eq!(option("model"), Some(("model", "gpt-5.4")), "{announced:?}");
+    assert_eq!(
+        option("thought_level"),
+        Some(("reasoning_effort", "medium")),
+        "{announced:?}"
+    );
+}
+
+/// `/set` from the TUI changes codex's reasoning effort: the next box's
+/// badges show what codex then reports; a value it does not offer is
+/// refused with those it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_takes_its_options_from_the_tui() {
+    use common::app::{drive, line, text, until};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    let c = codex().await;
+    let (session, mut app, mut ev_rx) = c.live();
+    let mut terminal = Terminal::new(TestBackend::new(170, 50)).unwrap();
+    drive(&mut terminal, &mut app, line("@codex plain"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("Plain answer.")
+    })
+    .await;
+    assert!(
+        text(&terminal)
+            .contains("╭─ codex · acp · fresh · model gpt-5.4 · reasoning effort medium"),
+        "{}",
+        text(&terminal)
+    );
+    for (command, answer) in [
+        (
+            "/set codex reasoning_effort high",
+            "codex: reasoning_effort high",
+        ),
+        (
+            "/set codex reasoning_effort extreme",
+            "/set: codex: reasoning_effort takes low, medium, high, xhigh, not \"extreme\"",
+        ),
+        ("/mode codex plan", "/mode: codex offers no modes"),
+        // What codex answered to `session/set_config_option`.
+        (
+            "/agents codex",
+            "Option reasoning_effort (Reasoning Effort): high (takes: low, medium, high, xhigh)",
+        ),
+    ] {
+        drive(&mut terminal, &mut app, line(command), vec![]).await;
+        until(&mut terminal, &mut app, &mut ev_rx, |s| s.contains(answer)).await;
+    }
+    // The next call prompts the session still open on the live connection
+    // (no `session/resume`, which in codex-acp 0.16 answers with its
+    // configured effort, medium, again): the effort set stays.
+    drive(&mut terminal, &mut app, line("@codex count"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("messages: 2")
+    })
+    .await;
+    assert!(
+        text(&terminal)
+            .contains("╭─ codex · acp · continued · model gpt-5.4 · reasoning effort high"),
+        "{}",
+        text(&terminal)
+    );
+    session.shutdown();
+    let left = common::models::leftovers(&c.home());
+    assert!(left.is_empty(), "still running: {left:?}");
+}

@@ -76,6 +76,10 @@ pub struct Connection {
     pub(super) open: Mutex<std::collections::HashSet<String>>,
     /// The terminals the agent runs commands in (`terminal/*`).
     pub(super) terminals: Arc<Terminals>,
+    /// The MCP servers its sessions are given (`[mcp_servers]`).
+    pub(super) mcp: Vec<super::mcp::McpServerSpec>,
+    /// What the agent announced of its sessions: commands, modes, options.
+    pub(super) meta: super::meta::Meta,
 }
 
 impl Connection {

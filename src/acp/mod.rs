@@ -8,6 +8,8 @@ mod elicit;
 mod error;
 mod fs;
 mod live;
+pub mod mcp;
+pub mod meta;
 mod permission;
 mod process;
 pub mod registry;

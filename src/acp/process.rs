@@ -84,6 +84,8 @@ impl Connection {
         ));
 
         let routes: Routes = Arc::default();
+        let meta: super::meta::Meta = Arc::default();
+        let notify_meta = meta.clone();
         let exclusions: Exclusions = Arc::default();
         let read_exclusions = exclusions.clone();
         let write_exclusions = exclusions.clone();
@@ -95,6 +97,7 @@ impl Connection {
                 routes: routes.clone(),
                 max_frame: spec.limits.max_frame_bytes,
                 cause: cause.clone(),
+                meta: meta.clone(),
             },
         );
         let (cx_tx, cx_rx) = oneshot::channel();
@@ -127,6 +130,7 @@ impl Connection {
             .name("quorum")
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
+                    super::meta::observe(&notify_meta, &n.session_id.0, &n.update);
                     on_session_update(&notify_routes, n);
                     Ok(())
                 },
@@ -280,6 +284,8 @@ impl Connection {
             startup_timeout: spec.startup_timeout,
             open: Mutex::default(),
             terminals,
+            mcp: spec.mcp_servers.clone(),
+            meta,
         };
         Ok(Arc::new(conn))
     }

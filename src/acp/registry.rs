@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::mcp::{FileMcpServer, McpServerSpec};
 use crate::agent::Permissions;
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
@@ -51,6 +52,10 @@ pub struct AgentSpec {
     /// (`terminal_sandbox = "bwrap" | "none"`; unset: bubblewrap when it
     /// is installed).
     pub terminal_sandbox: Option<Sandbox>,
+    /// The `[mcp_servers]` it picked by name (`None`: all of them).
+    pub mcp_pick: Option<Vec<String>>,
+    /// The MCP servers its sessions are given (see `mcp`).
+    pub mcp_servers: Vec<McpServerSpec>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -67,12 +72,17 @@ struct FileAgent {
     model: Option<String>,
     mode: Option<String>,
     terminal_sandbox: Option<Sandbox>,
+    /// The `[mcp_servers]` it is given (default: all).
+    mcp_servers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 struct File {
     #[serde(default)]
     agents: BTreeMap<String, FileAgent>,
+    /// MCP servers for the agents.
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, FileMcpServer>,
     /// Other sections belong to other parts of quorum.
     #[serde(flatten)]
     _rest: BTreeMap<String, toml::Value>,
@@ -122,6 +132,8 @@ pub enum UnknownAgent {
 #[derive(Debug, Clone)]
 pub struct Registry {
     agents: BTreeMap<String, AgentSpec>,
+    /// `[mcp_servers.NAME]`, by name.
+    mcp: BTreeMap<String, McpServerSpec>,
 }
 
 impl Registry {
@@ -130,6 +142,7 @@ impl Registry {
         let file: File = toml::from_str(BUILTIN).expect("assets/agents.toml is valid");
         let mut registry = Self {
             agents: BTreeMap::new(),
+            mcp: BTreeMap::new(),
         };
         registry
             .merge(Path::new(BUILTIN_PATH), file)
@@ -170,13 +183,40 @@ impl Registry {
         })?;
         let mut registry = Self {
             agents: BTreeMap::new(),
+            mcp: BTreeMap::new(),
         };
         registry.merge(path, file)?;
         Ok(registry)
     }
 
     fn merge(&mut self, path: &Path, file: File) -> Result<(), ConfigError> {
-        for (name, entry) in file.agents {
+        for (name, server) in file.mcp_servers {
+            let server = server
+                .resolve(&name)
+                .map_err(|message| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message,
+                })?;
+            self.mcp.insert(name, server);
+        }
+        self.merge_agents(path, file.agents)?;
+        // Every agent's servers again: a file may add servers to all.
+        for spec in self.agents.values_mut() {
+            spec.mcp_servers = super::mcp::pick(&spec.name, spec.mcp_pick.as_deref(), &self.mcp)
+                .map_err(|message| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn merge_agents(
+        &mut self,
+        path: &Path,
+        agents: BTreeMap<String, FileAgent>,
+    ) -> Result<(), ConfigError> {
+        for (name, entry) in agents {
             let startup_timeout = match entry.startup_timeout {
                 Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
                 Some(s) => {
@@ -230,6 +270,8 @@ impl Registry {
                     source: source.or(base.source),
                     limits: base.limits,
                     terminal_sandbox: entry.terminal_sandbox.or(base.terminal_sandbox),
+                    mcp_pick: entry.mcp_servers.or(base.mcp_pick),
+                    mcp_servers: Vec::new(),
                 },
                 None => AgentSpec {
                     command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
@@ -248,6 +290,8 @@ impl Registry {
                     source,
                     limits: Limits::default(),
                     terminal_sandbox: entry.terminal_sandbox,
+                    mcp_pick: entry.mcp_servers,
+                    mcp_servers: Vec::new(),
                 },
             };
             self.agents.insert(name, spec);

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    InitializeResponse, LoadSessionRequest, NewSessionRequest, ResumeSessionRequest,
+    InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, ResumeSessionRequest,
     SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelect,
     SessionConfigSelectOptions, SetSessionConfigOptionRequest,
 };
@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
 use super::client::Connection;
 use super::error::describe;
 use crate::agent::TurnSink;
-use crate::event::SessionKind;
+use crate::event::{Activity, SessionKind};
 
 impl Connection {
     pub(super) async fn open_session(
@@ -27,28 +27,32 @@ impl Connection {
         if let Some(id) = resume.filter(|id| self.is_open(id)) {
             return Ok((id.to_string(), SessionKind::Continued, None));
         }
+        let mcp = self.mcp_servers(sink);
         if let Some(id) = resume {
             // History replayed by load (or resume) arrives before the answer,
             // while no route exists for the session: it is not shown.
             let reopened = if self.can_resume() {
                 Some((
                     self.cx
-                        .send_request(ResumeSessionRequest::new(
-                            id.to_string(),
-                            root.to_path_buf(),
-                        ))
+                        .send_request(
+                            ResumeSessionRequest::new(id.to_string(), root.to_path_buf())
+                                .mcp_servers(mcp.clone()),
+                        )
                         .block_task()
                         .await
-                        .map(|_| ()),
+                        .map(|r| self.learn_session(id, r.modes, r.config_options)),
                     SessionKind::Resumed,
                 ))
             } else if self.can_load() {
                 Some((
                     self.cx
-                        .send_request(LoadSessionRequest::new(id.to_string(), root.to_path_buf()))
+                        .send_request(
+                            LoadSessionRequest::new(id.to_string(), root.to_path_buf())
+                                .mcp_servers(mcp.clone()),
+                        )
                         .block_task()
                         .await
-                        .map(|_| ()),
+                        .map(|r| self.learn_session(id, r.modes, r.config_options)),
                     SessionKind::Loaded,
                 ))
             } else {
@@ -69,16 +73,30 @@ impl Connection {
                         describe(&e)
                     ));
                     return self
-                        .new_session(root)
+                        .new_session(root, mcp)
                         .await
                         .map(|(id, offered)| (id, SessionKind::NewAfterStale, offered));
                 }
                 None => {}
             }
         }
-        self.new_session(root)
+        self.new_session(root, mcp)
             .await
             .map(|(id, offered)| (id, SessionKind::Fresh, offered))
+    }
+
+    /// The configured MCP servers this agent accepts, as ACP sends them;
+    /// each one it cannot take is named in the box.
+    fn mcp_servers(&self, sink: &dyn TurnSink) -> Vec<McpServer> {
+        let (servers, skipped) = super::mcp::offer(
+            &self.agent,
+            &self.mcp,
+            &self.init.agent_capabilities.mcp_capabilities,
+        );
+        for text in skipped {
+            sink.activity(Activity::Notice { text });
+        }
+        servers
     }
 
     /// Applies the configured (or remembered) model and mode to a new
@@ -90,10 +108,23 @@ impl Connection {
         wanted: [(&'static str, Option<&str>); 2],
         sink: &dyn TurnSink,
     ) {
-        let wanted: Vec<(&str, &str)> = wanted
+        let mut wanted: Vec<(&str, &str)> = wanted
             .into_iter()
             .filter_map(|(key, value)| value.map(|v| (key, v)))
             .collect();
+        // A mode the agent offers as a session mode, not a config option,
+        // is set with `session/set_mode`.
+        let mode_option = offered
+            .iter()
+            .flatten()
+            .any(|o| o.category.as_ref() == Some(&SessionConfigOptionCategory::Mode));
+        if !mode_option
+            && self.offers_modes(session_id)
+            && let Some(i) = wanted.iter().position(|(key, _)| *key == "mode")
+        {
+            let (_, mode) = wanted.remove(i);
+            self.apply_mode(session_id, mode, sink).await;
+        }
         if wanted.is_empty() {
             return;
         }
@@ -142,26 +173,33 @@ impl Connection {
                 option.id.clone(),
                 value,
             );
-            if let Err(e) = self.cx.send_request(request).block_task().await {
-                sink.notice(&format!(
+            match self.cx.send_request(request).block_task().await {
+                Ok(answer) => self.options_now(session_id, answer.config_options),
+                Err(e) => sink.notice(&format!(
                     "{}: setting {key} to {value:?} failed: {}",
                     self.agent,
                     describe(&e)
-                ));
+                )),
             }
         }
     }
 
-    async fn new_session(&self, root: &Path) -> Result<(String, Offered), String> {
+    async fn new_session(
+        &self,
+        root: &Path,
+        mcp: Vec<McpServer>,
+    ) -> Result<(String, Offered), String> {
         match self
             .cx
-            .send_request(NewSessionRequest::new(root.to_path_buf()))
+            .send_request(NewSessionRequest::new(root.to_path_buf()).mcp_servers(mcp))
             .block_task()
             .await
         {
             Ok(r) => {
-                self.opened(&r.session_id.0);
-                Ok((r.session_id.0.to_string(), r.config_options))
+                let id = r.session_id.0.to_string();
+                self.opened(&id);
+                self.learn_session(&id, r.modes, r.config_options.clone());
+                Ok((id, r.config_options))
             }
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
                 Err(self.auth_required())

@@ -38,6 +38,7 @@ pub(super) fn transport(
         routes,
         max_frame,
         cause,
+        meta,
     } = reading;
     let reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
     let mut lossy_lines = 0u64;
@@ -83,6 +84,7 @@ pub(super) fn transport(
         let forward = match &line {
             Ok(text) => match fast_update(text) {
                 Some(n) => {
+                    super::meta::observe(&meta, &n.session_id.0, &n.update);
                     let _ = route(
                         &routes,
                         &n.session_id.0,
@@ -115,6 +117,8 @@ pub(super) struct Reading {
     pub(super) max_frame: u64,
     /// Set to the reason when reading stops on an error.
     pub(super) cause: Arc<Mutex<Option<String>>>,
+    /// What the agent announces of its sessions (commands, modes, options).
+    pub(super) meta: super::meta::Meta,
 }
 
 /// One line of an agent's stdout; `lossy` when bytes that are not UTF-8

@@ -56,6 +56,11 @@ impl Connection {
             conn: self,
             tx: Some(tx.clone()),
         };
+        // What the agent announced of the session so far (some of it
+        // before this turn could be routed anything): shown from the start.
+        for activity in self.announced_activities(&session_id) {
+            sink.activity(activity);
+        }
         let prompt = PromptRequest::new(
             session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(
@@ -324,7 +329,12 @@ impl<'a> Running<'a> {
             SessionUpdate::SubagentUpdate(u) => {
                 announce(u, &mut self.children, sink);
             }
-            update if from == self.session_id => self.turn.update(update, sink),
+            update if from == self.session_id => {
+                if let Some(activity) = self.conn.announced_update(&from, &update) {
+                    sink.activity(activity);
+                }
+                self.turn.update(update, sink)
+            }
             update => {
                 if let Some(child) = self.children.get_mut(&from) {
                     let child_sink = ChildSink {

@@ -11,6 +11,7 @@ pub mod config;
 mod internal;
 mod ops;
 pub mod resume;
+mod settings;
 mod tools;
 
 use std::path::PathBuf;

@@ -111,7 +111,9 @@ QUORUM_MODEL sets the default. Meanwhile `@NAME message` talks to an agent direc
 by several agents at once), `/help` lists the commands, and `quorum replay FILE` replays a \
 recorded session.";
 
-const HELP: &str = "Commands: /agents (the agents you can call) · /tasks (background tasks) · \
+const HELP: &str = "Commands: /agents [NAME] (the agents you can call; with a name, the commands, \
+modes and options it announced) · /mode NAME MODE (change an agent's mode) · /set NAME OPTION VALUE \
+(change one of its options: model, effort, ...; a model is remembered) · /tasks (background tasks) · \
 /cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
 turn for a task's agent) · /retry TASK (run an interrupted or failed task again) · /merge TASK (merge a worktree task's \
 branch into your branch; refused while its review quorum is red, /merge! TASK merges anyway) · \
@@ -120,8 +122,8 @@ forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (rec
 session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
 review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message` one review by \
 several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
-↑/↓ recall the messages you sent, Tab completes @NAME and /commands, \
-PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
+↑/↓ recall the messages you sent, Tab completes @NAME and /commands (after @NAME /, the \
+agent's own), PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
 tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
 impl Ops {
@@ -224,6 +226,8 @@ impl Ops {
         let arg = arg.trim();
         match name {
             "help" | "" => self.notice(HELP),
+            "agents" if !arg.is_empty() => self.agent_info(arg),
+            "mode" | "set" => self.agent_setting(name, arg),
             "agents" => {
                 let registry = self.dispatcher.registry();
                 let installed = registry.installed();
@@ -243,7 +247,10 @@ impl Ops {
                             .join(", ")
                     )
                 };
-                text.push_str(" Without a name, `subagent` runs the internal agent.");
+                text.push_str(
+                    " Without a name, `subagent` runs the internal agent. `/agents NAME` shows \
+                     what an agent announced: its commands, modes and options.",
+                );
                 self.notice(text);
             }
             "tasks" => {

@@ -387,6 +387,8 @@ impl Entry {
             }
             // Output is the box's; the panel's line names the command.
             Activity::TerminalOutput { .. } | Activity::TerminalExit { .. } => false,
+            // What the agent offers: the box shows it, no summary does.
+            Activity::Commands { .. } | Activity::Mode { .. } | Activity::Config { .. } => false,
         }
     }
 

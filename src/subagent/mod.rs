@@ -10,6 +10,7 @@ pub mod isolate;
 pub mod memory;
 pub mod picks;
 pub mod pool;
+pub mod settings;
 pub mod severity;
 mod steer;
 pub mod tool;

@@ -97,6 +97,14 @@ impl Pool {
         self.picks.set(agent, model)
     }
 
+    /// `agent`'s live connection, if it has one (none is started).
+    pub fn live(&self, agent: &str) -> Option<Arc<Connection>> {
+        match lock(&self.connections).get(agent) {
+            Some(Slot::Ready(conn)) if conn.alive() => Some(conn.clone()),
+            _ => None,
+        }
+    }
+
     /// The connection to `agent`: a live one, the start already under way
     /// (two calls share one start), or a new start. No lock is held while
     /// an agent starts.

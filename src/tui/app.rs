@@ -406,7 +406,11 @@ impl App {
             if key.code != KeyCode::Tab {
                 composer.end_completion();
             } else if key.modifiers.is_empty()
-                && composer.complete(&self.state.agents, SLASH_COMMANDS)
+                && composer.complete_with(
+                    &self.state.agents,
+                    SLASH_COMMANDS,
+                    &self.state.agent_commands,
+                )
             {
                 return;
             }

@@ -387,7 +387,12 @@ fn subagent(
     if let Some(task) = &b.task_id {
         left.push(Span::styled(format!(" [{task}]"), border));
     }
-    for badge in badges {
+    // The agent's mode and options (model, effort, ...), as it announced them.
+    let announced = b.announced.badges();
+    for badge in badges
+        .into_iter()
+        .chain(announced.iter().map(String::as_str))
+    {
         left.push(Span::styled(format!(" · {badge}"), theme::dim()));
     }
     left.push(Span::raw(" "));

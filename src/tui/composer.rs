@@ -4,6 +4,10 @@
 //! screen's width, which the keys that move between rows share with the
 //! view that draws it.
 
+use std::collections::HashMap;
+
+use crate::event::AgentCommand;
+
 use super::history::History;
 use super::wrap::char_width;
 
@@ -286,6 +290,17 @@ impl Composer {
     /// puts each in turn. Returns false when there is nothing to complete
     /// at the cursor (Tab does something else).
     pub fn complete(&mut self, agents: &[String], commands: &[&str]) -> bool {
+        self.complete_with(agents, commands, &HashMap::new())
+    }
+
+    /// [`Composer::complete`], and after `@NAME /` the commands agent NAME
+    /// announced (`agent_commands`, by agent).
+    pub fn complete_with(
+        &mut self,
+        agents: &[String],
+        commands: &[&str],
+        agent_commands: &HashMap<String, Vec<AgentCommand>>,
+    ) -> bool {
         if let Some(c) = &mut self.completion
             && c.choices.len() > 1
         {
@@ -315,6 +330,24 @@ impl Composer {
                 word + 1,
                 commands.iter().map(|c| c.to_string()).collect(),
             ),
+            // `@NAME /cmd`: one of the commands NAME announced.
+            Some('/') if word < self.cursor && mentioned(&chars[..word]).is_some() => {
+                let agent = mentioned(&chars[..word]).unwrap_or_default();
+                let Some(announced) = agent_commands.get(&agent).filter(|c| !c.is_empty()) else {
+                    self.completion = Some(Completion {
+                        start: word + 1,
+                        choices: Vec::new(),
+                        next: None,
+                        hint: format!("{agent} has announced no commands yet"),
+                    });
+                    return true;
+                };
+                (
+                    '/',
+                    word + 1,
+                    announced.iter().map(|c| c.name.clone()).collect(),
+                )
+            }
             _ => return false,
         };
         let prefix: String = chars[start..self.cursor].iter().collect();
@@ -358,6 +391,20 @@ impl Composer {
         }
         true
     }
+}
+
+/// The one agent `before` mentions, when it is `@NAME` (marks allowed)
+/// and nothing else.
+fn mentioned(before: &[char]) -> Option<String> {
+    let text: String = before.iter().collect();
+    let word = text.trim();
+    let names = word.strip_prefix('@')?.trim_end_matches(['!', '?', '+']);
+    let one = !names.is_empty()
+        && !word.contains(char::is_whitespace)
+        && names
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.');
+    one.then(|| names.to_string())
 }
 
 fn common_prefix(names: &[String]) -> String {
@@ -579,6 +626,35 @@ mod tests {
         c.line_start();
         c.kill_to_line_end();
         assert_eq!(c.text(), "");
+    }
+
+    #[test]
+    fn completion_of_an_agents_own_commands_after_its_mention() {
+        let command = |name: &str| AgentCommand {
+            name: name.into(),
+            description: String::new(),
+            hint: None,
+        };
+        let announced: HashMap<String, Vec<AgentCommand>> = [(
+            "fake".to_string(),
+            vec![command("review"), command("compact")],
+        )]
+        .into();
+        let agents = ["fake".to_string()];
+        let mut c = typed("@fake /");
+        assert!(c.complete_with(&agents, &[], &announced));
+        assert_eq!(c.text(), "@fake /");
+        assert_eq!(c.hint(), Some("/compact  /review"));
+        let mut c = typed("@fake! /r");
+        assert!(c.complete_with(&agents, &[], &announced));
+        assert_eq!(c.text(), "@fake! /review ");
+        // Not after another word, nor for an agent that announced none.
+        let mut c = typed("@fake look /r");
+        assert!(!c.complete_with(&agents, &[], &announced));
+        let mut c = typed("@other /r");
+        assert!(c.complete_with(&agents, &[], &announced));
+        assert_eq!(c.hint(), Some("other has announced no commands yet"));
+        assert_eq!(c.text(), "@other /r");
     }
 
     #[test]

@@ -259,6 +259,52 @@ fn status_mark(status: ToolStatus) -> (&'static str, Style) {
 }
 
 /// The opened box's rows at `width`.
+/// What the agent announced of its session (sanitised as it came in): its
+/// mode and the modes it has, its options with their values, and its
+/// commands, one a line.
+fn announced_lines(a: &crate::tui::state::Announced) -> Vec<LLine> {
+    let mut lines = Vec::new();
+    let field = |name: &'static str, text: String| {
+        LLine::plain(vec![Span::styled(name, theme::dim()), Span::raw(text)])
+    };
+    if let Some(mode) = a.current_mode() {
+        let mut text = mode;
+        if !a.modes.is_empty() {
+            let ids: Vec<&str> = a.modes.iter().map(|m| m.id.as_str()).collect();
+            text.push_str(&format!(" (of {})", ids.join(", ")));
+        }
+        lines.push(field("mode: ", text));
+    }
+    if !a.options.is_empty() {
+        let options: Vec<String> = a
+            .options
+            .iter()
+            .map(|o| {
+                let mut text = format!("{} {}", o.id, o.current);
+                if !o.values.is_empty() {
+                    text.push_str(&format!(" (of {})", o.values.join(", ")));
+                }
+                text
+            })
+            .collect();
+        lines.push(field("options: ", options.join(" · ")));
+    }
+    if !a.commands.is_empty() {
+        lines.push(field("commands: ", format!("{}", a.commands.len())));
+        for c in &a.commands {
+            let mut spans = vec![Span::styled(format!("  /{}", c.name), theme::bold())];
+            if let Some(hint) = c.hint.as_deref().filter(|h| !h.is_empty()) {
+                spans.push(Span::styled(format!(" <{hint}>"), theme::dim()));
+            }
+            if !c.description.is_empty() {
+                spans.push(Span::raw(format!(" — {}", c.description)));
+            }
+            lines.push(LLine::plain(spans));
+        }
+    }
+    lines
+}
+
 pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
     let width = width.max(20);
     let color = theme::box_color(b.agent.name(), b.severity);
@@ -317,6 +363,7 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
             Span::raw(text),
         ]));
     }
+    lines.extend(announced_lines(&b.announced));
     lines.push(LLine::default());
     lines.extend(text_lines(
         "› ",

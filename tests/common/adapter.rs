@@ -46,6 +46,11 @@ impl Adapter {
         }
     }
 
+    /// The quorum config file naming the adapter.
+    pub fn config(&self) -> &Path {
+        &self.config
+    }
+
     /// The adapter's private `HOME`.
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
@@ -244,6 +249,70 @@ impl Adapter {
             })
             .count()
     }
+}
+
+impl Adapter {
+    /// A plain turn, recorded: what the agent announced of its session
+    /// (its commands, mode and config options) as the box's activity, the
+    /// last of each kind.
+    pub async fn announced(&self) -> Announced {
+        let record = self.dir.path().join("announced.jsonl");
+        let out = self
+            .call(&[
+                "--record",
+                record.to_str().unwrap(),
+                "--input",
+                "plain",
+                "--input",
+                "count",
+            ])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let mut announced = Announced::default();
+        for e in quorum::transcript::load(&record).unwrap().events {
+            if let quorum::event::Event::SubagentActivity { activity, .. } = e.event {
+                match activity {
+                    quorum::event::Activity::Commands { commands } => announced.commands = commands,
+                    quorum::event::Activity::Mode { current, available } => {
+                        announced.mode = Some((current, available))
+                    }
+                    quorum::event::Activity::Config { options } => announced.options = options,
+                    _ => {}
+                }
+            }
+        }
+        announced
+    }
+}
+
+impl Adapter {
+    /// A TUI session (the app loop on a `TestBackend`) with this adapter
+    /// configured, in the work directory.
+    pub fn live(
+        &self,
+    ) -> (
+        quorum::engine::Session,
+        quorum::tui::app::App,
+        tokio::sync::mpsc::UnboundedReceiver<quorum::event::Stamped>,
+    ) {
+        let registry = quorum::acp::registry::Registry::load_only(&self.config).unwrap();
+        let config = quorum::engine::SessionConfig::new(
+            registry,
+            quorum::confine::fsroot::Root::new(&self.work()).unwrap(),
+        );
+        let started = std::time::Instant::now();
+        let (mut session, events) = quorum::engine::Session::start(config, started).unwrap();
+        let app = quorum::tui::app::App::live(session.serve(), started);
+        (session, app, events)
+    }
+}
+
+/// What an agent announced of its session, as recorded.
+#[derive(Debug, Default)]
+pub struct Announced {
+    pub commands: Vec<quorum::event::AgentCommand>,
+    pub mode: Option<(String, Vec<quorum::event::ModeInfo>)>,
+    pub options: Vec<quorum::event::ConfigInfo>,
 }
 
 pub fn text(b: &[u8]) -> String {

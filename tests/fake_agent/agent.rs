@@ -153,6 +153,27 @@ fn known(state: &mut State, id: &str) -> bool {
     true
 }
 
+/// `--mcp-log FILE`: the `mcpServers` of each `session/new`, `session/load`
+/// and `session/resume`, one JSON line each: `{"method", "mcpServers"}`.
+static MCP_LOG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// `--mcp-http`: advertise `mcpCapabilities.http` (and `sse`).
+static MCP_HTTP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Appends what `method` was given as MCP servers to the `--mcp-log`.
+fn mcp_seen(method: &str, servers: &[agent_client_protocol::v1::schema::McpServer]) {
+    let Some(file) = MCP_LOG.get() else { return };
+    let line = serde_json::json!({ "method": method, "mcpServers": servers }).to_string() + "\n";
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        log(format!("--mcp-log: {}: {e}", file.display()));
+    }
+}
+
 /// Whether the client advertised the `subagents` capability in
 /// `initialize`: `nested` announces a child only then, as ACP asks.
 static SUBAGENTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -181,6 +202,8 @@ struct Session {
     /// The session's config options (with `--config-options`).
     model: String,
     mode: String,
+    /// Its `effort` option (with `--commands`).
+    effort: String,
 }
 
 /// `--config-options`: a model select (fast, smart) and a mode select
@@ -784,6 +807,7 @@ async fn run_turn(
         }
         "rpcerror" => return Err(rest18::model_error()),
         "content" => rest18::content(turn)?,
+        w if w.starts_with('/') || w == "settings" => cmd_report(turn, text)?,
         other => turn.chunk(format!("unknown scenario: {other}"))?,
     }
     Ok(StopReason::EndTurn)
@@ -952,6 +976,167 @@ async fn trickle(
 }
 
 // ---------------------------------------------------------------------------
+// `--commands`: the agent's own commands, modes and config options
+// ---------------------------------------------------------------------------
+
+/// The modes a `--commands` session offers.
+const CMD_MODES: &[(&str, &str)] = &[("ask", "Ask"), ("code", "Code"), ("plan", "Plan")];
+/// Its config options' values: `model` (category model) and `effort`
+/// (category thought_level).
+const CMD_MODELS: &[&str] = &["fast", "smart"];
+const CMD_EFFORTS: &[&str] = &["low", "high"];
+
+/// A `--commands` session's config options.
+fn cmd_options(session: &Session) -> Vec<SessionConfigOption> {
+    let pick = |values: &[&str]| -> Vec<SessionConfigSelectOption> {
+        values
+            .iter()
+            .map(|v| SessionConfigSelectOption::new(v.to_string(), v.to_string()))
+            .collect()
+    };
+    vec![
+        SessionConfigOption::select("model", "Model", session.model.clone(), pick(CMD_MODELS))
+            .category(SessionConfigOptionCategory::Model),
+        SessionConfigOption::select(
+            "effort",
+            "Effort",
+            session.effort.clone(),
+            pick(CMD_EFFORTS),
+        )
+        .category(SessionConfigOptionCategory::ThoughtLevel),
+    ]
+}
+
+/// A `--commands` session's modes.
+fn cmd_modes(session: &Session) -> agent_client_protocol::v1::schema::SessionModeState {
+    use agent_client_protocol::v1::schema::{SessionMode, SessionModeState};
+    SessionModeState::new(
+        session.mode.clone(),
+        CMD_MODES
+            .iter()
+            .map(|(id, name)| SessionMode::new(id.to_string(), name.to_string()))
+            .collect(),
+    )
+}
+
+/// A new `--commands` session's answer: its modes and options.
+fn cmd_new_session(state: &Shared, id: &str, response: NewSessionResponse) -> NewSessionResponse {
+    let mut state = lock(state);
+    let Some(session) = state.sessions.get_mut(id) else {
+        return response;
+    };
+    session.effort = "low".into();
+    response
+        .modes(cmd_modes(session))
+        .config_options(cmd_options(session))
+}
+
+/// After a new `--commands` session's answer: the commands it offers.
+fn cmd_announce(cx: &ConnectionTo<Client>, id: &str) -> Result<(), Error> {
+    use agent_client_protocol::v1::schema::{
+        AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, UnstructuredCommandInput,
+    };
+    let commands = vec![
+        AvailableCommand::new("review", "Review the changes").input(
+            AvailableCommandInput::Unstructured(UnstructuredCommandInput::new("what to review")),
+        ),
+        AvailableCommand::new("compact", "Compact the context"),
+    ];
+    cx.send_notification(SessionNotification::new(
+        SessionId::new(id.to_string()),
+        SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
+    ))
+}
+
+/// `session/set_mode` of a `--commands` session: the mode, then
+/// `current_mode_update`.
+fn cmd_set_mode(
+    state: &Shared,
+    request: agent_client_protocol::v1::schema::SetSessionModeRequest,
+    responder: agent_client_protocol::v1::Responder<
+        agent_client_protocol::v1::schema::SetSessionModeResponse,
+    >,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    use agent_client_protocol::v1::schema::{CurrentModeUpdate, SetSessionModeResponse};
+    let mode = request.mode_id.to_string();
+    if !CMD_MODES.iter().any(|(id, _)| *id == mode) {
+        return responder
+            .respond_with_error(Error::invalid_params().data(format!("no mode {mode:?}")));
+    }
+    {
+        let mut state = lock(state);
+        let Some(session) = state.sessions.get_mut(&request.session_id.to_string()) else {
+            return responder.respond_with_error(unknown_session(&request.session_id));
+        };
+        session.mode = mode.clone();
+    }
+    log(format!("{}: mode {mode}", request.session_id));
+    responder.respond(SetSessionModeResponse::new())?;
+    cx.send_notification(SessionNotification::new(
+        request.session_id,
+        SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode)),
+    ))
+}
+
+/// `session/set_config_option` of a `--commands` session: the options
+/// in the answer, then `config_option_update`.
+fn cmd_set_option(
+    state: &Shared,
+    request: SetSessionConfigOptionRequest,
+    responder: agent_client_protocol::v1::Responder<SetSessionConfigOptionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let value = request
+        .value
+        .as_value_id()
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    let options = {
+        let mut state = lock(state);
+        let Some(session) = state.sessions.get_mut(&request.session_id.to_string()) else {
+            return responder.respond_with_error(unknown_session(&request.session_id));
+        };
+        let (allowed, field) = match request.config_id.to_string().as_str() {
+            "model" => (CMD_MODELS, &mut session.model),
+            "effort" => (CMD_EFFORTS, &mut session.effort),
+            other => {
+                return responder.respond_with_error(
+                    Error::invalid_params().data(format!("no option {other:?}")),
+                );
+            }
+        };
+        if !allowed.contains(&value.as_str()) {
+            return responder
+                .respond_with_error(Error::invalid_params().data(format!("bad value {value:?}")));
+        }
+        *field = value;
+        cmd_options(session)
+    };
+    log(format!("{}: options set", request.session_id));
+    responder.respond(SetSessionConfigOptionResponse::new(options.clone()))?;
+    cx.send_notification(SessionNotification::new(
+        request.session_id,
+        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
+    ))
+}
+
+/// A prompt that starts with `/` (one of the agent's commands), or
+/// `settings`: what it received and the session's mode and options.
+fn cmd_report(turn: &mut Turn, text: &str) -> Result<(), Error> {
+    let (mode, model, effort) = {
+        let state = lock(&turn.state);
+        match state.sessions.get(&turn.session_id.to_string()) {
+            Some(s) => (s.mode.clone(), s.model.clone(), s.effort.clone()),
+            None => Default::default(),
+        }
+    };
+    turn.chunk(format!(
+        "received {text:?}; mode {mode}; model {model}; effort {effort}"
+    ))
+}
+
+// ---------------------------------------------------------------------------
 // Handlers
 // ---------------------------------------------------------------------------
 
@@ -1068,6 +1253,8 @@ struct Options {
     auth_required: bool,
     /// Offer a model and a mode as session config options.
     config_options: bool,
+    /// Offer commands, modes and two config options (`--commands`).
+    commands: bool,
     /// The scenario every prompt runs (`--scenario`, `--review`).
     scenario: Option<String>,
     /// Answer `session/new` with [`rest18::model_error`].
@@ -1082,6 +1269,7 @@ fn parse_options() -> Options {
         ignore_stdin_close: false,
         auth_required: false,
         config_options: false,
+        commands: false,
         scenario: None,
         new_error: false,
     };
@@ -1095,8 +1283,15 @@ fn parse_options() -> Options {
             "--auth-required" => options.auth_required = true,
             "--config-options" => options.config_options = true,
             "--new-error" => options.new_error = true,
+            "--commands" => options.commands = true,
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
+            "--mcp-http" => MCP_HTTP.store(true, std::sync::atomic::Ordering::SeqCst),
+            "--mcp-log" => {
+                if let Some(file) = args.next() {
+                    let _ = MCP_LOG.set(std::path::PathBuf::from(file));
+                }
+            }
             "--in-flight" => {
                 if let Some(file) = args.next() {
                     let _ = IN_FLIGHT.set(std::path::PathBuf::from(file));
@@ -1274,6 +1469,11 @@ async fn main() {
                         SessionCapabilities::new()
                             .resume(resume)
                             .close(rest18::close_capability()),
+                    )
+                    .mcp_capabilities(
+                        agent_client_protocol::v1::schema::McpCapabilities::new()
+                            .http(MCP_HTTP.load(std::sync::atomic::Ordering::SeqCst))
+                            .sse(MCP_HTTP.load(std::sync::atomic::Ordering::SeqCst)),
                     );
                 let mut response = InitializeResponse::new(ProtocolVersion::V1)
                     .agent_capabilities(capabilities)
@@ -1300,7 +1500,8 @@ async fn main() {
         .on_receive_request(
             {
                 let state = state.clone();
-                async move |_request: NewSessionRequest, responder, _cx| {
+                async move |_request: NewSessionRequest, responder, cx| {
+                    mcp_seen("session/new", &_request.mcp_servers);
                     if options.new_error {
                         return responder.respond_with_error(rest18::model_error());
                     }
@@ -1324,9 +1525,14 @@ async fn main() {
                     };
                     log(format!("new session {id}"));
                     rest18::opened("new", &id);
-                    let mut response = NewSessionResponse::new(id);
+                    let mut response = NewSessionResponse::new(id.clone());
                     if options.config_options {
                         response = response.config_options(offered);
+                    }
+                    if options.commands {
+                        response = cmd_new_session(&state, &id, response);
+                        responder.respond(response)?;
+                        return cmd_announce(&cx, &id);
                     }
                     responder.respond(response)
                 }
@@ -1338,6 +1544,7 @@ async fn main() {
                 let state = state.clone();
                 async move |request: LoadSessionRequest, responder, cx| {
                     rest18::opened("load", &request.session_id.to_string());
+                    mcp_seen("session/load", &request.mcp_servers);
                     if !options.load {
                         return responder.respond_with_error(Error::method_not_found());
                     }
@@ -1356,6 +1563,7 @@ async fn main() {
                 let state = state.clone();
                 async move |request: ResumeSessionRequest, responder, _cx| {
                     rest18::opened("resume", &request.session_id.to_string());
+                    mcp_seen("session/resume", &request.mcp_servers);
                     if !options.resume {
                         return responder.respond_with_error(Error::method_not_found());
                     }
@@ -1372,7 +1580,10 @@ async fn main() {
         .on_receive_request(
             {
                 let state = state.clone();
-                async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                async move |request: SetSessionConfigOptionRequest, responder, cx| {
+                    if options.commands {
+                        return cmd_set_option(&state, request, responder, cx);
+                    }
                     if !options.config_options {
                         return responder.respond_with_error(Error::method_not_found());
                     }
@@ -1401,6 +1612,20 @@ async fn main() {
                         _ => session.mode = value,
                     }
                     responder.respond(SetSessionConfigOptionResponse::new(config_options(session)))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let state = state.clone();
+                async move |request: agent_client_protocol::v1::schema::SetSessionModeRequest,
+                            responder,
+                            cx| {
+                    if !options.commands {
+                        return responder.respond_with_error(Error::method_not_found());
+                    }
+                    cmd_set_mode(&state, request, responder, cx)
                 }
             },
             agent_client_protocol::on_receive_request!(),

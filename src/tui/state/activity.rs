@@ -73,6 +73,14 @@ impl State {
         ) {
             self.track_question(call_id);
         }
+        // The agent's commands, for Tab after `@NAME /`.
+        if let Activity::Commands { commands } = activity
+            && let Some(b) = self.subagent(call_id)
+        {
+            let agent = b.agent.name().to_string();
+            let commands = super::announced::clean_commands(commands);
+            self.agent_commands.insert(agent, commands);
+        }
         // A request asked or answered: the box is noted among those that
         // wait for an answer, or no more.
         if matches!(
@@ -238,6 +246,9 @@ impl State {
             Activity::Elicitation { .. } | Activity::ElicitationResolved { .. } => {
                 super::elicit::box_question(b, activity);
             }
+            Activity::Commands { .. } | Activity::Mode { .. } | Activity::Config { .. } => {
+                b.announced.apply(activity)
+            }
             Activity::Notice { text } => {
                 let text = clean(text);
                 push_line(&mut b.activity, ActivityLine::Note(text.clone()));
@@ -362,6 +373,8 @@ fn child_activity(child: &mut ChildBox, activity: &Activity) {
         }
         // A child's usage is its parent call's (the agent's session).
         Activity::Plan { .. } | Activity::Usage { .. } => {}
+        // The session's, shown in the call's box.
+        Activity::Commands { .. } | Activity::Mode { .. } | Activity::Config { .. } => {}
         Activity::PermissionRequest { title, .. } => {
             // The call's prompt names the child; its own box need not.
             let prefix = format!("{}: ", child.name());

@@ -14,6 +14,7 @@ use crate::event::TaskState;
 use crate::event::{Event, NoticeLevel, Stamped};
 
 mod activity;
+mod announced;
 mod batch;
 mod cells;
 mod elicit;
@@ -28,6 +29,7 @@ mod terminal;
 mod fixtures;
 
 pub use activity::{ACTIVITY_LINES, ActivityLine};
+pub use announced::Announced;
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use cells::{Cell, CellKind};
 pub use elicit::{Question, answer_line};
@@ -85,6 +87,9 @@ pub struct State {
     next_rev: u64,
     /// Every box with a question (an elicitation) waiting, by cell index.
     eliciting: BTreeSet<usize>,
+    /// The commands each agent last announced (sanitised), by agent name:
+    /// what Tab completes after `@NAME /`.
+    pub agent_commands: HashMap<String, Vec<crate::event::AgentCommand>>,
 }
 
 impl State {

@@ -70,6 +70,8 @@ pub struct SubagentBox {
     pub opened: bool,
     /// The terminals its agent ran commands in (quorum's).
     pub terminals: super::Terminals,
+    /// What its agent announced of its session: commands, mode, options.
+    pub announced: super::Announced,
 }
 
 /// How many earlier turns a box keeps.
@@ -282,6 +284,7 @@ impl State {
                     tint: None,
                     last: false,
                 }),
+            announced: super::Announced::default(),
         });
         // A call id used twice replaces the older box's entry: the older
         // box counts no more.
