@@ -64,13 +64,29 @@ fn seen(log: &std::path::Path) -> Vec<(String, Value)> {
         .collect()
 }
 
-#[test]
-fn new_and_resume_get_the_servers_exactly_as_configured() {
-    let (s, log) = mcp_shell(&["--mcp-http"], "");
+/// Two `quorum call`s, the second one resuming (or loading) the first
+/// one's session in a new agent process (the fake agent keeps its sessions
+/// in `store/`): a second call in the same process would prompt the open
+/// session directly, with no request that carries servers.
+fn two_processes(flags: &[&str]) -> (Shell, std::path::PathBuf, std::process::Output) {
+    let mut flags = flags.to_vec();
+    flags.extend(["--store", "store"]);
+    let (s, log) = mcp_shell(&flags, "");
+    std::fs::create_dir_all(s.dir.path().join("store")).unwrap();
+    let o = s.run(&["call", "--agent", "fake", "--json", "--input", "echo one"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let first: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let id = first["session_id"].as_str().unwrap().to_string();
     let o = s.run(&[
-        "call", "--agent", "fake", "--input", "echo one", "--input", "echo two",
+        "call", "--agent", "fake", "--resume", &id, "--input", "echo two",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    (s, log, o)
+}
+
+#[test]
+fn new_and_resume_get_the_servers_exactly_as_configured() {
+    let (_s, log, o) = two_processes(&["--mcp-http"]);
     assert_eq!(
         seen(&log),
         [
@@ -83,11 +99,7 @@ fn new_and_resume_get_the_servers_exactly_as_configured() {
 
 #[test]
 fn load_gets_them_too() {
-    let (s, log) = mcp_shell(&["--mcp-http", "--no-resume"], "");
-    let o = s.run(&[
-        "call", "--agent", "fake", "--input", "echo one", "--input", "echo two",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let (_s, log, _) = two_processes(&["--mcp-http", "--no-resume"]);
     assert_eq!(
         seen(&log),
         [
