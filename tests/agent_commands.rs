@@ -185,7 +185,8 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
     })
     .await;
     assert!(
-        text(&terminal).contains("╭─ fake · acp · continued · mode Plan · model smart · effort high"),
+        text(&terminal)
+            .contains("╭─ fake · acp · continued · mode Plan · model smart · effort high"),
         "{}",
         text(&terminal)
     );

@@ -244,3 +244,90 @@ fn denied_permission_and_reads_outside_are_refused() {
         "{events:#?}"
     );
 }
+
+/// fast-agent with its shell (`--shell`) runs commands through the client's
+/// terminals when the client advertises `terminal: true`: quorum's, so the
+/// command runs confined (under bubblewrap, a write outside the session
+/// directory does not land) and its output is recorded and shows in the
+/// opened box.
+#[test]
+fn fast_agent_runs_its_shell_commands_in_quorums_terminals() {
+    let s = session();
+    std::fs::write(
+        &s.config,
+        format!(
+            "[agents.fast-agent]\ncommand = {:?}\nargs = [\"--no-update-check\", \"acp\", \"--model\", \"passthrough\", \"--shell\"]\npermissions = \"allow\"\n",
+            fast_agent().display().to_string()
+        ),
+    )
+    .unwrap();
+    let outside = s.home.path().join("escaped.txt");
+    let command = format!(
+        "echo probe-$((6*7)); touch {} 2>&1 || echo write-refused",
+        outside.display()
+    );
+    let input = format!(
+        "***CALL_TOOL execute {}",
+        serde_json::json!({ "command": command })
+    );
+    let (out, results, events) = s.call(&["--input", &input], "term.jsonl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(results[0]["stop_reason"], "end_turn", "{}", stderr(&out));
+    let activity: Vec<&Activity> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SubagentActivity { activity, .. } => Some(activity),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        activity.iter().any(|a| matches!(a,
+            Activity::TerminalStarted { command: c, .. } if c.contains("echo probe-"))),
+        "no command in quorum's terminals: {activity:?}"
+    );
+    let output: String = activity
+        .iter()
+        .filter_map(|a| match a {
+            Activity::TerminalOutput { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(output.contains("probe-42"), "{output}");
+    assert!(
+        activity.iter().any(|a| matches!(
+            a,
+            Activity::TerminalExit {
+                exit_code: Some(0),
+                ..
+            }
+        )),
+        "{activity:?}"
+    );
+    // The opened box, replayed from the transcript, shows the output.
+    let record = s.dir.path().join("term.jsonl");
+    let mut state = quorum::tui::state::State::new();
+    for e in &transcript::load(&record).unwrap().events {
+        state.apply(e);
+    }
+    let b = state
+        .cells
+        .iter()
+        .find_map(|c| match &c.kind {
+            quorum::tui::state::CellKind::Subagent(b) => Some(b),
+            _ => None,
+        })
+        .expect("a box");
+    let opened: String = quorum::tui::detail::render(b, 120, state.now)
+        .iter()
+        .flat_map(|l| l.spans.iter().map(|s| s.content.to_string()))
+        .collect();
+    assert!(opened.contains("probe-42"), "{opened}");
+    if quorum::runtime::path::locate("bwrap").is_some() {
+        assert!(
+            !outside.exists(),
+            "a write outside the session directory landed"
+        );
+    } else {
+        assert!(stderr(&out).contains("not sandboxed"), "{}", stderr(&out));
+    }
+}
