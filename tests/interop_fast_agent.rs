@@ -322,6 +322,8 @@ fn fast_agent_runs_its_shell_commands_in_quorums_terminals() {
         .flat_map(|l| l.spans.iter().map(|s| s.content.to_string()))
         .collect();
     assert!(opened.contains("probe-42"), "{opened}");
+    // One command, though fast-agent's tool call does not show its terminal.
+    assert!(opened.contains("ran 1 command"), "{opened}");
     if quorum::runtime::path::locate("bwrap").is_some() {
         assert!(
             !outside.exists(),

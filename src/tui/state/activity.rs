@@ -123,6 +123,9 @@ impl State {
                 );
                 let info = ToolInfo::from_detail(detail);
                 b.changes.note(id, &info);
+                if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
+                    b.changes.finished(id);
+                }
                 b.terminals.embed(info.terminal_ids());
                 // Its terminals' output goes under it.
                 for t in info.terminal_ids() {
@@ -181,6 +184,9 @@ impl State {
                 // A call dropped from the log still counts in the summary.
                 let info = merged.unwrap_or(update);
                 b.changes.note(id, &info);
+                if matches!(status, Some(ToolStatus::Completed | ToolStatus::Failed)) {
+                    b.changes.finished(id);
+                }
                 b.terminals.embed(info.terminal_ids());
                 for t in info.terminal_ids() {
                     under_tool(&mut b.activity, t, false);
@@ -262,7 +268,7 @@ impl State {
                 command,
             } => {
                 b.terminals.started(terminal_id, command);
-                b.changes.terminal(terminal_id);
+                b.changes.started(terminal_id);
                 push_line(
                     &mut b.activity,
                     ActivityLine::Terminal {

@@ -299,7 +299,15 @@ pub struct Changes {
     /// `execute` tool calls that show a terminal (counted as their
     /// terminal).
     with_terminal: HashSet<String>,
+    /// `execute` tool calls counted on their own and still running: a
+    /// terminal started meanwhile is taken to be theirs (fast-agent runs
+    /// its `execute` in a terminal it does not put in the tool call), so
+    /// one command is not counted twice. At most [`RUNNING_EXECUTE`].
+    running_execute: Vec<String>,
 }
+
+/// How many running `execute` tool calls a box remembers for its count.
+const RUNNING_EXECUTE: usize = 16;
 
 impl Changes {
     pub(super) fn note(&mut self, id: &str, info: &ToolInfo) {
@@ -320,6 +328,10 @@ impl Changes {
                     }
                 } else if !self.with_terminal.contains(id) && self.counted.insert(id.to_string()) {
                     self.commands += 1;
+                    if self.running_execute.len() == RUNNING_EXECUTE {
+                        self.running_execute.remove(0);
+                    }
+                    self.running_execute.push(id.to_string());
                 }
                 return;
             }
@@ -339,6 +351,28 @@ impl Changes {
             } else {
                 list.push(path);
             }
+        }
+    }
+
+    /// Tool call `id` ended: a terminal started later is not its.
+    pub(super) fn finished(&mut self, id: &str) {
+        self.running_execute.retain(|t| t != id);
+    }
+
+    /// A command started in terminal `id`: the command of a running
+    /// `execute` tool call that shows no terminal (counted already), else
+    /// one more.
+    pub(super) fn started(&mut self, id: &str) {
+        if self.terminals.contains(id) {
+            return;
+        }
+        match self.running_execute.pop() {
+            Some(call) => {
+                self.terminals.insert(id.to_string());
+                self.counted.remove(&call);
+                self.with_terminal.insert(call);
+            }
+            None => self.terminal(id),
         }
     }
 

@@ -195,6 +195,7 @@ mod tests {
         apply(&mut s, 1, super::super::fixtures::started(false));
         // A command the agent ran itself (an execute call, no terminal).
         apply(&mut s, 2, activity(tool("x0", "execute", None)));
+        apply(&mut s, 2, activity(done("x0")));
         // A terminal shown by an execute call: one command, not two.
         apply(&mut s, 3, activity(started("term-1", "make")));
         apply(&mut s, 4, activity(tool("x1", "execute", Some("term-1"))));
@@ -226,6 +227,45 @@ mod tests {
         assert_eq!(
             the_box(&s).changes.summary().as_deref(),
             Some("ran 5 commands")
+        );
+    }
+
+    fn done(id: &str) -> Activity {
+        Activity::ToolCallUpdate {
+            id: id.into(),
+            title: None,
+            status: Some(crate::event::ToolStatus::Completed),
+            detail: Box::default(),
+        }
+    }
+
+    /// fast-agent's order: its `execute` tool call shows no terminal, and
+    /// the terminal it runs the command in starts while the call runs: one
+    /// command. A terminal started after the call ended is another.
+    #[test]
+    fn a_terminal_started_while_an_execute_call_runs_is_its_command() {
+        let mut s = State::new();
+        apply(&mut s, 1, super::super::fixtures::started(false));
+        apply(&mut s, 2, activity(tool("x1", "execute", None)));
+        apply(&mut s, 3, activity(started("term-1", "/bin/sh -lc 'make'")));
+        apply(
+            &mut s,
+            4,
+            activity(Activity::TerminalExit {
+                terminal_id: "term-1".into(),
+                exit_code: Some(0),
+                signal: None,
+            }),
+        );
+        apply(&mut s, 5, activity(done("x1")));
+        assert_eq!(
+            the_box(&s).changes.summary().as_deref(),
+            Some("ran 1 command")
+        );
+        apply(&mut s, 6, activity(started("term-2", "ls")));
+        assert_eq!(
+            the_box(&s).changes.summary().as_deref(),
+            Some("ran 2 commands")
         );
     }
 
