@@ -54,6 +54,20 @@ fn starting_until_the_session_is_open_then_waiting_for_the_agent_then_its_activi
     assert!(s.contains("waiting for fake"), "{s}");
 }
 
+/// The internal agent opens no session: it asks its model at once, so its
+/// box waits for it rather than saying it is starting.
+#[test]
+fn the_internal_agent_is_waited_for_from_the_start() {
+    let events = vec![
+        build::started("c1", AgentRef::Internal)
+            .input("look")
+            .event(),
+    ];
+    let s = shown(&events);
+    assert!(s.contains("waiting for internal"), "{s}");
+    assert!(!s.contains("starting…"), "{s}");
+}
+
 /// The rows of the screen between the box's borders, trimmed.
 fn box_rows(screen: &str) -> Vec<String> {
     screen

@@ -242,6 +242,7 @@ impl State {
                 },
             });
         }
+        let internal = agent == AgentRef::Internal;
         let i = self.push_box(SubagentBox {
             call_id: call_id.clone(),
             task_id: task_id.clone(),
@@ -274,7 +275,9 @@ impl State {
             earlier: VecDeque::new(),
             earlier_dropped: 0,
             turn_input: None,
-            opened: session.is_some(),
+            // The internal agent has no session to open: it asks its model
+            // at once.
+            opened: session.is_some() || internal,
             terminals: super::Terminals::default(),
             batch: batch_id
                 .as_ref()
