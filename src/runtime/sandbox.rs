@@ -4,7 +4,7 @@
 //! shell tool and the client terminals of ACP agents.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -102,15 +102,18 @@ where
                 "/proc",
                 "--tmpfs",
                 "/tmp",
-            ])
-            .arg("--bind")
-            .arg(root)
-            .arg(root)
-            .arg("--chdir")
-            .arg(cwd)
-            .args(["--unshare-pid", "--die-with-parent", "--"])
-            .arg(program)
-            .args(args);
+            ]);
+            for dir in tmp_path_dirs(std::env::var_os("PATH").as_deref(), root) {
+                cmd.arg("--ro-bind").arg(&dir).arg(&dir);
+            }
+            cmd.arg("--bind")
+                .arg(root)
+                .arg(root)
+                .arg("--chdir")
+                .arg(cwd)
+                .args(["--unshare-pid", "--die-with-parent", "--"])
+                .arg(program)
+                .args(args);
             cmd
         }
         None => {
@@ -121,6 +124,25 @@ where
     };
     cmd.current_dir(cwd);
     cmd
+}
+
+/// The directories on `path` (a `PATH` value) that lie under `/tmp`, which
+/// the sandbox's private `/tmp` would hide: bound read-only, a command finds
+/// the same programs inside as outside. Those inside `root` are bound with
+/// it.
+fn tmp_path_dirs(path: Option<&OsStr>, root: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in path.map(std::env::split_paths).into_iter().flatten() {
+        if dir.is_absolute()
+            && dir.starts_with("/tmp")
+            && !dir.starts_with(root)
+            && dir.is_dir()
+            && !dirs.contains(&dir)
+        {
+            dirs.push(dir);
+        }
+    }
+    dirs
 }
 
 #[cfg(test)]
@@ -148,6 +170,27 @@ mod tests {
         assert!(!sandboxed);
         assert!(argv(&cmd).ends_with(&["sh".into(), "-c".into(), "pwd".into()]));
         assert_eq!(cmd.as_std().get_current_dir(), Some(Path::new("/w/sub")));
+    }
+
+    /// A program on a `PATH` directory under `/tmp` is found inside the
+    /// sandbox too (its private `/tmp` would hide it): the directory is
+    /// bound read-only; one inside the session directory comes with it.
+    #[test]
+    fn path_directories_under_tmp_are_kept_visible() {
+        let tmp = tempfile::tempdir_in("/tmp").unwrap();
+        let bin = tmp.path().join("bin");
+        let inside = tmp.path().join("w/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&inside).unwrap();
+        let path = std::env::join_paths([
+            bin.clone(),
+            PathBuf::from("/usr/bin"),
+            inside,
+            tmp.path().join("missing"),
+            bin.clone(),
+        ])
+        .unwrap();
+        assert_eq!(tmp_path_dirs(Some(&path), &tmp.path().join("w")), vec![bin]);
     }
 
     #[test]
