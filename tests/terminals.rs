@@ -196,10 +196,11 @@ fn a_terminal_left_running_ends_with_its_turn() {
     assert!(stderr.contains("fake: $ … killed by SIGTERM"), "{stderr}");
 }
 
-/// A file outside the session directory, where the person may write.
+/// A file outside the session directory and outside `/tmp` (which the
+/// sandbox makes private, so a write there succeeds but never lands; a
+/// clone under `/tmp` has its target there too): in `/var/tmp`.
 fn outside_file(name: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(dir).unwrap();
+    let dir = std::path::Path::new("/var/tmp");
     let path = dir.join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     path
@@ -226,6 +227,7 @@ fn under_bwrap_a_write_outside_the_session_directory_fails() {
         assert!(!stderr.contains("not sandboxed"), "{stderr}");
     } else {
         assert!(stdout.contains("wrote"), "{stdout}");
+        let _ = std::fs::remove_file(&target);
         assert!(
             stderr.contains(
                 "terminal commands are not sandboxed (bubblewrap (bwrap) is not installed)"
