@@ -8,6 +8,9 @@
 
 use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource};
 
+use crate::confine::limits::approx_size;
+use crate::confine::sanitize::{clip, one_line};
+
 /// How many characters of a URI a placeholder shows.
 const URI_CHARS: usize = 60;
 
@@ -62,7 +65,7 @@ fn placeholder(block: &ContentBlock) -> Option<String> {
         ContentBlock::ResourceLink(link) => {
             let mut parts = vec!["resource".to_string(), short_uri(&link.uri)];
             if let Some(size) = link.size.and_then(|s| u64::try_from(s).ok()) {
-                parts.push(human_size(size));
+                parts.push(approx_size(size));
             }
             Some(format!("[{}]", parts.join(" · ")))
         }
@@ -80,7 +83,7 @@ fn resource_placeholder(block: &ContentBlock) -> Option<String> {
         EmbeddedResourceResource::BlobResourceContents(b) => Some(format!(
             "[resource · {} · {}]",
             short_uri(&b.uri),
-            human_size(decoded_len(&b.blob))
+            approx_size(decoded_len(&b.blob))
         )),
         _ => Some("[resource]".to_string()),
     }
@@ -92,21 +95,6 @@ fn mime(m: &str) -> String {
     match m.as_str() {
         "" => "unknown type".to_string(),
         _ => clip(&m, 40),
-    }
-}
-
-/// `s` sanitised, on one line without blanks at its ends.
-fn one_line(s: &str) -> String {
-    crate::confine::sanitize::sanitize(s)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_string(),
     }
 }
 
@@ -149,21 +137,6 @@ pub(super) fn short_uri(uri: &str) -> String {
         "/…/"
     };
     format!("{head}{sep}{tail}")
-}
-
-/// `812 bytes`, `2.1 KB`, `3.4 MB`.
-pub(super) fn human_size(bytes: u64) -> String {
-    const KB: f64 = 1024.0;
-    let b = bytes as f64;
-    if bytes < 1024 {
-        format!("{bytes} bytes")
-    } else if b < KB * KB {
-        format!("{:.1} KB", b / KB)
-    } else if b < KB * KB * KB {
-        format!("{:.1} MB", b / (KB * KB))
-    } else {
-        format!("{:.1} GB", b / (KB * KB * KB))
-    }
 }
 
 /// How many bytes base64 `data` decodes to.
@@ -378,7 +351,5 @@ mod tests {
         assert!(short.ends_with("end.txt"), "{short}");
         // Control sequences and line breaks are gone.
         assert_eq!(short_uri("file:///a\u{1b}]0;x\u{7}/b\nc"), "file:///a/b c");
-        assert_eq!(human_size(300), "300 bytes");
-        assert_eq!(human_size(3 * 1024 * 1024 + 400_000), "3.4 MB");
     }
 }

@@ -134,11 +134,9 @@ fn read(req: &CreateElicitationRequest) -> Result<Asked, String> {
     }
 }
 
+/// `s` cut to [`MAX_TEXT`] characters.
 fn clip(s: &str) -> String {
-    match s.char_indices().nth(MAX_TEXT) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_string(),
-    }
+    crate::confine::sanitize::clip(s, MAX_TEXT)
 }
 
 /// A form's fields, in the schema's (alphabetical) order.

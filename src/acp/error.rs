@@ -8,6 +8,8 @@
 
 use agent_client_protocol::Error;
 
+use crate::confine::sanitize::{clip, one_line};
+
 /// How many characters of an error's `data` are kept.
 pub(super) const DATA_CHARS: usize = 300;
 
@@ -31,20 +33,6 @@ pub(super) fn describe(e: &Error) -> String {
         return message;
     }
     format!("{message}: {data}")
-}
-
-/// `s` sanitised, its lines and runs of blanks joined by single spaces.
-fn one_line(s: &str) -> String {
-    let clean = crate::confine::sanitize::sanitize(s);
-    clean.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `s` cut to `max` characters, with `…` when cut.
-fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 
+use crate::confine::limits::approx_size;
 use crate::confine::sanitize::{json, sanitize};
 use crate::engine::config;
 use crate::transcript::sessions::{self, SessionInfo, ago};
@@ -81,7 +82,7 @@ pub fn human(info: &SessionInfo, dir: bool, now: SystemTime) -> String {
         info.started_at(),
         info.events,
         if info.events == 1 { "" } else { "s" },
-        size(info.bytes)
+        approx_size(info.bytes)
     ));
     if let Some(pid) = info.open_in {
         first.push_str(&format!("  open in process {pid}"));
@@ -108,21 +109,6 @@ pub fn human(info: &SessionInfo, dir: bool, now: SystemTime) -> String {
 /// Sanitised text can still hold newlines (from a tab or `\r`): one line.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `312 bytes`, `48.2 KB`, `3.1 MB`.
-fn size(bytes: u64) -> String {
-    const KB: f64 = 1024.0;
-    let b = bytes as f64;
-    if b < KB {
-        format!("{bytes} bytes")
-    } else if b < KB * KB {
-        format!("{:.1} KB", b / KB)
-    } else if b < KB * KB * KB {
-        format!("{:.1} MB", b / (KB * KB))
-    } else {
-        format!("{:.1} GB", b / (KB * KB * KB))
-    }
 }
 
 #[cfg(test)]
@@ -158,12 +144,5 @@ mod tests {
              agents claude, internal · running when it ended: t1 · “fix the bug”\n"
         );
         assert!(!human(&info, false, now).contains("/home/me"));
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(size(312), "312 bytes");
-        assert_eq!(size(49_357), "48.2 KB");
-        assert_eq!(size(3 * 1024 * 1024 + 100_000), "3.1 MB");
     }
 }

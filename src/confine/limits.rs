@@ -73,6 +73,21 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
+/// `bytes` for a person, roughly: "812 bytes", "2.1 KB", "3.4 MB".
+pub fn approx_size(bytes: u64) -> String {
+    const KB: f64 = 1024.0;
+    let b = bytes as f64;
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else if b < KB * KB {
+        format!("{:.1} KB", b / KB)
+    } else if b < KB * KB * KB {
+        format!("{:.1} MB", b / (KB * KB))
+    } else {
+        format!("{:.1} GB", b / (KB * KB * KB))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +104,14 @@ mod tests {
         assert!(e.to_string().contains("at least 1 byte"), "{e}");
         let e = toml::from_str::<Limits>("max_reads = 1").unwrap_err();
         assert!(e.to_string().contains("unknown field `max_reads`"), "{e}");
+    }
+
+    #[test]
+    fn approx_sizes() {
+        assert_eq!(approx_size(300), "300 bytes");
+        assert_eq!(approx_size(312), "312 bytes");
+        assert_eq!(approx_size(49_357), "48.2 KB");
+        assert_eq!(approx_size(3 * 1024 * 1024 + 100_000), "3.1 MB");
+        assert_eq!(approx_size(3 * 1024 * 1024 + 400_000), "3.4 MB");
     }
 }

@@ -133,6 +133,19 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `s` sanitised, its lines and runs of blanks joined by single spaces.
+pub fn one_line(s: &str) -> String {
+    sanitize(s).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `s` cut to `max` characters, with `…` after them when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
 /// Serialized JSON made safe to print: the control and unseen characters
 /// that JSON leaves raw (DEL, C1, bidi, zero-width) written as `\uXXXX`
 /// escapes, so the text reads the same to a parser and harmlessly to a

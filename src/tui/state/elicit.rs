@@ -184,11 +184,9 @@ pub(super) fn child_question(child: &mut ChildBox, activity: &Activity) {
     push_line(&mut child.activity, ActivityLine::Note(line));
 }
 
+/// The first line of `s` that is not blank, trimmed.
 fn first_line(s: &str) -> &str {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
+    super::subagent::first_line(s).trim()
 }
 
 #[cfg(test)]
