@@ -305,22 +305,7 @@ fn fast_agent_runs_its_shell_commands_in_quorums_terminals() {
     );
     // The opened box, replayed from the transcript, shows the output.
     let record = s.dir.path().join("term.jsonl");
-    let mut state = quorum::tui::state::State::new();
-    for e in &transcript::load(&record).unwrap().events {
-        state.apply(e);
-    }
-    let b = state
-        .cells
-        .iter()
-        .find_map(|c| match &c.kind {
-            quorum::tui::state::CellKind::Subagent(b) => Some(b),
-            _ => None,
-        })
-        .expect("a box");
-    let opened: String = quorum::tui::detail::render(b, 120, state.now)
-        .iter()
-        .flat_map(|l| l.spans.iter().map(|s| s.content.to_string()))
-        .collect();
+    let opened = common::opened_box(&transcript::load(&record).unwrap().events, 120);
     assert!(opened.contains("probe-42"), "{opened}");
     // One command, though fast-agent's tool call does not show its terminal.
     assert!(opened.contains("ran 1 command"), "{opened}");

@@ -348,28 +348,7 @@ async fn the_box_shows_live_output_and_cancel_ends_the_command() {
         })
         .count();
     assert!(outputs >= 1, "output is recorded as chunks");
-    let mut state = State::new();
-    for e in &events {
-        state.apply(e);
-    }
-    let b = state
-        .cells
-        .iter()
-        .find_map(|c| match &c.kind {
-            CellKind::Subagent(b) => Some(b),
-            _ => None,
-        })
-        .expect("a box");
-    let opened: String = quorum::tui::detail::render(b, 100, state.now)
-        .iter()
-        .map(|l| {
-            l.spans
-                .iter()
-                .map(|s| s.content.as_ref())
-                .collect::<String>()
-                + "\n"
-        })
-        .collect();
+    let opened = common::opened_box(&events, 100);
     for i in 1..=6 {
         assert!(opened.contains(&format!("  line-{i}\n")), "{opened}");
     }

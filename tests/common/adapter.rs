@@ -199,7 +199,6 @@ impl Adapter {
     /// in quorum's terminals (`terminal/create`).
     pub async fn command_output_shows_in_the_box(&self) -> usize {
         use quorum::event::{Activity, Event};
-        use quorum::tui::state::{CellKind, State};
         let record = self.dir.path().join("run.jsonl");
         let out = self
             .call(&[
@@ -213,28 +212,7 @@ impl Adapter {
             .await;
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let events = super::events(&record);
-        let mut state = State::new();
-        for e in &events {
-            state.apply(e);
-        }
-        let b = state
-            .cells
-            .iter()
-            .find_map(|c| match &c.kind {
-                CellKind::Subagent(b) => Some(b),
-                _ => None,
-            })
-            .expect("a box");
-        let opened: String = quorum::tui::detail::render(b, 100, state.now)
-            .iter()
-            .map(|l| {
-                l.spans
-                    .iter()
-                    .map(|s| s.content.as_ref())
-                    .collect::<String>()
-                    + "\n"
-            })
-            .collect();
+        let opened = super::opened_box(&events, 100);
         assert!(opened.contains("probe-42"), "{opened}");
         events
             .iter()

@@ -33,6 +33,34 @@ pub fn events(path: &std::path::Path) -> Vec<Stamped> {
 }
 
 /// The screen after applying `events`, with the side panel as given.
+/// The first box of `events`, replayed through `State::apply`, as its
+/// opened view shows it `width` columns wide: one line of text per row.
+pub fn opened_box(events: &[Stamped], width: usize) -> String {
+    use quorum::tui::state::{CellKind, State};
+    let mut state = State::new();
+    for e in events {
+        state.apply(e);
+    }
+    let b = state
+        .cells
+        .iter()
+        .find_map(|c| match &c.kind {
+            CellKind::Subagent(b) => Some(b),
+            _ => None,
+        })
+        .expect("a box");
+    quorum::tui::detail::render(b, width, state.now)
+        .iter()
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+                + "\n"
+        })
+        .collect()
+}
+
 pub fn screen(events: &[Stamped], cols: u16, rows: u16, panel: Option<bool>) -> Buffer {
     let mut app = App::still();
     app.view.set_panel(panel);
