@@ -361,7 +361,7 @@ impl Connection {
             }
             Err(e) => sink.notice(&format!(
                 "{agent}: setting mode to {mode:?} failed: {}",
-                e.message
+                super::error::describe(&e)
             )),
         }
     }
@@ -416,7 +416,12 @@ impl Connection {
                 .send_request(SetSessionModeRequest::new(session.clone(), id.clone()))
                 .block_task()
                 .await
-                .map_err(|e| format!("{agent}: session/set_mode failed: {}", e.message))?;
+                .map_err(|e| {
+                    format!(
+                        "{agent}: session/set_mode failed: {}",
+                        super::error::describe(&e)
+                    )
+                })?;
             if let Some(entry) = lock(&self.meta).sessions.get_mut(&session)
                 && let Some(modes) = &mut entry.modes
             {
@@ -502,7 +507,12 @@ impl Connection {
             .send_request(request)
             .block_task()
             .await
-            .map_err(|e| format!("{agent}: session/set_config_option failed: {}", e.message))?;
+            .map_err(|e| {
+                format!(
+                    "{agent}: session/set_config_option failed: {}",
+                    super::error::describe(&e)
+                )
+            })?;
         self.options_now(&session, answer.config_options);
         Ok(Changed {
             option: found.id.to_string(),
