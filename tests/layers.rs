@@ -18,9 +18,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("confine", &[]),
     // The model providers.
     ("llm", &[]),
-    // Git worktrees for isolated writers (the git CLI): the vocabulary's
-    // diffstat and severity, nothing else.
-    ("worktree", &["event"]),
+    // Git worktrees for isolated writers (the git CLI, hardened): the
+    // vocabulary's diffstat and severity, and the hardened git.
+    ("worktree", &["event", "runtime::git"]),
     // Board, bus, supervisor, cancellation, PATH lookup.
     ("runtime", &["event"]),
     // The agent interface that ACP agents and the internal agent implement.

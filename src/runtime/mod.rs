@@ -1,11 +1,13 @@
 //! What the engine owns while a session runs: the task board (the one
 //! source of task and call state), the event bus, the process supervisor
 //! (every process quorum starts) and its reaper (every descendant),
-//! cancellation, commands confined to the session directory (`sandbox`), and where commands are found on `PATH`.
+//! cancellation, commands confined to the session directory (`sandbox`), the
+//! `git` quorum runs (hardened: `git`), and where commands are found on `PATH`.
 
 pub mod board;
 pub mod bus;
 pub mod cancel;
+pub mod git;
 pub mod path;
 pub mod reaper;
 pub mod sandbox;
