@@ -610,7 +610,7 @@ async fn a_turn_given_up_ends_its_commands() {
     let registry = Registry::load_only(&config).unwrap();
     let root = quorum::confine::fsroot::Root::new(dir.path()).unwrap();
     let supervisor = quorum::runtime::supervisor::Supervisor::new();
-    let conn = Connection::start(registry.get("fake").unwrap(), &root, &supervisor)
+    let conn = Connection::start(registry.get("fake").unwrap(), &root, &supervisor, None)
         .await
         .unwrap();
     let marker = format!("979.{}", std::process::id());

@@ -80,11 +80,18 @@ pub struct Connection {
     pub(super) mcp: Vec<super::mcp::McpServerSpec>,
     /// What the agent announced of its sessions: commands, modes, options.
     pub(super) meta: super::meta::Meta,
+    /// Whether the agent process runs under bubblewrap.
+    pub(super) sandboxed: bool,
 }
 
 impl Connection {
     pub fn alive(&self) -> bool {
         !self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Whether the agent process itself runs under bubblewrap.
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
     }
 
     pub fn can_resume(&self) -> bool {

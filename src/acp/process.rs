@@ -31,6 +31,7 @@ use super::terminal::Terminals;
 use super::transport::{Reading, transport};
 use crate::confine::fsroot::Root;
 use crate::runtime::path::locate;
+use crate::runtime::sandbox::{self, Policy};
 use crate::runtime::supervisor::{self, Group, Supervisor};
 
 /// How much of one stderr line is kept.
@@ -45,16 +46,18 @@ const STDIN_GRACE: Duration = Duration::from_secs(1);
 const URGENT_GRACE: Duration = Duration::from_millis(200);
 
 impl Connection {
-    /// Starts `spec`'s process in `root`, owned by `supervisor`, and
-    /// initializes it, within the agent's `startup_timeout`. Dropping the
-    /// future before it is done stops the process.
+    /// Starts `spec`'s process in `root`, owned by `supervisor` (and
+    /// sandboxed as `policy` says, when one is given), and initializes it,
+    /// within the agent's `startup_timeout`. Dropping the future before it
+    /// is done stops the process.
     pub async fn start(
         spec: &AgentSpec,
         root: &Root,
         supervisor: &Supervisor,
+        policy: Option<&Policy>,
     ) -> Result<Arc<Self>, AcpError> {
         let agent = spec.name.clone();
-        let (mut child, group) = spawn(spec, root, supervisor)?;
+        let (mut child, group, sandboxed) = spawn(spec, root, supervisor, policy)?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
@@ -115,7 +118,7 @@ impl Connection {
         let terminals = Arc::new(Terminals::new(
             agent.clone(),
             supervisor.clone(),
-            spec.terminal_sandbox,
+            spec.terminal_policy(),
             (root.clone(), exclusions.clone(), routes.clone()),
         ));
         let (create, output, wait, kill, release) = (
@@ -286,37 +289,56 @@ impl Connection {
             terminals,
             mcp: spec.mcp_servers.clone(),
             meta,
+            sandboxed,
         };
         Ok(Arc::new(conn))
     }
 }
 
 /// Finds `spec`'s command and starts it in `root`, its stdio piped, as a
-/// process group owned by `supervisor`.
+/// process group owned by `supervisor`; under bubblewrap when `policy`
+/// says so (the last value: whether it is).
 fn spawn(
     spec: &AgentSpec,
     root: &Root,
     supervisor: &Supervisor,
-) -> Result<(tokio::process::Child, Group), AcpError> {
+    policy: Option<&Policy>,
+) -> Result<(tokio::process::Child, Group, bool), AcpError> {
     let agent = &spec.name;
     let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
         agent: agent.clone(),
         command: spec.command.clone(),
     })?;
-    let mut cmd = supervisor::command(&path);
-    cmd.args(&spec.args)
-        .envs(&spec.env)
-        .current_dir(root.path())
-        .stdin(std::process::Stdio::piped())
+    let spawn_error = |source| AcpError::Spawn {
+        agent: agent.clone(),
+        command: spec.command.clone(),
+        source,
+    };
+    let (mut cmd, sandboxed) = match policy {
+        Some(policy) => {
+            let confined = sandbox::command(
+                &path,
+                &spec.args,
+                (root.path(), root.path()),
+                policy,
+                sandbox::Env::Agent(&spec.env),
+            )
+            .map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
+            (confined.cmd, confined.sandboxed)
+        }
+        None => {
+            let mut cmd = supervisor::command(&path);
+            cmd.args(&spec.args)
+                .envs(&spec.env)
+                .current_dir(root.path());
+            (cmd, false)
+        }
+    };
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    supervisor
-        .spawn(cmd, agent)
-        .map_err(|source| AcpError::Spawn {
-            agent: agent.clone(),
-            command: spec.command.clone(),
-            source,
-        })
+    let (child, group) = supervisor.spawn(cmd, agent).map_err(spawn_error)?;
+    Ok((child, group, sandboxed))
 }
 
 /// What quorum tells an agent it can do: read and write text files (in the

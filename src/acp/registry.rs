@@ -3,8 +3,9 @@
 //!
 //! The built-in registry (`assets/agents.toml`) is merged with the user's
 //! config file: `[agents.NAME]` tables with `command`, `args`, `env`,
-//! `description`, `permissions` and `terminal_sandbox`. A user entry overrides a built-in one
-//! field by field; a new name must give its `command`.
+//! `description`, `permissions`, `terminal_sandbox`, `terminal_network`, `sandbox`, `state` and
+//! `writable`. A user entry overrides a built-in one field by field; a new name must give its
+//! `command`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use super::mcp::{FileMcpServer, McpServerSpec};
 use crate::agent::Permissions;
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
-use crate::runtime::sandbox::Sandbox;
+use crate::runtime::sandbox::{Policy, Sandbox};
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 /// How messages name the built-in registry.
@@ -52,10 +53,88 @@ pub struct AgentSpec {
     /// (`terminal_sandbox = "bwrap" | "none"`; unset: bubblewrap when it
     /// is installed).
     pub terminal_sandbox: Option<Sandbox>,
+    /// Whether those commands reach the network (`terminal_network`;
+    /// default false: a network namespace of their own).
+    pub terminal_network: bool,
+    /// How the agent process itself is confined (`sandbox = "bwrap" |
+    /// "none"`; unset: under bubblewrap for a worktree task when it is
+    /// installed, else not).
+    pub sandbox: Option<Sandbox>,
+    /// What a sandboxed agent process may write besides its session
+    /// directory: its own state (`state`, built in: `~/.claude/`, ...) and
+    /// what the person adds (`writable`). `~/` is its home, `$NAME/` a
+    /// variable of its environment (or quorum's); a trailing `/` marks a
+    /// directory, made when it is missing.
+    pub writable: Vec<String>,
     /// The `[mcp_servers]` it picked by name (`None`: all of them).
     pub mcp_pick: Option<Vec<String>>,
     /// The MCP servers its sessions are given (see `mcp`).
     pub mcp_servers: Vec<McpServerSpec>,
+}
+
+impl AgentSpec {
+    /// How the commands it runs in quorum's terminals are confined.
+    pub fn terminal_policy(&self) -> Policy {
+        Policy {
+            mode: self.terminal_sandbox,
+            network: self.terminal_network,
+            writable: Vec::new(),
+            setting: "terminal_sandbox",
+        }
+    }
+
+    /// How its own process is confined, if it is: `sandbox = "bwrap"`
+    /// always, unset for a worktree task (`isolated`) when bubblewrap is
+    /// installed. It reaches the network (it talks to its model) and
+    /// writes its own state.
+    pub fn process_policy(&self, isolated: bool) -> Option<Policy> {
+        let mode = match (self.sandbox, isolated) {
+            (Some(Sandbox::None), _) | (None, false) => return None,
+            (Some(Sandbox::Bwrap), _) => Some(Sandbox::Bwrap),
+            (None, true) => None,
+        };
+        Some(Policy {
+            mode,
+            network: true,
+            writable: self.writable_paths(),
+            setting: "sandbox",
+        })
+    }
+
+    /// [`AgentSpec::writable`] as paths: `~/` and `$NAME/` expanded from
+    /// its environment, else quorum's (an entry whose variable is unset
+    /// is left out); a directory (trailing `/`) made, private, when it is
+    /// missing, so that it can be bound.
+    pub fn writable_paths(&self) -> Vec<PathBuf> {
+        let var = |name: &str| {
+            self.env
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+                .filter(|v| !v.is_empty())
+        };
+        let mut out = Vec::new();
+        for entry in &self.writable {
+            let (base, rest) = if let Some(rest) = entry.strip_prefix("~/") {
+                (var("HOME"), rest)
+            } else if let Some(name) = entry.strip_prefix('$') {
+                let (name, rest) = name.split_once('/').unwrap_or((name, ""));
+                (var(name), rest)
+            } else {
+                (Some(String::new()), entry.as_str())
+            };
+            let Some(base) = base else { continue };
+            let path = Path::new(&base).join(rest.trim_end_matches('/'));
+            if !path.is_absolute() {
+                continue;
+            }
+            if (entry.ends_with('/') || rest.is_empty()) && !path.exists() {
+                let _ = crate::confine::private::dir(&path);
+            }
+            out.push(path);
+        }
+        out
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,6 +151,12 @@ struct FileAgent {
     model: Option<String>,
     mode: Option<String>,
     terminal_sandbox: Option<Sandbox>,
+    terminal_network: Option<bool>,
+    sandbox: Option<Sandbox>,
+    /// The agent's own state (the built-in registry says it).
+    state: Option<Vec<String>>,
+    /// More paths a sandboxed agent may write.
+    writable: Option<Vec<String>>,
     /// The `[mcp_servers]` it is given (default: all).
     mcp_servers: Option<Vec<String>>,
 }
@@ -270,6 +355,16 @@ impl Registry {
                     source: source.or(base.source),
                     limits: base.limits,
                     terminal_sandbox: entry.terminal_sandbox.or(base.terminal_sandbox),
+                    terminal_network: entry.terminal_network.unwrap_or(base.terminal_network),
+                    sandbox: entry.sandbox.or(base.sandbox),
+                    writable: match (entry.state, entry.writable) {
+                        (None, None) => base.writable,
+                        (state, more) => state
+                            .unwrap_or(base.writable)
+                            .into_iter()
+                            .chain(more.unwrap_or_default())
+                            .collect(),
+                    },
                     mcp_pick: entry.mcp_servers.or(base.mcp_pick),
                     mcp_servers: Vec::new(),
                 },
@@ -290,6 +385,14 @@ impl Registry {
                     source,
                     limits: Limits::default(),
                     terminal_sandbox: entry.terminal_sandbox,
+                    terminal_network: entry.terminal_network.unwrap_or(false),
+                    sandbox: entry.sandbox,
+                    writable: entry
+                        .state
+                        .unwrap_or_default()
+                        .into_iter()
+                        .chain(entry.writable.unwrap_or_default())
+                        .collect(),
                     mcp_pick: entry.mcp_servers,
                     mcp_servers: Vec::new(),
                 },

@@ -60,9 +60,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Terminals {
     agent: String,
     supervisor: Supervisor,
-    /// `terminal_sandbox` from the agent's config (`None`: bubblewrap when
-    /// it is installed).
-    sandbox: Option<Sandbox>,
+    /// `terminal_sandbox` and `terminal_network` from the agent's config
+    /// (no sandbox named: bubblewrap when it is installed).
+    policy: sandbox::Policy,
     /// The connection's directory; a session's own (a worktree) wins.
     root: Root,
     exclusions: Exclusions,
@@ -151,13 +151,13 @@ impl Terminals {
     pub(super) fn new(
         agent: String,
         supervisor: Supervisor,
-        sandbox: Option<Sandbox>,
+        policy: sandbox::Policy,
         (root, exclusions, routes): (Root, Exclusions, Routes),
     ) -> Self {
         Self {
             agent,
             supervisor,
-            sandbox,
+            policy,
             root,
             exclusions,
             routes,
@@ -234,9 +234,20 @@ impl Terminals {
             return Err(refuse("the command is empty".into()));
         }
         let cwd = working_dir(&root, req.cwd.as_deref()).map_err(&refuse)?;
-        let (mut cmd, sandboxed) =
-            sandbox::command(&req.command, &req.args, root.path(), &cwd, self.sandbox)
-                .map_err(|e| refuse(e.to_string()))?;
+        // What the agent asks for is set inside the sandbox, on the command.
+        let env: Vec<(String, String)> = req
+            .env
+            .iter()
+            .map(|v| (v.name.clone(), v.value.clone()))
+            .collect();
+        let sandbox::Confined { mut cmd, sandboxed } = sandbox::command(
+            &req.command,
+            &req.args,
+            (root.path(), &cwd),
+            &self.policy,
+            sandbox::Env::Command(&env),
+        )
+        .map_err(|e| refuse(e.to_string()))?;
         // One pipe for both, as a terminal has: the output keeps its order.
         let pipe = std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w)));
         let (reader, out, err) = pipe.map_err(|e| {
@@ -245,8 +256,7 @@ impl Terminals {
                 format!("cannot make a pipe for {line}: {e}"),
             )
         })?;
-        cmd.envs(req.env.iter().map(|v| (&v.name, &v.value)))
-            .stdin(std::process::Stdio::null())
+        cmd.stdin(std::process::Stdio::null())
             .stdout(out)
             .stderr(err);
         let (child, group) = self.supervisor.spawn(cmd, "terminal").map_err(|e| {
@@ -286,7 +296,7 @@ impl Terminals {
                 }),
             );
             if !sandboxed && table.told.insert(session.clone()) {
-                let why = match self.sandbox {
+                let why = match self.policy.mode {
                     Some(Sandbox::None) => "terminal_sandbox = \"none\" in its config",
                     _ => "bubblewrap (bwrap) is not installed",
                 };
@@ -314,6 +324,10 @@ impl Terminals {
                 command: sanitize(&line).into_owned(),
             },
         );
+        // Without the network, a failure that speaks of it gets a line
+        // from quorum saying why.
+        let offline = (sandboxed && !self.policy.network)
+            .then(|| format!("terminal_network = true under [agents.{}]", self.agent));
         // Not the terminals themselves: a command that runs keeps none of
         // them alive.
         let (routes, agent) = (self.routes.clone(), self.agent.clone());
@@ -322,8 +336,7 @@ impl Terminals {
             let status = pump(
                 routes,
                 child,
-                reader,
-                output,
+                (reader, output, offline),
                 (&sid, &tid),
                 (exit_tx, killed),
             )
@@ -503,8 +516,7 @@ impl Terminals {
 async fn pump(
     routes: Routes,
     mut child: tokio::process::Child,
-    pipe: std::io::PipeReader,
-    output: Arc<Mutex<Output>>,
+    (pipe, output, offline): (std::io::PipeReader, Arc<Mutex<Output>>, Option<String>),
     (session, id): (&str, &str),
     (exit_tx, killed): (watch::Sender<Option<TerminalExitStatus>>, Arc<AtomicBool>),
 ) -> Option<TerminalExitStatus> {
@@ -531,6 +543,15 @@ async fn pump(
         }
     };
     let tell = |screen: &mut Screen, status: &TerminalExitStatus| {
+        if let Some(setting) = offline.as_deref()
+            && status.exit_code != Some(0)
+        {
+            if let Some(note) = sandbox::no_network_note(&lock(&output).read().0, setting) {
+                let line = format!("\n{note}\n");
+                lock(&output).push(line.as_bytes());
+                screen.push(line.as_bytes());
+            }
+        }
         screen.finish();
         flush(screen);
         to_box(

@@ -59,7 +59,14 @@ pub async fn list(
             writeln!(out, "{:name_w$}  ↳ MCP servers: {}", "", servers.join(", "))?;
         }
         if probe && installed.is_some() {
-            let line = match Connection::start(a, root, supervisor).await {
+            let line = match Connection::start(
+                a,
+                root,
+                supervisor,
+                a.process_policy(false).as_ref(),
+            )
+            .await
+            {
                 Ok(conn) => {
                     let line = describe(&conn);
                     conn.close();

@@ -48,6 +48,9 @@ pub struct SessionConfig {
     /// What agents' elicitations get: `Ask` (the person, in the TUI), or
     /// `--elicit`'s.
     pub elicit: crate::agent::Elicit,
+    /// How the internal agent's shell commands are confined (`[internal]`
+    /// in the config file: `terminal_sandbox`, `terminal_network`).
+    pub internal_shell: crate::runtime::sandbox::Policy,
 }
 
 impl SessionConfig {
@@ -68,6 +71,7 @@ impl SessionConfig {
             limits: Limits::default(),
             resume: None,
             elicit: crate::agent::Elicit::Ask,
+            internal_shell: InternalSection::default().policy(),
         }
     }
 
@@ -78,6 +82,7 @@ impl SessionConfig {
         if let Some(n) = settings.max_parallel {
             self.max_parallel = n;
         }
+        self.internal_shell = settings.internal.unwrap_or_default().policy();
         let limits = settings.limits.unwrap_or_default();
         self.limits = limits;
         self.registry.set_limits(limits);
@@ -159,6 +164,30 @@ struct Settings {
     /// What one piece of outside input may cost.
     #[serde(default)]
     limits: Option<Limits>,
+    /// The internal agent's shell.
+    #[serde(default)]
+    internal: Option<InternalSection>,
+}
+
+/// `[internal]`: how the internal agent's shell commands are confined, as
+/// `terminal_sandbox` and `terminal_network` do for an ACP agent's.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct InternalSection {
+    terminal_sandbox: Option<crate::runtime::sandbox::Sandbox>,
+    #[serde(default)]
+    terminal_network: bool,
+}
+
+impl InternalSection {
+    fn policy(self) -> crate::runtime::sandbox::Policy {
+        crate::runtime::sandbox::Policy {
+            mode: self.terminal_sandbox,
+            network: self.terminal_network,
+            writable: Vec::new(),
+            setting: "terminal_sandbox",
+        }
+    }
 }
 
 /// The config file's `[limits]` (the defaults without a file or section).

@@ -15,6 +15,7 @@ use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage
 use crate::harness::tools::{FileTools, Union};
 use crate::harness::{Harness, Sink, ToolError, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
+use crate::runtime::sandbox::Policy;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::Dispatcher;
 use crate::subagent::tool::SubagentTool;
@@ -24,6 +25,8 @@ pub struct Internal {
     /// How deep internal agents may nest sub-agent calls of their own.
     max_depth: u32,
     root: Root,
+    /// How its shell commands are confined.
+    shell: Policy,
     /// Owns the shell tool's commands.
     supervisor: Supervisor,
     /// For nested calls (weak: the dispatcher holds this runner).
@@ -34,7 +37,7 @@ impl Internal {
     pub fn new(
         model: Arc<dyn Model>,
         max_depth: u32,
-        root: Root,
+        (root, shell): (Root, Policy),
         supervisor: Supervisor,
         dispatcher: Weak<Dispatcher>,
     ) -> Self {
@@ -42,6 +45,7 @@ impl Internal {
             model,
             max_depth,
             root,
+            shell,
             supervisor,
             dispatcher,
         }
@@ -72,8 +76,11 @@ impl Agent for Internal {
                 Ok(root) => root,
                 Err(e) => return Outcome::error(format!("internal agent: {e}")),
             };
-            let files: Arc<dyn ToolSet> =
-                Arc::new(FileTools::new(root.clone(), self.supervisor.clone()).excluding(exclude));
+            let files: Arc<dyn ToolSet> = Arc::new(
+                FileTools::new(root.clone(), self.supervisor.clone())
+                    .with_shell(self.shell.clone())
+                    .excluding(exclude),
+            );
             let nested = (depth <= self.max_depth)
                 .then(|| self.dispatcher.upgrade())
                 .flatten();

@@ -127,7 +127,7 @@ impl Session {
                 dispatcher.set_internal(Arc::new(internal::Internal::new(
                     model.clone(),
                     config.agent_depth,
-                    root,
+                    (root, config.internal_shell),
                     supervisor.clone(),
                     Arc::downgrade(&dispatcher),
                 )));

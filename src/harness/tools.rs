@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use super::{ToolError, ToolSet};
 use crate::confine::fsroot::{Exclude, Root};
 use crate::llm::{ToolCall, ToolSpec};
+use crate::runtime::sandbox::{self, Confined, Policy, Sandbox};
 use crate::runtime::supervisor::{self, Supervisor};
 
 /// Bytes of a tool's output the model gets back.
@@ -109,16 +110,29 @@ pub struct FileTools {
     /// Paths kept out of `read`, `list`, `grep` and `edit`
     /// (`exclude_files_pattern`; the shell is not covered).
     exclude: Option<Exclude>,
+    /// How shell commands are confined.
+    shell: Policy,
 }
 
 impl FileTools {
-    /// Tools on `root`; shell commands are started by `supervisor`.
+    /// Tools on `root`; shell commands are started by `supervisor`, under
+    /// bubblewrap when it is installed, without the network.
     pub fn new(root: Root, supervisor: Supervisor) -> Self {
         Self {
             root,
             supervisor,
             exclude: None,
+            shell: Policy {
+                setting: "terminal_sandbox",
+                ..Policy::default()
+            },
         }
+    }
+
+    /// Confines shell commands as `policy` says.
+    pub fn with_shell(mut self, policy: Policy) -> Self {
+        self.shell = policy;
+        self
     }
 
     /// Keeps paths matching `exclude` out of what the tools read.
@@ -190,7 +204,13 @@ impl FileTools {
     ) -> Result<String, ToolError> {
         if call.name == "shell" {
             let a: ShellArgs = args(&call)?;
-            return shell(&a.command, self.root.path(), &self.supervisor, cancel).await;
+            return shell(
+                &a.command,
+                self.root.path(),
+                (&self.supervisor, &self.shell),
+                cancel,
+            )
+            .await;
         }
         // File tools touch the disk: on a blocking thread, never an async
         // worker.
@@ -350,28 +370,31 @@ fn grep(
 
 /// The note a shell result carries when no sandbox keeps its writes in.
 pub const UNSANDBOXED: &str = "[not sandboxed: bubblewrap (bwrap) is not installed, so this command could write outside the session directory]";
+/// The same when the config turned the sandbox off.
+pub const UNSANDBOXED_BY_CONFIG: &str = "[not sandboxed: terminal_sandbox = \"none\" under [internal], so this command could write outside the session directory]";
 
-/// `sh -c command` in `dir`. With bubblewrap installed, the command sees
-/// the file system read-only except for `dir` (and a private `/tmp`), so
-/// it cannot write outside the session directory (see
-/// `runtime::sandbox`, shared with ACP agents' terminals).
-fn shell_command(command: &str, dir: &Path) -> (tokio::process::Command, bool) {
-    crate::runtime::sandbox::auto("sh", ["-c", command], dir, dir)
-}
-
-/// Runs `command` in `dir`, in a process group of its own. When the shell
-/// ends, is cancelled, or has run for a day, its whole group is terminated:
-/// nothing it started in the background outlives the call (nor keeps its
-/// output pipes open).
+/// Runs `sh -c command` in `dir`, confined as `policy` says (under
+/// bubblewrap when it is installed: the file system read-only except `dir`
+/// and a private `/tmp`, no network unless allowed; see `runtime::sandbox`,
+/// shared with ACP agents' terminals), in a process group of its own. When
+/// the shell ends, is cancelled, or has run for a day, its whole group is
+/// terminated: nothing it started in the background outlives the call (nor
+/// keeps its output pipes open).
 async fn shell(
     command: &str,
     dir: &Path,
-    supervisor: &Supervisor,
+    (supervisor, policy): (&Supervisor, &Policy),
     mut cancel: watch::Receiver<bool>,
 ) -> Result<String, ToolError> {
-    let (mut cmd, sandboxed) = shell_command(command, dir);
-    cmd.current_dir(dir)
-        .stdin(std::process::Stdio::null())
+    let Confined { mut cmd, sandboxed } = sandbox::command(
+        "sh",
+        ["-c", command],
+        (dir, dir),
+        policy,
+        sandbox::Env::Command(&[]),
+    )
+    .map_err(|e| ToolError::Failed(e.to_string()))?;
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let (mut child, group) = supervisor
@@ -391,10 +414,10 @@ async fn shell(
     let (stdout, stderr) = (stdout.finish().await, stderr.finish().await);
     let mut text = format!(
         "{}exit status: {}\n",
-        if sandboxed {
-            String::new()
-        } else {
-            format!("{UNSANDBOXED}\n")
+        match (sandboxed, policy.mode) {
+            (true, _) => String::new(),
+            (false, Some(Sandbox::None)) => format!("{UNSANDBOXED_BY_CONFIG}\n"),
+            (false, _) => format!("{UNSANDBOXED}\n"),
         },
         status
             .code()
@@ -404,6 +427,14 @@ async fn shell(
     if !stderr.is_empty() {
         text.push_str("\n[stderr]\n");
         text.push_str(&String::from_utf8_lossy(&stderr));
+    }
+    if sandboxed && !policy.network && !status.success() {
+        let setting = "terminal_network = true under [internal]";
+        if let Some(note) = sandbox::no_network_note(&text, setting) {
+            text.push('\n');
+            text.push_str(&note);
+            text.push('\n');
+        }
     }
     Ok(cap(text))
 }
@@ -804,10 +835,18 @@ mod tests {
         );
     }
 
+    /// The shell's writes stay in the session directory: the outside
+    /// target is in a directory that exists outside the sandbox too (not
+    /// under `/tmp`, which the sandbox replaces), so only confinement keeps
+    /// the write out.
     #[tokio::test]
     async fn shell_writes_stay_inside_when_sandboxed() {
+        assert!(
+            crate::runtime::path::locate("bwrap").is_some(),
+            "the sandbox tests need bubblewrap: apt-get install bubblewrap"
+        );
         let (dir, t, _tx, rx) = tools();
-        let outside = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
         let target = outside.path().join("planted.txt");
         let command = format!("echo in > inside.txt; echo out > {}", target.display());
         let out = t
@@ -818,13 +857,57 @@ mod tests {
             std::fs::read_to_string(dir.path().join("inside.txt")).unwrap(),
             "in\n"
         );
-        if crate::runtime::path::locate("bwrap").is_some() {
-            assert!(!target.exists(), "a sandboxed shell wrote outside: {out}");
-            assert!(out.contains("cannot create"), "{out}");
-        } else {
-            // Without a sandbox the command is not confined, and says so.
-            assert!(out.starts_with(UNSANDBOXED), "{out}");
-        }
+        assert!(!target.exists(), "a sandboxed shell wrote outside: {out}");
+        assert!(out.contains("Read-only file system"), "{out}");
+        // Unsandboxed by the config, the same command writes there and says so.
+        let t = t.with_shell(Policy {
+            mode: Some(Sandbox::None),
+            ..Policy::default()
+        });
+        let out = t
+            .run(call("shell", json!({"command": command})), rx.clone())
+            .await
+            .unwrap();
+        assert!(out.starts_with(UNSANDBOXED_BY_CONFIG), "{out}");
+        assert!(target.exists(), "{out}");
+    }
+
+    /// The shell's commands have no network by default: a connection to a
+    /// listener on loopback outside fails, and the result says why; with
+    /// `terminal_network = true` it goes through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shell_commands_have_no_network_unless_allowed() {
+        assert!(
+            crate::runtime::path::locate("bwrap").is_some(),
+            "the sandbox tests need bubblewrap: apt-get install bubblewrap"
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (_dir, t, _tx, rx) = tools();
+        // bash's /dev/tcp would do, but sh may be dash: python3 connects.
+        let command = format!(
+            "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2); print(\"connected\")'"
+        );
+        let out = t
+            .run(call("shell", json!({"command": command})), rx.clone())
+            .await
+            .unwrap();
+        assert!(!out.contains("connected\n"), "{out}");
+        assert!(out.contains("Connection refused"), "{out}");
+        assert!(
+            out.contains("[quorum: this command ran without network access")
+                && out.contains("terminal_network = true under [internal]"),
+            "{out}"
+        );
+        let t = t.with_shell(Policy {
+            network: true,
+            ..Policy::default()
+        });
+        let out = t
+            .run(call("shell", json!({"command": command})), rx.clone())
+            .await
+            .unwrap();
+        assert!(out.contains("connected\n"), "{out}");
     }
 
     #[tokio::test]

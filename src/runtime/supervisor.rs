@@ -182,8 +182,10 @@ impl Supervisor {
         Self::default()
     }
 
-    /// Spawns `cmd` in a new process group, records the group, and returns
-    /// the child with the group's handle. Must be called inside a tokio
+    /// Spawns `cmd` in a new session (and so a new process group, with no
+    /// controlling terminal: nothing it runs can push keystrokes into the
+    /// person's terminal with `TIOCSTI`, or read from it), records the
+    /// group, and returns the child with the group's handle. Must be called inside a tokio
     /// runtime: the child belongs to it. The spawn itself happens on the
     /// spawner thread (see the module's notes on the parent-death signal).
     pub fn spawn(
@@ -194,16 +196,21 @@ impl Supervisor {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| std::io::Error::other("a child process needs a tokio runtime"))?;
         cmd.kill_on_drop(true);
-        #[cfg(unix)]
+        #[cfg(all(unix, not(target_os = "linux")))]
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
         {
             let parent = std::process::id();
             // SAFETY: the closure runs in the child between fork and exec;
-            // it only makes two system calls (prctl, getppid), which are
-            // async-signal-safe, and builds its error without allocating.
+            // it only makes three system calls (setsid, prctl, getppid),
+            // which are async-signal-safe, and builds its error without
+            // allocating.
             unsafe {
                 cmd.pre_exec(move || {
+                    // A session of its own: its group is its id, as
+                    // `process_group(0)` would make it, and it has no
+                    // controlling terminal.
+                    nix::unistd::setsid()?;
                     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
                     // The parent may have died before prctl: then nobody
                     // would send the signal. Checking closes that race.

@@ -105,15 +105,33 @@ impl Pool {
         }
     }
 
-    /// The connection to `agent`: a live one, the start already under way
-    /// (two calls share one start), or a new start. No lock is held while
-    /// an agent starts.
-    fn connection(&self, agent: &str) -> Result<Starting, String> {
+    /// The connection to `agent` for a turn in `worktree` (a worktree
+    /// task's, else the session directory): a live one, the start already
+    /// under way (two calls share one start), or a new start. No lock is
+    /// held while an agent starts. An agent whose process is sandboxed
+    /// for a worktree gets a process of its own there (its writes are
+    /// bound to that worktree); the second value is that policy.
+    fn connection(
+        &self,
+        agent: &str,
+        worktree: Option<&std::path::Path>,
+    ) -> Result<(String, Starting), String> {
+        let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
+        let policy = spec.process_policy(worktree.is_some());
+        let (key, root) = match (worktree, &policy) {
+            (Some(dir), Some(_)) => (
+                format!("{agent}\u{0}{}", dir.display()),
+                Root::new(dir)
+                    .map_err(|e| format!("{agent}: {}: {e}", dir.display()))?
+                    .with_max_read(self.root.max_read()),
+            ),
+            _ => (agent.to_string(), self.root.clone()),
+        };
         let mut connections = lock(&self.connections);
-        match connections.get(agent) {
+        match connections.get(&key) {
             Some(Slot::Ready(conn)) if conn.alive() => {
                 let conn = conn.clone();
-                return Ok(async move { Ok(conn) }.boxed().shared());
+                return Ok((key, async move { Ok(conn) }.boxed().shared()));
             }
             Some(Slot::Ready(conn)) => self.emitter.emit(Event::Notice {
                 level: NoticeLevel::Info,
@@ -121,33 +139,33 @@ impl Pool {
             }),
             Some(Slot::Starting(weak)) => {
                 if let Some(start) = weak.upgrade() {
-                    return Ok(start);
+                    return Ok((key, start));
                 }
             }
             None => {}
         }
-        let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
-        let root = self.root.clone();
         let supervisor = self.supervisor.clone();
         let start = async move {
-            Connection::start(&spec, &root, &supervisor)
+            Connection::start(&spec, &root, &supervisor, policy.as_ref())
                 .await
                 .map_err(|e| e.to_string())
         }
         .boxed()
         .shared();
         let weak = start.downgrade().expect("not yet polled");
-        connections.insert(agent.to_string(), Slot::Starting(weak));
-        Ok(start)
+        connections.insert(key.clone(), Slot::Starting(weak));
+        Ok((key, start))
     }
 
-    /// Waits for `agent`'s connection unless the call is cancelled first.
+    /// Waits for `agent`'s connection (for a turn in `worktree`, if
+    /// given) unless the call is cancelled first.
     async fn connect(
         &self,
         agent: &str,
+        worktree: Option<&std::path::Path>,
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<Arc<Connection>, Outcome> {
-        let start = self.connection(agent).map_err(Outcome::error)?;
+        let (key, start) = self.connection(agent, worktree).map_err(Outcome::error)?;
         let started = tokio::select! {
             started = start => started,
             _ = cancelled(cancel) => {
@@ -160,14 +178,14 @@ impl Pool {
         let mut connections = lock(&self.connections);
         match started {
             Ok(conn) => {
-                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
-                    connections.insert(agent.to_string(), Slot::Ready(conn.clone()));
+                if matches!(connections.get(&key), Some(Slot::Starting(_))) {
+                    connections.insert(key, Slot::Ready(conn.clone()));
                 }
                 Ok(conn)
             }
             Err(message) => {
-                if matches!(connections.get(agent), Some(Slot::Starting(_))) {
-                    connections.remove(agent);
+                if matches!(connections.get(&key), Some(Slot::Starting(_))) {
+                    connections.remove(&key);
                 }
                 Err(Outcome::error(message))
             }
@@ -216,9 +234,18 @@ impl Agent for AcpAgent {
         async move {
             let pool = &self.pool;
             let agent = self.name.as_str();
-            match pool.connect(agent, &mut control.cancel).await {
+            match pool.connect(agent, input.root, &mut control.cancel).await {
                 Ok(conn) => {
                     let spec = pool.registry.get(agent).ok();
+                    if input.root.is_some() && !conn.sandboxed() {
+                        let why = match spec.and_then(|s| s.sandbox) {
+                            Some(_) => "sandbox = \"none\" in its config",
+                            None => "bubblewrap (bwrap) is not installed",
+                        };
+                        sink.notice(&format!(
+                            "{agent}: its own tools are not sandboxed ({why}): what it runs itself can write outside the worktree"
+                        ));
+                    }
                     // A model picked through the agent wins over the config's.
                     let model = pool
                         .picks
