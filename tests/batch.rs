@@ -594,6 +594,16 @@ async fn exclude_files_pattern_refuses_fs_read_to_an_acp_agent() {
     let refused = output(&r.call(call(&absolute)).await.unwrap());
     assert!(refused.contains("exclude_files_pattern"), "{refused}");
     assert!(r.drain().iter().any(|e| matches!(e, Event::SubagentActivity { activity: Activity::Notice { text }, .. } if text.starts_with("refused to read secret.txt"))));
+    // What it may not read, it may not overwrite either.
+    let refused = output(&r.call(call("write secret.txt overwritten")).await.unwrap());
+    assert!(
+        refused.starts_with("write failed: secret.txt: refused: the path matches this task's exclude_files_pattern \"^secret\", so it may not be read or written"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.dir.path().join("secret.txt")).unwrap(),
+        "the password is swordfish\n"
+    );
     // Other files are read as before, and the pattern holds for its call only.
     assert_eq!(
         output(&r.call(call("read inside.txt")).await.unwrap()),

@@ -22,7 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // vocabulary's diffstat and severity, and the hardened git.
     ("worktree", &["event", "runtime::git"]),
     // Board, bus, supervisor, cancellation, PATH lookup.
-    ("runtime", &["event"]),
+    ("runtime", &["event", "confine"]),
     // The agent interface that ACP agents and the internal agent implement.
     ("agent", &["event", "confine"]),
     // Recorder, reader, importers: the board makes the importers' summaries,

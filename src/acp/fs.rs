@@ -110,13 +110,17 @@ pub(super) fn on_write_text_file(
     req: WriteTextFileRequest,
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, _) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
+    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
     let routes = routes.clone();
     tokio::spawn(async move {
         let session = req.session_id.0.clone();
         let path = req.path.clone();
-        let written =
-            tokio::task::spawn_blocking(move || root.write(&req.path, &req.content)).await;
+        // What the task may not read, it may not overwrite either.
+        let written = tokio::task::spawn_blocking(move || {
+            root.check(&req.path, exclude.as_ref())
+                .and_then(|()| root.write(&req.path, &req.content))
+        })
+        .await;
         let _ = match written {
             Ok(Ok(())) => responder.respond(WriteTextFileResponse::new()),
             Ok(Err(e)) => {
@@ -142,6 +146,7 @@ fn fs_error(e: &crate::confine::fsroot::FsError) -> agent_client_protocol::Error
     let code = match e {
         FsError::Outside { .. }
         | FsError::Excluded { .. }
+        | FsError::Protected { .. }
         | FsError::NotRegular { .. }
         | FsError::TooBig { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
         FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {

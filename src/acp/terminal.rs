@@ -543,14 +543,14 @@ async fn pump(
         }
     };
     let tell = |screen: &mut Screen, status: &TerminalExitStatus| {
-        if let Some(setting) = offline.as_deref()
-            && status.exit_code != Some(0)
-        {
-            if let Some(note) = sandbox::no_network_note(&lock(&output).read().0, setting) {
-                let line = format!("\n{note}\n");
-                lock(&output).push(line.as_bytes());
-                screen.push(line.as_bytes());
-            }
+        let failed_offline = offline.as_deref().filter(|_| status.exit_code != Some(0));
+        // The lock is let go before the note is pushed.
+        let note = failed_offline
+            .and_then(|setting| sandbox::no_network_note(&lock(&output).read().0, setting));
+        if let Some(note) = note {
+            let line = format!("\n{note}\n");
+            lock(&output).push(line.as_bytes());
+            screen.push(line.as_bytes());
         }
         screen.finish();
         flush(screen);

@@ -145,7 +145,7 @@ impl Connection {
             session_id.to_string(),
             super::fs::Scope {
                 exclude: exclude.cloned(),
-                root: Root::new(root).ok(),
+                root: crate::runtime::git::root(root).ok(),
             },
         );
         let (tx, rx) = mpsc::unbounded_channel();
@@ -239,7 +239,7 @@ impl<'a> Running<'a> {
             sink,
             session_id,
             policy: request.policy,
-            root: Root::new(request.root).ok(),
+            root: crate::runtime::git::root(request.root).ok(),
             turn: Turn::default(),
             children: HashMap::new(),
             asked_by: HashMap::new(),

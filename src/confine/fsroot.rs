@@ -25,9 +25,11 @@ pub enum FsError {
     #[error("{path}: outside the session directory {root}")]
     Outside { path: PathBuf, root: PathBuf },
     #[error(
-        "{path}: refused: the path matches this task's exclude_files_pattern {pattern:?}, so it may not be read"
+        "{path}: refused: the path matches this task's exclude_files_pattern {pattern:?}, so it may not be read or written"
     )]
     Excluded { path: PathBuf, pattern: String },
+    #[error("{path}: refused: {why}")]
+    Protected { path: PathBuf, why: String },
     #[error("{path}: not a regular file ({kind}); only regular files are read or written")]
     NotRegular { path: PathBuf, kind: &'static str },
     #[error(
@@ -166,11 +168,16 @@ fn kind(t: std::fs::FileType) -> &'static str {
 }
 
 /// The directory an agent may read and write, pinned by a descriptor.
+/// Nothing inside a `.git` (a repository's machinery: its config and hooks
+/// are run by git) is written, nor anything under the folders named by
+/// [`Root::guarding`] (the repository's in-tree `core.hooksPath`).
 #[derive(Debug, Clone)]
 pub struct Root {
     path: PathBuf,
     dir: Arc<OwnedFd>,
     max_read: u64,
+    /// Folders below the root that are never written, as paths below it.
+    guarded: Arc<[PathBuf]>,
 }
 
 impl PartialEq for Root {
@@ -193,7 +200,48 @@ impl Root {
             path,
             dir: Arc::new(fd),
             max_read: crate::confine::limits::MAX_READ,
+            guarded: Arc::from([]),
         })
+    }
+
+    /// The same root, never writing under `paths` (absolute; those outside
+    /// the root are outside it anyway): the hooks git would run.
+    pub fn guarding(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        let below: Vec<PathBuf> = paths
+            .into_iter()
+            .filter_map(|p| {
+                let p = p.canonicalize().unwrap_or(p);
+                p.strip_prefix(&self.path).ok().map(Path::to_path_buf)
+            })
+            .filter(|p| p.components().next().is_some())
+            .collect();
+        self.guarded = Arc::from(below);
+        self
+    }
+
+    /// Why a write to `below` (a path below the root, links followed) is
+    /// refused, if it is: it is inside a `.git`, or under a guarded folder.
+    fn guard(&self, path: &Path, below: &[OsString]) -> Result<(), FsError> {
+        let refuse = |why: String| {
+            Err(FsError::Protected {
+                path: path.to_path_buf(),
+                why,
+            })
+        };
+        if below.iter().any(|n| n.eq_ignore_ascii_case(".git")) {
+            return refuse(
+                "it is inside the repository's .git, whose config and hooks git runs; agents may not change it"
+                    .into(),
+            );
+        }
+        let below: PathBuf = below.iter().collect();
+        if let Some(hooks) = self.guarded.iter().find(|g| below.starts_with(g)) {
+            return refuse(format!(
+                "it is under {}, the repository's core.hooksPath, whose hooks git runs; agents may not change them",
+                hooks.display()
+            ));
+        }
+        Ok(())
     }
 
     /// The largest file this root reads.
@@ -278,6 +326,13 @@ impl Root {
                 }
                 Part::Name(name) => name,
             };
+            if walk == Walk::Write {
+                // Checked at every step, before a directory is made: where
+                // a link leads is checked as it is followed.
+                let mut next = names.clone();
+                next.push(name.clone());
+                self.guard(path, &next)?;
+            }
             let here = dirs.last().map_or(self.dir.as_fd(), |d| d.as_fd());
             let last = todo.is_empty();
             let opened = match (last, walk) {
@@ -556,6 +611,19 @@ impl Root {
             path: path.to_path_buf(),
             source,
         };
+        // A `.git` named anywhere in the path is refused before any
+        // directory on the way is made; where links lead is checked as the
+        // walk follows them.
+        let named: Vec<OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_owned()),
+                _ => None,
+            })
+            .collect();
+        if named.iter().any(|n| n.eq_ignore_ascii_case(".git")) {
+            self.guard(path, &named)?;
+        }
         let found = self.walk(path, Walk::Write)?;
         let Some((dir, name)) = found.parent else {
             return Err(FsError::NotRegular {
@@ -626,6 +694,60 @@ mod tests {
         std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
         let root = Root::new(root_dir.path()).unwrap();
         (root_dir, outside, root)
+    }
+
+    /// A repository's machinery is never written: nothing inside a `.git`
+    /// (by any name a link gives it, in any case), a worktree's `.git`
+    /// file, or a guarded hooks folder; no directory is made on the way;
+    /// the refusal names the path and why. Its neighbours are written.
+    #[test]
+    fn the_repository_machinery_is_never_written() {
+        let (dir, _o, root) = setup();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join(".git/hooks")).unwrap();
+        std::fs::write(d.join(".git/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(d.join("wt")).unwrap();
+        std::fs::write(d.join("wt/.git"), "gitdir: /elsewhere\n").unwrap();
+        std::fs::create_dir_all(d.join(".husky")).unwrap();
+        std::os::unix::fs::symlink(".git", d.join("machinery")).unwrap();
+        std::os::unix::fs::symlink(d.join(".husky"), d.join("hooks-link")).unwrap();
+        let root = root.guarding([d.join(".husky"), PathBuf::from("/elsewhere/hooks")]);
+        for path in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            ".git/hooks/new/dir/x",
+            "sub/.GIT/config",
+            "machinery/config",
+            "wt/.git",
+            ".husky/pre-commit",
+            "hooks-link/pre-commit",
+        ] {
+            let e = root.write(Path::new(path), "evil").unwrap_err();
+            assert!(matches!(e, FsError::Protected { .. }), "{path}: {e}");
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("{path}: refused: ")), "{text}");
+            assert!(
+                text.contains(".git, whose config and hooks git runs")
+                    || text.contains(".husky, the repository's core.hooksPath"),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(d.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!d.join(".git/hooks/pre-commit").exists());
+        assert!(!d.join(".git/hooks/new").exists(), "no directory was made");
+        assert!(!d.join("sub").exists(), "no directory was made");
+        assert_eq!(
+            std::fs::read_to_string(d.join("wt/.git")).unwrap(),
+            "gitdir: /elsewhere\n"
+        );
+        assert!(!d.join(".husky/pre-commit").exists());
+        // Beside them, writing works as ever.
+        root.write(Path::new(".github/ci.yml"), "ok").unwrap();
+        root.write(Path::new("src/.gitignore"), "ok").unwrap();
+        root.write(Path::new("husky.txt"), "ok").unwrap();
     }
 
     #[test]

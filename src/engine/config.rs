@@ -135,9 +135,11 @@ pub fn registry(config: Option<&Path>) -> Result<Registry> {
 /// The session directory: `--cwd DIR`, else the current directory.
 pub fn root(cwd: Option<&Path>) -> Result<Root> {
     match cwd {
-        Some(d) => Root::new(d).map_err(|e| anyhow::anyhow!("--cwd {}: {e}", d.display())),
+        Some(d) => {
+            crate::runtime::git::root(d).map_err(|e| anyhow::anyhow!("--cwd {}: {e}", d.display()))
+        }
         None => std::env::current_dir()
-            .and_then(|d| Root::new(&d))
+            .and_then(|d| crate::runtime::git::root(&d))
             .context("reading the current directory"),
     }
 }

@@ -66,7 +66,7 @@ impl Agent for Internal {
         let exclude = input.exclude.cloned();
         let cancel = control.cancel.clone();
         // A worktree task's tools work in its worktree, and only there.
-        let root = match input.root.map(Root::new) {
+        let root = match input.root.map(crate::runtime::git::root) {
             None => Ok(self.root.clone()),
             Some(Ok(root)) => Ok(root.with_max_read(self.root.max_read())),
             Some(Err(e)) => Err(e),

@@ -107,7 +107,7 @@ struct ShellArgs {
 pub struct FileTools {
     root: Root,
     supervisor: Supervisor,
-    /// Paths kept out of `read`, `list`, `grep` and `edit`
+    /// Paths kept out of `read`, `list`, `grep`, `write` and `edit`
     /// (`exclude_files_pattern`; the shell is not covered).
     exclude: Option<Exclude>,
     /// How shell commands are confined.
@@ -282,7 +282,8 @@ impl FileTools {
             }
             "write" => {
                 let a: WriteArgs = args(&call)?;
-                root.write(Path::new(&a.path), &a.content)
+                root.check(Path::new(&a.path), self.exclude.as_ref())
+                    .and_then(|()| root.write(Path::new(&a.path), &a.content))
                     .map_err(ToolError::Fs)?;
                 Ok(format!("wrote {} ({} bytes)", a.path, a.content.len()))
             }

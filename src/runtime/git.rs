@@ -118,6 +118,12 @@ pub fn protected(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The session directory `dir` as agents' file access sees it: confined
+/// to it, and never writing what [`protected`] names.
+pub fn root(dir: &Path) -> std::io::Result<crate::confine::fsroot::Root> {
+    Ok(crate::confine::fsroot::Root::new(dir)?.guarding(protected(dir)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -121,7 +121,7 @@ impl Pool {
         let (key, root) = match (worktree, &policy) {
             (Some(dir), Some(_)) => (
                 format!("{agent}\u{0}{}", dir.display()),
-                Root::new(dir)
+                crate::runtime::git::root(dir)
                     .map_err(|e| format!("{agent}: {}: {e}", dir.display()))?
                     .with_max_read(self.root.max_read()),
             ),

@@ -14,7 +14,13 @@ pub fn shell() -> Shell {
 
 /// As [`shell`], with `extra` appended to the config file.
 pub fn shell_with(extra: &str) -> Shell {
-    let dir = tempfile::tempdir().unwrap();
+    shell_in(&std::env::temp_dir(), extra)
+}
+
+/// As [`shell_with`], its directory made in `base` (e.g. `/var/tmp`, for a
+/// tree that a sandbox's private `/tmp` would not hide).
+pub fn shell_in(base: &std::path::Path, extra: &str) -> Shell {
+    let dir = tempfile::tempdir_in(base).unwrap();
     let config = dir.path().join("quorum.toml");
     std::fs::write(
         &config,

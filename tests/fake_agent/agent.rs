@@ -655,6 +655,30 @@ async fn run_turn(
                 Err(error) => turn.chunk(format!("write failed: {}", error.message))?,
             }
         }
+        // Its own tools, not the client's: the agent process writes a file
+        // (or runs a command) itself, as real agents run their shell.
+        "own" => {
+            let (what, rest) = first_word(rest);
+            match what {
+                "write" => {
+                    let (path, content) = first_word(rest);
+                    match std::fs::write(path, content) {
+                        Ok(()) => turn.chunk("own wrote")?,
+                        Err(e) => turn.chunk(format!("own write failed: {e}"))?,
+                    }
+                }
+                "run" => match std::process::Command::new("sh").args(["-c", rest]).output() {
+                    Ok(out) => turn.chunk(format!(
+                        "own ran: {}\n{}{}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ))?,
+                    Err(e) => turn.chunk(format!("own run failed: {e}"))?,
+                },
+                other => turn.chunk(format!("unknown own: {other}"))?,
+            }
+        }
         // Stderr that is no UTF-8, then one 1 MB line: more than a pipe
         // holds, so the turn ends only if quorum keeps reading.
         "noisy" => {
@@ -1894,16 +1918,19 @@ mod terminals {
 
     use super::{Turn, first_word};
 
-    /// `--limit N` and `--cwd DIR` before the command.
+    /// `--limit N`, `--cwd DIR` and `--env NAME=VALUE` (repeatable)
+    /// before the command.
     struct Flags {
         limit: Option<u64>,
         cwd: Option<String>,
+        env: Vec<(String, String)>,
     }
 
     fn flags(mut rest: &str) -> Result<(Flags, &str), Error> {
         let mut flags = Flags {
             limit: None,
             cwd: None,
+            env: Vec::new(),
         };
         loop {
             let (word, after) = first_word(rest);
@@ -1918,6 +1945,14 @@ mod terminals {
                 "--cwd" => {
                     let (dir, after) = first_word(after);
                     flags.cwd = Some(dir.to_string());
+                    rest = after;
+                }
+                "--env" => {
+                    let (pair, after) = first_word(after);
+                    let (name, value) = pair.split_once('=').ok_or_else(|| {
+                        Error::invalid_params().data(format!("term: bad --env {pair:?}"))
+                    })?;
+                    flags.env.push((name.to_string(), value.to_string()));
                     rest = after;
                 }
                 _ => return Ok((flags, rest)),
@@ -1946,10 +1981,10 @@ mod terminals {
             .args(vec!["-c".to_string(), command.to_string()]);
         request.output_byte_limit = flags.limit;
         request.cwd = flags.cwd.as_ref().map(std::path::PathBuf::from);
-        request.env = vec![agent_client_protocol::v1::schema::EnvVariable::new(
-            "FAKE_TERM",
-            "set",
-        )];
+        request.env = std::iter::once(("FAKE_TERM".to_string(), "set".to_string()))
+            .chain(flags.env.iter().cloned())
+            .map(|(k, v)| agent_client_protocol::v1::schema::EnvVariable::new(k, v))
+            .collect();
         let id = match turn.cx.send_request(request).block_task().await {
             Ok(created) => created.terminal_id,
             Err(e) => return Ok(Err(e.message)),

@@ -1,0 +1,369 @@
+//! Nothing an agent writes runs outside its sandbox (issue 24): probes that
+//! plant something through the fake agent's terminals, file writes and own
+//! tools, then look for their mark outside the session directory. The marks
+//! go under `/var/tmp`, never `/tmp`: the sandbox has a private `/tmp`, so
+//! a mark there could not tell confinement from escape.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::shell::{Shell, shell, shell_in, shell_with, text};
+
+/// These tests are about bubblewrap: without it they fail, saying so
+/// (`.ci/run` installs it).
+fn need_bwrap() {
+    assert!(
+        quorum::runtime::path::locate("bwrap").is_some(),
+        "the sandbox tests need bubblewrap: apt-get install bubblewrap"
+    );
+}
+
+/// A directory outside the session directory and outside `/tmp`, where a
+/// probe that escaped leaves its mark.
+fn outside() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("quorum-probe-")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// `quorum call --agent fake --input INPUT` in the shell's directory; its
+/// stdout (the agent's final message).
+fn call(s: &Shell, input: &str) -> String {
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", input]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let reply = text(&o.stdout);
+    reply.strip_suffix('\n').unwrap_or(&reply).to_string()
+}
+
+/// Runs git in `dir` with a home of the test's own.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let home = dir.join(".test-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &home)
+        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    text(&out.stdout)
+}
+
+/// A repository in the shell's directory with one commit.
+fn repository(s: &Shell) -> PathBuf {
+    let dir = s.dir.path().canonicalize().unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join(".gitignore"), ".test-home/\nquorum.toml\n").unwrap();
+    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
+    dir
+}
+
+/// Escape 1: the environment of `terminal/create` was set on the
+/// processes that start bubblewrap, so an `LD_PRELOAD` the agent built in
+/// its directory ran outside the sandbox. Now it reaches the command
+/// inside only: the library runs there (its mark inside the session
+/// directory) and cannot write outside.
+#[test]
+fn a_terminals_environment_reaches_only_the_command_inside_the_sandbox() {
+    need_bwrap();
+    let s = shell();
+    let out = outside();
+    let dir = s.dir.path().canonicalize().unwrap();
+    let source = dir.join("probe.c");
+    std::fs::write(
+        &source,
+        r#"#include <fcntl.h>
+#include <unistd.h>
+static void mark(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { write(fd, "x\n", 2); close(fd); }
+}
+__attribute__((constructor)) static void probe(void) {
+    mark(OUTSIDE "/escaped");
+    mark(INSIDE "/ran-inside");
+}
+"#,
+    )
+    .unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join("pre.so"))
+        .arg(format!("-DOUTSIDE=\"{}\"", out.path().display()))
+        .arg(format!("-DINSIDE=\"{}\"", dir.display()))
+        .arg(&source)
+        .output()
+        .expect("a C compiler (cc) builds the probe");
+    assert!(built.status.success(), "{built:?}");
+    let input = format!(
+        "term run --env LD_PRELOAD={}/pre.so echo ran",
+        dir.display()
+    );
+    let reply = call(&s, &input);
+    assert!(reply.starts_with("exit: 0"), "{reply}");
+    assert!(reply.contains("\nran\n"), "{reply}");
+    assert!(
+        !out.path().join("escaped").exists(),
+        "the library the agent built ran outside the sandbox"
+    );
+    assert!(
+        dir.join("ran-inside").exists(),
+        "the variable reached the command inside the sandbox"
+    );
+}
+
+/// A command's environment starts from a small known set, then what the
+/// agent asked for: quorum's own secrets are not in it.
+#[test]
+fn a_terminals_environment_starts_from_a_known_set() {
+    need_bwrap();
+    let s = shell();
+    let o = s.run_unwedged_with(
+        &[
+            "call",
+            "--agent",
+            "fake",
+            "--input",
+            "term run --env ASKED=yes env",
+        ],
+        &[("QUORUM_TEST_SECRET", "swordfish")],
+    );
+    let reply = text(&o.stdout);
+    assert!(reply.contains("\nASKED=yes\n"), "{reply}");
+    assert!(reply.contains("\nFAKE_TERM=set\n"), "{reply}");
+    assert!(reply.contains("\nPATH="), "{reply}");
+    assert!(!reply.contains("swordfish"), "{reply}");
+}
+
+/// Escapes 3: a terminal wrote `.git/hooks/pre-commit` (run by the
+/// person's next commit) and `fs/write_text_file` changed `.git/config`
+/// (`core.fsmonitor`, run by their next `git status`). Both are refused
+/// now, in the repository's `.git` and its in-tree `core.hooksPath`; and
+/// the person's git runs nothing the agent planted.
+#[test]
+fn the_repository_machinery_is_read_only_to_agents() {
+    need_bwrap();
+    let s = shell();
+    let dir = repository(&s);
+    let out = outside();
+    let mark = out.path().join("escaped");
+    std::fs::create_dir(dir.join(".husky")).unwrap();
+    git(&dir, &["config", "core.hooksPath", ".husky"]);
+    let config_before = std::fs::read_to_string(dir.join(".git/config")).unwrap();
+    let hook = format!("#!/bin/sh\\ntouch {}\\n", mark.display());
+
+    // Through a terminal: read-only file system, inside the sandbox.
+    for path in [".git/hooks/pre-commit", ".husky/pre-commit", ".git/config"] {
+        let input = format!("term run printf '{hook}' > {path}; chmod +x {path}");
+        let reply = call(&s, &input);
+        assert!(reply.starts_with("exit: 1"), "{path}: {reply}");
+        assert!(reply.contains("Read-only file system"), "{path}: {reply}");
+    }
+    // Through fs/write_text_file: refused, saying why.
+    let fsmonitor = format!("[core]\n\tfsmonitor = touch {}\n", mark.display());
+    for (path, why) in [
+        (".git/config", "inside the repository's .git"),
+        (".git/hooks/pre-commit", "inside the repository's .git"),
+        (
+            ".husky/pre-commit",
+            ".husky, the repository's core.hooksPath",
+        ),
+    ] {
+        let reply = call(&s, &format!("write {path} {fsmonitor}"));
+        assert!(
+            reply.starts_with(&format!("write failed: {path}: refused: ")) && reply.contains(why),
+            "{path}: {reply}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!dir.join(".git/hooks/pre-commit").exists());
+    assert!(!dir.join(".husky/pre-commit").exists());
+    // The person's own git, afterwards, runs nothing of the agent's.
+    std::fs::write(dir.join("a.txt"), "two\n").unwrap();
+    git(&dir, &["status", "--short"]);
+    git(&dir, &["commit", "-qam", "the person's commit"]);
+    assert!(!mark.exists(), "something the agent planted ran");
+    // Its legitimate work goes on: sources in the tree are written.
+    assert_eq!(call(&s, "write src/lib.rs fn main() {}"), "wrote");
+    let reply = call(&s, "term run echo built > target.txt && cat target.txt");
+    assert!(
+        reply.starts_with("exit: 0") && reply.contains("built"),
+        "{reply}"
+    );
+}
+
+/// Escape 4: sandboxed commands reached a listener on loopback. Now they
+/// run in a network namespace of their own, and the output says why a
+/// connection failed; `terminal_network = true` lets them out.
+#[test]
+fn terminal_commands_have_no_network_unless_allowed() {
+    need_bwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!(
+        "term run python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2); print(\"connected\")'"
+    );
+    let reply = call(&shell(), &connect);
+    assert!(reply.starts_with("exit: 1"), "{reply}");
+    assert!(!reply.contains("\nconnected\n"), "{reply}");
+    assert!(reply.contains("Connection refused"), "{reply}");
+    assert!(
+        reply.contains(
+            "[quorum: this command ran without network access (sandboxed, in a network namespace of its own); terminal_network = true under [agents.fake] in the config lets commands reach the network]"
+        ),
+        "{reply}"
+    );
+    let reply = call(&shell_with("terminal_network = true\n"), &connect);
+    assert!(reply.starts_with("exit: 0"), "{reply}");
+    assert!(reply.contains("\nconnected\n"), "{reply}");
+    assert!(!reply.contains("without network access"), "{reply}");
+}
+
+/// Item 6 of the issue: a command holding quorum's terminal could push
+/// keystrokes into it (`TIOCSTI`). Run from a terminal, quorum's commands
+/// have none: `/dev/tty` cannot be opened.
+#[test]
+fn a_terminal_command_has_no_controlling_terminal() {
+    need_bwrap();
+    let s = shell();
+    let terminal = common::pty::Terminal::open(100, 30);
+    let probe = "term run python3 -c 'import os; os.open(\"/dev/tty\", os.O_RDWR); print(\"TTY-\" + \"OPENED\")'";
+    let mut child = s
+        .command(&["call", "--agent", "fake", "--input", probe])
+        .stdin(terminal.slave())
+        .stdout(terminal.slave())
+        .stderr(terminal.slave())
+        .spawn()
+        .unwrap();
+    assert!(
+        common::pty::wait_until(std::time::Duration::from_secs(60), || child
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "quorum call ended"
+    );
+    let screen = terminal.output();
+    assert!(screen.contains("exit: 1"), "{screen}");
+    assert!(screen.contains("No such device or address"), "{screen}");
+    assert!(!screen.contains("TTY-OPENED"), "{screen}");
+}
+
+/// Item 5: an agent whose process runs sandboxed (`sandbox = "bwrap"`)
+/// cannot write outside its session directory with its own tools, while
+/// it still writes there and in its own state (`writable`), and its
+/// configured environment reaches it.
+#[test]
+fn a_sandboxed_agent_writes_only_its_directory_and_its_state() {
+    need_bwrap();
+    let state = outside();
+    let out = outside();
+    let s = shell_with(&format!(
+        "sandbox = \"bwrap\"\nwritable = [{:?}]\nenv = {{ FAKE_CONFIGURED = \"from the config\" }}\n",
+        format!("{}/", state.path().join("agent-state").display())
+    ));
+    let escaped = out.path().join("escaped");
+    let reply = call(&s, &format!("own write {} x", escaped.display()));
+    assert!(
+        reply.starts_with("own write failed: Read-only file system"),
+        "{reply}"
+    );
+    assert!(!escaped.exists());
+    assert_eq!(call(&s, "own write inside.txt hello"), "own wrote");
+    assert_eq!(
+        std::fs::read_to_string(s.dir.path().join("inside.txt")).unwrap(),
+        "hello"
+    );
+    let kept = state.path().join("agent-state/session.json");
+    assert_eq!(
+        call(&s, &format!("own write {} {{}}", kept.display())),
+        "own wrote"
+    );
+    assert!(kept.exists());
+    let reply = call(&s, "own run echo $FAKE_CONFIGURED");
+    assert!(reply.contains("from the config"), "{reply}");
+    // The agent keeps its network (it talks to its model).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reply = call(
+        &s,
+        &format!(
+            "own run python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2); print(\"connected\")'"
+        ),
+    );
+    assert!(reply.contains("connected"), "{reply}");
+    // Unsandboxed (the default outside worktrees), its own write lands.
+    let plain = shell();
+    assert_eq!(
+        call(&plain, &format!("own write {} x", escaped.display())),
+        "own wrote"
+    );
+    assert!(escaped.exists());
+}
+
+/// Item 5: a worktree task's agent runs sandboxed by default, so its own
+/// tools cannot write the person's tree; what it writes in its worktree
+/// is committed to the task's branch as ever. The person's tree is not
+/// under `/tmp`, where a write would land in the sandbox's private `/tmp`
+/// and prove nothing.
+#[test]
+fn a_worktree_tasks_agent_cannot_write_the_persons_tree() {
+    need_bwrap();
+    let s = shell_in(Path::new("/var/tmp"), "");
+    let dir = repository(&s);
+    let planted = dir.join("planted.txt");
+    let input = format!("own write {} x", planted.display());
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--worktree", "--input", &input]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let reply = text(&o.stdout);
+    assert!(
+        reply.starts_with("own write failed: Read-only file system"),
+        "{reply}"
+    );
+    assert!(
+        !planted.exists(),
+        "the worktree task wrote the person's tree"
+    );
+    assert!(
+        !text(&o.stderr).contains("not sandboxed"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Its own write into its worktree is its work, committed.
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--worktree",
+        "--input",
+        "own write made.txt by the agent",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "own wrote\n");
+    assert!(!dir.join("made.txt").exists());
+    let branches = git(&dir, &["branch", "--list", "quorum/*"]);
+    let branch = branches
+        .lines()
+        .map(|l| l.trim_start_matches(['*', '+', ' ']).trim())
+        .find(|b| b.contains("own-write-made"))
+        .unwrap_or_else(|| panic!("no branch for the task: {branches}"));
+    assert_eq!(
+        git(&dir, &["show", &format!("{branch}:made.txt")]),
+        "by the agent"
+    );
+}
