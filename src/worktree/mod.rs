@@ -1077,4 +1077,175 @@ mod repo_tests {
         let e = w.commit("again").unwrap_err();
         assert!(matches!(e, WorktreeError::Gone(_)), "{e}");
     }
+
+    /// Issue 24: what quorum made is recorded, and a `.git` that says
+    /// anything else (repointed, a byte more, a folder) gets no commit;
+    /// the work stays, and once the `.git` is back the commit goes on.
+    #[test]
+    fn the_git_directory_is_recorded_and_a_changed_dot_git_is_refused() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo.create(&state, "quorum/t4-x", &[]).unwrap();
+        let git_dir = repo.get(&w.branch, "gitdir").unwrap();
+        let made = std::fs::read_to_string(w.path.join(".git")).unwrap();
+        assert_eq!(made, format!("gitdir: {git_dir}\n"));
+        assert_eq!(repo.get_exact(&w.branch, "dotgit"), Some(made.clone()));
+        assert_eq!(w.git_dir().unwrap(), PathBuf::from(&git_dir));
+
+        std::fs::write(w.path.join("work.txt"), "work").unwrap();
+        let refused = format!(
+            "{}/.git no longer points at the git directory quorum made ({git_dir}); nothing \
+             was committed, the work is left in the worktree for you",
+            w.path.display()
+        );
+        for changed in ["gitdir: .evil\n", &format!("{made}\n")] {
+            std::fs::write(w.path.join(".git"), changed).unwrap();
+            let e = w.commit("x").unwrap_err();
+            assert!(matches!(e, WorktreeError::Repointed { .. }), "{e}");
+            assert_eq!(e.to_string(), refused);
+        }
+        std::fs::remove_file(w.path.join(".git")).unwrap();
+        std::fs::create_dir(w.path.join(".git")).unwrap();
+        assert_eq!(w.commit("x").unwrap_err().to_string(), refused);
+        assert_eq!(repo.unmerged(&w.branch).unwrap(), 0, "nothing committed");
+        assert_eq!(
+            std::fs::read_to_string(w.path.join("work.txt")).unwrap(),
+            "work"
+        );
+        std::fs::remove_dir(w.path.join(".git")).unwrap();
+        std::fs::write(w.path.join(".git"), &made).unwrap();
+        assert!(w.commit("x").unwrap().is_some());
+        assert_eq!(repo.unmerged(&w.branch).unwrap(), 1);
+    }
+
+    /// A worktree an older quorum made (nothing recorded): its git
+    /// directory is `<common>/worktrees/<name>` only while that points back
+    /// at it and its `.git` at that.
+    #[test]
+    fn an_older_worktree_is_found_only_where_it_points_back() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo.create(&state, "quorum/t5-old", &[]).unwrap();
+        let recorded = PathBuf::from(repo.get(&w.branch, "gitdir").unwrap());
+        for key in ["gitdir", "dotgit"] {
+            git(
+                &repo.top,
+                "setup",
+                &[
+                    "config",
+                    "--unset",
+                    &format!("branch.{}.quorum{key}", w.branch),
+                ],
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            w.git_dir().unwrap().canonicalize().unwrap(),
+            recorded.canonicalize().unwrap()
+        );
+        std::fs::write(w.path.join("b.txt"), "b").unwrap();
+        assert!(w.commit("old").unwrap().is_some());
+
+        // Its `.git` points elsewhere.
+        let made = std::fs::read_to_string(w.path.join(".git")).unwrap();
+        std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
+        let e = w.commit("x").unwrap_err();
+        assert!(matches!(e, WorktreeError::Repointed { .. }), "{e}");
+        std::fs::write(w.path.join(".git"), &made).unwrap();
+        // The git directory points at another worktree.
+        let back = recorded.join("gitdir");
+        let was = std::fs::read_to_string(&back).unwrap();
+        std::fs::write(&back, "/elsewhere/.git\n").unwrap();
+        let e = w.commit("x").unwrap_err();
+        assert!(
+            e.to_string().contains("none recorded, and")
+                && e.to_string().contains("does not point back at it"),
+            "{e}"
+        );
+        std::fs::write(&back, was).unwrap();
+        std::fs::write(w.path.join("c.txt"), "c").unwrap();
+        assert!(w.commit("again").unwrap().is_some());
+    }
+
+    /// A worktree whose `.git` was changed: `/discard` still removes it
+    /// (putting back the `.git` quorum made for git to know it), and a
+    /// merge of its branch keeps it, for the person to look at.
+    #[test]
+    fn discard_removes_a_repointed_worktree_and_merge_keeps_one() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo.create(&state, "quorum/t6-gone", &[]).unwrap();
+        std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
+        repo.discard(&w.branch).unwrap();
+        assert!(!w.path.exists());
+        assert!(!repo.branch_exists(&w.branch));
+
+        let w = repo.create(&state, "quorum/t7-kept", &[]).unwrap();
+        std::fs::write(w.path.join("b.txt"), "b").unwrap();
+        w.commit("b").unwrap();
+        std::fs::write(w.path.join("left.txt"), "left").unwrap();
+        std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
+        let merged = repo.merge(&w.branch, "merge t7").unwrap();
+        assert_eq!(
+            merged,
+            Merged {
+                into: "main".into(),
+                kept: Some(w.path.clone())
+            }
+        );
+        assert!(repo.top.join("b.txt").exists());
+        assert!(w.path.join("left.txt").exists());
+        repo.discard(&w.branch).unwrap();
+        assert!(!w.path.exists());
+    }
+
+    /// What `/merge` names: hooks under `core.hooksPath` (and the scripts
+    /// husky 9's `.husky/_` runs), `.gitattributes` and `.gitmodules`
+    /// anywhere; nothing else.
+    #[test]
+    fn what_git_runs_is_named() {
+        let husky = Some(Path::new(".husky"));
+        for (name, hooks, runs) in [
+            (".gitattributes", None, true),
+            ("docs/deep/.gitattributes", None, true),
+            (".gitmodules", None, true),
+            ("x.gitattributes", None, false),
+            (".gitattributes.d/a", None, false),
+            (".husky/pre-commit", None, false),
+            (".husky/pre-commit", husky, true),
+            (".huskyish/pre-commit", husky, false),
+            (".husky/pre-commit", Some(Path::new(".husky/_")), true),
+            (".husky/_/h", Some(Path::new(".husky/_")), true),
+            ("src/main.rs", Some(Path::new(".husky/_")), false),
+            ("_/x", Some(Path::new("_")), true),
+            ("src/x", Some(Path::new("_")), false),
+        ] {
+            assert_eq!(git_runs(name, hooks), runs, "{name} with {hooks:?}");
+        }
+
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        git(
+            &repo.top,
+            "setup",
+            &["config", "core.hooksPath", "./.husky/../.husky"],
+        )
+        .unwrap();
+        let w = repo.create(&state, "quorum/t8-names", &[]).unwrap();
+        for name in [
+            ".husky/pre-commit",
+            "sub/.gitattributes",
+            ".gitmodules",
+            "plain.txt",
+        ] {
+            let path = w.path.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "x").unwrap();
+        }
+        w.commit("names").unwrap();
+        assert_eq!(
+            repo.files_git_runs(&w.branch).unwrap(),
+            [".gitmodules", ".husky/pre-commit", "sub/.gitattributes"]
+        );
+    }
 }
