@@ -881,6 +881,22 @@ async fn a_repointed_dot_git_is_refused_and_its_fsmonitor_never_runs() {
     );
     assert_eq!(s.status(), "");
     assert_eq!(probe.ran(), Vec::<String>::new());
+    // `/merge` keeps that worktree, saying so; `/discard` removes it.
+    ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
+    let said = events.said("is kept").await;
+    let Event::Notice { text, .. } = said else {
+        panic!("a notice: {said:?}")
+    };
+    assert!(text.contains(&worktree.display().to_string()), "{text}");
+    assert!(
+        text.contains(&format!("`/discard {branch}` removes it")),
+        "{text}"
+    );
+    assert!(worktree.join("work.txt").exists());
+    ops.send(Op::Submit(format!("/discard {branch}"))).unwrap();
+    events.said("worktree and branch removed").await;
+    assert!(!worktree.exists());
+    assert_eq!(probe.ran(), Vec::<String>::new());
     session.shutdown();
 }
 

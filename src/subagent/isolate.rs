@@ -252,7 +252,7 @@ impl Dispatcher {
             Some(path) => format!(
                 "{branch} merged into {into}; its worktree {} is kept: its .git no longer points \
                  at the git directory quorum made, and what is left in it is yours to look at \
-                 (`/discard {id}` removes it)",
+                 (`/discard {branch}` removes it)",
                 path.display()
             ),
         })
