@@ -12,8 +12,10 @@ struct Repo {
     config: std::path::PathBuf,
 }
 
+/// `git args` in `dir`, at home in `dir/.git/home` as quorum is
+/// ([`Repo::quorum`]); it must succeed.
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
+    let out = common::git(&dir.join(".git/home"))
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)
         .current_dir(dir)
@@ -63,11 +65,17 @@ impl Repo {
     }
 
     fn review(&self, args: &[&str]) -> Output {
+        self.review_with(args, &[])
+    }
+
+    /// [`Repo::review`] with `env` set too.
+    fn review_with(&self, args: &[&str], env: &[(&str, &Path)]) -> Output {
         self.quorum()
             .arg("--config")
             .arg(&self.config)
             .arg("review")
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(self.dir.path())
             .output()
             .unwrap()
@@ -251,6 +259,67 @@ fn by_default_every_installed_agent_reviews() {
     assert_eq!(o.status.code(), Some(3));
     assert!(
         text(&o.stderr).contains("no agent is installed to review with"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// Issue 24 (6): the tree has a `.gitattributes` giving every file a diff
+/// driver whose textconv is a command, and the repository's config an
+/// external diff and an fsmonitor (`GIT_EXTERNAL_DIFF` in the environment
+/// too). `quorum review`'s `git diff`, of the working tree and of a
+/// branch, runs none of them, and the diff still reaches the reviewer.
+#[test]
+fn review_runs_no_textconv_external_diff_or_fsmonitor() {
+    let r = repo();
+    let probe = common::Probe::new();
+    let dir = r.dir.path();
+    // A branch with the change committed; then another change in the tree.
+    git(dir, &["checkout", "-q", "-b", "feature"]);
+    git(dir, &["commit", "-q", "-am", "feature"]);
+    git(dir, &["checkout", "-q", "-"]);
+    std::fs::write(dir.join("lib.rs"), "fn old() {}\nfn again() {}\n").unwrap();
+    std::fs::write(dir.join(".gitattributes"), "* diff=evil\n").unwrap();
+    for (key, name) in [
+        ("diff.evil.textconv", "textconv"),
+        ("diff.external", "external"),
+        ("core.fsmonitor", "fsmonitor"),
+    ] {
+        let script = probe.script(name).display().to_string();
+        git(dir, &["config", key, &script]);
+    }
+    let external = probe.script("env-external");
+    let env = [("GIT_EXTERNAL_DIFF", external.as_path())];
+    let o = r.review_with(&["--agents", "echo", "--json"], &env);
+    assert_eq!(probe.ran(), Vec::<String>::new(), "quorum's git ran them");
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let prompt = v["tasks"][0]["output"].as_str().unwrap();
+    assert!(prompt.contains("+fn again() {}"), "{prompt}");
+    assert!(!prompt.contains("probed"), "{prompt}");
+
+    let o = r.review_with(&["--branch", "feature", "--agents", "echo", "--json"], &env);
+    assert_eq!(probe.ran(), Vec::<String>::new(), "quorum's git ran them");
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let prompt = v["tasks"][0]["output"].as_str().unwrap();
+    assert!(prompt.contains("+fn added() {}"), "{prompt}");
+    assert!(!prompt.contains("probed"), "{prompt}");
+}
+
+/// A `--base` that looks like an option of `git diff` is a revision to it,
+/// never an option (`--output=FILE` would write a file).
+#[test]
+fn a_base_that_looks_like_an_option_is_only_a_revision() {
+    let r = repo();
+    let probe = common::Probe::new();
+    let written = probe.dir.path().join("written");
+    let base = format!("--base=--output={}", written.display());
+    let o = r.review(&["--agents", "green", &base]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(!written.exists(), "git diff took it as an option");
+    assert!(
+        text(&o.stderr).contains(&format!("`git diff --output={}` failed", written.display())),
         "{}",
         text(&o.stderr)
     );

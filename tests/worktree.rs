@@ -1,8 +1,15 @@
 //! Isolated writers: agents write in git worktrees of their own, on
 //! branches named after their tasks, and only what a review quorum passes
 //! is merged into the person's tree. A scratch repository in a temporary
-//! directory, with its own HOME, state and config directories and git
-//! identity; the fake agent writes and reads through ACP `fs/*`.
+//! directory, with its own HOME, state and config directories, git config
+//! and identity (and this test process's own environment made hermetic:
+//! the engine's git runs in it); the fake agent writes and reads through
+//! ACP `fs/*`, and runs commands in an unsandboxed terminal as `term`.
+//!
+//! quorum's own git never runs what an agent wrote: probes plant commands
+//! (a repointed `.git`, a rewritten in-tree hook, textconv, an external
+//! diff, fsmonitor) that would leave a mark outside every session directory
+//! and outside `/tmp`, and the marks must never appear.
 
 mod common;
 
@@ -10,10 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
+use common::Probe;
 use quorum::acp::registry::Registry;
 use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
-use quorum::event::{Event, Op, Stamped};
+use quorum::event::{Activity, Event, Op, Stamped};
 use quorum::subagent::dispatch::Reply;
 use quorum::subagent::tool::input::{Isolation, SubAgentCallInput, TaskInput};
 use tokio::sync::mpsc;
@@ -29,8 +37,10 @@ fn text(b: &[u8]) -> String {
 
 /// The fake agent under several names: `writer` writes `notes.txt`, `a`
 /// and `b` each write their own `same.txt`, reviewers answer `red` and
-/// `green`, and `fake` runs whatever its prompt says.
+/// `green`, `fake` runs whatever its prompt says, and so does `term`,
+/// whose terminal commands run unsandboxed (as an agent's own would).
 fn scratch() -> Scratch {
+    common::hermetic_process();
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -38,7 +48,10 @@ fn scratch() -> Scratch {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();
     }
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
-    let mut config = format!("[agents.fake]\ncommand = {fake:?}\n");
+    let mut config = format!(
+        "[agents.fake]\ncommand = {fake:?}\n\
+         [agents.term]\ncommand = {fake:?}\nterminal_sandbox = \"none\"\n"
+    );
     for (name, scenario) in [
         ("writer", "write notes.txt written by the agent"),
         ("a", "write same.txt from a"),
@@ -74,10 +87,12 @@ impl Scratch {
     }
 
     fn env(&self, c: &mut Command) {
-        c.env("HOME", self.dir.path().join("home"))
+        for name in common::inherited_git_vars() {
+            c.env_remove(name);
+        }
+        c.envs(common::hermetic_env(&self.dir.path().join("home")))
             .env("XDG_STATE_HOME", self.state())
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "Person")
             .env("GIT_AUTHOR_EMAIL", "person@example.com")
             .env("GIT_COMMITTER_NAME", "Person")
@@ -144,7 +159,9 @@ impl Scratch {
         record: Option<PathBuf>,
         resume: Option<PathBuf>,
     ) -> (Session, mpsc::UnboundedSender<Op>, Events) {
-        let registry = Registry::load(Some(&self.config)).unwrap();
+        // The agents of the config alone: what the machine has on `PATH`
+        // changes nothing here.
+        let registry = Registry::load_only(&self.config).unwrap();
         let mut config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
         config.record = record;
         config.resume = resume;
@@ -171,6 +188,22 @@ impl Events {
         loop {
             if let Event::WorktreeCommitted { branch, commit, .. } = self.next().await {
                 return (branch, commit);
+            }
+        }
+    }
+
+    /// Every event from now until one `done` says is the last (included).
+    async fn until(&mut self, done: impl Fn(&Event) -> bool) -> Vec<Stamped> {
+        let mut seen = Vec::new();
+        loop {
+            let e = tokio::time::timeout(std::time::Duration::from_secs(30), self.0.recv())
+                .await
+                .expect("an event")
+                .expect("the session runs");
+            let last = done(&e.event);
+            seen.push(e);
+            if last {
+                return seen;
             }
         }
     }
@@ -425,8 +458,18 @@ async fn merge_on_a_conflict_leaves_the_tree_as_it_was_and_merge_bang_overrides_
         .as_str()
         .unwrap()
         .to_string();
-    s.quorum(&["review", "--branch", &first, "--agents", "red"]);
+    let o = s.quorum(&["review", "--branch", &first, "--agents", "red"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_eq!(
+        s.git(&["config", &format!("branch.{first}.quorumverdict")]),
+        "red"
+    );
+    let before = s.git(&["rev-parse", "HEAD"]);
     let (session, ops, mut events) = s.session();
+    ops.send(Op::Submit(format!("/merge {first}"))).unwrap();
+    let said = events.said("latest review quorum is red").await;
+    assert!(matches!(said, Event::Error { .. }), "{said:?}");
+    assert_eq!(s.git(&["rev-parse", "HEAD"]), before, "not merged");
     ops.send(Op::Submit(format!("/merge! {first}"))).unwrap();
     events.said("merged into main").await;
     let head = s.git(&["rev-parse", "HEAD"]);
@@ -480,17 +523,26 @@ fn worktrees_lists_and_prunes_the_merged() {
     assert_eq!(o.status.code(), Some(0));
     let listing = text(&o.stdout);
     assert!(listing.contains(&kept), "{listing}");
-    assert!(listing.contains("writer"), "{listing}");
-    assert!(listing.contains("worktree"), "{listing}");
-    assert!(listing.contains("+1 -0"), "ahead 1, behind 0: {listing}");
+    // Task, branch, agent, state, ahead, behind, the worktree.
+    let columns = |listing: &str| -> Vec<String> {
+        let line = listing
+            .lines()
+            .find(|l| l.contains(&kept))
+            .unwrap_or_else(|| panic!("no line for {kept}: {listing}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    let row = columns(&listing);
+    assert_eq!(
+        row[..6],
+        ["c1", &kept, "writer", "worktree", "+1", "-0"],
+        "{listing}"
+    );
     // Merged by hand: pruned (its session is gone).
     s.git(&["merge", "-q", "--no-edit", &kept]);
     let o = s.quorum(&["worktrees", "--prune"]);
-    assert!(
-        text(&o.stdout).contains(&format!("pruned {kept}")),
-        "{}",
-        text(&o.stdout)
-    );
+    let listing = text(&o.stdout);
+    assert_eq!(columns(&listing)[3], "merged", "{listing}");
+    assert!(listing.contains(&format!("pruned {kept}")), "{listing}");
     assert_eq!(s.git(&["branch", "--list", "quorum/*"]), "");
 }
 
@@ -735,4 +787,238 @@ fn a_deleted_worktree_is_reported_and_the_persons_tree_untouched() {
     );
     assert_eq!(s.status(), "");
     assert!(s.repo().join("lib.rs").exists());
+}
+
+/// The box of `call_id` after `events`, as the screen's state has it.
+fn the_box(events: &[Stamped]) -> quorum::tui::state::SubagentBox {
+    use quorum::tui::state::{CellKind, State};
+    let mut state = State::new();
+    for e in events {
+        state.apply(e);
+    }
+    state
+        .cells
+        .iter()
+        .find_map(|c| match &c.kind {
+            CellKind::Subagent(b) => Some((**b).clone()),
+            _ => None,
+        })
+        .expect("a box")
+}
+
+/// The branch and worktree a task's `worktree_ready` named.
+fn ready(events: &[Stamped]) -> (String, PathBuf) {
+    events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::WorktreeReady { branch, path, .. } => {
+                Some((branch.clone(), PathBuf::from(path)))
+            }
+            _ => None,
+        })
+        .expect("a worktree task")
+}
+
+/// Issue 24 (2a): the agent's terminal points the worktree's `.git` file at
+/// a git directory it made in the worktree, whose config sets
+/// `core.fsmonitor`. quorum's commit at the end of the turn must not run
+/// it: the commit is refused, in the task's box, naming the worktree and
+/// its `.git`; the branch is as it was and the work stays in the worktree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repointed_dot_git_is_refused_and_its_fsmonitor_never_runs() {
+    let s = scratch();
+    let probe = Probe::new();
+    let fsmonitor = probe.script("fsmonitor");
+    let (session, ops, mut events) = s.session();
+    ops.send(Op::Submit(format!(
+        "@term+ term run mkdir -p .evil/objects .evil/refs && \
+         echo 'ref: refs/heads/main' > .evil/HEAD && \
+         printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {}\\n' > .evil/config && \
+         echo 'gitdir: .evil' > .git && echo kept > work.txt",
+        fsmonitor.display()
+    )))
+    .unwrap();
+    let seen = events
+        .until(|e| matches!(e, Event::SubagentFinished { .. }))
+        .await;
+    let (branch, worktree) = ready(&seen);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join(".git")).unwrap(),
+        "gitdir: .evil\n",
+        "the agent's terminal did repoint it"
+    );
+    assert_eq!(probe.ran(), Vec::<String>::new(), "quorum's git ran them");
+    let refusal = format!(
+        "{}/.git no longer points at the git directory quorum made",
+        worktree.display()
+    );
+    let said = seen.iter().find_map(|e| match &e.event {
+        Event::SubagentActivity {
+            activity: Activity::Notice { text },
+            ..
+        } if text.contains(&refusal) => Some(text.clone()),
+        _ => None,
+    });
+    let said = said.unwrap_or_else(|| panic!("no refusal in the box's events: {seen:#?}"));
+    assert!(
+        said.contains("nothing was committed, the work is left in the worktree for you"),
+        "{said}"
+    );
+    let b = the_box(&seen);
+    assert!(
+        b.notices.iter().any(|n| n.contains(&refusal)),
+        "the box shows it: {:?}",
+        b.notices
+    );
+    // Nothing committed; the work is where the agent left it.
+    assert_eq!(
+        s.git(&["rev-parse", &branch]),
+        s.git(&["rev-parse", "main"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("work.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(s.status(), "");
+    assert_eq!(probe.ran(), Vec::<String>::new());
+    // `/merge` keeps that worktree, saying so; `/discard` removes it.
+    ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
+    let said = events.said("is kept").await;
+    let Event::Notice { text, .. } = said else {
+        panic!("a notice: {said:?}")
+    };
+    assert!(text.contains(&worktree.display().to_string()), "{text}");
+    assert!(
+        text.contains(&format!("`/discard {branch}` removes it")),
+        "{text}"
+    );
+    assert!(worktree.join("work.txt").exists());
+    ops.send(Op::Submit(format!("/discard {branch}"))).unwrap();
+    events.said("worktree and branch removed").await;
+    assert!(!worktree.exists());
+    assert_eq!(probe.ran(), Vec::<String>::new());
+    session.shutdown();
+}
+
+/// Issue 24 (2b): the repository's hooks are in the tree (husky's
+/// `core.hooksPath = .husky`), and the agent rewrites the committed
+/// `pre-commit`. quorum's commit of the task's work runs no hook; then
+/// `/merge` names the hook the branch changes and merges nothing, and
+/// `/merge!` merges it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_in_tree_hook_never_runs_and_merge_names_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = scratch();
+    let probe = Probe::new();
+    let hook = probe.script("hook");
+    let husky = s.repo().join(".husky");
+    std::fs::create_dir_all(&husky).unwrap();
+    std::fs::write(husky.join("pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(
+        husky.join("pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    s.git(&["add", ".husky"]);
+    s.git(&["commit", "-q", "-m", "hooks"]);
+    s.git(&["config", "core.hooksPath", ".husky"]);
+    let head = s.git(&["rev-parse", "HEAD"]);
+    let (session, ops, mut events) = s.session();
+    ops.send(Op::Submit(format!(
+        "@term+ term run cp {} .husky/pre-commit && echo kept > work.txt",
+        hook.display()
+    )))
+    .unwrap();
+    let seen = events
+        .until(|e| matches!(e, Event::SubagentFinished { .. }))
+        .await;
+    let (branch, _) = ready(&seen);
+    assert_eq!(
+        probe.ran(),
+        Vec::<String>::new(),
+        "quorum's commit ran the hook"
+    );
+    // The work is committed, the rewritten hook with it.
+    assert_eq!(s.git(&["show", &format!("{branch}:work.txt")]), "kept");
+    assert!(
+        s.git(&["show", &format!("{branch}:.husky/pre-commit")])
+            .contains(&probe.marker("hook").display().to_string())
+    );
+    // `/merge` names what git would run, and merges nothing.
+    ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
+    let said = events.said("/merge! ").await;
+    let Event::Error { text } = said else {
+        panic!("an error: {said:?}")
+    };
+    assert!(text.contains(".husky/pre-commit"), "{text}");
+    assert!(
+        text.contains(&format!("`/merge! {branch}` merges anyway")),
+        "{text}"
+    );
+    assert_eq!(s.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        std::fs::read_to_string(husky.join("pre-commit")).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    ops.send(Op::Submit(format!("/merge! {branch}"))).unwrap();
+    events.said("merged into main").await;
+    assert_eq!(
+        std::fs::read_to_string(s.repo().join("work.txt")).unwrap(),
+        "kept\n"
+    );
+    session.shutdown();
+}
+
+/// `/merge` names a `.gitattributes` the branch adds, in any folder (it can
+/// name filters and diff drivers git runs), and `/merge!` merges it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_names_a_gitattributes_anywhere_and_merge_bang_merges_it() {
+    let s = scratch();
+    let branch = s.call("fake", "write docs/.gitattributes * diff=evil")["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let head = s.git(&["rev-parse", "HEAD"]);
+    let (session, ops, mut events) = s.session();
+    ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
+    let said = events.said("/merge! ").await;
+    let Event::Error { text } = said else {
+        panic!("an error: {said:?}")
+    };
+    assert!(text.contains("docs/.gitattributes"), "{text}");
+    assert_eq!(s.git(&["rev-parse", "HEAD"]), head, "not merged");
+    ops.send(Op::Submit(format!("/merge! {branch}"))).unwrap();
+    events.said("merged into main").await;
+    assert_eq!(
+        std::fs::read_to_string(s.repo().join("docs/.gitattributes")).unwrap(),
+        "* diff=evil"
+    );
+    session.shutdown();
+}
+
+/// Issue 24 (6): the person's repository has a textconv driver for every
+/// file (`.gitattributes` `* diff=evil`), an external diff and an
+/// fsmonitor in its config. quorum's git on a worktree task (making it,
+/// committing, the diffstat and the diff of the branch) runs none of them.
+#[test]
+fn quorums_git_on_a_worktree_runs_no_textconv_external_diff_or_fsmonitor() {
+    let s = scratch();
+    let probe = Probe::new();
+    std::fs::write(s.repo().join(".gitattributes"), "* diff=evil\n").unwrap();
+    s.git(&["add", ".gitattributes"]);
+    s.git(&["commit", "-q", "-m", "attributes"]);
+    for (key, name) in [
+        ("diff.evil.textconv", "textconv"),
+        ("diff.external", "external"),
+        ("core.fsmonitor", "fsmonitor"),
+    ] {
+        let script = probe.script(name).display().to_string();
+        s.git(&["config", key, &script]);
+    }
+    let out = s.call("fake", "write notes.txt hello");
+    assert_eq!(probe.ran(), Vec::<String>::new(), "quorum's git ran them");
+    assert_eq!(out["output"], "wrote");
+    assert_eq!(out["diffstat"], "+1 −0 in 1 file");
+    let branch = out["branch"].as_str().unwrap();
+    assert_eq!(s.git(&["show", &format!("{branch}:notes.txt")]), "hello");
 }

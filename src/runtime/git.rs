@@ -71,6 +71,16 @@ pub fn in_dir(dir: &Path) -> Command {
     cmd
 }
 
+/// `git` run in `dir` with the person's own configuration and hooks, not
+/// hardened (the unsafe variables still cleared, git still found the
+/// careful way): only for what the person asks of their own repository
+/// themselves, `/merge`'s `git merge`.
+pub fn as_configured(dir: &Path) -> Command {
+    let mut cmd = unhardened();
+    cmd.current_dir(dir);
+    cmd
+}
+
 /// What git printed on stdout, trimmed at the end, if it succeeded.
 pub fn output(mut cmd: Command) -> Option<String> {
     let out = cmd.stderr(Stdio::null()).output().ok()?;

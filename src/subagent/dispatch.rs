@@ -86,6 +86,14 @@ pub enum DispatchError {
         "{branch}: its latest review quorum is red, so it is not merged; fix it and review it again, or `/merge! {id}` to merge it anyway"
     )]
     RedQuorum { branch: String, id: String },
+    #[error(
+        "{branch} changes what git runs or reads as configuration once it is merged ({files}), so it is not merged; read them first, then `/merge! {id}` merges anyway"
+    )]
+    GitRunsThem {
+        branch: String,
+        files: String,
+        id: String,
+    },
 }
 
 /// Writes the short summary of the main conversation that

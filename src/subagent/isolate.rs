@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::dispatch::{DispatchError, Dispatcher, lock};
-use crate::event::{Event, NoticeLevel, Outcome, Quorum, Severity, Stamped, Work};
+use crate::event::{Activity, Event, NoticeLevel, Outcome, Quorum, Severity, Stamped, Work};
 use crate::worktree::{self, Base, Repo, Worktree, WorktreeError};
 
 /// The session's worktree tasks.
@@ -160,6 +160,14 @@ impl Dispatcher {
                 stat.to_string()
             }
             Err(e) => {
+                // In the task's box (it stays when the box closes), and as a
+                // notice of the session.
+                self.emitter.emit(Event::SubagentActivity {
+                    call_id: call_id.to_string(),
+                    activity: Activity::Notice {
+                        text: e.to_string(),
+                    },
+                });
                 self.emitter.emit(Event::Notice {
                     level: NoticeLevel::Warning,
                     text: format!("{agent}: {e}"),
@@ -206,30 +214,48 @@ impl Dispatcher {
     }
 
     /// `/merge TASK`: the task's branch merged into the person's current
-    /// branch; refused while its latest review quorum is red (unless
-    /// `force`), and on a conflict (the merge aborted, the tree as it
-    /// was). The merged task's worktree is removed.
+    /// branch, by their own git (their hooks run); refused while its latest
+    /// review quorum is red, and while it changes files git would run or
+    /// read as configuration (hooks in the tree, `.gitattributes`,
+    /// `.gitmodules`), naming them (unless `force`: `/merge!`), and on a
+    /// conflict (the merge aborted, the tree as it was). The merged task's
+    /// worktree is removed (kept when its `.git` was changed, saying so).
     pub fn merge(&self, id: &str, force: bool) -> Result<String, DispatchError> {
         let repo = self.repo()?;
         let (call, branch) = self.branch_for(&repo, id)?;
+        let id = id.trim().to_string();
         if !force && repo.verdict(&branch) == Some(Severity::Red) {
-            return Err(DispatchError::RedQuorum {
-                branch,
-                id: id.trim().to_string(),
-            });
+            return Err(DispatchError::RedQuorum { branch, id });
         }
-        let task = repo.get(&branch, "task").unwrap_or_else(|| id.to_string());
-        let into = repo.merge(&branch, &format!("Merge quorum task {task} ({branch})"))?;
+        if !force {
+            let files = repo.files_git_runs(&branch)?;
+            if !files.is_empty() {
+                return Err(DispatchError::GitRunsThem {
+                    branch,
+                    files: files.join(", "),
+                    id,
+                });
+            }
+        }
+        let task = repo.get(&branch, "task").unwrap_or_else(|| id.clone());
+        let merged = repo.merge(&branch, &format!("Merge quorum task {task} ({branch})"))?;
         if let Some(call) = call {
             lock(&self.worktrees).by_call.remove(&call);
         }
         self.emitter.emit(Event::BranchMerged {
             branch: branch.clone(),
-            into: into.clone(),
+            into: merged.into.clone(),
         });
-        Ok(format!(
-            "{branch} merged into {into}; its worktree is removed"
-        ))
+        let into = merged.into;
+        Ok(match merged.kept {
+            None => format!("{branch} merged into {into}; its worktree is removed"),
+            Some(path) => format!(
+                "{branch} merged into {into}; its worktree {} is kept: its .git no longer points \
+                 at the git directory quorum made, and what is left in it is yours to look at \
+                 (`/discard {branch}` removes it)",
+                path.display()
+            ),
+        })
     }
 
     /// `/discard TASK`: the task's worktree and branch removed; when the

@@ -1,5 +1,6 @@
 //! quorum's branches and worktrees in a repository, as `quorum worktrees`
-//! lists them: read back from git (`for-each-ref`, the branch config).
+//! lists them: read back from git (`for-each-ref`, the branch config), with
+//! the hardened git of the module.
 
 use std::path::PathBuf;
 
@@ -54,13 +55,23 @@ impl Repo {
                     "rev-list",
                     "--left-right",
                     "--count",
+                    "--end-of-options",
                     &format!("HEAD...{branch}"),
                 ],
             )?;
             let mut counts = counts.split_whitespace().map(|n| n.parse().unwrap_or(0));
             let behind = counts.next().unwrap_or(0);
             let ahead = counts.next().unwrap_or(0);
-            let merged = git_ok(&self.top, &["merge-base", "--is-ancestor", branch, "HEAD"]);
+            let merged = git_ok(
+                &self.top,
+                &[
+                    "merge-base",
+                    "--is-ancestor",
+                    "--end-of-options",
+                    branch,
+                    "HEAD",
+                ],
+            );
             out.push(Entry {
                 branch: branch.to_string(),
                 task: self.get(branch, "task"),

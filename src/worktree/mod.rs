@@ -1,17 +1,24 @@
 //! Git worktrees for isolated writers: a task's own worktree under
 //! quorum's state directory, on a branch named after the task, its work
 //! committed there when its turn ends, merged into the person's branch or
-//! thrown away. Everything goes through the `git` the person has (their
-//! config, hooks and credentials), never a git library.
+//! thrown away. Everything goes through the `git` the person has, never a
+//! git library, and hardened (`runtime::git`): a tree an agent could write
+//! never gets git to run its code (no hook, no fsmonitor, no textconv, no
+//! external diff). A worktree's git directory is named explicitly, from
+//! what quorum recorded when it made the worktree, never read back from
+//! the `.git` file the agent could change. Only `/merge`'s `git merge`, the
+//! person's own act, runs with their hooks, after quorum named what the
+//! branch changes that git would run.
 //!
 //! What quorum knows of a task's branch lives in the repository's own
 //! config (`branch.<B>.quorum*`), so plain git sees it, it survives a
 //! crash, and `git branch -D` takes it away with the branch.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::event::{Diffstat, Severity};
+use crate::runtime::git as hardened;
 
 pub mod list;
 
@@ -62,32 +69,47 @@ pub enum WorktreeError {
         into: String,
         git: String,
     },
+    #[error(
+        "{}/.git no longer points at the git directory quorum made ({git_dir}); nothing was committed, the work is left in the worktree for you",
+        worktree.display()
+    )]
+    Repointed { worktree: PathBuf, git_dir: String },
     #[error("worktree: {0}")]
     Io(String),
 }
 
 type Result<T> = std::result::Result<T, WorktreeError>;
 
-/// Runs `git args` in `dir` (stdin closed, output captured): its stdout,
-/// or git's own message as the error, named by `step`.
-fn git(dir: &Path, step: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| WorktreeError::Spawn {
-            step: step.to_string(),
-            source,
-        })?;
+/// Runs `cmd`, a hardened git with its arguments (stdin closed, output
+/// captured): its stdout as git printed it, or git's own message as the
+/// error, named by `step`.
+fn run_exact(mut cmd: Command, step: &str) -> Result<String> {
+    let out = cmd.output().map_err(|source| WorktreeError::Spawn {
+        step: step.to_string(),
+        source,
+    })?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(WorktreeError::Git {
             step: step.to_string(),
             git: message(&out),
         })
     }
+}
+
+/// [`run_exact`], its stdout trimmed at the end.
+fn run(cmd: Command, step: &str) -> Result<String> {
+    run_exact(cmd, step).map(|out| out.trim_end().to_string())
+}
+
+/// Runs the hardened `git args` in `dir`, letting git find the repository
+/// from there: only for the person's own tree (whose `.git` no agent may
+/// write). Its stdout, or git's own message as the error, named by `step`.
+fn git(dir: &Path, step: &str, args: &[&str]) -> Result<String> {
+    let mut cmd = hardened::in_dir(dir);
+    cmd.args(args);
+    run(cmd, step)
 }
 
 /// What git said: stderr, else stdout (merge conflicts go there), trimmed.
@@ -106,13 +128,17 @@ fn message(out: &std::process::Output) -> String {
     text.replace('\n', " / ")
 }
 
-/// Whether `git args` in `dir` succeeds (a question, not a step).
+/// Whether the hardened `git args` in `dir` succeeds (a question, not a
+/// step).
 fn git_ok(dir: &Path, args: &[&str]) -> bool {
-    Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    let mut cmd = hardened::in_dir(dir);
+    cmd.args(args);
+    succeeds(cmd)
+}
+
+/// Whether `cmd` runs and succeeds, its output thrown away.
+fn succeeds(mut cmd: Command) -> bool {
+    cmd.stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
@@ -205,10 +231,8 @@ pub fn first_line(text: &str) -> &str {
 impl Repo {
     /// The repository `dir` is in: a clear error when it is none, or bare.
     pub fn find(dir: &Path) -> Result<Self> {
-        let bare = Command::new("git")
+        let bare = hardened::in_dir(dir)
             .args(["rev-parse", "--is-bare-repository"])
-            .current_dir(dir)
-            .stdin(Stdio::null())
             .output()
             .map_err(|source| WorktreeError::Spawn {
                 step: "finding the repository".into(),
@@ -276,6 +300,7 @@ impl Repo {
                 "show-ref",
                 "--verify",
                 "--quiet",
+                "--end-of-options",
                 &format!("refs/heads/{branch}"),
             ],
         )
@@ -286,7 +311,10 @@ impl Repo {
     /// Nothing half-made is left when a step fails.
     pub fn create(&self, state: &Path, branch: &str, meta: &[(&str, &str)]) -> Result<Worktree> {
         self.current_branch()?;
-        if !git_ok(&self.top, &["check-ref-format", "--branch", branch]) {
+        // `check-ref-format` takes no `--end-of-options`: a name that
+        // looks like an option is none.
+        if branch.starts_with('-') || !git_ok(&self.top, &["check-ref-format", "--branch", branch])
+        {
             return Err(WorktreeError::Git {
                 step: format!("naming the branch {branch:?}"),
                 git: "not a valid branch name".into(),
@@ -345,6 +373,7 @@ impl Repo {
                 "--quiet",
                 "-b",
                 branch,
+                "--end-of-options",
                 &path_text,
                 &base_commit,
             ],
@@ -357,14 +386,32 @@ impl Repo {
             base,
             base_commit: base_commit.clone(),
         };
-        if let Err(e) = added {
-            self.undo(&worktree);
-            return Err(e);
-        }
+        // The worktree's own git directory and its `.git` file as git made
+        // them, read before any agent runs: every later step names that
+        // directory, and the file must still say so.
+        let made = added.and_then(|_| {
+            let git_dir = git(
+                &path,
+                "reading the worktree's git directory (git rev-parse --absolute-git-dir)",
+                &["rev-parse", "--absolute-git-dir"],
+            )?;
+            let dot_git = std::fs::read_to_string(path.join(".git"))
+                .map_err(|e| WorktreeError::Io(format!("{}: {e}", path.join(".git").display())))?;
+            Ok((git_dir, dot_git))
+        });
+        let (git_dir, dot_git) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                self.undo(&worktree);
+                return Err(e);
+            }
+        };
         let mut meta: Vec<(&str, &str)> = meta.to_vec();
         meta.push(("base", &base_commit));
         meta.push(("basekind", base.as_str()));
         meta.push(("worktree", &path_text));
+        meta.push(("gitdir", &git_dir));
+        meta.push(("dotgit", &dot_git));
         for (key, value) in meta {
             if let Err(e) = self.set(branch, key, value) {
                 self.undo(&worktree);
@@ -377,30 +424,63 @@ impl Repo {
     /// Takes away what a failed `create` made: the worktree and the branch.
     fn undo(&self, worktree: &Worktree) {
         let path = worktree.path.to_string_lossy().into_owned();
-        let _ = git_ok(&self.top, &["worktree", "remove", "--force", &path]);
+        let _ = git_ok(
+            &self.top,
+            &["worktree", "remove", "--force", "--end-of-options", &path],
+        );
         let _ = std::fs::remove_dir_all(&worktree.path);
         let _ = git_ok(&self.top, &["worktree", "prune"]);
-        let _ = git_ok(&self.top, &["branch", "-D", &worktree.branch]);
+        let _ = git_ok(
+            &self.top,
+            &["branch", "-D", "--end-of-options", &worktree.branch],
+        );
     }
 
     /// Sets `branch.<branch>.quorum<key>` in the repository's config.
     pub fn set(&self, branch: &str, key: &str, value: &str) -> Result<()> {
         self.git(
             &format!("recording {key} of {branch} (git config)"),
-            &["config", &format!("branch.{branch}.quorum{key}"), value],
+            &[
+                "config",
+                "--end-of-options",
+                &format!("branch.{branch}.quorum{key}"),
+                value,
+            ],
         )
         .map(drop)
     }
 
-    /// `branch.<branch>.quorum<key>`, if set.
+    /// `branch.<branch>.quorum<key>`, if set (trimmed at the end).
     pub fn get(&self, branch: &str, key: &str) -> Option<String> {
-        git(
+        self.get_exact(branch, key)
+            .map(|v| v.trim_end().to_string())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// `branch.<branch>.quorum<key>` exactly as it was set, if it was.
+    fn get_exact(&self, branch: &str, key: &str) -> Option<String> {
+        let value = git(
             &self.top,
             "reading config",
-            &["config", "--get", &format!("branch.{branch}.quorum{key}")],
+            &[
+                "config",
+                "--null",
+                "--get",
+                "--end-of-options",
+                &format!("branch.{branch}.quorum{key}"),
+            ],
         )
-        .ok()
-        .filter(|v| !v.is_empty())
+        .ok()?;
+        value.strip_suffix('\0').map(str::to_string)
+    }
+
+    /// The repository's git directory shared by its worktrees (absolute).
+    fn common_dir(&self) -> Result<PathBuf> {
+        self.git(
+            "finding the repository's git directory (git rev-parse --git-common-dir)",
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .map(PathBuf::from)
     }
 
     /// The worktree of a branch quorum made, from what it recorded.
@@ -453,7 +533,7 @@ impl Repo {
             Some(base) => Ok(base),
             None => self.git(
                 &format!("finding where {branch} left HEAD (git merge-base)"),
-                &["merge-base", "HEAD", branch],
+                &["merge-base", "--end-of-options", "HEAD", branch],
             ),
         }
     }
@@ -461,7 +541,7 @@ impl Repo {
     /// Commits on `branch` that the person's branch does not have (the
     /// commit of their own uncommitted changes aside).
     pub fn unmerged(&self, branch: &str) -> Result<u32> {
-        let mut args = vec!["rev-list", "--count", branch, "^HEAD"];
+        let mut args = vec!["rev-list", "--count", "--end-of-options", branch, "^HEAD"];
         let base = self.get(branch, "base").map(|b| format!("^{b}"));
         if let Some(base) = &base {
             args.push(base);
@@ -470,10 +550,13 @@ impl Repo {
         Ok(n.parse().unwrap_or(0))
     }
 
-    /// Merges `branch` into the person's current branch; on a conflict the
-    /// merge is aborted and the tree is as it was. Its worktree is removed
-    /// once it is merged.
-    pub fn merge(&self, branch: &str, message: &str) -> Result<String> {
+    /// Merges `branch` into the person's current branch (with their own
+    /// git: their config and hooks, as they would merge it themselves); on
+    /// a conflict the merge is aborted and the tree is as it was. Its
+    /// worktree is removed once it is merged, unless its `.git` no longer
+    /// points at the git directory quorum made (then what is in it stays
+    /// for the person to look at).
+    pub fn merge(&self, branch: &str, message: &str) -> Result<Merged> {
         let into = self.current_branch()?;
         if !self.branch_exists(branch) {
             return Err(WorktreeError::Git {
@@ -492,10 +575,16 @@ impl Repo {
                 files: files.join(", "),
             });
         }
-        let out = Command::new("git")
-            .args(["merge", "--no-ff", "--no-edit", "-m", message, branch])
-            .current_dir(&self.top)
-            .stdin(Stdio::null())
+        let out = hardened::as_configured(&self.top)
+            .args([
+                "merge",
+                "--no-ff",
+                "--no-edit",
+                "-m",
+                message,
+                "--end-of-options",
+                branch,
+            ])
             .output()
             .map_err(|source| WorktreeError::Spawn {
                 step: "merging".into(),
@@ -518,20 +607,64 @@ impl Repo {
                 git: git_said,
             });
         }
+        let mut kept = None;
         if let Some(worktree) = self.worktree(branch) {
-            self.remove_worktree(&worktree)?;
+            if worktree.path.exists() && worktree.git_dir().is_err() {
+                kept = Some(worktree.path);
+            } else {
+                self.remove_worktree(&worktree)?;
+            }
         }
         self.set(branch, "merged", "true")?;
-        Ok(into)
+        Ok(Merged { into, kept })
     }
 
-    /// Removes a task's worktree (its branch stays).
+    /// The files `branch` changes (since it left its base) that git would
+    /// run, or read as configuration, once it is merged: those under the
+    /// repository's `core.hooksPath` when that lies in the tree, and every
+    /// `.gitattributes` and `.gitmodules`.
+    pub fn files_git_runs(&self, branch: &str) -> Result<Vec<String>> {
+        let base = self.fork_point(branch)?;
+        let names = self.git(
+            &format!("listing what {branch} changes (git diff --name-only)"),
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--end-of-options",
+                &base,
+                branch,
+                "--",
+            ],
+        )?;
+        let hooks = hardened::hooks_path(&self.top).and_then(|h| {
+            normal(&h)
+                .strip_prefix(normal(&self.top))
+                .ok()
+                .map(Path::to_path_buf)
+        });
+        Ok(names
+            .split('\0')
+            .filter(|n| !n.is_empty() && git_runs(n, hooks.as_deref()))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// Removes a task's worktree (its branch stays). A worktree whose
+    /// `.git` was changed gets back the one quorum made first, so that git
+    /// knows it again.
     pub fn remove_worktree(&self, worktree: &Worktree) -> Result<()> {
         if worktree.path.exists() {
+            if worktree.git_dir().is_err() {
+                worktree.restore_dot_git()?;
+            }
             let path = worktree.path.to_string_lossy().into_owned();
             self.git(
                 "removing the worktree (git worktree remove)",
-                &["worktree", "remove", "--force", &path],
+                &["worktree", "remove", "--force", "--end-of-options", &path],
             )?;
         }
         self.git(
@@ -548,7 +681,7 @@ impl Repo {
         }
         self.git(
             &format!("deleting the branch {branch} (git branch -D)"),
-            &["branch", "-D", branch],
+            &["branch", "-D", "--end-of-options", branch],
         )
         .map(drop)
     }
@@ -557,7 +690,17 @@ impl Repo {
     pub fn diffstat(&self, base: &str, branch: &str) -> Result<Diffstat> {
         let numstat = self.git(
             &format!("measuring {branch} (git diff --numstat)"),
-            &["diff", "--numstat", "--no-renames", base, branch, "--"],
+            &[
+                "diff",
+                "--numstat",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--end-of-options",
+                base,
+                branch,
+                "--",
+            ],
         )?;
         Ok(parse_numstat(&numstat))
     }
@@ -566,7 +709,16 @@ impl Repo {
     pub fn diff(&self, base: &str, branch: &str) -> Result<String> {
         let mut diff = self.git(
             &format!("reading the diff of {branch} (git diff)"),
-            &["diff", "--no-color", "--no-ext-diff", base, branch, "--"],
+            &[
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--end-of-options",
+                base,
+                branch,
+                "--",
+            ],
         )?;
         if diff.len() > MAX_DIFF_BYTES {
             let mut cut = MAX_DIFF_BYTES;
@@ -582,6 +734,65 @@ impl Repo {
 
 fn message_of(out: &std::process::Output) -> String {
     message(out)
+}
+
+/// What `/merge` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    /// The person's branch it went into.
+    pub into: String,
+    /// The task's worktree, kept because its `.git` no longer points at the
+    /// git directory quorum made (what was left in it is the person's to
+    /// look at); `None` when it was removed, or there was none.
+    pub kept: Option<PathBuf>,
+}
+
+/// Whether git runs `name` (a path in the tree, `/`-separated), or reads
+/// it as configuration: a `.gitattributes` or `.gitmodules` in any folder,
+/// or a file under `hooks`, the hooks directory relative to the top of the
+/// tree. husky 9 points `core.hooksPath` at `.husky/_`, whose hooks run
+/// the scripts in `.husky/`: the folder above an `_` counts too.
+pub fn git_runs(name: &str, hooks: Option<&Path>) -> bool {
+    let path = Path::new(name);
+    if matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some(".gitattributes" | ".gitmodules")
+    ) {
+        return true;
+    }
+    let Some(hooks) = hooks else {
+        return false;
+    };
+    let husky = hooks
+        .file_name()
+        .is_some_and(|n| n == "_")
+        .then(|| hooks.parent())
+        .flatten()
+        .filter(|h| !h.as_os_str().is_empty());
+    path.starts_with(hooks) || husky.is_some_and(|h| path.starts_with(h))
+}
+
+/// `path` with its `.` and `..` taken out by name (what the file system
+/// says is not asked).
+fn normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Whether `a` and `b` name the same file (as the file system resolves
+/// them, when it can).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| normal(p));
+    resolve(a) == resolve(b)
 }
 
 /// Sums `git diff --numstat` (binary files count as files only).
@@ -614,28 +825,136 @@ impl Worktree {
         self
     }
 
-    fn git(&self, step: &str, args: &[&str]) -> Result<String> {
+    /// The worktree's own git directory: the one quorum recorded when it
+    /// made the worktree, once its `.git` file is seen to still say exactly
+    /// what git wrote then. A worktree an older quorum made (nothing
+    /// recorded) is taken to be `<the repository's git directory>/worktrees/
+    /// <its folder's name>` when that directory points back at the
+    /// worktree's `.git` and the `.git` at it. Its `.git` gone: the
+    /// worktree is ([`WorktreeError::Gone`]); saying anything else:
+    /// [`WorktreeError::Repointed`].
+    pub fn git_dir(&self) -> Result<PathBuf> {
+        let dot_git = self.path.join(".git");
         // Its `.git` file ties it to the repository: without it, what is
         // left is no worktree.
-        if !self.path.join(".git").exists() {
+        let Ok(meta) = dot_git.symlink_metadata() else {
             return Err(WorktreeError::Gone(self.path.clone()));
+        };
+        // Read only a small regular file: never a FIFO, a link or a folder.
+        let says = (meta.is_file() && meta.len() <= 64 * 1024)
+            .then(|| std::fs::read(&dot_git).ok())
+            .flatten();
+        let repo = self.repo();
+        let recorded = repo
+            .get(&self.branch, "gitdir")
+            .zip(repo.get_exact(&self.branch, "dotgit"));
+        if let Some((git_dir, made)) = recorded {
+            return if says.as_deref() == Some(made.as_bytes()) {
+                Ok(PathBuf::from(git_dir))
+            } else {
+                Err(self.repointed(git_dir))
+            };
         }
-        git(&self.path, step, args)
+        let Some(name) = self.path.file_name() else {
+            return Err(self.repointed("none recorded".into()));
+        };
+        let git_dir = repo.common_dir()?.join("worktrees").join(name);
+        let points_back = std::fs::read_to_string(git_dir.join("gitdir"))
+            .is_ok_and(|back| same_file(Path::new(back.trim_end_matches('\n')), &dot_git));
+        let points_there = says
+            .as_deref()
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.strip_prefix("gitdir: "))
+            .is_some_and(|to| same_file(&self.path.join(to.trim_end_matches('\n')), &git_dir));
+        if points_back && points_there {
+            Ok(git_dir)
+        } else if points_back {
+            Err(self.repointed(git_dir.display().to_string()))
+        } else {
+            Err(self.repointed(format!(
+                "none recorded, and {} does not point back at it",
+                git_dir.display()
+            )))
+        }
+    }
+
+    fn repointed(&self, git_dir: String) -> WorktreeError {
+        WorktreeError::Repointed {
+            worktree: self.path.clone(),
+            git_dir,
+        }
+    }
+
+    /// Puts back the `.git` file quorum made (what was recorded, else one
+    /// pointing at the git directory that points back at the worktree),
+    /// replacing whatever is there: for removing the worktree, which git
+    /// refuses while its `.git` points elsewhere.
+    fn restore_dot_git(&self) -> Result<()> {
+        let repo = self.repo();
+        let made = match repo.get_exact(&self.branch, "dotgit") {
+            Some(made) => made,
+            None => {
+                let name = self.path.file_name().unwrap_or_default();
+                let git_dir = repo.common_dir()?.join("worktrees").join(name);
+                let dot_git = self.path.join(".git");
+                let back = std::fs::read_to_string(git_dir.join("gitdir")).unwrap_or_default();
+                if !same_file(Path::new(back.trim_end_matches('\n')), &dot_git) {
+                    return Err(self.repointed(format!(
+                        "none recorded, and {} does not point back at it",
+                        git_dir.display()
+                    )));
+                }
+                format!("gitdir: {}\n", git_dir.display())
+            }
+        };
+        let dot_git = self.path.join(".git");
+        let io = |e: std::io::Error| WorktreeError::Io(format!("{}: {e}", dot_git.display()));
+        match dot_git.symlink_metadata() {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&dot_git).map_err(io)?,
+            Ok(_) => std::fs::remove_file(&dot_git).map_err(io)?,
+            Err(_) => {}
+        }
+        std::fs::write(&dot_git, made).map_err(io)
+    }
+
+    /// The hardened `git` on this worktree: its git directory and work
+    /// tree named (`git_dir`, from [`Worktree::git_dir`]), never found
+    /// through its `.git`.
+    fn command(&self, git_dir: &Path) -> Command {
+        let mut cmd = hardened::in_dir(&self.path);
+        cmd.arg(format!("--git-dir={}", git_dir.display()))
+            .arg(format!("--work-tree={}", self.path.display()));
+        cmd
     }
 
     /// Commits everything changed in the worktree to its branch; `None`
-    /// when nothing changed.
+    /// when nothing changed. Refused, nothing staged, when its `.git` no
+    /// longer points at the git directory quorum made.
     pub fn commit(&self, message: &str) -> Result<Option<String>> {
-        self.git("staging the task's changes (git add -A)", &["add", "-A"])?;
-        if git_ok(&self.path, &["diff", "--cached", "--quiet"]) {
+        let git_dir = self.git_dir()?;
+        let mut add = self.command(&git_dir);
+        add.args(["add", "-A"]);
+        run(add, "staging the task's changes (git add -A)")?;
+        let mut staged = self.command(&git_dir);
+        staged.args([
+            "diff",
+            "--cached",
+            "--quiet",
+            "--no-ext-diff",
+            "--no-textconv",
+        ]);
+        if succeeds(staged) {
             return Ok(None);
         }
-        self.git(
+        let mut commit = self.command(&git_dir);
+        commit.args(["commit", "--quiet", "--no-verify", "-m", message]);
+        run(
+            commit,
             &format!("committing to {} (git commit)", self.branch),
-            &["commit", "--quiet", "-m", message],
         )?;
-        self.git("reading the new commit", &["rev-parse", "--short", "HEAD"])
-            .map(Some)
+        let mut head = self.command(&git_dir);
+        head.args(["rev-parse", "--short", "HEAD"]);
+        run(head, "reading the new commit").map(Some)
     }
 
     /// The person's repository.
@@ -757,5 +1076,176 @@ mod repo_tests {
         std::fs::remove_dir_all(&w.path).unwrap();
         let e = w.commit("again").unwrap_err();
         assert!(matches!(e, WorktreeError::Gone(_)), "{e}");
+    }
+
+    /// Issue 24: what quorum made is recorded, and a `.git` that says
+    /// anything else (repointed, a byte more, a folder) gets no commit;
+    /// the work stays, and once the `.git` is back the commit goes on.
+    #[test]
+    fn the_git_directory_is_recorded_and_a_changed_dot_git_is_refused() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo.create(&state, "quorum/t4-x", &[]).unwrap();
+        let git_dir = repo.get(&w.branch, "gitdir").unwrap();
+        let made = std::fs::read_to_string(w.path.join(".git")).unwrap();
+        assert_eq!(made, format!("gitdir: {git_dir}\n"));
+        assert_eq!(repo.get_exact(&w.branch, "dotgit"), Some(made.clone()));
+        assert_eq!(w.git_dir().unwrap(), PathBuf::from(&git_dir));
+
+        std::fs::write(w.path.join("work.txt"), "work").unwrap();
+        let refused = format!(
+            "{}/.git no longer points at the git directory quorum made ({git_dir}); nothing \
+             was committed, the work is left in the worktree for you",
+            w.path.display()
+        );
+        for changed in ["gitdir: .evil\n", &format!("{made}\n")] {
+            std::fs::write(w.path.join(".git"), changed).unwrap();
+            let e = w.commit("x").unwrap_err();
+            assert!(matches!(e, WorktreeError::Repointed { .. }), "{e}");
+            assert_eq!(e.to_string(), refused);
+        }
+        std::fs::remove_file(w.path.join(".git")).unwrap();
+        std::fs::create_dir(w.path.join(".git")).unwrap();
+        assert_eq!(w.commit("x").unwrap_err().to_string(), refused);
+        assert_eq!(repo.unmerged(&w.branch).unwrap(), 0, "nothing committed");
+        assert_eq!(
+            std::fs::read_to_string(w.path.join("work.txt")).unwrap(),
+            "work"
+        );
+        std::fs::remove_dir(w.path.join(".git")).unwrap();
+        std::fs::write(w.path.join(".git"), &made).unwrap();
+        assert!(w.commit("x").unwrap().is_some());
+        assert_eq!(repo.unmerged(&w.branch).unwrap(), 1);
+    }
+
+    /// A worktree an older quorum made (nothing recorded): its git
+    /// directory is `<common>/worktrees/<name>` only while that points back
+    /// at it and its `.git` at that.
+    #[test]
+    fn an_older_worktree_is_found_only_where_it_points_back() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo.create(&state, "quorum/t5-old", &[]).unwrap();
+        let recorded = PathBuf::from(repo.get(&w.branch, "gitdir").unwrap());
+        for key in ["gitdir", "dotgit"] {
+            git(
+                &repo.top,
+                "setup",
+                &[
+                    "config",
+                    "--unset",
+                    &format!("branch.{}.quorum{key}", w.branch),
+                ],
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            w.git_dir().unwrap().canonicalize().unwrap(),
+            recorded.canonicalize().unwrap()
+        );
+        std::fs::write(w.path.join("b.txt"), "b").unwrap();
+        assert!(w.commit("old").unwrap().is_some());
+
+        // Its `.git` points elsewhere.
+        let made = std::fs::read_to_string(w.path.join(".git")).unwrap();
+        std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
+        let e = w.commit("x").unwrap_err();
+        assert!(matches!(e, WorktreeError::Repointed { .. }), "{e}");
+        std::fs::write(w.path.join(".git"), &made).unwrap();
+        // The git directory points at another worktree.
+        let back = recorded.join("gitdir");
+        let was = std::fs::read_to_string(&back).unwrap();
+        std::fs::write(&back, "/elsewhere/.git\n").unwrap();
+        let e = w.commit("x").unwrap_err();
+        assert!(
+            e.to_string().contains("none recorded, and")
+                && e.to_string().contains("does not point back at it"),
+            "{e}"
+        );
+        std::fs::write(&back, was).unwrap();
+        std::fs::write(w.path.join("c.txt"), "c").unwrap();
+        assert!(w.commit("again").unwrap().is_some());
+    }
+
+    /// A worktree whose `.git` was changed: `/discard` still removes it
+    /// (putting back the `.git` quorum made for git to know it), and a
+    /// merge of its branch keeps it, for the person to look at.
+    #[test]
+    fn discard_removes_a_repointed_worktree_and_merge_keeps_one() {
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        let w = repo.create(&state, "quorum/t6-gone", &[]).unwrap();
+        std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
+        repo.discard(&w.branch).unwrap();
+        assert!(!w.path.exists());
+        assert!(!repo.branch_exists(&w.branch));
+
+        let w = repo.create(&state, "quorum/t7-kept", &[]).unwrap();
+        std::fs::write(w.path.join("b.txt"), "b").unwrap();
+        w.commit("b").unwrap();
+        std::fs::write(w.path.join("left.txt"), "left").unwrap();
+        std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
+        let merged = repo.merge(&w.branch, "merge t7").unwrap();
+        assert_eq!(
+            merged,
+            Merged {
+                into: "main".into(),
+                kept: Some(w.path.clone())
+            }
+        );
+        assert!(repo.top.join("b.txt").exists());
+        assert!(w.path.join("left.txt").exists());
+        repo.discard(&w.branch).unwrap();
+        assert!(!w.path.exists());
+    }
+
+    /// What `/merge` names: hooks under `core.hooksPath` (and the scripts
+    /// husky 9's `.husky/_` runs), `.gitattributes` and `.gitmodules`
+    /// anywhere; nothing else.
+    #[test]
+    fn what_git_runs_is_named() {
+        let husky = Some(Path::new(".husky"));
+        for (name, hooks, runs) in [
+            (".gitattributes", None, true),
+            ("docs/deep/.gitattributes", None, true),
+            (".gitmodules", None, true),
+            ("x.gitattributes", None, false),
+            (".gitattributes.d/a", None, false),
+            (".husky/pre-commit", None, false),
+            (".husky/pre-commit", husky, true),
+            (".huskyish/pre-commit", husky, false),
+            (".husky/pre-commit", Some(Path::new(".husky/_")), true),
+            (".husky/_/h", Some(Path::new(".husky/_")), true),
+            ("src/main.rs", Some(Path::new(".husky/_")), false),
+            ("_/x", Some(Path::new("_")), true),
+            ("src/x", Some(Path::new("_")), false),
+        ] {
+            assert_eq!(git_runs(name, hooks), runs, "{name} with {hooks:?}");
+        }
+
+        let (dir, repo) = scratch();
+        let state = dir.path().join("state");
+        git(
+            &repo.top,
+            "setup",
+            &["config", "core.hooksPath", "./.husky/../.husky"],
+        )
+        .unwrap();
+        let w = repo.create(&state, "quorum/t8-names", &[]).unwrap();
+        for name in [
+            ".husky/pre-commit",
+            "sub/.gitattributes",
+            ".gitmodules",
+            "plain.txt",
+        ] {
+            let path = w.path.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "x").unwrap();
+        }
+        w.commit("names").unwrap();
+        assert_eq!(
+            repo.files_git_runs(&w.branch).unwrap(),
+            [".gitmodules", ".husky/pre-commit", "sub/.gitattributes"]
+        );
     }
 }

@@ -135,14 +135,18 @@ pub fn install_with(script: &str, args: &[&str]) -> PathBuf {
 
 /// The environment quorum runs in under a test: its state, config and home
 /// in `home` (never the real ones of whoever runs the tests), a `PATH`
-/// without any built-in agent ([`hermetic_path`]), and a git identity of
-/// its own (the home has no git config).
+/// without any built-in agent ([`hermetic_path`]), a git configuration of
+/// its own (`GIT_CONFIG_GLOBAL` a file in `home`, no system file) and a git
+/// identity of its own. What it does not set, the git variables of the
+/// environment the tests run in, go: [`inherited_git_vars`].
 pub fn hermetic_env(home: &std::path::Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
         ("XDG_STATE_HOME".into(), home.join("state").into()),
         ("XDG_CONFIG_HOME".into(), home.join("config").into()),
         ("HOME".into(), home.into()),
         ("PATH".into(), hermetic_path().into()),
+        ("GIT_CONFIG_GLOBAL".into(), home.join(".gitconfig").into()),
+        ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
     ];
     for (key, value) in [
         ("GIT_AUTHOR_NAME", "quorum tests"),
@@ -155,9 +159,24 @@ pub fn hermetic_env(home: &std::path::Path) -> Vec<(std::ffi::OsString, std::ffi
     env
 }
 
+/// The `GIT_*` variables of the environment the tests run in (`GIT_DIR`,
+/// `GIT_WORK_TREE`, `GIT_INDEX_FILE`, `GIT_CONFIG_PARAMETERS`, ... as a
+/// hook or `git rebase -x` sets them): removed from every command a test
+/// runs, so no test's git reads another repository, index or
+/// configuration. [`hermetic_env`] sets its own afterwards.
+pub fn inherited_git_vars() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| name.to_string_lossy().starts_with("GIT_"))
+        .collect()
+}
+
 /// `quorum` (the binary under test) in [`hermetic_env`]`(home)`.
 pub fn quorum(home: &std::path::Path) -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_quorum"));
+    for name in inherited_git_vars() {
+        c.env_remove(name);
+    }
     c.envs(hermetic_env(home)).env_remove("QUORUM_MODEL");
     c
 }
@@ -165,8 +184,116 @@ pub fn quorum(home: &std::path::Path) -> std::process::Command {
 /// [`quorum`] as a tokio command.
 pub fn quorum_async(home: &std::path::Path) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_quorum"));
+    for name in inherited_git_vars() {
+        c.env_remove(name);
+    }
     c.envs(hermetic_env(home)).env_remove("QUORUM_MODEL");
     c
+}
+
+/// `git` as a test runs it: in [`hermetic_env`]`(home)`, none of the
+/// inherited git variables.
+pub fn git(home: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new("git");
+    for name in inherited_git_vars() {
+        c.env_remove(name);
+    }
+    c.envs(hermetic_env(home))
+        .stdin(std::process::Stdio::null());
+    c
+}
+
+/// The environment of this test process itself, for the tests that run
+/// quorum's engine (and so its git) in process: `HOME`, `XDG_CONFIG_HOME`
+/// and `XDG_STATE_HOME` in a folder of this test binary's own under cargo's
+/// scratch directory, `GIT_CONFIG_GLOBAL` a file there, no system git
+/// config, and none of the inherited git variables. Done once, by the first
+/// test that asks; every test of a binary that uses it must ask first
+/// thing.
+pub fn hermetic_process() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let binary = std::env::current_exe().unwrap();
+        let name = binary.file_name().unwrap().to_string_lossy().into_owned();
+        let home = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("hermetic-home")
+            .join(name);
+        for sub in ["state", "config"] {
+            std::fs::create_dir_all(home.join(sub)).unwrap();
+        }
+        std::fs::write(home.join(".gitconfig"), "").unwrap();
+        let unset = inherited_git_vars();
+        // SAFETY: Rust's own reads and writes of the environment (every
+        // `Command` spawn, `env::var`) are serialised by std; what it cannot
+        // guard is C code calling `getenv` on another thread meanwhile.
+        // This runs once, as the first thing the first test does: the other
+        // tests that use it wait on this `Once` before they start anything.
+        unsafe {
+            for name in unset {
+                std::env::remove_var(name);
+            }
+            std::env::set_var("HOME", &home);
+            std::env::set_var("XDG_CONFIG_HOME", home.join("config"));
+            std::env::set_var("XDG_STATE_HOME", home.join("state"));
+            std::env::set_var("GIT_CONFIG_GLOBAL", home.join(".gitconfig"));
+            std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+        }
+    });
+}
+
+/// A probe for code that git must not run: a fresh folder outside `/tmp`
+/// (a sandbox hides the real one) and outside every session directory,
+/// under cargo's scratch directory for tests, and scripts that leave a
+/// file there when they run.
+pub struct Probe {
+    pub dir: tempfile::TempDir,
+}
+
+impl Probe {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("probe")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        Self { dir }
+    }
+
+    /// An executable script that, run, appends its arguments to `NAME.ran`
+    /// in the probe's folder and prints a line.
+    pub fn script(&self, name: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.path().join(format!("{name}.sh"));
+        let marker = self.marker(name);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> '{}'\necho probed\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// Where the script `name` leaves its mark.
+    pub fn marker(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.ran"))
+    }
+
+    /// The scripts that ran.
+    pub fn ran(&self) -> Vec<String> {
+        let mut ran: Vec<String> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".ran").map(str::to_string)
+            })
+            .collect();
+        ran.sort();
+        ran
+    }
 }
 
 /// A `PATH` of one directory holding a link to every command of the
