@@ -741,10 +741,14 @@ fn a_session_in_a_subfolder_works_in_the_worktrees_subfolder() {
 
 /// An agent that deletes its worktree: the commit is reported as
 /// impossible, the branch keeps what it had, the person's tree is as it
-/// was.
+/// was. (Sandboxed, the internal agent's shell cannot remove the
+/// worktree's `.git`, bound read-only; this one runs unsandboxed.)
 #[test]
 fn a_deleted_worktree_is_reported_and_the_persons_tree_untouched() {
     let s = scratch();
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str("\n[internal]\nterminal_sandbox = \"none\"\n");
+    std::fs::write(&s.config, config).unwrap();
     let script = s.dir.path().join("script.json");
     std::fs::write(
         &script,
