@@ -12,15 +12,53 @@ use common::adapter::Adapter;
 /// claude-agent-acp, its model the fake server, its home private (it
 /// writes `~/.claude.json` and `~/.claude/`).
 async fn claude() -> Adapter {
-    Adapter::start("claude", |dir, url, exe| {
+    claude_with(&std::env::temp_dir(), "").await
+}
+
+/// [`claude`] in a folder under `base`, with `extra` in its table.
+async fn claude_with(base: &std::path::Path, extra: &'static str) -> Adapter {
+    Adapter::start_in(base, "claude", move |dir, url, exe| {
         let home = dir.join("home");
         format!(
             "[agents.claude]\ncommand = {exe:?}\nenv = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = \"fake\", \
              IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_TELEMETRY = \"1\", \
-             DISABLE_AUTOUPDATER = \"1\", HOME = {home:?} }}\n"
+             DISABLE_AUTOUPDATER = \"1\", HOME = {home:?} }}\n{extra}"
         )
     })
     .await
+}
+
+/// Sandboxed (`sandbox = "bwrap"`: its process under bubblewrap, its
+/// `~/.claude` and `~/.claude.json` writable), claude still answers,
+/// reviews, and resumes its session in a new quorum process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_sandboxed_answers_reviews_and_resumes_in_a_new_process() {
+    claude_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n")
+        .await
+        .answers_reviews_and_resumes_in_a_new_process()
+        .await;
+}
+
+/// Sandboxed, it still asks before writing, and writes when allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_sandboxed_asks_before_writing_and_writes() {
+    let c = claude_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n").await;
+    let target = c.work().join("out.txt");
+    let prompt = format!("write {}", target.display());
+    c.asks_before_writing(&prompt, &target, "written by claude\n", "written")
+        .await;
+}
+
+/// In a worktree, claude's own Bash cannot write the person's tree (it
+/// could, on d0bfa3a: the file landed there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_in_a_worktree_cannot_write_the_persons_tree_with_its_own_bash() {
+    let c = claude_with(std::path::Path::new("/var/tmp"), "").await;
+    c.own_shell_keeps_to_its_worktree().await;
+    // Nor its own settings, whose hooks Claude Code runs outside quorum.
+    let settings = c.home().join(".claude/settings.json");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}\n");
+    c.own_shell_cannot_change(&settings).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,48 @@ use common::adapter::Adapter;
 
 /// codex-acp with the fake server as a custom Responses provider.
 async fn codex() -> Adapter {
-    Adapter::start("codex", |dir, url, exe| {
+    codex_with(&std::env::temp_dir(), "").await
+}
+
+/// Sandboxed (`sandbox = "bwrap"`: its process under bubblewrap, its
+/// `CODEX_HOME` writable), codex still answers, reviews, and resumes its
+/// session in a new quorum process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_sandboxed_answers_reviews_and_resumes_in_a_new_process() {
+    codex_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n")
+        .await
+        .answers_reviews_and_resumes_in_a_new_process()
+        .await;
+}
+
+/// Sandboxed, it still asks before running a command that writes, and
+/// runs it when allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_sandboxed_asks_before_running_a_command_and_runs_it() {
+    let c = codex_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n").await;
+    let target = c.work().join("out.txt");
+    c.asks_before_writing(
+        "run echo ran by codex > out.txt",
+        &target,
+        "ran by codex\n",
+        "ran",
+    )
+    .await;
+}
+
+/// In a worktree, codex's own exec cannot write the person's tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_in_a_worktree_cannot_write_the_persons_tree_with_its_own_exec() {
+    let c = codex_with(std::path::Path::new("/var/tmp"), "").await;
+    c.own_shell_keeps_to_its_worktree().await;
+    // Nor its config, whose `notify` command codex runs outside quorum.
+    c.own_shell_cannot_change(&c.dir.path().join("codex-home/config.toml"))
+        .await;
+}
+
+/// [`codex`] in a folder under `base`, with `extra` in its table.
+async fn codex_with(base: &std::path::Path, extra: &'static str) -> Adapter {
+    Adapter::start_in(base, "codex", move |dir, url, exe| {
         let (home, codex_home, work) = (dir.join("home"), dir.join("codex-home"), dir.join("work"));
         std::fs::create_dir_all(&codex_home).unwrap();
         // Commands run unsandboxed (bubblewrap's sandbox needs user
@@ -32,7 +73,7 @@ async fn codex() -> Adapter {
         .unwrap();
         format!(
             "[agents.codex]\ncommand = {exe:?}\nenv = {{ CODEX_HOME = {codex_home:?}, OPENAI_API_KEY = \"fake\", \
-             HOME = {home:?} }}\n"
+             HOME = {home:?} }}\n{extra}"
         )
     })
     .await

@@ -273,9 +273,11 @@ fn a_sandboxed_agent_writes_only_its_directory_and_its_state() {
     need_bwrap();
     let state = outside();
     let out = outside();
+    let settings = state.path().join("agent-state/settings.json");
     let s = shell_with(&format!(
-        "sandbox = \"bwrap\"\nwritable = [{:?}]\nenv = {{ FAKE_CONFIGURED = \"from the config\" }}\n",
-        format!("{}/", state.path().join("agent-state").display())
+        "sandbox = \"bwrap\"\nwritable = [{:?}]\nprotect = [{:?}]\nenv = {{ FAKE_CONFIGURED = \"from the config\" }}\n",
+        format!("{}/", state.path().join("agent-state").display()),
+        settings.display().to_string(),
     ));
     let escaped = out.path().join("escaped");
     let reply = call(&s, &format!("own write {} x", escaped.display()));
@@ -295,6 +297,14 @@ fn a_sandboxed_agent_writes_only_its_directory_and_its_state() {
         "own wrote"
     );
     assert!(kept.exists());
+    // Its settings (which its CLI would run later) stay read-only; missing,
+    // they were made empty to be bound.
+    let reply = call(&s, &format!("own write {} planted", settings.display()));
+    assert!(
+        reply.starts_with("own write failed: Read-only file system"),
+        "{reply}"
+    );
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}\n");
     let reply = call(&s, "own run echo $FAKE_CONFIGURED");
     assert!(reply.contains("from the config"), "{reply}");
     // The agent keeps its network (it talks to its model).

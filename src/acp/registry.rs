@@ -66,6 +66,14 @@ pub struct AgentSpec {
     /// variable of its environment (or quorum's); a trailing `/` marks a
     /// directory, made when it is missing.
     pub writable: Vec<String>,
+    /// What inside that state a sandboxed agent may not change, because
+    /// the agent's own CLI runs what it says the next time the person uses
+    /// it outside quorum (`protect`, built in: `~/.claude/settings.json`
+    /// with its hooks, `~/.codex/config.toml`, ...; the person's `protect`
+    /// adds more). Written as [`AgentSpec::writable`]; a missing one is
+    /// made (a directory, `{}` for JSON, else empty) so that it can be
+    /// bound read-only.
+    pub protect: Vec<String>,
     /// The `[mcp_servers]` it picked by name (`None`: all of them).
     pub mcp_pick: Option<Vec<String>>,
     /// The MCP servers its sessions are given (see `mcp`).
@@ -79,6 +87,7 @@ impl AgentSpec {
             mode: self.terminal_sandbox,
             network: self.terminal_network,
             writable: Vec::new(),
+            readonly: Vec::new(),
             setting: "terminal_sandbox",
         }
     }
@@ -96,16 +105,20 @@ impl AgentSpec {
         Some(Policy {
             mode,
             network: true,
-            writable: self.writable_paths(),
+            writable: self.paths(&self.writable, false),
+            readonly: self.paths(&self.protect, true),
             setting: "sandbox",
         })
     }
 
-    /// [`AgentSpec::writable`] as paths: `~/` and `$NAME/` expanded from
-    /// its environment, else quorum's (an entry whose variable is unset
-    /// is left out); a directory (trailing `/`) made, private, when it is
-    /// missing, so that it can be bound.
-    pub fn writable_paths(&self) -> Vec<PathBuf> {
+    /// `entries` ([`AgentSpec::writable`], [`AgentSpec::protect`]) as
+    /// paths: `~/` and `$NAME/` expanded from its environment, else
+    /// quorum's (an entry whose variable is unset is left out). What is
+    /// missing is made, private, so that it can be bound: a directory
+    /// (trailing `/`); a `.json` file as `{}` (a file the agent would make
+    /// itself, beside it in a read-only home, could not be bound); with
+    /// `all`, any other file, empty (what must stay read-only must exist).
+    fn paths(&self, entries: &[String], all: bool) -> Vec<PathBuf> {
         let var = |name: &str| {
             self.env
                 .get(name)
@@ -114,7 +127,7 @@ impl AgentSpec {
                 .filter(|v| !v.is_empty())
         };
         let mut out = Vec::new();
-        for entry in &self.writable {
+        for entry in entries {
             let (base, rest) = if let Some(rest) = entry.strip_prefix("~/") {
                 (var("HOME"), rest)
             } else if let Some(name) = entry.strip_prefix('$') {
@@ -128,13 +141,31 @@ impl AgentSpec {
             if !path.is_absolute() {
                 continue;
             }
-            if (entry.ends_with('/') || rest.is_empty()) && !path.exists() {
-                let _ = crate::confine::private::dir(&path);
+            if !path.exists() {
+                if entry.ends_with('/') || rest.is_empty() {
+                    let _ = crate::confine::private::dir(&path);
+                } else {
+                    let json = path.extension().is_some_and(|e| e == "json");
+                    if json || all {
+                        let _ = make_file(&path, if json { b"{}\n" } else { b"" });
+                    }
+                }
             }
             out.push(path);
         }
         out
     }
+}
+
+/// A new private file at `path` holding `content` (its folder made too).
+fn make_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(parent) = path.parent() {
+        crate::confine::private::dir(parent)?;
+    }
+    let mut options = crate::confine::private::file_options();
+    options.write(true).create_new(true);
+    options.open(path)?.write_all(content)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +188,8 @@ struct FileAgent {
     state: Option<Vec<String>>,
     /// More paths a sandboxed agent may write.
     writable: Option<Vec<String>>,
+    /// Paths in its state it may not change.
+    protect: Option<Vec<String>>,
     /// The `[mcp_servers]` it is given (default: all).
     mcp_servers: Option<Vec<String>>,
 }
@@ -365,6 +398,11 @@ impl Registry {
                             .chain(more.unwrap_or_default())
                             .collect(),
                     },
+                    protect: base
+                        .protect
+                        .into_iter()
+                        .chain(entry.protect.unwrap_or_default())
+                        .collect(),
                     mcp_pick: entry.mcp_servers.or(base.mcp_pick),
                     mcp_servers: Vec::new(),
                 },
@@ -393,6 +431,7 @@ impl Registry {
                         .into_iter()
                         .chain(entry.writable.unwrap_or_default())
                         .collect(),
+                    protect: entry.protect.unwrap_or_default(),
                     mcp_pick: entry.mcp_servers,
                     mcp_servers: Vec::new(),
                 },

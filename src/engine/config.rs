@@ -187,6 +187,7 @@ impl InternalSection {
             mode: self.terminal_sandbox,
             network: self.terminal_network,
             writable: Vec::new(),
+            readonly: Vec::new(),
             setting: "terminal_sandbox",
         }
     }

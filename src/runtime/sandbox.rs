@@ -65,6 +65,9 @@ pub struct Policy {
     /// Paths it may write besides the session directory (an agent's own
     /// state: `~/.claude`, ...). Those that do not exist are skipped.
     pub writable: Vec<PathBuf>,
+    /// Paths inside those it may not change (an agent's settings, which
+    /// its own CLI runs later). Those that do not exist are skipped.
+    pub readonly: Vec<PathBuf>,
     /// The setting that asked for bubblewrap, for the error when it is
     /// not installed (`terminal_sandbox`, `sandbox`).
     pub setting: &'static str,
@@ -209,7 +212,7 @@ fn environment(env: Env<'_>) -> Vec<OsString> {
 /// The mounts and namespaces: `/` read-only, a new `/dev`, `/proc` and
 /// `/tmp`; what the private `/tmp` would hide that the process needs to
 /// find its programs, read-only; `root` and `policy.writable` writable;
-/// what git would run in `root` read-only again; the working directory;
+/// `policy.readonly` and what git would run in `root` read-only again; the working directory;
 /// new process ids and session, no network unless allowed.
 fn mounts(program: &OsStr, root: &Path, cwd: &Path, policy: &Policy) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::new();
@@ -231,6 +234,9 @@ fn mounts(program: &OsStr, root: &Path, cwd: &Path, policy: &Policy) -> Vec<OsSt
     push(&["--bind".as_ref(), root.as_os_str(), root.as_os_str()]);
     for path in &policy.writable {
         push(&["--bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    for path in &policy.readonly {
+        push(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
     for path in super::git::protected(root) {
         push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);

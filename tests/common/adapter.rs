@@ -26,13 +26,23 @@ impl Adapter {
         agent: &'static str,
         table: impl FnOnce(&Path, &str, &Path) -> String,
     ) -> Adapter {
+        Self::start_in(&std::env::temp_dir(), agent, table).await
+    }
+
+    /// [`Adapter::start`] with its folder made under `base` (`/var/tmp`:
+    /// a tree that a sandbox's private `/tmp` does not hide).
+    pub async fn start_in(
+        base: &Path,
+        agent: &'static str,
+        table: impl FnOnce(&Path, &str, &Path) -> String,
+    ) -> Adapter {
         let exe = tokio::task::spawn_blocking(move || {
             super::install_with("install-acp-adapter.sh", &[agent])
         })
         .await
         .unwrap();
         let model = FakeModel::start().await;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in(base).unwrap();
         for d in ["home", "work"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
@@ -226,6 +236,85 @@ impl Adapter {
                 )
             })
             .count()
+    }
+}
+
+impl Adapter {
+    /// Issue 24, item 5: a worktree task's agent runs under bubblewrap by
+    /// default, so its own shell (not quorum's terminals) cannot write the
+    /// person's tree, while what it writes in its worktree is committed to
+    /// the task's branch. The adapter must have been started in a folder
+    /// outside `/tmp` ([`Adapter::start_in`]).
+    pub async fn own_shell_keeps_to_its_worktree(&self) {
+        let work = self.work();
+        assert!(!work.starts_with("/tmp"), "{}", work.display());
+        let git = |args: &[&str]| {
+            let out = super::git(&self.home())
+                .args(args)
+                .current_dir(&work)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            text(&out.stdout)
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("a.txt"), "one\n").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-q", "-m", "first"]);
+        let escaped = work.join("escaped.txt");
+        let prompt = format!(
+            "run touch {}; echo made by the agent > made.txt",
+            escaped.display()
+        );
+        let out = self
+            .call(&[
+                "--json",
+                "--worktree",
+                "--approve",
+                "all",
+                "--input",
+                &prompt,
+            ])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            !escaped.exists(),
+            "the agent's own shell wrote the person's tree"
+        );
+        assert!(
+            !text(&out.stderr).contains("not sandboxed"),
+            "{}",
+            text(&out.stderr)
+        );
+        // What its shell said came back to its model.
+        let said = serde_json::to_string(&*self.model.requests.lock().unwrap()).unwrap();
+        assert!(said.contains("Read-only file system"), "{said}");
+        let line = &json_lines(&out)[0];
+        let branch = line["branch"].as_str().expect("a branch");
+        assert_eq!(
+            git(&["show", &format!("{branch}:made.txt")]),
+            "made by the agent\n"
+        );
+        assert_eq!(
+            git(&["status", "--porcelain"]),
+            "",
+            "the person's tree is clean"
+        );
+    }
+
+    /// In a worktree (after [`Adapter::own_shell_keeps_to_its_worktree`]
+    /// made the repository), the agent's own shell cannot change `path`, a
+    /// settings file of its own state that its CLI would run later.
+    pub async fn own_shell_cannot_change(&self, path: &Path) {
+        let before = std::fs::read(path).expect("the protected file exists");
+        let prompt = format!("run echo planted > {}", path.display());
+        let out = self
+            .call(&["--worktree", "--approve", "all", "--input", &prompt])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(std::fs::read(path).unwrap(), before, "{}", path.display());
+        let said = serde_json::to_string(&*self.model.requests.lock().unwrap()).unwrap();
+        assert!(said.matches("Read-only file system").count() >= 2, "{said}");
     }
 }
 
