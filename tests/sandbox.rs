@@ -244,13 +244,23 @@ fn a_terminal_command_has_no_controlling_terminal() {
     let s = shell();
     let terminal = common::pty::Terminal::open(100, 30);
     let probe = "term run python3 -c 'import os; os.open(\"/dev/tty\", os.O_RDWR); print(\"TTY-\" + \"OPENED\")'";
-    let mut child = s
-        .command(&["call", "--agent", "fake", "--input", probe])
+    let mut command = s.command(&["call", "--agent", "fake", "--input", probe]);
+    command
         .stdin(terminal.slave())
         .stdout(terminal.slave())
-        .stderr(terminal.slave())
-        .spawn()
-        .unwrap();
+        .stderr(terminal.slave());
+    // The terminal is quorum's controlling terminal, as a shell makes it.
+    // SAFETY: between fork and exec, two async-signal-safe system calls.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            nix::unistd::setsid()?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
     assert!(
         common::pty::wait_until(std::time::Duration::from_secs(60), || child
             .try_wait()

@@ -17,8 +17,8 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::KeyCode;
 
-/// Whether bubblewrap is installed (`.ci/run` installs it; without it the
-/// tests assert the "not sandboxed" notice instead).
+/// Whether bubblewrap is installed (`.ci/run` installs it; the sandbox
+/// tests fail without it).
 fn bwrap() -> bool {
     quorum::runtime::path::locate("bwrap").is_some()
 }
@@ -220,21 +220,14 @@ fn under_bwrap_a_write_outside_the_session_directory_fails() {
     let stderr = out_text(&o.stderr);
     assert!(stdout.contains("inside ok"), "{stdout}");
     assert!(s.dir.path().join("inside").exists());
-    if bwrap() {
-        assert!(stdout.contains("Read-only file system"), "{stdout}");
-        assert!(stdout.contains("write failed"), "{stdout}");
-        assert!(!target.exists(), "the write got out");
-        assert!(!stderr.contains("not sandboxed"), "{stderr}");
-    } else {
-        assert!(stdout.contains("wrote"), "{stdout}");
-        let _ = std::fs::remove_file(&target);
-        assert!(
-            stderr.contains(
-                "terminal commands are not sandboxed (bubblewrap (bwrap) is not installed)"
-            ),
-            "{stderr}"
-        );
-    }
+    assert!(
+        bwrap(),
+        "the sandbox tests need bubblewrap: apt-get install bubblewrap"
+    );
+    assert!(stdout.contains("Read-only file system"), "{stdout}");
+    assert!(stdout.contains("write failed"), "{stdout}");
+    assert!(!target.exists(), "the write got out");
+    assert!(!stderr.contains("not sandboxed"), "{stderr}");
 }
 
 #[test]
