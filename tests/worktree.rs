@@ -1026,3 +1026,48 @@ fn quorums_git_on_a_worktree_runs_no_textconv_external_diff_or_fsmonitor() {
     let branch = out["branch"].as_str().unwrap();
     assert_eq!(s.git(&["show", &format!("{branch}:notes.txt")]), "hello");
 }
+
+/// A worktree task's session is its own: the agent's next call in the
+/// session directory opens a session of its own there, instead of trying
+/// to continue the worktree's (which, its agent sandboxed in a process of
+/// the worktree's own, the session directory's process does not know).
+#[test]
+fn a_call_after_a_worktree_task_does_not_continue_the_worktrees_session() {
+    let s = scratch();
+    let script = s.dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "echo in the worktree", "isolation": "worktree"}}]},
+            {"tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "echo in the tree"}}]},
+            {"tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "echo again"}}]},
+            {"text": "done"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let o = s.quorum(&[
+        "run",
+        "--json",
+        "--model",
+        &model,
+        "--no-record",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let kinds: Vec<String> = text(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "subagent_session")
+        .map(|e| e["session"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["fresh", "fresh", "continued"],
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!text(&o.stdout).contains("could not be reopened"));
+}

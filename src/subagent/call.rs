@@ -396,8 +396,11 @@ impl Dispatcher {
                 busy.remove(&(job.agent.name().to_string(), id.clone()));
             }
         }
-        // Only a turn that got an answer moves the session on.
+        // Only a turn that got an answer moves the session on; a worktree
+        // task's session is its own (its agent's next call, elsewhere, does
+        // not continue it: follow-ups reach it through its task).
         if result.stop_reason.answered()
+            && job.worktree.is_none()
             && let Some(id) = &result.session_id
         {
             lock(&self.memory).store_session(job.agent.name(), id);

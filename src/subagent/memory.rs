@@ -68,6 +68,10 @@ impl SubAgent {
         for event in events {
             match event {
                 Event::ChatReset => memory.clear(),
+                // A worktree task's session is its own, not its agent's.
+                Event::WorktreeReady { call_id, .. } => {
+                    agents.remove(call_id.as_str());
+                }
                 Event::SubagentStarted {
                     call_id,
                     agent,
@@ -182,6 +186,23 @@ mod tests {
                 .stop(crate::event::StopReason::Interrupted)
                 .event(),
         ];
+        let mut events = events;
+        // A worktree task's session is its own, not its agent's.
+        events.extend([
+            build::started("c4", AgentRef::Acp("claude".into()))
+                .input("and you")
+                .event(),
+            Event::WorktreeReady {
+                call_id: "c4".into(),
+                task_id: None,
+                branch: "quorum/c4-and-you".into(),
+                path: "/w/c4".into(),
+                base: "head".into(),
+                base_commit: "abc".into(),
+            },
+            session("c4", "s4"),
+            build::finished("c4", "ok").event(),
+        ]);
         let m = SubAgent::from_events(&events);
         assert_eq!(m.stored_session("claude"), Some("s1"));
         assert_eq!(m.stored_session("gemini"), None);
