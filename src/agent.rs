@@ -120,6 +120,10 @@ pub struct TurnRequest<'a> {
     pub exclude: Option<&'a Exclude>,
     /// What to do when the agent asks the person something.
     pub elicit: Elicit,
+    /// The MCP server whose tools the agent may call without asking: the
+    /// `quorum` server a conductor is handed (its calls are the person's
+    /// chat asking quorum; each sub-agent has its own permissions).
+    pub trusted_mcp: Option<&'a str>,
 }
 
 /// The person's answer to a permission request: an option index, or

@@ -99,6 +99,10 @@ impl Severity {
     }
 }
 
+/// The call id under which the chat's conductor's permission requests are
+/// answered (`Op::Answer`): it has no box of its own.
+pub const CHAT_CALL: &str = "chat";
+
 /// Status of a tool call, as ACP names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -888,6 +892,20 @@ pub enum Event {
         attempt: u32,
         wait_ms: u64,
         reason: String,
+    },
+    /// The chat's conductor (an ACP agent, `--model acp:NAME`) opened or
+    /// reopened its session: recorded, so a continued session reattaches
+    /// it.
+    "conductor_session" => ConductorSession {
+        agent: String,
+        session: SessionKind,
+        session_id: String,
+    },
+    /// What the chat's conductor did that is neither text nor a tool line:
+    /// a permission request and its answer, its context and cost
+    /// (`usage`), a notice.
+    "chat_activity" => ChatActivity {
+        activity: Activity,
     },
     /// Token usage of the main model.
     "usage" => Usage {

@@ -633,6 +633,7 @@ async fn a_turn_given_up_ends_its_commands() {
                 mode: None,
                 exclude: None,
                 elicit: quorum::agent::Elicit::Decline,
+                trusted_mcp: None,
             },
             &sink,
             &mut control,

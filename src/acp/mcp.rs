@@ -230,6 +230,20 @@ pub(super) fn pick(
         .collect()
 }
 
+/// Whether a tool call (its title, and its input as JSON text) is a call
+/// of the MCP server `server`'s tools: `mcp__SERVER__TOOL` (claude), or
+/// the server's name beside one of its tool names (`subagent`,
+/// `subagent_status`) in the title or the input (codex names the server and
+/// the tool in its MCP calls).
+pub fn names_mcp_tool(title: &str, input: &str, server: &str) -> bool {
+    let prefixed = format!("mcp__{server}__");
+    if title.contains(&prefixed) {
+        return true;
+    }
+    let text = format!("{title} {input}");
+    text.contains(server) && text.contains("subagent")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +307,19 @@ mod tests {
         );
         let (sent, skipped) = offer("fake", &[stdio, http], &McpCapabilities::new().http(true));
         assert_eq!((sent.len(), skipped.len()), (2, 0));
+    }
+
+    /// How real agents name an MCP server's tools: claude's
+    /// `mcp__quorum__subagent`; codex's call names the server and tool.
+    #[test]
+    fn calls_of_a_servers_tools_are_recognised() {
+        assert!(names_mcp_tool("mcp__quorum__subagent", "{}", "quorum"));
+        assert!(names_mcp_tool(
+            "Approve MCP tool call",
+            r#"{"server":"quorum","tool":"subagent_status"}"#,
+            "quorum"
+        ));
+        assert!(!names_mcp_tool("mcp__docs__search", "{}", "quorum"));
+        assert!(!names_mcp_tool("Bash", r#"{"command":"ls"}"#, "quorum"));
     }
 }

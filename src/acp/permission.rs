@@ -137,6 +137,20 @@ fn expand_home(s: &str, home: Option<&Path>) -> Option<std::path::PathBuf> {
     }
 }
 
+/// Whether a permission request asks to call a tool of the MCP server
+/// `server` (as real agents name them: claude's `mcp__quorum__subagent`,
+/// codex's MCP tool call naming the server and the tool in its input).
+pub(super) fn calls_mcp_server(req: &RequestPermissionRequest, server: &str) -> bool {
+    let fields = &req.tool_call.fields;
+    let title = fields.title.as_deref().unwrap_or("");
+    let input = fields
+        .raw_input
+        .as_ref()
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    super::mcp::names_mcp_tool(title, &input, server)
+}
+
 pub(super) fn permission_title(req: &RequestPermissionRequest) -> String {
     req.tool_call
         .fields

@@ -204,6 +204,8 @@ struct Running<'a> {
     sink: &'a dyn TurnSink,
     session_id: String,
     policy: Permissions,
+    /// The MCP server whose tool calls are allowed without asking.
+    trusted_mcp: Option<String>,
     /// The session's directory: nothing outside it is allowed.
     root: Option<Root>,
     turn: Turn,
@@ -239,6 +241,7 @@ impl<'a> Running<'a> {
             sink,
             session_id,
             policy: request.policy,
+            trusted_mcp: request.trusted_mcp.map(str::to_string),
             root: crate::runtime::git::root(request.root).ok(),
             turn: Turn::default(),
             children: HashMap::new(),
@@ -392,8 +395,14 @@ impl<'a> Running<'a> {
             let _ = responder.respond(outcome_for(pick_option(&req, false).map(|(id, _)| id)));
             return;
         }
+        let trusted = self
+            .trusted_mcp
+            .as_deref()
+            .is_some_and(|server| super::permission::calls_mcp_server(&req, server));
         let policy = if cancelled {
             Permissions::Deny
+        } else if trusted {
+            Permissions::Allow
         } else {
             self.policy
         };

@@ -26,6 +26,9 @@ pub struct SessionConfig {
     pub permissions: Permissions,
     /// The chat model, if one is configured; internal agents run on it.
     pub model: Option<Arc<dyn Model>>,
+    /// The chat's conductor instead of a model (`--model acp:NAME`): the
+    /// registry's agent NAME.
+    pub conductor: Option<String>,
     /// For `/model SPEC`: the base URL new models use.
     pub base_url: Option<String>,
     /// How deep internal agents may nest sub-agent calls of their own.
@@ -62,6 +65,7 @@ impl SessionConfig {
             root,
             permissions: Permissions::Ask,
             model: None,
+            conductor: None,
             base_url: None,
             agent_depth: 0,
             record: None,
@@ -258,16 +262,32 @@ impl SessionConfig {
             .or(section.name);
         self.base_url = choice.base_url.clone().or(section.base_url);
         self.agent_depth = choice.agent_depth;
-        self.model = match spec {
-            Some(spec) => Some(crate::llm::select::from_spec(
-                &spec,
-                self.base_url.as_deref(),
-                &env_var,
-            )?),
-            None => None,
-        };
+        self.model = None;
+        self.conductor = None;
+        if let Some(spec) = spec {
+            match conductor_of(&spec) {
+                Some(name) => {
+                    self.registry
+                        .get(name)
+                        .map_err(|e| anyhow::anyhow!("--model {spec}: {e}"))?;
+                    self.conductor = Some(name.to_string());
+                }
+                None => {
+                    self.model = Some(crate::llm::select::from_spec(
+                        &spec,
+                        self.base_url.as_deref(),
+                        &env_var,
+                    )?)
+                }
+            }
+        }
         Ok(())
     }
+}
+
+/// The agent a `--model acp:NAME` names as the chat's conductor.
+pub fn conductor_of(spec: &str) -> Option<&str> {
+    spec.strip_prefix("acp:").map(str::trim)
 }
 
 /// `$XDG_STATE_HOME/quorum`, else `~/.local/state/quorum`.

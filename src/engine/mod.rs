@@ -7,6 +7,7 @@
 //!
 //! [`Op`]: crate::event::Op
 
+mod conductor;
 pub mod config;
 mod internal;
 mod ops;
@@ -53,6 +54,10 @@ pub struct Session {
     /// A continued session's recorded events, for the front end to show
     /// before the new ones.
     history: Vec<Stamped>,
+    /// Where the person's answers to a conductor's requests go.
+    chat_answers: conductor::ChatAnswers,
+    /// Makes a conductor (`/model acp:NAME`).
+    conductors: conductor::Factory,
 }
 
 impl Session {
@@ -100,7 +105,11 @@ impl Session {
             });
         }
         emitter.emit(Event::SessionInfo {
-            model: config.model.as_ref().map(|m| m.name()),
+            model: match (&config.model, &config.conductor) {
+                (Some(m), _) => Some(m.name()),
+                (None, Some(agent)) => Some(format!("acp:{agent}")),
+                (None, None) => None,
+            },
             agents: config
                 .registry
                 .installed()
@@ -122,7 +131,41 @@ impl Session {
         );
         dispatcher.set_worktrees(config::state_dir(), transcript);
         dispatcher.set_elicit(config.elicit);
+        let chat_answers: conductor::ChatAnswers = Arc::default();
+        let conductors: conductor::Factory = {
+            let (dispatcher, emitter) = (Arc::downgrade(&dispatcher), emitter.clone());
+            let (root, supervisor) = (root.clone(), supervisor.clone());
+            let (permissions, elicit) = (config.permissions, config.elicit);
+            let answers = chat_answers.clone();
+            Arc::new(move |name: &str| {
+                let dispatcher = dispatcher.upgrade().ok_or("the session has ended")?;
+                let spec = dispatcher
+                    .registry()
+                    .get(name)
+                    .map_err(|e| e.to_string())?
+                    .clone();
+                let conductor = conductor::AcpConductor::new(
+                    spec,
+                    None,
+                    (root.clone(), supervisor.clone(), emitter.clone()),
+                    (permissions, elicit),
+                    answers.clone(),
+                );
+                Ok(Box::new(conductor) as Box<dyn crate::harness::chat::Conductor>)
+            })
+        };
         let (chat, completions) = match config.model {
+            None if config.conductor.is_some() => {
+                let name = config.conductor.as_deref().unwrap_or_default();
+                let mut conductor = conductors(name).map_err(|e| anyhow::anyhow!(e))?;
+                if let Some(id) = conductor::recorded_session(&history, name) {
+                    conductor.reattach(id);
+                }
+                let tools = Arc::new(SubagentTool::new(dispatcher.clone(), 0));
+                let chat = Chat::conducted(conductor, tools, emitter.clone(), completions);
+                dispatcher.set_main_summary(Arc::new(chat.summary()));
+                (Some(chat), None)
+            }
             Some(model) => {
                 dispatcher.set_internal(Arc::new(internal::Internal::new(
                     model.clone(),
@@ -148,6 +191,8 @@ impl Session {
             supervisor,
             clock,
             history,
+            chat_answers,
+            conductors,
         };
         if let Some((continued, cut, events)) = continued {
             session.carry_on(continued, cut, events, config.resume.as_deref());
@@ -254,6 +299,8 @@ impl Session {
             chat,
             base_url: self.base_url.clone(),
             terminal: self.terminal,
+            chat_answers: self.chat_answers.clone(),
+            conductors: self.conductors.clone(),
         };
         tokio::spawn(ops.run(rx));
         tx

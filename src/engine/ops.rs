@@ -97,6 +97,11 @@ pub(super) struct Ops {
     pub base_url: Option<String>,
     /// For `/record`'s header.
     pub terminal: TerminalSize,
+    /// Where the person's answers to the chat conductor's permission
+    /// requests go.
+    pub chat_answers: super::conductor::ChatAnswers,
+    /// Makes the conductor `/model acp:NAME` asks for.
+    pub conductors: super::conductor::Factory,
 }
 
 /// What a plain message gets when no chat model is configured.
@@ -160,8 +165,18 @@ impl Ops {
                     request_id,
                     option,
                 } => {
-                    self.dispatcher
-                        .answer(&call_id, PermissionAnswer { request_id, option });
+                    let answer = PermissionAnswer { request_id, option };
+                    if call_id == crate::event::CHAT_CALL {
+                        let answers = self
+                            .chat_answers
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if let Some(tx) = answers.as_ref() {
+                            let _ = tx.send(answer);
+                        }
+                    } else {
+                        self.dispatcher.answer(&call_id, answer);
+                    }
                 }
                 Op::Elicit {
                     call_id,
@@ -389,6 +404,19 @@ impl Ops {
             "model" => match (arg.is_empty(), &self.chat) {
                 (true, Some(chat)) => self.notice(format!("Chat model: {}", chat.model_name())),
                 (true, None) => self.notice(WELCOME),
+                (false, Some(chat)) if super::config::conductor_of(arg).is_some() => {
+                    let name = super::config::conductor_of(arg).unwrap_or_default();
+                    match (self.conductors)(name) {
+                        Ok(conductor) => {
+                            let name = conductor.name();
+                            chat.set_conductor(conductor);
+                            self.notice(format!(
+                                "Chat: {name} (its session opens with your next message; quorum's tools are handed to it over MCP)"
+                            ));
+                        }
+                        Err(e) => self.error(format!("/model {arg}: {e}")),
+                    }
+                }
                 (false, Some(chat)) => {
                     match crate::llm::select::from_spec(
                         arg,

@@ -350,9 +350,35 @@ fn clip(text: &str, max: usize) -> String {
     cut
 }
 
-/// The conversation with the main chat model.
+/// What answers the chat instead of a model: an ACP agent handed quorum's
+/// tools (the engine makes it; this layer knows nothing of ACP).
+pub trait Conductor: Send {
+    /// `acp:NAME`, for the status line.
+    fn name(&self) -> String;
+    /// One turn for `prompt`: its text and tool lines go to `sink`; the
+    /// error is a sentence naming the agent.
+    fn turn<'a>(
+        &'a mut self,
+        prompt: String,
+        sink: &'a ChatSink,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'a, Result<Outcome, String>>;
+    /// A new conversation: its next turn opens a new session.
+    fn reset(&mut self);
+    /// Goes on with `session`, its session in a recorded conversation.
+    fn reattach(&mut self, session: String);
+}
+
+/// What answers the chat: the model loop, or a conductor.
+enum Brain {
+    Model(Harness),
+    Conductor(Box<dyn Conductor>),
+}
+
+/// The conversation with the main chat: the chat model's loop, or a
+/// conductor agent; the prompts, reports and events are the same.
 pub struct Chat {
-    harness: Harness,
+    brain: Brain,
     /// The chat's tools, told when the conversation starts over.
     tools: Arc<dyn ToolSet>,
     sink: ChatSink,
@@ -361,6 +387,9 @@ pub struct Chat {
     /// The conversation as `include_main_summary` summarises it, with the
     /// chat's own model.
     summary: ConversationSummary,
+    /// The conversation, as the summary reads it (a conductor's is kept
+    /// here by the chat; a model's by its harness).
+    mirror: Mirror,
     /// Said to the model once, before the person's next message: what
     /// happened while quorum was not running (a continued session).
     note: Option<String>,
@@ -379,13 +408,51 @@ impl Chat {
         completions: mpsc::UnboundedReceiver<String>,
     ) -> Self {
         let mut harness = Harness::new(model.clone(), tools.clone(), Some(SYSTEM.to_string()));
-        let summary = ConversationSummary::new(harness.mirror(), Some(model));
+        let mirror = harness.mirror();
+        Self::with(
+            Brain::Model(harness),
+            Some(model),
+            mirror,
+            tools,
+            emitter,
+            completions,
+        )
+    }
+
+    /// A chat answered by `conductor`, which calls `tools` itself (over
+    /// MCP); background completions arrive on `completions` and are sent
+    /// to it as prompts.
+    pub fn conducted(
+        conductor: Box<dyn Conductor>,
+        tools: Arc<dyn ToolSet>,
+        emitter: Emitter,
+        completions: mpsc::UnboundedReceiver<String>,
+    ) -> Self {
+        Self::with(
+            Brain::Conductor(conductor),
+            None,
+            Mirror::default(),
+            tools,
+            emitter,
+            completions,
+        )
+    }
+
+    fn with(
+        brain: Brain,
+        model: Option<Arc<dyn Model>>,
+        mirror: Mirror,
+        tools: Arc<dyn ToolSet>,
+        emitter: Emitter,
+        completions: mpsc::UnboundedReceiver<String>,
+    ) -> Self {
         Self {
-            harness,
+            brain,
             tools,
             sink: ChatSink { emitter },
             completions,
-            summary,
+            summary: ConversationSummary::new(mirror.clone(), model),
+            mirror,
             note: None,
             deferred: Vec::new(),
         }
@@ -393,9 +460,14 @@ impl Chat {
 
     /// Goes on from a continued session: its rebuilt context, a note for
     /// the model's next turn, and the background tasks whose reports it
-    /// has not had yet.
+    /// has not had yet. (A conductor goes on from its own session.)
     pub fn restore(&mut self, context: Vec<Message>, note: Option<String>, deferred: Vec<String>) {
-        self.harness.restore(context);
+        match &mut self.brain {
+            Brain::Model(harness) => harness.restore(context),
+            Brain::Conductor(_) => {
+                *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = context;
+            }
+        }
         self.note = note;
         self.deferred = deferred;
     }
@@ -407,20 +479,52 @@ impl Chat {
     }
 
     pub fn model_name(&self) -> String {
-        self.harness.model().name()
+        match &self.brain {
+            Brain::Model(harness) => harness.model().name(),
+            Brain::Conductor(c) => c.name(),
+        }
     }
 
     /// Goes on with another model (the conversation is kept); it also
     /// writes the summaries of the conversation from now on.
     pub fn set_model(&mut self, model: Arc<dyn Model>) {
         *self.summary.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(model.clone());
-        self.harness.set_model(model);
+        match &mut self.brain {
+            Brain::Model(harness) => harness.set_model(model),
+            Brain::Conductor(_) => {
+                let mut harness = Harness::new(model, self.tools.clone(), Some(SYSTEM.to_string()));
+                let context = self
+                    .mirror
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                harness.restore(context);
+                harness.set_mirror(self.mirror.clone());
+                self.brain = Brain::Model(harness);
+            }
+        }
+    }
+
+    /// Goes on with a conductor: it opens a session of its own at its
+    /// next turn (the model's context stays for the summary).
+    pub fn set_conductor(&mut self, conductor: Box<dyn Conductor>) {
+        *self.summary.model.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.brain = Brain::Conductor(conductor);
     }
 
     /// A new conversation: the model's context and what its tools
     /// remember (the sub-agents' sessions) are forgotten.
     pub fn reset(&mut self) {
-        self.harness.clear();
+        match &mut self.brain {
+            Brain::Model(harness) => harness.clear(),
+            Brain::Conductor(c) => {
+                c.reset();
+                self.mirror
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
+            }
+        }
         self.tools.forget();
         self.note = None;
         self.deferred.clear();
@@ -481,7 +585,34 @@ impl Chat {
             prompt.push_str(&m);
         }
         emitter.emit(Event::TurnStarted);
-        let result = self.harness.turn(prompt, &self.sink, cancel).await;
+        let result = match &mut self.brain {
+            Brain::Model(harness) => harness.turn(prompt, &self.sink, cancel).await,
+            Brain::Conductor(conductor) => {
+                // The conversation as the summary (and a later model)
+                // reads it: the prompt, and what the conductor said.
+                let user = Message::User {
+                    content: prompt.clone(),
+                };
+                self.sink.context(&user);
+                self.mirror
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(user);
+                let result = conductor.turn(prompt, &self.sink, cancel).await;
+                if let Ok(outcome) = &result {
+                    let said = Message::Assistant {
+                        content: outcome.output.clone(),
+                        tool_calls: Vec::new(),
+                    };
+                    self.sink.context(&said);
+                    self.mirror
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(said);
+                }
+                result.map_err(LlmError::Agent)
+            }
+        };
         let emitter = &self.sink.emitter;
         let stop_reason = match &result {
             Ok(end) => end.stop_reason,
@@ -489,6 +620,10 @@ impl Chat {
         };
         emitter.emit(Event::TurnEnded { stop_reason });
         let warning = match (&result, stop_reason) {
+            (Err(LlmError::Agent(e)), _) => {
+                emitter.emit(Event::Error { text: e.clone() });
+                None
+            }
             (Err(e), _) => {
                 emitter.emit(Event::Error {
                     text: format!("model: {e}"),
@@ -519,6 +654,7 @@ enum ChatCommand {
     Message(String),
     Reset,
     SetModel(Arc<dyn Model>),
+    SetConductor(Box<dyn Conductor>),
 }
 
 /// A chat running in its own task: messages queue up and run one turn at
@@ -556,6 +692,15 @@ impl ChatHandle {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = model.name();
         let _ = self.tx.send(ChatCommand::SetModel(model));
+    }
+
+    /// Goes on with `conductor` as the chat.
+    pub fn set_conductor(&self, conductor: Box<dyn Conductor>) {
+        *self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = conductor.name();
+        let _ = self.tx.send(ChatCommand::SetConductor(conductor));
     }
 
     pub fn model_name(&self) -> String {
@@ -597,6 +742,11 @@ async fn actor(
                 Some(ChatCommand::SetModel(model)) => {
                     *model_name.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = model.name();
                     chat.set_model(model);
+                    continue;
+                }
+                Some(ChatCommand::SetConductor(conductor)) => {
+                    *model_name.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = conductor.name();
+                    chat.set_conductor(conductor);
                     continue;
                 }
                 None => return,

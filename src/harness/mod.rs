@@ -115,6 +115,18 @@ impl Harness {
             .clone()
     }
 
+    /// Keeps its conversation in `mirror` from now on (a chat that goes on
+    /// with another model keeps the one its summary reads).
+    pub fn set_mirror(&mut self, mirror: Mirror) {
+        self.mirror = Some(mirror);
+        self.update_mirror();
+    }
+
+    /// The conversation so far.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
     fn update_mirror(&self) {
         if let Some(mirror) = &self.mirror {
             *mirror.lock().unwrap_or_else(|e| e.into_inner()) = self.messages.clone();

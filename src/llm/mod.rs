@@ -119,6 +119,9 @@ pub enum LlmError {
     Decode(String),
     #[error("{0}")]
     Config(String),
+    /// The chat's conductor (an ACP agent) failed; the text names it.
+    #[error("{0}")]
+    Agent(String),
 }
 
 /// A chat model that streams its answer.

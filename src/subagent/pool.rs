@@ -260,6 +260,7 @@ impl Agent for AcpAgent {
                         mode: spec.and_then(|s| s.mode.as_deref()),
                         exclude: input.exclude,
                         elicit: *lock(&pool.elicit),
+                        trusted_mcp: None,
                     };
                     conn.turn(request, sink, control).await
                 }

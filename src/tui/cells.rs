@@ -95,6 +95,43 @@ pub fn render_asking(
             );
             wrap(&[line], width, &mut out);
         }
+        CellKind::ChatPermission {
+            agent,
+            title,
+            options,
+            answer,
+            ..
+        } => {
+            let mut spans = vec![
+                Span::styled(format!("{agent} asks: "), theme::bold()),
+                Span::raw(title.clone()),
+            ];
+            match answer {
+                Some(a) => {
+                    spans.push(Span::styled(" → ", theme::dim()));
+                    spans.push(Span::styled(a.clone(), theme::dim()));
+                }
+                None => {
+                    let choices: Vec<String> = options
+                        .iter()
+                        .enumerate()
+                        .map(|(i, o)| format!("{} {o}", i + 1))
+                        .collect();
+                    spans.push(Span::styled(
+                        format!("  [{}]", choices.join(" · ")),
+                        Style::default()
+                            .fg(theme::NEEDS_YOU)
+                            .add_modifier(ratatui::style::Modifier::BOLD),
+                    ));
+                }
+            }
+            let line = LLine::prefixed(
+                vec![Span::styled("  ? ", Style::default().fg(theme::NEEDS_YOU))],
+                vec![Span::raw("    ")],
+                spans,
+            );
+            wrap(&[line], width, &mut out);
+        }
         CellKind::Notice { level, text } => {
             let (mark, style) = match level {
                 NoticeLevel::Info => ("  ℹ ", theme::dim()),

@@ -93,6 +93,20 @@ impl Adapter {
         out
     }
 
+    /// What a failed call said: its stderr, and the end of quorum's log
+    /// (where an agent's error and stderr are written).
+    pub fn diagnose(&self, out: &Output) -> String {
+        let log = std::fs::read_to_string(self.home().join("state/quorum/quorum.log"))
+            .unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "{}\n--- quorum.log (last lines) ---\n{}",
+            text(&out.stderr),
+            tail.join("\n")
+        )
+    }
+
     /// These adapters do not exit when their stdin closes: quorum ends them.
     pub fn assert_nothing_left(&self, out: &Output) {
         let left = leftovers(&self.home());
@@ -164,7 +178,7 @@ impl Adapter {
             text(&out.stderr)
         );
         let out = self.call(&["--approve", "all", "--input", prompt]).await;
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", self.diagnose(&out));
         assert!(
             text(&out.stderr).contains("? permission"),
             "the request was shown: {}",

@@ -36,6 +36,15 @@ pub enum CellKind {
         text: String,
     },
     Subagent(Box<SubagentBox>),
+    /// The chat's conductor asks the person's permission for one of its
+    /// own tool calls; `answer` once answered.
+    ChatPermission {
+        id: String,
+        agent: String,
+        title: String,
+        options: Vec<String>,
+        answer: Option<String>,
+    },
     /// The header of a batch: its tasks' boxes follow, grouped under it.
     Batch(Box<BatchHeader>),
     /// A background task's completion, reported back into the chat.

@@ -90,6 +90,12 @@ pub struct State {
     /// The commands each agent last announced (sanitised), by agent name:
     /// what Tab completes after `@NAME /`.
     pub agent_commands: HashMap<String, Vec<crate::event::AgentCommand>>,
+    /// The chat's conductor (an ACP agent), once it opened a session.
+    pub conductor: Option<String>,
+    /// Its context and cost, as it last reported them.
+    pub chat_usage: Option<crate::event::Usage>,
+    /// Its unanswered permission request, by cell index.
+    chat_asking: Option<usize>,
 }
 
 impl State {
@@ -108,13 +114,21 @@ impl State {
 
     /// The newest unanswered permission request: call id, request id and
     /// how many options it offers.
+    /// A box's first; else the chat conductor's, as call [`CHAT_CALL`].
+    ///
+    /// [`CHAT_CALL`]: crate::event::CHAT_CALL
     pub fn pending_permission(&self) -> Option<(String, String, usize)> {
-        let &i = self.asking.last()?;
+        let i = self.asking.last().copied().or(self.chat_asking)?;
         match &self.cells[i].kind {
             CellKind::Subagent(b) => b
                 .permission
                 .as_ref()
                 .map(|(id, _, options)| (b.call_id.clone(), id.clone(), options.len())),
+            CellKind::ChatPermission { id, options, .. } => Some((
+                crate::event::CHAT_CALL.to_string(),
+                id.clone(),
+                options.len(),
+            )),
             _ => None,
         }
     }
@@ -264,6 +278,8 @@ impl State {
             // The model's context: the screen has the same conversation
             // from the events above.
             Event::ChatMessage { .. } | Event::ChatReset => {}
+            Event::ConductorSession { agent, .. } => self.conductor = Some(clean(agent)),
+            Event::ChatActivity { activity } => self.on_chat_activity(activity),
             Event::WorktreeReady {
                 call_id,
                 branch,
@@ -397,7 +413,43 @@ impl State {
     /// Boxes waiting for the person (a permission answer), as the board
     /// says: the status line's "needs you" count.
     pub fn needs_you(&self) -> usize {
-        self.tally.waiting
+        self.tally.waiting + usize::from(self.chat_asking.is_some())
+    }
+
+    /// What the chat's conductor did besides its text and tool lines: a
+    /// permission request (a cell the digit keys answer), its answer, its
+    /// usage (the status line's).
+    fn on_chat_activity(&mut self, activity: &crate::event::Activity) {
+        use crate::event::Activity;
+        match activity {
+            Activity::PermissionRequest {
+                id, title, options, ..
+            } => {
+                self.open_assistant = None;
+                let agent = self.conductor.clone().unwrap_or_else(|| "chat".into());
+                let i = self.push(CellKind::ChatPermission {
+                    id: clean(id),
+                    agent,
+                    title: clean(title),
+                    options: options.iter().map(|o| clean(o)).collect(),
+                    answer: None,
+                });
+                self.chat_asking = Some(i);
+            }
+            Activity::PermissionResolved { id, outcome } => {
+                let Some(i) = self.chat_asking else { return };
+                if let CellKind::ChatPermission {
+                    id: asked, answer, ..
+                } = self.touch(i)
+                    && *asked == clean(id)
+                {
+                    *answer = Some(clean(outcome));
+                    self.chat_asking = None;
+                }
+            }
+            Activity::Usage { usage } => self.chat_usage = Some(usage.clone()),
+            _ => {}
+        }
     }
 
     /// Calls asked to stop whose agents have not stopped yet.
