@@ -584,6 +584,11 @@ fn draw_status(
         spans.push(Span::raw("  "));
     }
     spans.extend(chrome.status.iter().cloned());
+    // The conductor's context and cost, as it reports them.
+    if let Some(usage) = &state.chat_usage {
+        spans.push(Span::styled(" · chat ", theme::dim()));
+        spans.extend(cells::usage_spans(usage));
+    }
     if !view.following() {
         spans.push(Span::styled(" · ↑ scrolled, End follows", theme::warning()));
     }

@@ -12,6 +12,7 @@
 //! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
 //! | `run CMD` (codex) | an `exec_command` call of CMD, then `ran` once its output comes back |
 //! | `inspect WORDS` | a shell call (claude `Bash`, codex `exec_command`) of `ls`, then the answer to WORDS |
+//! | `conduct AGENT WORDS` | a call of quorum's `subagent` tool over MCP (claude `mcp__quorum__subagent`; codex `subagent` in the namespace `mcp__quorum`) with `{"agent": AGENT, "input": WORDS}`, then `Conducted: ` and the first line of what the tool returned |
 //! | `delegate WORDS` | a sub-agent with the prompt WORDS (claude `Agent`; codex `multi_agent_v1` `spawn_agent`, then `wait_agent` for it), then `Delegated; the sub-agent's report is in.` |
 //! | anything else | `unknown: WORD` |
 //!
@@ -178,6 +179,26 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
             },
         },
         "inspect" => script(&words[1..], results - 1, turn),
+        "conduct" if results == 0 => {
+            let agent = words.get(1).copied().unwrap_or("");
+            let input =
+                json!({"agent": agent, "input": words.get(2..).unwrap_or_default().join(" ")});
+            match turn.codex {
+                true => Answer::Namespaced {
+                    namespace: "mcp__quorum",
+                    name: "subagent",
+                    input,
+                },
+                false => Answer::Tool {
+                    name: "mcp__quorum__subagent",
+                    input,
+                },
+            }
+        }
+        "conduct" => text(&format!(
+            "Conducted: {}",
+            turn.last_output.lines().next().unwrap_or("")
+        )),
         "delegate" => match (results, turn.codex) {
             (0, false) => Answer::Tool {
                 name: "Agent",

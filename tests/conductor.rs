@@ -1,0 +1,169 @@
+//! The chat's conductor (`--model acp:NAME`, issue 25): an ACP agent as
+//! the chat, against the fake agent. Its text and tool lines are the
+//! chat's, its session is recorded and reattached by a continued session,
+//! and a bad name is a clear error.
+
+mod common;
+
+use common::shell::{shell_with, text};
+
+/// The fake agent as `fake`, keeping its sessions on disk (so a new
+/// process can resume them).
+fn conducted() -> common::shell::Shell {
+    let s = shell_with("args = [\"--store\", \"store\"]\n");
+    std::fs::create_dir(s.dir.path().join("store")).unwrap();
+    s
+}
+
+fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
+    text(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn the_conductors_text_and_tool_lines_are_the_chats() {
+    let s = conducted();
+    let o = s.run_unwedged(&[
+        "run",
+        "--json",
+        "--no-record",
+        "--model",
+        "acp:fake",
+        "-p",
+        "tools",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let events = events(&o.stdout);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(events[0]["model"], "acp:fake");
+    let said: String = events
+        .iter()
+        .filter(|e| e["type"] == "assistant_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(said, "Let me look.Still looking.Final answer.");
+    let tools: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_started")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["Read README.md", "Search \"fn main\""]);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "tool_call_finished").count(),
+        2
+    );
+    assert!(kinds.contains(&"conductor_session"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"turn_ended"));
+    // Headless, the plain output is its final message.
+    let o = s.run_unwedged(&[
+        "run",
+        "--no-record",
+        "--model",
+        "acp:fake",
+        "-p",
+        "echo hi there",
+    ]);
+    assert_eq!(text(&o.stdout), "hi there\n");
+}
+
+/// A continued session reattaches the conductor's session: the fake
+/// agent counts the turns of the session it is prompted on.
+#[test]
+fn a_continued_session_reattaches_the_conductors_session() {
+    let s = conducted();
+    let record = s.dir.path().join("chat.jsonl");
+    let record = record.to_str().unwrap();
+    let o = s.run_unwedged(&[
+        "run", "--record", record, "--model", "acp:fake", "-p", "turns",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "turns: 1\n");
+    let o = s.run_unwedged(&[
+        "run", "--json", "--resume", record, "--model", "acp:fake", "-p", "turns",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let events = events(&o.stdout);
+    let session = events
+        .iter()
+        .find(|e| e["type"] == "conductor_session")
+        .expect("the conductor's session");
+    assert_eq!(session["session"], "resumed", "{session}");
+    let said: String = events
+        .iter()
+        .filter(|e| e["type"] == "assistant_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(said, "turns: 2");
+}
+
+#[test]
+fn an_unknown_or_missing_conductor_is_named() {
+    let s = conducted();
+    let o = s.run_unwedged(&["run", "--no-record", "--model", "acp:nope", "-p", "hi"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        "quorum: --model acp:nope: unknown agent \"nope\"; available: fake\n"
+    );
+    let o = s.run_unwedged(&["run", "--no-record", "--model", "acp:claude", "-p", "hi"]);
+    assert!(
+        text(&o.stderr).starts_with("quorum: --model acp:claude: claude is not installed"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// In the TUI, the conductor's own permission request is a line of the
+/// chat the digit keys answer, as a box's is; the status line counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
+    use common::app::{drive, key, line, until};
+    use ratatui::crossterm::event::KeyCode;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let registry = quorum::acp::registry::Registry::load_only(&path).unwrap();
+    let root = quorum::confine::fsroot::Root::new(dir.path()).unwrap();
+    let mut config = quorum::engine::SessionConfig::new(registry, root);
+    config.conductor = Some("fake".into());
+    let started = std::time::Instant::now();
+    let (mut session, mut events) = quorum::engine::Session::start(config, started).unwrap();
+    let mut app = quorum::tui::app::App::live(session.serve(), started);
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(150, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("permission"), vec![]).await;
+    until(&mut terminal, &mut app, &mut events, |s| {
+        s.contains("fake asks: Delete build/")
+    })
+    .await;
+    let screen = common::app::text(&terminal);
+    assert!(
+        screen.contains("[1 Allow once · 2 Allow always · 3 Reject]"),
+        "{screen}"
+    );
+    assert!(screen.contains("? 1 needs you"), "{screen}");
+    assert!(screen.contains("acp:fake"), "{screen}");
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('1'))],
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut events, |s| {
+        s.contains("permitted")
+    })
+    .await;
+    let screen = common::app::text(&terminal);
+    assert!(screen.contains("→ Allow once"), "{screen}");
+    assert!(!screen.contains("needs you"), "{screen}");
+    session.shutdown();
+}
