@@ -99,6 +99,13 @@ impl Continued {
                         calls.push(call_id);
                     }
                 }
+                Event::SubagentBackgrounded { call_id, task_id } => {
+                    // The call went on as a background task.
+                    task_of.insert(call_id, task_id);
+                    if let Some(call) = running.get_mut(call_id.as_str()) {
+                        call.task_id = Some(task_id.clone());
+                    }
+                }
                 Event::SubagentFollowup { call_id, .. } => {
                     // A finished task runs again: it is running once more.
                     if let Some(task_id) = task_of.get(call_id.as_str()) {

@@ -151,6 +151,18 @@ impl Board {
                 entry.output = None;
                 Some(entry.snapshot())
             }
+            Event::SubagentBackgrounded { call_id, task_id } => {
+                // The call is a background task from now on: its report
+                // is kept for `subagent_status`.
+                let index = *self.by_call.get(call_id)?;
+                let entry = self.entries.get_mut(index)?;
+                if entry.task_id.is_some() {
+                    return None;
+                }
+                entry.task_id = Some(task_id.clone());
+                self.by_task.insert(task_id.clone(), index);
+                Some(entry.snapshot())
+            }
             Event::SubagentCancelling { call_id } => {
                 let entry = self.entry_mut(call_id)?;
                 if !entry.summary.state.active() || entry.summary.cancelling {

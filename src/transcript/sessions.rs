@@ -313,6 +313,7 @@ impl Tally {
             "user_message"
                 | "subagent_started"
                 | "subagent_followup"
+                | "subagent_backgrounded"
                 | "subagent_finished"
                 | "subagent_interrupted"
         ) {
@@ -332,6 +333,13 @@ impl Tally {
                 {
                     self.agents.push(agent.name().to_string());
                 }
+                if let (Some(call), Some(task)) = (call, fields.task_id) {
+                    self.tasks.insert(call.to_string(), task.into_owned());
+                    self.start(call);
+                }
+            }
+            // A call that went on in the background is a task, running.
+            "subagent_backgrounded" => {
                 if let (Some(call), Some(task)) = (call, fields.task_id) {
                     self.tasks.insert(call.to_string(), task.into_owned());
                     self.start(call);

@@ -189,6 +189,9 @@ impl State {
             // panel copy it, as they copy every count.
             Event::SubagentCancelling { .. } => {}
             Event::SubagentDequeued { call_id } => self.on_subagent_dequeued(t, call_id),
+            Event::SubagentBackgrounded { call_id, task_id } => {
+                self.on_subagent_backgrounded(call_id, task_id)
+            }
             Event::BatchStarted {
                 batch_id,
                 tasks,

@@ -318,6 +318,43 @@ impl State {
         }
     }
 
+    /// A call goes on in the background: its box says so, and it joins
+    /// the side panel as the task it now is, with what its box has so far.
+    pub(super) fn on_subagent_backgrounded(&mut self, call_id: &str, task_id: &str) {
+        let Some(&index) = self.calls.get(call_id) else {
+            return;
+        };
+        if self.task_index.contains_key(task_id) {
+            return;
+        }
+        let task = self.edit_box(index, |b| {
+            if b.task_id.is_some() {
+                return None;
+            }
+            b.task_id = Some(task_id.to_string());
+            b.background = true;
+            Some(Task {
+                task_id: clean(task_id),
+                call_id: call_id.to_string(),
+                agent: b.agent.name().to_string(),
+                input: b
+                    .input
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string(),
+                code_review: b.code_review,
+                started: b.started,
+                finished: b.finished,
+                summary: b.summary.clone(),
+                reported: false,
+            })
+        });
+        if let Some(Some(task)) = task {
+            self.push_task(task_id, task);
+        }
+    }
+
     pub(super) fn on_subagent_session(
         &mut self,
         call_id: &str,
