@@ -104,6 +104,14 @@ enum Command {
     /// here (task, branch, agent, state, ahead/behind); --prune removes
     /// those whose session is gone and whose branch is merged.
     Worktrees(quorum::cli::worktrees::WorktreesArgs),
+    /// quorum's tools (subagent, subagent_status) as an MCP server on stdio,
+    /// for MCP hosts: `claude mcp add quorum -- quorum mcp`.
+    Mcp(quorum::cli::mcp::McpArgs),
+    /// Follow a session another quorum records (`quorum mcp`'s), live and read-only.
+    Watch(screen::WatchArgs),
+    /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
+    #[command(name = "mcp-connect", hide = true)]
+    McpConnect,
 }
 
 #[derive(clap::Args)]
@@ -183,6 +191,19 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
         Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
+        Some(Command::Mcp(args)) => with_runtime(quorum::cli::mcp::command(args, config, model))?,
+        Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
+        Some(Command::Watch(args)) => {
+            let file = match &args.session {
+                Some(id) => config::find_session(id)?,
+                None => config::newest_session(config::root(None)?.path())?,
+            };
+            let (panel, max_line) = (args.panel.open(), max_line(&config)?);
+            with_runtime(async {
+                config::init_logging();
+                screen::watch(&file, panel, max_line).await.map(|()| 0)
+            })?
+        }
         Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {
