@@ -234,6 +234,8 @@ fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
         .context("starting the async runtime")?;
     let result = runtime.block_on(f);
     quorum::runtime::supervisor::kill_all_blocking();
+    // A read of stdin that never ends (`quorum mcp` on SIGTERM) holds no exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     result
 }
 

@@ -253,13 +253,19 @@ async fn admit(stream: UnixStream, secret: &str, owner: u32) -> Option<Halves> {
             return None;
         }
         Err(_) => {
-            tracing::warn!(?pid, "MCP endpoint: a client sent no secret in time and was dropped");
+            tracing::warn!(
+                ?pid,
+                "MCP endpoint: a client sent no secret in time and was dropped"
+            );
             return None;
         }
     };
     let said = said.strip_suffix(b"\r").unwrap_or(said);
     if !same(said, secret.as_bytes()) {
-        tracing::warn!(?pid, "MCP endpoint: a client without the session's secret was dropped");
+        tracing::warn!(
+            ?pid,
+            "MCP endpoint: a client without the session's secret was dropped"
+        );
         return None;
     }
     Some((read, write))

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, ServiceExt};
@@ -37,8 +37,11 @@ use crate::subagent::tool::{SUBAGENT, SUBAGENT_STATUS, SubagentTool};
 /// How long a `subagent` call runs before it goes on in the background,
 /// unless `[mcp] sync_seconds` says otherwise.
 pub const SYNC_SECONDS: u64 = 50;
-/// How often a running call's progress is told (with a `progressToken`).
-const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// How often a running call's progress is told at least (with a
+/// `progressToken`).
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+/// How often what a running call's agents do is looked at, to tell it.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
 
 /// How the server answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,9 +162,9 @@ impl QuorumMcp {
 
     /// One tool call: the reply's text, or the text of why it failed
     /// (`Err`, as the chat model reads it: `error: ...`). `name` must be
-    /// one of the two tools. `progress` is told what the call's agents do
-    /// while it runs; `cancel` turning true cancels it (until it goes on in
-    /// the background).
+    /// one of the two tools. `progress` is told (ms since the call started,
+    /// and a line) what the call's agents do while it runs; `cancel`
+    /// turning true cancels it (until it goes on in the background).
     pub async fn call(
         &self,
         name: &str,
@@ -198,8 +201,11 @@ impl QuorumMcp {
         let mut call = AbortOnDrop(Some(call));
         let started = Instant::now();
         let mut sync_at = (name == SUBAGENT).then(|| started + self.options.sync);
-        let mut ticks = tokio::time::interval(self.options.progress_every);
-        ticks.tick().await;
+        // Progress is told when what the agents do changes, and every
+        // `progress_every` at least (a host that waits sees life).
+        let mut ticks = tokio::time::interval(LOOK_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut told: Option<(Instant, String)> = None;
         loop {
             tokio::select! {
                 done = call.join() => {
@@ -219,8 +225,16 @@ impl QuorumMcp {
                     }
                 }
                 _ = ticks.tick(), if progress.is_some() => {
-                    if let Some(tell) = progress {
-                        tell(started.elapsed().as_secs(), self.activity(&detach));
+                    let now = self.activity(&detach);
+                    let due = match &told {
+                        None => true,
+                        Some((at, said)) => {
+                            *said != now || at.elapsed() >= self.options.progress_every
+                        }
+                    };
+                    if due && let Some(tell) = progress {
+                        tell(started.elapsed().as_millis() as u64, now.clone());
+                        told = Some((Instant::now(), now));
                     }
                 }
             }
@@ -252,10 +266,10 @@ impl QuorumMcp {
     /// ids, what each is doing, and how its report comes.
     fn detached_reply(&self, detached: &Detached, after: Duration) -> String {
         let last = |call_id: &str| {
-            self.tool
-                .dispatcher()
-                .emitter()
-                .board(|b| b.call(call_id).and_then(|e| e.summary.last_activity.clone()))
+            self.tool.dispatcher().emitter().board(|b| {
+                b.call(call_id)
+                    .and_then(|e| e.summary.last_activity.clone())
+            })
         };
         let tasks: Vec<&str> = detached
             .calls
@@ -469,7 +483,9 @@ impl ServerHandler for QuorumMcp {
         let name = request.name.to_string();
         if name != SUBAGENT && name != SUBAGENT_STATUS {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {name:?}: quorum's tools are {SUBAGENT} and {SUBAGENT_STATUS}"),
+                format!(
+                    "unknown tool {name:?}: quorum's tools are {SUBAGENT} and {SUBAGENT_STATUS}"
+                ),
                 None,
             ));
         }
@@ -483,9 +499,11 @@ impl ServerHandler for QuorumMcp {
         let peer = context.peer.clone();
         let token = context.meta.get_progress_token();
         let tell = token.map(|token| {
-            move |seconds: u64, message: String| {
+            move |ms: u64, message: String| {
                 let peer = peer.clone();
-                let param = ProgressNotificationParam::new(token.clone(), seconds as f64)
+                // The progress is the time the call has run, in seconds:
+                // it only grows, as MCP asks.
+                let param = ProgressNotificationParam::new(token.clone(), ms as f64 / 1000.0)
                     .with_message(message);
                 tokio::spawn(async move {
                     let _ = peer.notify_progress(param).await;

@@ -253,12 +253,7 @@ impl Dispatcher {
             // What it needs to go on as a task, should its caller stop
             // waiting.
             handle.meta = Some(meta);
-            detach.opened(
-                &call_id,
-                launch.index,
-                task.agent.name(),
-                task.code_review,
-            );
+            detach.opened(&call_id, launch.index, task.agent.name(), task.code_review);
         }
         lock(&self.running).insert(call_id.clone(), handle);
         let queued = matches!(launch.place, Some(Place::Wait(_)));

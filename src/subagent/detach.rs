@@ -7,8 +7,8 @@
 //! longer reaches them. An MCP host that would time a long call out gets
 //! the task ids instead of waiting (`[mcp] sync_seconds`).
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use super::dispatch::{Dispatcher, lock};
 use crate::event::{Event, Outcome};
@@ -89,7 +89,11 @@ impl Detachable {
 
     /// The calls it holds so far.
     pub fn call_ids(&self) -> Vec<String> {
-        self.lock().calls.iter().map(|c| c.call_id.clone()).collect()
+        self.lock()
+            .calls
+            .iter()
+            .map(|c| c.call_id.clone())
+            .collect()
     }
 
     /// A call was opened for it.
@@ -161,8 +165,7 @@ impl Dispatcher {
             let task_id = match (&handle.task_id, handle.meta.take()) {
                 (Some(task_id), _) => task_id.clone(),
                 (None, Some(meta)) => {
-                    let task_id =
-                        format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst));
+                    let task_id = format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst));
                     lock(&self.tasks).insert(call.call_id.clone(), meta);
                     handle.task_id = Some(task_id.clone());
                     // The caller's cancel reaches it no more.

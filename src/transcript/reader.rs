@@ -287,7 +287,11 @@ pub(super) fn parse_v1_event(
     parse_event(path, line, text).map(Some)
 }
 
-pub(super) fn parse_event(path: &Path, line: usize, text: &str) -> Result<Stamped, TranscriptError> {
+pub(super) fn parse_event(
+    path: &Path,
+    line: usize,
+    text: &str,
+) -> Result<Stamped, TranscriptError> {
     // A well-formed line parses straight into its event; only a line that
     // does not is read again as plain JSON, to say what is wrong with it.
     if let Ok(stamped) = serde_json::from_str::<Stamped>(text) {
