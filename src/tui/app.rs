@@ -637,14 +637,10 @@ impl App {
                 )
             }
             Mode::Watch { name, .. } => {
-                let running = self.state.running();
-                let mut spans = vec![
+                let spans = vec![
                     Span::styled("◉ watching", theme::bold()),
                     Span::raw(format!(" {name} · {} events", self.state.applied)),
                 ];
-                if running > 0 {
-                    spans.push(Span::raw(format!(" · {running} running")));
-                }
                 if self.view.opened.is_some() {
                     return (spans, "↑/↓ PgUp/PgDn scroll · Esc back");
                 }
