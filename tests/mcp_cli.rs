@@ -221,8 +221,9 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
     use std::io::{BufRead, BufReader, Write};
     for how in ["stdin closed", "SIGTERM", "SIGHUP", "SIGINT"] {
         let shell = shell_with("");
+        let record = shell.dir.path().join("session.jsonl");
         let mut child = shell
-            .command(&["mcp", "--no-record"])
+            .command(&["mcp", "--record", record.to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -278,5 +279,19 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
         assert!(ended, "{how}: quorum mcp did not end");
         let left = common::models::leftovers(shell.dir.path());
         assert!(left.is_empty(), "{how}: left running: {left:?}");
+        // Nothing lost: the transcript says the call was cancelled.
+        let events = common::events(&record);
+        let ended: Vec<_> = events
+            .iter()
+            .filter_map(|s| match &s.event {
+                quorum::event::Event::SubagentFinished { stop_reason, .. } => Some(*stop_reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ended,
+            [quorum::event::StopReason::Cancelled],
+            "{how}: {events:?}"
+        );
     }
 }
