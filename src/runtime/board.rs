@@ -626,6 +626,30 @@ mod tests {
     }
 
     #[test]
+    fn a_call_sent_to_the_background_is_a_task_with_its_report() {
+        let mut b = Board::new();
+        b.observe(&started("c1", None));
+        b.observe(&activity("c1", tool("a")));
+        assert!(b.task("t1").is_none());
+        let snap = b.observe(&Stamped::new(15, build::backgrounded("c1", "t1")));
+        let Some(Event::TaskProgress {
+            task_id, summary, ..
+        }) = snap
+        else {
+            panic!("{snap:?}")
+        };
+        assert_eq!((task_id.as_deref(), summary.tool_calls), (Some("t1"), 1));
+        assert_eq!(b.tasks().count(), 1);
+        // Once.
+        assert_eq!(
+            b.observe(&Stamped::new(16, build::backgrounded("c1", "t2"))),
+            None
+        );
+        b.observe(&Stamped::new(30, build::finished("c1", "report").event()));
+        assert_eq!(b.task("t1").unwrap().output.as_deref(), Some("report"));
+    }
+
+    #[test]
     fn a_follow_up_sets_a_finished_task_running_again() {
         let mut b = Board::new();
         b.observe(&started("c1", Some("t1")));

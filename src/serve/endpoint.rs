@@ -197,10 +197,10 @@ async fn accept(listener: UnixListener, server: QuorumMcp, secret: String, owner
                     let server = server.clone();
                     let secret = secret.clone();
                     clients.spawn(async move {
-                        if let Some((read, write)) = admit(stream, &secret, owner).await {
-                            if let Err(e) = server.serve_on((read, write)).await {
-                                tracing::info!("MCP client ended: {e:#}");
-                            }
+                        if let Some((read, write)) = admit(stream, &secret, owner).await
+                            && let Err(e) = server.serve_on((read, write)).await
+                        {
+                            tracing::info!("MCP client ended: {e:#}");
                         }
                     });
                 }

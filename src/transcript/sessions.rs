@@ -664,6 +664,9 @@ mod tests {
                 (25, build::followup("c1", "more")),
                 (30, build::finished("c4", "done").event()),
                 (31, build::followup("c3", "not a task")),
+                // A call that went on in the background is a running task.
+                (32, build::started("c5", claude()).event()),
+                (33, build::backgrounded("c5", "t5")),
                 (
                     61_000,
                     Event::Notice {
@@ -678,8 +681,8 @@ mod tests {
         assert_eq!(info.cwd, "/a");
         assert_eq!(info.first_message.as_deref(), Some("fix the bug now"));
         assert_eq!(info.agents, ["claude", "internal", "gemini"]);
-        assert_eq!(info.running_tasks, ["t2", "t1"]);
-        assert_eq!(info.events, 12);
+        assert_eq!(info.running_tasks, ["t2", "t1", "t5"]);
+        assert_eq!(info.events, 14);
         assert_eq!(info.started_at(), "2026-12-01T18:00:54Z");
         assert_eq!(info.last_event_at(), "2026-12-01T18:01:55Z");
         assert_eq!(info.bytes, std::fs::metadata(&path).unwrap().len());

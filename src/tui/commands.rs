@@ -284,7 +284,7 @@ pub async fn follow(
         }
         // Who writes it, checked every tenth poll.
         polls += 1;
-        if polls % 10 != 0 {
+        if !polls.is_multiple_of(10) {
             continue;
         }
         let now = transcript::sessions::open_in(&path);

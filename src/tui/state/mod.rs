@@ -647,6 +647,7 @@ mod tests {
             "tool_call_finished",
             "subagent_started",
             "subagent_dequeued",
+            "subagent_backgrounded",
             "subagent_cancelling",
             "batch_started",
             "batch_finished",
