@@ -145,11 +145,12 @@ struct AgentsArgs {
 fn main() {
     // Every child starts under quorum's own reaper (this binary, re-run).
     quorum::runtime::reaper::start();
+    let outer = quorum::serve::mark_process();
     let cli = Cli::parse();
     // One way out for every command's error: `quorum: ` and the message,
     // each cause once, no backtrace (whatever RUST_BACKTRACE says); a
     // closed stdout (`| head`) is no error.
-    match run(cli) {
+    match run(cli, outer) {
         Ok(code) => std::process::exit(code),
         Err(e) if is_broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
@@ -166,7 +167,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn run(cli: Cli) -> Result<i32> {
+fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
     // A panic ends every process quorum started.
     quorum::runtime::supervisor::kill_all_on_panic();
     let config = config::config_path(cli.config.clone());
@@ -191,7 +192,9 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
         Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
-        Some(Command::Mcp(args)) => with_runtime(quorum::cli::mcp::command(args, config, model))?,
+        Some(Command::Mcp(args)) => {
+            with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
+        }
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
         Some(Command::Watch(args)) => {
             let file = match &args.session {

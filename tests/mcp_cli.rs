@@ -28,6 +28,7 @@ fn run_bounded(shell: &Shell, program: &std::path::Path, args: &[&str]) -> std::
         .args(args)
         .envs(common::hermetic_env(shell.dir.path()))
         .env_remove("QUORUM_MODEL")
+        .env_remove(quorum::serve::PROCESS_ENV)
         .current_dir(shell.dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -217,6 +218,24 @@ fn an_mcp_host_lists_calls_and_waits_for_quorums_tools() {
 }
 
 #[test]
+fn quorum_mcp_started_by_one_of_quorums_agents_refuses_to_serve() {
+    let shell = shell_with("");
+    let out = shell
+        .command(&["mcp", "--no-record"])
+        .env(quorum::serve::PROCESS_ENV, "4242")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "quorum mcp: started by an agent of quorum (process 4242): quorum's tools are not given \
+         to its own sub-agents (QUORUM_PROCESS is set)\n"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
     use std::io::{BufRead, BufReader, Write};
     for how in ["stdin closed", "SIGTERM", "SIGHUP", "SIGINT"] {
@@ -263,6 +282,19 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
                 .any(|p| p.contains("quorum-fake-agent"))
         });
         assert!(running, "{how}: the agent never started");
+        // The agent carries quorum's mark: a `quorum mcp` it started would
+        // refuse to serve (no recursion).
+        let agent = common::models::processes_with_home(shell.dir.path())
+            .into_iter()
+            .find(|p| p.contains("quorum-fake-agent"))
+            .unwrap();
+        let agent_pid = agent.split(' ').next().unwrap();
+        let environ = std::fs::read(format!("/proc/{agent_pid}/environ")).unwrap();
+        let mark = format!("{}={}", quorum::serve::PROCESS_ENV, child.id());
+        assert!(
+            environ.split(|b| *b == 0).any(|v| v == mark.as_bytes()),
+            "{how}: the agent lacks {mark}"
+        );
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         match how {
             "stdin closed" => drop(stdin),

@@ -36,8 +36,24 @@ pub struct McpArgs {
 }
 
 /// Runs `quorum mcp` until the host goes or a signal comes; the exit code.
-pub async fn command(args: McpArgs, config: Option<PathBuf>, model: ModelChoice) -> Result<i32> {
+/// `outer`: the pid of the quorum whose agent started this one, if one did
+/// (its tools are not for its own sub-agents).
+pub async fn command(
+    args: McpArgs,
+    config: Option<PathBuf>,
+    model: ModelChoice,
+    outer: Option<String>,
+) -> Result<i32> {
     config::init_logging();
+    if let Some(pid) = outer {
+        crate::say!(
+            "quorum mcp: started by an agent of quorum (process {}): quorum's tools are not \
+             given to its own sub-agents ({} is set)",
+            sanitize(&pid),
+            crate::serve::PROCESS_ENV
+        );
+        return Ok(EXIT_CANNOT_RUN);
+    }
     let mut setup = args.headless.setup(config);
     if setup.record.is_none() && !args.no_record {
         setup.record = config::default_record_path();
