@@ -163,7 +163,7 @@ impl QuorumMcp {
     /// One tool call: the reply's text, or the text of why it failed
     /// (`Err`, as the chat model reads it: `error: ...`). `name` must be
     /// one of the two tools. `progress` is told (ms since the call started,
-    /// and a line) what the call's agents do while it runs; `cancel`
+    /// and a line) what a `subagent` call's agents do while it runs; `cancel`
     /// turning true cancels it (until it goes on in the background).
     pub async fn call(
         &self,
@@ -172,6 +172,8 @@ impl QuorumMcp {
         cancel: watch::Receiver<bool>,
         progress: Option<&(dyn Fn(u64, String) + Sync)>,
     ) -> Result<String, String> {
+        // What a status call waits for is told by its answer, not as progress.
+        let progress = progress.filter(|_| name == SUBAGENT);
         let mut arguments = arguments.map(serde_json::Value::Object);
         if name == SUBAGENT_STATUS {
             // A host would time out a longer wait: it waits no longer
