@@ -776,6 +776,14 @@ pub enum Event {
     "subagent_dequeued" => SubagentDequeued {
         call_id: String,
     },
+    /// A call its caller waited for went on in the background: from now
+    /// on it is background task `task_id` (a side panel entry, a report
+    /// when done), as if it had been started with `run_in_background`.
+    /// Sent when an MCP host's call runs past `[mcp] sync_seconds`.
+    "subagent_backgrounded" => SubagentBackgrounded {
+        call_id: String,
+        task_id: String,
+    },
     /// The person asked a running call to stop: it is cancelling until its
     /// agent ends the turn (a second Esc ends the agent at once).
     "subagent_cancelling" => SubagentCancelling {
@@ -1078,6 +1086,7 @@ mod tests {
                 .queued()
                 .event(),
             build::dequeued("c1"),
+            build::backgrounded("c1", "t1"),
             build::cancelling("c1"),
             build::batch_started("b1", 3).review().event(),
             build::batch_finished("b1", 3)

@@ -12,6 +12,7 @@ pub mod event;
 pub mod harness;
 pub mod llm;
 pub mod runtime;
+pub mod serve;
 pub mod subagent;
 pub mod transcript;
 pub mod tui;

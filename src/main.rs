@@ -104,6 +104,14 @@ enum Command {
     /// here (task, branch, agent, state, ahead/behind); --prune removes
     /// those whose session is gone and whose branch is merged.
     Worktrees(quorum::cli::worktrees::WorktreesArgs),
+    /// quorum's tools (subagent, subagent_status) as an MCP server on stdio,
+    /// for MCP hosts: `claude mcp add quorum -- quorum mcp`.
+    Mcp(quorum::cli::mcp::McpArgs),
+    /// Follow a session another quorum records (`quorum mcp`'s), live and read-only.
+    Watch(screen::WatchArgs),
+    /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
+    #[command(name = "mcp-connect", hide = true)]
+    McpConnect,
 }
 
 #[derive(clap::Args)]
@@ -137,11 +145,12 @@ struct AgentsArgs {
 fn main() {
     // Every child starts under quorum's own reaper (this binary, re-run).
     quorum::runtime::reaper::start();
+    let outer = quorum::serve::mark_process();
     let cli = Cli::parse();
     // One way out for every command's error: `quorum: ` and the message,
     // each cause once, no backtrace (whatever RUST_BACKTRACE says); a
     // closed stdout (`| head`) is no error.
-    match run(cli) {
+    match run(cli, outer) {
         Ok(code) => std::process::exit(code),
         Err(e) if is_broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
@@ -158,7 +167,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn run(cli: Cli) -> Result<i32> {
+fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
     // A panic ends every process quorum started.
     quorum::runtime::supervisor::kill_all_on_panic();
     let config = config::config_path(cli.config.clone());
@@ -183,6 +192,21 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
         Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
+        Some(Command::Mcp(args)) => {
+            with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
+        }
+        Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
+        Some(Command::Watch(args)) => {
+            let file = match &args.session {
+                Some(id) => config::find_session(id)?,
+                None => config::newest_session(config::root(None)?.path())?,
+            };
+            let (panel, max_line) = (args.panel.open(), max_line(&config)?);
+            with_runtime(async {
+                config::init_logging();
+                screen::watch(&file, panel, max_line).await.map(|()| 0)
+            })?
+        }
         Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
             Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
             None => with_runtime(async {
@@ -213,6 +237,8 @@ fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
         .context("starting the async runtime")?;
     let result = runtime.block_on(f);
     quorum::runtime::supervisor::kill_all_blocking();
+    // A read of stdin that never ends (`quorum mcp` on SIGTERM) holds no exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     result
 }
 

@@ -64,10 +64,26 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "worktree",
         ],
     ),
-    // The headless front ends.
+    // quorum for other programs: its tools over MCP (the sub-agent tool on
+    // a session's dispatcher), the stdio spec of its private endpoint (as
+    // ACP's `McpServerSpec`), the state directory for its socket.
+    (
+        "serve",
+        &[
+            "engine",
+            "subagent",
+            "event",
+            "confine",
+            "runtime",
+            "transcript",
+            "acp::mcp",
+        ],
+    ),
+    // The headless front ends (and `quorum mcp`, on `serve`).
     (
         "cli",
         &[
+            "serve",
             "engine",
             "agent",
             "acp",
@@ -87,7 +103,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The binary: argument parsing, then one call per command.
     (
         "main",
-        &["cli", "engine", "tui", "agent", "event", "runtime"],
+        &["cli", "engine", "tui", "serve", "agent", "event", "runtime"],
     ),
     ("lib", &[]),
 ];

@@ -153,7 +153,7 @@ impl McpServerSpec {
     }
 
     /// It, as ACP sends it.
-    fn wire(&self) -> McpServer {
+    pub fn wire(&self) -> McpServer {
         let headers = |h: &BTreeMap<String, String>| {
             h.iter()
                 .map(|(k, v)| HttpHeader::new(k.clone(), v.clone()))

@@ -7,6 +7,7 @@
 pub mod agents;
 mod call;
 pub mod import;
+pub mod mcp;
 mod progress;
 mod resume;
 pub mod review;

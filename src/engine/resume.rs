@@ -99,6 +99,13 @@ impl Continued {
                         calls.push(call_id);
                     }
                 }
+                Event::SubagentBackgrounded { call_id, task_id } => {
+                    // The call went on as a background task.
+                    task_of.insert(call_id, task_id);
+                    if let Some(call) = running.get_mut(call_id.as_str()) {
+                        call.task_id = Some(task_id.clone());
+                    }
+                }
                 Event::SubagentFollowup { call_id, .. } => {
                     // A finished task runs again: it is running once more.
                     if let Some(task_id) = task_of.get(call_id.as_str()) {
@@ -382,14 +389,21 @@ mod tests {
                     task_id: "t3".into(),
                 },
             ),
+            // A foreground call that went on in the background: a task.
+            at(9, build::started("call-4", agent()).event()),
+            at(10, build::backgrounded("call-4", "t4")),
+            at(11, build::started("call-5", agent()).event()),
+            at(12, build::backgrounded("call-5", "t5")),
+            at(13, build::finished("call-5", "five").event()),
         ];
         let c = Continued::of(&events, 1_000_000);
         assert!(c.open_turn);
-        assert_eq!(c.interrupted.len(), 1);
+        assert_eq!(c.interrupted.len(), 2);
         assert_eq!(c.interrupted[0].task_id.as_deref(), Some("t1"));
         assert_eq!(c.interrupted[0].partial, "looking… half of it");
-        // t3's report was delivered; t2's never was.
-        assert_eq!(c.undelivered, vec!["t2".to_string()]);
+        assert_eq!(c.interrupted[1].task_id.as_deref(), Some("t4"));
+        // t3's report was delivered; t2's and t5's never were.
+        assert_eq!(c.undelivered, vec!["t2".to_string(), "t5".to_string()]);
         let note = c.note().unwrap();
         assert!(note.contains("interrupted: t1 (fast)"), "{note}");
     }

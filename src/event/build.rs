@@ -242,6 +242,14 @@ pub fn dequeued(call_id: impl Into<String>) -> Event {
     }
 }
 
+/// A `subagent_backgrounded`: call `call_id` goes on as task `task_id`.
+pub fn backgrounded(call_id: impl Into<String>, task_id: impl Into<String>) -> Event {
+    Event::SubagentBackgrounded {
+        call_id: call_id.into(),
+        task_id: task_id.into(),
+    }
+}
+
 /// A `subagent_cancelling`: call `call_id` was asked to stop.
 pub fn cancelling(call_id: impl Into<String>) -> Event {
     Event::SubagentCancelling {

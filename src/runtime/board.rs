@@ -151,6 +151,18 @@ impl Board {
                 entry.output = None;
                 Some(entry.snapshot())
             }
+            Event::SubagentBackgrounded { call_id, task_id } => {
+                // The call is a background task from now on: its report
+                // is kept for `subagent_status`.
+                let index = *self.by_call.get(call_id)?;
+                let entry = self.entries.get_mut(index)?;
+                if entry.task_id.is_some() {
+                    return None;
+                }
+                entry.task_id = Some(task_id.clone());
+                self.by_task.insert(task_id.clone(), index);
+                Some(entry.snapshot())
+            }
             Event::SubagentCancelling { call_id } => {
                 let entry = self.entry_mut(call_id)?;
                 if !entry.summary.state.active() || entry.summary.cancelling {
@@ -611,6 +623,30 @@ mod tests {
         b.observe(&activity("c4", usage(90, None)));
         assert_eq!(share_of(&b, "c4"), (90, 0.0));
         assert_eq!(b.observe(&activity("c9", usage(1, None))), None);
+    }
+
+    #[test]
+    fn a_call_sent_to_the_background_is_a_task_with_its_report() {
+        let mut b = Board::new();
+        b.observe(&started("c1", None));
+        b.observe(&activity("c1", tool("a")));
+        assert!(b.task("t1").is_none());
+        let snap = b.observe(&Stamped::new(15, build::backgrounded("c1", "t1")));
+        let Some(Event::TaskProgress {
+            task_id, summary, ..
+        }) = snap
+        else {
+            panic!("{snap:?}")
+        };
+        assert_eq!((task_id.as_deref(), summary.tool_calls), (Some("t1"), 1));
+        assert_eq!(b.tasks().count(), 1);
+        // Once.
+        assert_eq!(
+            b.observe(&Stamped::new(16, build::backgrounded("c1", "t2"))),
+            None
+        );
+        b.observe(&Stamped::new(30, build::finished("c1", "report").event()));
+        assert_eq!(b.task("t1").unwrap().output.as_deref(), Some("report"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::call::{Launch, Prepared};
+use super::detach::Detachable;
 use super::dispatch::{Dispatcher, Reply};
 use super::tool::input::{SubAgentCallInput, TaskSpec};
 use crate::confine::fsroot::Exclude;
@@ -105,6 +106,7 @@ impl Dispatcher {
         cancel: Option<watch::Receiver<bool>>,
         depth: u32,
         exclude: Option<Exclude>,
+        detach: Option<&Detachable>,
     ) -> Reply {
         let batch_id = format!("b{}", self.next_batch.fetch_add(1, Ordering::SeqCst));
         let review = specs.iter().all(|s| s.code_review);
@@ -140,6 +142,9 @@ impl Dispatcher {
             tasks: total as u32,
             review,
         });
+        if let Some(detach) = detach {
+            detach.batch(&batch_id);
+        }
         let places = Arc::new(Semaphore::new(self.max_parallel));
         let mut runs = Vec::with_capacity(total);
         for (index, agent, task) in prepared {
@@ -156,6 +161,8 @@ impl Dispatcher {
                     cancel: cancel.clone(),
                     summary: summary.as_deref(),
                     exclude: exclude.as_ref(),
+                    detach,
+                    index,
                 };
                 self.open(task, launch).map_err(|e| {
                     let e = format!("tasks[{index}]: {e}");
@@ -165,6 +172,9 @@ impl Dispatcher {
                     e
                 })
             });
+            if let (Err(e), Some(detach)) = (&run, detach) {
+                detach.failed(index, &agent, e);
+            }
             runs.push((index, agent, run));
         }
         let starts: Vec<TaskStart> = runs

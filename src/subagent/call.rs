@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::watch;
 
 use super::batch::Place;
+use super::detach::Detachable;
 use super::dispatch::{DispatchError, Dispatcher, Reply, TaskMeta, controls, lock};
 use super::tool::input::{REVIEW_CONTRACT, SubAgentCallInput, TaskSpec, compose_prompt};
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
@@ -31,6 +32,19 @@ impl Dispatcher {
         cancel: Option<watch::Receiver<bool>>,
         depth: u32,
     ) -> Result<Reply, DispatchError> {
+        self.call_in(input, cancel, depth, None).await
+    }
+
+    /// [`Dispatcher::call_with`], its calls collected in `detach` when
+    /// given, so that its caller may stop waiting for them
+    /// ([`Dispatcher::detach`]): they go on as background tasks.
+    pub async fn call_in(
+        self: &Arc<Self>,
+        input: SubAgentCallInput,
+        cancel: Option<watch::Receiver<bool>>,
+        depth: u32,
+        detach: Option<&Detachable>,
+    ) -> Result<Reply, DispatchError> {
         let specs = input.task_specs()?;
         let exclude = input.exclude()?;
         // A worktree task needs a repository: said before any agent starts.
@@ -38,7 +52,9 @@ impl Dispatcher {
             self.repo()?;
         }
         if input.is_batch() {
-            return Ok(self.batch(&input, specs, cancel, depth, exclude).await);
+            return Ok(self
+                .batch(&input, specs, cancel, depth, exclude, detach)
+                .await);
         }
         let spec = specs.into_iter().next().expect("a single call is one task");
         let prepared = self.prepare(spec, input.continue_session, depth, false)?;
@@ -54,6 +70,8 @@ impl Dispatcher {
                 cancel,
                 summary: summary.as_deref(),
                 exclude: exclude.as_ref(),
+                detach,
+                index: 0,
             },
         )?;
         match opened.task_id.clone() {
@@ -184,9 +202,12 @@ impl Dispatcher {
     /// `subagent_started`.
     pub(super) fn open(&self, task: Prepared, launch: Launch<'_>) -> Result<Opened, DispatchError> {
         let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
-        let task_id = launch
-            .background
-            .then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
+        // A call opened after its caller stopped waiting starts in the
+        // background.
+        let background = launch.background || launch.detach.is_some_and(Detachable::is_detached);
+        let detach = launch.detach.filter(|_| !background);
+        let task_id =
+            background.then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         // A worktree task's worktree and branch, before its box opens.
         let worktree = if task.isolation {
             Some(self.make_worktree(
@@ -198,14 +219,15 @@ impl Dispatcher {
         } else {
             None
         };
-        let (handle, control) = controls();
+        let (mut handle, control) = controls();
         let cancel_tx = handle.cancel.clone();
         if let (Some(outer), None) = (&launch.cancel, &task_id) {
             // The caller's cancel reaches this call's turn (until the call
-            // is over and nothing listens any more).
+            // is over and nothing listens any more, or it goes on in the
+            // background).
             let mut outer = outer.clone();
             let tx = cancel_tx.clone();
-            tokio::spawn(async move {
+            let forward = tokio::spawn(async move {
                 tokio::select! {
                     _ = cancelled(&mut outer) => {
                         let _ = tx.send(true);
@@ -213,23 +235,27 @@ impl Dispatcher {
                     _ = tx.closed() => {}
                 }
             });
+            handle.forward = Some(forward.abort_handle());
+        }
+        let meta = TaskMeta {
+            agent: task.agent.clone(),
+            runner: task.runner.clone(),
+            depth: task.depth,
+            code_review: task.code_review,
+            exclude: launch.exclude.cloned(),
+            session_id: None,
+            worktree: worktree.clone(),
+            title: crate::worktree::first_line(&task.message).to_string(),
+        };
+        if task_id.is_some() {
+            lock(&self.tasks).insert(call_id.clone(), meta);
+        } else if let Some(detach) = detach {
+            // What it needs to go on as a task, should its caller stop
+            // waiting.
+            handle.meta = Some(meta);
+            detach.opened(&call_id, launch.index, task.agent.name(), task.code_review);
         }
         lock(&self.running).insert(call_id.clone(), handle);
-        if task_id.is_some() {
-            lock(&self.tasks).insert(
-                call_id.clone(),
-                TaskMeta {
-                    agent: task.agent.clone(),
-                    runner: task.runner.clone(),
-                    depth: task.depth,
-                    code_review: task.code_review,
-                    exclude: launch.exclude.cloned(),
-                    session_id: None,
-                    worktree: worktree.clone(),
-                    title: crate::worktree::first_line(&task.message).to_string(),
-                },
-            );
-        }
         let queued = matches!(launch.place, Some(Place::Wait(_)));
         self.emitter.emit(Event::SubagentStarted {
             call_id: call_id.clone(),
@@ -237,7 +263,7 @@ impl Dispatcher {
             agent: task.agent.clone(),
             input: task.message.clone(),
             code_review: task.code_review,
-            background: launch.background,
+            background,
             session: None,
             batch_id: launch.batch_id.map(str::to_string),
             queued,
@@ -264,6 +290,7 @@ impl Dispatcher {
                 exclude: launch.exclude.cloned(),
                 title: crate::worktree::first_line(&task.message).to_string(),
                 worktree,
+                detach: detach.cloned(),
             },
             control,
             task_id,
@@ -399,6 +426,10 @@ impl Dispatcher {
         // Only a turn that got an answer moves the session on; a worktree
         // task's session is its own (its agent's next call, elsewhere, does
         // not continue it: follow-ups reach it through its task).
+        // Its caller, if waiting, knows it ended before its box says so.
+        if let Some(detach) = &job.detach {
+            detach.finished(&job.call_id, &result);
+        }
         if result.stop_reason.answered()
             && job.worktree.is_none()
             && let Some(id) = &result.session_id
@@ -424,10 +455,14 @@ impl Dispatcher {
     /// and only then stops counting as running, so a waiting chat never
     /// misses the report.
     fn close(&self, job: &CallJob) {
-        if let Some(task_id) = &job.task_id {
-            let _ = self.completions.send(task_id.clone());
+        // Under the lock a detach takes: a call sent to the background
+        // meanwhile reports as a task.
+        let mut running = lock(&self.running);
+        let detached = running.get(&job.call_id).and_then(|h| h.task_id.clone());
+        if let Some(task_id) = job.task_id.clone().or(detached) {
+            let _ = self.completions.send(task_id);
         }
-        lock(&self.running).remove(&job.call_id);
+        running.remove(&job.call_id);
     }
 }
 
@@ -455,6 +490,8 @@ pub(super) struct CallJob {
     pub(super) worktree: Option<crate::worktree::Worktree>,
     /// The first line of its message (its commits' subject).
     pub(super) title: String,
+    /// Its caller may stop waiting for it.
+    pub(super) detach: Option<Detachable>,
 }
 
 /// A task resolved but not started.
@@ -483,6 +520,10 @@ pub(super) struct Launch<'a> {
     pub(super) cancel: Option<watch::Receiver<bool>>,
     pub(super) summary: Option<&'a str>,
     pub(super) exclude: Option<&'a Exclude>,
+    /// Its caller may stop waiting for it (a foreground call).
+    pub(super) detach: Option<&'a Detachable>,
+    /// Its place in its batch's `tasks` (0 for a single call).
+    pub(super) index: usize,
 }
 
 /// A task whose box is open, ready to run.

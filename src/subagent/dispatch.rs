@@ -131,6 +131,13 @@ pub(super) struct Handle {
     /// running turn ends.
     pub(super) followups: Vec<String>,
     pub(super) elicitations: mpsc::UnboundedSender<crate::agent::ElicitationAnswer>,
+    /// A foreground call that may go on in the background
+    /// ([`Dispatcher::detach`]): what it needs as a task.
+    pub(super) meta: Option<TaskMeta>,
+    /// The task it became when its caller stopped waiting.
+    pub(super) task_id: Option<String>,
+    /// Passes its caller's cancel on to it (a foreground call).
+    pub(super) forward: Option<tokio::task::AbortHandle>,
 }
 
 /// A running call's controls: the handle the dispatcher keeps, and the
@@ -149,6 +156,9 @@ pub(super) fn controls() -> (Handle, TurnControl) {
             cancel_children,
             followups: Vec::new(),
             elicitations,
+            meta: None,
+            task_id: None,
+            forward: None,
         },
         TurnControl {
             cancel: cancel_rx,
@@ -315,6 +325,9 @@ impl Dispatcher {
             }
         };
         let mut tasks = lock(&self.tasks);
+        // Calls not (yet) tasks, and the sessions calls ran on.
+        let mut foreground: HashMap<&String, (&AgentRef, bool, &String)> = HashMap::new();
+        let mut sessions: HashMap<&str, String> = HashMap::new();
         for stamped in events {
             match &stamped.event {
                 Event::SubagentStarted {
@@ -326,7 +339,11 @@ impl Dispatcher {
                     ..
                 } => {
                     next(&self.next_call, call_id, "call-");
-                    let Some(task_id) = task_id else { continue };
+                    let Some(task_id) = task_id else {
+                        // It may go on in the background later.
+                        foreground.insert(call_id, (agent, *code_review, input));
+                        continue;
+                    };
                     next(&self.next_task, task_id, "t");
                     // What a follow-up message to the task needs: its
                     // agent, and (below) the session it ran on.
@@ -350,11 +367,37 @@ impl Dispatcher {
                         );
                     }
                 }
+                Event::SubagentBackgrounded { call_id, task_id } => {
+                    next(&self.next_task, task_id, "t");
+                    let Some((agent, code_review, input)) = foreground.remove(call_id) else {
+                        continue;
+                    };
+                    let runner = match agent {
+                        AgentRef::Acp(name) => self.pool.agent(name).ok(),
+                        AgentRef::Internal => lock(&self.internal).clone(),
+                    };
+                    if let Some(runner) = runner {
+                        tasks.insert(
+                            call_id.clone(),
+                            TaskMeta {
+                                agent: agent.clone(),
+                                runner,
+                                depth: 1,
+                                code_review,
+                                exclude: None,
+                                session_id: sessions.get(call_id.as_str()).cloned(),
+                                worktree: None,
+                                title: crate::worktree::first_line(input).to_string(),
+                            },
+                        );
+                    }
+                }
                 Event::SubagentSession {
                     call_id,
                     session_id: Some(id),
                     ..
                 } => {
+                    sessions.insert(call_id, id.clone());
                     if let Some(meta) = tasks.get_mut(call_id) {
                         meta.session_id = Some(id.clone());
                     }

@@ -5,6 +5,7 @@
 
 pub mod batch;
 mod call;
+pub mod detach;
 pub mod dispatch;
 pub mod isolate;
 pub mod memory;

@@ -181,6 +181,7 @@ impl Dispatcher {
             exclude: meta.exclude,
             worktree: meta.worktree,
             title: meta.title,
+            detach: None,
         };
         let opened = Opened {
             job,

@@ -10,6 +10,7 @@
 //!
 //! [`Stamped`]: crate::event::Stamped
 
+pub mod follow;
 pub mod import;
 mod reader;
 mod recorder;

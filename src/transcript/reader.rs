@@ -242,7 +242,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn parse_header(path: &Path, line: &str) -> Result<Header, TranscriptError> {
+pub(super) fn parse_header(path: &Path, line: &str) -> Result<Header, TranscriptError> {
     let bad = |reason: String| TranscriptError::BadHeader {
         path: path.to_path_buf(),
         reason,
@@ -271,7 +271,7 @@ fn parse_header(path: &Path, line: &str) -> Result<Header, TranscriptError> {
 const V1_DROPPED: [&str; 2] = ["task_progress", "task_completed"];
 
 /// A version-1 line: `None` for a type the board now derives.
-fn parse_v1_event(
+pub(super) fn parse_v1_event(
     path: &Path,
     line: usize,
     text: &str,
@@ -287,7 +287,11 @@ fn parse_v1_event(
     parse_event(path, line, text).map(Some)
 }
 
-fn parse_event(path: &Path, line: usize, text: &str) -> Result<Stamped, TranscriptError> {
+pub(super) fn parse_event(
+    path: &Path,
+    line: usize,
+    text: &str,
+) -> Result<Stamped, TranscriptError> {
     // A well-formed line parses straight into its event; only a line that
     // does not is read again as plain JSON, to say what is wrong with it.
     if let Ok(stamped) = serde_json::from_str::<Stamped>(text) {

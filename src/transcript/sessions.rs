@@ -313,6 +313,7 @@ impl Tally {
             "user_message"
                 | "subagent_started"
                 | "subagent_followup"
+                | "subagent_backgrounded"
                 | "subagent_finished"
                 | "subagent_interrupted"
         ) {
@@ -332,6 +333,13 @@ impl Tally {
                 {
                     self.agents.push(agent.name().to_string());
                 }
+                if let (Some(call), Some(task)) = (call, fields.task_id) {
+                    self.tasks.insert(call.to_string(), task.into_owned());
+                    self.start(call);
+                }
+            }
+            // A call that went on in the background is a task, running.
+            "subagent_backgrounded" => {
                 if let (Some(call), Some(task)) = (call, fields.task_id) {
                     self.tasks.insert(call.to_string(), task.into_owned());
                     self.start(call);
@@ -656,6 +664,9 @@ mod tests {
                 (25, build::followup("c1", "more")),
                 (30, build::finished("c4", "done").event()),
                 (31, build::followup("c3", "not a task")),
+                // A call that went on in the background is a running task.
+                (32, build::started("c5", claude()).event()),
+                (33, build::backgrounded("c5", "t5")),
                 (
                     61_000,
                     Event::Notice {
@@ -670,8 +681,8 @@ mod tests {
         assert_eq!(info.cwd, "/a");
         assert_eq!(info.first_message.as_deref(), Some("fix the bug now"));
         assert_eq!(info.agents, ["claude", "internal", "gemini"]);
-        assert_eq!(info.running_tasks, ["t2", "t1"]);
-        assert_eq!(info.events, 12);
+        assert_eq!(info.running_tasks, ["t2", "t1", "t5"]);
+        assert_eq!(info.events, 14);
         assert_eq!(info.started_at(), "2026-12-01T18:00:54Z");
         assert_eq!(info.last_event_at(), "2026-12-01T18:01:55Z");
         assert_eq!(info.bytes, std::fs::metadata(&path).unwrap().len());

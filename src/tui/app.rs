@@ -44,6 +44,15 @@ enum Mode {
     },
     /// A transcript replaying on the player's clock.
     Replay(Player),
+    /// A session another process records, followed as it grows
+    /// (`quorum watch`): read-only, its clock the last event's plus the
+    /// time since it came.
+    Watch {
+        /// The session's name, for the status line.
+        name: String,
+        /// When the last event came.
+        arrived: Instant,
+    },
     /// A still picture: time stands at the last event (screenshots).
     Still,
 }
@@ -114,6 +123,15 @@ impl App {
         Self::with_mode(Mode::Replay(player))
     }
 
+    /// A session followed as another process records it: its events
+    /// come on the loop's event channel.
+    pub fn watch(name: impl Into<String>) -> Self {
+        Self::with_mode(Mode::Watch {
+            name: name.into(),
+            arrived: Instant::now(),
+        })
+    }
+
     /// A still picture of applied events.
     pub fn still() -> Self {
         Self::with_mode(Mode::Still)
@@ -167,6 +185,7 @@ impl App {
         let clock = match &self.mode {
             Mode::Live { started, .. } => started.elapsed().as_millis() as u64,
             Mode::Replay(p) => p.clock(Instant::now()),
+            Mode::Watch { arrived, .. } => self.state.now + arrived.elapsed().as_millis() as u64,
             Mode::Still => 0,
         };
         clock.max(self.state.now)
@@ -182,6 +201,9 @@ impl App {
 
     /// Applies one event from the engine or the player.
     pub fn on_event(&mut self, event: Stamped) {
+        if let Mode::Watch { arrived, .. } = &mut self.mode {
+            *arrived = Instant::now();
+        }
         let waiting = self.state.needs_you();
         self.state.apply(&event);
         // A task started waiting for the person: the bell, once (live only).
@@ -231,7 +253,9 @@ impl App {
         match &self.mode {
             Mode::Still => false,
             Mode::Replay(p) => self.state.running() > 0 && !p.paused() && !p.finished(),
-            Mode::Live { .. } => self.state.running() > 0 || self.state.turn_running,
+            Mode::Live { .. } | Mode::Watch { .. } => {
+                self.state.running() > 0 || self.state.turn_running
+            }
         }
     }
 
@@ -250,7 +274,7 @@ impl App {
             let step = theme::SPINNER_FRAME_MS;
             let wait = match &self.mode {
                 // The next turn of the spinner on the session clock.
-                Mode::Live { .. } => step - self.now() % step,
+                Mode::Live { .. } | Mode::Watch { .. } => step - self.now() % step,
                 // The player's clock runs at its speed: check each step.
                 _ => step,
             };
@@ -565,6 +589,15 @@ impl App {
                 KeyCode::Tab | KeyCode::Char('t') => self.view.toggle_panel(self.cols),
                 _ => {}
             },
+            // Read-only: keys move the view, open boxes, and quit.
+            Mode::Watch { .. } => match key.code {
+                KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+                KeyCode::Char('c') | KeyCode::Char('d') if ctrl => self.quit = true,
+                KeyCode::End => self.view.end(),
+                KeyCode::Home => self.view.home(),
+                KeyCode::Tab | KeyCode::Char('t') => self.view.toggle_panel(self.cols),
+                _ => {}
+            },
             Mode::Still => {}
         }
     }
@@ -601,6 +634,19 @@ impl App {
                 (
                     spans,
                     "space pause · n step · +/- speed · e skip to end · PgUp/PgDn scroll · End follow · t tasks · q quit",
+                )
+            }
+            Mode::Watch { name, .. } => {
+                let spans = vec![
+                    Span::styled("◉ watching", theme::bold()),
+                    Span::raw(format!(" {name} · {} events", self.state.applied)),
+                ];
+                if self.view.opened.is_some() {
+                    return (spans, "↑/↓ PgUp/PgDn scroll · Esc back");
+                }
+                (
+                    spans,
+                    "Alt+↑/↓ boxes · Enter open · PgUp/PgDn scroll · End follow · t tasks · q quit",
                 )
             }
             _ => {

@@ -206,6 +206,117 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
     result
 }
 
+/// `quorum watch`'s options.
+#[derive(clap::Args)]
+pub struct WatchArgs {
+    /// The session: an id as `quorum sessions` prints it (or a unique start
+    /// of one), or a transcript file. Default: this directory's newest.
+    pub session: Option<String>,
+    /// Side panel of background tasks.
+    #[arg(long, value_enum, default_value_t)]
+    pub panel: PanelArg,
+}
+
+/// How often a followed transcript is read for new lines.
+const WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Follows a session another process records (`quorum mcp`, a TUI): its
+/// boxes, panel and verdicts as they come, read-only. `max_line`: the
+/// longest transcript line read.
+pub async fn watch(file: &Path, panel: Option<bool>, max_line: u64) -> Result<()> {
+    let mut follower = transcript::follow::Follower::open(file, max_line)?;
+    let earlier = follower.poll()?;
+    if follower.header().is_none() {
+        bail!(
+            "{}: not a transcript yet (no header line); is it being recorded?",
+            file.display()
+        );
+    }
+    require_terminal()?;
+    let name = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut app = App::watch(crate::confine::sanitize::sanitize(&name).into_owned());
+    app.view.set_panel(panel);
+    app.on_earlier(&earlier);
+    drop(earlier);
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let following = tokio::spawn(follow(follower, tx, WATCH_POLL));
+    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+    let mut inputs = spawn_input_reader();
+    let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await;
+    following.abort();
+    result
+}
+
+/// Sends the events appended to a followed transcript, read every `every`,
+/// until the receiver goes. When the process writing it lets it go (or
+/// takes it up again), a notice says so; a line that cannot be read is an
+/// error shown on screen, and following stops.
+pub async fn follow(
+    mut follower: transcript::follow::Follower,
+    tx: mpsc::UnboundedSender<Stamped>,
+    every: std::time::Duration,
+) {
+    use crate::event::{Event, NoticeLevel};
+    let path = follower.path().to_path_buf();
+    let mut writer = transcript::sessions::open_in(&path);
+    let mut polls: u64 = 0;
+    loop {
+        tokio::time::sleep(every).await;
+        let events = match follower.poll() {
+            Ok(events) => events,
+            Err(e) => {
+                let _ = tx.send(Stamped::new(
+                    follower.last_t(),
+                    Event::Error {
+                        text: format!("{e}; no longer following it"),
+                    },
+                ));
+                return;
+            }
+        };
+        for event in events {
+            if tx.send(event).is_err() {
+                return;
+            }
+        }
+        // Who writes it, checked every tenth poll.
+        polls += 1;
+        if !polls.is_multiple_of(10) {
+            continue;
+        }
+        let now = transcript::sessions::open_in(&path);
+        let text = match (writer, now) {
+            (Some(pid), None) => Some(format!(
+                "process {pid} stopped recording this session; nothing more is being added{}",
+                if follower.mid_line() {
+                    " (its last line was cut short)"
+                } else {
+                    ""
+                }
+            )),
+            (None, Some(pid)) => Some(format!("process {pid} is recording this session again")),
+            _ => None,
+        };
+        writer = now;
+        if let Some(text) = text
+            && tx
+                .send(Stamped::new(
+                    follower.last_t(),
+                    Event::Notice {
+                        level: NoticeLevel::Info,
+                        text,
+                    },
+                ))
+                .is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// What to render headlessly.
 pub struct ScreenshotOptions {
     pub out: PathBuf,

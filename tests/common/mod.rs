@@ -177,7 +177,10 @@ pub fn quorum(home: &std::path::Path) -> std::process::Command {
     for name in inherited_git_vars() {
         c.env_remove(name);
     }
-    c.envs(hermetic_env(home)).env_remove("QUORUM_MODEL");
+    // Not as if an agent of another quorum had started it.
+    c.envs(hermetic_env(home))
+        .env_remove("QUORUM_MODEL")
+        .env_remove("QUORUM_PROCESS");
     c
 }
 
@@ -187,7 +190,10 @@ pub fn quorum_async(home: &std::path::Path) -> tokio::process::Command {
     for name in inherited_git_vars() {
         c.env_remove(name);
     }
-    c.envs(hermetic_env(home)).env_remove("QUORUM_MODEL");
+    // Not as if an agent of another quorum had started it.
+    c.envs(hermetic_env(home))
+        .env_remove("QUORUM_MODEL")
+        .env_remove("QUORUM_PROCESS");
     c
 }
 

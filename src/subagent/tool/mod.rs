@@ -18,6 +18,7 @@ use self::description::{INTERNAL_AGENT_NOTE, ToolDescription};
 use self::input::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 use crate::llm::ToolSpec;
 use crate::runtime::cancel::cancelled;
+use crate::subagent::detach::Detachable;
 use crate::subagent::dispatch::{DispatchError, Dispatcher};
 
 /// The `subagent` tool's name.
@@ -93,6 +94,19 @@ impl SubagentTool {
         arguments: &str,
         cancel: watch::Receiver<bool>,
     ) -> Result<String, SubagentError> {
+        self.call_detachable(name, arguments, cancel, None).await
+    }
+
+    /// [`SubagentTool::call`], the `subagent` calls it opens collected in
+    /// `detach` (when given), so that its caller may stop waiting for them
+    /// and have them go on as background tasks ([`Dispatcher::detach`]).
+    pub async fn call_detachable(
+        &self,
+        name: &str,
+        arguments: &str,
+        cancel: watch::Receiver<bool>,
+        detach: Option<&Detachable>,
+    ) -> Result<String, SubagentError> {
         let arguments = if arguments.trim().is_empty() {
             "{}"
         } else {
@@ -109,7 +123,7 @@ impl SubagentTool {
                     })?;
                 let reply = self
                     .dispatcher
-                    .call_with(input, Some(cancel), self.depth)
+                    .call_in(input, Some(cancel), self.depth, detach)
                     .await?;
                 Ok(serde_json::to_string(&reply).expect("a reply is JSON"))
             }
@@ -130,6 +144,11 @@ impl SubagentTool {
             }
             other => Err(SubagentError::UnknownTool(other.to_string())),
         }
+    }
+
+    /// The dispatcher its calls run on.
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.dispatcher
     }
 
     /// A new conversation: the sub-agents' sessions and the last message

@@ -203,6 +203,9 @@ impl State {
             // panel copy it, as they copy every count.
             Event::SubagentCancelling { .. } => {}
             Event::SubagentDequeued { call_id } => self.on_subagent_dequeued(t, call_id),
+            Event::SubagentBackgrounded { call_id, task_id } => {
+                self.on_subagent_backgrounded(call_id, task_id)
+            }
             Event::BatchStarted {
                 batch_id,
                 tasks,
@@ -696,6 +699,7 @@ mod tests {
             "tool_call_finished",
             "subagent_started",
             "subagent_dequeued",
+            "subagent_backgrounded",
             "subagent_cancelling",
             "batch_started",
             "batch_finished",

@@ -318,6 +318,43 @@ impl State {
         }
     }
 
+    /// A call goes on in the background: its box says so, and it joins
+    /// the side panel as the task it now is, with what its box has so far.
+    pub(super) fn on_subagent_backgrounded(&mut self, call_id: &str, task_id: &str) {
+        let Some(&index) = self.calls.get(call_id) else {
+            return;
+        };
+        if self.task_index.contains_key(task_id) {
+            return;
+        }
+        let task = self.edit_box(index, |b| {
+            if b.task_id.is_some() {
+                return None;
+            }
+            b.task_id = Some(task_id.to_string());
+            b.background = true;
+            Some(Task {
+                task_id: clean(task_id),
+                call_id: call_id.to_string(),
+                agent: b.agent.name().to_string(),
+                input: b
+                    .input
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string(),
+                code_review: b.code_review,
+                started: b.started,
+                finished: b.finished,
+                summary: b.summary.clone(),
+                reported: false,
+            })
+        });
+        if let Some(Some(task)) = task {
+            self.push_task(task_id, task);
+        }
+    }
+
     pub(super) fn on_subagent_session(
         &mut self,
         call_id: &str,
@@ -535,6 +572,7 @@ mod tests {
     //! What applying the events of a call's box changes on screen.
 
     use super::*;
+    use crate::event::build;
     use crate::tui::state::fixtures::*;
 
     #[test]
@@ -602,6 +640,38 @@ mod tests {
         assert_eq!(s.tasks[0].input, "review it", "the first line");
         assert_eq!(s.tasks[0].started, 7);
         assert_eq!(s.latest_running_call().as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn subagent_backgrounded_makes_a_running_box_a_panel_task() {
+        let mut s = State::new();
+        apply(&mut s, 5, started(false));
+        apply(&mut s, 6, build::chunk("c1", "reading\n"));
+        assert!(s.tasks.is_empty());
+        apply(&mut s, 9, build::backgrounded("c1", "t1"));
+        let b = box_of(&s, "c1");
+        assert_eq!((b.task_id.as_deref(), b.background), (Some("t1"), true));
+        assert_eq!(s.tasks.len(), 1);
+        let task = &s.tasks[0];
+        assert_eq!(
+            (
+                task.task_id.as_str(),
+                task.call_id.as_str(),
+                task.input.as_str(),
+                task.started,
+                task.summary.state
+            ),
+            ("t1", "c1", "review it", 5, TaskState::Running)
+        );
+        assert_eq!(s.task_counts(), (1, 0));
+        // Once: a second one changes nothing, nor one for another call.
+        apply(&mut s, 10, build::backgrounded("c1", "t4"));
+        apply(&mut s, 10, build::backgrounded("c9", "t5"));
+        assert_eq!(s.tasks.len(), 1);
+        // Its end finishes the panel's task too.
+        apply(&mut s, 20, snapshot(0, TaskState::Done, false));
+        apply(&mut s, 20, build::finished("c1", "ok").event());
+        assert_eq!(s.task_counts(), (0, 0));
     }
 
     #[test]
