@@ -274,6 +274,7 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     }
     let bell = config::config_bell(config.as_deref())?;
     let (mut session, events) = Session::start(session, Instant::now())?;
+    let _tools = quorum::serve::offer_tools(&session, config.as_deref())?;
     let earlier = session.take_history();
     let started = session.clock();
     let ops = session.serve();

@@ -167,3 +167,86 @@ async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
     assert!(!screen.contains("needs you"), "{screen}");
     session.shutdown();
 }
+
+/// The sub-agent events of a run, as the screen and the transcript read
+/// them: times and session ids (which differ from run to run) left out.
+fn subagent_events(events: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|e| {
+            let kind = e["type"].as_str().unwrap_or_default();
+            kind.starts_with("subagent") || kind.starts_with("task_") || kind.starts_with("batch")
+        })
+        .map(|e| {
+            let mut e = e.clone();
+            let o = e.as_object_mut().unwrap();
+            o.remove("t");
+            o.remove("session_id");
+            e
+        })
+        .collect()
+}
+
+/// The built-in chat (a scripted model) and a conductor (the fake agent,
+/// calling quorum's tool over MCP with the official SDK's client) make the
+/// same `subagent` call: the same events, and the same reply comes back.
+#[test]
+fn the_built_in_chat_and_a_conductor_make_the_same_call() {
+    let s = conducted();
+    let call = serde_json::json!({"agent": "fake", "input": "echo the same box"});
+    let script = s.dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": call}]},
+            {"text": "done"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let o = s.run_unwedged(&[
+        "run",
+        "--json",
+        "--no-record",
+        "--model",
+        &model,
+        "-p",
+        "go",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let built_in = events(&o.stdout);
+    let prompt = format!("mcp subagent {call}");
+    let o = s.run_unwedged(&[
+        "run",
+        "--json",
+        "--no-record",
+        "--model",
+        "acp:fake",
+        "-p",
+        &prompt,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let conducted = events(&o.stdout);
+    let (a, b) = (subagent_events(&built_in), subagent_events(&conducted));
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+    // The tool's reply reached the conductor, which said it.
+    let said: String = conducted
+        .iter()
+        .filter(|e| e["type"] == "assistant_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(
+        said,
+        r#"mcp: {"output":"the same box","stop_reason":"end_turn"}"#
+    );
+    // Its own line for the call (and the permission quorum gave itself) is
+    // the box: not drawn twice.
+    let kinds: Vec<&str> = conducted
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert!(!kinds.contains(&"tool_call_started"), "{kinds:?}");
+    assert!(!kinds.contains(&"chat_activity"), "{kinds:?}");
+}

@@ -26,6 +26,7 @@ pub async fn run_command(
     no_wait: bool,
 ) -> Result<i32> {
     config::init_logging();
+    let config_file = setup.config.clone();
     let session = match setup.session(Some(&model)) {
         Ok(s) => s,
         Err(e) => {
@@ -34,6 +35,19 @@ pub async fn run_command(
         }
     };
     let (mut session, events) = Session::start(session, Instant::now())?;
+    // A conductor calls the session's tools over MCP, served as long as
+    // the session runs.
+    let _tools = match session
+        .conducted()
+        .then(|| crate::serve::hand_tools(&session, config_file.as_deref()))
+        .transpose()
+    {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            crate::say!("quorum: cannot serve quorum's tools to the chat: {e:#}");
+            return Ok(EXIT_CANNOT_RUN);
+        }
+    };
     let code = run(&mut session, events, prompt, json, no_wait).await;
     if let Some(path) = session.recording() {
         let id = path.file_stem().unwrap_or_default().to_string_lossy();

@@ -36,6 +36,11 @@ pub const MCP_SERVER: &str = "quorum";
 /// while one of its turns runs (the engine's commands send them there).
 pub type ChatAnswers = Arc<Mutex<Option<mpsc::UnboundedSender<PermissionAnswer>>>>;
 
+/// The MCP server (`quorum`) that carries the session's tools to its
+/// conductor: set by the front end that serves them (`serve`), read when
+/// the conductor starts.
+pub type HandedTools = Arc<Mutex<Option<crate::acp::mcp::McpServerSpec>>>;
+
 /// Makes the conductor for an agent's name (`/model acp:NAME`), or says
 /// why it cannot.
 pub type Factory = Arc<dyn Fn(&str) -> Result<Box<dyn Conductor>, String> + Send + Sync>;
@@ -76,22 +81,20 @@ pub struct AcpConductor {
     /// Its session: the one its next turn continues (none: a new one).
     session: Option<String>,
     answers: ChatAnswers,
+    tools: HandedTools,
 }
 
 impl AcpConductor {
     /// `spec`'s agent as the chat, working in `root`, its sessions given
-    /// `mcp` (quorum's tools) besides its configured MCP servers.
+    /// `tools` (quorum's, over MCP, once a front end serves them) besides
+    /// its configured MCP servers.
     pub fn new(
-        mut spec: AgentSpec,
-        mcp: Option<crate::acp::mcp::McpServerSpec>,
+        spec: AgentSpec,
+        tools: HandedTools,
         (root, supervisor, emitter): (Root, Supervisor, Emitter),
         (permissions, elicit): (Permissions, Elicit),
         answers: ChatAnswers,
     ) -> Self {
-        if let Some(mcp) = mcp {
-            spec.mcp_servers.retain(|s| s.name != MCP_SERVER);
-            spec.mcp_servers.push(mcp);
-        }
         let policy = spec.permissions.resolve(permissions);
         Self {
             spec,
@@ -103,6 +106,7 @@ impl AcpConductor {
             conn: None,
             session: None,
             answers,
+            tools,
         }
     }
 
@@ -120,8 +124,20 @@ impl AcpConductor {
             }),
             None => {}
         }
-        let policy = self.spec.process_policy(false);
-        let start = Connection::start(&self.spec, &self.root, &self.supervisor, policy.as_ref());
+        // Its sessions get quorum's tools, as the server named `quorum`.
+        let mut spec = self.spec.clone();
+        spec.mcp_servers.retain(|s| s.name != MCP_SERVER);
+        match lock(&self.tools).clone() {
+            Some(tools) => spec.mcp_servers.push(tools),
+            None => self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: format!(
+                    "{agent} is the chat, but quorum's tools are not served to it: it cannot call sub-agents"
+                ),
+            }),
+        }
+        let policy = spec.process_policy(false);
+        let start = Connection::start(&spec, &self.root, &self.supervisor, policy.as_ref());
         let conn = tokio::select! {
             started = start => started.map_err(|e| e.to_string())?,
             _ = cancelled(cancel) => return Err(format!("{agent}: cancelled while starting")),
@@ -318,6 +334,11 @@ impl TurnSink for Lines<'_> {
                     self.finished(&id, status, &detail);
                 }
             }
+            // A permission for a call of quorum's tools (allowed without
+            // asking) is its box's business, as its line is.
+            Activity::PermissionRequest { ref id, .. }
+            | Activity::PermissionResolved { ref id, .. }
+                if matches!(lock(&self.state).tools.get(id), Some(None)) => {}
             activity @ (Activity::PermissionRequest { .. }
             | Activity::PermissionResolved { .. }
             | Activity::Usage { .. }

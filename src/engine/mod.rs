@@ -58,6 +58,10 @@ pub struct Session {
     chat_answers: conductor::ChatAnswers,
     /// Makes a conductor (`/model acp:NAME`).
     conductors: conductor::Factory,
+    /// The MCP server that carries the session's tools to a conductor.
+    handed: conductor::HandedTools,
+    /// Whether the chat is a conductor (it needs its tools handed).
+    conducted: bool,
 }
 
 impl Session {
@@ -132,7 +136,9 @@ impl Session {
         dispatcher.set_worktrees(config::state_dir(), transcript);
         dispatcher.set_elicit(config.elicit);
         let chat_answers: conductor::ChatAnswers = Arc::default();
+        let handed: conductor::HandedTools = Arc::default();
         let conductors: conductor::Factory = {
+            let handed = handed.clone();
             let (dispatcher, emitter) = (Arc::downgrade(&dispatcher), emitter.clone());
             let (root, supervisor) = (root.clone(), supervisor.clone());
             let (permissions, elicit) = (config.permissions, config.elicit);
@@ -146,7 +152,7 @@ impl Session {
                     .clone();
                 let conductor = conductor::AcpConductor::new(
                     spec,
-                    None,
+                    handed.clone(),
                     (root.clone(), supervisor.clone(), emitter.clone()),
                     (permissions, elicit),
                     answers.clone(),
@@ -154,6 +160,7 @@ impl Session {
                 Ok(Box::new(conductor) as Box<dyn crate::harness::chat::Conductor>)
             })
         };
+        let conducted = config.model.is_none() && config.conductor.is_some();
         let (chat, completions) = match config.model {
             None if config.conductor.is_some() => {
                 let name = config.conductor.as_deref().unwrap_or_default();
@@ -193,6 +200,8 @@ impl Session {
             history,
             chat_answers,
             conductors,
+            handed,
+            conducted,
         };
         if let Some((continued, cut, events)) = continued {
             session.carry_on(continued, cut, events, config.resume.as_deref());
@@ -269,6 +278,21 @@ impl Session {
         if let Some(chat) = &mut self.chat {
             chat.restore(continued.context, note, continued.undelivered);
         }
+    }
+
+    /// Hands the session's tools to its conductor (now, or when one is
+    /// chosen later): `spec` is the MCP server a front end serves them on.
+    pub fn hand_tools(&self, spec: crate::acp::mcp::McpServerSpec) {
+        *self
+            .handed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(spec);
+    }
+
+    /// Whether the chat is a conductor (an ACP agent), which calls the
+    /// session's tools over MCP.
+    pub fn conducted(&self) -> bool {
+        self.conducted
     }
 
     /// The session clock's zero, for the front end's elapsed times.

@@ -12,6 +12,41 @@ pub mod mcp;
 pub use endpoint::Endpoint;
 pub use mcp::{McpOptions, QuorumMcp};
 
+/// Serves `session`'s tools to its conductor (`--model acp:NAME`, or one
+/// `/model acp:NAME` chooses later) on a private endpoint, and tells the
+/// session where: the endpoint, to be kept as long as the session. The
+/// conductor's chat is told when a background task ends, so a call sent
+/// to the background says its report will be delivered.
+pub fn hand_tools(
+    session: &crate::engine::Session,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<Endpoint> {
+    let options = McpOptions {
+        reports_delivered: true,
+        ..McpOptions::read(config)?
+    };
+    let endpoint = Endpoint::for_session(session, options)?;
+    session.hand_tools(endpoint.server_spec()?);
+    Ok(endpoint)
+}
+
+/// [`hand_tools`] for the TUI, whose chat may become a conductor later
+/// (`/model acp:NAME`): an error only when the chat is one already
+/// (otherwise the endpoint is missed, and logged).
+pub fn offer_tools(
+    session: &crate::engine::Session,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Endpoint>> {
+    match hand_tools(session, config) {
+        Ok(endpoint) => Ok(Some(endpoint)),
+        Err(e) if session.conducted() => Err(e.context("cannot serve quorum's tools to the chat")),
+        Err(e) => {
+            tracing::warn!("quorum's tools are not served for a conductor: {e:#}");
+            Ok(None)
+        }
+    }
+}
+
 /// Every quorum process puts its pid here in its environment, so the
 /// agents it starts (and what they start: an agent's own MCP servers)
 /// carry it; `quorum mcp` started by one of them refuses to serve, so no

@@ -160,8 +160,14 @@ static MCP_LOG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::n
 /// `--mcp-http`: advertise `mcpCapabilities.http` (and `sse`).
 static MCP_HTTP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The MCP servers the newest `session/new`, `load` or `resume` gave (what
+/// `mcp TOOL ARGS` calls).
+static MCP_SERVERS: std::sync::Mutex<Vec<agent_client_protocol::v1::schema::McpServer>> =
+    std::sync::Mutex::new(Vec::new());
+
 /// Appends what `method` was given as MCP servers to the `--mcp-log`.
 fn mcp_seen(method: &str, servers: &[agent_client_protocol::v1::schema::McpServer]) {
+    *MCP_SERVERS.lock().unwrap_or_else(|e| e.into_inner()) = servers.to_vec();
     let Some(file) = MCP_LOG.get() else { return };
     let line = serde_json::json!({ "method": method, "mcpServers": servers }).to_string() + "\n";
     let written = std::fs::OpenOptions::new()
@@ -653,6 +659,60 @@ async fn run_turn(
             match turn.cx.send_request(request).block_task().await {
                 Ok(_) => turn.chunk("wrote")?,
                 Err(error) => turn.chunk(format!("write failed: {}", error.message))?,
+            }
+        }
+        // `mcp TOOL {ARGS}`: calls TOOL of the MCP server named `quorum` it
+        // was given (stdio: started as given, spoken to with the official
+        // SDK's client), as claude does: a tool call `mcp__quorum__TOOL`,
+        // a permission request for it, then the call.
+        "mcp" => {
+            let (tool, args) = first_word(rest);
+            let args: serde_json::Value = serde_json::from_str(args.trim())
+                .map_err(|e| Error::invalid_params().data(format!("mcp: bad arguments: {e}")))?;
+            let title = format!("mcp__quorum__{tool}");
+            turn.tool_call(
+                ToolCall::new("mcp1", title.clone())
+                    .status(ToolCallStatus::Pending)
+                    .raw_input(args.clone()),
+            )?;
+            let options = vec![
+                PermissionOption::new("allow", "Allow once", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+            ];
+            let ask = RequestPermissionRequest::new(
+                turn.session_id.clone(),
+                ToolCallUpdate::new(
+                    "mcp1",
+                    ToolCallUpdateFields::new()
+                        .title(title)
+                        .raw_input(args.clone()),
+                ),
+                options,
+            );
+            let answer = request_in_background(&turn.cx, ask)?;
+            let allowed = tokio::select! {
+                () = cancelled => return Ok(StopReason::Cancelled),
+                answer = answer => matches!(
+                    answer.map(|a| a.map(|r| r.outcome)),
+                    Ok(Ok(RequestPermissionOutcome::Selected(ref s)))
+                        if s.option_id.0.as_ref() == "allow"
+                ),
+            };
+            if !allowed {
+                turn.tool_status("mcp1", ToolCallStatus::Failed)?;
+                turn.chunk("mcp: not allowed")?;
+                return Ok(StopReason::EndTurn);
+            }
+            turn.tool_status("mcp1", ToolCallStatus::InProgress)?;
+            match mcp_client::call(tool, args).await {
+                Ok(text) => {
+                    turn.tool_status("mcp1", ToolCallStatus::Completed)?;
+                    turn.chunk(format!("mcp: {text}"))?;
+                }
+                Err(e) => {
+                    turn.tool_status("mcp1", ToolCallStatus::Failed)?;
+                    turn.chunk(format!("mcp failed: {e}"))?;
+                }
             }
         }
         // Its own tools, not the client's: the agent process writes a file
@@ -1903,6 +1963,64 @@ mod rest18 {
 // ---------------------------------------------------------------------------
 // Client terminals (`term …`)
 // ---------------------------------------------------------------------------
+
+mod mcp_client {
+    //! The client side of `mcp TOOL ARGS`: the `quorum` MCP server this
+    //! agent was given, started as given and spoken to with the official
+    //! Rust SDK's client.
+
+    use agent_client_protocol::v1::schema::McpServer;
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+
+    /// Calls `tool` with `args`; the text it returned (an error result's
+    /// text after `error: `).
+    pub(super) async fn call(tool: &str, args: serde_json::Value) -> Result<String, String> {
+        let servers = super::MCP_SERVERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(McpServer::Stdio(server)) = servers
+            .into_iter()
+            .find(|s| matches!(s, McpServer::Stdio(s) if s.name == "quorum"))
+        else {
+            return Err("no stdio MCP server named quorum was given".into());
+        };
+        let mut child = tokio::process::Command::new(&server.command)
+            .args(&server.args)
+            .envs(server.env.iter().map(|v| (&v.name, &v.value)))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", server.command.display()))?;
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = ().serve((stdout, stdin)).await.map_err(|e| format!("MCP initialize: {e}"))?;
+        let arguments = match args {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = arguments;
+        let result = client
+            .call_tool(params)
+            .await
+            .map_err(|e| format!("tools/call: {e}"));
+        let _ = client.cancel().await;
+        let result = result?;
+        let text: Vec<String> = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        let text = text.join("\n");
+        Ok(if result.is_error == Some(true) {
+            format!("error: {text}")
+        } else {
+            text
+        })
+    }
+}
 
 mod terminals {
     //! `term run|hold|kill|unknown …`: commands run in the client's
