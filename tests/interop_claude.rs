@@ -28,6 +28,21 @@ async fn claude_with(base: &std::path::Path, extra: &'static str) -> Adapter {
     .await
 }
 
+/// Claude as the chat's conductor: its model calls
+/// `mcp__quorum__subagent` for the fake agent; the box appears and the
+/// report reaches claude's next model request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_conducts_a_sub_agent_over_mcp() {
+    let fake = format!(
+        "[agents.fake]\ncommand = {:?}\n",
+        env!("CARGO_BIN_EXE_quorum-fake-agent")
+    );
+    claude_with(&std::env::temp_dir(), Box::leak(fake.into_boxed_str()))
+        .await
+        .conducts_a_sub_agent()
+        .await;
+}
+
 /// Sandboxed (`sandbox = "bwrap"`: its process under bubblewrap, its
 /// `~/.claude` and `~/.claude.json` writable), claude still answers,
 /// reviews, and resumes its session in a new quorum process.

@@ -15,6 +15,21 @@ async fn codex() -> Adapter {
     codex_with(&std::env::temp_dir(), "").await
 }
 
+/// Codex as the chat's conductor: its model calls `subagent` in the
+/// `mcp__quorum` namespace for the fake agent; the box appears and the
+/// report reaches codex's next model request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_conducts_a_sub_agent_over_mcp() {
+    let fake = format!(
+        "[agents.fake]\ncommand = {:?}\n",
+        env!("CARGO_BIN_EXE_quorum-fake-agent")
+    );
+    codex_with(&std::env::temp_dir(), Box::leak(fake.into_boxed_str()))
+        .await
+        .conducts_a_sub_agent()
+        .await;
+}
+
 /// Sandboxed (`sandbox = "bwrap"`: its process under bubblewrap, its
 /// `CODEX_HOME` writable), codex still answers, reviews, and resumes its
 /// session in a new quorum process.

@@ -333,6 +333,59 @@ impl Adapter {
 }
 
 impl Adapter {
+    /// The adapter as the chat's conductor (`quorum run --model
+    /// acp:AGENT`), its model scripted to call quorum's `subagent` tool
+    /// over MCP for the fake agent (`conduct fake echo …`; the config must
+    /// name `[agents.fake]`): the box appears, the sub-agent's report is in
+    /// the conductor's next model request, and what it said last is the
+    /// chat's text. Nothing is left running.
+    pub async fn conducts_a_sub_agent(&self) {
+        let mut c = super::quorum_async(&self.home());
+        c.arg("--config")
+            .arg(&self.config)
+            .args(["run", "--json", "--no-record", "--cwd"])
+            .arg(self.work())
+            .args(["--model", &format!("acp:{}", self.agent)])
+            .args(["-p", "conduct fake echo from the conductor"])
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(120), c.output())
+            .await
+            .expect("quorum run ends")
+            .unwrap();
+        self.assert_nothing_left(&out);
+        assert_eq!(out.status.code(), Some(0), "{}", self.diagnose(&out));
+        let events = json_lines(&out);
+        let started = events
+            .iter()
+            .find(|e| e["type"] == "subagent_started")
+            .unwrap_or_else(|| panic!("no box: {}", text(&out.stdout)));
+        assert_eq!(started["agent"]["acp"], "fake", "{started}");
+        assert_eq!(started["input"], "echo from the conductor");
+        let finished = events
+            .iter()
+            .find(|e| e["type"] == "subagent_finished")
+            .expect("the box finished");
+        assert_eq!(finished["output"], "from the conductor");
+        // The report reached the conductor's next model request.
+        let requests = self.model.requests.lock().unwrap().clone();
+        let last = serde_json::to_string(requests.last().expect("model requests")).unwrap();
+        assert!(last.contains("from the conductor"), "{last}");
+        let said: String = events
+            .iter()
+            .filter(|e| e["type"] == "assistant_delta")
+            .filter_map(|e| e["text"].as_str())
+            .collect();
+        assert!(said.starts_with("Conducted: "), "{said}");
+        assert!(said.contains("from the conductor"), "{said}");
+        // Its own line for the call is the box.
+        assert!(
+            !events.iter().any(|e| e["type"] == "tool_call_started"
+                && e["name"].as_str().is_some_and(|n| n.contains("subagent"))),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+
     /// A plain turn, recorded: what the agent announced of its session
     /// (its commands, mode and config options) as the box's activity, the
     /// last of each kind.

@@ -12,7 +12,7 @@
 //! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
 //! | `run CMD` (codex) | an `exec_command` call of CMD, then `ran` once its output comes back |
 //! | `inspect WORDS` | a shell call (claude `Bash`, codex `exec_command`) of `ls`, then the answer to WORDS |
-//! | `conduct AGENT WORDS` | a call of quorum's `subagent` tool over MCP (claude `mcp__quorum__subagent`; codex `subagent` in the namespace `mcp__quorum`) with `{"agent": AGENT, "input": WORDS}`, then `Conducted: ` and the first line of what the tool returned |
+//! | `conduct AGENT WORDS` | a call of quorum's `subagent` tool over MCP (claude `mcp__quorum__subagent`; codex `subagent` in the namespace `mcp__quorum`) with `{"agent": AGENT, "input": WORDS}`, then `Conducted: ` and what the tool returned, on one line |
 //! | `delegate WORDS` | a sub-agent with the prompt WORDS (claude `Agent`; codex `multi_agent_v1` `spawn_agent`, then `wait_agent` for it), then `Delegated; the sub-agent's report is in.` |
 //! | anything else | `unknown: WORD` |
 //!
@@ -197,7 +197,10 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
         }
         "conduct" => text(&format!(
             "Conducted: {}",
-            turn.last_output.lines().next().unwrap_or("")
+            turn.last_output
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
         )),
         "delegate" => match (results, turn.codex) {
             (0, false) => Answer::Tool {
