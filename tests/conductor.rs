@@ -250,3 +250,88 @@ fn the_built_in_chat_and_a_conductor_make_the_same_call() {
     assert!(!kinds.contains(&"tool_call_started"), "{kinds:?}");
     assert!(!kinds.contains(&"chat_activity"), "{kinds:?}");
 }
+
+/// A background task the conductor started reports back to it as a new
+/// prompt, marked as quorum's, once, when it ends.
+#[test]
+fn a_background_report_reaches_the_conductor() {
+    let s = conducted();
+    let call = serde_json::json!({"agent": "fake", "input": "slow 1", "run_in_background": true});
+    let prompt = format!("mcp subagent {call}");
+    let o = s.run_unwedged(&[
+        "run",
+        "--json",
+        "--no-record",
+        "--model",
+        "acp:fake",
+        "-p",
+        &prompt,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let events = events(&o.stdout);
+    let reported: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "task_reported")
+        .collect();
+    assert_eq!(reported.len(), 1, "{}", text(&o.stdout));
+    // The conductor's second prompt is the report.
+    let prompts: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "chat_message" && e["message"]["role"] == "user")
+        .filter_map(|e| e["message"]["content"].as_str())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(
+        prompts[1].starts_with(
+            "[automated message] Background task t1 (fake) finished with stop reason end_turn"
+        ) && prompts[1].contains("working done"),
+        "{}",
+        prompts[1]
+    );
+}
+
+/// A conductor that dies mid-turn: the turn ends with an error naming it,
+/// and the next message starts it again (said).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_that_dies_is_named_and_started_again() {
+    use common::app::{drive, line, until};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let registry = quorum::acp::registry::Registry::load_only(&path).unwrap();
+    let root = quorum::confine::fsroot::Root::new(dir.path()).unwrap();
+    let mut config = quorum::engine::SessionConfig::new(registry, root);
+    config.conductor = Some("fake".into());
+    let started = std::time::Instant::now();
+    let (mut session, mut events) = quorum::engine::Session::start(config, started).unwrap();
+    let mut app = quorum::tui::app::App::live(session.serve(), started);
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(150, 30)).unwrap();
+    drive(&mut terminal, &mut app, line("crash"), vec![]).await;
+    until(&mut terminal, &mut app, &mut events, |s| {
+        s.contains("✗ fake: ")
+    })
+    .await;
+    // Its turn has ended (the status line says no more that it works).
+    until(&mut terminal, &mut app, &mut events, |s| {
+        !s.contains("chat working")
+    })
+    .await;
+    drive(&mut terminal, &mut app, line("echo back again"), vec![]).await;
+    // Its answer: a line of its own (the person's message says `echo`).
+    until(&mut terminal, &mut app, &mut events, |s| {
+        s.lines()
+            .any(|l| l.split('│').next().unwrap_or("").trim() == "back again")
+    })
+    .await;
+    let screen = common::app::text(&terminal);
+    assert!(screen.contains("fake had exited"), "{screen}");
+    assert!(screen.contains("starting it again"), "{screen}");
+    session.shutdown();
+}
