@@ -115,8 +115,9 @@ fn an_unknown_or_missing_conductor_is_named() {
     );
 }
 
-/// In the TUI, the conductor's own permission request is a line of the
-/// chat the digit keys answer, as a box's is; the status line counts it.
+/// In the TUI, the conductor's usage is in the status line, and its own
+/// permission request is a line of the chat the digit keys answer, as a
+/// box's is; the status line counts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
     use common::app::{drive, key, line, until};
@@ -139,6 +140,18 @@ async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
     let (mut session, mut events) = quorum::engine::Session::start(config, started).unwrap();
     let mut app = quorum::tui::app::App::live(session.serve(), started);
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(150, 30)).unwrap();
+    // Its context and cost (`usage_update`) are the status line's.
+    drive(
+        &mut terminal,
+        &mut app,
+        line("usage 12000 200000 0.04"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut events, |s| {
+        s.contains("chat 12k / 200k tokens · $0.04")
+    })
+    .await;
     drive(&mut terminal, &mut app, line("permission"), vec![]).await;
     until(&mut terminal, &mut app, &mut events, |s| {
         s.contains("fake asks: Delete build/")

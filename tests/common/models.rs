@@ -13,6 +13,8 @@
 //! | `run CMD` (codex) | an `exec_command` call of CMD, then `ran` once its output comes back |
 //! | `inspect WORDS` | a shell call (claude `Bash`, codex `exec_command`) of `ls`, then the answer to WORDS |
 //! | `conduct AGENT WORDS` | a call of quorum's `subagent` tool over MCP (claude `mcp__quorum__subagent`; codex `subagent` in the namespace `mcp__quorum`) with `{"agent": AGENT, "input": WORDS}`, then `Conducted: ` and what the tool returned, on one line |
+//! | `call AGENT WORDS` | the built-in chat's `subagent` tool call (Anthropic `tool_use` named `subagent`), then `written` |
+//! | `review-quorum A,B WORDS` | quorum's `subagent` over MCP (as `conduct`) with a batch of code reviews, one task per agent, then `The reviewers have spoken: ` and what the tool returned |
 //! | `delegate WORDS` | a sub-agent with the prompt WORDS (claude `Agent`; codex `multi_agent_v1` `spawn_agent`, then `wait_agent` for it), then `Delegated; the sub-agent's report is in.` |
 //! | anything else | `unknown: WORD` |
 //!
@@ -195,6 +197,39 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
                 },
             }
         }
+        // The same call as the built-in chat's model makes it (Anthropic
+        // `tool_use` named `subagent`): for comparing the two chats.
+        "call" if results == 0 => Answer::Tool {
+            name: "subagent",
+            input: json!({"agent": words.get(1).copied().unwrap_or(""), "input": words.get(2..).unwrap_or_default().join(" ")}),
+        },
+        "review-quorum" if results == 0 => {
+            let agents = words.get(1).copied().unwrap_or("");
+            let input = words.get(2..).unwrap_or_default().join(" ");
+            let tasks: Vec<Value> = agents
+                .split(',')
+                .map(|a| json!({"agent": a, "input": input, "code_review": true}))
+                .collect();
+            let input = json!({"tasks": tasks});
+            match turn.codex {
+                true => Answer::Namespaced {
+                    namespace: "mcp__quorum",
+                    name: "subagent",
+                    input,
+                },
+                false => Answer::Tool {
+                    name: "mcp__quorum__subagent",
+                    input,
+                },
+            }
+        }
+        "review-quorum" => text(&format!(
+            "The reviewers have spoken: {}",
+            turn.last_output
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
         "conduct" => text(&format!(
             "Conducted: {}",
             turn.last_output
