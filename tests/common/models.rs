@@ -110,6 +110,10 @@ async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>
     } else {
         responses(&body)
     };
+    let calls = events.iter().any(|(_, _, data)| {
+        let text = data.to_string();
+        text.contains("\"tool_use\"") || text.contains("\"function_call\"")
+    });
     for (delay, name, data) in events {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -120,7 +124,18 @@ async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>
         }
     }
     let _ = sock.shutdown().await;
+    if calls {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        TOOL_CALLS_SENT.lock().unwrap().push(now.as_millis());
+    }
 }
+
+/// When (Unix ms) each answer that was a tool call had been sent whole:
+/// for measuring what follows a model's tool call (`quorum-fake-model
+/// --tool-times FILE`).
+pub static TOOL_CALLS_SENT: Mutex<Vec<u128>> = Mutex::new(Vec::new());
 
 type Sse = Vec<(Duration, &'static str, Value)>;
 
