@@ -331,7 +331,7 @@ impl State {
             })
         };
         assert_eq!(
-            self.needs_you(),
+            self.tally.waiting,
             boxes().filter(|b| b.summary.waiting).count(),
             "waiting"
         );
@@ -626,6 +626,81 @@ mod tests {
         assert_eq!(s.retry, None);
     }
 
+    /// The chat's conductor: its name from its session, its permission
+    /// request a cell the keys answer (as call `chat`) until it is
+    /// resolved, its usage the status line's.
+    #[test]
+    fn the_conductors_session_permission_and_usage() {
+        use crate::event::{Activity, CHAT_CALL, SessionKind, Usage};
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ConductorSession {
+                agent: "claude".into(),
+                session: SessionKind::Fresh,
+                session_id: "s1".into(),
+            },
+        );
+        assert_eq!(s.conductor.as_deref(), Some("claude"));
+        apply(
+            &mut s,
+            2,
+            Event::ChatActivity {
+                activity: Activity::PermissionRequest {
+                    id: "p1".into(),
+                    title: "Bash: npm test".into(),
+                    options: vec!["Allow once".into(), "Reject".into()],
+                    detail: Box::default(),
+                },
+            },
+        );
+        assert_eq!(
+            s.pending_permission(),
+            Some((CHAT_CALL.to_string(), "p1".to_string(), 2))
+        );
+        assert_eq!(s.needs_you(), 1);
+        assert!(matches!(
+            &s.cells.last().unwrap().kind,
+            cells::CellKind::ChatPermission { agent, title, answer: None, .. }
+                if agent == "claude" && title == "Bash: npm test"
+        ));
+        // Another request's answer leaves it waiting; its own resolves it.
+        for (t, id) in [(3, "p0"), (4, "p1")] {
+            apply(
+                &mut s,
+                t,
+                Event::ChatActivity {
+                    activity: Activity::PermissionResolved {
+                        id: id.into(),
+                        outcome: "Allow once".into(),
+                    },
+                },
+            );
+        }
+        assert_eq!(s.pending_permission(), None);
+        assert_eq!(s.needs_you(), 0);
+        assert!(matches!(
+            &s.cells.last().unwrap().kind,
+            cells::CellKind::ChatPermission { answer: Some(a), .. } if a == "Allow once"
+        ));
+        let usage = Usage {
+            used: 12_000,
+            size: Some(200_000),
+            cost: None,
+        };
+        apply(
+            &mut s,
+            5,
+            Event::ChatActivity {
+                activity: Activity::Usage {
+                    usage: usage.clone(),
+                },
+            },
+        );
+        assert_eq!(s.chat_usage, Some(usage));
+    }
+
     #[test]
     fn usage_adds_up() {
         let mut s = State::new();
@@ -714,6 +789,8 @@ mod tests {
             "task_progress",
             "task_reported",
             "model_retry",
+            "conductor_session",
+            "chat_activity",
             "usage",
             "notice",
             "error",
