@@ -901,6 +901,13 @@ pub enum Event {
         wait_ms: u64,
         reason: String,
     },
+    /// The commands an agent announced while none of its calls ran (real
+    /// agents send them when they have them): what Tab completes after
+    /// `@NAME /`.
+    "agent_commands" => AgentCommands {
+        agent: String,
+        commands: Vec<AgentCommand>,
+    },
     /// The chat's conductor (an ACP agent, `--model acp:NAME`) opened or
     /// reopened its session: recorded, so a continued session reattaches
     /// it.
@@ -1177,6 +1184,14 @@ mod tests {
                 attempt: 2,
                 wait_ms: 1500,
                 reason: "rate limited".into(),
+            },
+            Event::AgentCommands {
+                agent: "claude".into(),
+                commands: vec![AgentCommand {
+                    name: "review".into(),
+                    description: "Review the changes".into(),
+                    hint: None,
+                }],
             },
             Event::ConductorSession {
                 agent: "claude".into(),

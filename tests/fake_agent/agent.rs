@@ -1155,10 +1155,17 @@ fn cmd_new_session(state: &Shared, id: &str, response: NewSessionResponse) -> Ne
         .config_options(cmd_options(session))
 }
 
+/// `--announce-after MS`: commands are announced this long after a new
+/// session's answer.
+static ANNOUNCE_AFTER: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
 /// How long after a new session's answer its commands are announced:
-/// 20 to 220 ms, different each time (real agents send them when they
-/// have them, not at once).
+/// `--announce-after`, else 20 to 220 ms, different each time (real agents
+/// send them when they have them, not at once).
 fn announce_delay() -> std::time::Duration {
+    if let Some(&ms) = ANNOUNCE_AFTER.get() {
+        return std::time::Duration::from_millis(ms);
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -1420,6 +1427,10 @@ fn parse_options() -> Options {
             "--config-options" => options.config_options = true,
             "--new-error" => options.new_error = true,
             "--commands" => options.commands = true,
+            "--announce-after" => {
+                let ms = args.next().and_then(|ms| ms.parse().ok());
+                let _ = ANNOUNCE_AFTER.set(ms.unwrap_or(0));
+            }
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
             "--mcp-http" => MCP_HTTP.store(true, std::sync::atomic::Ordering::SeqCst),

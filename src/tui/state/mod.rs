@@ -281,6 +281,10 @@ impl State {
             // The model's context: the screen has the same conversation
             // from the events above.
             Event::ChatMessage { .. } | Event::ChatReset => {}
+            Event::AgentCommands { agent, commands } => {
+                let commands = announced::clean_commands(commands);
+                self.agent_commands.insert(clean(agent), commands);
+            }
             Event::ConductorSession { agent, .. } => self.conductor = Some(clean(agent)),
             Event::ChatActivity { activity } => self.on_chat_activity(activity),
             Event::WorktreeReady {
@@ -626,6 +630,31 @@ mod tests {
         assert_eq!(s.retry, None);
     }
 
+    /// Commands an agent announced outside its calls are what Tab offers
+    /// after `@NAME /`, cleaned for the screen.
+    #[test]
+    fn an_agents_commands_announced_outside_a_call_are_kept() {
+        use crate::event::AgentCommand;
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::AgentCommands {
+                agent: "claude".into(),
+                commands: vec![AgentCommand {
+                    name: "re\u{1b}[31mview".into(),
+                    description: "Review".into(),
+                    hint: None,
+                }],
+            },
+        );
+        let names: Vec<&str> = s.agent_commands["claude"]
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["review"]);
+    }
+
     /// The chat's conductor: its name from its session, its permission
     /// request a cell the keys answer (as call `chat`) until it is
     /// resolved, its usage the status line's.
@@ -789,6 +818,7 @@ mod tests {
             "task_progress",
             "task_reported",
             "model_retry",
+            "agent_commands",
             "conductor_session",
             "chat_activity",
             "usage",
