@@ -2374,6 +2374,26 @@ mod terminals {
                     Err(e) => turn.chunk(format!("refused: {}", e.message))?,
                 }
             }
+            // After its turn has ended (its answer sent), asks for a
+            // command on the same session, as an agent that goes on working
+            // would: what it got is written to `late-terminal.txt` in its
+            // directory (the turn can say nothing any more).
+            "late" => {
+                let cx = turn.cx.clone();
+                let command = command.to_string();
+                turn.cx.spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    let request = CreateTerminalRequest::new(session, "sh")
+                        .args(vec!["-c".to_string(), command]);
+                    let said = match cx.send_request(request).block_task().await {
+                        Ok(created) => format!("created {}", created.terminal_id),
+                        Err(e) => format!("refused: {}", e.message),
+                    };
+                    let _ = std::fs::write("late-terminal.txt", said);
+                    Ok(())
+                })?;
+                turn.chunk("ending; a command comes later")?;
+            }
             // Asks for the output of a terminal that never was.
             "unknown" => {
                 match turn
