@@ -107,9 +107,16 @@ fn output_over_the_limit_keeps_the_newest_cut_at_a_character_boundary() {
 fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
     let s = shell();
     std::fs::create_dir(s.dir.path().join("sub")).unwrap();
+    // A link in the session directory that leads out of it.
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::os::unix::fs::symlink(outside.path(), s.dir.path().join("way-out")).unwrap();
     for (cwd, expect) in [
         ("/", "refused: cwd / is outside the session directory"),
         ("..", "refused: cwd .. is outside the session directory"),
+        (
+            "way-out",
+            "refused: cwd way-out is outside the session directory",
+        ),
     ] {
         let input = format!("term run --cwd {cwd} touch escaped");
         let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
@@ -124,6 +131,7 @@ fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
             stderr.contains("! fake: refused to run `sh -c 'touch escaped'`: cwd"),
             "the box is told: {stderr}"
         );
+        assert!(!outside.path().join("escaped").exists());
     }
     // Inside it (relative to the session directory), it runs there.
     let o = s.run_unwedged(&[
