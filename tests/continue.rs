@@ -518,7 +518,12 @@ fn the_tui_killed_with_a_task_running_continues_with_the_task_interrupted_and_re
     let mut second = Killed(spawn(&terminal, &["--model", &model, "--continue"]));
     // The earlier conversation at once; the task interrupted, in its box
     // (its partial output kept) and in the panel.
-    let screen = terminal.wait_for_screen(|s| s.contents().contains("stop reason: interrupted"));
+    // (The box and the panel are drawn from the same events, maybe in two
+    // frames: both are waited for.)
+    let screen = terminal.wait_for_screen(|s| {
+        s.contents().contains("stop reason: interrupted")
+            && s.contents().contains("interrupted · 0 tools")
+    });
     let text = screen.contents();
     assert!(text.contains("start the slow job"), "{text}");
     assert!(text.contains("working"), "the partial output: {text}");
