@@ -107,6 +107,8 @@ enum Command {
     /// quorum's tools (subagent, subagent_status) as an MCP server on stdio,
     /// for MCP hosts: `claude mcp add quorum -- quorum mcp`.
     Mcp(quorum::cli::mcp::McpArgs),
+    /// quorum itself as an ACP agent on stdio, for Zed, Toad, acpx and other ACP clients.
+    Acp(quorum::cli::acp::AcpArgs),
     /// Follow a session another quorum records (`quorum mcp`'s), live and read-only.
     Watch(screen::WatchArgs),
     /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
@@ -195,6 +197,7 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Mcp(args)) => {
             with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
         }
+        Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
         Some(Command::Watch(args)) => {
             let file = match &args.session {

@@ -152,6 +152,46 @@ impl McpServerSpec {
         }
     }
 
+    /// A server as ACP sends it (a host's, in `session/new`); `None` for
+    /// a transport quorum does not know.
+    pub fn from_wire(server: &McpServer) -> Option<Self> {
+        let headers = |h: &[HttpHeader]| {
+            h.iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let (name, transport) = match server {
+            McpServer::Stdio(s) => (
+                s.name.clone(),
+                McpTransport::Stdio {
+                    command: s.command.display().to_string(),
+                    args: s.args.clone(),
+                    env: s
+                        .env
+                        .iter()
+                        .map(|e| (e.name.clone(), e.value.clone()))
+                        .collect(),
+                },
+            ),
+            McpServer::Http(s) => (
+                s.name.clone(),
+                McpTransport::Http {
+                    url: s.url.clone(),
+                    headers: headers(&s.headers),
+                },
+            ),
+            McpServer::Sse(s) => (
+                s.name.clone(),
+                McpTransport::Sse {
+                    url: s.url.clone(),
+                    headers: headers(&s.headers),
+                },
+            ),
+            _ => return None,
+        };
+        Some(Self { name, transport })
+    }
+
     /// It, as ACP sends it.
     pub fn wire(&self) -> McpServer {
         let headers = |h: &BTreeMap<String, String>| {
