@@ -215,6 +215,9 @@ pub struct Translator {
     /// Say notices for the person (while a prompt runs, and always
     /// warnings and errors).
     talking: bool,
+    /// Requests for the host, sent at the flush: one answered by then (by
+    /// a policy, in the same breath) is never asked.
+    asks: Vec<Ask>,
 }
 
 impl Translator {
@@ -235,6 +238,7 @@ impl Translator {
             shares: HashMap::new(),
             usage_sent: None,
             talking: false,
+            asks: Vec::new(),
         }
     }
 
@@ -589,6 +593,7 @@ impl Translator {
     fn activity(&mut self, out: &mut Vec<Out>, call_id: &str, activity: &Activity) {
         let replay = self.replay;
         let session = self.session.clone();
+        let asks = &mut self.asks;
         let Some(call) = self.calls.get_mut(call_id) else {
             return;
         };
@@ -618,7 +623,7 @@ impl Translator {
                         Some(child) => (id.clone(), child.clone()),
                         None => (format!("{call_id}/{id}"), session.clone()),
                     };
-                    out.push(Out::Ask(Ask {
+                    asks.push(Ask {
                         call_id: call_id.to_string(),
                         request_id: id.clone(),
                         session: on,
@@ -629,15 +634,38 @@ impl Translator {
                             options: options.clone(),
                             detail: detail.clone(),
                         },
-                    }));
+                    });
                 }
             }
             Activity::PermissionResolved { id, outcome } => {
                 call.push_line(format!("→ {outcome}"));
-                out.push(Out::Withdraw {
-                    call_id: call_id.to_string(),
-                    request_id: id.clone(),
-                });
+                let before = asks.len();
+                asks.retain(|a| !(a.call_id == call_id && &a.request_id == id));
+                let never_asked = asks.len() < before;
+                if !never_asked {
+                    out.push(Out::Withdraw {
+                        call_id: call_id.to_string(),
+                        request_id: id.clone(),
+                    });
+                }
+                // The request's own tool call (a child's is its agent's).
+                if child.is_none() && !replay && !never_asked {
+                    let lower = outcome.to_lowercase();
+                    let refused = ["cancel", "reject", "deny", "refuse", "no"]
+                        .iter()
+                        .any(|w| lower.starts_with(w));
+                    out.push(Out::Update(SessionNotification::new(
+                        session.clone(),
+                        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            format!("{call_id}/{id}"),
+                            ToolCallUpdateFields::new().status(if refused {
+                                ToolCallStatus::Failed
+                            } else {
+                                ToolCallStatus::Completed
+                            }),
+                        )),
+                    )));
+                }
             }
             Activity::Elicitation {
                 id,
@@ -647,7 +675,7 @@ impl Translator {
             } => {
                 call.push_line(format!("? {message}"));
                 if !replay {
-                    out.push(Out::Ask(Ask {
+                    asks.push(Ask {
                         call_id: call_id.to_string(),
                         request_id: id.clone(),
                         session: child.clone().unwrap_or_else(|| session.clone()),
@@ -658,15 +686,19 @@ impl Translator {
                             form: form.clone(),
                             url: url.clone(),
                         },
-                    }));
+                    });
                 }
             }
             Activity::ElicitationResolved { id, outcome, .. } => {
                 call.push_line(format!("→ {outcome}"));
-                out.push(Out::Withdraw {
-                    call_id: call_id.to_string(),
-                    request_id: id.clone(),
-                });
+                let before = asks.len();
+                asks.retain(|a| !(a.call_id == call_id && &a.request_id == id));
+                if asks.len() == before {
+                    out.push(Out::Withdraw {
+                        call_id: call_id.to_string(),
+                        request_id: id.clone(),
+                    });
+                }
             }
             _ => {}
         }
@@ -768,7 +800,7 @@ impl Translator {
                 title,
                 options,
                 detail,
-            } if !self.replay => out.push(Out::Ask(Ask {
+            } if !self.replay => self.asks.push(Ask {
                 call_id: crate::event::CHAT_CALL.to_string(),
                 request_id: id.clone(),
                 session: self.session.clone(),
@@ -779,11 +811,18 @@ impl Translator {
                     options: options.clone(),
                     detail: detail.clone(),
                 },
-            })),
-            Activity::PermissionResolved { id, .. } => out.push(Out::Withdraw {
-                call_id: crate::event::CHAT_CALL.to_string(),
-                request_id: id.clone(),
             }),
+            Activity::PermissionResolved { id, .. } => {
+                let before = self.asks.len();
+                self.asks
+                    .retain(|a| !(a.call_id == crate::event::CHAT_CALL && &a.request_id == id));
+                if self.asks.len() == before {
+                    out.push(Out::Withdraw {
+                        call_id: crate::event::CHAT_CALL.to_string(),
+                        request_id: id.clone(),
+                    });
+                }
+            }
             _ => {}
         }
     }
@@ -824,6 +863,7 @@ impl Translator {
         if let Some(usage) = self.usage() {
             out.push(self.update(SessionUpdate::UsageUpdate(usage)));
         }
+        out.extend(self.asks.drain(..).map(Out::Ask));
         out
     }
 
