@@ -101,6 +101,9 @@ struct CallView {
     done: bool,
     /// Its child session, when the host takes them.
     child: Option<SessionId>,
+    /// What its permission requests asked, by request id (the request's
+    /// tool call is named again when it is answered).
+    asked: HashMap<String, String>,
     /// Its sub-agent's tool calls seen so far.
     child_tools: std::collections::HashSet<String>,
 }
@@ -294,6 +297,8 @@ impl Translator {
             Event::AssistantDelta { text } => out.push(self.text(text.clone())),
             Event::AssistantEnd => {}
             Event::Error { text } => out.push(self.text(format!("\n\n⚠ error: {text}\n\n"))),
+            // The TUI's welcome (no chat) is said to a prompt instead.
+            Event::Notice { text, .. } if text == crate::engine::WELCOME => {}
             Event::Notice { level, text } => {
                 if *level == NoticeLevel::Warning {
                     out.push(self.text(format!("\n\n⚠ {text}\n\n")));
@@ -530,6 +535,7 @@ impl Translator {
             dirty: false,
             done: false,
             child: child.clone(),
+            asked: HashMap::new(),
             child_tools: Default::default(),
         };
         let title = view.title();
@@ -618,6 +624,8 @@ impl Translator {
                 detail,
             } => {
                 call.push_line(format!("? {title}"));
+                call.asked
+                    .insert(id.clone(), format!("{}: {title}", call.agent));
                 if !replay {
                     let (tool_call, on) = match &child {
                         Some(child) => (id.clone(), child.clone()),
@@ -658,11 +666,13 @@ impl Translator {
                         session.clone(),
                         SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                             format!("{call_id}/{id}"),
-                            ToolCallUpdateFields::new().status(if refused {
-                                ToolCallStatus::Failed
-                            } else {
-                                ToolCallStatus::Completed
-                            }),
+                            ToolCallUpdateFields::new()
+                                .title(call.asked.get(id).cloned())
+                                .status(if refused {
+                                    ToolCallStatus::Failed
+                                } else {
+                                    ToolCallStatus::Completed
+                                }),
                         )),
                     )));
                 }
