@@ -348,3 +348,132 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
         .count();
     assert_eq!(resumed, 1, "one transcript, continued once");
 }
+
+/// acpx (`acpx quorum …` with quorum in its config's agents) as a person
+/// runs it: a session made, a prompt whose chat calls the fake agent in
+/// the foreground and in the background, a permission the host answers
+/// (`--approve-all`) in a new `quorum acp` process that resumes the
+/// session, and a two-reviewer quorum.
+#[test]
+fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
+    let acpx = common::install("install-acpx.sh");
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let shell = shell_with(&format!(
+        "[agents.alpha]\ncommand = {fake:?}\nargs = [\"--review\", \"green\"]\n\
+         [agents.beta]\ncommand = {fake:?}\nargs = [\"--review\", \"red\"]\n"
+    ));
+    let work = shell.dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let turns = json!([
+        {"text": "Asking fake.", "tool_calls": [{"name": "subagent", "arguments":
+            {"agent": "fake", "input": "echo hello from fake"}}]},
+        {"text": "Starting a background task.", "tool_calls": [{"name": "subagent", "arguments":
+            {"agent": "fake", "input": "slow 1", "run_in_background": true}}]},
+        {"text": "Started it."},
+        {"text": "The background task reported."}
+    ]);
+    let script = shell.dir.path().join("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    // acpx's own config, in the test's home: quorum as an agent.
+    let acpx_dir = shell.dir.path().join(".acpx");
+    std::fs::create_dir(&acpx_dir).unwrap();
+    let agent = json!({"agents": {"quorum": {
+        "command": env!("CARGO_BIN_EXE_quorum"),
+        "args": ["--config", shell.config, "acp", "--model", format!("script:{}", script.display())]
+    }}});
+    std::fs::write(acpx_dir.join("config.json"), agent.to_string()).unwrap();
+    let home = shell.dir.path().to_path_buf();
+    let run = |args: &[&str]| -> (String, String) {
+        let out = run_bounded(&shell, &work, &acpx, args);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "acpx {args:?}:\n{stdout}\n{stderr}");
+        (stdout, stderr)
+    };
+    // Each acpx prompt's `quorum acp` goes when acpx lets it (`--ttl 1`).
+    let gone = || {
+        let ended = common::pty::wait_until(Duration::from_secs(30), || {
+            !common::models::processes_with_home(&home)
+                .iter()
+                .any(|p| p.contains(" acp"))
+        });
+        assert!(ended, "quorum acp still runs");
+    };
+
+    let (stdout, stderr) = run(&["quorum", "sessions", "new"]);
+    let sid = stdout.lines().last().unwrap_or_default().trim().to_string();
+    assert!(stderr.contains(&format!("created session cwd ({sid})")), "{stdout}\n{stderr}");
+    gone();
+
+    let (stdout, _) = run(&[
+        "--approve-all",
+        "--ttl",
+        "1",
+        "quorum",
+        "Ask fake, then start a background task.",
+    ]);
+    for line in [
+        "[client] session/resume (running)",
+        "Asking fake.",
+        "[tool] fake · echo hello from fake (running)",
+        "[tool] fake · echo hello from fake (completed)",
+        "    hello from fake",
+        "Starting a background task.",
+        "[tool] fake · slow 1 · background t1 (running)",
+        "Started it.",
+        "[plan]",
+        "  - [in_progress] t1 · fake · slow 1 (running)",
+        "[done] end_turn",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no {line:?} in:\n{stdout}");
+    }
+    gone();
+
+    // A new process again: the session resumed, the sub-agent's
+    // permission asked of the host, which allows it.
+    let (stdout, _) = run(&["--approve-all", "--ttl", "1", "quorum", "@fake permission"]);
+    for line in [
+        "[client] session/resume (running)",
+        "[client] session/request_permission (running)",
+        "[tool] fake: Delete build/ (completed)",
+        "[tool] fake · permission (completed)",
+        "    permitted",
+        "[done] end_turn",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no {line:?} in:\n{stdout}");
+    }
+    gone();
+
+    // A review quorum of two: each reviewer a tool call with its verdict,
+    // and the quorum its own.
+    let (stdout, _) = run(&["--approve-all", "quorum", "exec", "@alpha,beta? review the diff"]);
+    println!("acpx quorum exec \"@alpha,beta? review the diff\":\n{stdout}");
+    for line in [
+        "[tool] review quorum · 2 reviewers (running)",
+        "[tool] alpha · review · green (completed)",
+        "[tool] beta · review · red (completed)",
+        "    Looks red.",
+        "[tool] review quorum · red · 1 of 2 (completed)",
+        "    alpha: green",
+        "    beta: red",
+        "[done] end_turn",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no {line:?} in:\n{stdout}");
+    }
+    let left = common::models::leftovers(&home);
+    assert!(left.is_empty(), "left running: {left:?}");
+
+    // The session acpx made is quorum's: listed, and continued twice.
+    let listed = shell.run(&["sessions", "--all", "--json"]);
+    let line = text(&listed.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|s| s["id"] == sid.as_str())
+        .unwrap_or_else(|| panic!("{}", text(&listed.stdout)));
+    assert_eq!(line["first_message"], "Ask fake, then start a background task.");
+    let events = common::events(std::path::Path::new(line["path"].as_str().unwrap()));
+    let resumed = events
+        .iter()
+        .filter(|s| matches!(s.event, quorum::event::Event::SessionResumed { .. }))
+        .count();
+    assert_eq!(resumed, 2, "two more processes went on with it");
+}
