@@ -487,3 +487,63 @@ fn quorum_acp_latency() {
         t - a
     );
 }
+
+#[test]
+fn a_conductor_chat_calls_quorums_tools_and_its_own_requests_reach_the_host() {
+    let shell = shell_with("");
+    let work = work(&shell);
+    let mut host = Host::start(&shell, &["--model", "acp:fake"]);
+    host.initialize(json!({}));
+    let sid = host.new_session(&work);
+    // The conductor's answer is the chat's text.
+    let id = host.prompt(&sid, "echo I am the conductor");
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let said: String = host
+        .updates(&sid)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(said, "I am the conductor");
+    // Its call of quorum's `subagent` tool (over the MCP server quorum
+    // hands it) is a sub-agent call the host sees as such.
+    let from = host.seen.len();
+    let id = host.prompt(
+        &sid,
+        r#"mcp subagent {"agent": "fake", "input": "echo from the box"}"#,
+    );
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let updates: Vec<&Value> = host.seen[from..]
+        .iter()
+        .map(|v| &v["params"]["update"])
+        .collect();
+    let call = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["title"], "fake · echo from the box");
+    let done = updates
+        .iter()
+        .rfind(|u| u["toolCallId"] == call["toolCallId"] && !u["status"].is_null())
+        .unwrap();
+    assert_eq!(done["content"][0]["content"]["text"], "from the box");
+    // The conductor's own permission request is the host's to answer,
+    // naming the conductor, on its tool line.
+    let id = host.prompt(&sid, "permission");
+    let asked = host.wait_for(0, "the conductor's request", |v| {
+        v["method"] == "session/request_permission"
+    });
+    let request = host.seen[asked].clone();
+    assert_eq!(request["params"]["toolCall"]["title"], "fake: Delete build/");
+    assert_eq!(request["params"]["toolCall"]["toolCallId"], "tool:p1");
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "0"}}});
+    host.write(&answer.to_string());
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let last = host.updates(&sid).into_iter().next_back().unwrap().clone();
+    assert_eq!(last["content"]["text"], "permitted", "{last}");
+    drop(host.stdin.take());
+    assert!(host.ended(WAIT));
+    let left = common::models::leftovers(shell.dir.path());
+    assert!(left.is_empty(), "left running: {left:?}");
+}

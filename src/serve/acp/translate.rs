@@ -218,6 +218,8 @@ pub struct Translator {
     /// Say notices for the person (while a prompt runs, and always
     /// warnings and errors).
     talking: bool,
+    /// The chat's conductor (`--model acp:NAME`), which names its requests.
+    conductor: String,
     /// Requests for the host, sent at the flush: one answered by then (by
     /// a policy, in the same breath) is never asked.
     asks: Vec<Ask>,
@@ -241,6 +243,7 @@ impl Translator {
             shares: HashMap::new(),
             usage_sent: None,
             talking: false,
+            conductor: String::new(),
             asks: Vec::new(),
         }
     }
@@ -508,6 +511,13 @@ impl Translator {
                 output_tokens,
             } => self.chat_used = Some(input_tokens + output_tokens),
             Event::ChatActivity { activity } => self.chat_activity(&mut out, activity),
+            Event::SessionInfo { model, .. } => {
+                self.conductor = model
+                    .as_deref()
+                    .and_then(|m| m.strip_prefix("acp:"))
+                    .unwrap_or_default()
+                    .to_string();
+            }
             _ => {}
         }
         out
@@ -814,8 +824,9 @@ impl Translator {
                 call_id: crate::event::CHAT_CALL.to_string(),
                 request_id: id.clone(),
                 session: self.session.clone(),
-                tool_call: format!("chat/{id}"),
-                agent: String::new(),
+                // The conductor's own tool line (`tool_call_started`).
+                tool_call: format!("tool:{id}"),
+                agent: self.conductor.clone(),
                 what: AskKind::Permission {
                     title: title.clone(),
                     options: options.clone(),
