@@ -547,3 +547,37 @@ fn a_conductor_chat_calls_quorums_tools_and_its_own_requests_reach_the_host() {
     let left = common::models::leftovers(shell.dir.path());
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+#[test]
+fn a_sub_agents_question_is_the_hosts_to_answer() {
+    let shell = shell_with("");
+    let work = work(&shell);
+    let mut host = Host::start(&shell, &[]);
+    host.initialize(json!({"elicitation": {"form": {}}}));
+    let sid = host.new_session(&work);
+    let id = host.prompt(&sid, "@fake form");
+    let asked = host.wait_for(0, "the question", |v| v["method"] == "elicitation/create");
+    let request = host.seen[asked].clone();
+    let params = &request["params"];
+    assert_eq!(params["message"], "fake asks: A few details, please");
+    assert_eq!(params["mode"], "form");
+    assert_eq!(params["sessionId"], sid.as_str());
+    let schema = &params["requestedSchema"];
+    assert_eq!(schema["properties"]["name"]["title"], "Your name");
+    assert_eq!(schema["required"], json!(["colour", "name"]));
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"action": "accept", "content": {"name": "Ann", "colour": "red"}}});
+    host.write(&answer.to_string());
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let done = host
+        .updates(&sid)
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == "call-1" && !u["status"].is_null())
+        .unwrap()
+        .clone();
+    let report = done["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(
+        report.contains(r#"form answered: accept {"colour":"red","name":"Ann""#),
+        "{report}"
+    );
+}
