@@ -44,8 +44,9 @@ impl Host {
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in stdout.lines().map_while(Result::ok) {
-                let value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("quorum acp wrote a line that is not JSON ({e}): {line}"));
+                let value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("quorum acp wrote a line that is not JSON ({e}): {line}")
+                });
                 if tx.send(value).is_err() {
                     return;
                 }
@@ -107,7 +108,10 @@ impl Host {
     }
 
     fn initialize(&mut self, caps: Value) {
-        let id = self.send("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+        let id = self.send(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps}),
+        );
         assert_eq!(self.answer(id)["result"]["protocolVersion"], 1);
     }
 
@@ -172,7 +176,10 @@ fn a_host_that_takes_subagents_gets_each_call_as_a_child_session() {
     let child = format!("{sid}/call-1");
     assert_eq!(request["params"]["sessionId"], child.as_str(), "{request}");
     assert_eq!(request["params"]["toolCall"]["toolCallId"], "p1");
-    assert_eq!(request["params"]["toolCall"]["title"], "fake: Delete build/");
+    assert_eq!(
+        request["params"]["toolCall"]["title"],
+        "fake: Delete build/"
+    );
     let answer = json!({"jsonrpc": "2.0", "id": request["id"],
         "result": {"outcome": {"outcome": "selected", "optionId": "0"}}});
     host.write(&answer.to_string());
@@ -247,7 +254,10 @@ fn a_host_that_takes_subagents_gets_each_call_as_a_child_session() {
         v["params"]["update"]["sessionUpdate"] == "subagent_update"
             && v["params"]["update"]["sessionId"] == format!("{sid}/call-2")
     });
-    host.notify("session/cancel", json!({"sessionId": format!("{sid}/call-2")}));
+    host.notify(
+        "session/cancel",
+        json!({"sessionId": format!("{sid}/call-2")}),
+    );
     let answer = host.answer(prompt);
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let done = host
@@ -284,15 +294,30 @@ fn bad_input_gets_the_error_json_rpc_names_and_says_why() {
     let id = host.prompt("nope", "hello");
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32002);
-    assert!(e["message"].as_str().unwrap().contains("unknown session nope"), "{e}");
-    let id = host.send("session/load", json!({"sessionId": "nope", "cwd": work, "mcpServers": []}));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown session nope"),
+        "{e}"
+    );
+    let id = host.send(
+        "session/load",
+        json!({"sessionId": "nope", "cwd": work, "mcpServers": []}),
+    );
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32002, "{e}");
     // A relative directory.
     let id = host.send("session/new", json!({"cwd": "work", "mcpServers": []}));
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32602);
-    assert!(e["message"].as_str().unwrap().contains("not an absolute path"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("not an absolute path"),
+        "{e}"
+    );
     // Content quorum does not take: audio.
     let id = host.send(
         "session/prompt",
@@ -300,7 +325,13 @@ fn bad_input_gets_the_error_json_rpc_names_and_says_why() {
     );
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32602);
-    assert!(e["message"].as_str().unwrap().contains("prompt[0] is audio"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("prompt[0] is audio"),
+        "{e}"
+    );
     // A second prompt while one runs.
     let running = host.prompt(&sid, "@fake slow 30");
     host.wait_for(0, "the call running", |v| {
@@ -329,7 +360,10 @@ fn bad_input_gets_the_error_json_rpc_names_and_says_why() {
         .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .filter_map(|v| v["params"]["update"]["content"]["text"].as_str())
         .collect();
-    assert!(said.contains("quorum has no chat model") && said.contains("--model PROVIDER:NAME"), "{said}");
+    assert!(
+        said.contains("quorum has no chat model") && said.contains("--model PROVIDER:NAME"),
+        "{said}"
+    );
 }
 
 /// What a recorded session says of how its calls ended.
@@ -387,11 +421,7 @@ fn nothing_is_left_running_however_the_host_ends_it() {
             assert!(ended.is_empty(), "{how}: {ended:?}");
             assert!(common::events(&record).len() > 3);
         } else {
-            assert_eq!(
-                ended,
-                [quorum::event::StopReason::Cancelled; 2],
-                "{how}"
-            );
+            assert_eq!(ended, [quorum::event::StopReason::Cancelled; 2], "{how}");
         }
     }
 }
@@ -534,7 +564,10 @@ fn a_conductor_chat_calls_quorums_tools_and_its_own_requests_reach_the_host() {
         v["method"] == "session/request_permission"
     });
     let request = host.seen[asked].clone();
-    assert_eq!(request["params"]["toolCall"]["title"], "fake: Delete build/");
+    assert_eq!(
+        request["params"]["toolCall"]["title"],
+        "fake: Delete build/"
+    );
     assert_eq!(request["params"]["toolCall"]["toolCallId"], "tool:p1");
     let answer = json!({"jsonrpc": "2.0", "id": request["id"],
         "result": {"outcome": {"outcome": "selected", "optionId": "0"}}});

@@ -92,8 +92,7 @@ fn last_with<'a>(step: &'a Value, id: &str, field: &str) -> Option<&'a Value> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|u| u["toolCallId"] == id && !u[field].is_null())
-        .next_back()
+        .rfind(|u| u["toolCallId"] == id && !u[field].is_null())
 }
 
 /// A tool call's text content.
@@ -152,7 +151,11 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}");
     let steps = self::steps(&out.stdout);
-    assert!(steps.contains_key("closed"), "{stderr}\n{}", text(&out.stdout));
+    assert!(
+        steps.contains_key("closed"),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
 
     // quorum says what it can do.
     let caps = &steps["initialize"]["response"]["agentCapabilities"];
@@ -164,7 +167,10 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
     assert_eq!(caps["promptCapabilities"]["image"], false);
     assert_eq!(caps["mcpCapabilities"]["http"], true);
-    assert_eq!(steps["initialize"]["response"]["agentInfo"]["name"], "quorum");
+    assert_eq!(
+        steps["initialize"]["response"]["agentInfo"]["name"],
+        "quorum"
+    );
     let sid = steps["new"]["session_id"].as_str().unwrap().to_string();
 
     // The foreground call: a tool call named after its agent and message,
@@ -242,7 +248,10 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
         ]
     );
     let id = asked[0]["toolCall"]["toolCallId"].as_str().unwrap();
-    assert_eq!(last_with(perm, id, "status").unwrap()["status"], "completed");
+    assert_eq!(
+        last_with(perm, id, "status").unwrap()["status"],
+        "completed"
+    );
     let permitted = of_kind(perm, "tool_call")
         .into_iter()
         .find(|c| c["title"] == "fake · permission")
@@ -285,7 +294,10 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     let listed = steps["list"]["response"]["sessions"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["sessionId"], sid.as_str());
-    assert_eq!(listed[0]["title"], "Ask fake, then start a background task.");
+    assert_eq!(
+        listed[0]["title"],
+        "Ask fake, then start a background task."
+    );
     assert_eq!(
         std::path::Path::new(listed[0]["cwd"].as_str().unwrap()),
         work.canonicalize().unwrap()
@@ -339,7 +351,10 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|s| s["id"] == sid.as_str())
         .unwrap_or_else(|| panic!("{}{}", text(&listed.stdout), text(&listed.stderr)));
-    assert_eq!(line["first_message"], "Ask fake, then start a background task.");
+    assert_eq!(
+        line["first_message"],
+        "Ask fake, then start a background task."
+    );
     assert_eq!(line["agents"], json!(["fake"]));
     let events = common::events(std::path::Path::new(line["path"].as_str().unwrap()));
     let resumed = events
@@ -401,7 +416,10 @@ fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
 
     let (stdout, stderr) = run(&["quorum", "sessions", "new"]);
     let sid = stdout.lines().last().unwrap_or_default().trim().to_string();
-    assert!(stderr.contains(&format!("created session cwd ({sid})")), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("created session cwd ({sid})")),
+        "{stdout}\n{stderr}"
+    );
     gone();
 
     let (stdout, _) = run(&[
@@ -424,7 +442,10 @@ fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
         "  - [in_progress] t1 · fake · slow 1 (running)",
         "[done] end_turn",
     ] {
-        assert!(stdout.lines().any(|l| l == line), "no {line:?} in:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}"
+        );
     }
     gone();
 
@@ -439,13 +460,21 @@ fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
         "    permitted",
         "[done] end_turn",
     ] {
-        assert!(stdout.lines().any(|l| l == line), "no {line:?} in:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}"
+        );
     }
     gone();
 
     // A review quorum of two: each reviewer a tool call with its verdict,
     // and the quorum its own.
-    let (stdout, _) = run(&["--approve-all", "quorum", "exec", "@alpha,beta? review the diff"]);
+    let (stdout, _) = run(&[
+        "--approve-all",
+        "quorum",
+        "exec",
+        "@alpha,beta? review the diff",
+    ]);
     println!("acpx quorum exec \"@alpha,beta? review the diff\":\n{stdout}");
     for line in [
         "[tool] review quorum · 2 reviewers (running)",
@@ -457,7 +486,10 @@ fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
         "    beta: red",
         "[done] end_turn",
     ] {
-        assert!(stdout.lines().any(|l| l == line), "no {line:?} in:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}"
+        );
     }
     let left = common::models::leftovers(&home);
     assert!(left.is_empty(), "left running: {left:?}");
@@ -469,7 +501,10 @@ fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|s| s["id"] == sid.as_str())
         .unwrap_or_else(|| panic!("{}", text(&listed.stdout)));
-    assert_eq!(line["first_message"], "Ask fake, then start a background task.");
+    assert_eq!(
+        line["first_message"],
+        "Ask fake, then start a background task."
+    );
     let events = common::events(std::path::Path::new(line["path"].as_str().unwrap()));
     let resumed = events
         .iter()

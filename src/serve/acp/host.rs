@@ -56,10 +56,15 @@ pub fn permission(ask: &Ask) -> Option<RequestPermissionRequest> {
 fn option_kind(name: &str) -> PermissionOptionKind {
     let name = name.to_lowercase();
     let always = name.contains("always");
-    if ["reject", "deny", "don't", "do not", "no", "cancel", "refuse"]
-        .iter()
-        .any(|w| name.split(|c: char| !c.is_alphanumeric() && c != '\'').any(|x| x == *w) || name.starts_with(w))
-    {
+    if [
+        "reject", "deny", "don't", "do not", "no", "cancel", "refuse",
+    ]
+    .iter()
+    .any(|w| {
+        name.split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .any(|x| x == *w)
+            || name.starts_with(w)
+    }) {
         if always {
             PermissionOptionKind::RejectAlways
         } else {
@@ -202,7 +207,11 @@ fn schema(fields: &[FormField]) -> Value {
             FieldKind::Unsupported { .. } => continue,
         }
         put(&mut p, "title", field.title.clone().map(Value::from));
-        put(&mut p, "description", field.description.clone().map(Value::from));
+        put(
+            &mut p,
+            "description",
+            field.description.clone().map(Value::from),
+        );
         put(&mut p, "default", field.default.clone());
         if field.required {
             required.push(Value::from(field.name.clone()));
@@ -232,10 +241,19 @@ mod tests {
     #[test]
     fn option_names_say_their_kind() {
         assert_eq!(option_kind("Allow once"), PermissionOptionKind::AllowOnce);
-        assert_eq!(option_kind("Allow always"), PermissionOptionKind::AllowAlways);
+        assert_eq!(
+            option_kind("Allow always"),
+            PermissionOptionKind::AllowAlways
+        );
         assert_eq!(option_kind("Reject"), PermissionOptionKind::RejectOnce);
-        assert_eq!(option_kind("No, and tell Claude"), PermissionOptionKind::RejectOnce);
-        assert_eq!(option_kind("Always deny"), PermissionOptionKind::RejectAlways);
+        assert_eq!(
+            option_kind("No, and tell Claude"),
+            PermissionOptionKind::RejectOnce
+        );
+        assert_eq!(
+            option_kind("Always deny"),
+            PermissionOptionKind::RejectAlways
+        );
         assert_eq!(option_kind("Yes"), PermissionOptionKind::AllowOnce);
     }
 
@@ -250,9 +268,18 @@ mod tests {
         .unwrap();
         let s = schema(&fields);
         assert_eq!(s["required"], json!(["name"]));
-        assert_eq!(s["properties"]["name"], json!({"type": "string", "minLength": 1, "title": "Your name", "default": "Ada"}));
-        assert_eq!(s["properties"]["colour"]["oneOf"], json!([{"const": "red", "title": "Red"}]));
-        assert_eq!(s["properties"]["tags"]["items"]["anyOf"], json!([{"const": "fast", "title": "fast"}]));
+        assert_eq!(
+            s["properties"]["name"],
+            json!({"type": "string", "minLength": 1, "title": "Your name", "default": "Ada"})
+        );
+        assert_eq!(
+            s["properties"]["colour"]["oneOf"],
+            json!([{"const": "red", "title": "Red"}])
+        );
+        assert_eq!(
+            s["properties"]["tags"]["items"]["anyOf"],
+            json!([{"const": "fast", "title": "fast"}])
+        );
         let ask = Ask {
             call_id: "c1".into(),
             request_id: "e1".into(),
@@ -267,6 +294,9 @@ mod tests {
         };
         let request = question(&ask, true, false).expect("a form the schema takes");
         assert_eq!(request.message, "fake asks: Which?");
-        assert!(question(&ask, false, true).is_none(), "no form for a host without forms");
+        assert!(
+            question(&ask, false, true).is_none(),
+            "no form for a host without forms"
+        );
     }
 }

@@ -297,13 +297,13 @@ fn send_history(cx: &ConnectionTo<Client>, id: &SessionId, children: bool, histo
     for stamped in history {
         for out in translator.event(&stamped.event) {
             if let Out::Update(n) = out {
-                let _ = cx.send_notification(n);
+                let _ = cx.send_notification(*n);
             }
         }
     }
     for out in translator.flush() {
         if let Out::Update(n) = out {
-            let _ = cx.send_notification(n);
+            let _ = cx.send_notification(*n);
         }
     }
 }
@@ -317,7 +317,12 @@ pub fn replay_file(
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
     let loaded = crate::transcript::load(path)?;
-    send_history(cx, &SessionId::new(id.to_string()), children, &loaded.events);
+    send_history(
+        cx,
+        &SessionId::new(id.to_string()),
+        children,
+        &loaded.events,
+    );
     Ok(())
 }
 
@@ -449,7 +454,7 @@ impl Pump {
         out.extend(self.translator.flush());
         for item in out {
             match item {
-                Out::Update(n) => self.notify(n),
+                Out::Update(n) => self.notify(*n),
                 Out::Ask(ask) => self.ask(ask),
                 Out::Withdraw {
                     call_id,

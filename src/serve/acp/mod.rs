@@ -26,8 +26,8 @@ use std::time::Instant;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
-    ContentBlock, EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
     PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
@@ -153,15 +153,19 @@ impl AcpServer {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: NewSessionRequest, responder, cx| {
-                    match s2.open(&request.cwd, None, &request.mcp_servers, &cx, false) {
-                        Ok(live) => {
-                            responder.respond(NewSessionResponse::new(live.id.clone()))?;
-                            live.go();
-                            Ok(())
-                        }
-                        Err(e) => responder.respond_with_error(e),
+                async move |request: NewSessionRequest, responder, cx| match s2.open(
+                    &request.cwd,
+                    None,
+                    &request.mcp_servers,
+                    &cx,
+                    false,
+                ) {
+                    Ok(live) => {
+                        responder.respond(NewSessionResponse::new(live.id.clone()))?;
+                        live.go();
+                        Ok(())
                     }
+                    Err(e) => responder.respond_with_error(e),
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -223,12 +227,12 @@ impl AcpServer {
                     tokio::spawn(async move {
                         let answer = match live.prompt(text).await {
                             Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
-                            Err(PromptError::Failed(why)) => responder.respond_with_error(
-                                Error::new(
+                            Err(PromptError::Failed(why)) => {
+                                responder.respond_with_error(Error::new(
                                     ErrorCode::INTERNAL_ERROR,
                                     format!("the chat's turn failed: {why}"),
-                                ),
-                            ),
+                                ))
+                            }
                         };
                         if let Err(e) = answer {
                             tracing::debug!("quorum acp: a prompt's answer was not sent: {e:?}");
@@ -304,7 +308,10 @@ impl AcpServer {
         if !cwd.is_absolute() {
             return Err(Error::new(
                 ErrorCode::INVALID_PARAMS,
-                format!("cwd {} is not an absolute path (ACP asks for one)", cwd.display()),
+                format!(
+                    "cwd {} is not an absolute path (ACP asks for one)",
+                    cwd.display()
+                ),
             ));
         }
         let caps = *lock(&self.caps);
@@ -324,7 +331,10 @@ impl AcpServer {
             )
         };
         let mut config = (self.options.factory)(&opening).map_err(cannot)?;
-        let host: Vec<McpServerSpec> = servers.iter().filter_map(McpServerSpec::from_wire).collect();
+        let host: Vec<McpServerSpec> = servers
+            .iter()
+            .filter_map(McpServerSpec::from_wire)
+            .collect();
         if !host.is_empty() {
             if let Some(conductor) = config.conductor.clone() {
                 config.registry.add_mcp_servers(&host, Some(&conductor));
@@ -382,7 +392,10 @@ impl AcpServer {
         if let Some(live) = self.get(id) {
             if replay && let Some(path) = live.recording() {
                 live::replay_file(cx, id, lock(&self.caps).children, &path).map_err(|e| {
-                    Error::new(ErrorCode::INTERNAL_ERROR, format!("cannot read {id}: {e:#}"))
+                    Error::new(
+                        ErrorCode::INTERNAL_ERROR,
+                        format!("cannot read {id}: {e:#}"),
+                    )
                 })?;
             }
             return Ok(live);
@@ -503,10 +516,15 @@ fn prompt_text(blocks: &[ContentBlock]) -> Result<String, Error> {
         };
         match block {
             ContentBlock::Text(t) => text.push_str(&t.text),
-            ContentBlock::ResourceLink(link) => text.push_str(&format!("[{}]({})", link.name, link.uri)),
+            ContentBlock::ResourceLink(link) => {
+                text.push_str(&format!("[{}]({})", link.name, link.uri))
+            }
             ContentBlock::Resource(resource) => match &resource.resource {
                 EmbeddedResourceResource::TextResourceContents(r) => {
-                    context.push_str(&format!("\n\n## Context: {}\n\n```\n{}\n```\n", r.uri, r.text));
+                    context.push_str(&format!(
+                        "\n\n## Context: {}\n\n```\n{}\n```\n",
+                        r.uri, r.text
+                    ));
                 }
                 EmbeddedResourceResource::BlobResourceContents(_) => {
                     return refuse("a binary resource");

@@ -44,7 +44,7 @@ const TITLE_CHARS: usize = 60;
 #[derive(Debug, Clone)]
 pub enum Out {
     /// A `session/update` (on the session, or on a call's child session).
-    Update(SessionNotification),
+    Update(Box<SessionNotification>),
     /// A request for the person: a permission or a question.
     Ask(Ask),
     /// A request the host was sent is answered or moot now (the agent
@@ -151,7 +151,8 @@ impl CallView {
 
     fn trim(&mut self) {
         while self.lines.len() > LINES
-            || (self.lines.len() > 1 && self.lines.iter().map(String::len).sum::<usize>() > LINE_CHARS)
+            || (self.lines.len() > 1
+                && self.lines.iter().map(String::len).sum::<usize>() > LINE_CHARS)
         {
             self.lines.pop_front();
             self.dropped = true;
@@ -185,6 +186,9 @@ impl CallView {
     }
 }
 
+/// What a `usage_update` said: used, size, cost (amount, currency).
+type UsageKey = (u64, u64, Option<(String, String)>);
+
 /// A background task, as an entry of the plan.
 struct TaskEntry {
     task_id: String,
@@ -214,7 +218,7 @@ pub struct Translator {
     chat_size: Option<u64>,
     chat_cost: Option<crate::event::Cost>,
     shares: HashMap<String, crate::event::Cost>,
-    usage_sent: Option<(u64, u64, Option<(String, String)>)>,
+    usage_sent: Option<UsageKey>,
     /// Say notices for the person (while a prompt runs, and always
     /// warnings and errors).
     talking: bool,
@@ -276,7 +280,7 @@ impl Translator {
     }
 
     fn update(&self, update: SessionUpdate) -> Out {
-        Out::Update(SessionNotification::new(self.session.clone(), update))
+        note(SessionNotification::new(self.session.clone(), update))
     }
 
     fn text(&self, text: impl Into<String>) -> Out {
@@ -293,9 +297,11 @@ impl Translator {
         let mut out = Vec::new();
         match event {
             Event::UserMessage { text } if self.replay => {
-                out.push(self.update(SessionUpdate::UserMessageChunk(ContentChunk::new(
-                    ContentBlock::from(text.clone()),
-                ))));
+                out.push(
+                    self.update(SessionUpdate::UserMessageChunk(ContentChunk::new(
+                        ContentBlock::from(text.clone()),
+                    ))),
+                );
             }
             Event::AssistantDelta { text } => out.push(self.text(text.clone())),
             Event::AssistantEnd => {}
@@ -315,11 +321,13 @@ impl Translator {
                 } else {
                     format!("{name} {summary}")
                 };
-                out.push(self.update(SessionUpdate::ToolCall(
-                    ToolCall::new(format!("tool:{id}"), title)
-                        .kind(ToolKind::Other)
-                        .status(ToolCallStatus::InProgress),
-                )));
+                out.push(
+                    self.update(SessionUpdate::ToolCall(
+                        ToolCall::new(format!("tool:{id}"), title)
+                            .kind(ToolKind::Other)
+                            .status(ToolCallStatus::InProgress),
+                    )),
+                );
             }
             Event::ToolCallFinished { id, ok, summary } => {
                 let mut fields = ToolCallUpdateFields::new().status(if *ok {
@@ -330,10 +338,12 @@ impl Translator {
                 if !summary.is_empty() {
                     fields = fields.content(vec![ToolCallContent::from(summary.clone())]);
                 }
-                out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    format!("tool:{id}"),
-                    fields,
-                ))));
+                out.push(
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        format!("tool:{id}"),
+                        fields,
+                    ))),
+                );
             }
             Event::SubagentStarted {
                 call_id,
@@ -351,10 +361,12 @@ impl Translator {
                 (task_id.clone(), *background, *queued),
             ),
             Event::SubagentDequeued { call_id } => {
-                out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    call_id.clone(),
-                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                ))));
+                out.push(
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call_id.clone(),
+                        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                    ))),
+                );
             }
             Event::SubagentBackgrounded { call_id, task_id } => {
                 if let Some(call) = self.calls.get_mut(call_id) {
@@ -362,10 +374,12 @@ impl Translator {
                     call.background = true;
                     let (title, input, agent) =
                         (call.title(), call.input.clone(), call.agent.clone());
-                    out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        call_id.clone(),
-                        ToolCallUpdateFields::new().title(title),
-                    ))));
+                    out.push(
+                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            call_id.clone(),
+                            ToolCallUpdateFields::new().title(title),
+                        ))),
+                    );
                     self.task(task_id, &agent, &input);
                 }
             }
@@ -381,17 +395,19 @@ impl Translator {
                     call.child.clone()
                 });
                 if let Some(child) = child {
-                    out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        call_id.clone(),
-                        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                    ))));
+                    out.push(
+                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            call_id.clone(),
+                            ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                        ))),
+                    );
                     if let Some(child) = child {
                         out.push(self.child_state(&child, running()));
-                        out.push(Out::Update(SessionNotification::new(
+                        out.push(note(SessionNotification::new(
                             child,
-                            SessionUpdate::UserMessageChunk(ContentChunk::new(
-                                ContentBlock::from(input.clone()),
-                            )),
+                            SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
+                                input.clone(),
+                            ))),
                         )));
                     }
                 }
@@ -467,24 +483,29 @@ impl Translator {
                 review: true,
             } => {
                 self.quorums.insert(batch_id.clone(), *tasks);
-                out.push(self.update(SessionUpdate::ToolCall(
-                    ToolCall::new(
-                        quorum_id(batch_id),
-                        format!("review quorum · {tasks} reviewers"),
-                    )
-                    .kind(ToolKind::Think)
-                    .status(ToolCallStatus::InProgress),
-                )));
+                out.push(
+                    self.update(SessionUpdate::ToolCall(
+                        ToolCall::new(
+                            quorum_id(batch_id),
+                            format!("review quorum · {tasks} reviewers"),
+                        )
+                        .kind(ToolKind::Think)
+                        .status(ToolCallStatus::InProgress),
+                    )),
+                );
             }
-            Event::ReviewQuorum { batch_id, quorum } => {
-                if self.quorums.remove(batch_id).is_some() {
-                    out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        quorum_id(batch_id),
-                        ToolCallUpdateFields::new()
-                            .title(format!("review quorum · {}", quorum.label()))
-                            .status(ToolCallStatus::Completed)
-                            .content(vec![ToolCallContent::from(verdicts(quorum))]),
-                    ))));
+            Event::ReviewQuorum { batch_id, quorum } if self.quorums.contains_key(batch_id) => {
+                self.quorums.remove(batch_id);
+                {
+                    out.push(
+                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            quorum_id(batch_id),
+                            ToolCallUpdateFields::new()
+                                .title(format!("review quorum · {}", quorum.label()))
+                                .status(ToolCallStatus::Completed)
+                                .content(vec![ToolCallContent::from(verdicts(quorum))]),
+                        ))),
+                    );
                 }
             }
             Event::BatchFinished {
@@ -492,18 +513,21 @@ impl Translator {
                 succeeded,
                 failed,
                 ..
-            } => {
+            } if self.quorums.contains_key(batch_id) => {
                 // A review batch that ended without a quorum (none of its
                 // reviews could run).
-                if self.quorums.remove(batch_id).is_some() {
-                    out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        quorum_id(batch_id),
-                        ToolCallUpdateFields::new()
-                            .status(ToolCallStatus::Failed)
-                            .content(vec![ToolCallContent::from(format!(
-                                "{succeeded} reviews ended, {failed} failed: no quorum"
-                            ))]),
-                    ))));
+                self.quorums.remove(batch_id);
+                {
+                    out.push(
+                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            quorum_id(batch_id),
+                            ToolCallUpdateFields::new()
+                                .status(ToolCallStatus::Failed)
+                                .content(vec![ToolCallContent::from(format!(
+                                    "{succeeded} reviews ended, {failed} failed: no quorum"
+                                ))]),
+                        ))),
+                    );
                 }
             }
             Event::Usage {
@@ -556,16 +580,19 @@ impl Translator {
             "run_in_background": background,
         });
         if let Some(child) = &child {
-            out.push(self.update(SessionUpdate::SubagentUpdate(
-                SubagentUpdate::new(child.clone())
-                    .title(title.clone())
-                    .description(first_line(input, 200))
-                    .capabilities(
-                        SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()),
-                    )
-                    .state(running()),
-            )));
-            out.push(Out::Update(SessionNotification::new(
+            out.push(
+                self.update(SessionUpdate::SubagentUpdate(
+                    SubagentUpdate::new(child.clone())
+                        .title(title.clone())
+                        .description(first_line(input, 200))
+                        .capabilities(
+                            SubagentSessionCapabilities::new()
+                                .cancel(SessionCancelCapabilities::new()),
+                        )
+                        .state(running()),
+                )),
+            );
+            out.push(note(SessionNotification::new(
                 child.clone(),
                 SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
                     input.to_string(),
@@ -583,10 +610,12 @@ impl Translator {
         }
         out.push(self.update(SessionUpdate::ToolCall(call)));
         if !queued {
-            out.push(self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                call_id.to_string(),
-                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-            ))));
+            out.push(
+                self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call_id.to_string(),
+                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                ))),
+            );
         }
         self.calls.insert(call_id.to_string(), view);
         if let Some(task_id) = task_id.filter(|_| background) {
@@ -672,7 +701,7 @@ impl Translator {
                     let refused = ["cancel", "reject", "deny", "refuse", "no"]
                         .iter()
                         .any(|w| lower.starts_with(w));
-                    out.push(Out::Update(SessionNotification::new(
+                    out.push(note(SessionNotification::new(
                         session.clone(),
                         SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                             format!("{call_id}/{id}"),
@@ -728,9 +757,9 @@ impl Translator {
         // The child session streams its agent's own updates.
         let Some(child) = child else { return };
         let state = match activity {
-            Activity::PermissionRequest { .. } | Activity::Elicitation { .. } => Some(
-                StateUpdate::RequiresAction(RequiresActionStateUpdate::new()),
-            ),
+            Activity::PermissionRequest { .. } | Activity::Elicitation { .. } => {
+                Some(StateUpdate::RequiresAction(RequiresActionStateUpdate::new()))
+            }
             Activity::PermissionResolved { .. } | Activity::ElicitationResolved { .. } => {
                 Some(running())
             }
@@ -740,7 +769,7 @@ impl Translator {
             out.push(self.child_state(&child, state));
         }
         if let Some(update) = child_update(activity) {
-            out.push(Out::Update(SessionNotification::new(child, update)));
+            out.push(note(SessionNotification::new(child, update)));
         }
     }
 
@@ -969,6 +998,10 @@ impl Translator {
         }
         Some(usage)
     }
+}
+
+fn note(n: SessionNotification) -> Out {
+    Out::Update(Box::new(n))
 }
 
 fn running() -> StateUpdate {

@@ -79,10 +79,16 @@ mod tests {
     async fn lines_are_read_and_an_overlong_one_is_skipped() {
         let input = format!("{{\"a\":1}}\r\n{}\n{{\"b\":2}}\n", "x".repeat(100));
         let mut reader = tokio::io::BufReader::with_capacity(16, input.as_bytes());
-        assert_eq!(read_line(&mut reader, 50).await.unwrap().unwrap(), "{\"a\":1}");
+        assert_eq!(
+            read_line(&mut reader, 50).await.unwrap().unwrap(),
+            "{\"a\":1}"
+        );
         let skipped = read_line(&mut reader, 50).await.unwrap().unwrap();
         assert!(skipped.contains("not read"), "{skipped}");
-        assert_eq!(read_line(&mut reader, 50).await.unwrap().unwrap(), "{\"b\":2}");
+        assert_eq!(
+            read_line(&mut reader, 50).await.unwrap().unwrap(),
+            "{\"b\":2}"
+        );
         assert_eq!(read_line(&mut reader, 50).await.unwrap(), None);
     }
 }
