@@ -614,3 +614,64 @@ fn a_sub_agents_question_is_the_hosts_to_answer() {
         "{report}"
     );
 }
+
+#[test]
+fn the_hosts_mcp_servers_go_to_the_conductor_and_where_the_config_says_to_sub_agents() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let shell = shell_with(&format!(
+        "args = [\"--mcp-log\", {:?}]\n\n[acp]\nshare_mcp_servers = true\n",
+        log.path()
+    ));
+    let work = work(&shell);
+    let mut host = Host::start(&shell, &["--model", "acp:fake"]);
+    host.initialize(json!({}));
+    let servers =
+        json!([{"name": "docs", "command": "/bin/true", "args": ["--read-only"], "env": []}]);
+    let id = host.send("session/new", json!({"cwd": work, "mcpServers": servers}));
+    let sid = host.answer(id)["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The conductor's session, then a sub-agent's.
+    let id = host.prompt(&sid, "echo hi");
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let id = host.prompt(&sid, "@fake echo hello");
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let seen: Vec<Vec<String>> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            v["mcpServers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        ["docs", "quorum"],
+        "the conductor: the host's and quorum's own"
+    );
+    assert_eq!(seen[1], ["docs"], "a sub-agent: the host's, shared");
+    // session/close ends it: a prompt for it afterwards is for no session.
+    let id = host.send("session/close", json!({"sessionId": sid}));
+    assert_eq!(host.answer(id)["result"], json!({}));
+    let id = host.prompt(&sid, "hello");
+    assert_eq!(host.answer(id)["error"]["code"], -32002);
+    // Its agents are gone; quorum acp serves on.
+    let gone = common::pty::wait_until(WAIT, || {
+        !common::models::processes_with_home(shell.dir.path())
+            .iter()
+            .any(|p| p.contains("quorum-fake-agent") || p.contains("mcp-connect"))
+    });
+    assert!(gone, "a closed session's agents still run");
+    assert!(host.child.try_wait().unwrap().is_none());
+    drop(host.stdin.take());
+    assert!(host.ended(WAIT));
+    let left = common::models::leftovers(shell.dir.path());
+    assert!(left.is_empty(), "left running: {left:?}");
+}

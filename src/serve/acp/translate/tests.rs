@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::event::build;
 use crate::event::{Activity, AgentRef, Event, NoticeLevel, Severity, ToolStatus};
