@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{SessionId, SessionNotification};
+use agent_client_protocol::v1::schema::{
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId,
+    SessionNotification, SessionUpdate, UnstructuredCommandInput,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use super::host;
@@ -146,9 +149,14 @@ impl Live {
     }
 
     /// The host has the session's id (the answer to `session/new`, `load`
-    /// or `resume` is sent): its updates may go now.
-    pub fn go(&self) {
+    /// or `resume` is sent): its updates may go now, the commands it takes
+    /// first.
+    pub fn go(&self, cx: &ConnectionTo<Client>) {
         if let Some(gate) = lock(&self.gate).take() {
+            let _ = cx.send_notification(SessionNotification::new(
+                SessionId::new(self.id.clone()),
+                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands())),
+            ));
             let _ = gate.send(());
         }
     }
@@ -270,7 +278,9 @@ impl Live {
             session.shutdown();
             drop(session);
         }
-        self.go();
+        if let Some(gate) = lock(&self.gate).take() {
+            let _ = gate.send(());
+        }
         self.flush().await;
         if let Some(pump) = lock(&self.pump).take() {
             pump.abort();
@@ -289,6 +299,51 @@ impl Drop for Live {
             pump.abort();
         }
     }
+}
+
+/// quorum's commands a host offers as `/name` (what the TUI's composer
+/// takes, less what only a screen needs).
+fn commands() -> Vec<AvailableCommand> {
+    let command = |name: &str, what: &str, hint: Option<&str>| {
+        let c = AvailableCommand::new(name, what);
+        match hint {
+            Some(h) => c.input(AvailableCommandInput::Unstructured(
+                UnstructuredCommandInput::new(h),
+            )),
+            None => c,
+        }
+    };
+    vec![
+        command(
+            "agents",
+            "the agents quorum can call (with a name: what it announced)",
+            Some("NAME"),
+        ),
+        command("tasks", "the background tasks", None),
+        command(
+            "msg",
+            "a follow-up turn for a background task's agent",
+            Some("TASK message"),
+        ),
+        command("cancel", "cancel a task (else what runs)", Some("TASK")),
+        command(
+            "retry",
+            "run an interrupted or failed task again",
+            Some("TASK"),
+        ),
+        command("mode", "change an agent's mode", Some("NAME MODE")),
+        command(
+            "set",
+            "change an agent's option (model, effort, ...)",
+            Some("NAME OPTION VALUE"),
+        ),
+        command(
+            "new",
+            "a new conversation: the chat's context and agents' sessions forgotten",
+            None,
+        ),
+        command("help", "quorum's commands, and @NAME message", None),
+    ]
 }
 
 /// A loaded session's history, as updates.

@@ -162,7 +162,7 @@ impl AcpServer {
                 ) {
                     Ok(live) => {
                         responder.respond(NewSessionResponse::new(live.id.clone()))?;
-                        live.go();
+                        live.go(&cx);
                         Ok(())
                     }
                     Err(e) => responder.respond_with_error(e),
@@ -175,7 +175,7 @@ impl AcpServer {
                     match s3.reopen(&id, &request.cwd, &request.mcp_servers, &cx, true) {
                         Ok(live) => {
                             responder.respond(LoadSessionResponse::new())?;
-                            live.go();
+                            live.go(&cx);
                             Ok(())
                         }
                         Err(e) => responder.respond_with_error(e),
@@ -189,7 +189,7 @@ impl AcpServer {
                     match s4.reopen(&id, &request.cwd, &request.mcp_servers, &cx, false) {
                         Ok(live) => {
                             responder.respond(ResumeSessionResponse::new())?;
-                            live.go();
+                            live.go(&cx);
                             Ok(())
                         }
                         Err(e) => responder.respond_with_error(e),
