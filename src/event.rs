@@ -1178,6 +1178,17 @@ mod tests {
                 wait_ms: 1500,
                 reason: "rate limited".into(),
             },
+            Event::ConductorSession {
+                agent: "claude".into(),
+                session: SessionKind::Resumed,
+                session_id: "s-1".into(),
+            },
+            Event::ChatActivity {
+                activity: Activity::PermissionResolved {
+                    id: "p1".into(),
+                    outcome: "Allow once".into(),
+                },
+            },
             Event::Usage {
                 input_tokens: 1,
                 output_tokens: 2,
