@@ -282,6 +282,10 @@ impl Live {
             let _ = gate.send(());
         }
         self.flush().await;
+        // A prompt whose turn never said it ended is answered: cancelled.
+        if let Some(tx) = lock(&self.shared.chat_turn).take() {
+            let _ = tx.send(Ok(StopReason::Cancelled));
+        }
         if let Some(pump) = lock(&self.pump).take() {
             pump.abort();
         }
