@@ -331,6 +331,18 @@ mod tests {
     }
 
     #[test]
+    fn a_hosts_server_comes_back_as_it_went() {
+        for text in [
+            "command = \"/bin/docs\"\nargs = [\"-r\"]\nenv = { A = \"1\" }\n",
+            "url = \"https://x/mcp\"\nheaders = { H = \"v\" }\n",
+            "url = \"https://x/sse\"\ntransport = \"sse\"\n",
+        ] {
+            let spec = parse(text).unwrap();
+            assert_eq!(McpServerSpec::from_wire(&spec.wire()), Some(spec));
+        }
+    }
+
+    #[test]
     fn an_agent_without_http_capability_gets_only_stdio() {
         let stdio = parse("command = \"a\"\n").unwrap();
         let mut http = parse("url = \"http://x\"\n").unwrap();
