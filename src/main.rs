@@ -95,18 +95,17 @@ enum Command {
     /// Sub-agents become boxes; a report starting with a severity header
     /// tints its box. Record types not known are counted on stderr.
     Import(quorum::cli::import::ImportArgs),
-    /// List the sessions quorum recorded, newest first.
-    ///
-    /// This directory's, or every directory's with --all. These are quorum's
-    /// sessions, not an agent's ACP session (`quorum call --resume SESSION_ID`).
+    /// List the sessions quorum recorded, newest first: this directory's, or
+    /// every directory's with --all (not an agent's ACP sessions).
     Sessions(quorum::cli::sessions::SessionsArgs),
-    /// List the worktrees and branches quorum made for isolated writers
-    /// here (task, branch, agent, state, ahead/behind); --prune removes
-    /// those whose session is gone and whose branch is merged.
+    /// List the worktrees and branches quorum made for writers here; --prune
+    /// removes those whose session is gone and whose branch is merged.
     Worktrees(quorum::cli::worktrees::WorktreesArgs),
     /// quorum's tools (subagent, subagent_status) as an MCP server on stdio,
     /// for MCP hosts: `claude mcp add quorum -- quorum mcp`.
     Mcp(quorum::cli::mcp::McpArgs),
+    /// quorum itself as an ACP agent on stdio, for Zed, Toad, acpx and other ACP clients.
+    Acp(quorum::cli::acp::AcpArgs),
     /// Follow a session another quorum records (`quorum mcp`'s), live and read-only.
     Watch(WatchArgs),
     /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
@@ -184,6 +183,7 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Mcp(args)) => {
             with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
         }
+        Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
         Some(Command::Watch(args)) => with_runtime(watch_cmd(args, config))?,
         Some(Command::Replay(args)) => replay_cmd(args, config)?,

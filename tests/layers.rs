@@ -66,7 +66,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     // quorum for other programs: its tools over MCP (the sub-agent tool on
     // a session's dispatcher), the stdio spec of its private endpoint (as
-    // ACP's `McpServerSpec`), the state directory for its socket.
+    // ACP's `McpServerSpec`), the state directory for its socket; and
+    // quorum as an ACP agent (`quorum acp`: sessions, events as updates,
+    // a host's MCP servers as agents' `McpServerSpec`s).
     (
         "serve",
         &[
@@ -76,7 +78,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "confine",
             "runtime",
             "transcript",
-            "acp::mcp",
+            "acp",
         ],
     ),
     // The headless front ends (and `quorum mcp`, on `serve`).

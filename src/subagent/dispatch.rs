@@ -296,6 +296,28 @@ impl Dispatcher {
         !lock(&self.running).is_empty()
     }
 
+    /// Cancels what still runs and gives the agents a moment (5 s) to end
+    /// their turns, so the transcript says how each ended; then ends those
+    /// that did not, and waits a little (2 s) for them.
+    pub async fn wind_down(&self) {
+        use std::time::{Duration, Instant};
+        if !self.busy() {
+            return;
+        }
+        self.cancel_all();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.busy() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if self.busy() {
+            self.kill_cancelling();
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while self.busy() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// Forgets sessions and the last input (`/new`).
     pub fn forget(&self) {
         lock(&self.memory).clear();

@@ -899,6 +899,23 @@ async fn run_turn(
             )))?;
             turn.chunk(format!("picked {}", rest.trim()))?;
         }
+        // `stamps N MS`: N chunks `t=MICROS\n`, MS ms apart, each
+        // stamped with the wall clock as it is sent (latency).
+        "stamps" => {
+            let mut words = rest.split_whitespace();
+            let count: u64 = words.next().and_then(|w| w.parse().ok()).ok_or_else(|| {
+                Error::invalid_params().data(format!("stamps: bad count {rest:?}"))
+            })?;
+            let gap: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(5);
+            for _ in 0..count {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_micros();
+                turn.chunk(format!("t={now}\n"))?;
+                tokio::time::sleep(Duration::from_millis(gap)).await;
+            }
+        }
         "turns" => {
             // The handler recorded this prompt before the turn started.
             let count = turn.turns_so_far;

@@ -334,9 +334,10 @@ impl State {
                 _ => None,
             })
         };
+        // The chat's conductor waiting for an answer needs you too.
         assert_eq!(
-            self.tally.waiting,
-            boxes().filter(|b| b.summary.waiting).count(),
+            self.needs_you(),
+            boxes().filter(|b| b.summary.waiting).count() + usize::from(self.chat_asking.is_some()),
             "waiting"
         );
         assert_eq!(
@@ -786,6 +787,35 @@ mod tests {
         }
         assert_eq!((s.running(), s.queued()), (1, 0));
         assert_eq!(s.latest_running_call().as_deref(), Some("c2"));
+    }
+
+    #[test]
+    fn a_conductors_session_names_its_requests_which_are_answered_in_place() {
+        use crate::event::{Activity, SessionKind};
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ConductorSession {
+                agent: "claude".into(),
+                session: SessionKind::Fresh,
+                session_id: "s-1".into(),
+            },
+        );
+        assert_eq!(s.conductor.as_deref(), Some("claude"));
+        let ask = Activity::PermissionRequest {
+            id: "p1".into(),
+            title: "Delete build/".into(),
+            options: vec!["Allow once".into()],
+            detail: Box::default(),
+        };
+        apply(&mut s, 2, Event::ChatActivity { activity: ask });
+        let answered = Activity::PermissionResolved {
+            id: "p1".into(),
+            outcome: "Allow once".into(),
+        };
+        apply(&mut s, 3, Event::ChatActivity { activity: answered });
+        assert!(s.chat_asking.is_none(), "answered, asked no more");
     }
 
     /// Each event kind has its test; a new kind must get one.
