@@ -12,6 +12,7 @@
 //! file requests (`fs`), the terminals (`terminal`), permissions (`permission`) and the translation of
 //! updates into activity (`translate`).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +23,6 @@ use agent_client_protocol::v1::schema::InitializeResponse;
 use tokio::sync::oneshot;
 
 use super::fs::Exclusions;
-use super::process::{Tail, death};
 use super::route::Routes;
 use super::terminal::Terminals;
 
@@ -83,7 +83,7 @@ pub struct Connection {
     /// Whether the agent process runs under bubblewrap.
     pub(super) sandboxed: bool,
     /// Who is told what the agent announces outside a turn.
-    pub(super) announced: super::transport::Announced,
+    pub(super) announced: super::meta::Listener,
 }
 
 impl Connection {
@@ -146,5 +146,48 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// Why an agent's connection ended: why quorum stopped reading it (if it
+/// did), how the process ended, and its last line of stderr.
+pub(super) fn death(
+    cause: &Mutex<Option<String>>,
+    exit: &Mutex<Option<String>>,
+    stderr: &Mutex<Tail>,
+) -> String {
+    let exit = exit.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let exit = exit.unwrap_or_else(|| "the connection closed".to_string());
+    let exit = match cause.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some(cause) => format!("{cause}; then {exit}"),
+        None => exit,
+    };
+    match stderr
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .lines
+        .back()
+    {
+        Some(line) => format!("{exit}; last output: {line}"),
+        None => exit,
+    }
+}
+
+/// The latest lines of an agent's stderr, at most `cap` bytes of them.
+#[derive(Default)]
+pub(super) struct Tail {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Tail {
+    pub(super) fn push(&mut self, line: String, cap: usize) {
+        self.bytes += line.len();
+        self.lines.push_back(line);
+        while self.bytes > cap && self.lines.len() > 1 {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.len();
+            }
+        }
     }
 }

@@ -55,12 +55,21 @@ pub(super) struct FileMcpServer {
     transport: Option<String>,
 }
 
+/// What may name an MCP server or an agent: letters, digits, `-`, `_` and
+/// `.` (what `@NAME` in a message can say).
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+}
+
 impl FileMcpServer {
     /// The server it describes, or what is wrong with it (naming the
     /// field: the caller adds the file).
     pub(super) fn resolve(self, name: &str) -> Result<McpServerSpec, String> {
         let at = format!("[mcp_servers.{name}]");
-        if !super::registry::is_agent_name(name) {
+        if !is_name(name) {
             return Err(format!(
                 "[mcp_servers.{name:?}]: a server's name is letters, digits, `-`, `_` and `.` only"
             ));

@@ -15,6 +15,7 @@ mod process;
 pub mod registry;
 mod route;
 mod session;
+mod setting;
 mod terminal;
 mod translate;
 mod transport;

@@ -3,7 +3,6 @@
 //! (the tail kept for error messages); and the watch on the process, which
 //! ends its whole group when it exits or the connection closes.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +21,7 @@ use agent_client_protocol::{Agent, Client};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
-use super::client::{AcpError, Connection};
+use super::client::{AcpError, Connection, Tail, death};
 use super::elicit::{on_elicitation_complete, on_elicitation_request};
 use super::fs::{Exclusions, on_read_text_file, on_write_text_file};
 use super::registry::AgentSpec;
@@ -88,7 +87,7 @@ impl Connection {
 
         let routes: Routes = Arc::default();
         let meta: super::meta::Meta = Arc::default();
-        let announced: super::transport::Announced = Arc::default();
+        let announced: super::meta::Listener = Arc::default();
         let notify_meta = meta.clone();
         let exclusions: Exclusions = Arc::default();
         let read_exclusions = exclusions.clone();
@@ -366,49 +365,6 @@ fn initialize_request() -> InitializeRequest {
                 ),
         )
         .client_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")))
-}
-
-/// Why an agent's connection ended: why quorum stopped reading it (if it
-/// did), how the process ended, and its last line of stderr.
-pub(super) fn death(
-    cause: &Mutex<Option<String>>,
-    exit: &Mutex<Option<String>>,
-    stderr: &Mutex<Tail>,
-) -> String {
-    let exit = exit.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let exit = exit.unwrap_or_else(|| "the connection closed".to_string());
-    let exit = match cause.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        Some(cause) => format!("{cause}; then {exit}"),
-        None => exit,
-    };
-    match stderr
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .lines
-        .back()
-    {
-        Some(line) => format!("{exit}; last output: {line}"),
-        None => exit,
-    }
-}
-
-/// The latest lines of an agent's stderr, at most `cap` bytes of them.
-#[derive(Default)]
-pub(super) struct Tail {
-    lines: VecDeque<String>,
-    bytes: usize,
-}
-
-impl Tail {
-    fn push(&mut self, line: String, cap: usize) {
-        self.bytes += line.len();
-        self.lines.push_back(line);
-        while self.bytes > cap && self.lines.len() > 1 {
-            if let Some(old) = self.lines.pop_front() {
-                self.bytes -= old.len();
-            }
-        }
-    }
 }
 
 /// Reads an agent's stderr to its end, whatever it writes: each line is

@@ -541,13 +541,9 @@ fn command_problem(command: &str) -> &'static str {
     }
 }
 
-/// What may name an agent: what `@NAME` in a message can say.
-pub fn is_agent_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
-}
+/// What may name an agent: what `@NAME` in a message can say (the same
+/// rule as an MCP server's name).
+pub use super::mcp::is_name as is_agent_name;
 
 #[cfg(test)]
 mod tests {

@@ -125,18 +125,13 @@ pub(super) struct Reading {
     pub(super) meta: super::meta::Meta,
     /// Who is told what the agent announces while no turn of the session
     /// runs (its commands, after its session opened).
-    pub(super) announced: Announced,
+    pub(super) announced: super::meta::Listener,
 }
-
-/// Told, with the session and the activity, of what an agent announced
-/// outside a turn (set once the connection's owner wants to know).
-pub(crate) type Announced =
-    Arc<std::sync::OnceLock<Box<dyn Fn(&str, crate::event::Activity) + Send + Sync>>>;
 
 /// An update no turn took: what it announces (commands, mode, options) is
 /// told to whoever listens, so it is not known only to the next turn.
 fn unrouted(
-    announced: &Announced,
+    announced: &super::meta::Listener,
     meta: &super::meta::Meta,
     session: &str,
     update: &agent_client_protocol::v1::schema::SessionUpdate,

@@ -4,8 +4,8 @@
 //! field's name and a choice's value are kept as sent (they go back to the
 //! agent in the answer) and cleaned where they are drawn.
 
-use super::activity::push_line;
-use super::{ActivityLine, CellKind, ChildBox, LogEntry, State, SubagentBox, clean};
+use super::lines::{ActivityLine, push_line};
+use super::{CellKind, ChildBox, LogEntry, State, SubagentBox, clean};
 use crate::event::Activity;
 use crate::event::form::{Choice, FieldKind, FormField};
 

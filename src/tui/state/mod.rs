@@ -18,6 +18,7 @@ mod announced;
 mod batch;
 mod cells;
 mod elicit;
+mod lines;
 mod log;
 mod panel;
 mod snapshot;
@@ -28,7 +29,7 @@ mod terminal;
 #[cfg(test)]
 mod fixtures;
 
-pub use activity::{ACTIVITY_LINES, ActivityLine};
+pub use lines::{ACTIVITY_LINES, ActivityLine};
 pub use announced::Announced;
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use cells::{Cell, CellKind};
