@@ -18,8 +18,8 @@ use quorum::event::{
 use quorum::runtime::bus::Emitter;
 use quorum::runtime::supervisor::Supervisor;
 use quorum::subagent::dispatch::{Dispatcher, Reply};
+use quorum::subagent::input::{REVIEW_CONTRACT, SubAgentCallInput};
 use quorum::subagent::picks::ModelPicks;
-use quorum::subagent::tool::input::{REVIEW_CONTRACT, SubAgentCallInput};
 use tokio::sync::mpsc;
 
 /// What one turn was given.

@@ -12,9 +12,9 @@ use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Severity, Stamped};
 use quorum::llm::script::{ScriptModel, Turn};
 use quorum::llm::{Message, Model, Request};
-use quorum::subagent::batch::BatchResult;
+use quorum::subagent::dispatch::batch::BatchResult;
 use quorum::subagent::dispatch::{DispatchError, Reply};
-use quorum::subagent::tool::input::{
+use quorum::subagent::input::{
     REQUIREMENTS_HEADING, SUMMARY_HEADING, SubAgentCallInput, TASK_HEADING, TaskInput,
 };
 use tokio::sync::{mpsc, watch};

@@ -13,7 +13,7 @@ use quorum::event::{
     Activity, AgentRef, Event, Outcome, SessionKind, Severity, Stamped, StopReason, TaskState,
 };
 use quorum::subagent::dispatch::{DispatchError, Dispatcher, Reply};
-use quorum::subagent::tool::input::SubAgentCallInput;
+use quorum::subagent::input::SubAgentCallInput;
 use tokio::sync::mpsc;
 
 struct Rig {

@@ -145,9 +145,14 @@ fn module_of(relative: &Path) -> Vec<String> {
 }
 
 /// Reads one path tree after `crate::` (or a resolved `super::`): plain
-/// segments and `{...}` groups, nested. Each leaf's first two segments go
-/// to `out`, after `prefix`.
-fn read_tree(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+/// segments and `{...}` groups, nested. Each leaf's first `keep` segments
+/// go to `out`, after `prefix`.
+fn read_tree(
+    text: &[u8],
+    mut at: usize,
+    (prefix, keep): (Vec<String>, usize),
+    out: &mut Vec<Vec<String>>,
+) -> usize {
     let mut path = prefix;
     loop {
         if text.get(at) == Some(&b'{') {
@@ -162,7 +167,7 @@ fn read_tree(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<
                 match text.get(at) {
                     Some(b'}') => return at + 1,
                     None => return at,
-                    _ => at = read_tree(text, at, path.clone(), out),
+                    _ => at = read_tree(text, at, (path.clone(), keep), out),
                 }
             }
         }
@@ -189,7 +194,7 @@ fn read_tree(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<
         }
     }
     if !path.is_empty() && path[0] != "self" {
-        path.truncate(2);
+        path.truncate(keep);
         out.push(path);
     }
     at
@@ -199,6 +204,11 @@ fn read_tree(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<
 /// absolute paths (at most two segments each). Past an inline `mod NAME {`
 /// (a file's tests, at its end), `super::` starts from that module.
 fn imports(text: &str, module: &[String]) -> Vec<Vec<String>> {
+    imports_to(text, module, 2)
+}
+
+/// [`imports`], each path kept to `keep` segments.
+fn imports_to(text: &str, module: &[String], keep: usize) -> Vec<Vec<String>> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let inline: Vec<(usize, String)> =
@@ -229,7 +239,7 @@ fn imports(text: &str, module: &[String]) -> Vec<Vec<String>> {
             }
         }
         let mut found = Vec::new();
-        at = read_tree(bytes, at, base, &mut found);
+        at = read_tree(bytes, at, (base, keep), &mut found);
         next = next.max(at);
         out.extend(found);
     }
@@ -430,4 +440,91 @@ fn main_is_argument_parsing_and_one_call_per_command() {
     assert!(one_call(
         "Some(Command::Run(a)) => with_runtime(run_cmd(a, model, config))?,"
     ));
+}
+
+/// Each folder's modules and which of their siblings each imports (outside
+/// tests): `folder -> module -> siblings`.
+fn sibling_imports() -> BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for file in sources(&root) {
+        let relative = file.strip_prefix(&root).unwrap();
+        let module = module_of(relative);
+        let Some((name, folder)) = module.split_last() else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).unwrap();
+        // A file's tests may use its siblings: they are not its design.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let depth = folder.len() + 1;
+        let mut siblings: Vec<String> = imports_to(code, &module, depth + 1)
+            .into_iter()
+            .filter(|p| p.len() >= depth && p[..folder.len()] == *folder)
+            .map(|p| p[folder.len()].clone())
+            .filter(|s| s != name)
+            .collect();
+        siblings.sort();
+        siblings.dedup();
+        out.entry(folder.to_vec())
+            .or_default()
+            .insert(name.clone(), siblings);
+    }
+    out
+}
+
+/// The circles of imports among one folder's modules (each circle's
+/// modules, sorted).
+fn circles(graph: &BTreeMap<String, Vec<String>>) -> Vec<Vec<String>> {
+    // Which modules each reaches.
+    let reach = |from: &str| {
+        let mut seen: Vec<String> = Vec::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(m) = todo.pop() {
+            for next in graph.get(&m).into_iter().flatten() {
+                if !seen.contains(next) {
+                    seen.push(next.clone());
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for m in graph.keys() {
+        let mine = reach(m);
+        if !mine.contains(m) {
+            continue;
+        }
+        let mut circle: Vec<String> = mine
+            .iter()
+            .filter(|o| reach(o).contains(m))
+            .cloned()
+            .collect();
+        circle.sort();
+        if !out.contains(&circle) {
+            out.push(circle);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_folder_has_a_circle_of_imports() {
+    let mut found = Vec::new();
+    for (folder, graph) in sibling_imports() {
+        for circle in circles(&graph) {
+            found.push(format!("{}: {}", folder.join("/"), circle.join(", ")));
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+    // The check sees a circle when there is one.
+    let graph: BTreeMap<String, Vec<String>> = [
+        ("a".to_string(), vec!["b".to_string()]),
+        ("b".to_string(), vec!["c".to_string()]),
+        ("c".to_string(), vec!["a".to_string()]),
+        ("d".to_string(), vec!["a".to_string()]),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(circles(&graph), [["a", "b", "c"]]);
 }

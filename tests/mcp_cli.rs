@@ -96,14 +96,8 @@ fn an_mcp_host_lists_calls_and_waits_for_quorums_tools() {
     let tools = steps["tools"]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["subagent", "subagent_status"]);
-    assert_eq!(
-        tools[0]["schema"],
-        quorum::subagent::tool::input::input_schema()
-    );
-    assert_eq!(
-        tools[1]["schema"],
-        quorum::subagent::tool::input::status_schema()
-    );
+    assert_eq!(tools[0]["schema"], quorum::subagent::input::input_schema());
+    assert_eq!(tools[1]["schema"], quorum::subagent::input::status_schema());
     let description = tools[0]["description"].as_str().unwrap();
     assert!(
         description.contains("`fake` (the test agent)")

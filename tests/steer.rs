@@ -15,7 +15,7 @@ use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Outcome, SessionKind, Stamped, StopReason};
 use quorum::subagent::dispatch::{Dispatcher, Reply};
-use quorum::subagent::tool::input::{StatusInput, SubAgentCallInput};
+use quorum::subagent::input::{StatusInput, SubAgentCallInput};
 use tokio::sync::mpsc;
 
 struct Rig {

@@ -25,7 +25,7 @@ use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Activity, Event, Op, Stamped};
 use quorum::subagent::dispatch::Reply;
-use quorum::subagent::tool::input::{Isolation, SubAgentCallInput, TaskInput};
+use quorum::subagent::input::{Isolation, SubAgentCallInput, TaskInput};
 use tokio::sync::mpsc;
 
 struct Scratch {

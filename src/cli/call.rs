@@ -14,7 +14,7 @@ use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Stamped, StopReason};
 use crate::subagent::dispatch::Reply;
-use crate::subagent::tool::input::SubAgentCallInput;
+use crate::subagent::input::SubAgentCallInput;
 
 /// `quorum call`'s options.
 #[derive(clap::Args)]
@@ -132,7 +132,7 @@ pub async fn call(
             continue_session: !request.new_session,
             isolation: request
                 .worktree
-                .then_some(crate::subagent::tool::input::Isolation::Worktree),
+                .then_some(crate::subagent::input::Isolation::Worktree),
             ..SubAgentCallInput::default()
         };
         let run = session.call(call);

@@ -15,9 +15,9 @@ use crate::agent::Permissions;
 use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Quorum, Severity, StopReason};
-use crate::subagent::batch::BatchResult;
 use crate::subagent::dispatch::Reply;
-use crate::subagent::tool::input::{SubAgentCallInput, TaskInput};
+use crate::subagent::dispatch::batch::BatchResult;
+use crate::subagent::input::{SubAgentCallInput, TaskInput};
 
 /// Exit code: the quorum is green.
 pub const EXIT_GREEN: i32 = 0;

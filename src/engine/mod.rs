@@ -30,9 +30,9 @@ use crate::harness::chat::{Chat, ChatHandle};
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
+use crate::subagent::input::SubAgentCallInput;
 use crate::subagent::picks::ModelPicks;
 use crate::subagent::tool::SubagentTool;
-use crate::subagent::tool::input::SubAgentCallInput;
 use crate::transcript::{Header, Recorder, TerminalSize};
 
 /// A running session.

@@ -9,10 +9,10 @@ use crate::agent::PermissionAnswer;
 use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
+use crate::subagent::dispatch::FollowUp;
+use crate::subagent::dispatch::isolate::Discarded;
 use crate::subagent::dispatch::{Dispatcher, Reply};
-use crate::subagent::isolate::Discarded;
-use crate::subagent::tool::input::{Isolation, SubAgentCallInput, TaskInput};
-use crate::subagent::tool::status::FollowUp;
+use crate::subagent::input::{Isolation, SubAgentCallInput, TaskInput};
 use crate::transcript::TerminalSize;
 
 /// `@NAME message`: a message straight to an agent; `@A,B,C message`:

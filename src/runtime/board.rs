@@ -340,6 +340,15 @@ impl Board {
         self.entries.get(*self.by_task.get(task_id)?)
     }
 
+    /// The background task `task_id`, or an error that names the known
+    /// ones.
+    pub fn known_task(&self, task_id: &str) -> Result<&Entry, UnknownTask> {
+        self.task(task_id).ok_or_else(|| UnknownTask {
+            id: task_id.to_string(),
+            known: self.tasks().filter_map(|e| e.task_id.clone()).collect(),
+        })
+    }
+
     /// The background tasks, oldest first.
     pub fn tasks(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(|e| e.task_id.is_some())

@@ -30,8 +30,8 @@ use tokio::sync::watch;
 
 use crate::engine::Session;
 use crate::event::{Severity, StopReason};
-use crate::subagent::detach::{Detachable, Detached, DetachedCall};
 use crate::subagent::dispatch::Dispatcher;
+use crate::subagent::dispatch::detach::{Detachable, Detached, DetachedCall};
 use crate::subagent::tool::{SUBAGENT, SUBAGENT_STATUS, SubagentTool};
 
 /// How long a `subagent` call runs before it goes on in the background,

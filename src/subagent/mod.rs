@@ -3,20 +3,22 @@
 //! severity verdict, and the tool as the model sees it; here, turning a
 //! final report into the events that close a call's box.
 
-pub mod batch;
-mod call;
-pub mod detach;
 pub mod dispatch;
-pub mod isolate;
+pub mod input;
 pub mod memory;
 pub mod picks;
 pub mod pool;
-pub mod settings;
 pub mod severity;
-mod steer;
 pub mod tool;
 
+use std::sync::{Mutex, MutexGuard};
+
 use crate::event::{AgentRef, Event, NoticeLevel, Outcome};
+
+/// A lock that a panic elsewhere does not poison for good.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The events that end a call: its `SubagentFinished`, preceded by a
 /// notice when a review's severity header has a value quorum does not know.

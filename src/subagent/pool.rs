@@ -10,7 +10,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared, WeakShared};
 use tokio::sync::watch;
 
-use super::dispatch::lock;
+use super::lock;
 use super::picks::ModelPicks;
 use crate::acp::client::Connection;
 use crate::acp::registry::{Registry, UnknownAgent};

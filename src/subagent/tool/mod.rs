@@ -6,7 +6,6 @@
 //! The engine plugs it into the chat loop.
 
 pub mod description;
-pub mod input;
 pub mod reply;
 pub mod status;
 
@@ -15,10 +14,10 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use self::description::{INTERNAL_AGENT_NOTE, ToolDescription};
-use self::input::{StatusInput, SubAgentCallInput, input_schema, status_schema};
+use super::input::{StatusInput, SubAgentCallInput, input_schema, status_schema};
 use crate::llm::ToolSpec;
 use crate::runtime::cancel::cancelled;
-use crate::subagent::detach::Detachable;
+use crate::subagent::dispatch::detach::Detachable;
 use crate::subagent::dispatch::{DispatchError, Dispatcher};
 
 /// The `subagent` tool's name.

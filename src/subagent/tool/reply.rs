@@ -7,8 +7,8 @@
 use serde::{Serialize, Serializer};
 
 use crate::event::{Quorum, Severity, StopReason, Work};
-use crate::subagent::batch::{BatchResult, TaskResult, TaskStart};
 use crate::subagent::dispatch::Reply;
+use crate::subagent::dispatch::batch::{BatchResult, TaskResult, TaskStart};
 use crate::subagent::severity;
 
 /// Whether a task runs or waits for its place.

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::event::{Severity, StopReason, TaskState, Usage};
 use crate::runtime::board::{Board, Entry, UnknownTask};
-use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
-use crate::subagent::tool::input::{MAX_WAIT_SECONDS, StatusInput};
+use crate::subagent::dispatch::{DispatchError, Dispatcher, FollowUp, Reply};
+use crate::subagent::input::{MAX_WAIT_SECONDS, StatusInput};
 
 /// `subagent_status`'s answer: one task, or every task (`{"tasks": [...]}`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,15 +54,6 @@ pub struct TaskStatus {
     pub work: Option<Box<crate::event::Work>>,
 }
 
-/// What became of a follow-up message: queued for the running task's
-/// next turn, or sent at once as a new turn on its session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FollowUp {
-    Queued,
-    Sent,
-}
-
 impl TaskStatus {
     /// A background task's entry on the board, `now` ms into the session.
     pub fn of(entry: &Entry, now: u64) -> Self {
@@ -90,7 +81,7 @@ impl Status {
     /// The answer for one task, or for every task, from `board`.
     pub fn of(board: &Board, task_id: Option<&str>, now: u64) -> Result<Self, UnknownTask> {
         match task_id {
-            Some(id) => Ok(Status::Task(TaskStatus::of(task(board, id)?, now))),
+            Some(id) => Ok(Status::Task(TaskStatus::of(board.known_task(id)?, now))),
             None => Ok(Status::All {
                 tasks: board.tasks().map(|e| TaskStatus::of(e, now)).collect(),
             }),
@@ -108,15 +99,6 @@ impl Status {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("a status is JSON")
     }
-}
-
-/// The background task `id` on `board`, or an error that names the known
-/// ones.
-pub fn task<'b>(board: &'b Board, id: &str) -> Result<&'b Entry, UnknownTask> {
-    board.task(id).ok_or_else(|| UnknownTask {
-        id: id.to_string(),
-        known: board.tasks().filter_map(|e| e.task_id.clone()).collect(),
-    })
 }
 
 impl Dispatcher {

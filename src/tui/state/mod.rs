@@ -29,11 +29,11 @@ mod terminal;
 #[cfg(test)]
 mod fixtures;
 
-pub use lines::{ACTIVITY_LINES, ActivityLine};
 pub use announced::Announced;
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use cells::{Cell, CellKind};
 pub use elicit::{Question, answer_line};
+pub use lines::{ACTIVITY_LINES, ActivityLine};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
 pub use subagent::{ChildBox, EARLIER_TURNS, EarlierTurn, Grouped, SubagentBox, plan_progress};

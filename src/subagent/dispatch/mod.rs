@@ -3,7 +3,9 @@
 //! [`Agent`] interface, and remembers their sessions. This file holds its
 //! state and what is asked of it as a whole; a call's life is in
 //! `call.rs`, batches in `batch.rs`, steering running calls in `steer.rs`,
-//! and the `subagent_status` tool in `tool/status.rs`.
+//! a foreground call sent to the background in `detach.rs`, worktree tasks
+//! in `isolate.rs`, the person's settings in `settings.rs`: its parts, which
+//! use its state here and one another, never round in a circle.
 //!
 //! Call and task state is not kept here: every call reports what happens
 //! as events, and the session's task board (behind the [`Emitter`]) is the
@@ -12,16 +14,25 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
-use super::batch::{BatchResult, TaskStart};
+pub mod batch;
+mod call;
+pub mod detach;
+pub mod isolate;
+pub mod settings;
+mod steer;
+
+pub use steer::FollowUp;
+
+use super::input::InputError;
+use super::lock;
 use super::memory::{NoInput, SubAgent};
 use super::picks::ModelPicks;
 use super::pool::Pool;
-use super::tool::input::InputError;
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::{Agent, PermissionAnswer, Permissions, TurnControl};
 use crate::confine::fsroot::{Exclude, Root};
@@ -29,6 +40,7 @@ use crate::event::{AgentRef, Event, Outcome, Stamped};
 use crate::runtime::board::UnknownTask;
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
+use batch::{BatchResult, TaskStart};
 
 /// How many tasks of one batch run at once unless the config file says
 /// otherwise (`max_parallel`).
@@ -215,11 +227,7 @@ pub struct Dispatcher {
     pub(super) max_parallel: usize,
     pub(super) next_batch: AtomicU64,
     /// The session's worktree tasks.
-    pub(super) worktrees: Mutex<super::isolate::Worktrees>,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    pub(super) worktrees: Mutex<isolate::Worktrees>,
 }
 
 impl Dispatcher {

@@ -3,14 +3,24 @@
 //! answers, follow-up messages for a background task's session, and
 //! waiting until tasks are idle.
 
+use serde::Serialize;
 use std::sync::Arc;
 
 use super::call::{CallJob, Opened, prompt_for};
-use super::dispatch::{DispatchError, Dispatcher, Reply, controls, lock};
-use super::tool::input::SubAgentCallInput;
-use super::tool::status::{self, FollowUp};
+use super::{DispatchError, Dispatcher, Reply, controls};
 use crate::agent::PermissionAnswer;
 use crate::event::{AgentRef, Event, TaskState};
+use crate::subagent::input::SubAgentCallInput;
+use crate::subagent::lock;
+
+/// What became of a follow-up message: queued for the running task's
+/// next turn, or sent at once as a new turn on its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowUp {
+    Queued,
+    Sent,
+}
 
 impl Dispatcher {
     /// Runs an interrupted or failed call again (`/retry`, and
@@ -33,7 +43,7 @@ impl Dispatcher {
         let Some((agent, input, code_review, state, call_id)) = entry else {
             return Err(self
                 .emitter
-                .board(|b| status::task(b, id).map(|_| ()).unwrap_err())
+                .board(|b| b.known_task(id).map(|_| ()).unwrap_err())
                 .into());
         };
         if !matches!(state, TaskState::Interrupted | TaskState::Failed) {
@@ -56,7 +66,7 @@ impl Dispatcher {
             isolation: lock(&self.worktrees)
                 .by_call
                 .contains_key(&call_id)
-                .then_some(super::tool::input::Isolation::Worktree),
+                .then_some(crate::subagent::input::Isolation::Worktree),
             ..SubAgentCallInput::default()
         };
         self.call(call).await
@@ -141,7 +151,7 @@ impl Dispatcher {
         }
         let call_id = self
             .emitter
-            .board(|b| status::task(b, task_id).map(|t| t.call_id.clone()))?;
+            .board(|b| b.known_task(task_id).map(|t| t.call_id.clone()))?;
         let meta = lock(&self.tasks).get(&call_id).cloned();
         let Some(meta) = meta else {
             return Err(DispatchError::NoSession(task_id.to_string()));
@@ -195,7 +205,7 @@ impl Dispatcher {
     }
 
     /// Waits until the task (or every task) is no longer running.
-    pub(super) async fn until_idle(&self, task_id: Option<&str>) {
+    pub(in crate::subagent) async fn until_idle(&self, task_id: Option<&str>) {
         loop {
             let call = task_id.map(|id| {
                 self.emitter

@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
-use super::dispatch::{Dispatcher, lock};
+use super::Dispatcher;
 use crate::acp::client::Connection;
 use crate::acp::meta::Announced;
+use crate::subagent::lock;
 
 impl Dispatcher {
     /// What `agent` announced of the session `/mode` and `/set` change

@@ -8,29 +8,30 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::dispatch::{DispatchError, Dispatcher, lock};
+use super::{DispatchError, Dispatcher};
 use crate::event::{Activity, Event, NoticeLevel, Outcome, Quorum, Severity, Stamped, Work};
+use crate::subagent::lock;
 use crate::worktree::{self, Base, Repo, Worktree, WorktreeError};
 
 /// The session's worktree tasks.
 #[derive(Default)]
-pub(super) struct Worktrees {
+pub(in crate::subagent) struct Worktrees {
     /// quorum's state directory: worktrees go under it.
-    pub(super) state: Option<PathBuf>,
+    pub(in crate::subagent) state: Option<PathBuf>,
     /// The session's transcript, recorded with each branch.
-    pub(super) session: Option<PathBuf>,
+    pub(in crate::subagent) session: Option<PathBuf>,
     /// By call id.
-    pub(super) by_call: HashMap<String, Isolated>,
+    pub(in crate::subagent) by_call: HashMap<String, Isolated>,
     /// Branches whose `/discard` was asked once (they have unmerged
     /// commits): asked again, they go.
-    pub(super) asked: HashSet<String>,
+    pub(in crate::subagent) asked: HashSet<String>,
 }
 
 /// A worktree task.
 #[derive(Debug, Clone)]
-pub(super) struct Isolated {
-    pub(super) worktree: Worktree,
-    pub(super) task_id: Option<String>,
+pub(in crate::subagent) struct Isolated {
+    pub(in crate::subagent) worktree: Worktree,
+    pub(in crate::subagent) task_id: Option<String>,
 }
 
 /// What `/discard` did.
@@ -66,7 +67,7 @@ impl Dispatcher {
     }
 
     /// Makes a task's worktree on a branch named after it, and says so.
-    pub(super) fn make_worktree(
+    pub(in crate::subagent) fn make_worktree(
         &self,
         call_id: &str,
         task_id: Option<&str>,
@@ -116,7 +117,12 @@ impl Dispatcher {
     }
 
     /// Announces a task's worktree (after its box opened).
-    pub(super) fn worktree_ready(&self, call_id: &str, task_id: Option<&str>, w: &Worktree) {
+    pub(in crate::subagent) fn worktree_ready(
+        &self,
+        call_id: &str,
+        task_id: Option<&str>,
+        w: &Worktree,
+    ) {
         self.emitter.emit(Event::WorktreeReady {
             call_id: call_id.to_string(),
             task_id: task_id.map(str::to_string),
@@ -129,7 +135,7 @@ impl Dispatcher {
 
     /// Commits what a worktree task's turn changed to its branch; the
     /// outcome names the branch, the worktree and the diffstat.
-    pub(super) async fn commit_work(
+    pub(in crate::subagent) async fn commit_work(
         &self,
         call_id: &str,
         agent: &str,
@@ -280,7 +286,12 @@ impl Dispatcher {
     }
 
     /// Records a review quorum's verdict against the branch it judged.
-    pub(super) fn record_verdict(&self, branch: &str, batch_id: &str, quorum: &Quorum) {
+    pub(in crate::subagent) fn record_verdict(
+        &self,
+        branch: &str,
+        batch_id: &str,
+        quorum: &Quorum,
+    ) {
         let recorded = Repo::find(self.root.path())
             .map_err(DispatchError::from)
             .and_then(|repo| Ok(repo.record_verdict(branch, quorum.verdict)?));
@@ -299,7 +310,7 @@ impl Dispatcher {
 
     /// The message of a review that judges `branch`: its diff against
     /// where it left its base follows the task.
-    pub(super) fn with_branch_diff(&self, message: &str, branch: &str) -> String {
+    pub(in crate::subagent) fn with_branch_diff(&self, message: &str, branch: &str) -> String {
         let diff = Repo::find(self.root.path())
             .map_err(DispatchError::from)
             .and_then(|repo| {
@@ -314,7 +325,7 @@ impl Dispatcher {
 
     /// Goes on from a recorded session: its worktree tasks, found again
     /// (and said to be there, or gone).
-    pub(super) fn restore_worktrees(&self, events: &[Stamped]) {
+    pub(in crate::subagent) fn restore_worktrees(&self, events: &[Stamped]) {
         let mut found: HashMap<String, Isolated> = HashMap::new();
         for stamped in events {
             match &stamped.event {
@@ -403,7 +414,7 @@ pub fn branch_prompt(message: &str, branch: &str, diff: &str) -> String {
 }
 
 /// A quorum of the verdicts in `tasks` that judged `branch`.
-pub(super) fn branch_quorums(
+pub(in crate::subagent) fn branch_quorums(
     branches: &[Option<String>],
     verdicts: &[crate::event::ReviewerVerdict],
 ) -> Vec<(String, Quorum)> {
@@ -425,7 +436,7 @@ pub(super) fn branch_quorums(
 }
 
 /// Checks a worktree is still there before a turn runs in it.
-pub(super) fn still_there(path: &Path) -> Result<(), WorktreeError> {
+pub(in crate::subagent) fn still_there(path: &Path) -> Result<(), WorktreeError> {
     if path.is_dir() {
         Ok(())
     } else {

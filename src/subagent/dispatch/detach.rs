@@ -10,8 +10,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::dispatch::{Dispatcher, lock};
+use super::Dispatcher;
 use crate::event::{Event, Outcome};
+use crate::subagent::lock;
 
 /// The calls of one `subagent` invocation, for its caller to send to the
 /// background while they run. Cheap to clone (one shared record).
@@ -97,7 +98,13 @@ impl Detachable {
     }
 
     /// A call was opened for it.
-    pub(super) fn opened(&self, call_id: &str, index: usize, agent: &str, code_review: bool) {
+    pub(in crate::subagent) fn opened(
+        &self,
+        call_id: &str,
+        index: usize,
+        agent: &str,
+        code_review: bool,
+    ) {
         self.lock().calls.push(ScopeCall {
             call_id: call_id.to_string(),
             index,
@@ -108,12 +115,12 @@ impl Detachable {
     }
 
     /// The batch its calls are the tasks of.
-    pub(super) fn batch(&self, batch_id: &str) {
+    pub(in crate::subagent) fn batch(&self, batch_id: &str) {
         self.lock().batch_id = Some(batch_id.to_string());
     }
 
     /// A batch task could not start.
-    pub(super) fn failed(&self, index: usize, agent: &str, error: &str) {
+    pub(in crate::subagent) fn failed(&self, index: usize, agent: &str, error: &str) {
         self.lock()
             .failed
             .push((index, agent.to_string(), error.to_string()));
@@ -121,7 +128,7 @@ impl Detachable {
 
     /// A call's turn ended (recorded before its end is emitted, so a
     /// detach sees either its outcome or a call still running).
-    pub(super) fn finished(&self, call_id: &str, outcome: &Outcome) {
+    pub(in crate::subagent) fn finished(&self, call_id: &str, outcome: &Outcome) {
         let mut scope = self.lock();
         if let Some(call) = scope.calls.iter_mut().find(|c| c.call_id == call_id) {
             call.outcome = Some(outcome.clone());
@@ -148,7 +155,7 @@ impl Dispatcher {
             if let Some(outcome) = &call.outcome {
                 let mut outcome = outcome.clone();
                 if call.code_review {
-                    let verdict = super::severity::parse(&outcome.output);
+                    let verdict = crate::subagent::severity::parse(&outcome.output);
                     outcome.severity = verdict.severity;
                     outcome.output = verdict.body.to_string();
                 }

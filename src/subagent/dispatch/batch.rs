@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 
-use super::call::{Launch, Prepared};
+use super::call::{Launch, Place, Prepared};
 use super::detach::Detachable;
-use super::dispatch::{Dispatcher, Reply};
-use super::tool::input::{SubAgentCallInput, TaskSpec};
+use super::{Dispatcher, Reply};
 use crate::confine::fsroot::Exclude;
 use crate::event::{Event, Outcome, Quorum, ReviewerVerdict, Severity, StopReason};
+use crate::subagent::input::{SubAgentCallInput, TaskSpec};
 
 /// How one task of a batch ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,10 @@ impl BatchResult {
     }
 
     /// The quorum of a batch whose tasks are all code reviews.
-    pub(super) fn quorum_of(tasks: &[TaskResult], call_ids: &[Option<String>]) -> Quorum {
+    pub(in crate::subagent) fn quorum_of(
+        tasks: &[TaskResult],
+        call_ids: &[Option<String>],
+    ) -> Quorum {
         Quorum::of(
             tasks
                 .iter()
@@ -88,18 +91,11 @@ pub struct TaskStart {
     pub started: Result<(String, bool), String>,
 }
 
-/// A batch task's place among the `max_parallel` that run at once: held
-/// already, or to wait for.
-pub(super) enum Place {
-    Held(OwnedSemaphorePermit),
-    Wait(Arc<Semaphore>),
-}
-
 impl Dispatcher {
     /// Runs a batch: its tasks in parallel, at most `max_parallel` at
     /// once, the rest queued. A task that cannot run is an error entry
     /// (`tasks[i]: ...`) and the others run all the same.
-    pub(super) async fn batch(
+    pub(in crate::subagent) async fn batch(
         self: &Arc<Self>,
         input: &SubAgentCallInput,
         specs: Vec<TaskSpec>,

@@ -8,14 +8,14 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::watch;
 
-use super::batch::Place;
 use super::detach::Detachable;
-use super::dispatch::{DispatchError, Dispatcher, Reply, TaskMeta, controls, lock};
-use super::tool::input::{REVIEW_CONTRACT, SubAgentCallInput, TaskSpec, compose_prompt};
+use super::{DispatchError, Dispatcher, Reply, TaskMeta, controls};
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Exclude;
 use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};
 use crate::runtime::cancel::cancelled;
+use crate::subagent::input::{REVIEW_CONTRACT, SubAgentCallInput, TaskSpec, compose_prompt};
+use crate::subagent::lock;
 
 impl Dispatcher {
     /// Runs a `subagent` call. A background call returns at once.
@@ -86,7 +86,7 @@ impl Dispatcher {
     }
 
     /// The main conversation's summary, when asked for.
-    pub(super) async fn summary_for(
+    pub(in crate::subagent) async fn summary_for(
         &self,
         wanted: bool,
         cancel: Option<&watch::Receiver<bool>>,
@@ -116,7 +116,7 @@ impl Dispatcher {
 
     /// Resolves a task: its agent, its message and the session to resume
     /// (claimed, so no other call resumes it meanwhile).
-    pub(super) fn prepare(
+    pub(in crate::subagent) fn prepare(
         &self,
         spec: TaskSpec,
         continue_session: bool,
@@ -200,7 +200,11 @@ impl Dispatcher {
 
     /// Opens a prepared task's box: its ids, its steering handle, its
     /// `subagent_started`.
-    pub(super) fn open(&self, task: Prepared, launch: Launch<'_>) -> Result<Opened, DispatchError> {
+    pub(in crate::subagent) fn open(
+        &self,
+        task: Prepared,
+        launch: Launch<'_>,
+    ) -> Result<Opened, DispatchError> {
         let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
         // A call opened after its caller stopped waiting starts in the
         // background.
@@ -301,7 +305,7 @@ impl Dispatcher {
     /// Runs a call: it waits for its place in a batch first, then its
     /// turn, then the follow-ups queued for it while it ran, each as a new
     /// turn on the same session; returns the last outcome.
-    pub(super) async fn run(self: &Arc<Self>, opened: Opened) -> Outcome {
+    pub(in crate::subagent) async fn run(self: &Arc<Self>, opened: Opened) -> Outcome {
         let Opened {
             mut job,
             mut control,
@@ -437,7 +441,7 @@ impl Dispatcher {
             lock(&self.memory).store_session(job.agent.name(), id);
         }
         let mut outcome = result;
-        for event in super::finish(&job.call_id, &job.agent, &outcome, job.code_review) {
+        for event in crate::subagent::finish(&job.call_id, &job.agent, &outcome, job.code_review) {
             if let Event::SubagentFinished { severity, .. } = &event {
                 outcome.severity = *severity;
             }
@@ -467,71 +471,78 @@ impl Dispatcher {
 }
 
 /// The message a follow-up turn sends: a review's contract appended.
-pub(super) fn prompt_for(mut message: String, code_review: bool) -> String {
+pub(in crate::subagent) fn prompt_for(mut message: String, code_review: bool) -> String {
     if code_review {
         message.push_str(REVIEW_CONTRACT);
     }
     message
 }
 
-pub(super) struct CallJob {
-    pub(super) agent: AgentRef,
+pub(in crate::subagent) struct CallJob {
+    pub(in crate::subagent) agent: AgentRef,
     /// The agent that runs its turns.
-    pub(super) runner: Arc<dyn Agent>,
+    pub(in crate::subagent) runner: Arc<dyn Agent>,
     /// The nesting depth its turns run at.
-    pub(super) depth: u32,
-    pub(super) call_id: String,
-    pub(super) task_id: Option<String>,
-    pub(super) prompt: String,
-    pub(super) code_review: bool,
-    pub(super) resume: Option<String>,
-    pub(super) exclude: Option<Exclude>,
+    pub(in crate::subagent) depth: u32,
+    pub(in crate::subagent) call_id: String,
+    pub(in crate::subagent) task_id: Option<String>,
+    pub(in crate::subagent) prompt: String,
+    pub(in crate::subagent) code_review: bool,
+    pub(in crate::subagent) resume: Option<String>,
+    pub(in crate::subagent) exclude: Option<Exclude>,
     /// A worktree task's worktree: its turns run there and are committed.
-    pub(super) worktree: Option<crate::worktree::Worktree>,
+    pub(in crate::subagent) worktree: Option<crate::worktree::Worktree>,
     /// The first line of its message (its commits' subject).
-    pub(super) title: String,
+    pub(in crate::subagent) title: String,
     /// Its caller may stop waiting for it.
-    pub(super) detach: Option<Detachable>,
+    pub(in crate::subagent) detach: Option<Detachable>,
 }
 
 /// A task resolved but not started.
-pub(super) struct Prepared {
-    pub(super) agent: AgentRef,
-    pub(super) runner: Arc<dyn Agent>,
+pub(in crate::subagent) struct Prepared {
+    pub(in crate::subagent) agent: AgentRef,
+    pub(in crate::subagent) runner: Arc<dyn Agent>,
     /// The nesting depth its turns run at.
-    pub(super) depth: u32,
-    pub(super) message: String,
+    pub(in crate::subagent) depth: u32,
+    pub(in crate::subagent) message: String,
     /// What the agent is sent: the message, with a reviewed branch's diff.
-    pub(super) prompt_message: String,
-    pub(super) code_review: bool,
-    pub(super) requirements: Option<String>,
-    pub(super) resume: Option<String>,
+    pub(in crate::subagent) prompt_message: String,
+    pub(in crate::subagent) code_review: bool,
+    pub(in crate::subagent) requirements: Option<String>,
+    pub(in crate::subagent) resume: Option<String>,
     /// Runs in a worktree of its own.
-    pub(super) isolation: bool,
+    pub(in crate::subagent) isolation: bool,
+}
+
+/// A batch task's place among the `max_parallel` that run at once: held
+/// already, or to wait for.
+pub(in crate::subagent) enum Place {
+    Held(tokio::sync::OwnedSemaphorePermit),
+    Wait(Arc<tokio::sync::Semaphore>),
 }
 
 /// How a prepared task is opened.
-pub(super) struct Launch<'a> {
-    pub(super) background: bool,
-    pub(super) batch_id: Option<&'a str>,
+pub(in crate::subagent) struct Launch<'a> {
+    pub(in crate::subagent) background: bool,
+    pub(in crate::subagent) batch_id: Option<&'a str>,
     /// `None`: not in a batch, runs at once.
-    pub(super) place: Option<Place>,
+    pub(in crate::subagent) place: Option<Place>,
     /// The caller's cancel (foreground calls).
-    pub(super) cancel: Option<watch::Receiver<bool>>,
-    pub(super) summary: Option<&'a str>,
-    pub(super) exclude: Option<&'a Exclude>,
+    pub(in crate::subagent) cancel: Option<watch::Receiver<bool>>,
+    pub(in crate::subagent) summary: Option<&'a str>,
+    pub(in crate::subagent) exclude: Option<&'a Exclude>,
     /// Its caller may stop waiting for it (a foreground call).
-    pub(super) detach: Option<&'a Detachable>,
+    pub(in crate::subagent) detach: Option<&'a Detachable>,
     /// Its place in its batch's `tasks` (0 for a single call).
-    pub(super) index: usize,
+    pub(in crate::subagent) index: usize,
 }
 
 /// A task whose box is open, ready to run.
-pub(super) struct Opened {
-    pub(super) job: CallJob,
-    pub(super) control: TurnControl,
-    pub(super) task_id: Option<String>,
-    pub(super) place: Option<Place>,
+pub(in crate::subagent) struct Opened {
+    pub(in crate::subagent) job: CallJob,
+    pub(in crate::subagent) control: TurnControl,
+    pub(in crate::subagent) task_id: Option<String>,
+    pub(in crate::subagent) place: Option<Place>,
 }
 
 /// Turns a call's activity into events (the task board keeps its summary).
