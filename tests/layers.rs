@@ -528,3 +528,26 @@ fn no_folder_has_a_circle_of_imports() {
     .collect();
     assert_eq!(circles(&graph), [["a", "b", "c"]]);
 }
+
+/// A file's lines before its tests (`#[cfg(test)]`), or all of them.
+fn lines_before_tests(text: &str) -> usize {
+    text.lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .count()
+}
+
+#[test]
+fn no_source_file_is_over_900_lines_before_its_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let long: Vec<String> = sources(&root)
+        .into_iter()
+        .filter_map(|file| {
+            let n = lines_before_tests(&std::fs::read_to_string(&file).unwrap());
+            (n > 900).then(|| format!("{}: {n}", file.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "{long:#?}");
+    // The count stops at the tests, and only there.
+    assert_eq!(lines_before_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
+    assert_eq!(lines_before_tests("a\nb\nc\n"), 3);
+}

@@ -9,6 +9,7 @@ pub mod detail;
 pub mod form;
 pub mod history;
 pub mod markdown;
+mod panel;
 pub mod picker;
 pub mod replay;
 pub mod screenshot;
