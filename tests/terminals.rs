@@ -475,6 +475,45 @@ async fn no_command_starts_after_its_sessions_turn_ended() {
     assert!(!dir.path().join("started-late").exists());
 }
 
+/// A command asked for as its turn ends (the request and the answer that
+/// ends the turn sent together) never runs past the turn: refused if the
+/// turn ended while it started, ended with the turn if it was quicker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_racing_its_turns_end_does_not_outlive_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Allow, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake term race sleep 0.5; touch started-race"),
+        vec![],
+    )
+    .await;
+    let said = dir.path().join("race-terminal.txt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !said.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the racing request was never answered"
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(20), ev_rx.recv()).await;
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let said = std::fs::read_to_string(&said).unwrap();
+    assert!(
+        said.starts_with("refused: ") || said.starts_with("created "),
+        "{said}"
+    );
+    // Longer than the command would take had it been left running.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !dir.path().join("started-race").exists(),
+        "the command ran past its turn ({said})"
+    );
+}
+
 /// Characters the screen must never get from a terminal's output.
 fn unsafe_char(c: char) -> bool {
     (c.is_control() && c != '\n')

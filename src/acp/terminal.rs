@@ -276,10 +276,18 @@ impl Terminals {
         let id = {
             let mut table = lock(&self.table);
             // Its turn ended while it started: it goes at once (the group
-            // is ended as it is dropped).
-            if table.closed.contains(&session) {
+            // is ended as it is dropped). Ended and closed, or ended and
+            // its routes gone already (and so no longer kept closed): the
+            // routes are read under the table's lock, which the turn's end
+            // takes to close it.
+            let routed = lock(&self.routes).contains_key(&session);
+            if !routed || table.closed.contains(&session) {
                 drop(table);
-                drop(group);
+                // Killed outright, no grace: just started, bubblewrap may
+                // not have made the sandbox's init yet, which a `SIGTERM`
+                // sent now would miss (and it ignores one from outside).
+                self.supervisor
+                    .terminate_blocking(&group, std::time::Duration::ZERO);
                 return Err(refuse(format!("the turn of session {session} ended")));
             }
             table.next += 1;

@@ -2411,6 +2411,22 @@ mod terminals {
                 })?;
                 turn.chunk("ending; a command comes later")?;
             }
+            // Asks for a command and ends its turn at once, not waiting
+            // for the answer: the request and the turn's end race in the
+            // client. What it got is written to `race-terminal.txt`.
+            "race" => {
+                let request = CreateTerminalRequest::new(session, "sh")
+                    .args(vec!["-c".to_string(), command.to_string()]);
+                let pending = turn.cx.send_request(request);
+                turn.cx.spawn(async move {
+                    let said = match pending.block_task().await {
+                        Ok(created) => format!("created {}", created.terminal_id),
+                        Err(e) => format!("refused: {}", e.message),
+                    };
+                    let _ = std::fs::write("race-terminal.txt", said);
+                    Ok(())
+                })?;
+            }
             // Asks for the output of a terminal that never was.
             "unknown" => {
                 match turn
