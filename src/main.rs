@@ -95,8 +95,9 @@ enum Command {
     /// Sub-agents become boxes; a report starting with a severity header
     /// tints its box. Record types not known are counted on stderr.
     Import(quorum::cli::import::ImportArgs),
-    /// List the sessions quorum recorded, newest first: this directory's, or
-    /// every directory's with --all (not an agent's ACP sessions).
+    /// List the sessions quorum recorded, newest first.
+    ///
+    /// This directory's, or every directory's with --all; not an agent's ACP session (`quorum call --resume SESSION_ID`).
     Sessions(quorum::cli::sessions::SessionsArgs),
     /// List the worktrees and branches quorum made for writers here; --prune
     /// removes those whose session is gone and whose branch is merged.
