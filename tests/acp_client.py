@@ -3,6 +3,10 @@
 
     python acp_client.py QUORUM CONFIG WORK SCRIPT first
     python acp_client.py QUORUM CONFIG WORK SCRIPT again SESSION_ID
+    python acp_client.py QUORUM CONFIG WORK SCRIPT files
+
+`files` is a host that offers its files (`fs`): what it is asked to read
+is its own buffer, and what it is asked to write it keeps (never on disk).
 
 Each step prints one JSON line on stdout: {"step": NAME, ...}, with the
 updates the host received during it (as the SDK parsed them, by alias) and
@@ -17,7 +21,14 @@ import time
 
 import acp
 from acp import text_block
-from acp.schema import AllowedOutcome, ClientCapabilities, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    WriteTextFileResponse,
+)
 
 LIMIT = 60
 
@@ -32,6 +43,9 @@ class Host:
     def __init__(self):
         self.updates = []
         self.asked = []
+        # The editor's buffers, by path: what a read gets, what a write sets.
+        self.buffers = {}
+        self.file_requests = []
 
     def on_connect(self, conn):
         pass
@@ -51,6 +65,17 @@ class Host:
         )
         allow = next(o for o in options if o.kind == "allow_once")
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=allow.option_id))
+
+    async def read_text_file(self, session_id, path, line=None, limit=None, **kwargs):
+        self.file_requests.append({"read": path, "sessionId": session_id})
+        if path not in self.buffers:
+            raise acp.RequestError(-32002, f"no buffer for {path}")
+        return ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(self, session_id, path, content, **kwargs):
+        self.file_requests.append({"write": path, "sessionId": session_id})
+        self.buffers[path] = content
+        return WriteTextFileResponse()
 
     def take(self):
         updates, self.updates = self.updates, []
@@ -97,9 +122,10 @@ async def main():
     # The host's environment (the test's private state directory) goes on.
     spawned = acp.spawn_agent_process(host, quorum, *args, cwd=work, env=dict(os.environ))
     async with spawned as (conn, process):
-        init = await asyncio.wait_for(
-            conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities()), LIMIT
-        )
+        caps = ClientCapabilities()
+        if phase == "files":
+            caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
+        init = await asyncio.wait_for(conn.initialize(protocol_version=1, client_capabilities=caps), LIMIT)
         say("initialize", response=init.model_dump(by_alias=True, exclude_none=True))
         if phase == "first":
             session = await asyncio.wait_for(conn.new_session(cwd=work), LIMIT)
@@ -120,6 +146,19 @@ async def main():
             await prompt(conn, host, "unknown", "no-such-session", [text_block("hello")])
             listed = await asyncio.wait_for(conn.list_sessions(cwd=work), LIMIT)
             say("list", response=listed.model_dump(by_alias=True, exclude_none=True))
+        elif phase == "files":
+            session = await asyncio.wait_for(conn.new_session(cwd=work), LIMIT)
+            sid = session.session_id
+            say("new", session_id=sid)
+            notes = os.path.join(work, "notes.txt")
+            host.buffers[notes] = "unsaved in the editor"
+            await prompt(conn, host, "read", sid, [text_block(f"@fake read {notes}")])
+            made = os.path.join(work, "made.txt")
+            await prompt(conn, host, "write", sid, [text_block(f"@fake write {made} from the agent")])
+            await prompt(conn, host, "outside", sid, [text_block("@fake read /etc/hostname")])
+            git = os.path.join(work, ".git", "config")
+            await prompt(conn, host, "machinery", sid, [text_block(f"@fake write {git} [core]")])
+            say("files", requests=host.file_requests, buffers=host.buffers)
         else:
             sid = sys.argv[6]
             await asyncio.wait_for(conn.load_session(cwd=work, session_id=sid), LIMIT)

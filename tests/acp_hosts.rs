@@ -369,6 +369,63 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
 /// the foreground and in the background, a permission the host answers
 /// (`--approve-all`) in a new `quorum acp` process that resumes the
 /// session, and a two-reviewer quorum.
+/// A host that offers its files (`fs`, as Zed does) has sub-agents read
+/// and write through it: a read sees its unsaved buffer, not the disk; a
+/// write lands in the editor, not on disk. quorum checks each path first:
+/// one outside the session directory, or in `.git`, never reaches it.
+#[test]
+fn sub_agents_read_and_write_through_a_host_that_offers_its_files() {
+    let python = common::install("install-acp-python.sh");
+    let shell = shell_with("");
+    let work = shell.dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "saved on disk").unwrap();
+    let script = script(shell.dir.path());
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_client.py");
+    let args = [
+        client.display().to_string(),
+        env!("CARGO_BIN_EXE_quorum").to_string(),
+        shell.config.display().to_string(),
+        work.display().to_string(),
+        script.display().to_string(),
+        "files".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_bounded(&shell, &work, &python, &args);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "the client failed:\n{stderr}");
+    let steps = self::steps(&out.stdout);
+    assert!(
+        steps.contains_key("files"),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
+    let sid = steps["new"]["session_id"].as_str().unwrap();
+
+    let read = steps["read"].to_string();
+    assert!(read.contains("read: unsaved in the editor"), "{read}");
+    assert!(!read.contains("saved on disk"), "{read}");
+    let write = steps["write"].to_string();
+    assert!(write.contains("wrote"), "{write}");
+    assert!(
+        !work.join("made.txt").exists(),
+        "the editor writes, not quorum"
+    );
+    let made = work.join("made.txt").display().to_string();
+    assert_eq!(steps["files"]["buffers"][&made], "from the agent");
+    // Refused by quorum before the host is asked.
+    let outside = steps["outside"].to_string();
+    assert!(outside.contains("read failed"), "{outside}");
+    let machinery = steps["machinery"].to_string();
+    assert!(machinery.contains("write failed"), "{machinery}");
+    assert!(machinery.contains(".git"), "{machinery}");
+    let notes = work.join("notes.txt").display().to_string();
+    assert_eq!(
+        steps["files"]["requests"],
+        json!([{"read": notes, "sessionId": sid}, {"write": made, "sessionId": sid}])
+    );
+}
+
 #[test]
 fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
     let acpx = common::install("install-acpx.sh");

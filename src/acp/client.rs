@@ -62,6 +62,8 @@ pub struct Connection {
     pub init: InitializeResponse,
     pub(super) routes: Routes,
     pub(super) exclusions: Exclusions,
+    /// Where the session directory's file requests go, when not the disk.
+    pub(super) files: super::fs::Files,
     pub(super) dead: Arc<AtomicBool>,
     /// Set by [`Connection::stop_now`].
     pub(super) urgent: Arc<AtomicBool>,
@@ -119,6 +121,15 @@ impl Connection {
     }
 
     /// Why the process ended, with its last stderr line, once it has.
+    /// From now on the session directory's `fs/*` requests go to `host`
+    /// (the editor quorum serves), after the same checks.
+    pub fn serve_files(&self, host: Arc<dyn super::fs::HostFiles>) {
+        *self
+            .files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(host);
+    }
+
     pub fn death(&self) -> String {
         death(&self.cause, &self.exit, &self.stderr)
     }

@@ -1,10 +1,15 @@
 //! The client's file requests: `fs/read_text_file` and
 //! `fs/write_text_file`, confined to the session's directory (and kept from
 //! what the session may not read), answered from tasks of their own so the
-//! dispatch loop never waits on the disk.
+//! dispatch loop never waits on the disk. Where quorum itself serves an
+//! editor that offers files (`quorum acp`), the session directory's reads
+//! and writes go to the editor, after the same checks.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
 
 use agent_client_protocol::v1::Responder;
 use agent_client_protocol::v1::schema::{
@@ -12,7 +17,39 @@ use agent_client_protocol::v1::schema::{
 };
 
 use super::route::{Incoming, Routes, route};
-use crate::confine::fsroot::{Exclude, Root};
+use crate::confine::fsroot::{Exclude, FsError, Root};
+
+/// Files as the editor that runs quorum has them (its unsaved buffers
+/// too): `fs/read_text_file` and `fs/write_text_file` asked of it in turn.
+/// Its errors are handed to the agent as they came.
+pub trait HostFiles: Send + Sync {
+    fn read(
+        &self,
+        path: PathBuf,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> BoxFuture<'static, Result<String, agent_client_protocol::Error>>;
+    fn write(
+        &self,
+        path: PathBuf,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), agent_client_protocol::Error>>;
+}
+
+/// A connection's editor files, once the session sets them.
+pub(super) type Files = Arc<Mutex<Option<Arc<dyn HostFiles>>>>;
+
+/// The editor's files for a request the session directory bounds (a
+/// worktree task's own directory is not the editor's: it stays on disk).
+fn host_for(files: &Files, root: &Root, connection: &Root) -> Option<Arc<dyn HostFiles>> {
+    if root.path() != connection.path() {
+        return None;
+    }
+    files
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
 
 /// Each running session's bounds: what it may not read
 /// (`exclude_files_pattern`), and its own directory when it is not the
@@ -64,13 +101,16 @@ pub(super) fn scope_of(
 /// `fs/read_text_file`: the read runs on a blocking thread, and the answer
 /// is sent from a task of its own; a refusal is shown in the session's box.
 pub(super) fn on_read_text_file(
-    root: &Root,
+    (connection, files): (&Root, &Files),
     exclusions: &Exclusions,
     routes: &Routes,
     req: ReadTextFileRequest,
     responder: Responder<ReadTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
+    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), connection);
+    if let Some(host) = host_for(files, &root, connection) {
+        return read_from_host(host, (root, exclude), routes, req, responder);
+    }
     // File I/O runs on a blocking thread, and the answer
     // is sent from a task of its own: the dispatch loop
     // never waits on the disk.
@@ -104,13 +144,16 @@ pub(super) fn on_read_text_file(
 /// `fs/write_text_file`: as a read, on a blocking thread and answered from
 /// a task of its own.
 pub(super) fn on_write_text_file(
-    root: &Root,
+    (connection, files): (&Root, &Files),
     exclusions: &Exclusions,
     routes: &Routes,
     req: WriteTextFileRequest,
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), root);
+    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), connection);
+    if let Some(host) = host_for(files, &root, connection) {
+        return write_to_host(host, (root, exclude), routes, req, responder);
+    }
     let routes = routes.clone();
     tokio::spawn(async move {
         let session = req.session_id.0.clone();
@@ -140,9 +183,102 @@ pub(super) fn on_write_text_file(
     Ok(())
 }
 
+/// A read of the session directory, from the editor: the path checked
+/// as a read of the disk is, then asked of the editor; a text over the
+/// read limit is refused as a file would be.
+fn read_from_host(
+    host: Arc<dyn HostFiles>,
+    (root, exclude): (Root, Option<Exclude>),
+    routes: &Routes,
+    req: ReadTextFileRequest,
+    responder: Responder<ReadTextFileResponse>,
+) -> Result<(), agent_client_protocol::Error> {
+    let routes = routes.clone();
+    tokio::spawn(async move {
+        let session = req.session_id.0.clone();
+        let path = req.path.clone();
+        let limit = root.max_read();
+        let checked = tokio::task::spawn_blocking(move || {
+            root.check(&req.path, exclude.as_ref())
+                .and_then(|()| root.resolve_new(&req.path))
+        })
+        .await;
+        let answer = match checked {
+            Ok(Ok(real)) => host.read(real, req.line, req.limit).await.and_then(|text| {
+                let size = text.len() as u64;
+                if size > limit {
+                    let e = FsError::TooBig { path, size, limit };
+                    let _ = route(
+                        &routes,
+                        &session,
+                        Incoming::Notice(format!("refused to read {e}")),
+                    );
+                    return Err(fs_error(&e));
+                }
+                Ok(text)
+            }),
+            Ok(Err(e)) => {
+                let _ = route(
+                    &routes,
+                    &session,
+                    Incoming::Notice(format!("refused to read {e}")),
+                );
+                Err(fs_error(&e))
+            }
+            Err(e) => Err(agent_client_protocol::Error::internal_error()
+                .data(format!("the read stopped: {e}"))),
+        };
+        let _ = match answer {
+            Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
+            Err(e) => responder.respond_with_error(e),
+        };
+    });
+    Ok(())
+}
+
+/// A write to the session directory, by the editor: refused as a write
+/// to the disk is (outside, inside `.git`, a hooks folder, excluded),
+/// else asked of the editor, which writes it (quorum makes nothing).
+fn write_to_host(
+    host: Arc<dyn HostFiles>,
+    (root, exclude): (Root, Option<Exclude>),
+    routes: &Routes,
+    req: WriteTextFileRequest,
+    responder: Responder<WriteTextFileResponse>,
+) -> Result<(), agent_client_protocol::Error> {
+    let routes = routes.clone();
+    tokio::spawn(async move {
+        let session = req.session_id.0.clone();
+        let content = req.content;
+        let path = req.path;
+        let checked = tokio::task::spawn_blocking(move || {
+            root.check(&path, exclude.as_ref())
+                .and_then(|()| root.resolve_write(&path))
+        })
+        .await;
+        let answer = match checked {
+            Ok(Ok(real)) => host.write(real, content).await,
+            Ok(Err(e)) => {
+                let _ = route(
+                    &routes,
+                    &session,
+                    Incoming::Notice(format!("refused to write {e}")),
+                );
+                Err(fs_error(&e))
+            }
+            Err(e) => Err(agent_client_protocol::Error::internal_error()
+                .data(format!("the write stopped: {e}"))),
+        };
+        let _ = match answer {
+            Ok(()) => responder.respond(WriteTextFileResponse::new()),
+            Err(e) => responder.respond_with_error(e),
+        };
+    });
+    Ok(())
+}
+
 /// The JSON-RPC error for a refused or failed file request.
 fn fs_error(e: &crate::confine::fsroot::FsError) -> agent_client_protocol::Error {
-    use crate::confine::fsroot::FsError;
     let code = match e {
         FsError::Outside { .. }
         | FsError::Excluded { .. }

@@ -20,3 +20,5 @@ mod terminal;
 mod translate;
 mod transport;
 mod turn;
+
+pub use fs::HostFiles;

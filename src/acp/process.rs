@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 
 use super::client::{AcpError, Connection, Tail, death};
 use super::elicit::{on_elicitation_complete, on_elicitation_request};
-use super::fs::{Exclusions, on_read_text_file, on_write_text_file};
+use super::fs::{Exclusions, Files, on_read_text_file, on_write_text_file};
 use super::registry::AgentSpec;
 use super::route::{Routes, on_permission_request, on_session_update};
 use super::terminal::Terminals;
@@ -114,6 +114,8 @@ impl Connection {
         let write_routes = routes.clone();
         let read_root = root.clone();
         let write_root = root.clone();
+        let files: Files = Arc::default();
+        let (read_files, write_files) = (files.clone(), files.clone());
         let ask_routes = routes.clone();
         let done_routes = routes.clone();
         let terminals = Arc::new(Terminals::new(
@@ -152,7 +154,13 @@ impl Connection {
                 async move |req: ReadTextFileRequest,
                             responder: Responder<ReadTextFileResponse>,
                             _cx| {
-                    on_read_text_file(&read_root, &read_exclusions, &read_routes, req, responder)
+                    on_read_text_file(
+                        (&read_root, &read_files),
+                        &read_exclusions,
+                        &read_routes,
+                        req,
+                        responder,
+                    )
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -161,7 +169,7 @@ impl Connection {
                             responder: Responder<WriteTextFileResponse>,
                             _cx| {
                     on_write_text_file(
-                        &write_root,
+                        (&write_root, &write_files),
                         &write_exclusions,
                         &write_routes,
                         req,
@@ -279,6 +287,7 @@ impl Connection {
             init,
             routes,
             exclusions,
+            files,
             dead,
             urgent,
             exit,

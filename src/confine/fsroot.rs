@@ -527,6 +527,30 @@ impl Root {
         Ok(self.path.join(found.below))
     }
 
+    /// Where a write to `path` would land, refused as [`Root::write`]
+    /// refuses it (outside the root, inside a `.git`, under a guarded
+    /// folder), for a write someone else makes: no directory is made.
+    pub fn resolve_write(&self, path: &Path) -> Result<PathBuf, FsError> {
+        let named: Vec<OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_owned()),
+                _ => None,
+            })
+            .collect();
+        if named.iter().any(|n| n.eq_ignore_ascii_case(".git")) {
+            self.guard(path, &named)?;
+        }
+        let found = self.walk(path, Walk::Probe)?;
+        let below: Vec<OsString> = found
+            .below
+            .components()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
+        self.guard(path, &below)?;
+        Ok(self.path.join(found.below))
+    }
+
     /// `path` relative to the root, if it lies inside it.
     pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
         path.strip_prefix(&self.path).ok()

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::lock;
 use super::picks::ModelPicks;
+use crate::acp::HostFiles;
 use crate::acp::client::Connection;
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::{Agent, Elicit, Permissions, TurnControl, TurnInput, TurnRequest, TurnSink};
@@ -45,6 +46,8 @@ pub struct Pool {
     picks: ModelPicks,
     /// What agents' elicitations get (set once the session is built).
     elicit: Mutex<Elicit>,
+    /// The editor's files, when quorum serves one that offers them.
+    files: Mutex<Option<Arc<dyn HostFiles>>>,
 }
 
 /// One ACP agent, by name, as the dispatcher runs it.
@@ -73,12 +76,19 @@ impl Pool {
             supervisor,
             picks,
             elicit: Mutex::new(Elicit::Ask),
+            files: Mutex::new(None),
         })
     }
 
     /// What agents' elicitations get from now on.
     pub fn set_elicit(&self, elicit: Elicit) {
         *lock(&self.elicit) = elicit;
+    }
+
+    /// Agents' file requests in the session directory go to `host` (for
+    /// the connections made from now on).
+    pub fn set_files(&self, host: Arc<dyn HostFiles>) {
+        *lock(&self.files) = Some(host);
     }
 
     /// The agent called `name`, if it is known and installed.
@@ -145,10 +155,15 @@ impl Pool {
             None => {}
         }
         let supervisor = self.supervisor.clone();
+        let files = lock(&self.files).clone();
         let start = async move {
-            Connection::start(&spec, &root, &supervisor, policy.as_ref())
+            let conn = Connection::start(&spec, &root, &supervisor, policy.as_ref())
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            if let Some(host) = files {
+                conn.serve_files(host);
+            }
+            Ok(conn)
         }
         .boxed()
         .shared();

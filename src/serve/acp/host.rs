@@ -1,13 +1,21 @@
 //! What the host is asked, and its answers as the engine's commands: a
 //! sub-agent's (or the chat conductor's) permission request as
 //! `session/request_permission`, its question as `elicitation/create`, the
-//! asking agent named in each.
+//! asking agent named in each; and the host's files (`fs/*`), which
+//! sub-agents read and write through it when it offers them.
 
 use agent_client_protocol::v1::schema::{
     CreateElicitationRequest, CreateElicitationResponse, ElicitationAction, PermissionOption,
     PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
+use std::path::PathBuf;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{ReadTextFileRequest, SessionId, WriteTextFileRequest};
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::translate::{Ask, AskKind, tool_content, tool_kind};
@@ -231,6 +239,39 @@ fn choices(options: &[crate::event::form::Choice]) -> Value {
 fn put(map: &mut Map<String, Value>, key: &str, value: Option<Value>) {
     if let Some(v) = value {
         map.insert(key.into(), v);
+    }
+}
+
+/// The host's files for one of its sessions: sub-agents' reads see the
+/// person's unsaved buffers, and their writes land in the editor (quorum
+/// has checked each path first, as it checks a write to disk).
+pub struct HostFs {
+    pub cx: ConnectionTo<Client>,
+    pub session: SessionId,
+}
+
+impl crate::acp::HostFiles for HostFs {
+    fn read(
+        &self,
+        path: PathBuf,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> BoxFuture<'static, Result<String, agent_client_protocol::Error>> {
+        let request = ReadTextFileRequest::new(self.session.clone(), path)
+            .line(line)
+            .limit(limit);
+        let sent = self.cx.send_request(request);
+        async move { sent.block_task().await.map(|r| r.content) }.boxed()
+    }
+
+    fn write(
+        &self,
+        path: PathBuf,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), agent_client_protocol::Error>> {
+        let request = WriteTextFileRequest::new(self.session.clone(), path, content);
+        let sent = self.cx.send_request(request);
+        async move { sent.block_task().await.map(|_| ()) }.boxed()
     }
 }
 

@@ -41,6 +41,8 @@ pub struct HostCaps {
     pub forms: bool,
     /// `elicitation.url`.
     pub urls: bool,
+    /// `fs.readTextFile` and `fs.writeTextFile`, both.
+    pub files: bool,
 }
 
 /// Why a prompt was not answered with a stop reason.
@@ -110,6 +112,14 @@ impl Live {
         let (control, control_rx) = mpsc::unbounded_channel();
         let shared: Arc<Shared> = Arc::default();
         let sid = SessionId::new(id.clone());
+        if caps.files {
+            session
+                .dispatcher()
+                .set_files(Arc::new(super::host::HostFs {
+                    cx: cx.clone(),
+                    session: sid.clone(),
+                }));
+        }
         if replay {
             send_history(&cx, &sid, caps.children, &history);
         }

@@ -275,6 +275,7 @@ impl AcpServer {
             children: client.subagents.is_some(),
             forms: elicitation.is_some_and(|e| e.form.is_some()),
             urls: elicitation.is_some_and(|e| e.url.is_some()),
+            files: client.fs.read_text_file && client.fs.write_text_file,
         };
         let capabilities = AgentCapabilities::new()
             .load_session(true)

@@ -121,6 +121,12 @@ impl Dispatcher {
         self.pool.set_elicit(elicit);
     }
 
+    /// Agents' file requests in the session directory go to the editor
+    /// quorum serves (`quorum acp`, a host that offers `fs`).
+    pub fn set_files(&self, host: Arc<dyn crate::acp::HostFiles>) {
+        self.pool.set_files(host);
+    }
+
     /// Answers an elicitation shown in a call's box.
     pub fn elicit(&self, call_id: &str, answer: crate::agent::ElicitationAnswer) -> bool {
         match lock(&self.running).get(call_id) {
