@@ -219,6 +219,23 @@ impl Root {
         self
     }
 
+    /// A `.git` named anywhere in `path` refuses a write before any
+    /// directory on the way is made (where links lead is checked as a
+    /// walk follows them).
+    fn guard_named(&self, path: &Path) -> Result<(), FsError> {
+        let named: Vec<OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_owned()),
+                _ => None,
+            })
+            .collect();
+        if named.iter().any(|n| n.eq_ignore_ascii_case(".git")) {
+            self.guard(path, &named)?;
+        }
+        Ok(())
+    }
+
     /// Why a write to `below` (a path below the root, links followed) is
     /// refused, if it is: it is inside a `.git`, or under a guarded folder.
     fn guard(&self, path: &Path, below: &[OsString]) -> Result<(), FsError> {
@@ -531,16 +548,7 @@ impl Root {
     /// refuses it (outside the root, inside a `.git`, under a guarded
     /// folder), for a write someone else makes: no directory is made.
     pub fn resolve_write(&self, path: &Path) -> Result<PathBuf, FsError> {
-        let named: Vec<OsString> = path
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.to_owned()),
-                _ => None,
-            })
-            .collect();
-        if named.iter().any(|n| n.eq_ignore_ascii_case(".git")) {
-            self.guard(path, &named)?;
-        }
+        self.guard_named(path)?;
         let found = self.walk(path, Walk::Probe)?;
         let below: Vec<OsString> = found
             .below
@@ -635,19 +643,7 @@ impl Root {
             path: path.to_path_buf(),
             source,
         };
-        // A `.git` named anywhere in the path is refused before any
-        // directory on the way is made; where links lead is checked as the
-        // walk follows them.
-        let named: Vec<OsString> = path
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.to_owned()),
-                _ => None,
-            })
-            .collect();
-        if named.iter().any(|n| n.eq_ignore_ascii_case(".git")) {
-            self.guard(path, &named)?;
-        }
+        self.guard_named(path)?;
         let found = self.walk(path, Walk::Write)?;
         let Some((dir, name)) = found.parent else {
             return Err(FsError::NotRegular {
