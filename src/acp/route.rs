@@ -16,6 +16,9 @@ use tokio::sync::mpsc;
 /// Something the agent sent that belongs to one session's turn.
 pub(super) enum Incoming {
     Update(Box<SessionUpdate>),
+    /// A message or thought chunk of text: the commonest update, read by
+    /// the transport straight into this.
+    Chunk(Chunk),
     Permission(
         Box<RequestPermissionRequest>,
         Responder<RequestPermissionResponse>,
@@ -34,6 +37,14 @@ pub(super) enum Incoming {
     /// Activity quorum itself records for the turn: a client terminal's
     /// command, output and exit.
     Activity(crate::event::Activity),
+}
+
+/// An `agent_message_chunk` (or, `thought`, an `agent_thought_chunk`)
+/// whose content is text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Chunk {
+    pub(super) text: String,
+    pub(super) thought: bool,
 }
 
 /// Each running turn's channel, by session id: the turn's own session and

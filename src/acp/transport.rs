@@ -9,7 +9,7 @@ use agent_client_protocol::v1::schema::SessionNotification;
 use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use super::route::{Incoming, Routes, notify_all, route};
+use super::route::{Chunk, Incoming, Routes, notify_all, route};
 
 /// The agent's stdio as JSON-RPC lines.
 ///
@@ -82,17 +82,24 @@ pub(super) fn transport(
             }
         };
         let forward = match &line {
-            Ok(text) => match fast_update(text) {
-                Some(n) => {
-                    super::meta::observe(&meta, &n.session_id.0, &n.update);
-                    let _ = route(
-                        &routes,
-                        &n.session_id.0,
-                        Incoming::Update(Box::new(n.update)),
-                    );
+            // The commonest update first, read into no more than its text.
+            Ok(text) => match fast_chunk(text) {
+                Some((session, chunk)) => {
+                    let _ = route(&routes, &session, Incoming::Chunk(chunk));
                     false
                 }
-                None => true,
+                None => match fast_update(text) {
+                    Some(n) => {
+                        super::meta::observe(&meta, &n.session_id.0, &n.update);
+                        let _ = route(
+                            &routes,
+                            &n.session_id.0,
+                            Incoming::Update(Box::new(n.update)),
+                        );
+                        false
+                    }
+                    None => true,
+                },
             },
             Err(_) => true,
         };
@@ -168,6 +175,72 @@ async fn read_frame(
     }))
 }
 
+/// An `agent_message_chunk` or `agent_thought_chunk` of text, if `line`
+/// is one: its session and the chunk. The commonest update, often one per
+/// token, is read here into its text alone (the rest of the line
+/// borrowed, not copied, and nothing of it kept), where the schema's own
+/// types would buffer the whole update to find its kind. What this reads
+/// is what [`fast_update`] and the translation make of the same line: any
+/// line it does not take (another update, another kind of content, or a
+/// line that is not what it seems) goes that way instead.
+fn fast_chunk(line: &str) -> Option<(std::borrow::Cow<'_, str>, Chunk)> {
+    use std::borrow::Cow;
+    #[derive(serde::Deserialize)]
+    struct Frame<'a> {
+        #[serde(borrow)]
+        method: Cow<'a, str>,
+        id: Option<serde::de::IgnoredAny>,
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params<'a> {
+        #[serde(borrow)]
+        session_id: Cow<'a, str>,
+        #[serde(borrow)]
+        update: Update<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Update<'a> {
+        #[serde(borrow)]
+        session_update: Cow<'a, str>,
+        #[serde(borrow)]
+        content: Content<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Content<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: Cow<'a, str>,
+        #[serde(borrow)]
+        text: Cow<'a, str>,
+    }
+    // Cheap looks first: most lines that are not chunks go at once.
+    if !line.contains("_chunk\"") || !line.contains("\"session/update\"") {
+        return None;
+    }
+    let frame: Frame = serde_json::from_str(line).ok()?;
+    let thought = match frame.params.update.session_update.as_ref() {
+        "agent_message_chunk" => false,
+        "agent_thought_chunk" => true,
+        _ => return None,
+    };
+    if frame.method != "session/update"
+        || frame.id.is_some()
+        || frame.params.update.content.kind != "text"
+    {
+        return None;
+    }
+    Some((
+        frame.params.session_id,
+        Chunk {
+            text: frame.params.update.content.text.into_owned(),
+            thought,
+        },
+    ))
+}
+
 /// A `session/update` notification, if `line` is one this client knows.
 fn fast_update(line: &str) -> Option<SessionNotification> {
     #[derive(serde::Deserialize)]
@@ -192,7 +265,125 @@ fn fast_update(line: &str) -> Option<SessionNotification> {
 
 #[cfg(test)]
 mod tests {
-    use super::power_of_ten;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::super::translate::{self, Translated};
+    use super::{fast_chunk, fast_update, power_of_ten};
+    use crate::event::Activity;
+
+    /// What the general path makes of a line: its session and activity.
+    fn slow(line: &str) -> Option<(String, Translated)> {
+        let n = fast_update(line)?;
+        Some((n.session_id.0.to_string(), translate::update(n.update)))
+    }
+
+    /// The chunk path takes `line` as the general path does, or leaves it.
+    fn same(line: &str) -> bool {
+        let Some((session, chunk)) = fast_chunk(line) else {
+            return false;
+        };
+        let activity = match chunk.thought {
+            false => Activity::MessageChunk { text: chunk.text },
+            true => Activity::ThoughtChunk { text: chunk.text },
+        };
+        assert_eq!(
+            slow(line),
+            Some((session.into_owned(), Translated::Activity(activity))),
+            "{line}"
+        );
+        true
+    }
+
+    #[test]
+    fn chunks_are_read_as_the_general_path_reads_them() {
+        let taken = [
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}}}"#,
+            // Escapes, and fields in another order.
+            r#"{"params":{"update":{"content":{"text":"a\"b\n\u00e9\ud83d\ude00","type":"text"},"sessionUpdate":"agent_message_chunk"},"sessionId":"s\u0031"},"method":"session/update","jsonrpc":"2.0"}"#,
+            // What the schema reads and quorum ignores: _meta, annotations,
+            // a message id (even a bad one), an id of null.
+            r#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"_meta":{"a":1},"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","messageId":7,"_meta":[],"content":{"type":"text","text":"y","annotations":{"priority":0.5},"_meta":"z","extra":1}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":""}}}}"#,
+        ];
+        for line in taken {
+            assert!(same(line), "not taken: {line}");
+        }
+        let left = [
+            // Not a chunk of the agent's text.
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"x"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"","mimeType":"image/png"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"x_chunk\""}}}"#,
+            // Not a notification, or not this one.
+            r#"{"jsonrpc":"2.0","id":4,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/updates","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}},"x":"\"session/update\""}"#,
+            // Not what it seems.
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":5}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a","text":"b"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}"#,
+        ];
+        for line in left {
+            assert!(!same(line), "taken: {line}");
+        }
+    }
+
+    proptest! {
+        /// Lines made of the parts of chunks and of what may be around
+        /// them, in any order: whatever the chunk path takes, the general
+        /// path reads the same way, and it takes every text chunk of the
+        /// agent's.
+        #[test]
+        fn the_chunk_path_agrees_with_the_general_path(
+            kind in prop::sample::select(vec![
+                "agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "plan",
+            ]),
+            content in prop::sample::select(vec!["text", "image", "resource_link"]),
+            text in any::<String>(),
+            session in "[a-z0-9\\-\u{e9}\"]{0,12}",
+            id in prop::sample::select(vec!["", "\"id\":null,", "\"id\":3,"]),
+            extra in prop::sample::select(vec![
+                "", "\"_meta\":{\"k\":[1]},", "\"annotations\":{\"priority\":1},",
+                "\"messageId\":\"m1\",", "\"text\":\"twice\",",
+            ]),
+            reversed in any::<bool>(),
+        ) {
+            let text = serde_json::to_string(&text).unwrap();
+            let session = serde_json::to_string(&session).unwrap();
+            let body = match content {
+                "text" => format!("{extra}\"type\":\"text\",\"text\":{text}"),
+                "image" => format!("\"type\":\"image\",\"data\":\"\",\"mimeType\":\"image/png\",\"text\":{text}"),
+                _ => format!("\"type\":\"resource_link\",\"uri\":\"file:///a\",\"name\":\"a\",\"text\":{text}"),
+            };
+            let update = match reversed {
+                false => format!("{{\"sessionUpdate\":\"{kind}\",\"content\":{{{body}}}}}"),
+                true => format!("{{\"content\":{{{body}}},{extra}\"sessionUpdate\":\"{kind}\"}}"),
+            };
+            let line = format!(
+                "{{\"jsonrpc\":\"2.0\",{id}\"method\":\"session/update\",\"params\":{{\"sessionId\":{session},\"update\":{update}}}}}"
+            );
+            let taken = same(&line);
+            let chunk = matches!(kind, "agent_message_chunk" | "agent_thought_chunk");
+            let valid = slow(&line).is_some();
+            prop_assert_eq!(taken, chunk && content == "text" && id != "\"id\":3," && valid, "{}", line);
+        }
+    }
+
+    #[test]
+    fn a_chunk_line_is_what_the_schema_writes() {
+        // The line an agent's SDK writes, for the test above's shape.
+        let n = agent_client_protocol::v1::schema::SessionNotification::new(
+            "s1",
+            serde_json::from_value(json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "x"},
+            }))
+            .unwrap(),
+        );
+        let line = json!({"jsonrpc": "2.0", "method": "session/update", "params": n}).to_string();
+        assert!(same(&line), "{line}");
+    }
 
     #[test]
     fn notices_of_bad_bytes_come_at_powers_of_ten() {
