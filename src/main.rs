@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use quorum::cli::{self as headless, CallArgs, ContinueArgs, HeadlessArgs};
 use quorum::engine::Session;
 use quorum::engine::config::{self, ModelChoice};
-use quorum::tui::commands::{self as screen, ReplayArgs};
+use quorum::tui::commands::{self as screen, ReplayArgs, WatchArgs};
 
 #[derive(Parser)]
 #[command(
@@ -47,9 +47,9 @@ struct TuiArgs {
 
 #[derive(clap::Args, Default, Clone)]
 struct ModelArgs {
-    /// The chat model, PROVIDER:NAME: openai:gpt-4o, anthropic:claude-sonnet-4-5,
-    /// openai:qwen (with --base-url), script:FILE. Default: $QUORUM_MODEL, else
-    /// the config file's [model] name.
+    /// The chat: PROVIDER:NAME (openai:gpt-4o, anthropic:claude-sonnet-4-5,
+    /// openai:qwen with --base-url, script:FILE) or acp:NAME (an ACP agent of
+    /// yours as the chat). Default: $QUORUM_MODEL, else [model] name.
     #[arg(long, global = true, value_name = "SPEC")]
     model: Option<String>,
     /// An OpenAI-compatible server (llama-server, Ollama, vLLM), e.g.
@@ -95,20 +95,19 @@ enum Command {
     /// Sub-agents become boxes; a report starting with a severity header
     /// tints its box. Record types not known are counted on stderr.
     Import(quorum::cli::import::ImportArgs),
-    /// List the sessions quorum recorded, newest first.
-    ///
-    /// This directory's, or every directory's with --all. These are quorum's
-    /// sessions, not an agent's ACP session (`quorum call --resume SESSION_ID`).
+    /// List the sessions quorum recorded, newest first: this directory's, or
+    /// every directory's with --all (not an agent's ACP sessions).
     Sessions(quorum::cli::sessions::SessionsArgs),
-    /// List the worktrees and branches quorum made for isolated writers
-    /// here (task, branch, agent, state, ahead/behind); --prune removes
-    /// those whose session is gone and whose branch is merged.
+    /// List the worktrees and branches quorum made for writers here; --prune
+    /// removes those whose session is gone and whose branch is merged.
     Worktrees(quorum::cli::worktrees::WorktreesArgs),
     /// quorum's tools (subagent, subagent_status) as an MCP server on stdio,
     /// for MCP hosts: `claude mcp add quorum -- quorum mcp`.
     Mcp(quorum::cli::mcp::McpArgs),
+    /// quorum itself as an ACP agent on stdio, for Zed, Toad, acpx and other ACP clients.
+    Acp(quorum::cli::acp::AcpArgs),
     /// Follow a session another quorum records (`quorum mcp`'s), live and read-only.
-    Watch(screen::WatchArgs),
+    Watch(WatchArgs),
     /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
     #[command(name = "mcp-connect", hide = true)]
     McpConnect,
@@ -161,10 +160,8 @@ fn main() {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|c| c.downcast_ref().is_some_and(broken))
 }
 
 fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
@@ -175,16 +172,7 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
     let model = cli.model.choice();
     let code = match cli.command {
         Some(Command::Call(args)) => with_runtime(args.command(config))?,
-        Some(Command::Run(a)) => {
-            let mut setup = a.headless.setup(config);
-            setup.resume = a.continued.target(setup.cwd.as_deref(), false)?;
-            if setup.resume.is_none() && setup.record.is_none() && !a.no_record {
-                setup.record = config::default_record_path();
-            }
-            with_runtime(headless::run_command(
-                setup, model, a.prompt, a.json, a.no_wait,
-            ))?
-        }
+        Some(Command::Run(a)) => with_runtime(run_cmd(a, model, config))?,
         Some(Command::Agents(args)) => {
             with_runtime(quorum::cli::agents::command(config.as_deref(), args.probe))?
         }
@@ -195,31 +183,48 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Mcp(args)) => {
             with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
         }
+        Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
-        Some(Command::Watch(args)) => {
-            let file = match &args.session {
-                Some(id) => config::find_session(id)?,
-                None => config::newest_session(config::root(None)?.path())?,
-            };
-            let (panel, max_line) = (args.panel.open(), max_line(&config)?);
-            with_runtime(async {
-                config::init_logging();
-                screen::watch(&file, panel, max_line).await.map(|()| 0)
-            })?
-        }
-        Some(Command::Replay(args)) => match args.screenshot_options(max_line(&config)?) {
-            Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0)?,
-            None => with_runtime(async {
-                config::init_logging();
-                screen::replay(&args.file, args.replay_options(max_line(&config)?))
-                    .await
-                    .map(|()| 0)
-            })?,
-        },
+        Some(Command::Watch(args)) => with_runtime(watch_cmd(args, config))?,
+        Some(Command::Replay(args)) => replay_cmd(args, config)?,
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,
         None => with_runtime(tui_cmd(cli.tui, model, config))?,
     };
     Ok(code)
+}
+
+/// `quorum run`: the headless chat, recorded by default.
+async fn run_cmd(a: RunArgs, model: ModelChoice, config: Option<PathBuf>) -> Result<i32> {
+    let mut setup = a.headless.setup(config);
+    setup.resume = a.continued.target(setup.cwd.as_deref(), false)?;
+    if setup.resume.is_none() && setup.record.is_none() && !a.no_record {
+        setup.record = config::default_record_path();
+    }
+    headless::run_command(setup, model, a.prompt, a.json, a.no_wait).await
+}
+
+/// `quorum watch`: a recorded session followed live.
+async fn watch_cmd(args: WatchArgs, config: Option<PathBuf>) -> Result<i32> {
+    let file = match &args.session {
+        Some(id) => config::find_session(id)?,
+        None => config::newest_session(config::root(None)?.path())?,
+    };
+    let (panel, max_line) = (args.panel.open(), max_line(&config)?);
+    config::init_logging();
+    screen::watch(&file, panel, max_line).await.map(|()| 0)
+}
+
+/// `quorum replay`: played in real time, or one screenshot.
+fn replay_cmd(args: ReplayArgs, config: Option<PathBuf>) -> Result<i32> {
+    match args.screenshot_options(max_line(&config)?) {
+        Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0),
+        None => with_runtime(async {
+            config::init_logging();
+            screen::replay(&args.file, args.replay_options(max_line(&config)?))
+                .await
+                .map(|()| 0)
+        }),
+    }
 }
 
 /// The longest transcript line replayed (`[limits]` in the config).

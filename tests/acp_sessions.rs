@@ -250,7 +250,7 @@ fn the_fake_agent_doubles_updates_after_a_load_of_an_open_session() {
     send(prompt(5));
     assert_eq!(answer(5).1, "aabbcc", "every update twice");
     drop(stdin);
-    agent.wait().unwrap();
+    common::wait_bounded(&mut agent, "the fake agent after its stdin closed");
 }
 
 /// Quitting the TUI closes the agents' sessions before it stops them.

@@ -56,6 +56,21 @@ async fn commands_are_listed_completed_and_sent_as_the_agent_expects() {
         "badges: {screen}"
     );
 
+    // Its commands come when the agent has them (the fake agent, as real
+    // ones, sends them a moment after the session opened, here after its
+    // turn): the screen learns them all the same.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !app.state.agent_commands.contains_key("fake") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the commands never came"
+        );
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
+            .await
+            .expect("an event")
+            .expect("the session runs");
+        drive(&mut terminal, &mut app, vec![], vec![e]).await;
+    }
     // `/agents fake`: what it announced, from the agent's connection.
     drive(&mut terminal, &mut app, line("/agents fake"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
@@ -260,6 +275,50 @@ async fn the_config_files_mode_and_model_apply_to_new_sessions() {
     assert!(
         text(&terminal)
             .contains("fake: mode \"fly\" is not one it offers (ask, code, plan); it keeps ask"),
+        "{}",
+        text(&terminal)
+    );
+}
+
+/// Commands announced after the call that opened the session ended (no
+/// turn runs to carry them into a box) still reach the screen: Tab after
+/// `@fake /` offers them.
+#[tokio::test]
+async fn commands_announced_after_the_call_ended_still_reach_the_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) = live_session(
+        dir.path(),
+        "args = [\"--commands\", \"--announce-after\", \"500\"]\n",
+        None,
+        Permissions::Ask,
+        None,
+    );
+    let mut terminal = terminal();
+    drive(&mut terminal, &mut app, line("@fake settings"), vec![]).await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("received \"settings\"")
+    })
+    .await;
+    // The call is over, and nothing of its commands came with it.
+    assert!(!app.state.agent_commands.contains_key("fake"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let announced = loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
+            .await
+            .expect("the commands come")
+            .expect("the session runs");
+        let is = matches!(&e.event, quorum::event::Event::AgentCommands { .. });
+        drive(&mut terminal, &mut app, vec![], vec![e]).await;
+        if is {
+            break true;
+        }
+        assert!(std::time::Instant::now() < deadline);
+    };
+    assert!(announced);
+    drive(&mut terminal, &mut app, chars("@fake /"), vec![]).await;
+    drive(&mut terminal, &mut app, vec![key(KeyCode::Tab)], vec![]).await;
+    assert!(
+        text(&terminal).contains("/compact  /review"),
         "{}",
         text(&terminal)
     );

@@ -111,15 +111,21 @@ struct Rig {
     _dir: tempfile::TempDir,
 }
 
-/// A dispatcher with no ACP agents and the stub as its internal agent.
+/// A dispatcher with no ACP agents and the stub as its internal agent;
+/// permission requests are refused (as `--approve none` does).
 fn rig(keeps_sessions: bool) -> Rig {
+    rig_with(keeps_sessions, Permissions::Deny)
+}
+
+/// [`rig`] with `permissions` for the session's permission requests.
+fn rig_with(keeps_sessions: bool, permissions: Permissions) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let (emitter, events) = Emitter::channel(Instant::now());
     let (dispatcher, completions) = Dispatcher::new(
         Arc::new(Registry::builtin()),
         Root::new(dir.path()).unwrap(),
         emitter,
-        Permissions::Deny,
+        permissions,
         Supervisor::new(),
         ModelPicks::load(None),
         4,
@@ -335,7 +341,12 @@ async fn cancel_reaches_the_agent_and_a_second_cancel_ends_it() {
         .await;
     // Once its turn runs, a cancel by task id reaches it, and its box says
     // that it is stopping.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while r.seen().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stub's turn never started"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(r.dispatcher.busy());
@@ -369,7 +380,8 @@ async fn cancel_reaches_the_agent_and_a_second_cancel_ends_it() {
 
 #[tokio::test]
 async fn a_permission_answer_reaches_the_agents_turn() {
-    let mut r = rig(false);
+    // The person is asked (as in the TUI): their answer reaches the turn.
+    let mut r = rig_with(false, Permissions::Ask);
     let d = r.dispatcher.clone();
     let running = tokio::spawn(async move { d.call(call("ask")).await });
     let events = r

@@ -609,7 +609,10 @@ async fn slash_commands() {
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     // The session opens with what it runs with, and the welcome notice.
     for _ in 0..2 {
-        let e = ev_rx.recv().await.unwrap();
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+            .await
+            .expect("the session's first events within 20 s")
+            .unwrap();
         drive(&mut terminal, &mut app, vec![], vec![e]).await;
     }
 

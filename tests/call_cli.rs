@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
@@ -78,7 +80,7 @@ fn stdin_review_and_record() {
         .unwrap()
         .write_all(b"review yellow\n")
         .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = common::wait_output_bounded(child, "quorum call");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(v["severity"], "yellow");
@@ -177,7 +179,7 @@ fn ctrl_c_cancels_the_turn() {
         .status()
         .unwrap();
     assert!(kill.success());
-    let o = child.wait_with_output().unwrap();
+    let o = common::wait_output_bounded(child, "quorum call");
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(v["stop_reason"], "cancelled");
@@ -229,8 +231,7 @@ fn new_session_makes_every_call_fresh_and_logs_go_to_the_state_dir() {
         ])
         .env("XDG_STATE_HOME", &state)
         .env("QUORUM_LOG", "debug")
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let lines: Vec<serde_json::Value> = text(&o.stdout)
         .lines()

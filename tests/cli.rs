@@ -3,16 +3,15 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::process::{Command, Output};
 
 use common::*;
 
 fn quorum(args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
-    common::quorum(home.path())
-        .args(args)
-        .output()
-        .expect("quorum runs")
+    common::quorum(home.path()).args(args).output_bounded()
 }
 
 /// `quorum` at home in `dir`: its state and its config stay there.
@@ -204,8 +203,7 @@ fn errors_are_one_clear_line_without_a_backtrace() {
         .arg(dir.path())
         .env("RUST_BACKTRACE", "1")
         .env("HOME", dir.path())
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.starts_with("quorum: "), "{err}");
@@ -219,8 +217,7 @@ fn errors_are_one_clear_line_without_a_backtrace() {
         .args(["call", "--agent", "fake", "--input", "hi"])
         .env("HOME", dir.path())
         .env("XDG_STATE_HOME", dir.path())
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.starts_with("quorum: "), "{err}");
@@ -238,7 +235,7 @@ fn a_closed_stdout_is_no_error() {
         .unwrap();
     // The reading end closes before anything is written.
     drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
+    let o = common::wait_output_bounded(child, "quorum on a closed stdout");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stderr(&o), "");
 }
@@ -249,7 +246,7 @@ fn a_closed_stdout_is_no_error() {
 fn state_directory_and_log_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let o = quorum_in(dir.path(), &["agents"]).output().unwrap();
+    let o = quorum_in(dir.path(), &["agents"]).output_bounded();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let state = dir.path().join("state/quorum");
@@ -266,9 +263,7 @@ fn config_text_reaches_the_terminal_clean() {
     let run = |config: &str| {
         let file = dir.path().join("quorum.toml");
         std::fs::write(&file, config).unwrap();
-        quorum_in(dir.path(), &["agents", "--config", file.to_str().unwrap()])
-            .output()
-            .unwrap()
+        quorum_in(dir.path(), &["agents", "--config", file.to_str().unwrap()]).output_bounded()
     };
     let o = run("[agents.\"ev\\u001b[31mil\"]\ncommand = \"true\"\n");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -304,8 +299,7 @@ fn an_unknown_model_key_is_an_error_with_its_line() {
         &["--config", file.to_str().unwrap(), "run", "-p", "hi"],
     )
     .env_remove("QUORUM_MODEL")
-    .output()
-    .unwrap();
+    .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.starts_with("quorum: "), "{err}");

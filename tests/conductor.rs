@@ -115,13 +115,14 @@ fn an_unknown_or_missing_conductor_is_named() {
     );
 }
 
-/// In the TUI, the conductor's usage is in the status line, and its own
-/// permission request is a line of the chat the digit keys answer, as a
-/// box's is; the status line counts it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
-    use common::app::{drive, key, line, until};
-    use ratatui::crossterm::event::KeyCode;
+/// A TUI session (the app loop) whose chat is the fake agent as its
+/// conductor: its directory, the session, the app and the session's events.
+fn conducted_app() -> (
+    tempfile::TempDir,
+    quorum::engine::Session,
+    quorum::tui::app::App,
+    tokio::sync::mpsc::UnboundedReceiver<quorum::event::Stamped>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.toml");
     std::fs::write(
@@ -137,8 +138,19 @@ async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
     let mut config = quorum::engine::SessionConfig::new(registry, root);
     config.conductor = Some("fake".into());
     let started = std::time::Instant::now();
-    let (mut session, mut events) = quorum::engine::Session::start(config, started).unwrap();
-    let mut app = quorum::tui::app::App::live(session.serve(), started);
+    let (mut session, events) = quorum::engine::Session::start(config, started).unwrap();
+    let app = quorum::tui::app::App::live(session.serve(), started);
+    (dir, session, app, events)
+}
+
+/// In the TUI, the conductor's usage is in the status line, and its own
+/// permission request is a line of the chat the digit keys answer, as a
+/// box's is; the status line counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conductors_permission_request_is_answered_with_the_digit_keys() {
+    use common::app::{drive, key, line, until};
+    use ratatui::crossterm::event::KeyCode;
+    let (_dir, session, mut app, mut events) = conducted_app();
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(150, 30)).unwrap();
     // Its context and cost (`usage_update`) are the status line's.
     drive(
@@ -308,23 +320,7 @@ fn a_background_report_reaches_the_conductor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conductor_that_dies_is_named_and_started_again() {
     use common::app::{drive, line, until};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[agents.fake]\ncommand = {:?}\n",
-            env!("CARGO_BIN_EXE_quorum-fake-agent")
-        ),
-    )
-    .unwrap();
-    let registry = quorum::acp::registry::Registry::load_only(&path).unwrap();
-    let root = quorum::confine::fsroot::Root::new(dir.path()).unwrap();
-    let mut config = quorum::engine::SessionConfig::new(registry, root);
-    config.conductor = Some("fake".into());
-    let started = std::time::Instant::now();
-    let (mut session, mut events) = quorum::engine::Session::start(config, started).unwrap();
-    let mut app = quorum::tui::app::App::live(session.serve(), started);
+    let (_dir, session, mut app, mut events) = conducted_app();
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(150, 30)).unwrap();
     drive(&mut terminal, &mut app, line("crash"), vec![]).await;
     until(&mut terminal, &mut app, &mut events, |s| {

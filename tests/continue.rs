@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -272,8 +274,7 @@ fn run_resume_gives_the_model_the_first_runs_conversation_and_the_agent_its_sess
         .args(["replay", record.to_str().unwrap(), "--screenshot"])
         .arg(&shot)
         .args(["--size", "100x60"])
-        .output()
-        .unwrap();
+        .output_bounded();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = std::fs::read_to_string(&shot).unwrap();
     for seen in [
@@ -502,7 +503,7 @@ fn the_tui_killed_with_a_task_running_continues_with_the_task_interrupted_and_re
     // kill -9: quorum has no say in it.
     let mut first = first;
     first.0.kill().unwrap();
-    first.0.wait().unwrap();
+    common::wait_bounded(&mut first.0, "quorum after kill -9");
     assert!(
         wait_until(Duration::from_secs(30), || processes_mentioning(&store)
             .is_empty()),
@@ -517,7 +518,12 @@ fn the_tui_killed_with_a_task_running_continues_with_the_task_interrupted_and_re
     let mut second = Killed(spawn(&terminal, &["--model", &model, "--continue"]));
     // The earlier conversation at once; the task interrupted, in its box
     // (its partial output kept) and in the panel.
-    let screen = terminal.wait_for_screen(|s| s.contents().contains("stop reason: interrupted"));
+    // (The box and the panel are drawn from the same events, maybe in two
+    // frames: both are waited for.)
+    let screen = terminal.wait_for_screen(|s| {
+        s.contents().contains("stop reason: interrupted")
+            && s.contents().contains("interrupted · 0 tools")
+    });
     let text = screen.contents();
     assert!(text.contains("start the slow job"), "{text}");
     assert!(text.contains("working"), "the partial output: {text}");
@@ -777,5 +783,6 @@ fn a_follow_up_reaches_a_background_task_of_the_earlier_run_on_its_session() {
         } => Some((call_id.as_str(), *session, session_id.clone())),
         _ => None,
     });
+    assert!(first_id.is_some(), "the first turn had a session");
     assert_eq!(again, Some(("call-1", SessionKind::Resumed, first_id)));
 }

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use common::shell::{shell, shell_with, text};
 
 /// A link inside the session directory to a file that does not exist yet
@@ -203,8 +205,7 @@ fn a_permission_naming_a_path_outside_anywhere_in_its_input_is_refused() {
             .command(&["call", "--approve", "all", "--agent", "fake", "--input"])
             .arg(format!("permission {input}"))
             .env("HOME", home.path())
-            .output()
-            .unwrap();
+            .output_bounded();
         assert_eq!(text(&o.stdout), "denied\n", "{input}: {}", text(&o.stderr));
         assert!(
             text(&o.stderr).contains(&format!(
@@ -252,7 +253,17 @@ fn closed_pipes_are_no_panic() {
             .unwrap();
         drop(child.stdout.take());
         drop(child.stderr.take());
-        let status = child.wait().unwrap();
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("quorum {args:?} is wedged on a closed stdout");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         assert_eq!(status.code(), Some(0), "{args:?}: {status:?}");
     }
 }

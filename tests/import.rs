@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -71,8 +73,7 @@ fn quorum(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("XDG_STATE_HOME", dir.join("state"))
-        .output()
-        .unwrap()
+        .output_bounded()
 }
 
 fn text(b: &[u8]) -> String {

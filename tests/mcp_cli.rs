@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -224,8 +226,7 @@ fn quorum_mcp_started_by_one_of_quorums_agents_refuses_to_serve() {
         .command(&["mcp", "--no-record"])
         .env(quorum::serve::PROCESS_ENV, "4242")
         .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),

@@ -445,10 +445,6 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
         .arg("--model")
         .arg(format!("script:{}", script.display()))
         .arg("--no-record")
-        // The shell runs under bubblewrap, whose /tmp is private: the
-        // hermetic PATH's links (under cargo's target, which may be under
-        // /tmp) would not be there. This test asserts nothing of agents.
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("TERM", "xterm-256color")
         .current_dir(dir.path())

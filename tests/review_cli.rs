@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -19,8 +21,7 @@ fn git(dir: &Path, args: &[&str]) {
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)
         .current_dir(dir)
-        .output()
-        .unwrap();
+        .output_bounded();
     assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
 }
 
@@ -77,8 +78,7 @@ impl Repo {
             .args(args)
             .envs(env.iter().copied())
             .current_dir(self.dir.path())
-            .output()
-            .unwrap()
+            .output_bounded()
     }
 }
 
@@ -235,8 +235,7 @@ fn by_default_every_installed_agent_reviews() {
         .arg("review")
         .env("PATH", bin.path())
         .current_dir(r.dir.path())
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let stdout = text(&o.stdout);
     assert!(stdout.starts_with("first   green"), "{stdout}");
@@ -254,8 +253,7 @@ fn by_default_every_installed_agent_reviews() {
         .arg("review")
         .env("PATH", bin.path())
         .current_dir(r.dir.path())
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(3));
     assert!(
         text(&o.stderr).contains("no agent is installed to review with"),

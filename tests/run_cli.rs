@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::process::{Command, Output};
 
 use quorum::event::{Event, Severity, Stamped};
@@ -50,8 +52,7 @@ impl Dir {
             .arg(self.dir.path())
             .args(extra)
             .env_remove("QUORUM_MODEL")
-            .output()
-            .unwrap();
+            .output_bounded();
         let events = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| {
@@ -211,8 +212,7 @@ fn failures_have_their_exit_codes() {
         .quorum()
         .args(["run", "-p", "hi", "--model", "nosuch:thing"])
         .env_remove("QUORUM_MODEL")
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("nosuch"), "{}", stderr(&o));
     // No model at all: exit 2 with what to do.
@@ -221,8 +221,7 @@ fn failures_have_their_exit_codes() {
         .args(["run", "-p", "hi"])
         .env_remove("QUORUM_MODEL")
         .env("XDG_CONFIG_HOME", d.dir.path())
-        .output()
-        .unwrap();
+        .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no chat model"), "{}", stderr(&o));
 }
@@ -248,8 +247,7 @@ fn global_model_options_apply_before_or_after_the_subcommand() {
             .arg(d.dir.path())
             .env_remove("QUORUM_MODEL")
             .env("XDG_STATE_HOME", d.dir.path().join("state"))
-            .output()
-            .unwrap();
+            .output_bounded();
         assert_eq!(
             out.status.code(),
             Some(0),

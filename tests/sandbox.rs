@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::path::{Path, PathBuf};
 
 use common::shell::{Shell, shell, shell_in, shell_with, text};
@@ -55,8 +57,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
-        .output()
-        .unwrap();
+        .output_bounded();
     assert!(out.status.success(), "git {args:?}: {out:?}");
     text(&out.stdout)
 }
@@ -105,8 +106,7 @@ __attribute__((constructor)) static void probe(void) {
         .arg(format!("-DOUTSIDE=\"{}\"", out.path().display()))
         .arg(format!("-DINSIDE=\"{}\"", dir.display()))
         .arg(&source)
-        .output()
-        .expect("a C compiler (cc) builds the probe");
+        .output_bounded();
     assert!(built.status.success(), "{built:?}");
     let input = format!(
         "term run --env LD_PRELOAD={}/pre.so echo ran",

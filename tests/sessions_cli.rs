@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -48,8 +50,7 @@ impl Home {
             .env("XDG_CONFIG_HOME", self.root.path().join("config"))
             .env("HOME", self.root.path())
             .env_remove("QUORUM_CONFIG")
-            .output()
-            .expect("quorum runs")
+            .output_bounded()
     }
 
     /// Writes session `id`, recorded in `cwd`, started at `started`.
@@ -274,23 +275,31 @@ fn running_tasks_are_reported() {
 fn untrusted_text_is_sanitised() {
     let home = Home::new();
     let cwd = home.project("a");
+    let evil = "evil \x1b]0;title\x07\x1b[2Jtext \u{9b}31m \u{202e}gnp.exe \u{200b}hidden";
     home.record(
         "s1",
         &cwd,
         "2026-12-01T10:00:00Z",
-        &[(
-            1,
-            Event::UserMessage {
-                text: "evil \x1b]0;title\x07\x1b[2Jtext \u{9b}31m".into(),
-            },
-        )],
+        &[(1, Event::UserMessage { text: evil.into() })],
     );
     let o = home.sessions_in(&cwd, &[]);
     let out = stdout(&o);
-    assert!(!out.contains('\x1b') && !out.contains('\u{9b}'), "{out:?}");
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200b}'..='\u{200f}')
+    };
+    assert!(!out.chars().any(unsafe_char), "{out:?}");
     assert!(out.contains("evil text"), "{out}");
+    // `--json` keeps the text as it was, for a parser, and prints nothing a
+    // terminal would act on: JSON escapes the C0 controls itself, quorum the
+    // C1 controls, bidi marks and zero-width characters JSON leaves raw.
     let raw = String::from_utf8(home.sessions_in(&cwd, &["--json"]).stdout).unwrap();
-    assert!(!raw.contains('\x1b') && !raw.contains('\u{9b}'), "{raw:?}");
+    assert!(!raw.chars().any(unsafe_char), "{raw:?}");
+    for escaped in ["\\u009b", "\\u202e", "\\u200b"] {
+        assert!(raw.contains(escaped), "{escaped}: {raw}");
+    }
+    let line: serde_json::Value = serde_json::from_str(raw.lines().next().unwrap()).unwrap();
+    assert_eq!(line["first_message"], evil);
 }
 
 #[test]

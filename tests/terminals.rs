@@ -107,9 +107,16 @@ fn output_over_the_limit_keeps_the_newest_cut_at_a_character_boundary() {
 fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
     let s = shell();
     std::fs::create_dir(s.dir.path().join("sub")).unwrap();
+    // A link in the session directory that leads out of it.
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::os::unix::fs::symlink(outside.path(), s.dir.path().join("way-out")).unwrap();
     for (cwd, expect) in [
         ("/", "refused: cwd / is outside the session directory"),
         ("..", "refused: cwd .. is outside the session directory"),
+        (
+            "way-out",
+            "refused: cwd way-out is outside the session directory",
+        ),
     ] {
         let input = format!("term run --cwd {cwd} touch escaped");
         let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
@@ -124,6 +131,7 @@ fn a_cwd_outside_the_session_directory_is_refused_and_shown() {
             stderr.contains("! fake: refused to run `sh -c 'touch escaped'`: cwd"),
             "the box is told: {stderr}"
         );
+        assert!(!outside.path().join("escaped").exists());
     }
     // Inside it (relative to the session directory), it runs there.
     let o = s.run_unwedged(&[
@@ -303,7 +311,12 @@ async fn the_box_shows_live_output_and_cancel_ends_the_command() {
         !screen.contains("│ line-3"),
         "only the last lines: {screen}"
     );
-    assert_eq!(processes_with(&marker), 1, "it runs: {screen}");
+    // Its last line is out; the `sleep` it runs next may not be yet.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&marker) != 1 {
+        assert!(Instant::now() < deadline, "it never ran: {screen}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     drive(&mut terminal, &mut app, vec![key(KeyCode::Esc)], vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
@@ -402,7 +415,7 @@ fn a_terminal_ends_with_quorum_even_when_it_is_killed() {
         let marker = format!("98{n}.{}", std::process::id());
         let mut child = holding(&s, &marker);
         kill(Pid::from_raw(child.id() as i32), signal).unwrap();
-        child.wait().unwrap();
+        common::wait_bounded(&mut child, &format!("quorum after {signal}"));
         assert!(gone(&marker), "the command outlived quorum's {signal}");
     }
 }
@@ -425,6 +438,41 @@ fn no_command_starts_for_a_session_no_turn_runs() {
     );
     assert!(stdout.contains("-gone is running"), "{stdout}");
     assert!(!s.dir.path().join("started-stray").exists());
+}
+
+/// A command asked for on a session whose turn has just ended (the agent
+/// goes on working after its answer) is refused: nothing would end it.
+/// The session is a real one, routed while its turn ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_command_starts_after_its_sessions_turn_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Allow, None);
+    let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake term late touch started-late"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("ending; a command comes later")
+    })
+    .await;
+    let said = dir.path().join("late-terminal.txt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !said.exists() {
+        assert!(Instant::now() < deadline, "the late request never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let said = std::fs::read_to_string(&said).unwrap();
+    assert!(
+        said.starts_with("refused: no turn of session fake-"),
+        "{said}"
+    );
+    assert!(!dir.path().join("started-late").exists());
 }
 
 /// Characters the screen must never get from a terminal's output.

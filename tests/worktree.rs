@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::Bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
@@ -103,7 +105,7 @@ impl Scratch {
         let mut c = Command::new("git");
         c.args(args).current_dir(dir);
         self.env(&mut c);
-        c.output().unwrap()
+        c.output_bounded()
     }
 
     /// `git args` in the person's repository: its stdout (it must succeed).
@@ -124,7 +126,7 @@ impl Scratch {
             .args(args)
             .current_dir(dir);
         self.env(&mut c);
-        c.output().unwrap()
+        c.output_bounded()
     }
 
     /// `quorum call --worktree --json` on `agent`: its one JSON line.

@@ -82,6 +82,8 @@ pub struct Connection {
     pub(super) meta: super::meta::Meta,
     /// Whether the agent process runs under bubblewrap.
     pub(super) sandboxed: bool,
+    /// Who is told what the agent announces outside a turn.
+    pub(super) announced: super::transport::Announced,
 }
 
 impl Connection {
@@ -92,6 +94,16 @@ impl Connection {
     /// Whether the agent process itself runs under bubblewrap.
     pub fn sandboxed(&self) -> bool {
         self.sandboxed
+    }
+
+    /// Tells `tell` what the agent announces of a session (its commands,
+    /// mode, options) while none of its turns runs: real agents send their
+    /// commands when they have them, after the session opened. Set once.
+    pub fn on_announced(
+        &self,
+        tell: impl Fn(&str, crate::event::Activity) + Send + Sync + 'static,
+    ) {
+        let _ = self.announced.set(Box::new(tell));
     }
 
     pub fn can_resume(&self) -> bool {

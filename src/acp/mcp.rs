@@ -152,6 +152,46 @@ impl McpServerSpec {
         }
     }
 
+    /// A server as ACP sends it (a host's, in `session/new`); `None` for
+    /// a transport quorum does not know.
+    pub fn from_wire(server: &McpServer) -> Option<Self> {
+        let headers = |h: &[HttpHeader]| {
+            h.iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let (name, transport) = match server {
+            McpServer::Stdio(s) => (
+                s.name.clone(),
+                McpTransport::Stdio {
+                    command: s.command.display().to_string(),
+                    args: s.args.clone(),
+                    env: s
+                        .env
+                        .iter()
+                        .map(|e| (e.name.clone(), e.value.clone()))
+                        .collect(),
+                },
+            ),
+            McpServer::Http(s) => (
+                s.name.clone(),
+                McpTransport::Http {
+                    url: s.url.clone(),
+                    headers: headers(&s.headers),
+                },
+            ),
+            McpServer::Sse(s) => (
+                s.name.clone(),
+                McpTransport::Sse {
+                    url: s.url.clone(),
+                    headers: headers(&s.headers),
+                },
+            ),
+            _ => return None,
+        };
+        Some(Self { name, transport })
+    }
+
     /// It, as ACP sends it.
     pub fn wire(&self) -> McpServer {
         let headers = |h: &BTreeMap<String, String>| {
@@ -287,6 +327,18 @@ mod tests {
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_hosts_server_comes_back_as_it_went() {
+        for text in [
+            "command = \"/bin/docs\"\nargs = [\"-r\"]\nenv = { A = \"1\" }\n",
+            "url = \"https://x/mcp\"\nheaders = { H = \"v\" }\n",
+            "url = \"https://x/sse\"\ntransport = \"sse\"\n",
+        ] {
+            let spec = parse(text).unwrap();
+            assert_eq!(McpServerSpec::from_wire(&spec.wire()), Some(spec));
         }
     }
 

@@ -88,6 +88,16 @@ pub(super) fn observe(meta: &Meta, session: &str, update: &SessionUpdate) -> boo
     true
 }
 
+/// The activity for a commands, mode or config update of `session`
+/// (already taken in by [`observe`]), if it is one.
+pub(super) fn announced_activity(
+    meta: &Meta,
+    session: &str,
+    update: &SessionUpdate,
+) -> Option<Activity> {
+    lock(meta).sessions.get(session)?.activity_for(update)
+}
+
 fn command(c: &AvailableCommand) -> AgentCommand {
     AgentCommand {
         name: c.name.clone(),
@@ -296,7 +306,7 @@ impl Connection {
         session: &str,
         update: &SessionUpdate,
     ) -> Option<Activity> {
-        lock(&self.meta).sessions.get(session)?.activity_for(update)
+        announced_activity(&self.meta, session, update)
     }
 
     /// Whether the agent offered `session`'s modes (`modes` in its answer).

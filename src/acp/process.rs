@@ -88,6 +88,7 @@ impl Connection {
 
         let routes: Routes = Arc::default();
         let meta: super::meta::Meta = Arc::default();
+        let announced: super::transport::Announced = Arc::default();
         let notify_meta = meta.clone();
         let exclusions: Exclusions = Arc::default();
         let read_exclusions = exclusions.clone();
@@ -101,6 +102,7 @@ impl Connection {
                 max_frame: spec.limits.max_frame_bytes,
                 cause: cause.clone(),
                 meta: meta.clone(),
+                announced: announced.clone(),
             },
         );
         let (cx_tx, cx_rx) = oneshot::channel();
@@ -290,6 +292,7 @@ impl Connection {
             mcp: spec.mcp_servers.clone(),
             meta,
             sandboxed,
+            announced,
         };
         Ok(Arc::new(conn))
     }

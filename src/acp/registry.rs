@@ -448,6 +448,20 @@ impl Registry {
         }
     }
 
+    /// Gives `servers` (a host's, say) to the agent `agent`, or to every
+    /// agent: added to what the config file gives it, replacing a server of
+    /// the same name.
+    pub fn add_mcp_servers(&mut self, servers: &[McpServerSpec], agent: Option<&str>) {
+        for spec in self.agents.values_mut() {
+            if agent.is_some_and(|a| a != spec.name) {
+                continue;
+            }
+            spec.mcp_servers
+                .retain(|s| !servers.iter().any(|n| n.name == s.name));
+            spec.mcp_servers.extend(servers.iter().cloned());
+        }
+    }
+
     pub fn all(&self) -> impl Iterator<Item = &AgentSpec> {
         self.agents.values()
     }

@@ -39,6 +39,7 @@ pub(super) fn transport(
         max_frame,
         cause,
         meta,
+        announced,
     } = reading;
     let reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
     let mut lossy_lines = 0u64;
@@ -91,11 +92,14 @@ pub(super) fn transport(
                 None => match fast_update(text) {
                     Some(n) => {
                         super::meta::observe(&meta, &n.session_id.0, &n.update);
-                        let _ = route(
+                        let left = route(
                             &routes,
                             &n.session_id.0,
                             Incoming::Update(Box::new(n.update)),
                         );
+                        if let Some(Incoming::Update(update)) = left {
+                            unrouted(&announced, &meta, &n.session_id.0, &update);
+                        }
                         false
                     }
                     None => true,
@@ -126,6 +130,29 @@ pub(super) struct Reading {
     pub(super) cause: Arc<Mutex<Option<String>>>,
     /// What the agent announces of its sessions (commands, modes, options).
     pub(super) meta: super::meta::Meta,
+    /// Who is told what the agent announces while no turn of the session
+    /// runs (its commands, after its session opened).
+    pub(super) announced: Announced,
+}
+
+/// Told, with the session and the activity, of what an agent announced
+/// outside a turn (set once the connection's owner wants to know).
+pub(crate) type Announced =
+    Arc<std::sync::OnceLock<Box<dyn Fn(&str, crate::event::Activity) + Send + Sync>>>;
+
+/// An update no turn took: what it announces (commands, mode, options) is
+/// told to whoever listens, so it is not known only to the next turn.
+fn unrouted(
+    announced: &Announced,
+    meta: &super::meta::Meta,
+    session: &str,
+    update: &agent_client_protocol::v1::schema::SessionUpdate,
+) {
+    if let Some(tell) = announced.get()
+        && let Some(activity) = super::meta::announced_activity(meta, session, update)
+    {
+        tell(session, activity);
+    }
 }
 
 /// One line of an agent's stdout; `lossy` when bytes that are not UTF-8

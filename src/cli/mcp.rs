@@ -19,10 +19,6 @@ use crate::engine::config::{self, ModelChoice};
 use crate::event::{Event, NoticeLevel, Stamped};
 use crate::serve::{McpOptions, QuorumMcp};
 
-/// How long running calls have to end once cancelled, before their agents
-/// are stopped.
-const WIND_DOWN: Duration = Duration::from_secs(5);
-
 /// `quorum mcp`'s options.
 #[derive(clap::Args)]
 pub struct McpArgs {
@@ -89,7 +85,7 @@ pub async fn command(
             Interrupt::Quit(code) => code,
         },
     };
-    wind_down(&session).await;
+    session.wind_down().await;
     session.close_agent_sessions().await;
     session.shutdown();
     let recording = session.recording();
@@ -104,27 +100,6 @@ pub async fn command(
         );
     }
     Ok(code)
-}
-
-/// Cancels what still runs (foreground calls of a host that went, and
-/// background tasks) and gives their agents a moment to end their turns,
-/// so the transcript says how each ended; then stops those that did not.
-async fn wind_down(session: &Session) {
-    if !session.busy() {
-        return;
-    }
-    session.cancel_all();
-    let deadline = Instant::now() + WIND_DOWN;
-    while session.busy() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    if session.busy() {
-        session.dispatcher().kill_cancelling();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while session.busy() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }
 
 /// The session's errors and warnings go to stderr (hosts keep a server's

@@ -4,6 +4,7 @@
 //! Progress goes to stderr; agent text is untrusted and sanitised before it
 //! reaches the terminal.
 
+pub mod acp;
 pub mod agents;
 mod call;
 pub mod import;

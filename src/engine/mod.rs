@@ -295,6 +295,12 @@ impl Session {
         self.conducted
     }
 
+    /// Whether the session has a chat (a model or a conductor) that
+    /// [`Session::serve`] runs; before `serve` takes it.
+    pub fn has_chat(&self) -> bool {
+        self.chat.is_some()
+    }
+
     /// The session clock's zero, for the front end's elapsed times.
     pub fn clock(&self) -> Instant {
         self.clock
@@ -374,6 +380,15 @@ impl Session {
     /// headless call or run, and at quit.
     pub async fn close_agent_sessions(&self) {
         self.dispatcher.close_sessions().await;
+    }
+
+    /// Cancels what still runs (foreground calls of a front end that went,
+    /// and background tasks) and gives their agents a moment to end their
+    /// turns, so the transcript says how each ended; then stops those that
+    /// did not. Before [`Session::shutdown`] when a host goes (`quorum mcp`,
+    /// `quorum acp`).
+    pub async fn wind_down(&self) {
+        self.dispatcher.wind_down().await;
     }
 
     /// Ends the session: running calls are cancelled, and every process

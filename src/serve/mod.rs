@@ -5,6 +5,7 @@
 //! `quorum mcp-connect`, [`connect`]); `quorum mcp` serves it on stdio to
 //! any MCP host (the command is in `cli`).
 
+pub mod acp;
 pub mod connect;
 pub mod endpoint;
 pub mod mcp;

@@ -296,6 +296,28 @@ impl Dispatcher {
         !lock(&self.running).is_empty()
     }
 
+    /// Cancels what still runs and gives the agents a moment (5 s) to end
+    /// their turns, so the transcript says how each ended; then ends those
+    /// that did not, and waits a little (2 s) for them.
+    pub async fn wind_down(&self) {
+        use std::time::{Duration, Instant};
+        if !self.busy() {
+            return;
+        }
+        self.cancel_all();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.busy() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if self.busy() {
+            self.kill_cancelling();
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while self.busy() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// Forgets sessions and the last input (`/new`).
     pub fn forget(&self) {
         lock(&self.memory).clear();
@@ -347,24 +369,8 @@ impl Dispatcher {
                     next(&self.next_task, task_id, "t");
                     // What a follow-up message to the task needs: its
                     // agent, and (below) the session it ran on.
-                    let runner = match agent {
-                        AgentRef::Acp(name) => self.pool.agent(name).ok(),
-                        AgentRef::Internal => lock(&self.internal).clone(),
-                    };
-                    if let Some(runner) = runner {
-                        tasks.insert(
-                            call_id.clone(),
-                            TaskMeta {
-                                agent: agent.clone(),
-                                runner,
-                                depth: 1,
-                                code_review: *code_review,
-                                exclude: None,
-                                session_id: None,
-                                worktree: None,
-                                title: crate::worktree::first_line(input).to_string(),
-                            },
-                        );
+                    if let Some(meta) = self.task_meta(agent, *code_review, input, None) {
+                        tasks.insert(call_id.clone(), meta);
                     }
                 }
                 Event::SubagentBackgrounded { call_id, task_id } => {
@@ -372,24 +378,9 @@ impl Dispatcher {
                     let Some((agent, code_review, input)) = foreground.remove(call_id) else {
                         continue;
                     };
-                    let runner = match agent {
-                        AgentRef::Acp(name) => self.pool.agent(name).ok(),
-                        AgentRef::Internal => lock(&self.internal).clone(),
-                    };
-                    if let Some(runner) = runner {
-                        tasks.insert(
-                            call_id.clone(),
-                            TaskMeta {
-                                agent: agent.clone(),
-                                runner,
-                                depth: 1,
-                                code_review,
-                                exclude: None,
-                                session_id: sessions.get(call_id.as_str()).cloned(),
-                                worktree: None,
-                                title: crate::worktree::first_line(input).to_string(),
-                            },
-                        );
+                    let session = sessions.get(call_id.as_str()).cloned();
+                    if let Some(meta) = self.task_meta(agent, code_review, input, session) {
+                        tasks.insert(call_id.clone(), meta);
                     }
                 }
                 Event::SubagentSession {
@@ -408,6 +399,31 @@ impl Dispatcher {
         }
         drop(tasks);
         self.restore_worktrees(events);
+    }
+
+    /// What a recorded background task's follow-ups need: its agent (if it
+    /// can still run), and the session it ran on.
+    fn task_meta(
+        &self,
+        agent: &AgentRef,
+        code_review: bool,
+        input: &str,
+        session_id: Option<String>,
+    ) -> Option<TaskMeta> {
+        let runner = match agent {
+            AgentRef::Acp(name) => self.pool.agent(name).ok(),
+            AgentRef::Internal => lock(&self.internal).clone(),
+        }?;
+        Some(TaskMeta {
+            agent: agent.clone(),
+            runner,
+            depth: 1,
+            code_review,
+            exclude: None,
+            session_id,
+            worktree: None,
+            title: crate::worktree::first_line(input).to_string(),
+        })
     }
 
     /// Closes the agents' sessions quorum is done with: those open on

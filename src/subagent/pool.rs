@@ -16,7 +16,7 @@ use crate::acp::client::Connection;
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::{Agent, Elicit, Permissions, TurnControl, TurnInput, TurnRequest, TurnSink};
 use crate::confine::fsroot::Root;
-use crate::event::{Event, NoticeLevel, Outcome, StopReason};
+use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
 use crate::runtime::supervisor::Supervisor;
@@ -178,6 +178,17 @@ impl Pool {
         let mut connections = lock(&self.connections);
         match started {
             Ok(conn) => {
+                // Its commands, announced while no call runs, are known to
+                // the screen too (Tab after `@NAME /`).
+                let (emitter, name) = (self.emitter.clone(), agent.to_string());
+                conn.on_announced(move |_session, activity| {
+                    if let Activity::Commands { commands } = activity {
+                        emitter.emit(Event::AgentCommands {
+                            agent: name.clone(),
+                            commands,
+                        });
+                    }
+                });
                 if matches!(connections.get(&key), Some(Slot::Starting(_))) {
                     connections.insert(key, Slot::Ready(conn.clone()));
                 }

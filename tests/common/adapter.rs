@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::Bounded;
 use super::models::{FakeModel, leftovers};
 
 pub struct Adapter {
@@ -266,8 +267,7 @@ impl Adapter {
             let out = super::git(&self.home())
                 .args(args)
                 .current_dir(&work)
-                .output()
-                .unwrap();
+                .output_bounded();
             assert!(out.status.success(), "git {args:?}: {out:?}");
             text(&out.stdout)
         };

@@ -16,6 +16,67 @@ use quorum::tui::screenshot;
 use ratatui::buffer::Buffer;
 use ratatui::style::Color;
 
+/// How long a process a test starts may run before the test gives up on it.
+pub const PROCESS_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// A command run to its end with a bound: its output read as it comes
+/// (a pipe left unread fills at 64 KiB and would stop it); killed, and the
+/// test failed naming it, when it takes longer than [`PROCESS_LIMIT`].
+pub trait Bounded {
+    fn output_bounded(&mut self) -> std::process::Output;
+}
+
+impl Bounded for std::process::Command {
+    fn output_bounded(&mut self) -> std::process::Output {
+        let what = format!("{:?}", self);
+        self.stdin(std::process::Stdio::null());
+        let mut command = std::mem::replace(self, std::process::Command::new("true"));
+        // `bounded` takes the command by value; the caller's is left spent.
+        command.stdin(std::process::Stdio::null());
+        shell::bounded(command, PROCESS_LIMIT)
+            .unwrap_or_else(|| panic!("{what} ran longer than {PROCESS_LIMIT:?}: killed"))
+    }
+}
+
+/// Waits for `child` (told to end) to exit, for at most [`PROCESS_LIMIT`]:
+/// the test fails naming `what` when it does not.
+pub fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > PROCESS_LIMIT {
+            let _ = child.kill();
+            panic!("{what}: still running after {PROCESS_LIMIT:?}; killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// [`wait_bounded`], with what the child wrote on the pipes it still has
+/// (read as it comes).
+pub fn wait_output_bounded(mut child: std::process::Child, what: &str) -> std::process::Output {
+    use std::io::Read;
+    fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait_bounded(&mut child, what);
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -116,8 +177,7 @@ pub fn install_with(script: &str, args: &[&str]) -> PathBuf {
     let out = std::process::Command::new("bash")
         .arg(&path)
         .args(args)
-        .output()
-        .expect("bash runs");
+        .output_bounded();
     assert!(
         out.status.success(),
         "{script} failed:\n{}",

@@ -45,8 +45,9 @@ impl Shell {
         c
     }
 
+    /// Runs quorum to its end, bounded: see [`Shell::run_unwedged`].
     pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
+        self.run_unwedged(args)
     }
 
     /// As [`Shell::run`], but a run that takes over a minute is killed and
@@ -55,25 +56,63 @@ impl Shell {
         self.run_unwedged_with(args, &[])
     }
 
-    /// [`Shell::run_unwedged`] with `env` set too.
+    /// [`Shell::run_unwedged`] with `env` set too. Its output is read as it
+    /// comes (a pipe left unread fills at 64 KiB and would stop it).
     pub fn run_unwedged_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut child = self
-            .command(args)
-            .envs(env.iter().copied())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if start.elapsed() > std::time::Duration::from_secs(60) {
-                child.kill().unwrap();
-                panic!("quorum {args:?} is wedged");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child.wait_with_output().unwrap()
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        bounded(command, std::time::Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("quorum {args:?} is wedged"))
     }
+}
+
+/// Runs `command` to its end, its stdout and stderr read as they come; if
+/// it takes longer than `limit` it is killed and `None` is returned.
+pub fn bounded(mut command: Command, limit: std::time::Duration) -> Option<Output> {
+    use std::io::Read;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Some(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 pub fn text(b: &[u8]) -> String {

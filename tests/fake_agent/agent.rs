@@ -109,7 +109,8 @@ impl Drop for InFlight {
     }
 }
 
-/// Writes a session's turns to the store, if there is one.
+/// Writes a session's turns (and the directory it belongs to) to the
+/// store, if there is one.
 fn save(id: &str, session: &Session) {
     let Some(dir) = STORE.get() else { return };
     let text: String = session
@@ -117,21 +118,52 @@ fn save(id: &str, session: &Session) {
         .iter()
         .map(|r| serde_json::json!({"prompt": r.prompt, "reply": r.reply}).to_string() + "\n")
         .collect();
-    if let Err(e) = std::fs::write(dir.join(format!("{id}.jsonl")), text) {
+    let written = std::fs::write(dir.join(format!("{id}.jsonl")), text).and_then(|()| {
+        std::fs::write(
+            dir.join(format!("{id}.cwd")),
+            session.cwd.as_os_str().as_encoded_bytes(),
+        )
+    });
+    if let Err(e) = written {
         log(format!("cannot store session {id}: {e}"));
     }
 }
 
-/// Makes sure session `id` is in memory: read back from the store when
-/// an earlier process of the agent kept it there. False if unknown.
-fn known(state: &mut State, id: &str) -> bool {
-    if state.sessions.contains_key(id) {
+/// Makes sure session `id` of the directory `cwd` is open in memory: a
+/// closed one opened again, or one read back from the store when an
+/// earlier process of the agent kept it there. False if unknown, or if it
+/// belongs to another directory (as real agents keep sessions per
+/// project).
+fn known(state: &mut State, id: &str, cwd: &std::path::Path) -> bool {
+    let elsewhere = |session: &Session| {
+        let other = session.cwd != cwd;
+        if other {
+            log(format!(
+                "session {id} is of {}, not of {}",
+                session.cwd.display(),
+                cwd.display()
+            ));
+        }
+        other
+    };
+    if let Some(session) = state.sessions.get(id) {
+        return !elsewhere(session);
+    }
+    if let Some(session) = state.closed.remove(id) {
+        if elsewhere(&session) {
+            state.closed.insert(id.to_string(), session);
+            return false;
+        }
+        state.sessions.insert(id.to_string(), session);
         return true;
     }
     let Some(dir) = STORE.get() else { return false };
     let Ok(text) = std::fs::read_to_string(dir.join(format!("{id}.jsonl"))) else {
         return false;
     };
+    let stored_cwd = std::fs::read(dir.join(format!("{id}.cwd")))
+        .map(|b| std::path::PathBuf::from(String::from_utf8_lossy(&b).into_owned()))
+        .unwrap_or_default();
     let history = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -140,16 +172,18 @@ fn known(state: &mut State, id: &str) -> bool {
             reply: v["reply"].as_str().unwrap_or_default().to_string(),
         })
         .collect();
+    let session = Session {
+        history,
+        cwd: stored_cwd,
+        model: "fast".into(),
+        mode: "ask".into(),
+        ..Session::default()
+    };
+    if elsewhere(&session) {
+        return false;
+    }
     log(format!("session {id} read back from the store"));
-    state.sessions.insert(
-        id.to_string(),
-        Session {
-            history,
-            model: "fast".into(),
-            mode: "ask".into(),
-            ..Session::default()
-        },
-    );
+    state.sessions.insert(id.to_string(), session);
     true
 }
 
@@ -203,6 +237,9 @@ struct TurnRecord {
 #[derive(Default)]
 struct Session {
     history: Vec<TurnRecord>,
+    /// The directory it was made in: real agents keep sessions per
+    /// project, and a load or resume from another directory finds none.
+    cwd: std::path::PathBuf,
     /// The running turn's number and cancel signal.
     running: Option<(u64, Arc<Notify>)>,
     /// The session's config options (with `--config-options`).
@@ -237,6 +274,9 @@ fn config_options(session: &Session) -> Vec<SessionConfigOption> {
 #[derive(Default)]
 struct State {
     sessions: HashMap<String, Session>,
+    /// Sessions closed with `session/close`: a prompt finds them no more
+    /// (as real agents answer), a load or resume opens them again.
+    closed: HashMap<String, Session>,
     next_session: u64,
     next_turn: u64,
 }
@@ -859,6 +899,23 @@ async fn run_turn(
             )))?;
             turn.chunk(format!("picked {}", rest.trim()))?;
         }
+        // `stamps N MS`: N chunks `t=MICROS\n`, MS ms apart, each
+        // stamped with the wall clock as it is sent (latency).
+        "stamps" => {
+            let mut words = rest.split_whitespace();
+            let count: u64 = words.next().and_then(|w| w.parse().ok()).ok_or_else(|| {
+                Error::invalid_params().data(format!("stamps: bad count {rest:?}"))
+            })?;
+            let gap: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(5);
+            for _ in 0..count {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_micros();
+                turn.chunk(format!("t={now}\n"))?;
+                tokio::time::sleep(Duration::from_millis(gap)).await;
+            }
+        }
         "turns" => {
             // The handler recorded this prompt before the turn started.
             let count = turn.turns_so_far;
@@ -1115,6 +1172,24 @@ fn cmd_new_session(state: &Shared, id: &str, response: NewSessionResponse) -> Ne
         .config_options(cmd_options(session))
 }
 
+/// `--announce-after MS`: commands are announced this long after a new
+/// session's answer.
+static ANNOUNCE_AFTER: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// How long after a new session's answer its commands are announced:
+/// `--announce-after`, else 20 to 220 ms, different each time (real agents
+/// send them when they have them, not at once).
+fn announce_delay() -> std::time::Duration {
+    if let Some(&ms) = ANNOUNCE_AFTER.get() {
+        return std::time::Duration::from_millis(ms);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = u64::from(nanos) ^ u64::from(std::process::id()).rotate_left(17);
+    std::time::Duration::from_millis(20 + seed % 200)
+}
+
 /// After a new `--commands` session's answer: the commands it offers.
 fn cmd_announce(cx: &ConnectionTo<Client>, id: &str) -> Result<(), Error> {
     use agent_client_protocol::v1::schema::{
@@ -1301,10 +1376,11 @@ fn handle_prompt(
 fn replay(
     state: &Shared,
     session_id: &SessionId,
+    cwd: &std::path::Path,
     cx: &ConnectionTo<Client>,
 ) -> Result<bool, Error> {
     let mut state = lock(state);
-    if !known(&mut state, &session_id.to_string()) {
+    if !known(&mut state, &session_id.to_string(), cwd) {
         return Ok(false);
     }
     let Some(session) = state.sessions.get(&session_id.to_string()) else {
@@ -1368,6 +1444,10 @@ fn parse_options() -> Options {
             "--config-options" => options.config_options = true,
             "--new-error" => options.new_error = true,
             "--commands" => options.commands = true,
+            "--announce-after" => {
+                let ms = args.next().and_then(|ms| ms.parse().ok());
+                let _ = ANNOUNCE_AFTER.set(ms.unwrap_or(0));
+            }
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
             "--mcp-http" => MCP_HTTP.store(true, std::sync::atomic::Ordering::SeqCst),
@@ -1584,8 +1664,8 @@ async fn main() {
         .on_receive_request(
             {
                 let state = state.clone();
-                async move |_request: NewSessionRequest, responder, cx| {
-                    mcp_seen("session/new", &_request.mcp_servers);
+                async move |request: NewSessionRequest, responder, cx| {
+                    mcp_seen("session/new", &request.mcp_servers);
                     if options.new_error {
                         return responder.respond_with_error(rest18::model_error());
                     }
@@ -1598,6 +1678,7 @@ async fn main() {
                         state.next_session += 1;
                         let id = format!("fake-{}-{}", std::process::id(), state.next_session);
                         let session = Session {
+                            cwd: request.cwd.clone(),
                             model: "fast".into(),
                             mode: "ask".into(),
                             ..Session::default()
@@ -1616,7 +1697,13 @@ async fn main() {
                     if options.commands {
                         response = cmd_new_session(&state, &id, response);
                         responder.respond(response)?;
-                        return cmd_announce(&cx, &id);
+                        // Later, as real agents send them: after their
+                        // session is answered, at a moment of their own.
+                        let later = cx.clone();
+                        return cx.spawn(async move {
+                            tokio::time::sleep(announce_delay()).await;
+                            cmd_announce(&later, &id)
+                        });
                     }
                     responder.respond(response)
                 }
@@ -1633,7 +1720,7 @@ async fn main() {
                         return responder.respond_with_error(Error::method_not_found());
                     }
                     // Replay is sent before the response, in wire order.
-                    if replay(&state, &request.session_id, &cx)? {
+                    if replay(&state, &request.session_id, &request.cwd, &cx)? {
                         responder.respond(LoadSessionResponse::new())
                     } else {
                         responder.respond_with_error(unknown_session(&request.session_id))
@@ -1651,7 +1738,11 @@ async fn main() {
                     if !options.resume {
                         return responder.respond_with_error(Error::method_not_found());
                     }
-                    let known = known(&mut lock(&state), &request.session_id.to_string());
+                    let known = known(
+                        &mut lock(&state),
+                        &request.session_id.to_string(),
+                        &request.cwd,
+                    );
                     if known {
                         responder.respond(ResumeSessionResponse::new())
                     } else {
@@ -1724,8 +1815,11 @@ async fn main() {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: CloseSessionRequest, responder, _cx| {
-                rest18::close(request, responder)
+            {
+                let state = state.clone();
+                async move |request: CloseSessionRequest, responder, _cx| {
+                    rest18::close(&state, request, responder)
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -1859,7 +1953,11 @@ mod rest18 {
 
     /// `session/close`: recorded; the session is no longer open here (it
     /// can be loaded again).
+    /// `session/close`: the session is closed, as real agents close it: a
+    /// prompt for it finds no session any more, and a load or resume opens
+    /// it again.
     pub(super) fn close(
+        state: &super::Shared,
         request: CloseSessionRequest,
         responder: Responder<CloseSessionResponse>,
     ) -> Result<(), Error> {
@@ -1870,6 +1968,16 @@ mod rest18 {
         record("close", &id);
         if let Some(open) = open().as_mut() {
             open.remove(&id);
+        }
+        let mut state = super::lock(state);
+        match state.sessions.remove(&id) {
+            Some(session) => {
+                state.closed.insert(id, session);
+            }
+            None => {
+                drop(state);
+                return responder.respond_with_error(super::unknown_session(&request.session_id));
+            }
         }
         responder.respond(CloseSessionResponse::new())
     }
@@ -2282,6 +2390,26 @@ mod terminals {
                     Ok(created) => turn.chunk(format!("created {}", created.terminal_id))?,
                     Err(e) => turn.chunk(format!("refused: {}", e.message))?,
                 }
+            }
+            // After its turn has ended (its answer sent), asks for a
+            // command on the same session, as an agent that goes on working
+            // would: what it got is written to `late-terminal.txt` in its
+            // directory (the turn can say nothing any more).
+            "late" => {
+                let cx = turn.cx.clone();
+                let command = command.to_string();
+                turn.cx.spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    let request = CreateTerminalRequest::new(session, "sh")
+                        .args(vec!["-c".to_string(), command]);
+                    let said = match cx.send_request(request).block_task().await {
+                        Ok(created) => format!("created {}", created.terminal_id),
+                        Err(e) => format!("refused: {}", e.message),
+                    };
+                    let _ = std::fs::write("late-terminal.txt", said);
+                    Ok(())
+                })?;
+                turn.chunk("ending; a command comes later")?;
             }
             // Asks for the output of a terminal that never was.
             "unknown" => {

@@ -281,6 +281,10 @@ impl State {
             // The model's context: the screen has the same conversation
             // from the events above.
             Event::ChatMessage { .. } | Event::ChatReset => {}
+            Event::AgentCommands { agent, commands } => {
+                let commands = announced::clean_commands(commands);
+                self.agent_commands.insert(clean(agent), commands);
+            }
             Event::ConductorSession { agent, .. } => self.conductor = Some(clean(agent)),
             Event::ChatActivity { activity } => self.on_chat_activity(activity),
             Event::WorktreeReady {
@@ -330,9 +334,10 @@ impl State {
                 _ => None,
             })
         };
+        // The chat's conductor waiting for an answer needs you too.
         assert_eq!(
-            self.tally.waiting,
-            boxes().filter(|b| b.summary.waiting).count(),
+            self.needs_you(),
+            boxes().filter(|b| b.summary.waiting).count() + usize::from(self.chat_asking.is_some()),
             "waiting"
         );
         assert_eq!(
@@ -626,6 +631,31 @@ mod tests {
         assert_eq!(s.retry, None);
     }
 
+    /// Commands an agent announced outside its calls are what Tab offers
+    /// after `@NAME /`, cleaned for the screen.
+    #[test]
+    fn an_agents_commands_announced_outside_a_call_are_kept() {
+        use crate::event::AgentCommand;
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::AgentCommands {
+                agent: "claude".into(),
+                commands: vec![AgentCommand {
+                    name: "re\u{1b}[31mview".into(),
+                    description: "Review".into(),
+                    hint: None,
+                }],
+            },
+        );
+        let names: Vec<&str> = s.agent_commands["claude"]
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["review"]);
+    }
+
     /// The chat's conductor: its name from its session, its permission
     /// request a cell the keys answer (as call `chat`) until it is
     /// resolved, its usage the status line's.
@@ -759,6 +789,35 @@ mod tests {
         assert_eq!(s.latest_running_call().as_deref(), Some("c2"));
     }
 
+    #[test]
+    fn a_conductors_session_names_its_requests_which_are_answered_in_place() {
+        use crate::event::{Activity, SessionKind};
+        let mut s = State::new();
+        apply(
+            &mut s,
+            1,
+            Event::ConductorSession {
+                agent: "claude".into(),
+                session: SessionKind::Fresh,
+                session_id: "s-1".into(),
+            },
+        );
+        assert_eq!(s.conductor.as_deref(), Some("claude"));
+        let ask = Activity::PermissionRequest {
+            id: "p1".into(),
+            title: "Delete build/".into(),
+            options: vec!["Allow once".into()],
+            detail: Box::default(),
+        };
+        apply(&mut s, 2, Event::ChatActivity { activity: ask });
+        let answered = Activity::PermissionResolved {
+            id: "p1".into(),
+            outcome: "Allow once".into(),
+        };
+        apply(&mut s, 3, Event::ChatActivity { activity: answered });
+        assert!(s.chat_asking.is_none(), "answered, asked no more");
+    }
+
     /// Each event kind has its test; a new kind must get one.
     #[test]
     fn every_event_kind_is_covered() {
@@ -789,6 +848,7 @@ mod tests {
             "task_progress",
             "task_reported",
             "model_retry",
+            "agent_commands",
             "conductor_session",
             "chat_activity",
             "usage",
