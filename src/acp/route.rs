@@ -58,16 +58,17 @@ pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Optio
     let mut routes = routes
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(tx) = routes.get(session).cloned() else {
-        return Some(incoming);
-    };
     if let Incoming::Update(update) = &incoming
         && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
+        && let Some(tx) = routes.get(session).cloned()
     {
         routes
             .entry(child.session_id.0.to_string())
-            .or_insert_with(|| tx.clone());
+            .or_insert(tx);
     }
+    let Some(tx) = routes.get(session) else {
+        return Some(incoming);
+    };
     tx.send((session.to_string(), incoming))
         .err()
         .map(|e| e.0.1)
