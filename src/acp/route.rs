@@ -62,9 +62,7 @@ pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Optio
         && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
         && let Some(tx) = routes.get(session).cloned()
     {
-        routes
-            .entry(child.session_id.0.to_string())
-            .or_insert(tx);
+        routes.entry(child.session_id.0.to_string()).or_insert(tx);
     }
     let Some(tx) = routes.get(session) else {
         return Some(incoming);

@@ -85,11 +85,8 @@ impl LineReader {
                 Err(e) => {
                     let text = format!("{} {e}", self.reading.agent);
                     tracing::warn!("{text}");
-                    *self
-                        .reading
-                        .cause
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    *self.reading.cause.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(e.to_string());
                     return Err(std::io::Error::new(e.kind(), text));
                 }
             }
