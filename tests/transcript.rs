@@ -328,6 +328,9 @@ fn read_each_hands_on_the_events_load_keeps_in_order() {
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let mut seen = 0;
     let err = transcript::read_each(&path, 1 << 20, &mut |_| seen += 1).unwrap_err();
-    assert_eq!(err.to_string(), transcript::load(&path).unwrap_err().to_string());
+    assert_eq!(
+        err.to_string(),
+        transcript::load(&path).unwrap_err().to_string()
+    );
     assert_eq!(seen, 2, "the two events before the bad line");
 }
