@@ -7,14 +7,22 @@
 # 10 s, at the end). Asserts nothing; ends every process it started.
 #
 #   scripts/soak.sh [SECONDS] [RATE] [AGENTS]     (defaults: 30 200 16)
+#
+# QUORUM_BIN_DIR=DIR runs the `quorum` and `quorum-fake-agent` in DIR (another
+# build, e.g. a baseline's) instead of building target/release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 rate=${2:-200}
 agents=${3:-16}
-cargo build --release --quiet --features test-programs --bin quorum --bin quorum-fake-agent
-bin="$PWD/target/release/quorum"
-fake="$PWD/target/release/quorum-fake-agent"
+if [ -n "${QUORUM_BIN_DIR:-}" ]; then
+    bindir=$(realpath "$QUORUM_BIN_DIR")
+else
+    cargo build --release --quiet --features test-programs --bin quorum --bin quorum-fake-agent
+    bindir="$PWD/target/release"
+fi
+bin="$bindir/quorum"
+fake="$bindir/quorum-fake-agent"
 work=$(mktemp -d)
 # SOAK_KEEP=1 keeps the state directory (log, transcript) for a look.
 if [ -n "${SOAK_KEEP:-}" ]; then echo "state kept in $work"; else trap 'rm -rf "$work"' EXIT; fi
@@ -194,6 +202,6 @@ print(f"  memory:              peak (VmHWM) {hwm / 1024:.1f} MB; "
       f"VmRSS at 10 s {(rss10 or 0) / 1024:.1f} MB, at the end {rss_end / 1024:.1f} MB")
 PY
 # Every agent quorum started ended with it; anything left is a leak to report.
-if pgrep -f "^$PWD/target/release/quorum-fake-agent" >/dev/null; then
+if pgrep -f "^$fake" >/dev/null; then
     echo "warning: fake agents still running after quorum quit" >&2
 fi

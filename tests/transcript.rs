@@ -296,3 +296,41 @@ fn a_character_cut_at_the_end_is_a_cut_short_last_line() {
         [Warning::TruncatedLastLine { path, line: 3 }]
     );
 }
+
+#[test]
+fn read_each_hands_on_the_events_load_keeps_in_order() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A version-1 file too: its snapshots are made as it is read.
+    for file in [
+        "assets/demo.jsonl",
+        "tests/fixtures/demo_v1.jsonl",
+        "tests/fixtures/batch.jsonl",
+    ] {
+        let path = root.join(file);
+        let loaded = transcript::load(&path).unwrap();
+        let mut events = Vec::new();
+        let read = transcript::read_each(
+            &path,
+            quorum::confine::limits::MAX_TRANSCRIPT_LINE,
+            &mut |e| events.push(e),
+        )
+        .unwrap();
+        assert_eq!(events, loaded.events, "{file}");
+        assert_eq!(read.header, loaded.header, "{file}");
+        assert_eq!(read.warnings, loaded.warnings, "{file}");
+    }
+    // A bad line: an error, as load says it, after the events before it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    let demo = std::fs::read_to_string(root.join("assets/demo.jsonl")).unwrap();
+    let mut lines: Vec<&str> = demo.lines().take(4).collect();
+    lines.insert(3, "not json");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let mut seen = 0;
+    let err = transcript::read_each(&path, 1 << 20, &mut |_| seen += 1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        transcript::load(&path).unwrap_err().to_string()
+    );
+    assert_eq!(seen, 2, "the two events before the bad line");
+}

@@ -68,6 +68,9 @@ impl Store {
 /// Takes in `update` if it announces commands, a mode or config options;
 /// true if it did.
 pub(super) fn observe(meta: &Meta, session: &str, update: &SessionUpdate) -> bool {
+    if !announces(update) {
+        return false;
+    }
     let mut store = lock(meta);
     match update {
         SessionUpdate::AvailableCommandsUpdate(u) => {
@@ -97,7 +100,22 @@ pub(super) fn announced_activity(
     session: &str,
     update: &SessionUpdate,
 ) -> Option<Activity> {
+    if !announces(update) {
+        return None;
+    }
     lock(meta).sessions.get(session)?.activity_for(update)
+}
+
+/// Whether `update` announces commands, a mode or config options: the
+/// only updates the store takes in (the others are not looked at under its
+/// lock).
+fn announces(update: &SessionUpdate) -> bool {
+    matches!(
+        update,
+        SessionUpdate::AvailableCommandsUpdate(_)
+            | SessionUpdate::CurrentModeUpdate(_)
+            | SessionUpdate::ConfigOptionUpdate(_)
+    )
 }
 
 fn command(c: &AvailableCommand) -> AgentCommand {

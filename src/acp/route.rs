@@ -16,6 +16,9 @@ use tokio::sync::mpsc;
 /// Something the agent sent that belongs to one session's turn.
 pub(super) enum Incoming {
     Update(Box<SessionUpdate>),
+    /// A message or thought chunk of text: the commonest update, read by
+    /// the transport straight into this.
+    Chunk(Chunk),
     Permission(
         Box<RequestPermissionRequest>,
         Responder<RequestPermissionResponse>,
@@ -36,6 +39,14 @@ pub(super) enum Incoming {
     Activity(crate::event::Activity),
 }
 
+/// An `agent_message_chunk` (or, `thought`, an `agent_thought_chunk`)
+/// whose content is text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Chunk {
+    pub(super) text: String,
+    pub(super) thought: bool,
+}
+
 /// Each running turn's channel, by session id: the turn's own session and
 /// the child sessions its agent announced. What is sent carries the
 /// session it came for.
@@ -47,16 +58,15 @@ pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Optio
     let mut routes = routes
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(tx) = routes.get(session).cloned() else {
-        return Some(incoming);
-    };
     if let Incoming::Update(update) = &incoming
         && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
+        && let Some(tx) = routes.get(session).cloned()
     {
-        routes
-            .entry(child.session_id.0.to_string())
-            .or_insert_with(|| tx.clone());
+        routes.entry(child.session_id.0.to_string()).or_insert(tx);
     }
+    let Some(tx) = routes.get(session) else {
+        return Some(incoming);
+    };
     tx.send((session.to_string(), incoming))
         .err()
         .map(|e| e.0.1)

@@ -1,22 +1,23 @@
 //! The framing of an agent's stdio: JSON-RPC lines out, lines in (bad
-//! bytes replaced, over-long lines refused), and the fast path that parses
-//! `session/update` notifications straight to their turn.
+//! bytes replaced, over-long lines refused), and the fast paths that parse
+//! `session/update` notifications straight to their turn: text chunks into
+//! their text alone, other updates into the schema's type.
 
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::Lines;
 use agent_client_protocol::v1::schema::SessionNotification;
-use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use super::route::{Incoming, Routes, notify_all, route};
+use super::route::{Chunk, Incoming, Routes, notify_all, route};
 
 /// The agent's stdio as JSON-RPC lines.
 ///
 /// `session/update` notifications are the stream of a turn, often one per
-/// token: they are parsed here, straight into the schema's type, and handed
-/// to their session's turn, instead of going through the SDK's generic
-/// dispatch (several times slower per message). Everything else, and any
+/// token: they are parsed here (a text chunk into its text alone, another
+/// update straight into the schema's type) and handed to their session's
+/// turn, instead of going through the SDK's generic dispatch (several
+/// times slower per message). Everything else, and any
 /// update this fast path cannot parse, goes to the SDK. Updates are still
 /// delivered in order, and before the answer to the prompt that caused them.
 pub(super) fn transport(
@@ -33,76 +34,120 @@ pub(super) fn transport(
         stdin.flush().await?;
         Ok::<_, std::io::Error>(stdin)
     });
-    let Reading {
-        agent,
-        routes,
-        max_frame,
-        cause,
-        meta,
-        announced,
-    } = reading;
-    let reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
-    let mut lossy_lines = 0u64;
     // After an error nothing more is read: the connection ends, and its
     // error says why.
-    let incoming = futures::stream::unfold(Some(reader), move |reader| async move {
-        let mut reader = reader?;
-        match read_frame(&mut reader, max_frame).await {
-            Ok(Some(frame)) => Some((Ok(frame), Some(reader))),
+    let incoming = futures::stream::unfold(Some(LineReader::new(reading, stdout)), |state| async {
+        let mut state = state?;
+        match state.next().await {
+            Ok(Some(line)) => Some((Ok(line), Some(state))),
             Ok(None) => None,
             Err(e) => Some((Err(e), None)),
         }
-    })
-    .filter_map(move |frame| {
-        let line = match frame {
-            Ok(Frame { line, lossy }) => {
-                if lossy {
-                    lossy_lines += 1;
-                    // The first, then the 10th, 100th, ...: a stream of
-                    // them does not flood the box.
-                    if power_of_ten(lossy_lines) {
-                        let count = if lossy_lines == 1 {
-                            String::new()
-                        } else {
-                            format!(" ({lossy_lines} so far)")
-                        };
-                        let text = format!(
-                            "{agent} sent a message with bytes that are not UTF-8; they show as \u{fffd}{count}"
-                        );
-                        tracing::warn!("{text}");
-                        notify_all(&routes, &text);
-                    }
-                }
-                Ok(line)
-            }
-            Err(e) => {
-                let text = format!("{agent} {e}");
-                tracing::warn!("{text}");
-                *cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                Err(std::io::Error::new(e.kind(), text))
-            }
-        };
-        let forward = match &line {
-            Ok(text) => match fast_update(text) {
-                Some(n) => {
-                    super::meta::observe(&meta, &n.session_id.0, &n.update);
-                    let left = route(
-                        &routes,
-                        &n.session_id.0,
-                        Incoming::Update(Box::new(n.update)),
-                    );
-                    if let Some(Incoming::Update(update)) = left {
-                        unrouted(&announced, &meta, &n.session_id.0, &update);
-                    }
-                    false
-                }
-                None => true,
-            },
-            Err(_) => true,
-        };
-        std::future::ready(forward.then_some(line))
     });
     Lines::new(outgoing, incoming)
+}
+
+/// The reading half: lines of the agent's stdout, read into one buffer
+/// kept from line to line; a line the fast paths take costs no copy of
+/// itself.
+struct LineReader {
+    reader: tokio::io::BufReader<tokio::process::ChildStdout>,
+    buf: Vec<u8>,
+    reading: Reading,
+    /// Lines with bytes that were not UTF-8, so far.
+    lossy_lines: u64,
+}
+
+/// What the line buffer may keep between lines: a longer line's room is
+/// given back.
+const KEPT_BUFFER: usize = 64 * 1024;
+
+impl LineReader {
+    fn new(reading: Reading, stdout: tokio::process::ChildStdout) -> Self {
+        Self {
+            reader: tokio::io::BufReader::with_capacity(64 * 1024, stdout),
+            buf: Vec::with_capacity(1024),
+            reading,
+            lossy_lines: 0,
+        }
+    }
+
+    /// The next line for the SDK: the lines the fast paths take (session
+    /// updates, handed to their turn here) are not. `None` at the end.
+    async fn next(&mut self) -> std::io::Result<Option<String>> {
+        loop {
+            if self.buf.capacity() > KEPT_BUFFER {
+                self.buf = Vec::with_capacity(1024);
+            }
+            match read_frame(&mut self.reader, &mut self.buf, self.reading.max_frame).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => {
+                    let text = format!("{} {e}", self.reading.agent);
+                    tracing::warn!("{text}");
+                    *self.reading.cause.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(e.to_string());
+                    return Err(std::io::Error::new(e.kind(), text));
+                }
+            }
+            let line = match std::str::from_utf8(&self.buf) {
+                Ok(line) => std::borrow::Cow::Borrowed(line),
+                Err(_) => {
+                    lossy(&mut self.lossy_lines, &self.reading);
+                    String::from_utf8_lossy(&self.buf)
+                }
+            };
+            if !self.reading.fast(&line) {
+                return Ok(Some(line.into_owned()));
+            }
+        }
+    }
+}
+
+/// A line with bytes that are not UTF-8 (`count` so far, this one
+/// included): the first, then the 10th, 100th, ... is told in the boxes
+/// (a stream of them does not flood them).
+fn lossy(count: &mut u64, reading: &Reading) {
+    *count += 1;
+    if !power_of_ten(*count) {
+        return;
+    }
+    let so_far = if *count == 1 {
+        String::new()
+    } else {
+        format!(" ({count} so far)")
+    };
+    let text = format!(
+        "{} sent a message with bytes that are not UTF-8; they show as \u{fffd}{so_far}",
+        reading.agent
+    );
+    tracing::warn!("{text}");
+    notify_all(&reading.routes, &text);
+}
+
+impl Reading {
+    /// Hands `line` to its turn if it is a session update; false if it is
+    /// for the SDK.
+    fn fast(&self, line: &str) -> bool {
+        // The commonest update first, read into no more than its text.
+        if let Some((session, chunk)) = fast_chunk(line) {
+            let _ = route(&self.routes, &session, Incoming::Chunk(chunk));
+            return true;
+        }
+        let Some(n) = fast_update(line) else {
+            return false;
+        };
+        super::meta::observe(&self.meta, &n.session_id.0, &n.update);
+        let left = route(
+            &self.routes,
+            &n.session_id.0,
+            Incoming::Update(Box::new(n.update)),
+        );
+        if let Some(Incoming::Update(update)) = left {
+            unrouted(&self.announced, &self.meta, &n.session_id.0, &update);
+        }
+        true
+    }
 }
 
 /// 1, 10, 100, …
@@ -143,28 +188,23 @@ fn unrouted(
     }
 }
 
-/// One line of an agent's stdout; `lossy` when bytes that are not UTF-8
-/// were replaced.
-struct Frame {
-    line: String,
-    lossy: bool,
-}
-
-/// One line of the agent's stdout, without its line end. Bytes that are not
-/// UTF-8 are replaced (U+FFFD) rather than ending the connection: one bad
-/// byte costs at most its message. A line longer than `max` bytes is an
-/// error, read no further.
+/// Reads one line of the agent's stdout into `buf`, without its line end;
+/// false at the end. Bytes that are not UTF-8 are the caller's to replace
+/// (U+FFFD) rather than ending the connection: one bad byte costs at most
+/// its message. A line longer than `max` bytes is an error, read no
+/// further.
 async fn read_frame(
     reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>,
+    buf: &mut Vec<u8>,
     max: u64,
-) -> std::io::Result<Option<Frame>> {
-    let mut buf = Vec::new();
+) -> std::io::Result<bool> {
+    buf.clear();
     let n = (&mut *reader)
         .take(max.saturating_add(1))
-        .read_until(b'\n', &mut buf)
+        .read_until(b'\n', buf)
         .await?;
     if n == 0 {
-        return Ok(None);
+        return Ok(false);
     }
     if buf.len() as u64 > max {
         return Err(std::io::Error::new(
@@ -181,13 +221,73 @@ async fn read_frame(
             buf.pop();
         }
     }
-    Ok(Some(match String::from_utf8(buf) {
-        Ok(line) => Frame { line, lossy: false },
-        Err(e) => Frame {
-            line: String::from_utf8_lossy(e.as_bytes()).into_owned(),
-            lossy: true,
+    Ok(true)
+}
+
+/// An `agent_message_chunk` or `agent_thought_chunk` of text, if `line`
+/// is one: its session and the chunk. The commonest update, often one per
+/// token, is read here into its text alone (the rest of the line
+/// borrowed, not copied, and nothing of it kept), where the schema's own
+/// types would buffer the whole update to find its kind. What this reads
+/// is what [`fast_update`] and the translation make of the same line: any
+/// line it does not take (another update, another kind of content, or a
+/// line that is not what it seems) goes that way instead.
+fn fast_chunk(line: &str) -> Option<(std::borrow::Cow<'_, str>, Chunk)> {
+    use std::borrow::Cow;
+    #[derive(serde::Deserialize)]
+    struct Frame<'a> {
+        #[serde(borrow)]
+        method: Cow<'a, str>,
+        id: Option<serde::de::IgnoredAny>,
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params<'a> {
+        #[serde(borrow)]
+        session_id: Cow<'a, str>,
+        #[serde(borrow)]
+        update: Update<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Update<'a> {
+        #[serde(borrow)]
+        session_update: Cow<'a, str>,
+        #[serde(borrow)]
+        content: Content<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Content<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: Cow<'a, str>,
+        #[serde(borrow)]
+        text: Cow<'a, str>,
+    }
+    // Cheap looks first: most lines that are not chunks go at once.
+    if !line.contains("_chunk\"") || !line.contains("\"session/update\"") {
+        return None;
+    }
+    let frame: Frame = serde_json::from_str(line).ok()?;
+    let thought = match frame.params.update.session_update.as_ref() {
+        "agent_message_chunk" => false,
+        "agent_thought_chunk" => true,
+        _ => return None,
+    };
+    if frame.method != "session/update"
+        || frame.id.is_some()
+        || frame.params.update.content.kind != "text"
+    {
+        return None;
+    }
+    Some((
+        frame.params.session_id,
+        Chunk {
+            text: frame.params.update.content.text.into_owned(),
+            thought,
         },
-    }))
+    ))
 }
 
 /// A `session/update` notification, if `line` is one this client knows.
@@ -214,7 +314,125 @@ fn fast_update(line: &str) -> Option<SessionNotification> {
 
 #[cfg(test)]
 mod tests {
-    use super::power_of_ten;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::super::translate::{self, Translated};
+    use super::{fast_chunk, fast_update, power_of_ten};
+    use crate::event::Activity;
+
+    /// What the general path makes of a line: its session and activity.
+    fn slow(line: &str) -> Option<(String, Translated)> {
+        let n = fast_update(line)?;
+        Some((n.session_id.0.to_string(), translate::update(n.update)))
+    }
+
+    /// The chunk path takes `line` as the general path does, or leaves it.
+    fn same(line: &str) -> bool {
+        let Some((session, chunk)) = fast_chunk(line) else {
+            return false;
+        };
+        let activity = match chunk.thought {
+            false => Activity::MessageChunk { text: chunk.text },
+            true => Activity::ThoughtChunk { text: chunk.text },
+        };
+        assert_eq!(
+            slow(line),
+            Some((session.into_owned(), Translated::Activity(activity))),
+            "{line}"
+        );
+        true
+    }
+
+    #[test]
+    fn chunks_are_read_as_the_general_path_reads_them() {
+        let taken = [
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}}}"#,
+            // Escapes, and fields in another order.
+            r#"{"params":{"update":{"content":{"text":"a\"b\n\u00e9\ud83d\ude00","type":"text"},"sessionUpdate":"agent_message_chunk"},"sessionId":"s\u0031"},"method":"session/update","jsonrpc":"2.0"}"#,
+            // What the schema reads and quorum ignores: _meta, annotations,
+            // a message id (even a bad one), an id of null.
+            r#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"_meta":{"a":1},"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","messageId":7,"_meta":[],"content":{"type":"text","text":"y","annotations":{"priority":0.5},"_meta":"z","extra":1}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":""}}}}"#,
+        ];
+        for line in taken {
+            assert!(same(line), "not taken: {line}");
+        }
+        let left = [
+            // Not a chunk of the agent's text.
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"x"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"","mimeType":"image/png"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"x_chunk\""}}}"#,
+            // Not a notification, or not this one.
+            r#"{"jsonrpc":"2.0","id":4,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/updates","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}},"x":"\"session/update\""}"#,
+            // Not what it seems.
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":5}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a","text":"b"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}"#,
+        ];
+        for line in left {
+            assert!(!same(line), "taken: {line}");
+        }
+    }
+
+    proptest! {
+        /// Lines made of the parts of chunks and of what may be around
+        /// them, in any order: whatever the chunk path takes, the general
+        /// path reads the same way, and it takes every text chunk of the
+        /// agent's.
+        #[test]
+        fn the_chunk_path_agrees_with_the_general_path(
+            kind in prop::sample::select(vec![
+                "agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "plan",
+            ]),
+            content in prop::sample::select(vec!["text", "image", "resource_link"]),
+            text in any::<String>(),
+            session in "[a-z0-9\\-\u{e9}\"]{0,12}",
+            id in prop::sample::select(vec!["", "\"id\":null,", "\"id\":3,"]),
+            extra in prop::sample::select(vec![
+                "", "\"_meta\":{\"k\":[1]},", "\"annotations\":{\"priority\":1},",
+                "\"messageId\":\"m1\",", "\"text\":\"twice\",",
+            ]),
+            reversed in any::<bool>(),
+        ) {
+            let text = serde_json::to_string(&text).unwrap();
+            let session = serde_json::to_string(&session).unwrap();
+            let body = match content {
+                "text" => format!("{extra}\"type\":\"text\",\"text\":{text}"),
+                "image" => format!("\"type\":\"image\",\"data\":\"\",\"mimeType\":\"image/png\",\"text\":{text}"),
+                _ => format!("\"type\":\"resource_link\",\"uri\":\"file:///a\",\"name\":\"a\",\"text\":{text}"),
+            };
+            let update = match reversed {
+                false => format!("{{\"sessionUpdate\":\"{kind}\",\"content\":{{{body}}}}}"),
+                true => format!("{{\"content\":{{{body}}},{extra}\"sessionUpdate\":\"{kind}\"}}"),
+            };
+            let line = format!(
+                "{{\"jsonrpc\":\"2.0\",{id}\"method\":\"session/update\",\"params\":{{\"sessionId\":{session},\"update\":{update}}}}}"
+            );
+            let taken = same(&line);
+            let chunk = matches!(kind, "agent_message_chunk" | "agent_thought_chunk");
+            let valid = slow(&line).is_some();
+            prop_assert_eq!(taken, chunk && content == "text" && id != "\"id\":3," && valid, "{}", line);
+        }
+    }
+
+    #[test]
+    fn a_chunk_line_is_what_the_schema_writes() {
+        // The line an agent's SDK writes, for the test above's shape.
+        let n = agent_client_protocol::v1::schema::SessionNotification::new(
+            "s1",
+            serde_json::from_value(json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "x"},
+            }))
+            .unwrap(),
+        );
+        let line = json!({"jsonrpc": "2.0", "method": "session/update", "params": n}).to_string();
+        assert!(same(&line), "{line}");
+    }
 
     #[test]
     fn notices_of_bad_bytes_come_at_powers_of_ten() {

@@ -22,7 +22,7 @@ use super::error::describe;
 use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
-use super::route::Incoming;
+use super::route::{Chunk, Incoming};
 use super::translate::{self, ChildInfo, Translated, stop_reason};
 use crate::agent::{PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
@@ -82,6 +82,7 @@ impl Connection {
                 Incoming::Activity(activity) => running.sink.activity(activity),
                 _ if running.cancelled => {}
                 Incoming::Update(update) => running.update(from, *update),
+                Incoming::Chunk(chunk) => running.chunk(&from, chunk),
                 _ => {}
             }
         }
@@ -296,8 +297,9 @@ impl<'a> Running<'a> {
     fn take(&mut self, from: String, incoming: Incoming) {
         match incoming {
             // Asked to stop: what the agent still says is not shown.
-            Incoming::Update(_) if self.cancelled => {}
+            Incoming::Update(_) | Incoming::Chunk(_) if self.cancelled => {}
             Incoming::Update(update) => self.update(from, *update),
+            Incoming::Chunk(chunk) => self.chunk(&from, chunk),
             Incoming::Notice(text) => self.sink.activity(Activity::Notice { text }),
             Incoming::Permission(req, responder) => self.permission(from, req, responder),
             Incoming::Elicitation(req, responder) => {
@@ -347,6 +349,20 @@ impl<'a> Running<'a> {
                     child.turn.update(update, &child_sink);
                 }
             }
+        }
+    }
+
+    /// A message or thought chunk, from the turn's session or one of its
+    /// children: what [`Running::update`] does with the update it came as.
+    fn chunk(&mut self, from: &str, chunk: Chunk) {
+        if from == self.session_id {
+            self.turn.chunk(chunk, self.sink);
+        } else if let Some(child) = self.children.get_mut(from) {
+            let child_sink = ChildSink {
+                inner: self.sink,
+                child: from,
+            };
+            child.turn.chunk(chunk, &child_sink);
         }
     }
 
@@ -611,17 +627,28 @@ impl Turn {
     /// text after the last tool call is the final message.
     fn update(&mut self, update: SessionUpdate, sink: &dyn TurnSink) {
         match translate::update(update) {
-            Translated::Activity(activity) => {
-                match &activity {
-                    Activity::MessageChunk { text } => self.final_text.push_str(text),
-                    Activity::ToolCall { .. } => self.final_text.clear(),
-                    _ => {}
-                }
-                sink.activity(activity);
-            }
+            Translated::Activity(activity) => self.activity(activity, sink),
             Translated::ModelPicked(model) => sink.model_picked(&model),
             Translated::Nothing => {}
         }
+    }
+
+    /// A chunk of text: as [`Turn::update`] takes the update it came as.
+    fn chunk(&mut self, chunk: Chunk, sink: &dyn TurnSink) {
+        let activity = match chunk.thought {
+            false => Activity::MessageChunk { text: chunk.text },
+            true => Activity::ThoughtChunk { text: chunk.text },
+        };
+        self.activity(activity, sink);
+    }
+
+    fn activity(&mut self, activity: Activity, sink: &dyn TurnSink) {
+        match &activity {
+            Activity::MessageChunk { text } => self.final_text.push_str(text),
+            Activity::ToolCall { .. } => self.final_text.clear(),
+            _ => {}
+        }
+        sink.activity(activity);
     }
 }
 

@@ -16,7 +16,7 @@ mod reader;
 mod recorder;
 pub mod sessions;
 
-pub use reader::{Loaded, TranscriptError, Warning, load, load_capped, parse};
+pub use reader::{Loaded, Read, TranscriptError, Warning, load, load_capped, parse, read_each};
 pub use recorder::{Lock, RecordError, Recorder, Reopened};
 
 use serde::{Deserialize, Serialize};

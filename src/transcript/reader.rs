@@ -102,14 +102,39 @@ pub fn load(path: &Path) -> Result<Loaded, TranscriptError> {
 /// longer than `max_line` bytes is an error naming it, read no further
 /// (so `/dev/zero` costs one line, not all memory).
 pub fn load_capped(path: &Path, max_line: u64) -> Result<Loaded, TranscriptError> {
-    use std::io::{BufRead, Read};
+    let mut events = Vec::new();
+    let Read { header, warnings } = read_each(path, max_line, &mut |event| events.push(event))?;
+    Ok(Loaded {
+        header,
+        events,
+        warnings,
+    })
+}
+
+/// A transcript read by [`read_each`]: all but its events.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub header: Header,
+    pub warnings: Vec<Warning>,
+}
+
+/// Reads and checks a whole transcript file as [`load_capped`] does,
+/// handing each event to `each` as it is read instead of keeping them all:
+/// what reads a long session once, in order, holds none of it but what
+/// it keeps itself. An error may come after some events were handed on.
+pub fn read_each(
+    path: &Path,
+    max_line: u64,
+    each: &mut dyn FnMut(Stamped),
+) -> Result<Read, TranscriptError> {
+    use std::io::{BufRead, Read as _};
     let io = |source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
     };
     let file = std::fs::File::open(path).map_err(io)?;
     let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
-    let mut reader = Reader::new(path);
+    let mut reader = Reader::new(path, each);
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -155,11 +180,18 @@ pub fn load_capped(path: &Path, max_line: u64) -> Result<Loaded, TranscriptError
 
 /// Parses transcript text; `path` is only used in messages.
 pub fn parse(path: &Path, text: &str) -> Result<Loaded, TranscriptError> {
-    let mut reader = Reader::new(path);
+    let mut events = Vec::new();
+    let mut each = |event| events.push(event);
+    let mut reader = Reader::new(path, &mut each);
     for raw in text.split_inclusive('\n') {
         reader.line(raw)?;
     }
-    reader.finish()
+    let Read { header, warnings } = reader.finish()?;
+    Ok(Loaded {
+        header,
+        events,
+        warnings,
+    })
 }
 
 /// A transcript read a line at a time.
@@ -168,7 +200,8 @@ struct Reader<'a> {
     /// Lines read so far.
     line: usize,
     header: Option<Header>,
-    events: Vec<Stamped>,
+    /// Where each event goes.
+    each: &'a mut dyn FnMut(Stamped),
     warnings: Vec<Warning>,
     /// Version 1 had no task-board snapshots for calls: its
     /// `task_progress` and `task_completed` lines are dropped, and the
@@ -178,12 +211,12 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn new(path: &'a Path) -> Self {
+    fn new(path: &'a Path, each: &'a mut dyn FnMut(Stamped)) -> Self {
         Self {
             path,
             line: 0,
             header: None,
-            events: Vec::new(),
+            each,
             warnings: Vec::new(),
             upgrade: None,
         }
@@ -213,8 +246,10 @@ impl<'a> Reader<'a> {
             Ok(Some(event)) => {
                 let snapshot = self.upgrade.as_mut().and_then(|b| b.observe(&event));
                 let t = event.t;
-                self.events.push(event);
-                self.events.extend(snapshot.map(|s| Stamped::new(t, s)));
+                (self.each)(event);
+                if let Some(snapshot) = snapshot {
+                    (self.each)(Stamped::new(t, snapshot));
+                }
             }
             // A cut-short last line: report it and keep what came before.
             Err(TranscriptError::NotJson { .. }) if !complete => {
@@ -228,15 +263,14 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn finish(self) -> Result<Loaded, TranscriptError> {
+    fn finish(self) -> Result<Read, TranscriptError> {
         let Some(header) = self.header else {
             return Err(TranscriptError::Empty {
                 path: self.path.to_path_buf(),
             });
         };
-        Ok(Loaded {
+        Ok(Read {
             header,
-            events: self.events,
             warnings: self.warnings,
         })
     }

@@ -337,22 +337,26 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
             out.display()
         )
     })?;
-    let loaded = transcript::load_capped(file, options.max_line)?;
-    for w in &loaded.warnings {
+    // The events are applied as they are read, not kept: a long
+    // session's screen costs its state, not the whole file's events.
+    let mut app = App::still();
+    app.view.set_panel(options.panel);
+    let mut total = 0;
+    let read = transcript::read_each(file, options.max_line, &mut |event| {
+        total += 1;
+        if options.at.is_none_or(|at| total <= at) {
+            app.on_event(event);
+        }
+    })?;
+    for w in &read.warnings {
         crate::say!("warning: {w}");
     }
-    let total = loaded.events.len();
     let at = options.at.unwrap_or(total);
     if at > total {
         bail!(
             "--at {at} is past the end: {} has {total} events",
             file.display()
         );
-    }
-    let mut app = App::still();
-    app.view.set_panel(options.panel);
-    for event in loaded.events.into_iter().take(at) {
-        app.on_event(event);
     }
     let (cols, rows) = options.size;
     let buffer = screenshot::render(&mut app, cols, rows);
