@@ -845,7 +845,35 @@ mod repo_tests {
     //! The git steps against a scratch repository.
     use super::*;
 
+    /// The person's git config is not these tests': a home of their own
+    /// (an empty `~/.gitconfig`), no `GIT_*` of whoever runs the tests (a
+    /// hook exports `GIT_DIR`). Set once, before any test here runs git.
+    fn hermetic() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let home =
+                std::env::temp_dir().join(format!("quorum-repo-tests-{}", std::process::id()));
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::write(home.join(".gitconfig"), "").unwrap();
+            let inherited: Vec<String> = std::env::vars_os()
+                .filter_map(|(k, _)| k.into_string().ok())
+                .filter(|k| k.starts_with("GIT_"))
+                .collect();
+            // std serialises its own reads and writes of the environment.
+            unsafe {
+                for name in inherited {
+                    std::env::remove_var(name);
+                }
+                // quorum's git clears every `GIT_*` but the identity, so
+                // the global file it reads is the one in `HOME`.
+                std::env::set_var("HOME", &home);
+                std::env::set_var("XDG_CONFIG_HOME", home.join("config"));
+            }
+        });
+    }
+
     fn scratch() -> (tempfile::TempDir, Repo) {
+        hermetic();
         let dir = tempfile::tempdir().unwrap();
         let top = dir.path().join("repo");
         std::fs::create_dir_all(&top).unwrap();
@@ -892,6 +920,7 @@ mod repo_tests {
 
     #[test]
     fn bare_repositories_and_plain_folders_are_named() {
+        hermetic();
         let dir = tempfile::tempdir().unwrap();
         let e = Repo::find(dir.path()).unwrap_err();
         assert!(matches!(e, WorktreeError::NotARepo { .. }), "{e}");
