@@ -111,6 +111,8 @@ enum Command {
     /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
     #[command(name = "mcp-connect", hide = true)]
     McpConnect,
+    #[command(hide = true)]
+    Proxy(quorum::serve::proxy::ProxyArgs),
 }
 
 #[derive(clap::Args)]
@@ -180,11 +182,10 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
         Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
-        Some(Command::Mcp(args)) => {
-            with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
-        }
+        Some(Command::Mcp(a)) => with_runtime(quorum::cli::mcp::command(a, config, model, outer))?,
         Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
+        Some(Command::Proxy(a)) => with_runtime(quorum::serve::proxy::run(a))?,
         Some(Command::Watch(args)) => with_runtime(watch_cmd(args, config))?,
         Some(Command::Replay(args)) => replay_cmd(args, config)?,
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,

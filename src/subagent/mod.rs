@@ -11,6 +11,7 @@ pub mod isolate;
 pub mod memory;
 pub mod picks;
 pub mod pool;
+mod remote;
 pub mod settings;
 pub mod severity;
 mod steer;
