@@ -68,6 +68,17 @@ impl Hosts {
     /// The connection to host `name`, made (and the host probed) the first
     /// time; an error names the host and says what ssh said.
     pub async fn link(&self, name: &str) -> Result<Arc<Link>, String> {
+        if let Some(link) = self.live(name) {
+            if link.alive().await {
+                return Ok(link);
+            }
+            // Its master is gone (the connection was lost): a new one.
+            tracing::info!("host {name}: the connection was lost; connecting again");
+            self.links
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(name);
+        }
         let spec = self
             .specs
             .get(name)
@@ -92,6 +103,21 @@ impl Hosts {
                 .remove(name);
         }
         link
+    }
+
+    /// Ends every host's connection (its master, asked to exit: it would
+    /// take its time over a signal), and with it every session on it.
+    pub fn close(&self) {
+        let links: Vec<_> = self
+            .links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain()
+            .filter_map(|(_, cell)| cell.get().and_then(|l| l.as_ref().ok()).cloned())
+            .collect();
+        for link in links {
+            link.exit();
+        }
     }
 
     /// The live connection to `name`, if one was made and its master runs.
@@ -169,6 +195,21 @@ impl Link {
         words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
     }
 
+    /// Asks the master to exit (at once, ending every session on it).
+    fn exit(&self) {
+        let _ = std::process::Command::new(ssh_program())
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-O", "exit"])
+            .args(&self.host.ssh_args)
+            .arg("--")
+            .arg(&self.host.ssh)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
     /// Whether the master still runs (the connection is up).
     pub async fn alive(&self) -> bool {
         let mut cmd = tokio::process::Command::new(ssh_program());
@@ -182,6 +223,14 @@ impl Link {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         cmd.status().await.is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if self.socket.exists() {
+            self.exit();
+        }
     }
 }
 
@@ -274,13 +323,21 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
     let private = private_dir().map_err(|e| fail(format!("no socket directory: {e}")))?;
     let socket = private.0.join("m.sock");
     let mut cmd = super::supervisor::command(ssh_program());
+    // The person's options before quorum's defaults (ssh keeps the first
+    // value it is given), the master's own first of all.
     cmd.arg("-M")
         .arg("-N")
         .arg("-S")
         .arg(&socket)
-        .args(["-o", "ControlPersist=no", "-o", "BatchMode=yes"])
-        .args(["-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15"])
+        .args(["-o", "ControlPersist=no"])
         .args(&spec.ssh_args)
+        .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
+        .args([
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=2",
+        ])
         .arg("--")
         .arg(&spec.ssh)
         .stdin(Stdio::null())
@@ -361,17 +418,39 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
     Ok(link)
 }
 
-/// This binary's name on a host: its version and a digest of its bytes,
-/// so that a host keeps one copy of each build.
+static BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names quorum's binary, the one copied to hosts (default: this process's
+/// own): for a program that runs a session in-process but is not quorum
+/// (the test suite).
+pub fn use_binary(path: PathBuf) {
+    let _ = BINARY.set(path);
+}
+
+/// The binary a host is given.
+fn binary() -> std::io::Result<PathBuf> {
+    match BINARY.get() {
+        Some(path) => Ok(path.clone()),
+        None => std::env::current_exe(),
+    }
+}
+
+/// This binary's name on a host: its version, and its size and time of
+/// modification (a build of its own), so that a host keeps one copy of
+/// each build (reading the whole binary for a digest costs seconds).
 fn build_name() -> &'static str {
     static NAME: OnceLock<String> = OnceLock::new();
     NAME.get_or_init(|| {
-        use std::hash::Hasher;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        if let Ok(bytes) = std::env::current_exe().and_then(std::fs::read) {
-            h.write(&bytes);
-        }
-        format!("quorum-{}-{:016x}", env!("CARGO_PKG_VERSION"), h.finish())
+        let meta = binary().and_then(std::fs::metadata);
+        let (len, modified) = meta.map_or((0, 0), |m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            (m.len(), modified)
+        });
+        format!("quorum-{}-{len:x}-{modified:x}", env!("CARGO_PKG_VERSION"))
     })
 }
 
@@ -429,7 +508,7 @@ async fn probe(link: &mut Link) -> Result<(), String> {
 /// Copies this binary to the host's `bin/` (atomically: a temporary name,
 /// then renamed).
 async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
-    let exe = std::env::current_exe()
+    let exe = binary()
         .map_err(|e| format!("host {}: cannot find quorum's binary: {e}", link.host.name))?;
     let file = std::fs::File::open(&exe)
         .map_err(|e| format!("host {}: {}: {e}", link.host.name, exe.display()))?;

@@ -313,6 +313,8 @@ impl Pool {
                 conn.close();
             }
         }
+        // The hosts' connections too: their proxies end their agents.
+        self.hosts.close();
     }
 }
 

@@ -283,6 +283,13 @@ impl Dispatcher {
 /// The person's name and email as git at home has them for `repo`.
 fn identity(repo: &Path) -> (String, String) {
     let get = |key: &str| {
+        let var = match key {
+            "user.name" => "GIT_AUTHOR_NAME",
+            _ => "GIT_AUTHOR_EMAIL",
+        };
+        if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+            return Some(v);
+        }
         let mut cmd = crate::runtime::git::in_dir(repo);
         cmd.args(["config", "--get", key]);
         crate::runtime::git::output(cmd).filter(|v| !v.is_empty())
