@@ -49,11 +49,14 @@ pub struct Link {
     _private: PrivateDir,
 }
 
+/// A host's connection: being made (once, shared), or made, or failed.
+type Connecting = tokio::sync::OnceCell<Result<Arc<Link>, String>>;
+
 /// The hosts of a session and their connections (made at first use).
 pub struct Hosts {
     specs: BTreeMap<String, HostSpec>,
     supervisor: Supervisor,
-    links: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Result<Arc<Link>, String>>>>>,
+    links: Mutex<HashMap<String, Arc<Connecting>>>,
 }
 
 impl Hosts {
