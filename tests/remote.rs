@@ -425,10 +425,10 @@ async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
     assert!(!lab.repo().join("made-there.txt").exists());
     // An ordinary worktree task from now on: listed, reviewed, merged.
     let list = lab.quorum(&["worktrees"]);
+    let listed = text(&list.stdout);
     assert!(
-        text(&list.stdout).contains(&branch),
-        "{}",
-        text(&list.stdout)
+        listed.contains(&branch) && listed.contains("far@lab"),
+        "{listed}"
     );
     assert_eq!(
         lab.quorum(&["review", "--branch", &branch, "--agents", "green"])

@@ -153,10 +153,14 @@ impl Dispatcher {
             ),
         )
         .await?;
-        let (wt, url, ssh) = (w.clone(), there.url(), link.git_ssh_command());
-        blocking(move || wt.push_base(&url, &ssh))
-            .await
-            .map_err(|e| format!("host {host}: {e}"))?;
+        let (wt, url, ssh, on) = (w.clone(), there.url(), link.git_ssh_command(), host.clone());
+        blocking(move || {
+            // `quorum worktrees` names the host.
+            wt.repo().set(&wt.branch, "host", &on)?;
+            wt.push_base(&url, &ssh)
+        })
+        .await
+        .map_err(|e| format!("host {host}: {e}"))?;
         let git = there.git();
         let rel = there.workdir.display().to_string();
         link.run(
