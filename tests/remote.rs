@@ -342,7 +342,10 @@ async fn next_of<T>(
 
 #[test]
 fn a_call_runs_on_the_host_its_files_and_commands_there() {
-    let lab = Lab::new("");
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new(&format!(
+        "[agents.keyed]\ncommand = {fake:?}\nhost = \"lab\"\nenv = {{ QUORUM_TEST_TOKEN = \"s3cr3t\" }}\n"
+    ));
     let o = lab.quorum(&[
         "call",
         "--agent",
@@ -391,6 +394,27 @@ fn a_call_runs_on_the_host_its_files_and_commands_there() {
         copied.iter().any(|n| n.starts_with("quorum-0.")),
         "{copied:?}"
     );
+    // The agent's environment goes to the host in a private file, read and
+    // removed by the proxy (never on a command line).
+    let o = lab.quorum(&[
+        "call",
+        "--agent",
+        "keyed",
+        "--input",
+        "own run echo token=$QUORUM_TEST_TOKEN",
+    ]);
+    assert!(
+        text(&o.stdout).contains("token=s3cr3t"),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(lab.host().join("run"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     lab.assert_nothing_left(&[]);
 }
 

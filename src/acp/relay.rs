@@ -57,6 +57,10 @@ pub struct Hosted {
     /// A worktree task's (its process sandboxed by default).
     #[serde(default)]
     pub isolated: bool,
+    /// A private file holding `env` (JSON), read and removed by the proxy:
+    /// an agent's environment (its keys) never shows in a process listing.
+    #[serde(default)]
+    pub env_file: Option<String>,
 }
 
 impl Hosted {
@@ -73,6 +77,7 @@ impl Hosted {
             writable: spec.writable.clone(),
             protect: spec.protect.clone(),
             isolated,
+            env_file: None,
         }
     }
 
@@ -124,7 +129,12 @@ fn peek(line: &str) -> Option<Peek> {
 /// Runs the agent `hosted` in `dir` (made if missing) between this
 /// process's stdin and stdout until either side ends; every process it
 /// started is ended before it returns.
-pub async fn relay(hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> Result<(), String> {
+pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> Result<(), String> {
+    if let Some(file) = hosted.env_file.take() {
+        let read = std::fs::read(&file).map_err(|e| format!("{file}: {e}"));
+        let _ = std::fs::remove_file(&file);
+        hosted.env = serde_json::from_slice(&read?).map_err(|e| format!("{file}: {e}"))?;
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let root = crate::runtime::git::root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let spec = hosted.spec();

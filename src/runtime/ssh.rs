@@ -179,6 +179,36 @@ impl Link {
         ))
     }
 
+    /// Writes `bytes` to a new private file `path` there (through ssh's
+    /// stdin: nothing of it shows in a process listing, here or there).
+    pub async fn write_private(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+        use tokio::io::AsyncWriteExt;
+        let p = quote(path);
+        let remote =
+            format!("umask 077 && mkdir -p \"$(dirname {p})\" && cat > {p}.$$ && mv -f {p}.$$ {p}");
+        let mut cmd = self.command(&remote);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let fail = |e: String| format!("host {}: writing {path}: {e}", self.host.name);
+        let mut child = cmd.spawn().map_err(|e| fail(e.to_string()))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(bytes)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        drop(stdin);
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(fail(said(&out.stderr)))
+        }
+    }
+
     /// The `ssh` command line git runs to reach the host through the master
     /// (`core.sshCommand`; git adds the destination and its command).
     pub fn git_ssh_command(&self) -> String {

@@ -224,7 +224,7 @@ impl Pool {
         let start = async move {
             let link = hosts.link(&host).await?;
             let dir = there.unwrap_or_else(|| crate::runtime::ssh::task_dir(&link, &leaf));
-            let launch = super::remote::launch(&spec, &link, &dir, isolated);
+            let launch = super::remote::launch(&spec, &link, &dir, isolated).await?;
             lock(&dirs).insert(k, dir);
             Connection::start(&launch, &root, &supervisor, None)
                 .await

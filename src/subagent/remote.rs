@@ -26,9 +26,23 @@ pub(super) fn leaf(dir: &Path) -> String {
 /// `spec` started on `link`'s host, in `dir` there: `ssh` through the
 /// host's connection, running quorum there as a proxy for the agent. The
 /// agent's environment goes to the host (inside the proxy's sandbox), not
-/// to the ssh here.
-pub(super) fn launch(spec: &AgentSpec, link: &Link, dir: &Path, isolated: bool) -> AgentSpec {
-    let hosted = Hosted::of(spec, isolated);
+/// to the ssh here, in a private file there (not on a command line).
+pub(super) async fn launch(
+    spec: &AgentSpec,
+    link: &Link,
+    dir: &Path,
+    isolated: bool,
+) -> Result<AgentSpec, String> {
+    let mut hosted = Hosted::of(spec, isolated);
+    if !hosted.env.is_empty() {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = format!("{}/run/env-{}-{n}.json", link.dir, std::process::id());
+        let env = serde_json::to_vec(&hosted.env).expect("plain data");
+        link.write_private(&file, &env).await?;
+        hosted.env.clear();
+        hosted.env_file = Some(file);
+    }
     let json = serde_json::to_string(&hosted).expect("plain data");
     let remote = format!(
         "exec {} proxy --dir {} --agent {}",
@@ -38,14 +52,14 @@ pub(super) fn launch(spec: &AgentSpec, link: &Link, dir: &Path, isolated: bool) 
     );
     let mut args = link.ssh_args();
     args.push(remote);
-    AgentSpec {
+    Ok(AgentSpec {
         command: "ssh".into(),
         args,
         env: Default::default(),
         sandbox: Some(Sandbox::None),
         host: None,
         ..spec.clone()
-    }
+    })
 }
 
 /// A host's worktree task, as its host has it: the mirror of the person's
