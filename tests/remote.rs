@@ -77,6 +77,11 @@ struct Lab {
 
 impl Lab {
     fn new(extra: &str) -> Lab {
+        Lab::with_sshd(extra, "")
+    }
+
+    /// As [`Lab::new`], `sshd_extra` added to sshd's config.
+    fn with_sshd(extra: &str, sshd_extra: &str) -> Lab {
         common::hermetic_process();
         sshd_program();
         // Not under /tmp: a sandbox's private /tmp would hide it.
@@ -110,7 +115,7 @@ impl Lab {
                  AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n\
                  UsePAM no\nStrictModes no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-                 PermitRootLogin yes\nMaxSessions 100\nMaxStartups 100\n"
+                 PermitRootLogin yes\nMaxSessions 100\nMaxStartups 100\n{sshd_extra}"
             ),
         )
         .unwrap();
@@ -638,4 +643,46 @@ fn a_host_that_cannot_be_reached_is_a_clear_error() {
     }
     drop(silent);
     lab.assert_nothing_left(&[]);
+}
+
+#[test]
+fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
+    // A host whose PATH has the shell's tools but no git.
+    let bin = std::env::temp_dir().join(format!("quorum-nogit-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["mkdir", "uname", "cat", "chmod", "mv", "dirname"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("no {tool}"));
+        let _ = std::os::unix::fs::symlink(found, bin.join(tool));
+    }
+    let lab = Lab::with_sshd("", &format!("SetEnv PATH={}\n", bin.display()));
+    let d = lab.dir.path().display();
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let path = lab.path("config/nogit.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[hosts.bare]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/ssh_config\"]\n\
+             dir = \"{d}/host\"\n[agents.far]\ncommand = {fake:?}\nhost = \"bare\"\n"
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+    c.arg("--config")
+        .arg(&path)
+        .args(["call", "--agent", "far", "--worktree", "--input", "echo hi"])
+        .current_dir(lab.repo());
+    lab.env(&mut c);
+    let o = c.output_bounded();
+    let said = text(&o.stdout) + &text(&o.stderr);
+    assert!(!o.status.success(), "{said}");
+    assert!(
+        said.contains("host bare: git is not installed there"),
+        "{said}"
+    );
+    lab.assert_nothing_left(&[]);
+    let _ = std::fs::remove_dir_all(&bin);
 }

@@ -519,23 +519,44 @@ async fn probe(link: &mut Link) -> Result<(), String> {
     };
     link.dir = dir.to_string();
     link.git = (git != "-").then(|| git.to_string());
-    let want = format!("quorum {}", env!("CARGO_PKG_VERSION"));
     let ours = local_system();
-    link.quorum = if quorum == "have" {
-        format!("{dir}/bin/{build}")
-    } else if system == ours {
-        copy_self(link, build).await?;
-        format!("{dir}/bin/{build}")
-    } else if quorum == want {
-        format!("{dir}/bin/quorum")
-    } else {
-        return Err(format!(
-            "host {}: it is {system}, this quorum is {ours}: quorum cannot copy itself there; \
-             install {want} for {system} as {dir}/bin/quorum",
-            link.host.name
-        ));
+    link.quorum = match choose(&link.host.name, dir, system, quorum, build, &ours)? {
+        Some(path) => path,
+        None => {
+            copy_self(link, build).await?;
+            format!("{dir}/bin/{build}")
+        }
     };
     Ok(())
+}
+
+/// Which quorum runs on a host whose state directory is `dir`, whose
+/// `uname -sm` is `system` and which has this build (`quorum` is `have`) or
+/// not (it is then what its `bin/quorum --version` said, or `-`): this
+/// build there, the person's own `bin/quorum` of this version on a host of
+/// another system, or `None`: copy this one there (same system). Else an
+/// error saying what to install.
+fn choose(
+    host: &str,
+    dir: &str,
+    system: &str,
+    quorum: &str,
+    build: &str,
+    ours: &str,
+) -> Result<Option<String>, String> {
+    let want = format!("quorum {}", env!("CARGO_PKG_VERSION"));
+    if quorum == "have" {
+        Ok(Some(format!("{dir}/bin/{build}")))
+    } else if system == ours {
+        Ok(None)
+    } else if quorum == want {
+        Ok(Some(format!("{dir}/bin/quorum")))
+    } else {
+        Err(format!(
+            "host {host}: it is {system}, this quorum is {ours}: quorum cannot copy itself there; \
+             install {want} for {system} as {dir}/bin/quorum"
+        ))
+    }
 }
 
 /// Copies this binary to the host's `bin/` (atomically: a temporary name,
@@ -592,6 +613,31 @@ mod tests {
         assert_eq!(dir_expr(None), "\"$HOME\"/.local/state/quorum");
         assert_eq!(dir_expr(Some("/srv/q")), "/srv/q");
         assert_eq!(dir_expr(Some("~/a b")), "\"$HOME\"/'a b'");
+    }
+
+    #[test]
+    fn a_host_gets_this_build_or_says_what_to_install() {
+        let v = env!("CARGO_PKG_VERSION");
+        let pick = |system: &str, quorum: &str| {
+            choose("big", "/q", system, quorum, "quorum-b", "Linux x86_64")
+        };
+        assert_eq!(
+            pick("Linux x86_64", "have"),
+            Ok(Some("/q/bin/quorum-b".into()))
+        );
+        assert_eq!(pick("Linux x86_64", "-"), Ok(None));
+        assert_eq!(
+            pick("Darwin arm64", &format!("quorum {v}")),
+            Ok(Some("/q/bin/quorum".into()))
+        );
+        let e = pick("Linux aarch64", "quorum 0.0.1").unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "host big: it is Linux aarch64, this quorum is Linux x86_64: quorum cannot copy \
+                 itself there; install quorum {v} for Linux aarch64 as /q/bin/quorum"
+            )
+        );
     }
 
     #[test]
