@@ -426,6 +426,8 @@ fn a_call_runs_on_the_host_its_files_and_commands_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
     let lab = Lab::new("");
+    // The person's uncommitted change goes along, as a commit of its own.
+    std::fs::write(lab.repo().join("lib.rs"), "fn changed() {}\n").unwrap();
     let o = lab.quorum(&[
         "call",
         "--agent",
@@ -452,6 +454,21 @@ async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
         "{out}"
     );
     assert!(!lab.repo().join("made-there.txt").exists());
+    let host_tree = std::fs::read_dir(lab.host().join("worktrees"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert_eq!(
+        std::fs::read_to_string(host_tree.join("lib.rs")).unwrap(),
+        "fn changed() {}\n",
+        "the host's worktree has the uncommitted change"
+    );
+    assert_eq!(
+        lab.git(&["show", &format!("{branch}:lib.rs")]),
+        "fn changed() {}"
+    );
     // An ordinary worktree task from now on: listed, reviewed, merged.
     let list = lab.quorum(&["worktrees"]);
     let listed = text(&list.stdout);
@@ -465,6 +482,8 @@ async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
             .code(),
         Some(0)
     );
+    // The change is on the branch: the person's tree gives it up to merge.
+    lab.git(&["checkout", "--", "lib.rs"]);
     let (session, ops, mut events) = lab.session();
     ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
     next_of(&mut events, |e| match e {
