@@ -399,6 +399,13 @@ fn a_call_runs_on_the_host_its_files_and_commands_there() {
         copied.iter().any(|n| n.starts_with("quorum-0.")),
         "{copied:?}"
     );
+    // An agent that dies there is told as one that died here.
+    let o = lab.quorum(&["call", "--agent", "far", "--input", "crash"]);
+    let said = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        !o.status.success() && said.contains("exited with code 3"),
+        "{said}"
+    );
     // The agent's environment goes to the host in a private file, read and
     // removed by the proxy (never on a command line).
     let o = lab.quorum(&[

@@ -128,8 +128,9 @@ fn peek(line: &str) -> Option<Peek> {
 
 /// Runs the agent `hosted` in `dir` (made if missing) between this
 /// process's stdin and stdout until either side ends; every process it
-/// started is ended before it returns.
-pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> Result<(), String> {
+/// started is ended before it returns. The agent's exit code (128 + the
+/// signal that ended it).
+pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> Result<i32, String> {
     if let Some(file) = hosted.env_file.take() {
         let read = std::fs::read(&file).map_err(|e| format!("{file}: {e}"));
         let _ = std::fs::remove_file(&file);
@@ -275,28 +276,45 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
     // Whichever side ends first ends it all.
     let mut home_reader = home_reader;
     let mut agent_reader = agent_reader;
+    // (The agent's exit counts by itself: what it started may hold its
+    // stdout open.)
+    let mut exited = None;
     tokio::select! {
         _ = &mut home_reader => tracing::info!("{}: home went; ending the agent", spec.name),
         _ = &mut agent_reader => tracing::info!("{}: the agent ended", spec.name),
+        status = child.wait() => {
+            tracing::info!("{}: the agent exited", spec.name);
+            exited = status.ok();
+        }
         _ = terminated() => tracing::info!("{}: signalled; ending the agent", spec.name),
     }
     home_reader.abort();
     local.abort();
     // Its stdin closes once nothing more can be sent to it.
     agent_writer.abort();
-    if tokio::time::timeout(STDIN_GRACE, child.wait())
-        .await
-        .is_err()
-    {
-        supervisor.terminate(&group, supervisor::GRACE).await;
-    }
+    let status = match exited {
+        Some(status) => Some(status),
+        None => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                supervisor.terminate(&group, supervisor::GRACE).await;
+                child.wait().await.ok()
+            }
+        },
+    };
     supervisor.terminate(&group, supervisor::GRACE).await;
     drop(terminals);
     // What the agent said last still goes home.
-    let _ = tokio::time::timeout(Duration::from_millis(500), &mut agent_reader).await;
+    if !agent_reader.is_finished() {
+        let _ = tokio::time::timeout(Duration::from_millis(500), &mut agent_reader).await;
+    }
     agent_reader.abort();
     let _ = tokio::time::timeout(Duration::from_millis(500), home_writer).await;
-    Ok(())
+    // Its exit, as a shell says it, for home to tell (ssh passes it on).
+    Ok(status.map_or(0, |s| {
+        use std::os::unix::process::ExitStatusExt;
+        s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+    }))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -22,19 +22,23 @@ pub struct ProxyArgs {
     agent: String,
 }
 
-/// Relays until home or the agent goes; 0, or 2 when the agent could not
-/// be started (said on stderr, which ssh carries home).
+/// Relays until home or the agent goes; the agent's exit code (home tells
+/// it, as for an agent of its own), or 2 when the agent could not be
+/// started (said on stderr, which ssh carries home).
 pub async fn run(args: ProxyArgs) -> Result<i32> {
     let hosted: Hosted = serde_json::from_str(&args.agent)
         .map_err(|e| anyhow::anyhow!("quorum proxy: --agent: {e}"))?;
     let supervisor = Supervisor::new();
     let done = relay(hosted, &args.dir, &supervisor).await;
     supervisor.shutdown_blocking();
-    match done {
-        Ok(()) => Ok(0),
+    let code = match done {
+        Ok(code) => code,
         Err(e) => {
             crate::say!("quorum proxy: {e}");
-            Ok(2)
+            2
         }
-    }
+    };
+    // Now: a read of stdin (home's) may still wait on a thread, which the
+    // runtime's shutdown would wait for; everything started is ended.
+    std::process::exit(code)
 }
