@@ -220,6 +220,9 @@ print(f"  memory:              peak (VmHWM) {hwm / 1024:.1f} MB; "
       f"VmRSS at 10 s {(rss10 or 0) / 1024:.1f} MB, at the end {rss_end / 1024:.1f} MB")
 PY
 # Every agent quorum started ended with it; anything left is a leak to report.
+# (On hosts, the proxies end their agents a moment after the connection goes:
+# the agent's stdin closed, a second's grace, then its process group.)
+if [ -n "${SOAK_HOSTS:-}" ]; then sleep 3; fi
 if pgrep -f "^$PWD/target/release/quorum-fake-agent" >/dev/null; then
     echo "warning: fake agents still running after quorum quit" >&2
 fi
