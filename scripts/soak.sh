@@ -10,6 +10,9 @@
 #
 # QUORUM_BIN_DIR=DIR runs the `quorum` and `quorum-fake-agent` in DIR (another
 # build, e.g. a baseline's) instead of building target/release.
+# SOAK_HOSTS=FILE: a config file of `[hosts.NAME]` tables; the agents run on
+# those hosts in turn (`host = NAME`), not on this machine (see
+# scripts/soak-hosts.sh, which makes two on loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -34,9 +37,15 @@ bin, fake, work = sys.argv[1], sys.argv[2], sys.argv[3]
 seconds, rate, agents = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
 tick = os.sysconf("SC_CLK_TCK")
 
+hosts_text = open(os.environ["SOAK_HOSTS"]).read() if os.environ.get("SOAK_HOSTS") else ""
+hosts = re.findall(r"^\[hosts\.([A-Za-z0-9_.-]+)\]", hosts_text, re.M)
 with open(os.path.join(work, "config.toml"), "w") as f:
+    f.write(hosts_text + "\n")
     for i in range(1, agents + 1):
-        f.write(f"[agents.fake{i}]\ncommand = {fake!r}\n\n".replace("'", '"'))
+        f.write(f"[agents.fake{i}]\ncommand = {fake!r}\n".replace("'", '"'))
+        if hosts:
+            f.write(f'host = "{hosts[(i - 1) % len(hosts)]}"\n')
+        f.write("\n")
 env = dict(os.environ, HOME=work, XDG_STATE_HOME=work, XDG_CONFIG_HOME=work,
            TERM="xterm-256color", QUORUM_LOG="info,quorum::tui=debug")
 for k in ("QUORUM_MODEL", "QUORUM_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
@@ -155,6 +164,19 @@ try:
     elapsed = time.monotonic() - t0
     c1 = cpu_ticks()
     rss_end = mem_kb("VmRSS")
+    masters = clients = 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            # quorum's ssh: its socket in a quorum-ssh-PID-N directory.
+            if cmd[0].endswith(b"ssh") and b"quorum-ssh-%d-" % pid in b" ".join(cmd):
+                if b"-M" in cmd:
+                    masters += 1
+                else:
+                    clients += 1
     hwm = mem_kb("VmHWM")
     cpu = (c1 - c0) / tick / elapsed * 100
 
@@ -186,7 +208,10 @@ finally:
 
 log = open(os.path.join(work, "quorum", "quorum.log"), errors="replace").read()
 stats = re.findall(r"frame stats.*?frames=(\d+) worst_frame_us=(\d+) total_draw_ms=(\d+)", log)
-print(f"soak: {agents} agents x {rate:g} chunks/s for {elapsed:.1f} s, 120x40 pty")
+where = f"on hosts {', '.join(hosts)}" if hosts else "on this machine"
+print(f"soak: {agents} agents {where} x {rate:g} chunks/s for {elapsed:.1f} s, 120x40 pty")
+if hosts:
+    print(f"  ssh connections:     {masters} control masters, {clients} ssh sessions (while streaming)")
 print(f"  quorum CPU:          {cpu:.1f}% of one core")
 if stats:
     frames, worst, total = (int(x) for x in stats[-1])
@@ -202,6 +227,9 @@ print(f"  memory:              peak (VmHWM) {hwm / 1024:.1f} MB; "
       f"VmRSS at 10 s {(rss10 or 0) / 1024:.1f} MB, at the end {rss_end / 1024:.1f} MB")
 PY
 # Every agent quorum started ended with it; anything left is a leak to report.
+# (On hosts, the proxies end their agents a moment after the connection goes:
+# the agent's stdin closed, a second's grace, then its process group.)
+if [ -n "${SOAK_HOSTS:-}" ]; then sleep 3; fi
 if pgrep -f "^$fake" >/dev/null; then
     echo "warning: fake agents still running after quorum quit" >&2
 fi

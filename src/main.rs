@@ -70,20 +70,18 @@ enum Command {
     Replay(ReplayArgs),
     /// Run sub-agent calls on an ACP agent without a terminal UI.
     ///
-    /// Prints each call's final message. Exit code: 0 when every call ended
-    /// its turn normally, 1 when one stopped otherwise (cancelled, refusal,
-    /// error, ...), 2 when a call could not run at all, 143 or 129 when
-    /// ended by SIGTERM or SIGHUP.
+    /// Prints each call's final message. Exit code: 0 when every call ended its turn
+    /// normally, 1 when one stopped otherwise (cancelled, refusal, error, ...), 2 when a
+    /// call could not run at all, 143 or 129 when ended by SIGTERM or SIGHUP.
     Call(CallArgs),
     /// List the known ACP agents and whether they are installed.
     Agents(AgentsArgs),
     /// Run the chat loop without a terminal UI: one prompt, then the
     /// reports of background tasks.
     ///
-    /// Exit code: 0 when the chat ended its turn, 1 when the model failed
-    /// or the turn stopped otherwise, 2 on bad configuration, 3 with
-    /// --no-wait when tasks still run, 143 or 129 when ended by SIGTERM
-    /// or SIGHUP.
+    /// Exit code: 0 when the chat ended its turn, 1 when the model failed or the turn
+    /// stopped otherwise, 2 on bad configuration, 3 with --no-wait when tasks still run,
+    /// 143 or 129 when ended by SIGTERM or SIGHUP.
     Run(RunArgs),
     /// Send `git diff REV` to several agents for review; print each verdict and the quorum.
     ///
@@ -112,6 +110,9 @@ enum Command {
     /// Joins stdio to a session's MCP socket (quorum's conductor agent starts it).
     #[command(name = "mcp-connect", hide = true)]
     McpConnect,
+    /// quorum on an agent's host, relaying it home (quorum starts it over ssh).
+    #[command(hide = true)]
+    Proxy(quorum::serve::proxy::ProxyArgs),
 }
 
 #[derive(clap::Args)]
@@ -181,11 +182,10 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
         Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
-        Some(Command::Mcp(args)) => {
-            with_runtime(quorum::cli::mcp::command(args, config, model, outer))?
-        }
+        Some(Command::Mcp(a)) => with_runtime(quorum::cli::mcp::command(a, config, model, outer))?,
         Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
+        Some(Command::Proxy(a)) => with_runtime(quorum::serve::proxy::run(a))?,
         Some(Command::Watch(args)) => with_runtime(watch_cmd(args, config))?,
         Some(Command::Replay(args)) => replay_cmd(args, config)?,
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,

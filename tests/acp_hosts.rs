@@ -111,7 +111,7 @@ fn content_text(update: &Value) -> String {
 fn script(dir: &std::path::Path) -> std::path::PathBuf {
     let turns = json!([
         {"text": "Asking fake.", "tool_calls": [{"name": "subagent", "arguments":
-            {"agent": "fake", "input": "echo hello from fake"}}]},
+            {"agent": "fake", "input": "slow 0.3 (streamed, then done)"}}]},
         {"text": "Starting a background task.", "tool_calls": [{"name": "subagent", "arguments":
             {"agent": "fake", "input": "slow 1", "run_in_background": true}}]},
         {"text": "Started it."},
@@ -180,7 +180,7 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     assert_eq!(fg["stop_reason"], "end_turn", "{fg}");
     let calls = of_kind(fg, "tool_call");
     assert_eq!(calls[0]["toolCallId"], "call-1");
-    assert_eq!(calls[0]["title"], "fake · echo hello from fake");
+    assert_eq!(calls[0]["title"], "fake · slow 0.3 (streamed, then done)");
     assert!(calls[0]["status"].is_null() || calls[0]["status"] == "pending");
     let statuses: Vec<&str> = of_kind(fg, "tool_call_update")
         .iter()
@@ -194,11 +194,11 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
         .expect("the call's activity, streamed while it runs");
     let so_far = content_text(streamed);
     assert!(
-        !so_far.is_empty() && "hello from fake".starts_with(&so_far),
+        !so_far.is_empty() && "working done".starts_with(&so_far),
         "{so_far:?}"
     );
     let done = last_with(fg, "call-1", "status").unwrap();
-    assert_eq!(content_text(done), "hello from fake");
+    assert_eq!(content_text(done), "working done");
     assert_eq!(
         said(fg),
         "Asking fake.Starting a background task.Started it.",
@@ -328,7 +328,7 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     let done = last_with(load, "call-1", "status").unwrap();
     assert_eq!(
         (done["status"].as_str(), content_text(done).as_str()),
-        (Some("completed"), "hello from fake")
+        (Some("completed"), "working done")
     );
     assert!(said(load).contains("The background task reported."));
     let again = &steps["again"];

@@ -13,6 +13,7 @@ pub mod meta;
 mod permission;
 mod process;
 pub mod registry;
+pub mod relay;
 mod route;
 mod session;
 mod setting;

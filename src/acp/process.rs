@@ -309,7 +309,7 @@ impl Connection {
 /// Finds `spec`'s command and starts it in `root`, its stdio piped, as a
 /// process group owned by `supervisor`; under bubblewrap when `policy`
 /// says so (the last value: whether it is).
-fn spawn(
+pub(super) fn spawn(
     spec: &AgentSpec,
     root: &Root,
     supervisor: &Supervisor,

@@ -3,9 +3,10 @@
 //!
 //! The built-in registry (`assets/agents.toml`) is merged with the user's
 //! config file: `[agents.NAME]` tables with `command`, `args`, `env`,
-//! `description`, `permissions`, `terminal_sandbox`, `terminal_network`, `sandbox`, `state` and
-//! `writable`. A user entry overrides a built-in one field by field; a new name must give its
-//! `command`.
+//! `description`, `permissions`, `terminal_sandbox`, `terminal_network`, `sandbox`, `state`,
+//! `writable` and `host`. A user entry overrides a built-in one field by field; a new name must
+//! give its `command`. `[hosts.NAME]` tables (`ssh`, `ssh_args`, `dir`) name other machines an
+//! agent with `host = "NAME"` runs on (`runtime::ssh`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use crate::agent::Permissions;
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
 use crate::runtime::sandbox::{Policy, Sandbox};
+use crate::runtime::ssh::HostSpec;
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 /// How messages name the built-in registry.
@@ -78,6 +80,8 @@ pub struct AgentSpec {
     pub mcp_pick: Option<Vec<String>>,
     /// The MCP servers its sessions are given (see `mcp`).
     pub mcp_servers: Vec<McpServerSpec>,
+    /// The `[hosts.NAME]` it runs on; `None`: this machine.
+    pub host: Option<String>,
 }
 
 impl AgentSpec {
@@ -192,6 +196,18 @@ struct FileAgent {
     protect: Option<Vec<String>>,
     /// The `[mcp_servers]` it is given (default: all).
     mcp_servers: Option<Vec<String>>,
+    /// The `[hosts.NAME]` it runs on.
+    host: Option<toml::Spanned<String>>,
+}
+
+/// `[hosts.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHost {
+    ssh: String,
+    #[serde(default)]
+    ssh_args: Vec<String>,
+    dir: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -201,6 +217,9 @@ struct File {
     /// MCP servers for the agents.
     #[serde(default)]
     mcp_servers: BTreeMap<String, FileMcpServer>,
+    /// Other machines agents run on.
+    #[serde(default)]
+    hosts: BTreeMap<String, FileHost>,
     /// Other sections belong to other parts of quorum.
     #[serde(flatten)]
     _rest: BTreeMap<String, toml::Value>,
@@ -252,6 +271,8 @@ pub struct Registry {
     agents: BTreeMap<String, AgentSpec>,
     /// `[mcp_servers.NAME]`, by name.
     mcp: BTreeMap<String, McpServerSpec>,
+    /// `[hosts.NAME]`, by name.
+    hosts: BTreeMap<String, HostSpec>,
 }
 
 impl Registry {
@@ -261,9 +282,10 @@ impl Registry {
         let mut registry = Self {
             agents: BTreeMap::new(),
             mcp: BTreeMap::new(),
+            hosts: BTreeMap::new(),
         };
         registry
-            .merge(Path::new(BUILTIN_PATH), file)
+            .merge(Path::new(BUILTIN_PATH), BUILTIN, file)
             .expect("built-in agents all have commands");
         registry
     }
@@ -283,7 +305,7 @@ impl Registry {
             path: path.to_path_buf(),
             message: describe_toml_error(&text, &e),
         })?;
-        registry.merge(path, file)?;
+        registry.merge(path, &text, file)?;
         Ok(registry)
     }
 
@@ -302,12 +324,20 @@ impl Registry {
         let mut registry = Self {
             agents: BTreeMap::new(),
             mcp: BTreeMap::new(),
+            hosts: BTreeMap::new(),
         };
-        registry.merge(path, file)?;
+        registry.merge(path, &text, file)?;
         Ok(registry)
     }
 
-    fn merge(&mut self, path: &Path, file: File) -> Result<(), ConfigError> {
+    fn merge(&mut self, path: &Path, text: &str, file: File) -> Result<(), ConfigError> {
+        for (name, host) in file.hosts {
+            let spec = check_host(&name, host).map_err(|message| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message,
+            })?;
+            self.hosts.insert(name, spec);
+        }
         for (name, server) in file.mcp_servers {
             let server = server
                 .resolve(&name)
@@ -317,7 +347,7 @@ impl Registry {
                 })?;
             self.mcp.insert(name, server);
         }
-        self.merge_agents(path, file.agents)?;
+        self.merge_agents(path, text, file.agents)?;
         // Every agent's servers again: a file may add servers to all.
         for spec in self.agents.values_mut() {
             spec.mcp_servers = super::mcp::pick(&spec.name, spec.mcp_pick.as_deref(), &self.mcp)
@@ -332,9 +362,29 @@ impl Registry {
     fn merge_agents(
         &mut self,
         path: &Path,
+        text: &str,
         agents: BTreeMap<String, FileAgent>,
     ) -> Result<(), ConfigError> {
         for (name, entry) in agents {
+            if let Some(host) = &entry.host
+                && !self.hosts.contains_key(host.get_ref())
+            {
+                let at = describe_span(text, host.span().start);
+                return Err(ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "{at}: [agents.{name}] host = {:?}: there is no [hosts.{}] (known: {})",
+                        host.get_ref(),
+                        host.get_ref(),
+                        if self.hosts.is_empty() {
+                            "none".to_string()
+                        } else {
+                            self.hosts.keys().cloned().collect::<Vec<_>>().join(", ")
+                        }
+                    ),
+                });
+            }
+            let host = entry.host.map(toml::Spanned::into_inner);
             let startup_timeout = match entry.startup_timeout {
                 Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
                 Some(s) => {
@@ -405,6 +455,7 @@ impl Registry {
                         .collect(),
                     mcp_pick: entry.mcp_servers.or(base.mcp_pick),
                     mcp_servers: Vec::new(),
+                    host: host.or(base.host),
                 },
                 None => AgentSpec {
                     command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
@@ -434,6 +485,7 @@ impl Registry {
                     protect: entry.protect.unwrap_or_default(),
                     mcp_pick: entry.mcp_servers,
                     mcp_servers: Vec::new(),
+                    host,
                 },
             };
             self.agents.insert(name, spec);
@@ -462,6 +514,11 @@ impl Registry {
         }
     }
 
+    /// The `[hosts.NAME]` of the config, by name.
+    pub fn hosts(&self) -> &BTreeMap<String, HostSpec> {
+        &self.hosts
+    }
+
     pub fn all(&self) -> impl Iterator<Item = &AgentSpec> {
         self.agents.values()
     }
@@ -470,7 +527,7 @@ impl Registry {
     pub fn installed(&self) -> Vec<&AgentSpec> {
         self.agents
             .values()
-            .filter(|a| locate(&a.command).is_some())
+            .filter(|a| a.host.is_some() || locate(&a.command).is_some())
             .collect()
     }
 
@@ -483,7 +540,8 @@ impl Registry {
                 available: self.installed().iter().map(|a| a.name.clone()).collect(),
             });
         };
-        if locate(&spec.command).is_some() {
+        // A host's agent is found there, when it starts.
+        if spec.host.is_some() || locate(&spec.command).is_some() {
             return Ok(spec);
         }
         Err(match &spec.source {
@@ -520,14 +578,54 @@ pub fn default_config_path() -> Option<PathBuf> {
 pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim_end().to_string();
     match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            format!("line {line}, column {column}: {message}")
-        }
+        Some(span) => format!("{}: {message}", describe_span(text, span.start)),
         None => message,
     }
+}
+
+/// `line N, column M` of byte `at` in `text`.
+fn describe_span(text: &str, at: usize) -> String {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}")
+}
+
+/// A `[hosts.NAME]` table checked: a name as an agent's, a destination
+/// that ssh cannot take for an option, no line breaks.
+fn check_host(name: &str, host: FileHost) -> Result<HostSpec, String> {
+    if !is_agent_name(name) {
+        return Err(format!(
+            "[hosts.{name:?}]: a host's name is letters, digits, `-`, `_` and `.` only"
+        ));
+    }
+    let ssh = host.ssh.trim();
+    if ssh.is_empty() || ssh.starts_with('-') || ssh.contains(char::is_whitespace) {
+        return Err(format!(
+            "[hosts.{name}] ssh = {:?}: the destination as ssh takes it (user@machine, or an alias), \
+             not empty, no spaces, not starting with `-`",
+            host.ssh
+        ));
+    }
+    let bad = |s: &String| s.contains(['\n', '\r', '\0']);
+    if host.ssh_args.iter().any(bad) {
+        return Err(format!(
+            "[hosts.{name}] ssh_args: an argument has a line break"
+        ));
+    }
+    if let Some(dir) = &host.dir
+        && (dir.trim().is_empty() || bad(dir))
+    {
+        return Err(format!(
+            "[hosts.{name}] dir = {dir:?}: a directory there (absolute, or `~/...`)"
+        ));
+    }
+    Ok(HostSpec {
+        name: name.to_string(),
+        ssh: ssh.to_string(),
+        ssh_args: host.ssh_args,
+        dir: host.dir,
+    })
 }
 
 /// Why `command` cannot be run.
@@ -717,6 +815,48 @@ mod tests {
         ] {
             let f = write_config(text);
             let e = Registry::load(Some(f.path())).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{}: ", f.path().display())), "{e}");
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    /// `[hosts.NAME]` and an agent's `host`: read, and bad input named
+    /// with the file, the line and the field.
+    #[test]
+    fn hosts_are_read_and_bad_ones_named() {
+        let f = write_config(
+            "[hosts.big]\nssh = \"me@big\"\nssh_args = [\"-p\", \"2222\"]\ndir = \"~/q\"\n\n\
+             [agents.far]\ncommand = \"far-acp\"\nhost = \"big\"\n",
+        );
+        let r = Registry::load_only(f.path()).unwrap();
+        let far = r.get("far").unwrap();
+        assert_eq!(far.host.as_deref(), Some("big"));
+        let big = &r.hosts()["big"];
+        assert_eq!(
+            (big.ssh.as_str(), big.ssh_args.clone(), big.dir.as_deref()),
+            (
+                "me@big",
+                vec!["-p".to_string(), "2222".to_string()],
+                Some("~/q")
+            )
+        );
+        for (text, want) in [
+            (
+                "[agents.far]\ncommand = \"x\"\nhost = \"nowhere\"\n",
+                "line 3, column 8: [agents.far] host = \"nowhere\": there is no [hosts.nowhere] (known: none)",
+            ),
+            (
+                "[hosts.h]\nssh = \"-oProxyCommand=x\"\n",
+                "[hosts.h] ssh = \"-oProxyCommand=x\"",
+            ),
+            ("[hosts.h]\nssh = \"\"\n", "[hosts.h] ssh = \"\""),
+            ("[hosts.h]\nssh = \"a\"\nport = 22\n", "line 3"),
+            ("[hosts.h]\nssh_args = []\n", "ssh"),
+            ("[hosts.h]\nssh = \"a\"\ndir = \" \"\n", "[hosts.h] dir"),
+            ("[hosts.\"a b\"]\nssh = \"a\"\n", "a host's name"),
+        ] {
+            let f = write_config(text);
+            let e = Registry::load_only(f.path()).unwrap_err().to_string();
             assert!(e.starts_with(&format!("{}: ", f.path().display())), "{e}");
             assert!(e.contains(want), "{e}");
         }

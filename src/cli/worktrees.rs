@@ -57,6 +57,14 @@ pub fn command(args: WorktreesArgs) -> Result<i32> {
         return Ok(0);
     }
     let width = entries.iter().map(|e| e.branch.len()).max().unwrap_or(0);
+    // A host's task: its agent `@` the host it ran on.
+    let agent = |e: &Entry| {
+        let agent = e.agent.as_deref().unwrap_or("?");
+        match &e.host {
+            Some(host) => format!("{agent}@{host}"),
+            None => agent.to_string(),
+        }
+    };
     for e in &entries {
         let alive = session_alive(e);
         let _ = writeln!(
@@ -64,7 +72,7 @@ pub fn command(args: WorktreesArgs) -> Result<i32> {
             "{:<5} {:width$}  {:<10} {:<11} +{} -{}  {}{}",
             sanitize(e.task.as_deref().unwrap_or("?")),
             sanitize(&e.branch),
-            sanitize(e.agent.as_deref().unwrap_or("?")),
+            sanitize(&agent(e)),
             e.state(),
             e.ahead,
             e.behind,

@@ -11,4 +11,5 @@ pub mod git;
 pub mod path;
 pub mod reaper;
 pub mod sandbox;
+pub mod ssh;
 pub mod supervisor;

@@ -28,7 +28,7 @@ use super::supervisor;
 
 /// How an agent's processes are confined (`terminal_sandbox` and
 /// `sandbox` in its config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Sandbox {
     /// Under bubblewrap; refused when it is not installed.

@@ -3,12 +3,14 @@
 //! session's dispatcher); [`endpoint`] serves it privately on a Unix
 //! socket for a session's conductor agent (reached through
 //! `quorum mcp-connect`, [`connect`]); `quorum mcp` serves it on stdio to
-//! any MCP host (the command is in `cli`).
+//! any MCP host (the command is in `cli`). [`proxy`] is quorum on another
+//! machine, between the quorum at home and one agent there.
 
 pub mod acp;
 pub mod connect;
 pub mod endpoint;
 pub mod mcp;
+pub mod proxy;
 
 pub use endpoint::Endpoint;
 pub use mcp::{McpOptions, QuorumMcp};

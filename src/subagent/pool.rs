@@ -20,6 +20,7 @@ use crate::confine::fsroot::Root;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
+use crate::runtime::ssh::Hosts;
 use crate::runtime::supervisor::Supervisor;
 
 type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
@@ -48,6 +49,12 @@ pub struct Pool {
     elicit: Mutex<Elicit>,
     /// The editor's files, when quorum serves one that offers them.
     files: Mutex<Option<Arc<dyn HostFiles>>>,
+    /// The other machines agents run on, and their connections.
+    hosts: Arc<Hosts>,
+    /// The directory on its host of each connection to a host's agent.
+    remote_dirs: Arc<Mutex<HashMap<String, std::path::PathBuf>>>,
+    /// Where on their hosts worktree tasks work, by their directory here.
+    remote_workdirs: Mutex<HashMap<std::path::PathBuf, std::path::PathBuf>>,
 }
 
 /// One ACP agent, by name, as the dispatcher runs it.
@@ -67,7 +74,11 @@ impl Pool {
         supervisor: Supervisor,
         picks: ModelPicks,
     ) -> Arc<Self> {
+        let hosts = Arc::new(Hosts::new(registry.hosts().clone(), supervisor.clone()));
         Arc::new(Self {
+            hosts,
+            remote_dirs: Arc::default(),
+            remote_workdirs: Mutex::default(),
             registry,
             root,
             emitter,
@@ -78,6 +89,21 @@ impl Pool {
             elicit: Mutex::new(Elicit::Ask),
             files: Mutex::new(None),
         })
+    }
+
+    /// The host `agent` runs on, if it runs on one.
+    pub(super) fn host_of(&self, agent: &str) -> Option<String> {
+        self.registry.get(agent).ok()?.host.clone()
+    }
+
+    /// The hosts agents run on.
+    pub(super) fn hosts(&self) -> &Arc<Hosts> {
+        &self.hosts
+    }
+
+    /// A host's worktree task in `here` works in `there` on its host.
+    pub(super) fn set_remote_workdir(&self, here: &std::path::Path, there: std::path::PathBuf) {
+        lock(&self.remote_workdirs).insert(here.to_path_buf(), there);
     }
 
     /// What agents' elicitations get from now on.
@@ -127,6 +153,9 @@ impl Pool {
         worktree: Option<&std::path::Path>,
     ) -> Result<(String, Starting), String> {
         let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
+        if spec.host.is_some() {
+            return Ok(self.remote_connection(spec, worktree));
+        }
         let policy = spec.process_policy(worktree.is_some());
         let (key, root) = match (worktree, &policy) {
             (Some(dir), Some(_)) => (
@@ -172,14 +201,66 @@ impl Pool {
         Ok((key, start))
     }
 
+    /// The connection to a host's agent (`spec.host`): quorum started
+    /// there over ssh, as a proxy between this quorum and the agent, in a
+    /// directory of its own there (`scratch`, or the task's worktree).
+    fn remote_connection(
+        &self,
+        spec: crate::acp::registry::AgentSpec,
+        worktree: Option<&std::path::Path>,
+    ) -> (String, Starting) {
+        let host = spec.host.clone().unwrap_or_default();
+        let there = worktree.and_then(|w| lock(&self.remote_workdirs).get(w).cloned());
+        let leaf = match (&there, worktree) {
+            (Some(there), _) => there.display().to_string(),
+            (None, Some(dir)) => super::remote::leaf(dir),
+            (None, None) => "scratch".to_string(),
+        };
+        let key = format!("{}\u{0}@{host}\u{0}{leaf}", spec.name);
+        let mut connections = lock(&self.connections);
+        match connections.get(&key) {
+            Some(Slot::Ready(conn)) if conn.alive() => {
+                let conn = conn.clone();
+                return (key, async move { Ok(conn) }.boxed().shared());
+            }
+            Some(Slot::Starting(weak)) => {
+                if let Some(start) = weak.upgrade() {
+                    return (key, start);
+                }
+            }
+            _ => {}
+        }
+        let (hosts, dirs, supervisor) = (
+            self.hosts.clone(),
+            self.remote_dirs.clone(),
+            self.supervisor.clone(),
+        );
+        let (root, isolated, k) = (self.root.clone(), worktree.is_some(), key.clone());
+        let start = async move {
+            let link = hosts.link(&host).await?;
+            let dir = there.unwrap_or_else(|| crate::runtime::ssh::task_dir(&link, &leaf));
+            let launch = super::remote::launch(&spec, &link, &dir, isolated).await?;
+            lock(&dirs).insert(k, dir);
+            Connection::start(&launch, &root, &supervisor, None)
+                .await
+                .map_err(|e| format!("{e} (on host {host})"))
+        }
+        .boxed()
+        .shared();
+        let weak = start.downgrade().expect("not yet polled");
+        connections.insert(key.clone(), Slot::Starting(weak));
+        (key, start)
+    }
+
     /// Waits for `agent`'s connection (for a turn in `worktree`, if
-    /// given) unless the call is cancelled first.
+    /// given) unless the call is cancelled first; with the directory it
+    /// works in on its host, if it runs on one.
     async fn connect(
         &self,
         agent: &str,
         worktree: Option<&std::path::Path>,
         cancel: &mut watch::Receiver<bool>,
-    ) -> Result<Arc<Connection>, Outcome> {
+    ) -> Result<(Arc<Connection>, Option<std::path::PathBuf>), Outcome> {
         let (key, start) = self.connection(agent, worktree).map_err(Outcome::error)?;
         let started = tokio::select! {
             started = start => started,
@@ -205,9 +286,9 @@ impl Pool {
                     }
                 });
                 if matches!(connections.get(&key), Some(Slot::Starting(_))) {
-                    connections.insert(key, Slot::Ready(conn.clone()));
+                    connections.insert(key.clone(), Slot::Ready(conn.clone()));
                 }
-                Ok(conn)
+                Ok((conn, lock(&self.remote_dirs).get(&key).cloned()))
             }
             Err(message) => {
                 if matches!(connections.get(&key), Some(Slot::Starting(_))) {
@@ -247,6 +328,8 @@ impl Pool {
                 conn.close();
             }
         }
+        // The hosts' connections too: their proxies end their agents.
+        self.hosts.close();
     }
 }
 
@@ -261,9 +344,9 @@ impl Agent for AcpAgent {
             let pool = &self.pool;
             let agent = self.name.as_str();
             match pool.connect(agent, input.root, &mut control.cancel).await {
-                Ok(conn) => {
+                Ok((conn, remote_dir)) => {
                     let spec = pool.registry.get(agent).ok();
-                    if input.root.is_some() && !conn.sandboxed() {
+                    if input.root.is_some() && remote_dir.is_none() && !conn.sandboxed() {
                         let why = match spec.and_then(|s| s.sandbox) {
                             Some(_) => "sandbox = \"none\" in its config",
                             None => "bubblewrap (bwrap) is not installed",
@@ -279,7 +362,10 @@ impl Agent for AcpAgent {
                         .or_else(|| spec.and_then(|s| s.model.clone()));
                     let request = TurnRequest {
                         prompt: input.prompt,
-                        root: input.root.unwrap_or(pool.root.path()),
+                        root: remote_dir
+                            .as_deref()
+                            .or(input.root)
+                            .unwrap_or(pool.root.path()),
                         resume: input.resume,
                         policy: self.policy,
                         model: model.as_deref(),

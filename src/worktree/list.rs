@@ -12,6 +12,8 @@ pub struct Entry {
     pub branch: String,
     pub task: Option<String>,
     pub agent: Option<String>,
+    /// The host its agent ran on (`[hosts.NAME]`), if not this machine.
+    pub host: Option<String>,
     /// The transcript of the session that made it.
     pub session: Option<PathBuf>,
     /// Its worktree, while it has one on disk.
@@ -76,6 +78,7 @@ impl Repo {
                 branch: branch.to_string(),
                 task: self.get(branch, "task"),
                 agent: self.get(branch, "agent"),
+                host: self.get(branch, "host"),
                 session: self.get(branch, "session").map(PathBuf::from),
                 worktree: self
                     .get(branch, "worktree")

@@ -161,4 +161,45 @@ impl Worktree {
             top: self.repo.clone(),
         }
     }
+
+    /// Sends the commit the branch left from to `url` (another machine's
+    /// mirror, reached through `ssh_command`) as the branch there.
+    pub fn push_base(&self, url: &str, ssh_command: &str) -> Result<()> {
+        let mut push = hardened::in_dir(&self.repo);
+        push.arg("-c")
+            .arg(format!("core.sshCommand={ssh_command}"))
+            .args(["push", "--quiet", "--no-verify", "--force", url])
+            .arg(format!("{}:refs/heads/{}", self.base_commit, self.branch));
+        run(
+            push,
+            &format!("pushing {} to {url} (git push)", self.branch),
+        )?;
+        Ok(())
+    }
+
+    /// Takes the branch's commits from `url` (the mirror the work was done
+    /// in): fetched, and this worktree (which nobody works in meanwhile)
+    /// reset to them. The new commit, short.
+    pub fn take_from(&self, url: &str, ssh_command: &str) -> Result<String> {
+        let git_dir = self.git_dir()?;
+        let mut fetch = self.command(&git_dir);
+        fetch
+            .arg("-c")
+            .arg(format!("core.sshCommand={ssh_command}"))
+            .args(["fetch", "--quiet", "--no-tags", url])
+            .arg(format!("refs/heads/{}", self.branch));
+        run(
+            fetch,
+            &format!("fetching {} from {url} (git fetch)", self.branch),
+        )?;
+        let mut reset = self.command(&git_dir);
+        reset.args(["reset", "--quiet", "--hard", "FETCH_HEAD"]);
+        run(
+            reset,
+            &format!("moving {} to what was fetched", self.branch),
+        )?;
+        let mut head = self.command(&git_dir);
+        head.args(["rev-parse", "--short", "HEAD"]);
+        run(head, "reading the fetched commit")
+    }
 }

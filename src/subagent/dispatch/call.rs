@@ -406,12 +406,19 @@ impl Dispatcher {
             .worktree
             .as_ref()
             .and_then(|w| super::isolate::still_there(&w.workdir).err());
-        let mut result = match gone {
+        // A host's worktree task: its worktree there first.
+        let there = match (&job.worktree, gone) {
+            (Some(w), None) => self.remote_prepare(job.agent.name(), w).await.err(),
+            (_, gone) => gone.map(|e| e.to_string()),
+        };
+        let mut result = match there {
             Some(e) => Outcome::error(format!("{}: {e}", job.agent.name())),
             None => job.runner.turn(input, &sink, control).await,
         };
         watcher.abort();
         if let Some(w) = &job.worktree {
+            self.remote_finish(&job.call_id, job.agent.name(), &job.title, w, &mut result)
+                .await;
             self.commit_work(&job.call_id, job.agent.name(), &job.title, w, &mut result)
                 .await;
         }

@@ -23,6 +23,7 @@ pub mod batch;
 mod call;
 pub mod detach;
 pub mod isolate;
+mod remote;
 pub mod settings;
 mod steer;
 

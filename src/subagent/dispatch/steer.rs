@@ -52,6 +52,9 @@ impl Dispatcher {
                 state: state.as_str(),
             });
         }
+        if let AgentRef::Acp(name) = &agent {
+            self.remote_retrieve(&call_id, name, &input).await;
+        }
         let call = SubAgentCallInput {
             agent: match agent {
                 AgentRef::Internal => None,

@@ -1,0 +1,436 @@
+//! quorum on a host, between the quorum at home (its stdin and stdout, an
+//! ssh session's) and an agent it starts there, under the same supervisor
+//! and sandbox as at home. Lines pass through untouched both ways, except
+//! the agent's `fs/*` and `terminal/*` requests, which are answered here, by
+//! the very handlers quorum answers them with at home, confined to the
+//! task's directory on this host. When home goes (its stdin ends, for any
+//! reason) the agent's stdin is closed, and after a short grace its whole
+//! process group is ended; when the agent goes, the relay ends too.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::v1::Responder;
+use agent_client_protocol::v1::schema::{
+    CreateTerminalRequest, CreateTerminalResponse, KillTerminalRequest, KillTerminalResponse,
+    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
+    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::{Agent, Client, Lines};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use super::fs::{Exclusions, Files, on_read_text_file, on_write_text_file};
+use super::registry::{AgentSpec, STARTUP_TIMEOUT};
+use super::route::Routes;
+use super::terminal::Terminals;
+use crate::confine::limits::Limits;
+use crate::runtime::sandbox::Sandbox;
+use crate::runtime::supervisor::{self, Supervisor};
+
+/// How long the agent has to exit by itself once home is gone and its
+/// stdin closed, before its process group is ended.
+const STDIN_GRACE: Duration = Duration::from_secs(1);
+
+/// What the quorum at home tells the one on the host about the agent (as
+/// JSON, an argument of `quorum proxy`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hosted {
+    pub name: String,
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub sandbox: Option<Sandbox>,
+    pub terminal_sandbox: Option<Sandbox>,
+    #[serde(default)]
+    pub terminal_network: bool,
+    #[serde(default)]
+    pub writable: Vec<String>,
+    #[serde(default)]
+    pub protect: Vec<String>,
+    /// A worktree task's (its process sandboxed by default).
+    #[serde(default)]
+    pub isolated: bool,
+    /// A private file holding `env` (JSON), read and removed by the proxy:
+    /// an agent's environment (its keys) never shows in a process listing.
+    #[serde(default)]
+    pub env_file: Option<String>,
+}
+
+impl Hosted {
+    /// `spec` as the host is told it.
+    pub fn of(spec: &AgentSpec, isolated: bool) -> Self {
+        Self {
+            name: spec.name.clone(),
+            command: spec.command.clone(),
+            args: spec.args.clone(),
+            env: spec.env.clone(),
+            sandbox: spec.sandbox,
+            terminal_sandbox: spec.terminal_sandbox,
+            terminal_network: spec.terminal_network,
+            writable: spec.writable.clone(),
+            protect: spec.protect.clone(),
+            isolated,
+            env_file: None,
+        }
+    }
+
+    /// The agent as this host runs it.
+    fn spec(&self) -> AgentSpec {
+        AgentSpec {
+            name: self.name.clone(),
+            command: self.command.clone(),
+            args: self.args.clone(),
+            env: self.env.clone(),
+            description: String::new(),
+            permissions: Default::default(),
+            startup_timeout: STARTUP_TIMEOUT,
+            install: None,
+            model: None,
+            mode: None,
+            source: None,
+            limits: Limits::default(),
+            terminal_sandbox: self.terminal_sandbox,
+            terminal_network: self.terminal_network,
+            sandbox: self.sandbox,
+            writable: self.writable.clone(),
+            protect: self.protect.clone(),
+            mcp_pick: None,
+            mcp_servers: Vec::new(),
+            host: None,
+        }
+    }
+}
+
+/// Just enough of a JSON-RPC message to route it.
+#[derive(Deserialize)]
+struct Peek {
+    method: Option<String>,
+    id: Option<serde_json::Value>,
+    params: Option<PeekParams>,
+}
+
+#[derive(Deserialize)]
+struct PeekParams {
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+}
+
+fn peek(line: &str) -> Option<Peek> {
+    serde_json::from_str(line).ok()
+}
+
+/// Runs the agent `hosted` in `dir` (made if missing) between this
+/// process's stdin and stdout until either side ends; every process it
+/// started is ended before it returns. The agent's exit code (128 + the
+/// signal that ended it).
+pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> Result<i32, String> {
+    if let Some(file) = hosted.env_file.take() {
+        let read = std::fs::read(&file).map_err(|e| format!("{file}: {e}"));
+        let _ = std::fs::remove_file(&file);
+        hosted.env = serde_json::from_slice(&read?).map_err(|e| format!("{file}: {e}"))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let root = crate::runtime::git::root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let spec = hosted.spec();
+    let policy = spec.process_policy(hosted.isolated);
+    let (mut child, group, _sandboxed) =
+        super::process::spawn(&spec, &root, supervisor, policy.as_ref())
+            .map_err(|e| e.to_string())?;
+    let mut agent_in = child.stdin.take().expect("piped");
+    let agent_out = child.stdout.take().expect("piped");
+    let mut agent_err = child.stderr.take().expect("piped");
+    // The agent's stderr goes home as this process's (ssh carries it).
+    tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut agent_err, &mut tokio::io::stderr()).await;
+    });
+
+    // Lines for the agent's stdin: home's, and the answers given here.
+    let (to_agent, mut for_agent) = mpsc::unbounded_channel::<String>();
+    let agent_writer = tokio::spawn(async move {
+        while let Some(line) = for_agent.recv().await {
+            if agent_in.write_all(line.as_bytes()).await.is_err()
+                || agent_in.write_all(b"\n").await.is_err()
+                || agent_in.flush().await.is_err()
+            {
+                break;
+            }
+        }
+        // Dropped: the agent's stdin is closed.
+    });
+    let (to_home, mut for_home) = mpsc::unbounded_channel::<String>();
+    let home_writer = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some(line) = for_home.recv().await {
+            if out.write_all(line.as_bytes()).await.is_err()
+                || out.write_all(b"\n").await.is_err()
+                || out.flush().await.is_err()
+            {
+                break;
+            }
+        }
+    });
+
+    // The handlers answering here, on a connection of their own whose
+    // "agent" is the agent's requests, passed to it line by line.
+    let routes: Routes = Arc::default();
+    let exclusions: Exclusions = Arc::default();
+    let terminals = Arc::new(Terminals::new(
+        spec.name.clone(),
+        supervisor.clone(),
+        spec.terminal_policy(),
+        (root.clone(), exclusions.clone(), routes.clone()),
+    ));
+    let (to_local, from_agent) = mpsc::unbounded_channel::<String>();
+    let local = local_client(
+        &root,
+        (&exclusions, &routes, &terminals),
+        to_agent.clone(),
+        from_agent,
+    );
+    let local = tokio::spawn(local);
+
+    // Home's lines: to the agent; a prompt opens its session's turn here
+    // (its commands may run until it is answered), a cancel ends them.
+    let prompts: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let (turn_tx, mut turn_rx) = mpsc::unbounded_channel();
+    // Nothing reads what the handlers would show in a box at home.
+    tokio::spawn(async move { while turn_rx.recv().await.is_some() {} });
+    let home_reader = {
+        let (to_agent, prompts, routes, terminals) = (
+            to_agent.clone(),
+            prompts.clone(),
+            routes.clone(),
+            terminals.clone(),
+        );
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(Peek {
+                    method: Some(method),
+                    id,
+                    params:
+                        Some(PeekParams {
+                            session_id: Some(session),
+                        }),
+                }) = peek(&line)
+                {
+                    match (method.as_str(), id) {
+                        ("session/prompt", Some(id)) => {
+                            lock(&routes).insert(session.clone(), turn_tx.clone());
+                            lock(&prompts).insert(id.to_string(), session);
+                        }
+                        ("session/cancel", _) => terminals.kill_sessions(&[session]),
+                        _ => {}
+                    }
+                }
+                if to_agent.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    drop(to_agent);
+
+    // The agent's lines: its fs and terminal requests answered here,
+    // everything else home; the answer to a prompt ends its turn here.
+    let agent_reader = {
+        let (prompts, routes, terminals) = (prompts.clone(), routes.clone(), terminals.clone());
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::with_capacity(64 * 1024, agent_out).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match peek(&line) {
+                    Some(Peek {
+                        method: Some(method),
+                        id: Some(_),
+                        ..
+                    }) if method.starts_with("fs/") || method.starts_with("terminal/") => {
+                        let _ = to_local.send(line);
+                        continue;
+                    }
+                    Some(Peek {
+                        method: None,
+                        id: Some(id),
+                        ..
+                    }) => {
+                        if let Some(session) = lock(&prompts).remove(&id.to_string()) {
+                            lock(&routes).remove(&session);
+                            terminals.drop_sessions(&[session]);
+                        }
+                    }
+                    _ => {}
+                }
+                if to_home.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+
+    // Whichever side ends first ends it all.
+    let mut home_reader = home_reader;
+    let mut agent_reader = agent_reader;
+    // (The agent's exit counts by itself: what it started may hold its
+    // stdout open.)
+    let mut exited = None;
+    tokio::select! {
+        _ = &mut home_reader => tracing::info!("{}: home went; ending the agent", spec.name),
+        _ = &mut agent_reader => tracing::info!("{}: the agent ended", spec.name),
+        status = child.wait() => {
+            tracing::info!("{}: the agent exited", spec.name);
+            exited = status.ok();
+        }
+        _ = terminated() => tracing::info!("{}: signalled; ending the agent", spec.name),
+    }
+    home_reader.abort();
+    local.abort();
+    // Its stdin closes once nothing more can be sent to it.
+    agent_writer.abort();
+    let status = match exited {
+        Some(status) => Some(status),
+        None => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                supervisor.terminate(&group, supervisor::GRACE).await;
+                child.wait().await.ok()
+            }
+        },
+    };
+    supervisor.terminate(&group, supervisor::GRACE).await;
+    drop(terminals);
+    // What the agent said last still goes home.
+    if !agent_reader.is_finished() {
+        let _ = tokio::time::timeout(Duration::from_millis(500), &mut agent_reader).await;
+    }
+    agent_reader.abort();
+    let _ = tokio::time::timeout(Duration::from_millis(500), home_writer).await;
+    // Its exit, as a shell says it, for home to tell (ssh passes it on).
+    Ok(status.map_or(0, |s| {
+        use std::os::unix::process::ExitStatusExt;
+        s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+    }))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// SIGTERM, SIGINT or SIGHUP.
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = hup.recv() => {}
+    }
+}
+
+/// The client connection that answers the agent's `fs/*` and `terminal/*`
+/// requests (read from `requests`, answered into `answers`), as quorum
+/// answers them at home.
+fn local_client(
+    root: &crate::confine::fsroot::Root,
+    (exclusions, routes, terminals): (&Exclusions, &Routes, &Arc<Terminals>),
+    answers: mpsc::UnboundedSender<String>,
+    requests: mpsc::UnboundedReceiver<String>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let outgoing = futures::sink::unfold(answers, async |answers, line: String| {
+        answers
+            .send(line)
+            .map_err(|_| std::io::Error::other("the agent is gone"))?;
+        Ok::<_, std::io::Error>(answers)
+    });
+    let incoming = futures::stream::unfold(requests, async |mut requests| {
+        let line = requests.recv().await?;
+        Some((Ok::<_, std::io::Error>(line), requests))
+    });
+    let (read_root, write_root) = (root.clone(), root.clone());
+    // On a host, files are the disk's there: no editor's.
+    let files: Files = Arc::default();
+    let (read_files, write_files) = (files.clone(), files);
+    let (read_ex, write_ex) = (exclusions.clone(), exclusions.clone());
+    let (read_routes, write_routes) = (routes.clone(), routes.clone());
+    let (create, output, wait, kill, release) = (
+        terminals.clone(),
+        terminals.clone(),
+        terminals.clone(),
+        terminals.clone(),
+        terminals.clone(),
+    );
+    let driver = Client
+        .v1()
+        .name("quorum-proxy")
+        .on_receive_request(
+            async move |req: ReadTextFileRequest, r: Responder<ReadTextFileResponse>, _cx| {
+                on_read_text_file((&read_root, &read_files), &read_ex, &read_routes, req, r)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: WriteTextFileRequest, r: Responder<WriteTextFileResponse>, _cx| {
+                on_write_text_file(
+                    (&write_root, &write_files),
+                    &write_ex,
+                    &write_routes,
+                    req,
+                    r,
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: CreateTerminalRequest, r: Responder<CreateTerminalResponse>, _cx| {
+                create.on_create(req, r)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: TerminalOutputRequest, r: Responder<TerminalOutputResponse>, _cx| {
+                output.on_output(req, r)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: WaitForTerminalExitRequest,
+                        r: Responder<WaitForTerminalExitResponse>,
+                        _cx| { wait.on_wait_for_exit(req, r) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: KillTerminalRequest, r: Responder<KillTerminalResponse>, _cx| {
+                kill.on_kill(req, r)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ReleaseTerminalRequest, r: Responder<ReleaseTerminalResponse>, _cx| {
+                release.on_release(req, r)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(
+            Lines::new(outgoing, incoming),
+            async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
+                cx.incoming_closed().await;
+                Ok(())
+            },
+        );
+    async move {
+        if let Err(e) = driver.await {
+            tracing::warn!("the host's file and terminal answers ended: {e}");
+        }
+    }
+}

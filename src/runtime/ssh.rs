@@ -1,0 +1,656 @@
+//! Other machines, reached with the person's own OpenSSH: one connection
+//! per host (a control master, `ssh -M`, owned by the supervisor like every
+//! process quorum starts, so it ends with quorum; its socket in a private
+//! directory of quorum's own), every other ssh a client of it. Before a
+//! host is used it is probed once: its state directory made and resolved,
+//! its system and architecture, whether it has git, and whether it has this
+//! very quorum (copied there, under the state directory's `bin/`, when it
+//! has not and the system and architecture match).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use super::supervisor::{Group, Supervisor};
+
+/// How long a host may take to answer before it is called unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `[hosts.NAME]` in the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    pub name: String,
+    /// The destination as `ssh` takes it (`user@machine`, an alias of the
+    /// person's ssh config).
+    pub ssh: String,
+    /// More arguments for every `ssh` (`-p 2222`, `-F file`, `-i key`).
+    pub ssh_args: Vec<String>,
+    /// Where quorum keeps its state there (default
+    /// `~/.local/state/quorum`); `~/` is the home directory there.
+    pub dir: Option<String>,
+}
+
+/// A host that is connected and probed.
+pub struct Link {
+    pub host: HostSpec,
+    /// The control master's socket.
+    socket: PathBuf,
+    /// The state directory there, absolute.
+    pub dir: String,
+    /// quorum there (absolute).
+    pub quorum: String,
+    /// `git` there, if it has one.
+    pub git: Option<String>,
+    _master: Group,
+    _private: PrivateDir,
+}
+
+/// A host's connection: being made (once, shared), or made, or failed.
+type Connecting = tokio::sync::OnceCell<Result<Arc<Link>, String>>;
+
+/// The hosts of a session and their connections (made at first use).
+pub struct Hosts {
+    specs: BTreeMap<String, HostSpec>,
+    supervisor: Supervisor,
+    links: Mutex<HashMap<String, Arc<Connecting>>>,
+    /// Closed with the session: no connection is made any more (a turn
+    /// winding down must not start a master nothing would end).
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Hosts {
+    pub fn new(specs: BTreeMap<String, HostSpec>, supervisor: Supervisor) -> Self {
+        Self {
+            specs,
+            supervisor,
+            links: Mutex::default(),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The connection to host `name`, made (and the host probed) the first
+    /// time; an error names the host and says what ssh said.
+    pub async fn link(&self, name: &str) -> Result<Arc<Link>, String> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(format!("host {name}: quorum is ending; no new connection"));
+        }
+        if let Some(link) = self.live(name) {
+            if link.alive().await {
+                return Ok(link);
+            }
+            // Its master is gone (the connection was lost): a new one.
+            tracing::info!("host {name}: the connection was lost; connecting again");
+            self.links
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(name);
+        }
+        let spec = self
+            .specs
+            .get(name)
+            .ok_or_else(|| format!("no [hosts.{name}] in the config"))?
+            .clone();
+        let cell = self
+            .links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        let link = cell
+            .get_or_init(|| async { connect(spec, &self.supervisor).await.map(Arc::new) })
+            .await
+            .clone();
+        if link.is_err() {
+            // The next call tries again (the host may be back).
+            self.links
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(name);
+        }
+        link
+    }
+
+    /// Ends every host's connection (its master, asked to exit: it would
+    /// take its time over a signal), and with it every session on it.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let links: Vec<_> = self
+            .links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain()
+            .filter_map(|(_, cell)| cell.get().and_then(|l| l.as_ref().ok()).cloned())
+            .collect();
+        for link in links {
+            link.exit();
+        }
+    }
+
+    /// The live connection to `name`, if one was made and its master runs.
+    pub fn live(&self, name: &str) -> Option<Arc<Link>> {
+        let links = self
+            .links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        links.get(name)?.get()?.as_ref().ok().cloned()
+    }
+}
+
+impl Link {
+    /// The `ssh` arguments that reach the host through the master (the
+    /// remote command follows).
+    pub fn ssh_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "-S".to_string(),
+            self.socket.display().to_string(),
+            "-o".into(),
+            "ControlMaster=no".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-T".into(),
+        ];
+        args.extend(self.host.ssh_args.iter().cloned());
+        args.push("--".into());
+        args.push(self.host.ssh.clone());
+        args
+    }
+
+    /// `ssh` running `remote` (a shell command line) on the host.
+    pub fn command(&self, remote: &str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(ssh_program());
+        cmd.args(self.ssh_args()).arg(remote);
+        cmd.stdin(Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs `remote` there; its stdout, or an error naming the host, what
+    /// was done (`what`) and what was said.
+    pub async fn run(&self, what: &str, remote: &str) -> Result<String, String> {
+        let out = self
+            .command(remote)
+            .output()
+            .await
+            .map_err(|e| format!("host {}: {what}: cannot run ssh: {e}", self.host.name))?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        Err(format!(
+            "host {}: {what} failed ({}): {}",
+            self.host.name,
+            out.status,
+            said(&out.stderr)
+        ))
+    }
+
+    /// Writes `bytes` to a new private file `path` there (through ssh's
+    /// stdin: nothing of it shows in a process listing, here or there).
+    pub async fn write_private(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+        use tokio::io::AsyncWriteExt;
+        let p = quote(path);
+        let remote =
+            format!("umask 077 && mkdir -p \"$(dirname {p})\" && cat > {p}.$$ && mv -f {p}.$$ {p}");
+        let mut cmd = self.command(&remote);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let fail = |e: String| format!("host {}: writing {path}: {e}", self.host.name);
+        let mut child = cmd.spawn().map_err(|e| fail(e.to_string()))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(bytes)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        drop(stdin);
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(fail(said(&out.stderr)))
+        }
+    }
+
+    /// The `ssh` command line git runs to reach the host through the master
+    /// (`core.sshCommand`; git adds the destination and its command).
+    pub fn git_ssh_command(&self) -> String {
+        let mut words = vec![ssh_program().display().to_string()];
+        words.extend(
+            [
+                "-S",
+                &self.socket.display().to_string(),
+                "-o",
+                "ControlMaster=no",
+                "-o",
+                "BatchMode=yes",
+            ]
+            .map(str::to_string),
+        );
+        words.extend(self.host.ssh_args.iter().cloned());
+        words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Asks the master to exit (at once, ending every session on it).
+    fn exit(&self) {
+        let _ = std::process::Command::new(ssh_program())
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-O", "exit"])
+            .args(&self.host.ssh_args)
+            .arg("--")
+            .arg(&self.host.ssh)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Whether the master still runs (the connection is up).
+    pub async fn alive(&self) -> bool {
+        let mut cmd = tokio::process::Command::new(ssh_program());
+        cmd.arg("-S")
+            .arg(&self.socket)
+            .args(["-O", "check"])
+            .args(&self.host.ssh_args)
+            .arg("--")
+            .arg(&self.host.ssh)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd.status().await.is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if self.socket.exists() {
+            self.exit();
+        }
+    }
+}
+
+/// `ssh` as found on `PATH`.
+fn ssh_program() -> PathBuf {
+    super::path::locate("ssh").unwrap_or_else(|| PathBuf::from("ssh"))
+}
+
+/// The last lines of what a program said on stderr, clean and short.
+fn said(stderr: &[u8]) -> String {
+    let raw = String::from_utf8_lossy(stderr);
+    let text = crate::confine::sanitize::sanitize(&raw);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+    if tail.is_empty() {
+        "nothing on stderr".to_string()
+    } else {
+        tail
+    }
+}
+
+/// `word` quoted for a POSIX shell.
+pub fn quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+%".contains(c))
+    {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The shell expression of a directory given as `~/...`, absolute or
+/// relative (to the home directory there).
+fn dir_expr(dir: Option<&str>) -> String {
+    let dir = dir.unwrap_or("~/.local/state/quorum");
+    match dir.strip_prefix("~/") {
+        Some(rest) => format!("\"$HOME\"/{}", quote(rest)),
+        None if dir == "~" => "\"$HOME\"".to_string(),
+        None => quote(dir),
+    }
+}
+
+/// A private directory of quorum's for control sockets, removed when
+/// dropped.
+struct PrivateDir(PathBuf);
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A new private directory for a control socket: under
+/// `$XDG_RUNTIME_DIR/quorum`, else the temporary directory (socket paths
+/// must be short).
+fn private_dir() -> std::io::Result<PrivateDir> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let leaf = format!("quorum-ssh-{}-{n}", std::process::id());
+    let mut bases = Vec::new();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        bases.push(PathBuf::from(rt).join("quorum"));
+    }
+    bases.push(std::env::temp_dir());
+    let mut last = None;
+    for base in bases {
+        let dir = base.join(&leaf);
+        if dir.join("m.sock").as_os_str().len() > 100 {
+            continue;
+        }
+        match crate::confine::private::dir(&dir) {
+            Ok(()) => return Ok(PrivateDir(dir)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no directory for a short socket path")))
+}
+
+/// Starts the control master for `spec`, waits until it answers, then
+/// probes the host (and copies quorum there when it must).
+async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String> {
+    let name = spec.name.clone();
+    let fail = |what: String| format!("host {name} ({}): {what}", spec.ssh);
+    let private = private_dir().map_err(|e| fail(format!("no socket directory: {e}")))?;
+    let socket = private.0.join("m.sock");
+    let mut cmd = super::supervisor::command(ssh_program());
+    // The person's options before quorum's defaults (ssh keeps the first
+    // value it is given), the master's own first of all.
+    cmd.arg("-M")
+        .arg("-N")
+        .arg("-S")
+        .arg(&socket)
+        .args(["-o", "ControlPersist=no"])
+        .args(&spec.ssh_args)
+        .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
+        .args([
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=2",
+        ])
+        .arg("--")
+        .arg(&spec.ssh)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let (mut child, group) = supervisor
+        .spawn(cmd, &format!("ssh {name}"))
+        .map_err(|e| fail(format!("cannot run ssh: {e}")))?;
+    let mut stderr = child.stderr.take().expect("piped");
+    let said_so_far: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let keep = said_so_far.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let mut kept = keep
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if kept.len() < 64 * 1024 {
+                kept.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    // The master is ready when its socket answers; it fails by exiting.
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let text = said_so_far
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            return Err(fail(format!(
+                "cannot connect (ssh {status}): {}",
+                said(&text)
+            )));
+        }
+        if socket.exists() {
+            let mut check = tokio::process::Command::new(ssh_program());
+            check
+                .arg("-S")
+                .arg(&socket)
+                .args(["-O", "check"])
+                .args(&spec.ssh_args)
+                .arg("--")
+                .arg(&spec.ssh)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if check.status().await.is_ok_and(|s| s.success()) {
+                break;
+            }
+        }
+        if started.elapsed() > CONNECT_TIMEOUT {
+            return Err(fail(format!(
+                "did not answer within {}s",
+                CONNECT_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    // The child is reaped with the group; nothing waits on it here.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    let mut link = Link {
+        host: spec,
+        socket,
+        dir: String::new(),
+        quorum: String::new(),
+        git: None,
+        _master: group,
+        _private: private,
+    };
+    probe(&mut link).await?;
+    Ok(link)
+}
+
+static BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names quorum's binary, the one copied to hosts (default: this process's
+/// own): for a program that runs a session in-process but is not quorum
+/// (the test suite).
+pub fn use_binary(path: PathBuf) {
+    let _ = BINARY.set(path);
+}
+
+/// The binary a host is given.
+fn binary() -> std::io::Result<PathBuf> {
+    match BINARY.get() {
+        Some(path) => Ok(path.clone()),
+        None => std::env::current_exe(),
+    }
+}
+
+/// This binary's name on a host: its version, and its size and time of
+/// modification (a build of its own), so that a host keeps one copy of
+/// each build (reading the whole binary for a digest costs seconds).
+fn build_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        let meta = binary().and_then(std::fs::metadata);
+        let (len, modified) = meta.map_or((0, 0), |m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            (m.len(), modified)
+        });
+        format!("quorum-{}-{len:x}-{modified:x}", env!("CARGO_PKG_VERSION"))
+    })
+}
+
+/// This machine as `uname -sm` says it.
+fn local_system() -> String {
+    let os = match std::env::consts::OS {
+        "linux" => "Linux",
+        "macos" => "Darwin",
+        other => other,
+    };
+    format!("{os} {}", std::env::consts::ARCH)
+}
+
+/// Makes and resolves the host's state directory, reads its system, git
+/// and quorum, and copies this quorum there when it has none of this build
+/// and is of the same system and architecture.
+async fn probe(link: &mut Link) -> Result<(), String> {
+    let build = build_name();
+    let script = format!(
+        "d={}; mkdir -p \"$d/bin\" && cd \"$d\" && pwd -P && uname -sm && \
+         (command -v git || echo -) && \
+         (test -x \"bin/{build}\" && echo have || \
+          (test -x bin/quorum && bin/quorum --version 2>/dev/null || echo -))",
+        dir_expr(link.host.dir.as_deref())
+    );
+    let out = link.run("probing it", &script).await?;
+    let lines: Vec<&str> = out.lines().collect();
+    let [dir, system, git, quorum] = lines[..] else {
+        return Err(format!(
+            "host {}: probing it: unexpected answer {out:?}",
+            link.host.name
+        ));
+    };
+    link.dir = dir.to_string();
+    link.git = (git != "-").then(|| git.to_string());
+    let ours = local_system();
+    link.quorum = match choose(&link.host.name, dir, system, quorum, build, &ours)? {
+        Some(path) => path,
+        None => {
+            copy_self(link, build).await?;
+            format!("{dir}/bin/{build}")
+        }
+    };
+    Ok(())
+}
+
+/// Which quorum runs on a host whose state directory is `dir`, whose
+/// `uname -sm` is `system` and which has this build (`quorum` is `have`) or
+/// not (it is then what its `bin/quorum --version` said, or `-`): this
+/// build there, the person's own `bin/quorum` of this version on a host of
+/// another system, or `None`: copy this one there (same system). Else an
+/// error saying what to install.
+fn choose(
+    host: &str,
+    dir: &str,
+    system: &str,
+    quorum: &str,
+    build: &str,
+    ours: &str,
+) -> Result<Option<String>, String> {
+    let want = format!("quorum {}", env!("CARGO_PKG_VERSION"));
+    if quorum == "have" {
+        Ok(Some(format!("{dir}/bin/{build}")))
+    } else if system == ours {
+        Ok(None)
+    } else if quorum == want {
+        Ok(Some(format!("{dir}/bin/quorum")))
+    } else {
+        Err(format!(
+            "host {host}: it is {system}, this quorum is {ours}: quorum cannot copy itself there; \
+             install {want} for {system} as {dir}/bin/quorum"
+        ))
+    }
+}
+
+/// Copies this binary to the host's `bin/` (atomically: a temporary name,
+/// then renamed).
+async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
+    let exe = binary()
+        .map_err(|e| format!("host {}: cannot find quorum's binary: {e}", link.host.name))?;
+    let file = std::fs::File::open(&exe)
+        .map_err(|e| format!("host {}: {}: {e}", link.host.name, exe.display()))?;
+    let dir = quote(&link.dir);
+    let remote = format!(
+        "cd {dir}/bin && cat > .{build}.$$ && chmod 700 .{build}.$$ && mv -f .{build}.$$ {build}"
+    );
+    let mut cmd = link.command(&remote);
+    cmd.stdin(Stdio::from(file))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("host {}: copying quorum: {e}", link.host.name))?;
+    if !out.status.success() {
+        return Err(format!(
+            "host {}: copying quorum to {}/bin failed: {}",
+            link.host.name,
+            link.dir,
+            said(&out.stderr)
+        ));
+    }
+    tracing::info!(
+        "host {}: copied quorum to {}/bin/{build}",
+        link.host.name,
+        link.dir
+    );
+    Ok(())
+}
+
+/// The directory a host's task works in: `dir/NAME` (made by the proxy).
+pub fn task_dir(link: &Link, leaf: &str) -> PathBuf {
+    Path::new(&link.dir).join(leaf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_is_for_a_posix_shell() {
+        assert_eq!(quote("plain/path-1.2"), "plain/path-1.2");
+        assert_eq!(quote("two words"), "'two words'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("$(x)"), "'$(x)'");
+        assert_eq!(dir_expr(None), "\"$HOME\"/.local/state/quorum");
+        assert_eq!(dir_expr(Some("/srv/q")), "/srv/q");
+        assert_eq!(dir_expr(Some("~/a b")), "\"$HOME\"/'a b'");
+    }
+
+    #[test]
+    fn a_host_gets_this_build_or_says_what_to_install() {
+        let v = env!("CARGO_PKG_VERSION");
+        let pick = |system: &str, quorum: &str| {
+            choose("big", "/q", system, quorum, "quorum-b", "Linux x86_64")
+        };
+        assert_eq!(
+            pick("Linux x86_64", "have"),
+            Ok(Some("/q/bin/quorum-b".into()))
+        );
+        assert_eq!(pick("Linux x86_64", "-"), Ok(None));
+        assert_eq!(
+            pick("Darwin arm64", &format!("quorum {v}")),
+            Ok(Some("/q/bin/quorum".into()))
+        );
+        let e = pick("Linux aarch64", "quorum 0.0.1").unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "host big: it is Linux aarch64, this quorum is Linux x86_64: quorum cannot copy \
+                 itself there; install quorum {v} for Linux aarch64 as /q/bin/quorum"
+            )
+        );
+    }
+
+    #[test]
+    fn said_keeps_the_last_lines_clean() {
+        assert_eq!(said(b""), "nothing on stderr");
+        assert_eq!(said(b"a\n\nb\nc\nd\x1b[31m\n"), "b / c / d");
+    }
+}

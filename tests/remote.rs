@@ -1,0 +1,714 @@
+//! Agents on other machines (`[hosts.NAME]`, `host = "NAME"`), against an
+//! OpenSSH server on loopback that each test starts for itself: Debian's
+//! `openssh-server` (installed by `scripts/install-sshd.sh` when missing;
+//! a test that cannot have it fails, it is never skipped), a key made for
+//! the test, a free port, and the "host" side in a directory of its own,
+//! so that every path there differs from the person's.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::Bounded;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use quorum::acp::registry::Registry;
+use quorum::confine::fsroot::Root;
+use quorum::engine::{Session, SessionConfig};
+use quorum::event::{Event, Op, Stamped, StopReason};
+use quorum::subagent::input::{Isolation, SubAgentCallInput};
+use tokio::sync::mpsc;
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// sshd, installed if it must be (as CI does), else the test fails here.
+fn sshd_program() -> &'static Path {
+    static SSHD: OnceLock<PathBuf> = OnceLock::new();
+    SSHD.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-sshd.sh");
+        let out = Command::new("bash").arg(&script).output_bounded();
+        assert!(
+            out.status.success(),
+            "{} failed: the remote tests need OpenSSH's server: {}",
+            script.display(),
+            text(&out.stderr)
+        );
+        let path = PathBuf::from(text(&out.stdout).lines().last().unwrap_or("").trim());
+        assert!(path.is_file(), "install-sshd.sh named no sshd: {path:?}");
+        path
+    })
+}
+
+/// A port nothing listens on (yet).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits up to `limit` for `done`; whether it came.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// A loopback "host": its own sshd, a key for the test, the host's side in
+/// `host/`, and the person's side (a config, a git repository) in `home/`.
+struct Lab {
+    dir: tempfile::TempDir,
+    port: u16,
+    sshd: Option<Child>,
+    config: PathBuf,
+}
+
+impl Lab {
+    fn new(extra: &str) -> Lab {
+        Lab::with_sshd(extra, "")
+    }
+
+    /// As [`Lab::new`], `sshd_extra` added to sshd's config.
+    fn with_sshd(extra: &str, sshd_extra: &str) -> Lab {
+        common::hermetic_process();
+        sshd_program();
+        // Not under /tmp: a sandbox's private /tmp would hide it.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let p = |name: &str| dir.path().join(name);
+        for sub in ["host", "home", "repo", "state", "config"] {
+            std::fs::create_dir_all(p(sub)).unwrap();
+        }
+        for key in ["host_key", "id", "stranger"] {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(p(key))
+                .output_bounded();
+            assert!(out.status.success(), "ssh-keygen: {}", text(&out.stderr));
+        }
+        std::fs::copy(p("id.pub"), p("authorized_keys")).unwrap();
+        let id = |flag: &str| {
+            let out = Command::new("id").arg(flag).output_bounded();
+            text(&out.stdout).trim().to_string()
+        };
+        if id("-u") == "0" {
+            // sshd's privilege separation directory, as root.
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        let port = free_port();
+        let d = dir.path().display();
+        std::fs::write(
+            p("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n\
+                 UsePAM no\nStrictModes no\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                 PermitRootLogin yes\nMaxSessions 100\nMaxStartups 100\n{sshd_extra}"
+            ),
+        )
+        .unwrap();
+        let user = id("-un");
+        for (name, key) in [("ssh_config", "id"), ("stranger_config", "stranger")] {
+            std::fs::write(
+                p(name),
+                format!(
+                    "Host lab\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  \
+                     IdentityFile {d}/{key}\n  IdentitiesOnly yes\n  \
+                     UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n"
+                ),
+            )
+            .unwrap();
+        }
+        let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+        let config = p("config/quorum.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[hosts.lab]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/ssh_config\"]\ndir = \"{d}/host\"\n\n\
+                 [agents.far]\ncommand = {fake:?}\nhost = \"lab\"\n\n\
+                 [agents.stubborn]\ncommand = {fake:?}\nargs = [\"--ignore-stdin-close\"]\nhost = \"lab\"\n\n\
+                 [agents.green]\ncommand = {fake:?}\nargs = [\"--review\", \"green\"]\n\n{extra}"
+            ),
+        )
+        .unwrap();
+        let mut lab = Lab {
+            dir,
+            port,
+            sshd: None,
+            config,
+        };
+        lab.start_sshd();
+        lab.git(&["init", "-q", "-b", "main"]);
+        lab.git(&["config", "user.name", "Person"]);
+        lab.git(&["config", "user.email", "person@example.com"]);
+        std::fs::write(lab.repo().join("lib.rs"), "fn old() {}\n").unwrap();
+        lab.git(&["add", "lib.rs"]);
+        lab.git(&["commit", "-q", "-m", "first"]);
+        lab
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn host(&self) -> PathBuf {
+        self.path("host")
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.path("repo")
+    }
+
+    /// Starts (again) the lab's sshd and waits until it listens.
+    fn start_sshd(&mut self) {
+        let child = Command::new(sshd_program())
+            .arg("-D")
+            .arg("-e")
+            .arg("-f")
+            .arg(self.path("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.path("sshd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        self.sshd = Some(child);
+        let port = self.port;
+        let up = wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(
+            up,
+            "sshd did not listen on {port}: {}",
+            std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
+        );
+    }
+
+    /// Stops the lab's listening sshd (the sessions it forked go on).
+    fn stop_sshd(&mut self) {
+        if let Some(mut child) = self.sshd.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn env(&self, c: &mut Command) {
+        for name in common::inherited_git_vars() {
+            c.env_remove(name);
+        }
+        c.envs(common::hermetic_env(&self.path("home")))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("GIT_AUTHOR_NAME", "Person")
+            .env("GIT_AUTHOR_EMAIL", "person@example.com")
+            .env("GIT_COMMITTER_NAME", "Person")
+            .env("GIT_COMMITTER_EMAIL", "person@example.com");
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let mut c = Command::new("git");
+        c.args(args).current_dir(self.repo());
+        self.env(&mut c);
+        let out = c.output_bounded();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        text(&out.stdout).trim_end().to_string()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        c.arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(self.repo());
+        self.env(&mut c);
+        c
+    }
+
+    fn quorum(&self, args: &[&str]) -> Output {
+        self.command(args).output_bounded()
+    }
+
+    /// The processes whose command line names this lab's directory (ssh
+    /// clients and the master at home, the proxies on the host), but the
+    /// lab's own sshd.
+    fn strays(&self) -> Vec<String> {
+        let needle = self.dir.path().display().to_string();
+        let sshd = self.sshd.as_ref().map(|c| c.id() as i32);
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if Some(pid) == sshd || pid == std::process::id() as i32 {
+                continue;
+            }
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let cmdline = text(&cmdline).replace('\0', " ");
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            });
+            if cmdline.contains(&needle) && !zombie {
+                out.push(format!("{pid}: {cmdline}"));
+            }
+        }
+        out
+    }
+
+    /// Asserts that soon nothing of the lab runs but its sshd, and that the
+    /// processes `pids` are gone.
+    fn assert_nothing_left(&self, pids: &[i32]) {
+        let gone = |pid: &i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        wait_until(Duration::from_secs(15), || {
+            self.strays().is_empty() && pids.iter().all(gone)
+        });
+        let strays = self.strays();
+        assert!(strays.is_empty(), "still running: {strays:#?}");
+        let alive: Vec<&i32> = pids.iter().filter(|p| !gone(p)).collect();
+        assert!(alive.is_empty(), "still running on the host: {alive:?}");
+    }
+
+    /// A session in the person's repository, as the TUI starts one.
+    fn session(
+        &self,
+    ) -> (
+        Session,
+        mpsc::UnboundedSender<Op>,
+        mpsc::UnboundedReceiver<Stamped>,
+    ) {
+        // What is copied to the host is quorum, not this test.
+        quorum::runtime::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
+        let registry = Registry::load_only(&self.config).unwrap();
+        let config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
+        let (mut session, events) = Session::start(config, Instant::now()).unwrap();
+        session
+            .dispatcher()
+            .set_worktrees(Some(self.path("state")), None);
+        let ops = session.serve();
+        (session, ops, events)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.stop_sshd();
+        // Whatever a failed test left of the lab.
+        for line in self.strays() {
+            if let Some(pid) = line.split(':').next().and_then(|p| p.parse().ok()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The `grandchild G agent A` pids an agent reported.
+fn reported_pids(text: &str) -> Option<(i32, i32)> {
+    let re = regex::Regex::new(r"grandchild (\d+) agent (\d+)").unwrap();
+    re.captures(text)
+        .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))
+}
+
+/// The next event that `pick` takes, within 60 s.
+async fn next_of<T>(
+    events: &mut mpsc::UnboundedReceiver<Stamped>,
+    mut pick: impl FnMut(&Event) -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let e = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("the event in time")
+            .expect("the session runs");
+        if let Some(t) = pick(&e.event) {
+            return t;
+        }
+    }
+}
+
+#[test]
+fn a_call_runs_on_the_host_its_files_and_commands_there() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new(&format!(
+        "[agents.keyed]\ncommand = {fake:?}\nhost = \"lab\"\nenv = {{ QUORUM_TEST_TOKEN = \"s3cr3t\" }}\n"
+    ));
+    let o = lab.quorum(&[
+        "call",
+        "--agent",
+        "far",
+        "--json",
+        "--input",
+        "write notes.txt written on the host",
+        "--input",
+        "term run pwd",
+        "--input",
+        "read ../../home/secret",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let out = |i: usize| lines[i]["output"].as_str().unwrap().to_string();
+    assert_eq!(out(0), "wrote");
+    // The file request was answered on the host, in the host's directory.
+    let scratch = lab.host().join("scratch");
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("notes.txt")).unwrap(),
+        "written on the host"
+    );
+    assert!(!lab.repo().join("notes.txt").exists());
+    // So was the terminal: it ran there.
+    assert!(
+        out(1).contains(&format!("\n{}", scratch.display())),
+        "{}",
+        out(1)
+    );
+    // Confined there: no way out of the task's directory.
+    assert!(
+        out(2).contains("outside the session directory"),
+        "{}",
+        out(2)
+    );
+    // quorum was copied there, under its state directory.
+    let copied: Vec<_> = std::fs::read_dir(lab.host().join("bin"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        copied.iter().any(|n| n.starts_with("quorum-0.")),
+        "{copied:?}"
+    );
+    // An agent that dies there is told as one that died here.
+    let o = lab.quorum(&["call", "--agent", "far", "--input", "crash"]);
+    let said = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        !o.status.success() && said.contains("exited with code 3"),
+        "{said}"
+    );
+    // The agent's environment goes to the host in a private file, read and
+    // removed by the proxy (never on a command line).
+    let o = lab.quorum(&[
+        "call",
+        "--agent",
+        "keyed",
+        "--input",
+        "own run echo token=$QUORUM_TEST_TOKEN",
+    ]);
+    assert!(
+        text(&o.stdout).contains("token=s3cr3t"),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(lab.host().join("run"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    lab.assert_nothing_left(&[]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
+    let lab = Lab::new("");
+    // The person's uncommitted change goes along, as a commit of its own.
+    std::fs::write(lab.repo().join("lib.rs"), "fn changed() {}\n").unwrap();
+    let o = lab.quorum(&[
+        "call",
+        "--agent",
+        "far",
+        "--worktree",
+        "--json",
+        "--input",
+        "write made-there.txt work done on the host",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let branch = out["branch"].as_str().unwrap().to_string();
+    // The work was done there, and the branch came home.
+    assert!(
+        lab.host().join("worktrees").is_dir() && lab.host().join("mirrors").is_dir(),
+        "the host has the mirror and the task's worktree"
+    );
+    assert_eq!(
+        lab.git(&["show", &format!("{branch}:made-there.txt")]),
+        "work done on the host"
+    );
+    assert!(
+        out["diffstat"].as_str().unwrap_or("").contains("1 file"),
+        "{out}"
+    );
+    assert!(!lab.repo().join("made-there.txt").exists());
+    let host_tree = std::fs::read_dir(lab.host().join("worktrees"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert_eq!(
+        std::fs::read_to_string(host_tree.join("lib.rs")).unwrap(),
+        "fn changed() {}\n",
+        "the host's worktree has the uncommitted change"
+    );
+    assert_eq!(
+        lab.git(&["show", &format!("{branch}:lib.rs")]),
+        "fn changed() {}"
+    );
+    // An ordinary worktree task from now on: listed, reviewed, merged.
+    let list = lab.quorum(&["worktrees"]);
+    let listed = text(&list.stdout);
+    assert!(
+        listed.contains(&branch) && listed.contains("far@lab"),
+        "{listed}"
+    );
+    assert_eq!(
+        lab.quorum(&["review", "--branch", &branch, "--agents", "green"])
+            .status
+            .code(),
+        Some(0)
+    );
+    // The change is on the branch: the person's tree gives it up to merge.
+    lab.git(&["checkout", "--", "lib.rs"]);
+    let (session, ops, mut events) = lab.session();
+    ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
+    next_of(&mut events, |e| match e {
+        Event::Notice { text, .. } if text.contains("merged into main") => Some(()),
+        Event::Error { text } => panic!("{text}"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(lab.repo().join("made-there.txt")).unwrap(),
+        "work done on the host"
+    );
+    session.shutdown();
+    drop(session);
+    lab.assert_nothing_left(&[]);
+}
+
+#[test]
+fn an_agent_that_ignores_its_closed_stdin_is_ended_on_the_host_after_the_call() {
+    let lab = Lab::new("");
+    let o = lab.quorum(&["call", "--agent", "stubborn", "--input", "grandchild 1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let (grandchild, agent) = reported_pids(&text(&o.stdout)).expect("pids reported");
+    lab.assert_nothing_left(&[grandchild, agent]);
+}
+
+#[test]
+fn kill_9_of_quorum_at_home_ends_the_agent_on_the_host() {
+    let lab = Lab::new("");
+    let record = lab.path("call.jsonl");
+    let mut quorum = lab
+        .command(&["call", "--agent", "stubborn", "--input", "grandchild 600"])
+        .arg("--record")
+        .arg(&record)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pids = None;
+    wait_until(Duration::from_secs(60), || {
+        pids = reported_pids(&std::fs::read_to_string(&record).unwrap_or_default());
+        pids.is_some()
+    });
+    let (grandchild, agent) = pids.expect("the agent reported its grandchild");
+    kill(Pid::from_raw(quorum.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = quorum.wait();
+    lab.assert_nothing_left(&[grandchild, agent]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lost_mid_turn_is_interrupted_and_retry_fetches_the_work() {
+    // A worktree task's prompt is composed by quorum: the scenario is set.
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let mut lab = Lab::new(&format!(
+        "[agents.busy]\ncommand = {fake:?}\nhost = \"lab\"\n\
+         args = [\"--scenario\", \"own run echo kept > made.txt; sleep 30\"]\n"
+    ));
+    let (session, ops, mut events) = lab.session();
+    let d = session.dispatcher().clone();
+    let reply = d
+        .call(SubAgentCallInput {
+            agent: Some("busy".into()),
+            input: Some("Make a file and take your time".into()),
+            run_in_background: true,
+            isolation: Some(Isolation::Worktree),
+            ..SubAgentCallInput::default()
+        })
+        .await
+        .unwrap();
+    let quorum::subagent::dispatch::Reply::Started { task_id: task, .. } = reply else {
+        panic!("not started in the background: {reply:?}");
+    };
+    let branch = next_of(&mut events, |e| match e {
+        Event::WorktreeReady { branch, .. } => Some(branch.clone()),
+        _ => None,
+    })
+    .await;
+    let made = |lab: &Lab| {
+        std::fs::read_dir(lab.host().join("worktrees"))
+            .map(|d| d.flatten().any(|e| e.path().join("made.txt").exists()))
+            .unwrap_or(false)
+    };
+    let mut seen = Vec::new();
+    let wrote = wait_until(Duration::from_secs(60), || {
+        while let Ok(e) = events.try_recv() {
+            seen.push(format!("{:?}", e.event));
+        }
+        made(&lab)
+    });
+    assert!(wrote, "the agent never wrote on the host: {seen:#?}");
+    // The host goes away: no new connection, and the one there is cut
+    // (its ssh master killed).
+    lab.stop_sshd();
+    for line in lab.strays() {
+        if line.contains(" -M ") {
+            let pid: i32 = line.split(':').next().unwrap().parse().unwrap();
+            kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        }
+    }
+    let (stop_reason, output) = next_of(&mut events, |e| match e {
+        Event::SubagentFinished {
+            stop_reason,
+            output,
+            ..
+        } => Some((*stop_reason, output.clone())),
+        _ => None,
+    })
+    .await;
+    assert_eq!(stop_reason, StopReason::Interrupted, "{output}");
+    assert!(output.contains("host lab"), "{output}");
+    assert!(
+        !lab.git(&["ls-tree", "--name-only", &branch])
+            .contains("made.txt"),
+        "not home yet"
+    );
+    // The host is back: /retry takes the work home first.
+    lab.start_sshd();
+    ops.send(Op::Submit(format!("/retry {task}"))).unwrap();
+    next_of(&mut events, |e| match e {
+        Event::Notice { text, .. } if text.contains("fetched from host lab") => Some(()),
+        Event::Notice { text, .. } if text.contains("not fetched") => panic!("{text}"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(lab.git(&["show", &format!("{branch}:made.txt")]), "kept");
+    session.shutdown();
+    drop(session);
+    lab.assert_nothing_left(&[]);
+}
+
+#[test]
+fn a_host_that_cannot_be_reached_is_a_clear_error() {
+    let lab = Lab::new("");
+    // Nothing listens; a key the host does not know; a host that never
+    // answers (it accepts, then says nothing).
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let d = lab.dir.path().display();
+    let config = format!(
+        "[hosts.closed]\nssh = \"127.0.0.1\"\nssh_args = [\"-p\", \"{closed}\", \"-F\", \"/dev/null\"]\n\
+         [hosts.stranger]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/stranger_config\"]\ndir = \"{d}/host\"\n\
+         [hosts.silent]\nssh = \"127.0.0.1\"\nssh_args = [\"-p\", \"{silent_port}\", \"-F\", \"/dev/null\", \"-o\", \"ConnectTimeout=2\"]\n\
+         [agents.a]\ncommand = \"x\"\nhost = \"closed\"\n\
+         [agents.b]\ncommand = \"x\"\nhost = \"stranger\"\n\
+         [agents.c]\ncommand = \"x\"\nhost = \"silent\"\n",
+        closed = free_port()
+    );
+    let path = lab.path("config/unreachable.toml");
+    std::fs::write(&path, config).unwrap();
+    for (agent, host, said) in [
+        ("a", "closed", "Connection refused"),
+        ("b", "stranger", "Permission denied"),
+        ("c", "silent", "timed out"),
+    ] {
+        let started = Instant::now();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        c.arg("--config")
+            .arg(&path)
+            .args(["call", "--agent", agent, "--input", "echo hi"])
+            .current_dir(lab.repo());
+        lab.env(&mut c);
+        let o = c.output_bounded();
+        // The call's report (stdout) says what went wrong.
+        let err = text(&o.stdout) + &text(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("host {host}")) && err.contains(said),
+            "{agent}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{agent}: took {:?}",
+            started.elapsed()
+        );
+    }
+    drop(silent);
+    lab.assert_nothing_left(&[]);
+}
+
+#[test]
+fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
+    // A host whose PATH has the shell's tools but no git.
+    let bin = std::env::temp_dir().join(format!("quorum-nogit-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["mkdir", "uname", "cat", "chmod", "mv", "dirname"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("no {tool}"));
+        let _ = std::os::unix::fs::symlink(found, bin.join(tool));
+    }
+    let lab = Lab::with_sshd("", &format!("SetEnv PATH={}\n", bin.display()));
+    let d = lab.dir.path().display();
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let path = lab.path("config/nogit.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[hosts.bare]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/ssh_config\"]\n\
+             dir = \"{d}/host\"\n[agents.far]\ncommand = {fake:?}\nhost = \"bare\"\n"
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+    c.arg("--config")
+        .arg(&path)
+        .args(["call", "--agent", "far", "--worktree", "--input", "echo hi"])
+        .current_dir(lab.repo());
+    lab.env(&mut c);
+    let o = c.output_bounded();
+    let said = text(&o.stdout) + &text(&o.stderr);
+    assert!(!o.status.success(), "{said}");
+    assert!(
+        said.contains("host bare: git is not installed there"),
+        "{said}"
+    );
+    lab.assert_nothing_left(&[]);
+    let _ = std::fs::remove_dir_all(&bin);
+}
