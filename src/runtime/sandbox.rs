@@ -145,12 +145,21 @@ where
             sandboxed: false,
         });
     };
+    let agent = matches!(env, Env::Agent(_));
     let settings = environment(env);
     let fd = args_fd(&settings)?;
     let mut cmd = supervisor::command(&bwrap);
     clean_loader_vars(&mut cmd);
     cmd.args(["--args", &ARGS_FD.to_string()]);
     cmd.args(mounts(program.as_ref(), root, cwd, policy));
+    // A command dies with bubblewrap. An agent does not: ended, its
+    // process group gets SIGTERM and a grace to save its session (claude
+    // writes its transcript then), where bubblewrap's death would SIGKILL
+    // it at once. Its group is quorum's all the same (the reaper's, and
+    // SIGKILL after the grace), so nothing of it outlives quorum.
+    if !agent {
+        cmd.arg("--die-with-parent");
+    }
     cmd.arg("--").arg(program.as_ref()).args(args);
     cmd.current_dir(cwd);
     pass_fd(&mut cmd, fd);
@@ -246,7 +255,6 @@ fn mounts(program: &OsStr, root: &Path, cwd: &Path, policy: &Policy) -> Vec<OsSt
     if !policy.network {
         push(&["--unshare-net".as_ref()]);
     }
-    push(&["--die-with-parent".as_ref()]);
     out
 }
 

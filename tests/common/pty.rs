@@ -74,7 +74,10 @@ impl Terminal {
     /// drawn over since).
     pub fn wait_for(&self, text: &str) {
         assert!(
-            wait_until(PATIENCE, || self.output().contains(text)),
+            // The screen as drawn, too: a redraw that changes only some
+            // cells of a line does not write the line's text again.
+            wait_until(PATIENCE, || self.output().contains(text)
+                || self.screen().contents().contains(text)),
             "the screen never showed {text:?}"
         );
     }
