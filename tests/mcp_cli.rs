@@ -10,7 +10,7 @@ mod common;
 use common::Bounded;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -26,32 +26,20 @@ fn run_bounded(shell: &Shell, program: &std::path::Path, args: &[&str]) -> std::
     for name in common::inherited_git_vars() {
         command.env_remove(name);
     }
-    let mut child = command
+    command
         .args(args)
         .envs(common::hermetic_env(shell.dir.path()))
         .env_remove("QUORUM_MODEL")
         .env_remove(quorum::serve::PROCESS_ENV)
         .current_dir(shell.dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{} {args:?} is wedged:\n{}\n{}",
-                program.display(),
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
+        .stdin(Stdio::null());
+    // Its output read as it comes: a chatty host never looks wedged.
+    common::shell::bounded(command, LIMIT).unwrap_or_else(|| {
+        panic!(
+            "{} {args:?} is wedged: killed after {LIMIT:?}",
+            program.display()
+        )
+    })
 }
 
 /// The client's steps, by name.
