@@ -7,6 +7,7 @@
 //! reason) the agent's stdin is closed, and after a short grace its whole
 //! process group is ended; when the agent goes, the relay ends too.
 
+use crate::runtime::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -315,10 +316,6 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
         use std::os::unix::process::ExitStatusExt;
         s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
     }))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// SIGTERM, SIGINT or SIGHUP.

@@ -14,10 +14,11 @@
 //! (recorded as `TerminalOutput` events, so a replay shows them too).
 //! Handlers never wait inside the dispatch loop: waits run in tasks.
 
+use crate::runtime::lock;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::Responder;
@@ -51,10 +52,6 @@ const PIPE_GRACE: Duration = Duration::from_millis(200);
 /// How long a killed command's exit is waited for before `terminal/kill`
 /// is answered.
 const EXIT_WAIT: Duration = Duration::from_secs(1);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// One connection's terminals.
 pub(crate) struct Terminals {

@@ -11,6 +11,7 @@
 //! session id is recorded (`conductor_session`), and a continued session
 //! reattaches it.
 
+use crate::runtime::lock;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
@@ -61,10 +62,6 @@ pub fn recorded_session(events: &[crate::event::Stamped], agent: &str) -> Option
         }
     }
     session
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// An ACP agent as the chat.

@@ -13,3 +13,9 @@ pub mod reaper;
 pub mod sandbox;
 pub mod ssh;
 pub mod supervisor;
+
+/// A mutex's guard, even when a panic elsewhere poisoned it: what it
+/// guards is kept consistent by each holder, not by unwinding.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

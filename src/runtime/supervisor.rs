@@ -50,9 +50,10 @@
 //! process in `/proc` with that process group that is not a zombie;
 //! elsewhere, `killpg(pgid, 0)` failing.
 
+use super::lock;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, Weak, mpsc};
 use std::time::{Duration, Instant};
 
 /// How long a group has, after `SIGTERM`, before it is sent `SIGKILL`.
@@ -61,10 +62,6 @@ pub const GRACE: Duration = Duration::from_secs(2);
 /// How long a group has, after `SIGKILL`, to be seen empty before it is
 /// left registered (for the next shutdown, or the watchdog, to try again).
 const KILL_WAIT: Duration = Duration::from_millis(500);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Starts commands in process groups of their own and ends them.
 /// Cheap to clone; one per session.

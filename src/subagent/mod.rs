@@ -12,14 +12,9 @@ mod remote;
 pub mod severity;
 pub mod tool;
 
-use std::sync::{Mutex, MutexGuard};
+pub(crate) use crate::runtime::lock;
 
 use crate::event::{AgentRef, Event, NoticeLevel, Outcome};
-
-/// A lock that a panic elsewhere does not poison for good.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The events that end a call: its `SubagentFinished`, preceded by a
 /// notice when a review's severity header has a value quorum does not know.

@@ -2,6 +2,7 @@
 //! translated for the host by a pump of its own, and its prompts answered
 //! when their work ends.
 
+use crate::runtime::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,10 +89,6 @@ pub struct Live {
     pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Opens the pump once the host has the session's id.
     gate: Mutex<Option<oneshot::Sender<()>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Live {

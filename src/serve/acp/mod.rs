@@ -17,6 +17,7 @@ mod live;
 pub mod translate;
 mod wire;
 
+use crate::runtime::lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,10 +98,6 @@ pub struct AcpServer {
     caps: Mutex<HostCaps>,
     sessions: Mutex<HashMap<String, Arc<Live>>>,
     next: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn unknown_session(id: &str) -> Error {
