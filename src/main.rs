@@ -284,8 +284,8 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let earlier = session.take_history();
     let started = session.clock();
     let ops = session.serve();
-    let history = config::history_path();
-    let result = screen::live(ops, events, earlier, started, bell, history.as_deref()).await;
+    let files = screen::Files::new(config::history_path(), session.recording());
+    let result = screen::live(ops, events, earlier, started, bell, files).await;
     session.close_agent_sessions().await;
     session.shutdown();
     if let Some(path) = session.recording() {

@@ -15,9 +15,11 @@ pub mod import;
 mod reader;
 mod recorder;
 pub mod sessions;
+mod span;
 
 pub use reader::{Loaded, Read, TranscriptError, Warning, load, load_capped, parse, read_each};
 pub use recorder::{Lock, RecordError, Recorder, Reopened};
+pub use span::read_since;
 
 use serde::{Deserialize, Serialize};
 

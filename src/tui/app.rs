@@ -88,6 +88,9 @@ pub struct App {
     cols: u16,
     rows: u16,
     stats: FrameStats,
+    /// The transcript of what is shown, which older boxes' detail is read
+    /// back from when opened ([`App::set_transcript`]).
+    transcript: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -106,6 +109,38 @@ impl App {
             cols: 0,
             rows: 0,
             stats: FrameStats::default(),
+            transcript: None,
+        }
+    }
+
+    /// The transcript at `path` holds every event shown (recorded from
+    /// the session's start, or replayed from it): only the newest
+    /// finished boxes keep their detail in memory, and an older one's is
+    /// read back from `path` when the person opens it. Call it before
+    /// any event is applied.
+    pub fn set_transcript(&mut self, path: &std::path::Path) {
+        self.transcript = Some(path.to_path_buf());
+        self.state.keep_detail(super::state::DETAIL_WINDOW);
+    }
+
+    /// Reads the detail of the box at `index` back from the transcript if
+    /// it let it go; says so on the status line when it cannot.
+    fn read_back(&mut self, index: usize) {
+        if !self.state.detail_spilled(index) {
+            return;
+        }
+        let (Some(path), Some(super::state::CellKind::Subagent(b))) = (
+            &self.transcript,
+            self.state.cells.get(index).map(|c| &c.kind),
+        ) else {
+            return;
+        };
+        match super::readback::detail(path, b) {
+            Ok((log, terminals)) => self.state.restore_detail(index, log, terminals),
+            Err(e) => {
+                tracing::warn!("reading a box's detail back: {e}");
+                self.banner = Some(format!("this call's detail could not be read back: {e}"));
+            }
         }
     }
 
@@ -205,6 +240,12 @@ impl App {
             *arrived = Instant::now();
         }
         let waiting = self.state.needs_you();
+        // A follow-up reopens a box: its earlier detail comes back first.
+        if let crate::event::Event::SubagentFollowup { call_id, .. } = &event.event
+            && let Some(i) = self.state.box_index(call_id)
+        {
+            self.read_back(i);
+        }
         self.state.apply(&event);
         // A task started waiting for the person: the bell, once (live only).
         if self.state.needs_you() > waiting && matches!(self.mode, Mode::Live { .. }) {
@@ -346,6 +387,8 @@ impl App {
         }) = self.state.cells.get(i)
         {
             self.view.opened = Some(Opened::new(b.call_id.clone()));
+            self.state.pin_detail(Some(i));
+            self.read_back(i);
         }
     }
 
@@ -355,7 +398,10 @@ impl App {
             return false;
         };
         match key.code {
-            KeyCode::Esc | KeyCode::Char('q') => self.view.opened = None,
+            KeyCode::Esc | KeyCode::Char('q') => {
+                self.view.opened = None;
+                self.state.pin_detail(None);
+            }
             KeyCode::Up => opened.scroll_by(-1),
             KeyCode::Down => opened.scroll_by(1),
             KeyCode::PageUp => opened.scroll_by(-opened.page()),

@@ -27,24 +27,46 @@ pub fn require_terminal() -> Result<()> {
     Ok(())
 }
 
+/// The files an interactive session keeps.
+pub struct Files {
+    /// The messages sent, for ↑/↓ (every session of this person's).
+    pub history: Option<PathBuf>,
+    /// The file the session is recorded to from its start: older boxes'
+    /// detail is read back from it when opened.
+    pub transcript: Option<PathBuf>,
+}
+
+impl Files {
+    pub fn new(history: Option<PathBuf>, transcript: Option<PathBuf>) -> Self {
+        Self {
+            history,
+            transcript,
+        }
+    }
+}
+
 /// An interactive session: commands go to `ops`, `events` are drawn.
 /// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
 /// restored. `bell`: ring the terminal bell when a task starts waiting;
-/// `history`: the file of messages sent, for ↑/↓.
+/// `files`: where the messages sent are kept, and the session's
+/// transcript.
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
     earlier: Vec<Stamped>,
     started: Instant,
     bell: bool,
-    history: Option<&Path>,
+    files: Files,
 ) -> Result<()> {
     let mut app = App::live(ops, started);
+    if let Some(path) = &files.transcript {
+        app.set_transcript(path);
+    }
     // A continued session's conversation shows at once.
     app.on_earlier(&earlier);
     drop(earlier);
     app.set_bell(bell);
-    if let Some(path) = history {
+    if let Some(path) = &files.history {
         app.set_history(path);
     }
     // The bell goes to the terminal's own writer, between frames.
@@ -190,6 +212,7 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
         player.set_paused(true, Instant::now());
     }
     let mut app = App::replay(player);
+    app.set_transcript(file);
     app.view.set_panel(options.panel);
     app.set_banner(warnings.first().cloned());
     if options.instant {
@@ -238,6 +261,7 @@ pub async fn watch(file: &Path, panel: Option<bool>, max_line: u64) -> Result<()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut app = App::watch(crate::confine::sanitize::sanitize(&name).into_owned());
+    app.set_transcript(file);
     app.view.set_panel(panel);
     app.on_earlier(&earlier);
     drop(earlier);
@@ -340,6 +364,7 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
     // The events are applied as they are read, not kept: a long
     // session's screen costs its state, not the whole file's events.
     let mut app = App::still();
+    app.set_transcript(file);
     app.view.set_panel(options.panel);
     let mut total = 0;
     let read = transcript::read_each(file, options.max_line, &mut |event| {

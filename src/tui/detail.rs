@@ -371,6 +371,14 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
         theme::dim().add_modifier(Modifier::ITALIC),
     ));
     lines.push(LLine::default());
+    if b.log.spilled {
+        lines.push(LLine::plain(vec![Span::styled(
+            "… what this agent did before is kept in the transcript only, and could not be read back"
+                .to_string(),
+            theme::warning(),
+        )]));
+        lines.push(LLine::default());
+    }
     if b.log.dropped > 0 {
         lines.push(LLine::plain(vec![Span::styled(
             format!(

@@ -11,6 +11,7 @@ pub mod history;
 pub mod markdown;
 mod panel;
 pub mod picker;
+pub mod readback;
 pub mod replay;
 pub mod screenshot;
 pub mod state;

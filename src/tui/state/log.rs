@@ -229,6 +229,9 @@ pub struct Log {
     pub entries: VecDeque<LogEntry>,
     pub bytes: usize,
     pub dropped: usize,
+    /// Let go to bound memory: the entries are in the transcript
+    /// (`State::keep_detail`), empty here until read back.
+    pub spilled: bool,
 }
 
 impl Log {

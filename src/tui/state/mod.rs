@@ -22,6 +22,7 @@ mod lines;
 mod log;
 mod panel;
 mod snapshot;
+mod spill;
 mod subagent;
 mod tally;
 mod terminal;
@@ -36,6 +37,7 @@ pub use elicit::{Question, answer_line};
 pub use lines::{ACTIVITY_LINES, ActivityLine};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
+pub use spill::DETAIL_WINDOW;
 pub use subagent::{ChildBox, EARLIER_TURNS, EarlierTurn, Grouped, SubagentBox, plan_progress};
 pub use terminal::{TerminalView, Terminals, exit_words};
 
@@ -97,6 +99,8 @@ pub struct State {
     pub chat_usage: Option<crate::event::Usage>,
     /// Its unanswered permission request, by cell index.
     chat_asking: Option<usize>,
+    /// Which finished boxes keep their detail in memory (`None`: all).
+    detail: Option<spill::Window>,
 }
 
 impl State {

@@ -525,6 +525,7 @@ impl State {
         self.asking.remove(&index);
         self.eliciting.remove(&index);
         self.track_call(call_id);
+        self.hold_detail(index);
     }
 
     /// Notes whether the box at `index` is open (running, or queued), as

@@ -1,0 +1,129 @@
+//! A long session's memory follows the screen, not its length: only the
+//! newest finished boxes keep what their agents did in memory, and an
+//! older box opened by the person shows the same, read back from the
+//! transcript (issue 27, item 3).
+
+mod common;
+
+use common::app::*;
+use quorum::agent::Permissions;
+use quorum::transcript;
+use quorum::tui::state::{CellKind, DETAIL_WINDOW, State, SubagentBox};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::KeyCode;
+
+fn boxes(state: &State) -> Vec<(usize, &SubagentBox)> {
+    (state.cells.iter().enumerate())
+        .filter_map(|(i, c)| match &c.kind {
+            CellKind::Subagent(b) => Some((i, b.as_ref())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_old_box_opened_shows_its_detail_read_back_from_the_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Allow, Some(path.clone()));
+    app.set_transcript(&path);
+    let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
+
+    // The first call edits a file (a tool call with a diff); then enough
+    // calls that it falls out of the window.
+    let calls = DETAIL_WINDOW + 2;
+    for n in 0..calls {
+        let said = if n == 0 {
+            "@fake diff src/first.rs".to_string()
+        } else {
+            format!("@fake echo call {n}")
+        };
+        drive(&mut terminal, &mut app, line(&said), vec![]).await;
+        while boxes(&app.state).len() <= n || boxes(&app.state)[n].1.finished.is_none() {
+            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            drive(&mut terminal, &mut app, vec![], vec![e]).await;
+        }
+    }
+    let all = boxes(&app.state);
+    assert_eq!(all.len(), calls);
+    let (first, _) = all[0];
+    assert!(
+        app.state.detail_spilled(first),
+        "the oldest box let its detail go"
+    );
+    let held = all.iter().filter(|(i, _)| !app.state.detail_spilled(*i));
+    assert_eq!(held.count(), DETAIL_WINDOW);
+
+    // The same session read from its transcript, everything kept.
+    let mut whole = State::new();
+    for e in transcript::load(&path).unwrap().events {
+        whole.apply(&e);
+    }
+    let kept = boxes(&whole)[0].1.clone();
+    assert!(
+        kept.log.entries.len() >= 2,
+        "the first box did something: {:?}",
+        kept.log
+    );
+
+    // Focus the first box (Alt+↑ from the newest) and open it.
+    let mut keys = vec![alt(KeyCode::Up); calls];
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    let shown = text(&terminal);
+    assert!(shown.contains("Edit src/first.rs"), "{shown}");
+    assert!(!shown.contains("could not be read back"), "{shown}");
+    let opened = boxes(&app.state)[0].1.clone();
+    assert!(!opened.log.spilled);
+    assert_eq!(opened.log, kept.log, "the opened box shows what it did");
+    assert_eq!(opened.terminals, kept.terminals);
+    // Drawn by the same code from the same detail: the same lines.
+    let lines = |b: &SubagentBox| {
+        quorum::tui::detail::render(b, 98, 0)
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(&opened), lines(&kept));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_whose_transcript_is_gone_says_so_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), "", None, Permissions::Allow, Some(path.clone()));
+    app.set_transcript(&path);
+    let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
+    let calls = DETAIL_WINDOW + 1;
+    for n in 0..calls {
+        drive(
+            &mut terminal,
+            &mut app,
+            line(&format!("@fake echo call {n}")),
+            vec![],
+        )
+        .await;
+        while boxes(&app.state).len() <= n || boxes(&app.state)[n].1.finished.is_none() {
+            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            drive(&mut terminal, &mut app, vec![], vec![e]).await;
+        }
+    }
+    std::fs::write(&path, "").unwrap();
+    let mut keys = vec![alt(KeyCode::Up); calls];
+    keys.push(key(KeyCode::Enter));
+    drive(&mut terminal, &mut app, keys, vec![]).await;
+    let shown = text(&terminal);
+    assert!(
+        shown.contains("kept in the transcript only, and could not be read back"),
+        "{shown}"
+    );
+}
