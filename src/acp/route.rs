@@ -115,3 +115,57 @@ pub(super) fn notify_all(routes: &Routes, text: &str) {
         told.push(tx);
     }
 }
+
+// Between quorum's proxy on a host (`relay`) and quorum at home
+// (`transport`): what would show in a turn's box there, sent home.
+
+/// The extension methods of quorum's own between the proxy and home.
+pub(super) const QUORUM_METHODS: &str = "_quorum/";
+
+/// The proxy's notification of what would show in a turn's box at home:
+/// params `{sessionId, notice}` (a request refused) or `{sessionId,
+/// activity}` (a client terminal's command, output and exit).
+pub(super) const RELAYED: &str = "_quorum/relayed";
+
+/// What the handlers here routed to `session`'s turn, as a line for home.
+pub(super) fn relayed_line(session: &str, incoming: Incoming) -> Option<String> {
+    let params = match incoming {
+        Incoming::Notice(text) => serde_json::json!({"sessionId": session, "notice": text}),
+        Incoming::Activity(activity) => {
+            serde_json::json!({"sessionId": session, "activity": activity})
+        }
+        _ => return None,
+    };
+    Some(serde_json::json!({"jsonrpc": "2.0", "method": RELAYED, "params": params}).to_string())
+}
+
+/// A [`RELAYED`] line from a host's proxy: its session and what goes in
+/// that turn's box; `None` for any other line.
+pub(super) fn relayed_from(line: &str) -> Option<(String, Incoming)> {
+    #[derive(serde::Deserialize)]
+    struct Frame {
+        method: String,
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "sessionId")]
+        session_id: String,
+        notice: Option<String>,
+        activity: Option<crate::event::Activity>,
+    }
+    // Cheap first: most lines are not.
+    if !line.contains(RELAYED) {
+        return None;
+    }
+    let frame: Frame = serde_json::from_str(line).ok()?;
+    if frame.method != RELAYED {
+        return None;
+    }
+    let p = frame.params;
+    match (p.notice, p.activity) {
+        (Some(text), _) => Some((p.session_id, Incoming::Notice(text))),
+        (None, Some(activity)) => Some((p.session_id, Incoming::Activity(activity))),
+        (None, None) => None,
+    }
+}

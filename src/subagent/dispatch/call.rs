@@ -408,7 +408,10 @@ impl Dispatcher {
             .and_then(|w| super::isolate::still_there(&w.workdir).err());
         // A host's worktree task: its worktree there first.
         let there = match (&job.worktree, gone) {
-            (Some(w), None) => self.remote_prepare(job.agent.name(), w).await.err(),
+            (Some(w), None) => self
+                .remote_prepare(job.agent.name(), &job.title, w)
+                .await
+                .err(),
             (_, gone) => gone.map(|e| e.to_string()),
         };
         let mut result = match there {
