@@ -831,6 +831,35 @@ async fn worktrees_fetch_takes_home_the_work_a_lost_connection_left_there() {
         lab.git(&["log", "-1", "--format=%s%n%an", &branch]),
         "Make a file and take your time (busy)\nPerson"
     );
+    // Merged by the person: `--prune` removes it here and on the host.
+    lab.git(&["merge", "-q", "--no-ff", "--no-edit", &branch]);
+    let o = lab.quorum(&["worktrees", "--prune"]);
+    assert!(
+        text(&o.stdout).contains(&format!("pruned {branch}")),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(lab.host().join("worktrees"))
+            .unwrap()
+            .count(),
+        0,
+        "its worktree on the host is removed: {}",
+        text(&o.stderr)
+    );
+    let mirror = std::fs::read_dir(lab.host().join("mirrors"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(&mirror)
+        .args(["branch", "--list"])
+        .output_bounded();
+    assert_eq!(text(&out.stdout), "", "its branch there is removed");
     lab.assert_nothing_left(&[]);
 }
 
@@ -1172,4 +1201,59 @@ async fn claude_agent_acp_on_a_host_answers_and_is_ended_there() {
     tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_of_a_hosts_worktree_task_works_on_in_its_worktree_there() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new(&format!(
+        "[agents.tally]\ncommand = {fake:?}\nhost = \"lab\"\n\
+         args = [\"--scenario\", \"own run echo turn >> turns.txt\"]\n"
+    ));
+    let (session, _ops, mut events) = lab.session();
+    let d = session.dispatcher().clone();
+    let reply = d
+        .call(SubAgentCallInput {
+            agent: Some("tally".into()),
+            input: Some("Count the turns".into()),
+            run_in_background: true,
+            isolation: Some(Isolation::Worktree),
+            ..SubAgentCallInput::default()
+        })
+        .await
+        .unwrap();
+    let quorum::subagent::dispatch::Reply::Started { task_id: task, .. } = reply else {
+        panic!("not started in the background: {reply:?}");
+    };
+    let (stop, output) = finished(&mut events).await;
+    assert_eq!(stop, StopReason::EndTurn, "{output}");
+    d.follow_up(&task, "Once more").unwrap();
+    let (stop, output) = finished(&mut events).await;
+    assert_eq!(stop, StopReason::EndTurn, "{output}");
+    let branch = lab.git(&[
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/quorum/",
+    ]);
+    assert_eq!(
+        lab.git(&["show", &format!("{branch}:turns.txt")]),
+        "turn\nturn",
+        "both turns' work came home"
+    );
+    session.shutdown();
+    drop(session);
+    lab.assert_nothing_left(&[]);
+}
+
+/// The next call's end: its stop reason and output.
+async fn finished(events: &mut mpsc::UnboundedReceiver<Stamped>) -> (StopReason, String) {
+    next_of(events, |e| match e {
+        Event::SubagentFinished {
+            stop_reason,
+            output,
+            ..
+        } => Some((*stop_reason, output.clone())),
+        _ => None,
+    })
+    .await
 }

@@ -2,6 +2,8 @@
 //! commit pushed to a mirror there, a worktree there on the task's branch,
 //! its work committed there and fetched home when the turn ends.
 
+use std::path::Path;
+
 use super::Dispatcher;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
 use crate::runtime::ssh::{Link, quote};
@@ -16,9 +18,10 @@ impl Dispatcher {
         Some(self.pool.hosts().link(&host).await)
     }
 
-    /// Before a host's worktree task runs: the commit its branch left from
-    /// is pushed to the mirror there (made the first time), a worktree is
-    /// made there on the task's branch, and the agent will work in it. An
+    /// Before a host's worktree task's first turn: its branch (the commit
+    /// it left from) is pushed to the mirror there (made the first time), a
+    /// worktree is made there on the task's branch, and the agent will work
+    /// in it. Its later turns work on in that worktree. An
     /// error names the host and what ssh or git said.
     pub(in crate::subagent) async fn remote_prepare(
         &self,
@@ -37,14 +40,29 @@ impl Dispatcher {
             ));
         }
         let there = There::of(link.clone(), w);
-        link.run(
-            "making the mirror",
-            &format!(
-                "test -d {m} || git init --quiet --bare {m}",
-                m = quote(&there.mirror)
-            ),
-        )
-        .await?;
+        let name = Path::new(&there.worktree)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The task's worktree there from an earlier turn (a follow-up, a
+        // session continued) is worked on in again, as it is.
+        let made = link
+            .run(
+                "making the mirror",
+                &format!(
+                    "test -d {m} || git init --quiet --bare {m} || exit; \
+                     if test -d {wt} && test -f {m}/worktrees/{n}/gitdir; then echo made; fi",
+                    m = quote(&there.mirror),
+                    wt = quote(&there.worktree),
+                    n = quote(&name),
+                ),
+            )
+            .await?;
+        if made.trim() == "made" {
+            self.pool
+                .set_remote_workdir(&w.workdir, there.workdir.clone());
+            return Ok(());
+        }
         let (wt, url, ssh, on) = (w.clone(), there.url(), link.git_ssh_command(), host.clone());
         let title = crate::worktree::first_line(title).to_string();
         blocking(move || {
@@ -52,7 +70,7 @@ impl Dispatcher {
             // with the message a turn's end would.
             wt.repo().set(&wt.branch, "host", &on)?;
             wt.repo().set(&wt.branch, "title", &title)?;
-            wt.push_base(&url, &ssh)
+            wt.push_branch(&url, &ssh)
         })
         .await
         .map_err(|e| format!("host {host}: {e}"))?;
@@ -61,7 +79,8 @@ impl Dispatcher {
         link.run(
             "making the task's worktree",
             &format!(
-                "git {h} --git-dir={m} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
+                "git {h} --git-dir={m} worktree prune && \
+                 git {h} --git-dir={m} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
                 h = crate::runtime::git::HARDENING.join(" "),
                 m = quote(&there.mirror),
                 wt = quote(&there.worktree),
