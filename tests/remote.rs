@@ -500,12 +500,23 @@ async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
     lab.git(&["checkout", "--", "lib.rs"]);
     let (session, ops, mut events) = lab.session();
     ops.send(Op::Submit(format!("/merge {branch}"))).unwrap();
-    next_of(&mut events, |e| match e {
-        Event::Notice { text, .. } if text.contains("merged into main") => Some(()),
-        Event::Error { text } => panic!("{text}"),
-        _ => None,
-    })
-    .await;
+    // Merged, and its worktree on the host removed (in either order).
+    let (mut merged, mut removed) = (false, false);
+    while !(merged && removed) {
+        next_of(&mut events, |e| match e {
+            Event::Notice { text, .. } if text.contains("merged into main") => {
+                merged = true;
+                Some(())
+            }
+            Event::Notice { text, .. } if text.contains("on host lab are removed") => {
+                removed = true;
+                Some(())
+            }
+            Event::Error { text } => panic!("{text}"),
+            _ => None,
+        })
+        .await;
+    }
     assert_eq!(
         std::fs::read_to_string(lab.repo().join("made-there.txt")).unwrap(),
         "work done on the host"
@@ -879,26 +890,21 @@ fn a_continued_session_resumes_the_agents_session_on_its_host() {
         ),
     )
     .unwrap();
-    let script = |name: &str, input: &str| {
-        let path = lab.path(&format!("{name}.json"));
-        let turns = serde_json::json!({"turns": [
+    let call = |input: &str| {
+        serde_json::json!([
             {"text": "Asking.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "keeper", "input": input}}]},
             {"text": "Done."}
-        ], "log": format!("{name}.log")});
-        std::fs::write(&path, turns.to_string()).unwrap();
-        path
+        ])
     };
     let record = lab.path("session.jsonl");
-    let run = |script: &Path, extra: &[&str]| {
-        let mut c = lab.command_with(&config, &["run", "--approve", "all", "--model"]);
-        c.arg(format!("script:{}", script.display()))
-            .args(["-p", "go"])
-            .args(extra);
-        let o = c.output_bounded();
-        assert!(o.status.success(), "{}", text(&o.stderr));
-    };
-    let first = script("first", "echo the word is swordfish");
-    run(&first, &["--record", record.to_str().unwrap()]);
+    let path = record.to_str().unwrap();
+    run_script(
+        &lab,
+        &config,
+        "first",
+        call("echo the word is swordfish"),
+        &["--record", path],
+    );
     let sessions = |events: &[Event]| -> Vec<(quorum::event::SessionKind, Option<String>)> {
         events
             .iter()
@@ -918,8 +924,13 @@ fn a_continued_session_resumes_the_agents_session_on_its_host() {
     };
     // Continued in a new quorum: the agent's session on the host is
     // resumed, not opened anew.
-    let second = script("second", "echo again");
-    run(&second, &["--resume", record.to_str().unwrap()]);
+    run_script(
+        &lab,
+        &config,
+        "second",
+        call("echo again"),
+        &["--resume", path],
+    );
     let after = sessions(&recorded(&record));
     assert_eq!(
         after[1..],
@@ -1188,9 +1199,14 @@ async fn claude_agent_acp_on_a_host_answers_and_is_ended_there() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let line: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(line["output"], "Plain answer.", "{line}");
+    // claude worked in the task's directory on the host, not in the
+    // person's: its model was told so.
+    let asked = serde_json::to_string(&*model.requests.lock().unwrap()).unwrap();
+    let scratch = lab.host().join("scratch").display().to_string();
+    assert!(asked.contains(&scratch), "{asked}");
     assert!(
-        !model.requests.lock().unwrap().is_empty(),
-        "claude asked the fake model"
+        !asked.contains(&lab.repo().display().to_string()),
+        "{asked}"
     );
     // It ran on the host, in the task's directory there, with the home it
     // was given there (its environment went there in a private file).
@@ -1256,4 +1272,120 @@ async fn finished(events: &mut mpsc::UnboundedReceiver<Stamped>) -> (StopReason,
         _ => None,
     })
     .await
+}
+
+/// `quorum run` on the scripted model `turns` (its requests logged to
+/// `NAME.log`), with the config file `config` and `extra` arguments; it
+/// must succeed.
+fn run_script(lab: &Lab, config: &Path, name: &str, turns: serde_json::Value, extra: &[&str]) {
+    let script = lab.path(&format!("{name}.json"));
+    let body = serde_json::json!({"turns": turns, "log": format!("{name}.log")});
+    std::fs::write(&script, body.to_string()).unwrap();
+    let mut c = lab.command_with(config, &["run", "--approve", "all", "--model"]);
+    c.arg(format!("script:{}", script.display()))
+        .args(["-p", "go"])
+        .args(extra);
+    let o = c.output_bounded();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_hosts_worktree_task_goes_on_in_a_continued_session_on_its_session_there() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new("");
+    let d = lab.dir.path().display().to_string();
+    std::fs::create_dir_all(lab.host().join("store")).unwrap();
+    let config = lab.path("config/tally.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[hosts.lab]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/ssh_config\"]\ndir = \"{d}/host\"\n\
+             [agents.tally]\ncommand = {fake:?}\nhost = \"lab\"\n\
+             args = [\"--store\", \"{d}/host/store\", \"--sessions\", \"{d}/host/sessions.log\", \
+             \"--scenario\", \"own run echo turn >> turns.txt\"]\n"
+        ),
+    )
+    .unwrap();
+    let record = lab.path("session.jsonl");
+    run_script(
+        &lab,
+        &config,
+        "first",
+        serde_json::json!([
+            {"text": "", "tool_calls": [{"name": "subagent", "arguments": {"agent": "tally", "input": "Count the turns", "isolation": "worktree", "run_in_background": true}}]},
+            {"text": "Started."},
+            {"text": "It reported."}
+        ]),
+        &["--record", record.to_str().unwrap()],
+    );
+    let branch = lab.git(&[
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/quorum/",
+    ]);
+    assert_eq!(lab.git(&["show", &format!("{branch}:turns.txt")]), "turn");
+    // A new quorum goes on with the session: a message to the task.
+    run_script(
+        &lab,
+        &config,
+        "second",
+        serde_json::json!([
+            {"text": "", "tool_calls": [{"name": "subagent_status", "arguments": {"task_id": "t1", "message": "Once more", "wait_seconds": 30}}]},
+            {"text": "Again."},
+            {"text": "Reported."}
+        ]),
+        &["--resume", record.to_str().unwrap()],
+    );
+    // It worked on in its worktree there, on its session there, resumed.
+    assert_eq!(
+        lab.git(&["show", &format!("{branch}:turns.txt")]),
+        "turn\nturn"
+    );
+    let asked = std::fs::read_to_string(lab.host().join("sessions.log")).unwrap();
+    let asked: Vec<&str> = asked.lines().collect();
+    let [new, resumed] = &asked[..] else {
+        panic!("{asked:?}");
+    };
+    assert!(new.starts_with("new "), "{asked:?}");
+    assert_eq!(resumed.replace("resume ", "new "), *new, "{asked:?}");
+    lab.assert_nothing_left(&[]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
+    let lab = Lab::new("");
+    quorum::runtime::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
+    let d = lab.dir.path().display().to_string();
+    let spec = quorum::runtime::ssh::HostSpec {
+        name: "lab".into(),
+        ssh: "lab".into(),
+        ssh_args: vec!["-F".into(), format!("{d}/ssh_config")],
+        dir: Some(format!("{d}/host")),
+    };
+    let supervisor = quorum::runtime::supervisor::Supervisor::new();
+    let hosts = std::sync::Arc::new(quorum::runtime::ssh::Hosts::new(
+        [("lab".to_string(), spec)].into(),
+        supervisor,
+    ));
+    let connecting = tokio::spawn({
+        let hosts = hosts.clone();
+        async move { hosts.link("lab").await.map(drop) }
+    });
+    // Its master runs: the session ends while the host is being probed.
+    let master = wait_until(Duration::from_secs(30), || {
+        lab.strays().iter().any(|l| l.contains(" -M "))
+    });
+    assert!(master, "no ssh master started");
+    hosts.close();
+    let linked = connecting.await.unwrap();
+    assert!(
+        linked
+            .as_ref()
+            .is_err_and(|e| e.contains("quorum is ending")),
+        "{linked:?}"
+    );
+    assert!(hosts.live("lab").is_none());
+    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
+        .await
+        .unwrap();
 }

@@ -105,6 +105,13 @@ impl Hosts {
             .get_or_init(|| async { connect(spec, &self.supervisor).await.map(Arc::new) })
             .await
             .clone();
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            // Closed while it connected: its master, made after the others
+            // were ended, is ended too (with the last of it, dropped here).
+            drop(link);
+            drop(cell);
+            return Err(format!("host {name}: quorum is ending; no new connection"));
+        }
         if link.is_err() {
             // The next call tries again (the host may be back).
             self.links
