@@ -765,8 +765,35 @@ async fn worktrees_fetch_takes_home_the_work_a_lost_connection_left_there() {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let mut lab = Lab::new(&format!(
         "[agents.busy]\ncommand = {fake:?}\nhost = \"lab\"\n\
-         args = [\"--scenario\", \"own run echo kept > made.txt; sleep 30\"]\n"
+         args = [\"--scenario\", \"own run echo kept > made.txt; sleep 30\"]\n\
+         [agents.far2]\ncommand = {fake:?}\nhost = \"lab2\"\n"
     ));
+    // A second host (the same sshd, a directory of its own), with a task
+    // of its own done there.
+    let d = lab.dir.path().display().to_string();
+    let config = std::fs::read_to_string(&lab.config).unwrap();
+    let lab2 = format!(
+        "[hosts.lab2]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/ssh_config\"]\ndir = \"{d}/host2\"\n"
+    );
+    std::fs::write(&lab.config, format!("{config}\n{lab2}")).unwrap();
+    let o = lab.quorum(&[
+        "call",
+        "--agent",
+        "far2",
+        "--worktree",
+        "--json",
+        "--input",
+        "write other.txt elsewhere",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let other = out["branch"].as_str().unwrap().to_string();
+    // That host is gone from now on (nothing listens where it was).
+    let gone = format!(
+        "[hosts.lab2]\nssh = \"127.0.0.1\"\nssh_args = [\"-p\", \"{}\", \"-F\", \"/dev/null\"]\n",
+        free_port()
+    );
+    std::fs::write(&lab.config, format!("{config}\n{gone}")).unwrap();
     let (session, _ops, mut events) = lab.session();
     let d = session.dispatcher().clone();
     let reply = d
@@ -827,15 +854,22 @@ async fn worktrees_fetch_takes_home_the_work_a_lost_connection_left_there() {
             && said.contains("Connection refused"),
         "{said}"
     );
-    // The host is back: the work comes home.
+    // The host is back: the work comes home; the task on the host that is
+    // still gone says so, and the exit code too.
     lab.start_sshd();
     let o = lab.quorum(&["worktrees", "--fetch"]);
     let said = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{said}{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{said}{}", text(&o.stderr));
     assert!(
         said.contains(&format!("{branch}: fetched from host lab (")),
         "{said}"
     );
+    assert!(
+        said.contains(&format!("{other}: not fetched: host lab2"))
+            && said.contains("Connection refused"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 2, "{said}");
     assert_eq!(lab.git(&["show", &format!("{branch}:made.txt")]), "kept");
     // Committed there with the task's message, as a turn's end does.
     assert_eq!(
