@@ -692,7 +692,8 @@ fn a_host_that_cannot_be_reached_is_a_clear_error() {
 #[test]
 fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
     // A host whose PATH has the shell's tools but no git.
-    let bin = std::env::temp_dir().join(format!("quorum-nogit-{}", std::process::id()));
+    let lab = Lab::with_sshd("", "SetEnv PATH={lab}/nogit-bin\n");
+    let bin = lab.path("nogit-bin");
     std::fs::create_dir_all(&bin).unwrap();
     for tool in ["mkdir", "uname", "cat", "chmod", "mv", "dirname"] {
         let found = ["/usr/bin", "/bin"]
@@ -702,7 +703,6 @@ fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
             .unwrap_or_else(|| panic!("no {tool}"));
         let _ = std::os::unix::fs::symlink(found, bin.join(tool));
     }
-    let lab = Lab::with_sshd("", &format!("SetEnv PATH={}\n", bin.display()));
     let d = lab.dir.path().display();
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let path = lab.path("config/nogit.toml");
@@ -728,7 +728,6 @@ fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
         "{said}"
     );
     lab.assert_nothing_left(&[]);
-    let _ = std::fs::remove_dir_all(&bin);
 }
 
 /// The events a `--record` file holds.
