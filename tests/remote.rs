@@ -1115,19 +1115,29 @@ async fn discard_and_merge_remove_the_tasks_worktree_and_branch_on_the_host() {
 }
 
 #[test]
-fn copying_a_new_build_removes_the_older_builds_quorum_put_there() {
+fn copying_a_new_build_removes_the_older_builds_quorum_put_there_and_nothing_ran_for_a_day() {
     let lab = Lab::new("");
     let bin = lab.host().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    // An older build quorum copied, the person's own quorum, and files of
-    // theirs whose names are like.
-    for name in [
-        "quorum-0.0.1-1f00-18b2c3d4e5f60718",
-        "quorum",
-        "quorum-notes",
-        "quorum-0.0.1",
+    // An older build quorum copied that nothing ran for two days, one
+    // that ran an hour ago (another quorum at home may still use it), the
+    // person's own quorum, and files of theirs whose names are like.
+    let now = std::time::SystemTime::now();
+    for (name, ago) in [
+        ("quorum-0.0.1-1f00-18b2c3d4e5f60718", 2 * 86400),
+        ("quorum-0.0.2-2f00-28b2c3d4e5f60718", 3600),
+        ("quorum", 3 * 86400),
+        ("quorum-notes", 3 * 86400),
+        ("quorum-0.0.1", 3 * 86400),
     ] {
-        std::fs::write(bin.join(name), "#!/bin/sh\n").unwrap();
+        let file = std::fs::File::create(bin.join(name)).unwrap();
+        let then = now - Duration::from_secs(ago);
+        file.set_times(
+            std::fs::FileTimes::new()
+                .set_accessed(then)
+                .set_modified(then),
+        )
+        .unwrap();
     }
     let o = lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -1141,7 +1151,15 @@ fn copying_a_new_build_removes_the_older_builds_quorum_put_there() {
     let new: Vec<&String> = left.iter().filter(|n| n.starts_with(&build)).collect();
     assert_eq!(new.len(), 1, "this build, copied: {left:?}");
     left.retain(|n| !n.starts_with(&build));
-    assert_eq!(left, ["quorum", "quorum-0.0.1", "quorum-notes"]);
+    assert_eq!(
+        left,
+        [
+            "quorum",
+            "quorum-0.0.1",
+            "quorum-0.0.2-2f00-28b2c3d4e5f60718",
+            "quorum-notes"
+        ]
+    );
     lab.assert_nothing_left(&[]);
 }
 

@@ -580,8 +580,10 @@ const OLD_BUILDS: &str = r"^quorum-[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?-[0-9a
 
 /// Copies this binary to the host's `bin/` (atomically: a temporary name,
 /// then renamed), and removes the builds of quorum it copied there before
-/// (`quorum-VERSION-SIZE-TIME`): only those, never the person's own
-/// `bin/quorum` nor anything else there.
+/// (`quorum-VERSION-SIZE-TIME`) that nothing ran for a day (another quorum
+/// at home, of another build, may still start its proxies with its own):
+/// only those, never the person's own `bin/quorum` nor anything else
+/// there.
 async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
     let exe = binary()
         .map_err(|e| format!("host {}: cannot find quorum's binary: {e}", link.host.name))?;
@@ -591,8 +593,10 @@ async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
     let remote = format!(
         "cd {dir}/bin && cat > .{build}.$$ && chmod 700 .{build}.$$ && mv -f .{build}.$$ {build} && \
          {{ for old in quorum-*; do \
-         [ \"$old\" = {build} ] || [ ! -f \"$old\" ] || [ -L \"$old\" ] || \
-         ! printf '%s\\n' \"$old\" | grep -Eq {old} || rm -f -- \"$old\"; done; true; }}",
+         [ \"$old\" = {build} ] && continue; \
+         printf '%s\\n' \"$old\" | grep -Eq {old} || continue; \
+         [ -n \"$(find \"./$old\" -prune -type f -atime +0 2>/dev/null)\" ] && rm -f -- \"./$old\"; \
+         done; true; }}",
         old = quote(OLD_BUILDS)
     );
     let mut cmd = link.command(&remote);
