@@ -1345,14 +1345,16 @@ fn a_hosts_worktree_task_goes_on_in_a_continued_session_on_its_session_there() {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let lab = Lab::new("");
     let d = lab.dir.path().display().to_string();
-    std::fs::create_dir_all(lab.host().join("store")).unwrap();
+    // Its sessions kept where its sandbox there (a worktree task's, when
+    // the host has bubblewrap) lets it write, as a real agent's state is.
+    std::fs::create_dir_all(lab.host().join("agent/store")).unwrap();
     let config = lab.path("config/tally.toml");
     std::fs::write(
         &config,
         format!(
             "[hosts.lab]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/ssh_config\"]\ndir = \"{d}/host\"\n\
-             [agents.tally]\ncommand = {fake:?}\nhost = \"lab\"\n\
-             args = [\"--store\", \"{d}/host/store\", \"--sessions\", \"{d}/host/sessions.log\", \
+             [agents.tally]\ncommand = {fake:?}\nhost = \"lab\"\nwritable = [\"{d}/host/agent/\"]\n\
+             args = [\"--store\", \"{d}/host/agent/store\", \"--sessions\", \"{d}/host/agent/sessions.log\", \
              \"--scenario\", \"own run echo turn >> turns.txt\"]\n"
         ),
     )
@@ -1392,7 +1394,7 @@ fn a_hosts_worktree_task_goes_on_in_a_continued_session_on_its_session_there() {
         lab.git(&["show", &format!("{branch}:turns.txt")]),
         "turn\nturn"
     );
-    let asked = std::fs::read_to_string(lab.host().join("sessions.log")).unwrap();
+    let asked = std::fs::read_to_string(lab.host().join("agent/sessions.log")).unwrap();
     let asked: Vec<&str> = asked.lines().collect();
     let [new, resumed] = &asked[..] else {
         panic!("{asked:?}");
@@ -1439,4 +1441,38 @@ async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
     tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_call_opens_after_the_session_is_shut_down() {
+    // As a `/retry` winding down after the session ended would: nothing of
+    // it may start (a worktree, git, ssh) once the session is gone.
+    let lab = Lab::new("");
+    let (session, _ops, _events) = lab.session();
+    let d = session.dispatcher().clone();
+    session.shutdown();
+    let refused = d
+        .call(SubAgentCallInput {
+            agent: Some("far".into()),
+            input: Some("Write something".into()),
+            run_in_background: true,
+            isolation: Some(Isolation::Worktree),
+            ..SubAgentCallInput::default()
+        })
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(quorum::subagent::dispatch::DispatchError::Closed)
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        lab.git(&["for-each-ref", "refs/heads/quorum/"]),
+        "",
+        "no branch made"
+    );
+    assert!(!lab.host().join("bin").exists(), "the host was not reached");
+    drop(session);
+    lab.assert_nothing_left(&[]);
 }

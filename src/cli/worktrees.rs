@@ -25,12 +25,13 @@ use crate::worktree::list::Entry;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct WorktreesArgs {
     /// Remove the worktrees and branches whose session is gone (not
-    /// running) and whose branch is merged into HEAD.
+    /// running) and whose branch is merged into HEAD (a host's task's on
+    /// its host too).
     #[arg(long)]
     pub prune: bool,
     /// For every task that ran on another machine: what it changed there
     /// committed there and its branch fetched home (after a connection
-    /// lost mid-turn). Exit code 1 if any could not be.
+    /// lost mid-turn). Exit code 1 if any could not be fetched.
     #[arg(long, conflicts_with = "prune")]
     pub fetch: bool,
     /// The repository (default: the current directory).

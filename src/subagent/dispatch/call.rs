@@ -205,6 +205,7 @@ impl Dispatcher {
         task: Prepared,
         launch: Launch<'_>,
     ) -> Result<Opened, DispatchError> {
+        self.open_for_calls()?;
         let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
         // A call opened after its caller stopped waiting starts in the
         // background.
