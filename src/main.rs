@@ -97,8 +97,8 @@ enum Command {
     ///
     /// This directory's, or every directory's with --all; not an agent's ACP session (`quorum call --resume SESSION_ID`).
     Sessions(quorum::cli::sessions::SessionsArgs),
-    /// List the worktrees and branches quorum made for writers here; --prune
-    /// removes those whose session is gone and whose branch is merged.
+    /// List the worktrees and branches quorum made for writers here; --prune removes
+    /// those gone and merged; --fetch takes home what tasks on hosts left there.
     Worktrees(quorum::cli::worktrees::WorktreesArgs),
     /// quorum's tools (subagent, subagent_status) as an MCP server on stdio,
     /// for MCP hosts: `claude mcp add quorum -- quorum mcp`.
@@ -181,7 +181,7 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Review(args)) => with_runtime(quorum::cli::review::command(args, config))?,
         Some(Command::Import(args)) => quorum::cli::import::command(args)?,
         Some(Command::Sessions(args)) => quorum::cli::sessions::command(args)?,
-        Some(Command::Worktrees(args)) => quorum::cli::worktrees::command(args)?,
+        Some(Command::Worktrees(a)) => with_runtime(quorum::cli::worktrees::command(a, config))?,
         Some(Command::Mcp(a)) => with_runtime(quorum::cli::mcp::command(a, config, model, outer))?,
         Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
         Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,

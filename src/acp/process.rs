@@ -102,6 +102,7 @@ impl Connection {
                 cause: cause.clone(),
                 meta: meta.clone(),
                 announced: announced.clone(),
+                relayed: spec.host.is_some(),
             },
         );
         let (cx_tx, cx_rx) = oneshot::channel();

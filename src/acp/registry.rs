@@ -80,7 +80,9 @@ pub struct AgentSpec {
     pub mcp_pick: Option<Vec<String>>,
     /// The MCP servers its sessions are given (see `mcp`).
     pub mcp_servers: Vec<McpServerSpec>,
-    /// The `[hosts.NAME]` it runs on; `None`: this machine.
+    /// The `[hosts.NAME]` it runs on; `None`: this machine. (For the
+    /// `ssh` that starts quorum's proxy there: the host it reaches, whose
+    /// proxy's `_quorum/relayed` notifications its connection reads.)
     pub host: Option<String>,
 }
 

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::fs::{Exclusions, Files, on_read_text_file, on_write_text_file};
 use super::registry::{AgentSpec, STARTUP_TIMEOUT};
-use super::route::Routes;
+use super::route::{Incoming, QUORUM_METHODS, Routes, relayed_line};
 use super::terminal::Terminals;
 use crate::confine::limits::Limits;
 use crate::runtime::sandbox::Sandbox;
@@ -200,9 +200,22 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
     // Home's lines: to the agent; a prompt opens its session's turn here
     // (its commands may run until it is answered), a cancel ends them.
     let prompts: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-    let (turn_tx, mut turn_rx) = mpsc::unbounded_channel();
-    // Nothing reads what the handlers would show in a box at home.
-    tokio::spawn(async move { while turn_rx.recv().await.is_some() {} });
+    let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<(String, Incoming)>();
+    // What the handlers here would show in the task's box (a request
+    // refused, a command's output) goes home, as `_quorum/relayed` notifications,
+    // where it is shown as a local agent's is.
+    let relayed = {
+        let to_home = to_home.clone();
+        tokio::spawn(async move {
+            while let Some((session, incoming)) = turn_rx.recv().await {
+                if let Some(line) = relayed_line(&session, incoming)
+                    && to_home.send(line).is_err()
+                {
+                    break;
+                }
+            }
+        })
+    };
     let home_reader = {
         let (to_agent, prompts, routes, terminals) = (
             to_agent.clone(),
@@ -255,6 +268,12 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
                         let _ = to_local.send(line);
                         continue;
                     }
+                    // Only this proxy speaks as quorum: an agent's line in
+                    // its name is dropped.
+                    Some(Peek {
+                        method: Some(method),
+                        ..
+                    }) if method.starts_with(QUORUM_METHODS) => continue,
                     Some(Peek {
                         method: None,
                         id: Some(id),
@@ -310,6 +329,7 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
         let _ = tokio::time::timeout(Duration::from_millis(500), &mut agent_reader).await;
     }
     agent_reader.abort();
+    relayed.abort();
     let _ = tokio::time::timeout(Duration::from_millis(500), home_writer).await;
     // Its exit, as a shell says it, for home to tell (ssh passes it on).
     Ok(status.map_or(0, |s| {

@@ -129,6 +129,14 @@ impl Reading {
     /// Hands `line` to its turn if it is a session update; false if it is
     /// for the SDK.
     fn fast(&self, line: &str) -> bool {
+        // From a host's proxy (quorum itself there): what its file and
+        // terminal answers would show in the box, shown here.
+        if self.relayed
+            && let Some((session, incoming)) = super::route::relayed_from(line)
+        {
+            let _ = route(&self.routes, &session, incoming);
+            return true;
+        }
         // The commonest update first, read into no more than its text.
         if let Some((session, chunk)) = fast_chunk(line) {
             let _ = route(&self.routes, &session, Incoming::Chunk(chunk));
@@ -171,6 +179,9 @@ pub(super) struct Reading {
     /// Who is told what the agent announces while no turn of the session
     /// runs (its commands, after its session opened).
     pub(super) announced: super::meta::Listener,
+    /// The agent runs on another machine, behind quorum's proxy there,
+    /// whose `_quorum/relayed` notifications are read.
+    pub(super) relayed: bool,
 }
 
 /// An update no turn took: what it announces (commands, mode, options) is

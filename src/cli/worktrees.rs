@@ -1,14 +1,22 @@
 //! `quorum worktrees`: the worktrees and branches quorum made for
 //! isolated writers in this repository (task, branch, agent, state,
-//! ahead/behind), and `--prune`, which removes those whose session is gone
-//! and whose branch is merged.
+//! ahead/behind), `--prune`, which removes those whose session is gone
+//! and whose branch is merged, and `--fetch`, which takes home the work of
+//! the tasks that ran on other machines (`[hosts.NAME]`) and is still
+//! there (a connection lost mid-turn).
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Result;
 
+use crate::acp::registry::Registry;
 use crate::confine::sanitize::sanitize;
+use crate::runtime::ssh::{Hosts, Link};
+use crate::runtime::supervisor::Supervisor;
+use crate::subagent::remote;
 use crate::transcript::sessions;
 use crate::worktree::Repo;
 use crate::worktree::list::Entry;
@@ -17,9 +25,15 @@ use crate::worktree::list::Entry;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct WorktreesArgs {
     /// Remove the worktrees and branches whose session is gone (not
-    /// running) and whose branch is merged into HEAD.
+    /// running) and whose branch is merged into HEAD (a host's task's on
+    /// its host too).
     #[arg(long)]
     pub prune: bool,
+    /// For every task that ran on another machine: what it changed there
+    /// committed there and its branch fetched home (after a connection
+    /// lost mid-turn). Exit code 1 if any could not be fetched.
+    #[arg(long, conflicts_with = "prune")]
+    pub fetch: bool,
     /// The repository (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -33,8 +47,10 @@ fn session_alive(entry: &Entry) -> bool {
         .is_some_and(|s| s.exists() && sessions::open_in(s).is_some())
 }
 
-/// Lists (and prunes); returns the exit code: 0, or 2 outside a repository.
-pub fn command(args: WorktreesArgs) -> Result<i32> {
+/// Lists (and prunes, or fetches); returns the exit code: 0, 1 when a
+/// task's work could not be fetched, or 2 outside a repository (or with a
+/// bad config file for `--fetch`).
+pub async fn command(args: WorktreesArgs, config: Option<PathBuf>) -> Result<i32> {
     let dir = match args.cwd {
         Some(d) => d,
         None => std::env::current_dir()?,
@@ -47,6 +63,9 @@ pub fn command(args: WorktreesArgs) -> Result<i32> {
         }
     };
     let entries = repo.entries()?;
+    if args.fetch {
+        return fetch(&repo, &entries, config.as_deref()).await;
+    }
     let mut out = std::io::stdout().lock();
     if entries.is_empty() {
         let _ = writeln!(
@@ -84,14 +103,146 @@ pub fn command(args: WorktreesArgs) -> Result<i32> {
         );
     }
     if args.prune {
+        let mut reach = None;
         for e in entries.iter().filter(|e| e.merged && !session_alive(e)) {
+            let there = repo.worktree(&e.branch);
             match repo.discard(&e.branch) {
                 Ok(()) => {
                     let _ = writeln!(out, "pruned {}", sanitize(&e.branch));
                 }
-                Err(err) => crate::say!("quorum worktrees: {}: {err}", e.branch),
+                Err(err) => {
+                    crate::say!("quorum worktrees: {}: {err}", e.branch);
+                    continue;
+                }
             }
+            // A host's task: its worktree and branch there go too.
+            let (Some(host), Some(w)) = (e.host.as_deref(), there) else {
+                continue;
+            };
+            let reach = match &mut reach {
+                Some(reach) => reach,
+                None => reach.insert(Reach::new(config.as_deref())),
+            };
+            let removed = match reach.link(host).await {
+                Ok(link) => remote::remove_there(link, &w).await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = removed {
+                crate::say!(
+                    "quorum worktrees: {}: its worktree on host {} is left there: {}",
+                    sanitize(&e.branch),
+                    sanitize(host),
+                    sanitize(&err)
+                );
+            }
+        }
+        if let Some(reach) = reach {
+            reach.close();
         }
     }
     Ok(0)
+}
+
+/// The hosts of the config file, each connected once (a host that cannot
+/// be reached is tried once).
+struct Reach {
+    hosts: Result<Hosts, String>,
+    supervisor: Supervisor,
+    reached: HashMap<String, Result<Arc<Link>, String>>,
+}
+
+impl Reach {
+    fn new(config: Option<&Path>) -> Self {
+        let supervisor = Supervisor::new();
+        let hosts = Registry::load(config)
+            .map(|r| Hosts::new(r.hosts().clone(), supervisor.clone()))
+            .map_err(|e| e.to_string());
+        Self {
+            hosts,
+            supervisor,
+            reached: HashMap::new(),
+        }
+    }
+
+    async fn link(&mut self, host: &str) -> Result<Arc<Link>, String> {
+        if let Some(link) = self.reached.get(host) {
+            return link.clone();
+        }
+        let link = match &self.hosts {
+            Ok(hosts) => hosts.link(host).await,
+            Err(e) => Err(e.clone()),
+        };
+        self.reached.insert(host.to_string(), link.clone());
+        link
+    }
+
+    /// Ends every connection made.
+    fn close(self) {
+        drop(self.reached);
+        if let Ok(hosts) = &self.hosts {
+            hosts.close();
+        }
+        self.supervisor.shutdown_blocking();
+    }
+}
+
+/// `--fetch`: each host's task, its work committed there and its branch
+/// fetched home, one line each (what came home, or why not). A host that
+/// cannot be reached is tried once; the other hosts' tasks go on.
+async fn fetch(repo: &Repo, entries: &[Entry], config: Option<&Path>) -> Result<i32> {
+    if let Err(e) = Registry::load(config) {
+        crate::say!("quorum worktrees: {e}");
+        return Ok(2);
+    }
+    let on_hosts: Vec<(&Entry, &str)> = entries
+        .iter()
+        .filter_map(|e| Some((e, e.host.as_deref()?)))
+        .collect();
+    let mut out = std::io::stdout();
+    if on_hosts.is_empty() {
+        let _ = writeln!(
+            out,
+            "No quorum task of {} ran on another machine.",
+            repo.top.display()
+        );
+        return Ok(0);
+    }
+    let mut reach = Reach::new(config);
+    let mut failed = 0;
+    for (e, host) in on_hosts {
+        let branch = sanitize(&e.branch).into_owned();
+        let said = if session_alive(e) {
+            // Its session takes the work home itself (its turn's end,
+            // `/retry`): two at once would race on the same branch.
+            Ok(format!("{branch}: its session is running; /retry there"))
+        } else if let Some(w) = repo.worktree(&e.branch).filter(|w| w.path.is_dir()) {
+            let link = reach.link(host).await;
+            let title = repo
+                .get(&e.branch, "title")
+                .unwrap_or_else(|| e.branch.clone());
+            let message = format!("{title} ({})", e.agent.as_deref().unwrap_or("agent"));
+            match link {
+                Ok(link) => remote::take_home(link, &w, &message).await.map(|commit| {
+                    format!("{branch}: fetched from host {} ({commit})", sanitize(host))
+                }),
+                Err(err) => Err(err),
+            }
+            .map_err(|err| format!("{branch}: not fetched: {}", sanitize(&err)))
+        } else {
+            Err(format!(
+                "{branch}: not fetched: its worktree here is gone (`quorum worktrees --prune`)"
+            ))
+        };
+        match said {
+            Ok(line) => {
+                let _ = writeln!(out, "{line}");
+            }
+            Err(line) => {
+                failed += 1;
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    reach.close();
+    Ok(if failed > 0 { 1 } else { 0 })
 }

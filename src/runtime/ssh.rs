@@ -105,6 +105,13 @@ impl Hosts {
             .get_or_init(|| async { connect(spec, &self.supervisor).await.map(Arc::new) })
             .await
             .clone();
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            // Closed while it connected: its master, made after the others
+            // were ended, is ended too (with the last of it, dropped here).
+            drop(link);
+            drop(cell);
+            return Err(format!("host {name}: quorum is ending; no new connection"));
+        }
         if link.is_err() {
             // The next call tries again (the host may be back).
             self.links
@@ -567,8 +574,16 @@ fn choose(
     }
 }
 
+/// The names of the builds quorum copies to a host (see [`build_name`]),
+/// as `grep -E` takes them.
+const OLD_BUILDS: &str = r"^quorum-[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?-[0-9a-f]+-[0-9a-f]+$";
+
 /// Copies this binary to the host's `bin/` (atomically: a temporary name,
-/// then renamed).
+/// then renamed), and removes the builds of quorum it copied there before
+/// (`quorum-VERSION-SIZE-TIME`) that nothing ran for a day (another quorum
+/// at home, of another build, may still start its proxies with its own):
+/// only those, never the person's own `bin/quorum` nor anything else
+/// there.
 async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
     let exe = binary()
         .map_err(|e| format!("host {}: cannot find quorum's binary: {e}", link.host.name))?;
@@ -576,7 +591,13 @@ async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
         .map_err(|e| format!("host {}: {}: {e}", link.host.name, exe.display()))?;
     let dir = quote(&link.dir);
     let remote = format!(
-        "cd {dir}/bin && cat > .{build}.$$ && chmod 700 .{build}.$$ && mv -f .{build}.$$ {build}"
+        "cd {dir}/bin && cat > .{build}.$$ && chmod 700 .{build}.$$ && mv -f .{build}.$$ {build} && \
+         {{ for old in quorum-*; do \
+         [ \"$old\" = {build} ] && continue; \
+         printf '%s\\n' \"$old\" | grep -Eq {old} || continue; \
+         [ -n \"$(find \"./$old\" -prune -type f -atime +0 2>/dev/null)\" ] && rm -f -- \"./$old\"; \
+         done; true; }}",
+        old = quote(OLD_BUILDS)
     );
     let mut cmd = link.command(&remote);
     cmd.stdin(Stdio::from(file))
@@ -646,6 +667,35 @@ mod tests {
                  itself there; install quorum {v} for Linux aarch64 as /q/bin/quorum"
             )
         );
+    }
+
+    #[test]
+    fn only_quorums_own_builds_are_old_builds() {
+        let matches = |name: &str| {
+            std::process::Command::new("grep")
+                .args(["-Eq", OLD_BUILDS])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write;
+                    writeln!(c.stdin.take().unwrap(), "{name}")?;
+                    c.wait()
+                })
+                .unwrap()
+                .success()
+        };
+        assert!(matches(build_name()), "{}", build_name());
+        assert!(matches("quorum-0.1.0-1f00-18b2c3d4e5f60718"));
+        assert!(matches("quorum-1.2.3-rc.1-10-20"));
+        for other in [
+            "quorum",
+            "quorum-old",
+            "quorum-0.1.0",
+            "quorum-0.1.0-x-y",
+            "notes",
+        ] {
+            assert!(!matches(other), "{other}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub mod input;
 pub mod memory;
 pub mod picks;
 pub mod pool;
-mod remote;
+pub mod remote;
 pub mod severity;
 pub mod tool;
 

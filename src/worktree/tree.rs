@@ -162,14 +162,15 @@ impl Worktree {
         }
     }
 
-    /// Sends the commit the branch left from to `url` (another machine's
-    /// mirror, reached through `ssh_command`) as the branch there.
-    pub fn push_base(&self, url: &str, ssh_command: &str) -> Result<()> {
+    /// Sends the branch as it is here (at first: the commit it left from)
+    /// to `url` (another machine's mirror, reached through `ssh_command`)
+    /// as the branch there.
+    pub fn push_branch(&self, url: &str, ssh_command: &str) -> Result<()> {
         let mut push = hardened::in_dir(&self.repo);
         push.arg("-c")
             .arg(format!("core.sshCommand={ssh_command}"))
             .args(["push", "--quiet", "--no-verify", "--force", url])
-            .arg(format!("{}:refs/heads/{}", self.base_commit, self.branch));
+            .arg(format!("refs/heads/{0}:refs/heads/{0}", self.branch));
         run(
             push,
             &format!("pushing {} to {url} (git push)", self.branch),

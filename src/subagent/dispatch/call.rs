@@ -205,6 +205,7 @@ impl Dispatcher {
         task: Prepared,
         launch: Launch<'_>,
     ) -> Result<Opened, DispatchError> {
+        self.open_for_calls()?;
         let call_id = format!("call-{}", self.next_call.fetch_add(1, Ordering::SeqCst));
         // A call opened after its caller stopped waiting starts in the
         // background.
@@ -408,7 +409,10 @@ impl Dispatcher {
             .and_then(|w| super::isolate::still_there(&w.workdir).err());
         // A host's worktree task: its worktree there first.
         let there = match (&job.worktree, gone) {
-            (Some(w), None) => self.remote_prepare(job.agent.name(), w).await.err(),
+            (Some(w), None) => self
+                .remote_prepare(job.agent.name(), &job.title, w)
+                .await
+                .err(),
             (_, gone) => gone.map(|e| e.to_string()),
         };
         let mut result = match there {

@@ -244,10 +244,12 @@ impl Dispatcher {
             }
         }
         let task = repo.get(&branch, "task").unwrap_or_else(|| id.clone());
+        let there = (repo.get(&branch, "host"), repo.worktree(&branch));
         let merged = repo.merge(&branch, &format!("Merge quorum task {task} ({branch})"))?;
         if let Some(call) = call {
             lock(&self.worktrees).by_call.remove(&call);
         }
+        self.remote_remove(there.0, there.1);
         self.emitter.emit(Event::BranchMerged {
             branch: branch.clone(),
             into: merged.into.clone(),
@@ -275,10 +277,12 @@ impl Dispatcher {
             lock(&self.worktrees).asked.insert(branch.clone());
             return Ok(Discarded::Asked { branch, commits });
         }
+        let there = (repo.get(&branch, "host"), repo.worktree(&branch));
         repo.discard(&branch)?;
         if let Some(call) = call {
             lock(&self.worktrees).by_call.remove(&call);
         }
+        self.remote_remove(there.0, there.1);
         self.emitter.emit(Event::BranchDiscarded {
             branch: branch.clone(),
         });

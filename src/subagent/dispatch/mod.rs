@@ -53,6 +53,8 @@ pub enum DispatchError {
     NoInput(#[from] NoInput),
     #[error("`input` is empty: say what this task should do")]
     EmptyInput,
+    #[error("the session is ending: no new call")]
+    Closed,
     #[error("{source}{}", if *internal { "; to run the task on the internal agent instead, omit `agent` (leave it out of the call)" } else { "" })]
     UnknownAgent {
         source: UnknownAgent,
@@ -229,6 +231,9 @@ pub struct Dispatcher {
     pub(super) next_batch: AtomicU64,
     /// The session's worktree tasks.
     pub(super) worktrees: Mutex<isolate::Worktrees>,
+    /// Shut down with the session: no call opens any more (a `/retry`
+    /// winding down must not make worktrees and run git after it).
+    pub(super) closed: std::sync::atomic::AtomicBool,
 }
 
 impl Dispatcher {
@@ -269,6 +274,7 @@ impl Dispatcher {
             max_parallel: max_parallel.max(1),
             next_batch: AtomicU64::new(1),
             worktrees: Default::default(),
+            closed: Default::default(),
         };
         (Arc::new(d), rx)
     }
@@ -445,6 +451,16 @@ impl Dispatcher {
 
     /// Stops every agent process (starts under way stop with their calls).
     pub fn shutdown(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         self.pool.shutdown();
+    }
+
+    /// Refused once the session is shut down.
+    pub(super) fn open_for_calls(&self) -> Result<(), DispatchError> {
+        if self.closed.load(Ordering::SeqCst) {
+            Err(DispatchError::Closed)
+        } else {
+            Ok(())
+        }
     }
 }

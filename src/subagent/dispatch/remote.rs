@@ -2,87 +2,14 @@
 //! commit pushed to a mirror there, a worktree there on the task's branch,
 //! its work committed there and fetched home when the turn ends.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::Dispatcher;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
 use crate::runtime::ssh::{Link, quote};
 use crate::subagent::lock;
-use crate::worktree::{Worktree, WorktreeError};
-
-/// A host's worktree task, as its host has it: the mirror of the person's
-/// repository there, the worktree there, and where in it the agent works.
-struct There {
-    link: std::sync::Arc<Link>,
-    mirror: String,
-    worktree: String,
-    workdir: PathBuf,
-}
-
-impl There {
-    /// Where `w` (a worktree at home) is on `link`'s host.
-    fn of(link: std::sync::Arc<Link>, w: &Worktree) -> Self {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        w.repo.hash(&mut h);
-        let name = |p: &Path| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "repo".into())
-        };
-        let mirror = format!(
-            "{}/mirrors/{}-{:08x}.git",
-            link.dir,
-            name(&w.repo),
-            h.finish() as u32
-        );
-        let worktree = format!("{}/worktrees/{}", link.dir, name(&w.path));
-        let workdir = match w.workdir.strip_prefix(&w.path) {
-            Ok(rel) => Path::new(&worktree).join(rel),
-            Err(_) => PathBuf::from(&worktree),
-        };
-        Self {
-            link,
-            mirror,
-            worktree,
-            workdir,
-        }
-    }
-
-    /// The mirror as git at home reaches it.
-    fn url(&self) -> String {
-        format!("{}:{}", self.link.host.ssh, self.mirror)
-    }
-
-    /// Hardened git there on the task's worktree (its git directory named,
-    /// as quorum made it, never read from the worktree's `.git`).
-    fn git(&self) -> String {
-        let name = Path::new(&self.worktree)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        format!(
-            "git {} --git-dir={} --work-tree={}",
-            crate::runtime::git::HARDENING
-                .iter()
-                .map(|a| quote(a))
-                .collect::<Vec<_>>()
-                .join(" "),
-            quote(&format!("{}/worktrees/{name}", self.mirror)),
-            quote(&self.worktree)
-        )
-    }
-}
-
-/// Runs blocking git at home off the runtime.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, WorktreeError> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(WorktreeError::Io(format!("stopped: {e}"))))
-        .map_err(|e| e.to_string())
-}
+use crate::subagent::remote::{There, blocking, remove_there, take_home};
+use crate::worktree::Worktree;
 
 impl Dispatcher {
     /// The host `agent` runs on and its connection, if it runs on one.
@@ -91,13 +18,15 @@ impl Dispatcher {
         Some(self.pool.hosts().link(&host).await)
     }
 
-    /// Before a host's worktree task runs: the commit its branch left from
-    /// is pushed to the mirror there (made the first time), a worktree is
-    /// made there on the task's branch, and the agent will work in it. An
+    /// Before a host's worktree task's first turn: its branch (the commit
+    /// it left from) is pushed to the mirror there (made the first time), a
+    /// worktree is made there on the task's branch, and the agent will work
+    /// in it. Its later turns work on in that worktree. An
     /// error names the host and what ssh or git said.
     pub(in crate::subagent) async fn remote_prepare(
         &self,
         agent: &str,
+        title: &str,
         w: &Worktree,
     ) -> Result<(), String> {
         let Some(link) = self.link_of(agent).await else {
@@ -111,19 +40,37 @@ impl Dispatcher {
             ));
         }
         let there = There::of(link.clone(), w);
-        link.run(
-            "making the mirror",
-            &format!(
-                "test -d {m} || git init --quiet --bare {m}",
-                m = quote(&there.mirror)
-            ),
-        )
-        .await?;
+        let name = Path::new(&there.worktree)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The task's worktree there from an earlier turn (a follow-up, a
+        // session continued) is worked on in again, as it is.
+        let made = link
+            .run(
+                "making the mirror",
+                &format!(
+                    "test -d {m} || git init --quiet --bare {m} || exit; \
+                     if test -d {wt} && test -f {m}/worktrees/{n}/gitdir; then echo made; fi",
+                    m = quote(&there.mirror),
+                    wt = quote(&there.worktree),
+                    n = quote(&name),
+                ),
+            )
+            .await?;
+        if made.trim() == "made" {
+            self.pool
+                .set_remote_workdir(&w.workdir, there.workdir.clone());
+            return Ok(());
+        }
         let (wt, url, ssh, on) = (w.clone(), there.url(), link.git_ssh_command(), host.clone());
+        let title = crate::worktree::first_line(title).to_string();
         blocking(move || {
-            // `quorum worktrees` names the host.
+            // `quorum worktrees` names the host; `--fetch` commits there
+            // with the message a turn's end would.
             wt.repo().set(&wt.branch, "host", &on)?;
-            wt.push_base(&url, &ssh)
+            wt.repo().set(&wt.branch, "title", &title)?;
+            wt.push_branch(&url, &ssh)
         })
         .await
         .map_err(|e| format!("host {host}: {e}"))?;
@@ -132,7 +79,8 @@ impl Dispatcher {
         link.run(
             "making the task's worktree",
             &format!(
-                "git {h} --git-dir={m} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
+                "git {h} --git-dir={m} worktree prune && \
+                 git {h} --git-dir={m} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
                 h = crate::runtime::git::HARDENING.join(" "),
                 m = quote(&there.mirror),
                 wt = quote(&there.worktree),
@@ -160,28 +108,8 @@ impl Dispatcher {
         let Some(link) = self.link_of(agent).await else {
             return Ok(None);
         };
-        let link = link?;
-        let host = link.host.name.clone();
-        let there = There::of(link.clone(), w);
-        let (name, email) = identity(&w.repo);
-        let git = there.git();
         let message = format!("{} ({agent})", crate::worktree::first_line(title));
-        link.run(
-            "committing the task's work",
-            &format!(
-                "export GIT_AUTHOR_NAME={n} GIT_AUTHOR_EMAIL={e} GIT_COMMITTER_NAME={n} GIT_COMMITTER_EMAIL={e}; \
-                 {git} add -A && ({git} diff --cached --quiet --no-ext-diff --no-textconv || \
-                 {git} commit --quiet --no-verify -m {msg})",
-                n = quote(&name),
-                e = quote(&email),
-                msg = quote(&message),
-            ),
-        )
-        .await?;
-        let (wt, url, ssh) = (w.clone(), there.url(), link.git_ssh_command());
-        let commit = blocking(move || wt.take_from(&url, &ssh))
-            .await
-            .map_err(|e| format!("host {host}: {e}"))?;
+        let commit = take_home(link?, w, &message).await?;
         Ok(Some(commit))
     }
 }
@@ -255,22 +183,40 @@ impl Dispatcher {
     }
 }
 
-/// The person's name and email as git at home has them for `repo`.
-fn identity(repo: &Path) -> (String, String) {
-    let get = |key: &str| {
-        let var = match key {
-            "user.name" => "GIT_AUTHOR_NAME",
-            _ => "GIT_AUTHOR_EMAIL",
+impl Dispatcher {
+    /// After `/merge` or `/discard` of a host's task (`host`, read before
+    /// the branch went): its worktree and branch on the host removed too,
+    /// from a task of their own; a notice says what was done, or why not.
+    pub(in crate::subagent) fn remote_remove(&self, host: Option<String>, w: Option<Worktree>) {
+        let (Some(host), Some(w)) = (host, w) else {
+            return;
         };
-        if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
-            return Some(v);
-        }
-        let mut cmd = crate::runtime::git::in_dir(repo);
-        cmd.args(["config", "--get", key]);
-        crate::runtime::git::output(cmd).filter(|v| !v.is_empty())
-    };
-    (
-        get("user.name").unwrap_or_else(|| "quorum".into()),
-        get("user.email").unwrap_or_else(|| "quorum@localhost".into()),
-    )
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (hosts, emitter) = (self.pool.hosts().clone(), self.emitter.clone());
+        runtime.spawn(async move {
+            let removed = match hosts.link(&host).await {
+                Ok(link) => remove_there(link, &w).await,
+                Err(e) => Err(e),
+            };
+            let (level, text) = match removed {
+                Ok(()) => (
+                    NoticeLevel::Info,
+                    format!(
+                        "{}: its worktree and branch on host {host} are removed",
+                        w.branch
+                    ),
+                ),
+                Err(e) => (
+                    NoticeLevel::Warning,
+                    format!(
+                        "{}: its worktree on host {host} is left there: {e}",
+                        w.branch
+                    ),
+                ),
+            };
+            emitter.emit(Event::Notice { level, text });
+        });
+    }
 }

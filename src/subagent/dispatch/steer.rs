@@ -154,6 +154,7 @@ impl Dispatcher {
         task_id: &str,
         message: &str,
     ) -> Result<FollowUp, DispatchError> {
+        self.open_for_calls()?;
         let message = message.trim();
         if message.is_empty() {
             return Err(DispatchError::EmptyMessage);
