@@ -34,18 +34,41 @@ pub(super) fn transport(
         stdin.flush().await?;
         Ok::<_, std::io::Error>(stdin)
     });
+    // The agent's stdout is read in a task of its own, which hands the
+    // session updates to their turns itself: a streamed chunk wakes that
+    // task alone, not the SDK's connection (whose future polls all its
+    // parts at each wake-up). The lines for the SDK follow in order.
     // After an error nothing more is read: the connection ends, and its
-    // error says why.
-    let incoming = futures::stream::unfold(Some(LineReader::new(reading, stdout)), |state| async {
-        let mut state = state?;
-        match state.next().await {
-            Ok(Some(line)) => Some((Ok(line), Some(state))),
-            Ok(None) => None,
-            Err(e) => Some((Err(e), None)),
+    // error says why. The task ends with the agent's stdout, or as soon as
+    // the connection is gone.
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(SDK_LINES);
+    tokio::spawn(async move {
+        let mut reader = LineReader::new(reading, stdout);
+        loop {
+            let next = tokio::select! {
+                next = reader.next() => next,
+                () = tx.closed() => return,
+            };
+            let (line, end) = match next {
+                Ok(Some(line)) => (Ok(line), false),
+                Ok(None) => return,
+                Err(e) => (Err(e), true),
+            };
+            if tx.send(line).await.is_err() || end {
+                return;
+            }
         }
+    });
+    let incoming = futures::stream::unfold(rx, async |mut rx| {
+        let line = rx.recv().await?;
+        Some((line, rx))
     });
     Lines::new(outgoing, incoming)
 }
+
+/// Lines read for the SDK that it has not taken yet: beyond them the
+/// reading waits for it.
+const SDK_LINES: usize = 64;
 
 /// The reading half: lines of the agent's stdout, read into one buffer
 /// kept from line to line; a line the fast paths take costs no copy of
