@@ -22,25 +22,25 @@ fn boxes(state: &State) -> Vec<(usize, &SubagentBox)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_old_box_opened_shows_its_detail_read_back_from_the_transcript() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.jsonl");
-    let (_session, mut app, mut ev_rx) =
-        live_session(dir.path(), "", None, Permissions::Allow, Some(path.clone()));
+/// A live session recorded to `dir/s.jsonl`, older boxes' detail read
+/// back from it; `said(n)` sent for calls 0..`calls`, one after another,
+/// each waited for to its end.
+async fn session_of_calls(
+    dir: &std::path::Path,
+    calls: usize,
+    said: impl Fn(usize) -> String,
+) -> (
+    quorum::engine::Session,
+    quorum::tui::app::App,
+    Terminal<TestBackend>,
+) {
+    let path = dir.join("s.jsonl");
+    let (session, mut app, mut ev_rx) =
+        live_session(dir, "", None, Permissions::Allow, Some(path.clone()));
     app.set_transcript(&path);
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
-
-    // The first call edits a file (a tool call with a diff); then enough
-    // calls that it falls out of the window.
-    let calls = DETAIL_WINDOW + 2;
     for n in 0..calls {
-        let said = if n == 0 {
-            "@fake diff src/first.rs".to_string()
-        } else {
-            format!("@fake echo call {n}")
-        };
-        drive(&mut terminal, &mut app, line(&said), vec![]).await;
+        drive(&mut terminal, &mut app, line(&said(n)), vec![]).await;
         while boxes(&app.state).len() <= n || boxes(&app.state)[n].1.finished.is_none() {
             let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
                 .await
@@ -49,6 +49,31 @@ async fn an_old_box_opened_shows_its_detail_read_back_from_the_transcript() {
             drive(&mut terminal, &mut app, vec![], vec![e]).await;
         }
     }
+    (session, app, terminal)
+}
+
+/// Alt+↑ from the newest of `calls` boxes to the first, and Enter.
+fn open_the_first(calls: usize) -> Vec<quorum::tui::app::Input> {
+    let mut keys = vec![alt(KeyCode::Up); calls];
+    keys.push(key(KeyCode::Enter));
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_old_box_opened_shows_its_detail_read_back_from_the_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    // The first call edits a file (a tool call with a diff); then enough
+    // calls that it falls out of the window.
+    let calls = DETAIL_WINDOW + 2;
+    let (_session, mut app, mut terminal) = session_of_calls(dir.path(), calls, |n| {
+        if n == 0 {
+            "@fake diff src/first.rs".to_string()
+        } else {
+            format!("@fake echo call {n}")
+        }
+    })
+    .await;
     let all = boxes(&app.state);
     assert_eq!(all.len(), calls);
     let (first, _) = all[0];
@@ -72,9 +97,7 @@ async fn an_old_box_opened_shows_its_detail_read_back_from_the_transcript() {
     );
 
     // Focus the first box (Alt+↑ from the newest) and open it.
-    let mut keys = vec![alt(KeyCode::Up); calls];
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, open_the_first(calls), vec![]).await;
     let shown = text(&terminal);
     assert!(shown.contains("Edit src/first.rs"), "{shown}");
     assert!(!shown.contains("could not be read back"), "{shown}");
@@ -96,31 +119,11 @@ async fn an_old_box_opened_shows_its_detail_read_back_from_the_transcript() {
 async fn a_box_whose_transcript_is_gone_says_so_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    let (_session, mut app, mut ev_rx) =
-        live_session(dir.path(), "", None, Permissions::Allow, Some(path.clone()));
-    app.set_transcript(&path);
-    let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
     let calls = DETAIL_WINDOW + 1;
-    for n in 0..calls {
-        drive(
-            &mut terminal,
-            &mut app,
-            line(&format!("@fake echo call {n}")),
-            vec![],
-        )
-        .await;
-        while boxes(&app.state).len() <= n || boxes(&app.state)[n].1.finished.is_none() {
-            let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            drive(&mut terminal, &mut app, vec![], vec![e]).await;
-        }
-    }
+    let (_session, mut app, mut terminal) =
+        session_of_calls(dir.path(), calls, |n| format!("@fake echo call {n}")).await;
     std::fs::write(&path, "").unwrap();
-    let mut keys = vec![alt(KeyCode::Up); calls];
-    keys.push(key(KeyCode::Enter));
-    drive(&mut terminal, &mut app, keys, vec![]).await;
+    drive(&mut terminal, &mut app, open_the_first(calls), vec![]).await;
     let shown = text(&terminal);
     assert!(
         shown.contains("kept in the transcript only, and could not be read back"),

@@ -569,19 +569,7 @@ async fn a_connection_lost_mid_turn_is_interrupted_and_retry_fetches_the_work() 
     ));
     let (session, ops, mut events) = lab.session();
     let d = session.dispatcher().clone();
-    let reply = d
-        .call(SubAgentCallInput {
-            agent: Some("busy".into()),
-            input: Some("Make a file and take your time".into()),
-            run_in_background: true,
-            isolation: Some(Isolation::Worktree),
-            ..SubAgentCallInput::default()
-        })
-        .await
-        .unwrap();
-    let quorum::subagent::dispatch::Reply::Started { task_id: task, .. } = reply else {
-        panic!("not started in the background: {reply:?}");
-    };
+    let task = start_worktree_task(&d, "busy", "Make a file and take your time").await;
     let branch = next_of(&mut events, |e| match e {
         Event::WorktreeReady { branch, .. } => Some(branch.clone()),
         _ => None,
@@ -795,20 +783,7 @@ async fn worktrees_fetch_takes_home_the_work_a_lost_connection_left_there() {
     std::fs::write(&lab.config, format!("{config}\n{gone}")).unwrap();
     let (session, _ops, mut events) = lab.session();
     let d = session.dispatcher().clone();
-    let reply = d
-        .call(SubAgentCallInput {
-            agent: Some("busy".into()),
-            input: Some("Make a file and take your time".into()),
-            run_in_background: true,
-            isolation: Some(Isolation::Worktree),
-            ..SubAgentCallInput::default()
-        })
-        .await
-        .unwrap();
-    assert!(
-        matches!(reply, quorum::subagent::dispatch::Reply::Started { .. }),
-        "{reply:?}"
-    );
+    start_worktree_task(&d, "busy", "Make a file and take your time").await;
     let branch = next_of(&mut events, |e| match e {
         Event::WorktreeReady { branch, .. } => Some(branch.clone()),
         _ => None,
@@ -1279,19 +1254,7 @@ async fn a_follow_up_of_a_hosts_worktree_task_works_on_in_its_worktree_there() {
     ));
     let (session, _ops, mut events) = lab.session();
     let d = session.dispatcher().clone();
-    let reply = d
-        .call(SubAgentCallInput {
-            agent: Some("tally".into()),
-            input: Some("Count the turns".into()),
-            run_in_background: true,
-            isolation: Some(Isolation::Worktree),
-            ..SubAgentCallInput::default()
-        })
-        .await
-        .unwrap();
-    let quorum::subagent::dispatch::Reply::Started { task_id: task, .. } = reply else {
-        panic!("not started in the background: {reply:?}");
-    };
+    let task = start_worktree_task(&d, "tally", "Count the turns").await;
     let (stop, output) = finished(&mut events).await;
     assert_eq!(stop, StopReason::EndTurn, "{output}");
     d.follow_up(&task, "Once more").unwrap();
@@ -1310,6 +1273,29 @@ async fn a_follow_up_of_a_hosts_worktree_task_works_on_in_its_worktree_there() {
     session.shutdown();
     drop(session);
     lab.assert_nothing_left(&[]);
+}
+
+/// A background worktree task of `agent` doing `input`, started: its
+/// task id.
+async fn start_worktree_task(
+    d: &std::sync::Arc<quorum::subagent::dispatch::Dispatcher>,
+    agent: &str,
+    input: &str,
+) -> String {
+    let reply = d
+        .call(SubAgentCallInput {
+            agent: Some(agent.into()),
+            input: Some(input.into()),
+            run_in_background: true,
+            isolation: Some(Isolation::Worktree),
+            ..SubAgentCallInput::default()
+        })
+        .await
+        .unwrap();
+    let quorum::subagent::dispatch::Reply::Started { task_id, .. } = reply else {
+        panic!("not started in the background: {reply:?}");
+    };
+    task_id
 }
 
 /// The next call's end: its stop reason and output.

@@ -121,7 +121,9 @@ pub async fn command(args: WorktreesArgs, config: Option<PathBuf>) -> Result<i32
             };
             let reach = match &mut reach {
                 Some(reach) => reach,
-                None => reach.insert(Reach::new(config.as_deref())),
+                None => reach.insert(Reach::new(
+                    Registry::load(config.as_deref()).map_err(|e| e.to_string()),
+                )),
             };
             let removed = match reach.link(host).await {
                 Ok(link) => remote::remove_there(link, &w).await,
@@ -152,11 +154,10 @@ struct Reach {
 }
 
 impl Reach {
-    fn new(config: Option<&Path>) -> Self {
+    /// The hosts of `registry` (the config file's), or why there are none.
+    fn new(registry: Result<Registry, String>) -> Self {
         let supervisor = Supervisor::new();
-        let hosts = Registry::load(config)
-            .map(|r| Hosts::new(r.hosts().clone(), supervisor.clone()))
-            .map_err(|e| e.to_string());
+        let hosts = registry.map(|r| Hosts::new(r.hosts().clone(), supervisor.clone()));
         Self {
             hosts,
             supervisor,
@@ -190,10 +191,13 @@ impl Reach {
 /// fetched home, one line each (what came home, or why not). A host that
 /// cannot be reached is tried once; the other hosts' tasks go on.
 async fn fetch(repo: &Repo, entries: &[Entry], config: Option<&Path>) -> Result<i32> {
-    if let Err(e) = Registry::load(config) {
-        crate::say!("quorum worktrees: {e}");
-        return Ok(2);
-    }
+    let registry = match Registry::load(config) {
+        Ok(registry) => registry,
+        Err(e) => {
+            crate::say!("quorum worktrees: {e}");
+            return Ok(2);
+        }
+    };
     let on_hosts: Vec<(&Entry, &str)> = entries
         .iter()
         .filter_map(|e| Some((e, e.host.as_deref()?)))
@@ -207,7 +211,7 @@ async fn fetch(repo: &Repo, entries: &[Entry], config: Option<&Path>) -> Result<
         );
         return Ok(0);
     }
-    let mut reach = Reach::new(config);
+    let mut reach = Reach::new(Ok(registry));
     let mut failed = 0;
     for (e, host) in on_hosts {
         let branch = sanitize(&e.branch).into_owned();
@@ -233,15 +237,11 @@ async fn fetch(repo: &Repo, entries: &[Entry], config: Option<&Path>) -> Result<
                 "{branch}: not fetched: its worktree here is gone (`quorum worktrees --prune`)"
             ))
         };
-        match said {
-            Ok(line) => {
-                let _ = writeln!(out, "{line}");
-            }
-            Err(line) => {
-                failed += 1;
-                let _ = writeln!(out, "{line}");
-            }
-        }
+        let line = said.unwrap_or_else(|line| {
+            failed += 1;
+            line
+        });
+        let _ = writeln!(out, "{line}");
     }
     reach.close();
     Ok(if failed > 0 { 1 } else { 0 })

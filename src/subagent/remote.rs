@@ -108,24 +108,39 @@ impl There {
         format!("{}:{}", self.link.host.ssh, self.mirror)
     }
 
+    /// The name of the task's worktree there, and of its git directory
+    /// in the mirror.
+    pub(crate) fn name(&self) -> String {
+        Path::new(&self.worktree)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Hardened git there on the mirror.
+    pub(crate) fn mirror_git(&self) -> String {
+        hardened_git(&self.mirror)
+    }
+
     /// Hardened git there on the task's worktree (its git directory named,
     /// as quorum made it, never read from the worktree's `.git`).
     pub(crate) fn git(&self) -> String {
-        let name = Path::new(&self.worktree)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let git_dir = format!("{}/worktrees/{}", self.mirror, self.name());
         format!(
-            "git {} --git-dir={} --work-tree={}",
-            crate::runtime::git::HARDENING
-                .iter()
-                .map(|a| quote(a))
-                .collect::<Vec<_>>()
-                .join(" "),
-            quote(&format!("{}/worktrees/{name}", self.mirror)),
+            "{} --work-tree={}",
+            hardened_git(&git_dir),
             quote(&self.worktree)
         )
     }
+}
+
+/// A shell command's start: git with quorum's hardening, on the git
+/// directory `git_dir` (on a host).
+fn hardened_git(git_dir: &str) -> String {
+    let hardening: Vec<String> = (crate::runtime::git::HARDENING.iter())
+        .map(|a| quote(a))
+        .collect();
+    format!("git {} --git-dir={}", hardening.join(" "), quote(git_dir))
 }
 
 /// Runs blocking git at home off the runtime.
@@ -171,15 +186,7 @@ pub async fn take_home(link: Arc<Link>, w: &Worktree, message: &str) -> Result<S
 /// named under its own state directory there.
 pub async fn remove_there(link: Arc<Link>, w: &Worktree) -> Result<(), String> {
     let there = There::of(link.clone(), w);
-    let git = format!(
-        "git {} --git-dir={}",
-        crate::runtime::git::HARDENING
-            .iter()
-            .map(|a| quote(a))
-            .collect::<Vec<_>>()
-            .join(" "),
-        quote(&there.mirror)
-    );
+    let git = there.mirror_git();
     // A worktree whose `.git` the agent changed is one git no longer
     // knows: its folder goes all the same (`rm` follows no link).
     link.run(

@@ -127,7 +127,6 @@ pub fn read_each(
     max_line: u64,
     each: &mut dyn FnMut(Stamped),
 ) -> Result<Read, TranscriptError> {
-    use std::io::{BufRead, Read as _};
     let io = |source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
@@ -136,22 +135,10 @@ pub fn read_each(
     let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
     let mut reader = Reader::new(path, each);
     let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = (&mut input)
-            .take(max_line.saturating_add(1))
-            .read_until(b'\n', &mut buf)
-            .map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        let complete = buf.last() == Some(&b'\n');
-        let body = if complete {
-            &buf[..buf.len() - 1]
-        } else {
-            &buf[..]
-        };
-        if body.len() as u64 > max_line {
+    while let Some(Line { complete, too_long }) =
+        next_line(&mut input, &mut buf, max_line).map_err(io)?
+    {
+        if too_long {
             return Err(TranscriptError::LineTooLong {
                 path: path.to_path_buf(),
                 line: reader.line + 1,
@@ -176,6 +163,40 @@ pub fn read_each(
         }
     }
     reader.finish()
+}
+
+/// A line read by [`next_line`].
+pub(super) struct Line {
+    /// It ends in a newline (a last line cut short does not).
+    pub complete: bool,
+    /// It is longer than the longest allowed (what `buf` holds is cut).
+    pub too_long: bool,
+}
+
+/// Reads the next line of `input` into `buf` (cleared first, its newline
+/// kept), at most `max_line` bytes of it and its newline: `None` at the
+/// end of the input.
+pub(super) fn next_line(
+    input: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    max_line: u64,
+) -> std::io::Result<Option<Line>> {
+    use std::io::{BufRead as _, Read as _};
+    buf.clear();
+    if input
+        .by_ref()
+        .take(max_line.saturating_add(1))
+        .read_until(b'\n', buf)?
+        == 0
+    {
+        return Ok(None);
+    }
+    let complete = buf.last() == Some(&b'\n');
+    let body = buf.len() - usize::from(complete);
+    Ok(Some(Line {
+        complete,
+        too_long: body as u64 > max_line,
+    }))
 }
 
 /// Parses transcript text; `path` is only used in messages.

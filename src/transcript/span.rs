@@ -6,13 +6,13 @@
 //! box whose detail was let go) costs the span it reads, not the session.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read as _, Seek, SeekFrom};
+use std::io::{BufReader, Seek, SeekFrom};
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::TranscriptError;
-use super::reader::{parse_event, parse_header};
+use super::reader::{Line, next_line, parse_event, parse_header};
 use crate::event::Stamped;
 
 /// Below this many bytes the bisection stops and the rest is read.
@@ -35,10 +35,7 @@ pub fn read_since(
     let file = File::open(path).map_err(io)?;
     let mut input = BufReader::with_capacity(64 * 1024, &file);
     let mut line = Vec::new();
-    (&mut input)
-        .take(max_line.saturating_add(1))
-        .read_until(b'\n', &mut line)
-        .map_err(io)?;
+    next_line(&mut input, &mut line, max_line).map_err(io)?;
     let header = parse_header(path, &String::from_utf8_lossy(&line))?;
     if header.version < 2 {
         let mut done = false;
@@ -53,24 +50,17 @@ pub fn read_since(
     let len = file.metadata().map_err(io)?.len();
     let at = bisect(&file, start, len, from).map_err(io)?;
     input.seek(SeekFrom::Start(at)).map_err(io)?;
-    loop {
-        line.clear();
-        let n = (&mut input)
-            .take(max_line.saturating_add(1))
-            .read_until(b'\n', &mut line)
-            .map_err(io)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let complete = line.last() == Some(&b'\n');
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        if body.len() as u64 > max_line {
+    while let Some(Line { complete, too_long }) =
+        next_line(&mut input, &mut line, max_line).map_err(io)?
+    {
+        if too_long {
             return Err(TranscriptError::LineTooLong {
                 path: path.to_path_buf(),
                 line: 0,
                 limit: max_line,
             });
         }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
         if stamp(body).is_some_and(|t| t < from) || body.trim_ascii().is_empty() {
             continue;
         }
@@ -96,6 +86,7 @@ pub fn read_since(
             Err(e) => return Err(e),
         }
     }
+    Ok(())
 }
 
 /// A line start at or before the first event line stamped `from` or

@@ -21,16 +21,14 @@ pub fn detail(path: &Path, b: &SubagentBox) -> Result<(Log, Terminals), String> 
             let Some(seen) = scratch.subagent_box(&b.call_id) else {
                 return ControlFlow::Continue(());
             };
-            found |= seen.started == b.started;
-            if found
-                && seen.started == b.started
-                && b.finished.is_some()
-                && seen.finished == b.finished
-            {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
+            if seen.started == b.started {
+                found = true;
+                // Up to its end: what it showed when it let its detail go.
+                if b.finished.is_some() && seen.finished == b.finished {
+                    return ControlFlow::Break(());
+                }
             }
+            ControlFlow::Continue(())
         })
         .map_err(|e| e.to_string())?;
         let seen = scratch.subagent_box(&b.call_id).filter(|_| found);

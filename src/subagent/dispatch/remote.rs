@@ -2,8 +2,6 @@
 //! commit pushed to a mirror there, a worktree there on the task's branch,
 //! its work committed there and fetched home when the turn ends.
 
-use std::path::Path;
-
 use super::Dispatcher;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
 use crate::runtime::ssh::{Link, quote};
@@ -40,10 +38,6 @@ impl Dispatcher {
             ));
         }
         let there = There::of(link.clone(), w);
-        let name = Path::new(&there.worktree)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         // The task's worktree there from an earlier turn (a follow-up, a
         // session continued) is worked on in again, as it is.
         let made = link
@@ -54,7 +48,7 @@ impl Dispatcher {
                      if test -d {wt} && test -f {m}/worktrees/{n}/gitdir; then echo made; fi",
                     m = quote(&there.mirror),
                     wt = quote(&there.worktree),
-                    n = quote(&name),
+                    n = quote(&there.name()),
                 ),
             )
             .await?;
@@ -79,10 +73,9 @@ impl Dispatcher {
         link.run(
             "making the task's worktree",
             &format!(
-                "git {h} --git-dir={m} worktree prune && \
-                 git {h} --git-dir={m} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
-                h = crate::runtime::git::HARDENING.join(" "),
-                m = quote(&there.mirror),
+                "{mirror} worktree prune && \
+                 {mirror} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
+                mirror = there.mirror_git(),
                 wt = quote(&there.worktree),
                 b = quote(&w.branch),
                 rel = quote(&rel),
