@@ -281,10 +281,9 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let bell = config::config_bell(config.as_deref())?;
     let (mut session, events) = Session::start(session, Instant::now())?;
     let _tools = quorum::serve::offer_tools(&session, config.as_deref())?;
-    let earlier = session.take_history();
-    let started = session.clock();
-    let ops = session.serve();
-    let files = screen::Files::new(config::history_path(), session.recording());
+    let (earlier, started, ops) = (session.take_history(), session.clock(), session.serve());
+    let (history, limit) = (config::history_path(), max_line(&config)?);
+    let files = screen::Files::new(history, session.recording(), limit);
     let result = screen::live(ops, events, earlier, started, bell, files).await;
     session.close_agent_sessions().await;
     session.shutdown();

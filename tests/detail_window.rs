@@ -37,7 +37,7 @@ async fn session_of_calls(
     let path = dir.join("s.jsonl");
     let (session, mut app, mut ev_rx) =
         live_session(dir, "", None, Permissions::Allow, Some(path.clone()));
-    app.set_transcript(&path);
+    app.set_transcript(&path, quorum::confine::limits::MAX_TRANSCRIPT_LINE);
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
     for n in 0..calls {
         drive(&mut terminal, &mut app, line(&said(n)), vec![]).await;

@@ -90,7 +90,7 @@ pub struct App {
     stats: FrameStats,
     /// The transcript of what is shown, which older boxes' detail is read
     /// back from when opened ([`App::set_transcript`]).
-    transcript: Option<std::path::PathBuf>,
+    transcript: Option<(std::path::PathBuf, u64)>,
 }
 
 impl App {
@@ -116,10 +116,11 @@ impl App {
     /// The transcript at `path` holds every event shown (recorded from
     /// the session's start, or replayed from it): only the newest
     /// finished boxes keep their detail in memory, and an older one's is
-    /// read back from `path` when the person opens it. Call it before
-    /// any event is applied.
-    pub fn set_transcript(&mut self, path: &std::path::Path) {
-        self.transcript = Some(path.to_path_buf());
+    /// read back from `path` (its lines at most `max_line` bytes, as the
+    /// config's limits say) when the person opens it. Call it before any
+    /// event is applied.
+    pub fn set_transcript(&mut self, path: &std::path::Path, max_line: u64) {
+        self.transcript = Some((path.to_path_buf(), max_line));
         self.state.keep_detail(super::state::DETAIL_WINDOW);
     }
 
@@ -129,13 +130,13 @@ impl App {
         if !self.state.detail_spilled(index) {
             return;
         }
-        let (Some(path), Some(super::state::CellKind::Subagent(b))) = (
+        let (Some((path, max_line)), Some(super::state::CellKind::Subagent(b))) = (
             &self.transcript,
             self.state.cells.get(index).map(|c| &c.kind),
         ) else {
             return;
         };
-        match super::readback::detail(path, b) {
+        match super::readback::detail(path, *max_line, b) {
             Ok((log, terminals)) => self.state.restore_detail(index, log, terminals),
             Err(e) => {
                 tracing::warn!("reading a box's detail back: {e}");

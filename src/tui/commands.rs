@@ -34,13 +34,16 @@ pub struct Files {
     /// The file the session is recorded to from its start: older boxes'
     /// detail is read back from it when opened.
     pub transcript: Option<PathBuf>,
+    /// The longest transcript line read back (`[limits]` in the config).
+    pub max_line: u64,
 }
 
 impl Files {
-    pub fn new(history: Option<PathBuf>, transcript: Option<PathBuf>) -> Self {
+    pub fn new(history: Option<PathBuf>, transcript: Option<PathBuf>, max_line: u64) -> Self {
         Self {
             history,
             transcript,
+            max_line,
         }
     }
 }
@@ -60,7 +63,7 @@ pub async fn live(
 ) -> Result<()> {
     let mut app = App::live(ops, started);
     if let Some(path) = &files.transcript {
-        app.set_transcript(path);
+        app.set_transcript(path, files.max_line);
     }
     // A continued session's conversation shows at once.
     app.on_earlier(&earlier);
@@ -212,7 +215,7 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
         player.set_paused(true, Instant::now());
     }
     let mut app = App::replay(player);
-    app.set_transcript(file);
+    app.set_transcript(file, options.max_line);
     app.view.set_panel(options.panel);
     app.set_banner(warnings.first().cloned());
     if options.instant {
@@ -261,7 +264,7 @@ pub async fn watch(file: &Path, panel: Option<bool>, max_line: u64) -> Result<()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut app = App::watch(crate::confine::sanitize::sanitize(&name).into_owned());
-    app.set_transcript(file);
+    app.set_transcript(file, max_line);
     app.view.set_panel(panel);
     app.on_earlier(&earlier);
     drop(earlier);
@@ -364,7 +367,7 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
     // The events are applied as they are read, not kept: a long
     // session's screen costs its state, not the whole file's events.
     let mut app = App::still();
-    app.set_transcript(file);
+    app.set_transcript(file, options.max_line);
     app.view.set_panel(options.panel);
     let mut total = 0;
     let read = transcript::read_each(file, options.max_line, &mut |event| {

@@ -9,10 +9,9 @@ use std::path::Path;
 use super::state::{Log, State, SubagentBox, Terminals};
 
 /// The detail (log and terminals) of box `b` as the transcript at `path`
-/// has it: its events from its start to its end (or to the file's end,
-/// while it runs).
-pub fn detail(path: &Path, b: &SubagentBox) -> Result<(Log, Terminals), String> {
-    let max_line = crate::confine::limits::MAX_TRANSCRIPT_LINE;
+/// has it (its lines at most `max_line` bytes): its events from its start
+/// to its end (or to the file's end, while it runs).
+pub fn detail(path: &Path, max_line: u64, b: &SubagentBox) -> Result<(Log, Terminals), String> {
     let span = |from: u64| -> Result<Option<(Log, Terminals)>, String> {
         let mut scratch = State::new();
         let mut found = false;
