@@ -748,6 +748,25 @@ pub enum Event {
 }
 }
 
+impl Event {
+    /// A piece of text streaming into a message, a thought or a
+    /// terminal's output: nothing starts, ends or waits on it, so the bus
+    /// may hold it for a moment and record and send it with the events
+    /// around it.
+    pub fn is_streamed_text(&self) -> bool {
+        use Activity::{MessageChunk, TerminalOutput, ThoughtChunk};
+        match self {
+            Event::AssistantDelta { .. } => true,
+            Event::SubagentActivity { activity, .. }
+            | Event::SubagentChildActivity { activity, .. } => matches!(
+                activity,
+                MessageChunk { .. } | ThoughtChunk { .. } | TerminalOutput { .. }
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// How much a task's branch changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Diffstat {

@@ -1,5 +1,5 @@
 //! The app loop's redraws under a flood of engine events: frames are
-//! coalesced (at most 60 a second, none without a change), and
+//! coalesced (at most `app::FRAMES_A_SECOND`, none without a change), and
 //! a key typed during the flood is drawn in the very next frame.
 //!
 //! No timed assertions: the frame bound is computed from the time the run
@@ -187,8 +187,8 @@ async fn a_flood_of_events_is_drawn_in_coalesced_frames_and_none_without_a_chang
     );
     let drawn = app.frame_stats().frames;
     assert_eq!(drawn as usize, frames.lock().unwrap().len());
-    // At most 60 frames a second, plus the first and the last.
-    let bound = (took.as_secs_f64() * 60.0).ceil() as u64 + 2;
+    // At most FRAMES_A_SECOND frames a second, plus the first and the last.
+    let bound = (took.as_secs_f64() * app::FRAMES_A_SECOND as f64).ceil() as u64 + 2;
     assert!(
         drawn <= bound,
         "{drawn} frames for {} batches of events in {took:?} (at most {bound})",

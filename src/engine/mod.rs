@@ -398,6 +398,8 @@ impl Session {
         self.dispatcher.cancel_all();
         self.dispatcher.shutdown();
         self.supervisor.shutdown_blocking();
+        // Streamed text the bus still holds goes to the transcript now.
+        self.emitter.flush();
     }
 }
 

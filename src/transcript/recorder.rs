@@ -9,8 +9,9 @@ use crate::runtime::bus::Record;
 
 /// Appends a session's events to a transcript file.
 ///
-/// Every line goes to the OS in one `write` as soon as it is recorded: if
-/// quorum dies, every event recorded before is in the file. While it
+/// Every line goes to the OS as soon as it is recorded, lines the bus
+/// records together in one `write`: if quorum dies, every event recorded
+/// before is in the file. While it
 /// writes, it holds the transcript's lock: no second quorum writes the
 /// same session.
 #[derive(Debug)]
@@ -245,6 +246,17 @@ fn end_of_last_line(file: &mut File, len: u64) -> std::io::Result<u64> {
 impl Record for Recorder {
     fn record(&mut self, event: &Stamped) -> std::io::Result<()> {
         Recorder::record(self, event)
+    }
+
+    /// One `write` for them all.
+    fn record_all(&mut self, events: &[Stamped]) -> std::io::Result<()> {
+        self.line.clear();
+        for event in events {
+            serde_json::to_writer(&mut self.line, event)?;
+            self.line.push(b'\n');
+        }
+        self.file.write_all(&self.line)?;
+        self.file.flush()
     }
 
     fn path(&self) -> &Path {

@@ -30,8 +30,13 @@ pub enum Input {
 }
 
 /// The shortest time between two frames drawn for engine events or
-/// animation: at most 60 frames a second.
-pub const FRAME: Duration = Duration::from_micros(16_667);
+/// animation: at most 30 frames a second (Ink, which draws Claude Code and
+/// Gemini CLI, caps its frames there too). Streamed text reads as smooth,
+/// and many agents streaming cost half the drawing of 60. A key, a paste
+/// or a resize draws at once, whatever the budget.
+pub const FRAME: Duration = Duration::from_nanos(1_000_000_000 / FRAMES_A_SECOND);
+/// Frames a second at most, for engine events and animation.
+pub const FRAMES_A_SECOND: u64 = 30;
 /// Rows a mouse wheel notch scrolls.
 const WHEEL_ROWS: isize = 3;
 
