@@ -99,9 +99,11 @@ impl State {
     pub(super) fn on_assistant_end(&mut self) {
         self.writing_call = None;
         if let Some(i) = self.open_assistant.take()
-            && let CellKind::Assistant { done, .. } = self.touch(i)
+            && let CellKind::Assistant { done, text } = self.touch(i)
         {
             *done = true;
+            // It streamed in, growing by doubling: keep just the text.
+            text.shrink_to_fit();
         }
     }
 

@@ -100,6 +100,7 @@ impl State {
                     ..Log::default()
                 };
                 b.terminals = Terminals::default();
+                b.compact();
             }
         }
     }
@@ -161,6 +162,25 @@ mod tests {
         for id in ["b", "c"] {
             assert!(!box_of(&s, id).log.spilled, "{id}");
             assert_eq!(box_of(&s, id).log.entries.len(), 1, "{id}");
+        }
+    }
+
+    #[test]
+    fn a_box_that_let_its_detail_go_is_drawn_as_before() {
+        let (mut spilling, mut keeping) = (State::new(), State::new());
+        spilling.keep_detail(1);
+        for s in [&mut spilling, &mut keeping] {
+            for (i, id) in ["a", "b"].iter().enumerate() {
+                call(s, 10 * i as u64, id);
+            }
+        }
+        assert!(box_of(&spilling, "a").log.spilled);
+        let a = spilling.box_index("a").unwrap();
+        for width in [20, 80] {
+            assert_eq!(
+                crate::tui::cells::render(&spilling.cells[a], width, 100),
+                crate::tui::cells::render(&keeping.cells[a], width, 100),
+            );
         }
     }
 

@@ -165,6 +165,28 @@ impl SubagentBox {
     pub fn queued(&self) -> bool {
         self.running() && self.summary.state == TaskState::Queued
     }
+
+    /// Keeps only what a finished box draws, each text in just the room
+    /// it needs (text that streamed in grew by doubling): for a finished
+    /// box that let its detail go, which seldom changes again. Its last
+    /// activity lines are let go: only a running box draws them, and a
+    /// follow-up starts without them.
+    pub(super) fn compact(&mut self) {
+        self.input.shrink_to_fit();
+        if let Some(output) = &mut self.output {
+            output.shrink_to_fit();
+        }
+        self.activity = VecDeque::new();
+        self.notices.iter_mut().for_each(String::shrink_to_fit);
+        self.notices.shrink_to_fit();
+        for turn in &mut self.earlier {
+            turn.input.shrink_to_fit();
+            turn.output.shrink_to_fit();
+        }
+        self.earlier.shrink_to_fit();
+        self.plan.shrink_to_fit();
+        self.children.shrink_to_fit();
+    }
 }
 
 impl State {
