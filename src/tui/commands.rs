@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tokio::sync::mpsc;
 
+pub use super::app::Earlier;
 use super::app::{self, App, Input};
 use super::replay::Player;
 use super::screenshot::{self, Format};
@@ -56,7 +57,7 @@ impl Files {
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
-    earlier: Vec<Stamped>,
+    earlier: Earlier,
     started: Instant,
     bell: bool,
     files: Files,
@@ -66,8 +67,7 @@ pub async fn live(
         app.set_transcript(path, files.max_line);
     }
     // A continued session's conversation shows at once.
-    app.on_earlier(&earlier);
-    drop(earlier);
+    app.take_earlier(&earlier);
     app.set_bell(bell);
     if let Some(path) = &files.history {
         app.set_history(path);
