@@ -366,11 +366,11 @@ pub fn default_record_path() -> Option<PathBuf> {
 pub fn newest_session(root: &Path) -> Result<PathBuf> {
     let dir = sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
     crate::transcript::sessions::newest_for(&dir, root).with_context(|| {
-            format!(
-                "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
-                root.display()
-            )
-        })
+        format!(
+            "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
+            root.display()
+        )
+    })
 }
 
 /// The session `--resume ID|FILE` names: a transcript file, or a session

@@ -125,8 +125,12 @@ impl Session {
         recorder: Option<Recorder>,
         resumed: Option<Option<u64>>,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>)> {
-        let continued =
-            resumed.map(|cut| (resume::Continued::of(history, config.limits.context_chars), cut));
+        let continued = resumed.map(|cut| {
+            (
+                resume::Continued::of(history, config.limits.context_chars),
+                cut,
+            )
+        });
         // A continued session's clock goes on from its last event (plus
         // one ms).
         let clock = match &continued {

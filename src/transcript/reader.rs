@@ -218,11 +218,20 @@ fn load_halves(path: &Path, max_line: u64) -> Result<Option<Loaded>, TranscriptE
             let read = reader.finish()?;
             Ok::<_, TranscriptError>((events, read, lines))
         })();
-        let second = second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let second = second
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (first, second)
     });
     // An error in the first half is the first in the file.
-    let (mut events, Read { header, mut warnings }, lines) = first?;
+    let (
+        mut events,
+        Read {
+            header,
+            mut warnings,
+        },
+        lines,
+    ) = first?;
     let (mut more, more_warnings) = second.map_err(|e| e.after(lines))?;
     events.reserve_exact(more.len());
     events.append(&mut more);
@@ -246,7 +255,8 @@ fn read_lines(
         source,
     };
     let mut buf = Vec::new();
-    while let Some(Line { complete, too_long }) = next_line(input, &mut buf, max_line).map_err(io)?
+    while let Some(Line { complete, too_long }) =
+        next_line(input, &mut buf, max_line).map_err(io)?
     {
         if too_long {
             return Err(TranscriptError::LineTooLong {
@@ -483,10 +493,105 @@ pub(super) fn parse_v1_event(
     parse_event(path, line, text).map(Some)
 }
 
-/// An event line's time, the rest of it skipped unread.
-#[derive(serde::Deserialize)]
-struct Time {
-    t: u64,
+/// An event line as the recorder writes it, its time first
+/// (`{"t":N,"type":...}`), parsed in one pass: the time, then the event
+/// from the rest of the object. (A `Stamped` buffers its flattened event's
+/// fields, and the event's tag buffers them once more.) What this takes
+/// parses to the same `Stamped`; anything else (another order, a second
+/// `t`) is left to `Stamped` itself.
+mod recorded {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StringDeserializer};
+    use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+    use crate::event::{Event, Stamped};
+
+    pub(super) fn parse(text: &str) -> Option<Stamped> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let stamped = (&mut de).deserialize_map(TimeFirst).ok()?;
+        de.end().ok()?;
+        Some(stamped)
+    }
+
+    struct TimeFirst;
+
+    impl<'de> Visitor<'de> for TimeFirst {
+        type Value = Stamped;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an event line, its time first")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Stamped, A::Error> {
+            match map.next_key::<Key<'de>>()? {
+                Some(Key(key)) if key == "t" => {}
+                _ => return Err(de::Error::custom("not the time first")),
+            }
+            let t: u64 = map.next_value()?;
+            let event = Event::deserialize(MapAccessDeserializer::new(NoSecondTime(map)))?;
+            Ok(Stamped { t, event })
+        }
+    }
+
+    /// A key as text, borrowed from the line when it has no escapes.
+    struct Key<'de>(Cow<'de, str>);
+
+    impl<'de> Deserialize<'de> for Key<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Text;
+            impl<'de> Visitor<'de> for Text {
+                type Value = Key<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a key")
+                }
+                fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                    Ok(Key(Cow::Borrowed(v)))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                    Ok(Key(Cow::Owned(v.to_string())))
+                }
+            }
+            d.deserialize_str(Text)
+        }
+    }
+
+    /// The rest of a line's fields, for its event; a second `t` is an
+    /// error.
+    struct NoSecondTime<A>(A);
+
+    impl<'de, A: MapAccess<'de>> MapAccess<'de> for NoSecondTime<A> {
+        type Error = A::Error;
+
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, A::Error> {
+            match self.0.next_key::<Key<'de>>()? {
+                None => Ok(None),
+                Some(Key(key)) if key == "t" => Err(de::Error::custom("a second time")),
+                Some(Key(Cow::Borrowed(key))) => seed
+                    .deserialize(BorrowedStrDeserializer::new(key))
+                    .map(Some),
+                Some(Key(Cow::Owned(key))) => {
+                    seed.deserialize(StringDeserializer::new(key)).map(Some)
+                }
+            }
+        }
+
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, A::Error> {
+            self.0.next_value_seed(seed)
+        }
+
+        fn size_hint(&self) -> Option<usize> {
+            self.0.size_hint()
+        }
+    }
 }
 
 pub(super) fn parse_event(
@@ -494,15 +599,11 @@ pub(super) fn parse_event(
     line: usize,
     text: &str,
 ) -> Result<Stamped, TranscriptError> {
-    // A well-formed line parses straight into its event: its time, then
-    // the event from the same text (its other fields are not buffered
-    // once more, as `Stamped`'s flattened event would have them); a line
-    // that does not is read as a `Stamped`, then as plain JSON, to say
-    // what is wrong with it.
-    if let Ok(Time { t }) = serde_json::from_str::<Time>(text)
-        && let Ok(event) = serde_json::from_str::<Event>(text)
-    {
-        return Ok(Stamped { t, event });
+    // A line as the recorder writes it parses in one pass; any other is
+    // read as a `Stamped`, and one that does not parse as plain JSON, to
+    // say what is wrong with it.
+    if let Some(stamped) = recorded::parse(text) {
+        return Ok(stamped);
     }
     if let Ok(stamped) = serde_json::from_str::<Stamped>(text) {
         return Ok(stamped);
@@ -588,19 +689,31 @@ mod tests {
             let slow: Stamped = serde_json::from_str(line).unwrap();
             assert_eq!(parse_event(path, n, line).unwrap(), slow, "{line}");
         }
-        // What does not parse through `Stamped` does not parse at all.
-        for bad in [
+        // Odd lines parse as they did before the one-pass path: straight
+        // into a `Stamped`, else through a JSON value (where a second
+        // field of the same name wins).
+        for odd in [
+            r#"{"type":"turn_started","t":3}"#,
             r#"{"type":"turn_started"}"#,
             r#"{"t":"1","type":"turn_started"}"#,
             r#"{"t":1,"t":2,"type":"turn_started"}"#,
+            r#"{"t":1,"type":"user_message","text":"a","t":5}"#,
             r#"{"t":1,"type":"turn_started","type":"assistant_end"}"#,
             r#"{"t":1,"type":"user_message"}"#,
+            r#"{"t":1,"type":"user_message","text":"a","extra":[1,{"t":2}]}"#,
             r#"{"t":1,"type":"nope"}"#,
             r#"{"t":1}"#,
+            r#"{"t":1.5,"type":"turn_started"}"#,
+            r#"{"t":1,"ty\u0070e":"user_message","te\u0078t":"a\nb"}"#,
+            r#"{"t":1,"type":"user_message","text":"a","text":"b"}"#,
+            r#"{"t":1,"type":"turn_started"} x"#,
             r#"[1,"turn_started"]"#,
         ] {
-            assert!(serde_json::from_str::<Stamped>(bad).is_err(), "{bad}");
-            assert!(parse_event(path, 1, bad).is_err(), "{bad}");
+            let before = serde_json::from_str::<Stamped>(odd).ok().or_else(|| {
+                let value: serde_json::Value = serde_json::from_str(odd).ok()?;
+                serde_json::from_value(value).ok()
+            });
+            assert_eq!(parse_event(path, 1, odd).ok(), before, "{odd}");
         }
     }
 
@@ -682,7 +795,10 @@ mod tests {
         std::fs::write(file.path(), &bytes).unwrap();
         let a = load_halves(file.path(), max).unwrap_err().to_string();
         assert_eq!(Err(a), one_by_one(file.path(), max).map(|_| ()));
-        let long = format!("{{\"t\":1,\"type\":\"user_message\",\"text\":\"{}\"}}\n", "x".repeat(5000));
+        let long = format!(
+            "{{\"t\":1,\"type\":\"user_message\",\"text\":\"{}\"}}\n",
+            "x".repeat(5000)
+        );
         let file = long_transcript("", &long);
         let a = load_halves(file.path(), 4096).unwrap_err().to_string();
         assert!(a.contains("a line over"), "{a}");

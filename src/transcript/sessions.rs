@@ -915,7 +915,10 @@ mod tests {
         let files: [(&str, String); 8] = [
             ("plain", format!("{}\n{}\n", event(10), event(5_000))),
             // A last line cut short by a crash does not count.
-            ("cut", format!("{}\n{{\"t\":9000000,\"type\":\"no", event(6_000))),
+            (
+                "cut",
+                format!("{}\n{{\"t\":9000000,\"type\":\"no", event(6_000)),
+            ),
             // Blank and white-space lines, and a line that is not an event.
             ("blank", format!("{}\n\n  \t\n[1,2]\n\n", event(7_000))),
             // A line that is not JSON in the middle, a good one after it.
@@ -924,10 +927,16 @@ mod tests {
             ("no-newline", event(3_000)),
             // Only a header; only a header without its newline.
             ("header-only", String::new()),
-            ("lines-without-t", "{\"type\":\"turn_started\"}\n".to_string()),
+            (
+                "lines-without-t",
+                "{\"type\":\"turn_started\"}\n".to_string(),
+            ),
             // Events far from the end behind a long tail of lines that
             // do not parse: read back further than one window.
-            ("long-tail", format!("{}\n{}", event(8_000), "nope\n".repeat(40_000))),
+            (
+                "long-tail",
+                format!("{}\n{}", event(8_000), "nope\n".repeat(40_000)),
+            ),
         ];
         for (id, body) in &files {
             std::fs::write(
@@ -937,11 +946,19 @@ mod tests {
             .unwrap();
         }
         std::fs::write(dir.path().join("bare.jsonl"), header("/a")).unwrap();
-        write(dir.path(), "elsewhere", "/b", &[(99_000, build::chunk("c", "x"))]);
+        write(
+            dir.path(),
+            "elsewhere",
+            "/b",
+            &[(99_000, build::chunk("c", "x"))],
+        );
         std::fs::write(dir.path().join("empty.jsonl"), "").unwrap();
         let a = Path::new("/a");
         assert_eq!(newest_for(dir.path(), a), listed_first(dir.path(), a));
-        assert_eq!(newest_for(dir.path(), a).unwrap(), dir.path().join("long-tail.jsonl"));
+        assert_eq!(
+            newest_for(dir.path(), a).unwrap(),
+            dir.path().join("long-tail.jsonl")
+        );
         // Each file alone: its last event's time, as the listing has it.
         let listing = list(dir.path()).unwrap();
         for info in &listing.sessions {
@@ -980,7 +997,12 @@ mod tests {
             std::fs::copy(root.join(file), &to).unwrap();
         }
         let listing = list(dir.path()).unwrap();
-        assert_eq!(listing.sessions.len(), recorded.len(), "{:?}", listing.skipped);
+        assert_eq!(
+            listing.sessions.len(),
+            recorded.len(),
+            "{:?}",
+            listing.skipped
+        );
         for info in &listing.sessions {
             let cwd = Path::new(&info.cwd);
             assert_eq!(

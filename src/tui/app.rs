@@ -907,7 +907,9 @@ impl Earlier {
             for event in events {
                 state.apply(event);
             }
-            *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(state);
+            *slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(state);
         })
     }
 

@@ -49,7 +49,8 @@ impl Files {
     }
 }
 
-/// An interactive session: commands go to `ops`, `events` are drawn.
+/// An interactive session: commands go to `ops`, `events` are drawn,
+/// after a continued session's recorded events, taken up in `earlier`.
 /// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
 /// restored. `bell`: ring the terminal bell when a task starts waiting;
 /// `files`: where the messages sent are kept, and the session's
