@@ -240,7 +240,9 @@ impl App {
     /// [`App::on_earlier`] would take them up: after
     /// [`App::set_transcript`] (a continued session is recorded to its own
     /// transcript), before any other event.
-    pub fn take_earlier(&mut self, earlier: &Earlier) {
+    ///
+    /// [`Earlier::hook`]: super::earlier::Earlier::hook
+    pub fn take_earlier(&mut self, earlier: &super::earlier::Earlier) {
         if let Some(state) = earlier.take() {
             debug_assert!(self.transcript.is_some() && self.state.applied == 0);
             self.state = state;
@@ -888,39 +890,6 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// A continued session's recorded events taken up by a screen's state
-/// ahead of the screen: [`Earlier::hook`] takes them up (on a thread of
-/// the engine's, while the engine takes them up too), and
-/// [`App::take_earlier`] starts from the result.
-#[derive(Clone, Default)]
-pub struct Earlier(std::sync::Arc<std::sync::Mutex<Option<State>>>);
-
-impl Earlier {
-    /// Applies `events` to a new screen's state as [`App::on_earlier`]
-    /// does on a screen that reads older boxes' detail back from its
-    /// transcript ([`App::set_transcript`]).
-    pub fn hook(&self) -> Box<dyn FnOnce(&[Stamped]) + Send> {
-        let slot = self.0.clone();
-        Box::new(move |events| {
-            let mut state = State::new();
-            state.keep_detail(super::state::DETAIL_WINDOW);
-            for event in events {
-                state.apply(event);
-            }
-            *slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(state);
-        })
-    }
-
-    fn take(&self) -> Option<State> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -934,8 +903,10 @@ mod tests {
     }
 
     /// The same screen, from what [`Earlier::hook`] took up elsewhere.
+    ///
+    /// [`Earlier::hook`]: super::super::earlier::Earlier::hook
     fn taken(events: &[Stamped], ops: mpsc::UnboundedSender<Op>) -> App {
-        let earlier = Earlier::default();
+        let earlier = super::super::earlier::Earlier::default();
         let hook = earlier.hook();
         std::thread::scope(|s| {
             s.spawn(|| hook(events));

@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tokio::sync::mpsc;
 
-pub use super::app::Earlier;
 use super::app::{self, App, Input};
+pub use super::earlier::Earlier;
 use super::replay::Player;
 use super::screenshot::{self, Format};
 use super::terminal::{TerminalGuard, spawn_input_reader};
