@@ -11,11 +11,14 @@ use crate::event::Stamped;
 #[derive(Clone, Default)]
 pub struct Earlier(std::sync::Arc<std::sync::Mutex<Option<State>>>);
 
+/// What takes a continued session's recorded events up.
+pub type Hook = Box<dyn FnOnce(&[Stamped]) + Send>;
+
 impl Earlier {
     /// Applies `events` to a new screen's state as `App::on_earlier`
     /// does on a screen that reads older boxes' detail back from its
     /// transcript (`App::set_transcript`).
-    pub fn hook(&self) -> Box<dyn FnOnce(&[Stamped]) + Send> {
+    pub fn hook(&self) -> Hook {
         let slot = self.0.clone();
         Box::new(move |events| {
             let mut state = State::new();
