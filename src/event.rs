@@ -825,10 +825,11 @@ pub struct ChatToolCall {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn samples() -> Vec<Event> {
+    /// An event of each type (in [`Event::TYPES`]' order).
+    pub(crate) fn samples() -> Vec<Event> {
         vec![
             Event::SessionInfo {
                 model: Some("openai:gpt".into()),

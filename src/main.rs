@@ -274,14 +274,15 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     let record = (!args.no_record).then_some(args.record);
     let size = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
     let mut session = config::interactive(config.as_deref(), &model, record, size)?;
+    let earlier = screen::Earlier::default();
     if resume.is_some() {
-        session.record = None;
-        session.resume = resume;
+        (session.record, session.resume) = (None, resume);
+        session.on_history = Some(earlier.hook());
     }
     let bell = config::config_bell(config.as_deref())?;
     let (mut session, events) = Session::start(session, Instant::now())?;
     let _tools = quorum::serve::offer_tools(&session, config.as_deref())?;
-    let (earlier, started, ops) = (session.take_history(), session.clock(), session.serve());
+    let (started, ops) = (session.clock(), session.serve());
     let (history, limit) = (config::history_path(), max_line(&config)?);
     let files = screen::Files::new(history, session.recording(), limit);
     let result = screen::live(ops, events, earlier, started, bell, files).await;

@@ -54,7 +54,17 @@ pub struct SessionConfig {
     /// How the internal agent's shell commands are confined (`[internal]`
     /// in the config file: `terminal_sandbox`, `terminal_network`).
     pub internal_shell: crate::runtime::sandbox::Policy,
+    /// What a front end does with a continued session's recorded events
+    /// (its screen takes them up): called once, on a thread of its own
+    /// while the engine takes them up too. With it, the session keeps
+    /// none of them ([`Session::take_history`] has nothing).
+    ///
+    /// [`Session::take_history`]: super::Session::take_history
+    pub on_history: Option<OnHistory>,
 }
+
+/// See [`SessionConfig::on_history`].
+pub type OnHistory = Box<dyn FnOnce(&[crate::event::Stamped]) + Send>;
 
 impl SessionConfig {
     /// A session in `root` with `registry`, no model, no recording, and
@@ -76,6 +86,7 @@ impl SessionConfig {
             resume: None,
             elicit: crate::agent::Elicit::Ask,
             internal_shell: InternalSection::default().policy(),
+            on_history: None,
         }
     }
 
@@ -354,14 +365,12 @@ pub fn default_record_path() -> Option<PathBuf> {
 /// The newest session recorded for the directory `root` (`--continue`).
 pub fn newest_session(root: &Path) -> Result<PathBuf> {
     let dir = sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
-    crate::transcript::sessions::newest_for(&dir, root)
-        .map(|s| s.path)
-        .with_context(|| {
-            format!(
-                "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
-                root.display()
-            )
-        })
+    crate::transcript::sessions::newest_for(&dir, root).with_context(|| {
+        format!(
+            "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
+            root.display()
+        )
+    })
 }
 
 /// The session `--resume ID|FILE` names: a transcript file, or a session

@@ -68,11 +68,34 @@ impl Session {
     /// Builds a session; its events arrive on the returned channel, the
     /// first of them `session_info`.
     pub fn start(
-        config: SessionConfig,
+        mut config: SessionConfig,
         started: Instant,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>)> {
-        let mut continued = None;
-        let (clock, history, recorder) = match &config.resume {
+        let on_history = config.on_history.take();
+        let (history, recorder, resumed) = Self::read_back(&config)?;
+        let Some(show) = on_history.filter(|_| !history.is_empty()) else {
+            let (mut session, events) = Self::build(config, started, &history, recorder, resumed)?;
+            session.history = history;
+            return Ok((session, events));
+        };
+        // The front end takes the recorded events up on one core while
+        // the engine does on the other; then nobody needs them any more.
+        let built = std::thread::scope(|scope| {
+            scope.spawn(|| show(&history));
+            Self::build(config, started, &history, recorder, resumed)
+        });
+        std::thread::spawn(move || drop(history));
+        built
+    }
+
+    /// A continued session's transcript read back, or a new session's
+    /// opened: the recorded events, the recorder, and (when continued)
+    /// the bytes of a last line cut short that were cut off.
+    #[allow(clippy::type_complexity)]
+    fn read_back(
+        config: &SessionConfig,
+    ) -> Result<(Vec<Stamped>, Option<Recorder>, Option<Option<u64>>)> {
+        match &config.resume {
             Some(path) => {
                 let root = config.root.path().to_path_buf();
                 let reopened =
@@ -80,25 +103,44 @@ impl Session {
                         same_directory(&loaded.header.cwd, &root)
                     })
                     .with_context(|| format!("cannot continue {}", path.display()))?;
-                let c = resume::Continued::of(&reopened.loaded.events, config.limits.context_chars);
-                // The clock goes on from the last event (plus one ms).
-                let clock = started
-                    .checked_sub(std::time::Duration::from_millis(c.last_t + 1))
-                    .unwrap_or(started);
-                let cut = reopened.cut;
-                continued = Some((c, cut, reopened.loaded.events.len()));
-                (clock, reopened.loaded.events, Some(reopened.recorder))
+                let recorder = Some(reopened.recorder);
+                Ok((reopened.loaded.events, recorder, Some(reopened.cut)))
             }
             None => {
                 let recorder = match &config.record {
-                    Some(path) => Some(open_recorder(path, &config, config.terminal)?),
+                    Some(path) => Some(open_recorder(path, config, config.terminal)?),
                     None => None,
                 };
-                (started, Vec::new(), recorder)
+                Ok((Vec::new(), recorder, None))
             }
+        }
+    }
+
+    /// The session, from its config and what [`Session::read_back`] read:
+    /// a continued one (`resumed`) carries on from its `history`.
+    fn build(
+        config: SessionConfig,
+        started: Instant,
+        history: &[Stamped],
+        recorder: Option<Recorder>,
+        resumed: Option<Option<u64>>,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>)> {
+        let continued = resumed.map(|cut| {
+            (
+                resume::Continued::of(history, config.limits.context_chars),
+                cut,
+            )
+        });
+        // A continued session's clock goes on from its last event (plus
+        // one ms).
+        let clock = match &continued {
+            Some((c, _)) => started
+                .checked_sub(std::time::Duration::from_millis(c.last_t + 1))
+                .unwrap_or(started),
+            None => started,
         };
         let (emitter, events) = Emitter::channel(clock);
-        emitter.seed(&history);
+        emitter.seed(history);
         if let Some(recorder) = recorder {
             let _ = emitter.record(recorder);
         }
@@ -165,7 +207,7 @@ impl Session {
             None if config.conductor.is_some() => {
                 let name = config.conductor.as_deref().unwrap_or_default();
                 let mut conductor = conductors(name).map_err(|e| anyhow::anyhow!(e))?;
-                if let Some(id) = conductor::recorded_session(&history, name) {
+                if let Some(id) = conductor::recorded_session(history, name) {
                     conductor.reattach(id);
                 }
                 let tools = Arc::new(SubagentTool::new(dispatcher.clone(), 0));
@@ -197,14 +239,14 @@ impl Session {
             terminal: config.terminal,
             supervisor,
             clock,
-            history,
+            history: Vec::new(),
             chat_answers,
             conductors,
             handed,
             conducted,
         };
-        if let Some((continued, cut, events)) = continued {
-            session.carry_on(continued, cut, events, config.resume.as_deref());
+        if let Some((continued, cut)) = continued {
+            session.carry_on(continued, cut, history, config.resume.as_deref());
         }
         Ok((session, events))
     }
@@ -216,9 +258,10 @@ impl Session {
         &mut self,
         continued: resume::Continued,
         cut: Option<u64>,
-        events: usize,
+        history: &[Stamped],
         path: Option<&std::path::Path>,
     ) {
+        let events = history.len();
         let emitter = self.emitter.clone();
         let path = path.map(|p| p.display().to_string()).unwrap_or_default();
         if let Some(bytes) = cut {
@@ -230,7 +273,7 @@ impl Session {
                 ),
             });
         }
-        self.dispatcher.restore(&self.history);
+        self.dispatcher.restore(history);
         for call in &continued.interrupted {
             emitter.emit(Event::SubagentFinished {
                 call_id: call.call_id.clone(),
@@ -240,7 +283,7 @@ impl Session {
             });
         }
         for (batch_id, calls) in &continued.open_batches {
-            emitter.emit(batch_end(&emitter, batch_id, calls, &self.history));
+            emitter.emit(batch_end(&emitter, batch_id, calls, history));
         }
         if continued.open_turn {
             emitter.emit(Event::TurnEnded {

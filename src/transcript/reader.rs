@@ -102,6 +102,9 @@ pub fn load(path: &Path) -> Result<Loaded, TranscriptError> {
 /// longer than `max_line` bytes is an error naming it, read no further
 /// (so `/dev/zero` costs one line, not all memory).
 pub fn load_capped(path: &Path, max_line: u64) -> Result<Loaded, TranscriptError> {
+    if let Some(loaded) = load_halves(path, max_line)? {
+        return Ok(loaded);
+    }
     let mut events = Vec::new();
     let Read { header, warnings } = read_each(path, max_line, &mut |event| events.push(event))?;
     Ok(Loaded {
@@ -134,9 +137,126 @@ pub fn read_each(
     let file = std::fs::File::open(path).map_err(io)?;
     let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
     let mut reader = Reader::new(path, each);
+    read_lines(&mut input, &mut reader, max_line)?;
+    reader.finish()
+}
+
+/// A transcript this long or longer is read in two halves at once (two
+/// cores read it in half the time).
+const HALVES_FROM: u64 = 4 * 1024 * 1024;
+
+/// Reads the transcript at `path` as [`load_capped`] does, the events of
+/// its second half on a thread of their own: the same events, warnings
+/// and errors (the first in the file, naming its line). `None` when it is
+/// not worth it or not possible: a short file, not a regular file, a
+/// version-1 transcript (its events are upgraded in order, through one
+/// board), a header that does not read (the whole file is read again,
+/// to say so), or no line end near the middle.
+fn load_halves(path: &Path, max_line: u64) -> Result<Option<Loaded>, TranscriptError> {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let io = |source| TranscriptError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let len = meta.len();
+    if !meta.is_file() || len < HALVES_FROM {
+        return Ok(None);
+    }
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut buf = Vec::new();
+    let header = match next_line(&mut input, &mut buf, max_line).map_err(io)? {
+        Some(Line {
+            complete: true,
+            too_long: false,
+        }) => std::str::from_utf8(&buf)
+            .ok()
+            .and_then(|text| parse_header(path, text).ok()),
+        _ => None,
+    };
+    let Some(header) = header.filter(|h| h.version != 1) else {
+        return Ok(None);
+    };
+    let header_len = buf.len() as u64;
+    // The second half starts at the first line that starts after the
+    // middle of the file.
+    let middle = len / 2;
+    if header_len > middle {
+        return Ok(None);
+    }
+    let mut file = input.into_inner();
+    file.seek(SeekFrom::Start(middle)).map_err(io)?;
+    let mut near = std::io::BufReader::with_capacity(64 * 1024, file.take(max_line + 1));
+    buf.clear();
+    let rest = std::io::BufRead::read_until(&mut near, b'\n', &mut buf).map_err(io)?;
+    if buf.last() != Some(&b'\n') {
+        return Ok(None);
+    }
+    let split = middle + rest as u64;
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| {
+            let mut events = Vec::new();
+            let mut each = |event| events.push(event);
+            let mut reader = Reader::new(path, &mut each);
+            reader.header = Some(header);
+            let mut file = std::fs::File::open(path).map_err(io)?;
+            file.seek(SeekFrom::Start(split)).map_err(io)?;
+            let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
+            read_lines(&mut input, &mut reader, max_line)?;
+            let Read { warnings, .. } = reader.finish()?;
+            Ok::<_, TranscriptError>((events, warnings))
+        });
+        let first = (|| {
+            let mut events = Vec::new();
+            let mut each = |event| events.push(event);
+            let mut reader = Reader::new(path, &mut each);
+            let file = std::fs::File::open(path).map_err(io)?;
+            let mut input = std::io::BufReader::with_capacity(64 * 1024, file.take(split));
+            read_lines(&mut input, &mut reader, max_line)?;
+            let lines = reader.line;
+            let read = reader.finish()?;
+            Ok::<_, TranscriptError>((events, read, lines))
+        })();
+        let second = second
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (first, second)
+    });
+    // An error in the first half is the first in the file.
+    let (
+        mut events,
+        Read {
+            header,
+            mut warnings,
+        },
+        lines,
+    ) = first?;
+    let (mut more, more_warnings) = second.map_err(|e| e.after(lines))?;
+    events.reserve_exact(more.len());
+    events.append(&mut more);
+    warnings.extend(more_warnings.into_iter().map(|w| w.after(lines)));
+    Ok(Some(Loaded {
+        header,
+        events,
+        warnings,
+    }))
+}
+
+/// Hands each line of `input` to `reader`, each at most `max_line` bytes.
+fn read_lines(
+    input: &mut impl std::io::BufRead,
+    reader: &mut Reader<'_>,
+    max_line: u64,
+) -> Result<(), TranscriptError> {
+    let path = reader.path;
+    let io = |source| TranscriptError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut buf = Vec::new();
     while let Some(Line { complete, too_long }) =
-        next_line(&mut input, &mut buf, max_line).map_err(io)?
+        next_line(input, &mut buf, max_line).map_err(io)?
     {
         if too_long {
             return Err(TranscriptError::LineTooLong {
@@ -162,7 +282,38 @@ pub fn read_each(
             }
         }
     }
-    reader.finish()
+    Ok(())
+}
+
+impl TranscriptError {
+    /// The same error of a part of a transcript that starts after its
+    /// first `lines` lines: its line counted from the file's start.
+    fn after(mut self, lines: usize) -> Self {
+        match &mut self {
+            TranscriptError::NotUtf8 { line, .. }
+            | TranscriptError::LineTooLong { line, .. }
+            | TranscriptError::NotJson { line, .. }
+            | TranscriptError::UnknownEvent { line, .. }
+            | TranscriptError::BadEvent { line, .. } => *line += lines,
+            TranscriptError::Io { .. }
+            | TranscriptError::Empty { .. }
+            | TranscriptError::BadHeader { .. }
+            | TranscriptError::NewerVersion { .. } => {}
+        }
+        self
+    }
+}
+
+impl Warning {
+    /// As [`TranscriptError::after`].
+    fn after(self, lines: usize) -> Self {
+        match self {
+            Warning::TruncatedLastLine { path, line } => Warning::TruncatedLastLine {
+                path,
+                line: line + lines,
+            },
+        }
+    }
 }
 
 /// A line read by [`next_line`].
@@ -342,13 +493,118 @@ pub(super) fn parse_v1_event(
     parse_event(path, line, text).map(Some)
 }
 
+/// An event line as the recorder writes it, its time first
+/// (`{"t":N,"type":...}`), parsed in one pass: the time, then the event
+/// from the rest of the object. (A `Stamped` buffers its flattened event's
+/// fields, and the event's tag buffers them once more.) What this takes
+/// parses to the same `Stamped`; anything else (another order, a second
+/// `t`) is left to `Stamped` itself.
+mod recorded {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StringDeserializer};
+    use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+    use crate::event::{Event, Stamped};
+
+    pub(super) fn parse(text: &str) -> Option<Stamped> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let stamped = (&mut de).deserialize_map(TimeFirst).ok()?;
+        de.end().ok()?;
+        Some(stamped)
+    }
+
+    struct TimeFirst;
+
+    impl<'de> Visitor<'de> for TimeFirst {
+        type Value = Stamped;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an event line, its time first")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Stamped, A::Error> {
+            match map.next_key::<Key<'de>>()? {
+                Some(Key(key)) if key == "t" => {}
+                _ => return Err(de::Error::custom("not the time first")),
+            }
+            let t: u64 = map.next_value()?;
+            let event = Event::deserialize(MapAccessDeserializer::new(NoSecondTime(map)))?;
+            Ok(Stamped { t, event })
+        }
+    }
+
+    /// A key as text, borrowed from the line when it has no escapes.
+    struct Key<'de>(Cow<'de, str>);
+
+    impl<'de> Deserialize<'de> for Key<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Text;
+            impl<'de> Visitor<'de> for Text {
+                type Value = Key<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a key")
+                }
+                fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                    Ok(Key(Cow::Borrowed(v)))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                    Ok(Key(Cow::Owned(v.to_string())))
+                }
+            }
+            d.deserialize_str(Text)
+        }
+    }
+
+    /// The rest of a line's fields, for its event; a second `t` is an
+    /// error.
+    struct NoSecondTime<A>(A);
+
+    impl<'de, A: MapAccess<'de>> MapAccess<'de> for NoSecondTime<A> {
+        type Error = A::Error;
+
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, A::Error> {
+            match self.0.next_key::<Key<'de>>()? {
+                None => Ok(None),
+                Some(Key(key)) if key == "t" => Err(de::Error::custom("a second time")),
+                Some(Key(Cow::Borrowed(key))) => seed
+                    .deserialize(BorrowedStrDeserializer::new(key))
+                    .map(Some),
+                Some(Key(Cow::Owned(key))) => {
+                    seed.deserialize(StringDeserializer::new(key)).map(Some)
+                }
+            }
+        }
+
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, A::Error> {
+            self.0.next_value_seed(seed)
+        }
+
+        fn size_hint(&self) -> Option<usize> {
+            self.0.size_hint()
+        }
+    }
+}
+
 pub(super) fn parse_event(
     path: &Path,
     line: usize,
     text: &str,
 ) -> Result<Stamped, TranscriptError> {
-    // A well-formed line parses straight into its event; only a line that
-    // does not is read again as plain JSON, to say what is wrong with it.
+    // A line as the recorder writes it parses in one pass; any other is
+    // read as a `Stamped`, and one that does not parse as plain JSON, to
+    // say what is wrong with it.
+    if let Some(stamped) = recorded::parse(text) {
+        return Ok(stamped);
+    }
     if let Ok(stamped) = serde_json::from_str::<Stamped>(text) {
         return Ok(stamped);
     }
@@ -391,4 +647,181 @@ pub(super) fn parse_event(
         name,
         reason: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RECORDED: [&str; 5] = [
+        "assets/demo.jsonl",
+        "tests/fixtures/batch.jsonl",
+        "tests/fixtures/colours.jsonl",
+        "tests/fixtures/quorum.jsonl",
+        "tests/fixtures/wide.jsonl",
+    ];
+
+    fn repo(file: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(file)
+    }
+
+    /// The event lines of the recorded sessions, and one of each type.
+    fn event_lines() -> Vec<String> {
+        let mut lines: Vec<String> = RECORDED
+            .iter()
+            .flat_map(|file| {
+                let text = std::fs::read_to_string(repo(file)).unwrap();
+                text.lines().skip(1).map(String::from).collect::<Vec<_>>()
+            })
+            .collect();
+        for (i, event) in crate::event::tests::samples().into_iter().enumerate() {
+            let stamped = Stamped::new(i as u64 * 7, event);
+            lines.push(serde_json::to_string(&stamped).unwrap());
+        }
+        lines.retain(|l| !l.trim().is_empty());
+        lines
+    }
+
+    #[test]
+    fn an_event_line_parses_as_it_does_through_stamped() {
+        let path = Path::new("t.jsonl");
+        for (n, line) in event_lines().iter().enumerate() {
+            let slow: Stamped = serde_json::from_str(line).unwrap();
+            assert_eq!(parse_event(path, n, line).unwrap(), slow, "{line}");
+        }
+        // Odd lines parse as they did before the one-pass path: straight
+        // into a `Stamped`, else through a JSON value (where a second
+        // field of the same name wins).
+        for odd in [
+            r#"{"type":"turn_started","t":3}"#,
+            r#"{"type":"turn_started"}"#,
+            r#"{"t":"1","type":"turn_started"}"#,
+            r#"{"t":1,"t":2,"type":"turn_started"}"#,
+            r#"{"t":1,"type":"user_message","text":"a","t":5}"#,
+            r#"{"t":1,"type":"turn_started","type":"assistant_end"}"#,
+            r#"{"t":1,"type":"user_message"}"#,
+            r#"{"t":1,"type":"user_message","text":"a","extra":[1,{"t":2}]}"#,
+            r#"{"t":1,"type":"nope"}"#,
+            r#"{"t":1}"#,
+            r#"{"t":1.5,"type":"turn_started"}"#,
+            r#"{"t":1,"ty\u0070e":"user_message","te\u0078t":"a\nb"}"#,
+            r#"{"t":1,"type":"user_message","text":"a","text":"b"}"#,
+            r#"{"t":1,"type":"turn_started"} x"#,
+            r#"[1,"turn_started"]"#,
+        ] {
+            let before = serde_json::from_str::<Stamped>(odd).ok().or_else(|| {
+                let value: serde_json::Value = serde_json::from_str(odd).ok()?;
+                serde_json::from_value(value).ok()
+            });
+            assert_eq!(parse_event(path, 1, odd).ok(), before, "{odd}");
+        }
+    }
+
+    /// A transcript of the lines of [`event_lines`] over and over (at
+    /// least [`HALVES_FROM`] bytes), with `early` a third of the way in
+    /// (in its first half) and `tail` after them.
+    fn long_transcript(early: &str, tail: &str) -> tempfile::NamedTempFile {
+        let header = std::fs::read_to_string(repo(RECORDED[0])).unwrap();
+        let header = header.lines().next().unwrap().to_string();
+        let lines = event_lines();
+        let mut body = Vec::new();
+        let mut size = 0;
+        while size < HALVES_FROM as usize + 1024 {
+            for line in &lines {
+                size += line.len() + 1;
+                body.push(line.as_str());
+            }
+        }
+        let mut text = format!("{header}\n");
+        for (i, line) in body.iter().enumerate() {
+            if i == body.len() / 3 {
+                text.push_str(early);
+            }
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push_str(tail);
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    /// The slow path: every line in order on one thread.
+    fn one_by_one(path: &Path, max_line: u64) -> Result<Loaded, String> {
+        let mut events = Vec::new();
+        read_each(path, max_line, &mut |e| events.push(e))
+            .map(|read| Loaded {
+                header: read.header,
+                events,
+                warnings: read.warnings,
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_long_transcript_read_in_halves_is_the_one_read_line_by_line() {
+        let max = crate::confine::limits::MAX_TRANSCRIPT_LINE;
+        let cases = [
+            ("", ""),
+            // A blank line, and a last line cut short.
+            ("\n", r#"{"t":5,"type":"assistant_del"#),
+            // Errors in the second half, and in the first.
+            ("", "{\"t\":1,\"type\":\"nope\"}\n"),
+            ("{\"t\":1,\"type\":\"nope\"}\n", "not json\n"),
+            ("", "{\"t\":1,\"type\":\"user_message\"}\n"),
+            ("", "\u{1F600}\u{1F600}\n"),
+        ];
+        for (early, tail) in cases {
+            let file = long_transcript(early, tail);
+            let halves = load_halves(file.path(), max).map_err(|e| e.to_string());
+            let slow = one_by_one(file.path(), max);
+            match (&halves, &slow) {
+                (Ok(Some(a)), Ok(b)) => {
+                    assert_eq!(a.header, b.header);
+                    assert!(a.events == b.events, "{early:?} {tail:?}");
+                    assert_eq!(a.warnings, b.warnings);
+                    assert!(a.events.len() > 10_000);
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b),
+                _ => panic!("{early:?} {tail:?}: {halves:?} vs {slow:?}"),
+            }
+            let loaded = load_capped(file.path(), max).map_err(|e| e.to_string());
+            assert_eq!(loaded.is_ok(), slow.is_ok());
+        }
+        // Bytes that are not UTF-8, and a line over the limit, after the middle.
+        let file = long_transcript("", "");
+        let mut bytes = std::fs::read(file.path()).unwrap();
+        bytes.extend_from_slice(b"{\"t\":1,\"type\":\"user_message\",\"text\":\"\xff\"}\n");
+        std::fs::write(file.path(), &bytes).unwrap();
+        let a = load_halves(file.path(), max).unwrap_err().to_string();
+        assert_eq!(Err(a), one_by_one(file.path(), max).map(|_| ()));
+        let long = format!(
+            "{{\"t\":1,\"type\":\"user_message\",\"text\":\"{}\"}}\n",
+            "x".repeat(5000)
+        );
+        let file = long_transcript("", &long);
+        let a = load_halves(file.path(), 4096).unwrap_err().to_string();
+        assert!(a.contains("a line over"), "{a}");
+        assert_eq!(Err(a), one_by_one(file.path(), 4096).map(|_| ()));
+    }
+
+    #[test]
+    fn short_and_old_transcripts_are_read_line_by_line() {
+        let max = crate::confine::limits::MAX_TRANSCRIPT_LINE;
+        assert!(load_halves(&repo(RECORDED[0]), max).unwrap().is_none());
+        let v1 = std::fs::read_to_string(repo("tests/fixtures/demo_v1.jsonl")).unwrap();
+        let mut lines = v1.lines();
+        let mut text = format!("{}\n", lines.next().unwrap());
+        let body: Vec<&str> = lines.collect();
+        while text.len() < HALVES_FROM as usize + 1024 {
+            for line in &body {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        assert!(load_halves(file.path(), max).unwrap().is_none());
+        assert!(load_capped(file.path(), max).unwrap().events.len() > 1000);
+    }
 }

@@ -216,9 +216,118 @@ pub fn list(dir: &Path) -> Result<Listing, SessionError> {
     Ok(listing)
 }
 
-/// The newest session of `dir` recorded in `cwd`.
-pub fn newest_for(dir: &Path, cwd: &Path) -> Option<SessionInfo> {
-    list(dir).ok()?.in_dir(cwd).sessions.into_iter().next()
+/// The transcript of the newest session of `dir` recorded in `cwd`: the
+/// one a listing of the directory's sessions ([`list`], then
+/// [`Listing::in_dir`]) shows first. Only what that order needs is read:
+/// each transcript's header, and the last lines of those recorded in
+/// `cwd` (a listing reads every line of every file).
+pub fn newest_for(dir: &Path, cwd: &Path) -> Option<PathBuf> {
+    let canonical = cwd.canonicalize().ok();
+    let mut newest: Option<(SystemTime, String, PathBuf)> = None;
+    for path in transcripts(dir).ok()? {
+        let Ok(Some(last_event)) = last_event_in(&path, cwd, canonical.as_deref()) else {
+            continue;
+        };
+        let id = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if newest
+            .as_ref()
+            .is_none_or(|(at, newest_id, _)| (last_event, &id) > (*at, newest_id))
+        {
+            newest = Some((last_event, id, path));
+        }
+    }
+    newest.map(|(_, _, path)| path)
+}
+
+/// The wall time of a transcript's last event, as [`scan`] finds it, if
+/// it was recorded in `cwd` (`canonical`: `cwd` canonicalized); `None`
+/// for another directory's. An error where [`scan`] has one.
+fn last_event_in(
+    path: &Path,
+    cwd: &Path,
+    canonical: Option<&Path>,
+) -> Result<Option<SystemTime>, ScanError> {
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut buf = Vec::with_capacity(4096);
+    let (header, header_len) = match read_line(&mut input, &mut buf, MAX_HEADER_LINE)? {
+        None => return Err(ScanError::Empty),
+        Some((_, true)) => {
+            return Err(ScanError::NotTranscript(
+                "line 1 is far too long for a header".into(),
+            ));
+        }
+        Some((complete, false)) => (parse_header(&buf)?, buf.len() + usize::from(complete)),
+    };
+    let recorded = Path::new(&header.cwd);
+    if !(recorded == cwd || canonical == Some(recorded)) {
+        return Ok(None);
+    }
+    let started = humantime::parse_rfc3339_weak(&header.started_at)
+        .ok()
+        .or_else(|| meta.modified().ok())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut file = input.into_inner();
+    let last_t = match last_t(&mut file, header_len as u64, meta.len())? {
+        Some(t) => t,
+        // Too far from the end to read backwards: the whole file, forwards.
+        None => return scan(path).map(|info| Some(info.last_event)),
+    };
+    Ok(Some(started + Duration::from_millis(last_t)))
+}
+
+/// How far back from its end [`last_t`] reads a transcript before it
+/// reads it forwards instead.
+const MAX_TAIL: u64 = 16 * 1024 * 1024;
+
+/// The `t` of the last event line of `file` (its lines from byte `from`
+/// to `len`), as [`Tally`] would find it reading them all: the last line
+/// no longer than a transcript line may be that parses as an event line,
+/// read backwards from the end; 0 if none does. `None` when that line is
+/// not within [`MAX_TAIL`] bytes of the end.
+fn last_t(file: &mut std::fs::File, from: u64, len: u64) -> std::io::Result<Option<u64>> {
+    use std::io::{Seek, SeekFrom};
+    let max_line = crate::confine::limits::MAX_TRANSCRIPT_LINE;
+    let mut window = 64 * 1024u64;
+    loop {
+        let start = len.saturating_sub(window).max(from);
+        let mut tail = Vec::with_capacity((len - start) as usize);
+        file.seek(SeekFrom::Start(start))?;
+        file.by_ref().take(len - start).read_to_end(&mut tail)?;
+        // The first line of a window that starts mid-line is not whole.
+        let whole = if start == from {
+            &tail[..]
+        } else {
+            match tail.iter().position(|&b| b == b'\n') {
+                Some(i) => &tail[i + 1..],
+                None => &[][..],
+            }
+        };
+        let mut lines: Vec<&[u8]> = whole.split(|&b| b == b'\n').collect();
+        // What follows the last newline: a line without one, or nothing.
+        if lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        for body in lines.into_iter().rev() {
+            if body.len() as u64 > max_line || body.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Ok(line) = serde_json::from_slice::<Line>(body) {
+                return Ok(Some(line.t));
+            }
+        }
+        if start == from {
+            return Ok(Some(0));
+        }
+        if window >= MAX_TAIL {
+            return Ok(None);
+        }
+        window *= 4;
+    }
 }
 
 /// The transcript for `id_or_path`: a path to an existing file as is;
@@ -784,8 +893,127 @@ mod tests {
         let listing = list(dir.path()).unwrap();
         let order: Vec<&str> = listing.sessions.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(order, ["newest-b", "new-a", "old-a"]);
-        assert_eq!(newest_for(dir.path(), Path::new("/a")).unwrap().id, "new-a");
+        let newest = newest_for(dir.path(), Path::new("/a")).unwrap();
+        assert_eq!(newest, dir.path().join("new-a.jsonl"));
         assert!(newest_for(dir.path(), Path::new("/c")).is_none());
+    }
+
+    /// What a listing shows first for `cwd`, read the long way.
+    fn listed_first(dir: &Path, cwd: &Path) -> Option<PathBuf> {
+        let listing = list(dir).unwrap().in_dir(cwd);
+        listing.sessions.into_iter().next().map(|s| s.path)
+    }
+
+    #[test]
+    fn the_newest_session_is_the_one_a_listing_shows_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let event = |t: u64| {
+            serde_json::to_string(&Stamped::new(t, build::chunk("c1", "some text"))).unwrap()
+        };
+        // Each file: the header for /a, then `body`; `t` of the last event
+        // line that parses is what orders them.
+        let files: [(&str, String); 8] = [
+            ("plain", format!("{}\n{}\n", event(10), event(5_000))),
+            // A last line cut short by a crash does not count.
+            (
+                "cut",
+                format!("{}\n{{\"t\":9000000,\"type\":\"no", event(6_000)),
+            ),
+            // Blank and white-space lines, and a line that is not an event.
+            ("blank", format!("{}\n\n  \t\n[1,2]\n\n", event(7_000))),
+            // A line that is not JSON in the middle, a good one after it.
+            ("middle", format!("not json\n{}\n", event(4_000))),
+            // No newline after the last event.
+            ("no-newline", event(3_000)),
+            // Only a header; only a header without its newline.
+            ("header-only", String::new()),
+            (
+                "lines-without-t",
+                "{\"type\":\"turn_started\"}\n".to_string(),
+            ),
+            // Events far from the end behind a long tail of lines that
+            // do not parse: read back further than one window.
+            (
+                "long-tail",
+                format!("{}\n{}", event(8_000), "nope\n".repeat(40_000)),
+            ),
+        ];
+        for (id, body) in &files {
+            std::fs::write(
+                dir.path().join(format!("{id}.jsonl")),
+                format!("{}\n{body}", header("/a")),
+            )
+            .unwrap();
+        }
+        std::fs::write(dir.path().join("bare.jsonl"), header("/a")).unwrap();
+        write(
+            dir.path(),
+            "elsewhere",
+            "/b",
+            &[(99_000, build::chunk("c", "x"))],
+        );
+        std::fs::write(dir.path().join("empty.jsonl"), "").unwrap();
+        let a = Path::new("/a");
+        assert_eq!(newest_for(dir.path(), a), listed_first(dir.path(), a));
+        assert_eq!(
+            newest_for(dir.path(), a).unwrap(),
+            dir.path().join("long-tail.jsonl")
+        );
+        // Each file alone: its last event's time, as the listing has it.
+        let listing = list(dir.path()).unwrap();
+        for info in &listing.sessions {
+            let canonical = Path::new(&info.cwd).canonicalize().ok();
+            let fast = last_event_in(&info.path, Path::new(&info.cwd), canonical.as_deref());
+            assert_eq!(fast.unwrap(), Some(info.last_event), "{}", info.id);
+        }
+        // One by one, each file the newest of its directory.
+        for (id, _) in &files {
+            let alone = tempfile::tempdir().unwrap();
+            let from = dir.path().join(format!("{id}.jsonl"));
+            std::fs::copy(&from, alone.path().join(format!("{id}.jsonl"))).unwrap();
+            write(alone.path(), "other", "/a", &[(1, build::chunk("c", "x"))]);
+            assert_eq!(
+                newest_for(alone.path(), a),
+                listed_first(alone.path(), a),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_newest_of_real_recorded_sessions_is_the_one_a_listing_shows_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let recorded = [
+            "assets/demo.jsonl",
+            "tests/fixtures/batch.jsonl",
+            "tests/fixtures/colours.jsonl",
+            "tests/fixtures/quorum.jsonl",
+            "tests/fixtures/wide.jsonl",
+            "tests/fixtures/demo_v1.jsonl",
+        ];
+        for file in recorded {
+            let to = dir.path().join(Path::new(file).file_name().unwrap());
+            std::fs::copy(root.join(file), &to).unwrap();
+        }
+        let listing = list(dir.path()).unwrap();
+        assert_eq!(
+            listing.sessions.len(),
+            recorded.len(),
+            "{:?}",
+            listing.skipped
+        );
+        for info in &listing.sessions {
+            let cwd = Path::new(&info.cwd);
+            assert_eq!(
+                newest_for(dir.path(), cwd),
+                listed_first(dir.path(), cwd),
+                "{}",
+                info.id
+            );
+            let fast = last_event_in(&info.path, cwd, cwd.canonicalize().ok().as_deref());
+            assert_eq!(fast.unwrap(), Some(info.last_event), "{}", info.id);
+        }
     }
 
     #[test]

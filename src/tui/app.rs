@@ -240,6 +240,20 @@ impl App {
         }
     }
 
+    /// Starts from `earlier`'s state, if the continued session's events
+    /// were taken up there ahead of the screen ([`Earlier::hook`]), as
+    /// [`App::on_earlier`] would take them up: after
+    /// [`App::set_transcript`] (a continued session is recorded to its own
+    /// transcript), before any other event.
+    ///
+    /// [`Earlier::hook`]: super::earlier::Earlier::hook
+    pub fn take_earlier(&mut self, earlier: &super::earlier::Earlier) {
+        if let Some(state) = earlier.take() {
+            debug_assert!(self.transcript.is_some() && self.state.applied == 0);
+            self.state = state;
+        }
+    }
+
     /// Applies one event from the engine or the player.
     pub fn on_event(&mut self, event: Stamped) {
         if let Mode::Watch { arrived, .. } = &mut self.mode {
@@ -878,5 +892,63 @@ where
 async fn sleep_until(deadline: Option<Instant>) {
     if let Some(d) = deadline {
         tokio::time::sleep_until(d.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A screen that took a recorded session's events up itself.
+    fn applied(events: &[Stamped], ops: mpsc::UnboundedSender<Op>) -> App {
+        let mut app = App::live(ops, Instant::now());
+        app.set_transcript(std::path::Path::new("session.jsonl"), 1 << 20);
+        app.on_earlier(events);
+        app
+    }
+
+    /// The same screen, from what [`Earlier::hook`] took up elsewhere.
+    ///
+    /// [`Earlier::hook`]: super::super::earlier::Earlier::hook
+    fn taken(events: &[Stamped], ops: mpsc::UnboundedSender<Op>) -> App {
+        let earlier = super::super::earlier::Earlier::default();
+        let hook = earlier.hook();
+        std::thread::scope(|s| {
+            s.spawn(|| hook(events));
+        });
+        let mut app = App::live(ops, Instant::now());
+        app.set_transcript(std::path::Path::new("session.jsonl"), 1 << 20);
+        app.take_earlier(&earlier);
+        assert!(earlier.take().is_none(), "taken once");
+        app
+    }
+
+    #[test]
+    fn earlier_events_taken_up_ahead_make_the_same_screen() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for file in [
+            "assets/demo.jsonl",
+            "tests/fixtures/batch.jsonl",
+            "tests/fixtures/quorum.jsonl",
+            "tests/fixtures/colours.jsonl",
+            "tests/fixtures/wide.jsonl",
+        ] {
+            let events = crate::transcript::load(&root.join(file)).unwrap().events;
+            let (ops, _keep) = mpsc::unbounded_channel();
+            let (mut a, mut b) = (applied(&events, ops.clone()), taken(&events, ops));
+            assert_eq!(a.state.applied, b.state.applied, "{file}");
+            assert_eq!(
+                format!("{:?}", (&a.state.cells, &a.state.tasks, a.state.now)),
+                format!("{:?}", (&b.state.cells, &b.state.tasks, b.state.now)),
+                "{file}"
+            );
+            for (cols, rows) in [(120, 40), (80, 24)] {
+                let (x, y) = (
+                    super::super::screenshot::render(&mut a, cols, rows),
+                    super::super::screenshot::render(&mut b, cols, rows),
+                );
+                assert_eq!(x, y, "{file} at {cols}x{rows}");
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tokio::sync::mpsc;
 
 use super::app::{self, App, Input};
+pub use super::earlier::Earlier;
 use super::replay::Player;
 use super::screenshot::{self, Format};
 use super::terminal::{TerminalGuard, spawn_input_reader};
@@ -48,7 +49,8 @@ impl Files {
     }
 }
 
-/// An interactive session: commands go to `ops`, `events` are drawn.
+/// An interactive session: commands go to `ops`, `events` are drawn,
+/// after a continued session's recorded events, taken up in `earlier`.
 /// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
 /// restored. `bell`: ring the terminal bell when a task starts waiting;
 /// `files`: where the messages sent are kept, and the session's
@@ -56,7 +58,7 @@ impl Files {
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
-    earlier: Vec<Stamped>,
+    earlier: Earlier,
     started: Instant,
     bell: bool,
     files: Files,
@@ -66,8 +68,7 @@ pub async fn live(
         app.set_transcript(path, files.max_line);
     }
     // A continued session's conversation shows at once.
-    app.on_earlier(&earlier);
-    drop(earlier);
+    app.take_earlier(&earlier);
     app.set_bell(bell);
     if let Some(path) = &files.history {
         app.set_history(path);
