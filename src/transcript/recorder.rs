@@ -141,7 +141,7 @@ impl Recorder {
             line: Vec::with_capacity(256),
             _lock: lock,
         };
-        recorder.write_line(header).map_err(io)?;
+        recorder.write_lines([header]).map_err(io)?;
         Ok(recorder)
     }
 
@@ -203,17 +203,23 @@ impl Recorder {
 
     /// Appends one event.
     pub fn record(&mut self, event: &Stamped) -> std::io::Result<()> {
-        self.write_line(event)
+        self.write_lines([event])
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn write_line(&mut self, value: &impl serde::Serialize) -> std::io::Result<()> {
+    /// Writes `values` as JSON lines, in one `write`.
+    fn write_lines<'a, T: serde::Serialize + 'a>(
+        &mut self,
+        values: impl IntoIterator<Item = &'a T>,
+    ) -> std::io::Result<()> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, value)?;
-        self.line.push(b'\n');
+        for value in values {
+            serde_json::to_writer(&mut self.line, value)?;
+            self.line.push(b'\n');
+        }
         self.file.write_all(&self.line)?;
         self.file.flush()
     }
@@ -250,13 +256,7 @@ impl Record for Recorder {
 
     /// One `write` for them all.
     fn record_all(&mut self, events: &[Stamped]) -> std::io::Result<()> {
-        self.line.clear();
-        for event in events {
-            serde_json::to_writer(&mut self.line, event)?;
-            self.line.push(b'\n');
-        }
-        self.file.write_all(&self.line)?;
-        self.file.flush()
+        self.write_lines(events)
     }
 
     fn path(&self) -> &Path {
