@@ -217,10 +217,7 @@ fn in_process(chunks: u32) {
         json: false,
         worktree: false,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = quorum::runtime::builder().build().unwrap();
     let code = runtime
         .block_on(quorum::cli::call_command(setup, request))
         .unwrap();

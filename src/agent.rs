@@ -101,6 +101,12 @@ pub trait TurnSink: Send + Sync {
     /// The agent's session now runs on `model` (a pick made through the
     /// agent, or one quorum set).
     fn model_picked(&self, _model: &str) {}
+    /// Where the turn's streamed text may go straight from the agent's
+    /// transport, as [`TurnSink::activity`] would send it, without a hop
+    /// through the turn's task; `None` (the default): through the turn.
+    fn stream(&self) -> Option<std::sync::Arc<dyn Fn(Activity) + Send + Sync>> {
+        None
+    }
 }
 
 /// What an ACP connection's turn takes: the call's [`TurnInput`] with the

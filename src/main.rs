@@ -237,8 +237,7 @@ fn max_line(config: &Option<PathBuf>) -> Result<u64> {
 /// there, ends every process group quorum still owns (a session ends its
 /// own when it is dropped; this is the backstop).
 fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
+    let runtime = quorum::runtime::builder()
         .build()
         .context("starting the async runtime")?;
     let result = runtime.block_on(f);

@@ -61,15 +61,7 @@ pub(super) fn on_elicitation_request(
 /// connection hears it; the one with that elicitation takes it.
 pub(super) fn on_elicitation_complete(routes: &Routes, n: CompleteElicitationNotification) {
     let id = n.elicitation_id.0.to_string();
-    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
-    let mut told: Vec<&tokio::sync::mpsc::UnboundedSender<(String, Incoming)>> = Vec::new();
-    for (session, tx) in routes.iter() {
-        if told.iter().any(|t| t.same_channel(tx)) {
-            continue;
-        }
-        let _ = tx.send((session.clone(), Incoming::ElicitationComplete(id.clone())));
-        told.push(tx);
-    }
+    super::route::tell_each_turn(routes, || Incoming::ElicitationComplete(id.clone()));
 }
 
 /// One elicitation waiting for the person.

@@ -82,10 +82,10 @@ pub(super) fn scope_of(
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             routes
                 .get(session)
-                .and_then(|tx| {
+                .and_then(|route| {
                     routes
                         .iter()
-                        .filter(|(id, other)| id.as_str() != session && other.same_channel(tx))
+                        .filter(|(id, other)| id.as_str() != session && other.same_turn(route))
                         .find_map(|(id, _)| scopes.get(id))
                 })
                 .cloned()

@@ -237,7 +237,8 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
                 {
                     match (method.as_str(), id) {
                         ("session/prompt", Some(id)) => {
-                            lock(&routes).insert(session.clone(), turn_tx.clone());
+                            let route = super::route::Route::through(turn_tx.clone());
+                            lock(&routes).insert(session.clone(), route);
                             lock(&prompts).insert(id.to_string(), session);
                         }
                         ("session/cancel", _) => terminals.kill_sessions(&[session]),

@@ -47,29 +47,93 @@ pub(super) struct Chunk {
     pub(super) thought: bool,
 }
 
-/// Each running turn's channel, by session id: the turn's own session and
-/// the child sessions its agent announced. What is sent carries the
-/// session it came for.
-pub(super) type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<(String, Incoming)>>>>;
+/// Each running turn's route, by session id: the turn's own session and
+/// the child sessions its agent announced.
+pub(super) type Routes = Arc<Mutex<HashMap<String, Route>>>;
+
+/// Where what comes for one session goes: its turn's channel (what is
+/// sent carries the session it came for), and the part of the turn the
+/// reading may update itself.
+#[derive(Clone)]
+pub(super) struct Route {
+    pub(super) tx: mpsc::UnboundedSender<(String, Incoming)>,
+    pub(super) stream: Arc<super::turn::Stream>,
+    /// A child session's route: all of it goes through the turn.
+    pub(super) child: bool,
+}
+
+impl Route {
+    /// A route whose all goes through `tx` (nothing taken on the spot).
+    pub(super) fn through(tx: mpsc::UnboundedSender<(String, Incoming)>) -> Self {
+        Self {
+            tx,
+            stream: Arc::new(super::turn::Stream::new(None)),
+            child: false,
+        }
+    }
+
+    /// Whether `other` goes to the same turn.
+    pub(super) fn same_turn(&self, other: &Route) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
+    /// Queues `incoming` for the turn; gives it back if the turn is gone.
+    fn send(&self, session: String, incoming: Incoming) -> Option<Incoming> {
+        self.stream.queue();
+        self.tx.send((session, incoming)).err().map(|e| e.0.1)
+    }
+}
+
+/// Sends what `incoming` makes to every turn on the connection, once each
+/// (a turn's child sessions share its route).
+pub(super) fn tell_each_turn(routes: &Routes, incoming: impl Fn() -> Incoming) {
+    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+    let mut told: Vec<&Route> = Vec::new();
+    for (session, route) in routes.iter() {
+        if told.iter().any(|t| t.same_turn(route)) {
+            continue;
+        }
+        let _ = route.send(session.clone(), incoming());
+        told.push(route);
+    }
+}
+
 /// Hands `incoming` to its session's turn; gives it back if no turn runs.
 /// A `subagent_update` announcing a child session routes the child's
 /// traffic to the same turn from now on (before any of it is read).
+///
+/// A chunk of the turn's own session, with nothing queued for the turn
+/// ahead of it, is taken here, on the reader's task (see
+/// [`super::turn::Stream`]): the commonest update then costs no wake-up
+/// of the turn's task.
 pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
     let mut routes = routes
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Incoming::Update(update) = &incoming
         && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
-        && let Some(tx) = routes.get(session).cloned()
+        && let Some(route) = routes.get(session).cloned()
     {
-        routes.entry(child.session_id.0.to_string()).or_insert(tx);
+        routes
+            .entry(child.session_id.0.to_string())
+            .or_insert(Route {
+                child: true,
+                ..route
+            });
     }
-    let Some(tx) = routes.get(session) else {
+    let Some(route) = routes.get(session) else {
         return Some(incoming);
     };
-    tx.send((session.to_string(), incoming))
-        .err()
-        .map(|e| e.0.1)
+    let incoming = match incoming {
+        // Under the table's lock: the turn cannot end (and its call be
+        // told ended) while its chunk is still going out.
+        Incoming::Chunk(chunk) if !route.child && route.stream.takes_chunks() => {
+            route.stream.chunk(chunk);
+            return None;
+        }
+        incoming => incoming,
+    };
+    route.send(session.to_string(), incoming)
 }
 
 /// `session/update` that the transport's fast path left to the SDK: handed
@@ -104,16 +168,7 @@ pub(super) fn on_permission_request(
 
 /// Shows `text` in the box of every turn running on the connection.
 pub(super) fn notify_all(routes: &Routes, text: &str) {
-    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
-    // A turn's child sessions share its channel: one notice per turn.
-    let mut told: Vec<&mpsc::UnboundedSender<(String, Incoming)>> = Vec::new();
-    for (session, tx) in routes.iter() {
-        if told.iter().any(|t| t.same_channel(tx)) {
-            continue;
-        }
-        let _ = tx.send((session.clone(), Incoming::Notice(text.to_string())));
-        told.push(tx);
-    }
+    tell_each_turn(routes, || Incoming::Notice(text.to_string()));
 }
 
 // Between quorum's proxy on a host (`relay`) and quorum at home

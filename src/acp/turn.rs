@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::Responder;
@@ -22,12 +24,13 @@ use super::error::describe;
 use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
-use super::route::{Chunk, Incoming};
+use super::route::{Chunk, Incoming, Route};
 use super::translate::{self, ChildInfo, Translated, stop_reason};
 use crate::agent::{PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
 use crate::event::{Activity, Outcome, SessionKind, StopReason};
 use crate::runtime::cancel::cancelled;
+use crate::runtime::lock;
 
 /// How long an agent may take to end its turn after `session/cancel`.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -51,7 +54,8 @@ impl Connection {
             Ok(opened) => opened,
             Err(outcome) => return outcome,
         };
-        let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root);
+        let stream = Arc::new(Stream::new(sink.stream()));
+        let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root, &stream);
         let mut guard = Unfinished {
             conn: self,
             tx: Some(tx.clone()),
@@ -69,7 +73,7 @@ impl Connection {
         );
         let response = self.cx.send_request(prompt).block_task();
         tokio::pin!(response);
-        let mut running = Running::new(self, session_id, &request, sink);
+        let mut running = Running::new(self, session_id, &request, sink, stream);
         let result = running.exchange(&mut rx, response, control).await;
         // The turn's terminals end with it; what they wrote is told first.
         let sessions = self.sessions_of(&tx);
@@ -141,6 +145,7 @@ impl Connection {
         session_id: &str,
         exclude: Option<&Exclude>,
         root: &std::path::Path,
+        stream: &Arc<Stream>,
     ) -> (Outbox, Inbox) {
         self.exclusions.lock().expect("not poisoned").insert(
             session_id.to_string(),
@@ -150,10 +155,15 @@ impl Connection {
             },
         );
         let (tx, rx) = mpsc::unbounded_channel();
+        let route = Route {
+            tx: tx.clone(),
+            stream: stream.clone(),
+            child: false,
+        };
         self.routes
             .lock()
             .expect("not poisoned")
-            .insert(session_id.to_string(), tx.clone());
+            .insert(session_id.to_string(), route);
         (tx, rx)
     }
 
@@ -164,7 +174,7 @@ impl Connection {
             .lock()
             .expect("not poisoned")
             .iter()
-            .filter(|(_, route)| route.same_channel(tx))
+            .filter(|(_, route)| route.tx.same_channel(tx))
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -175,7 +185,7 @@ impl Connection {
         self.routes
             .lock()
             .expect("not poisoned")
-            .retain(|_, route| !route.same_channel(tx));
+            .retain(|_, route| !route.tx.same_channel(tx));
         self.exclusions
             .lock()
             .expect("not poisoned")
@@ -209,7 +219,8 @@ struct Running<'a> {
     trusted_mcp: Option<String>,
     /// The session's directory: nothing outside it is allowed.
     root: Option<Root>,
-    turn: Turn,
+    /// The turn's text, and what the reading may do without this task.
+    stream: Arc<Stream>,
     /// The child sessions the agent announced, by session id.
     children: HashMap<String, Child>,
     /// Which child asked each pending permission request.
@@ -236,6 +247,7 @@ impl<'a> Running<'a> {
         session_id: String,
         request: &TurnRequest<'_>,
         sink: &'a dyn TurnSink,
+        stream: Arc<Stream>,
     ) -> Self {
         Self {
             conn,
@@ -244,7 +256,7 @@ impl<'a> Running<'a> {
             policy: request.policy,
             trusted_mcp: request.trusted_mcp.map(str::to_string),
             root: crate::runtime::git::root(request.root).ok(),
-            turn: Turn::default(),
+            stream,
             children: HashMap::new(),
             asked_by: HashMap::new(),
             pending: HashMap::new(),
@@ -269,7 +281,10 @@ impl<'a> Running<'a> {
         loop {
             tokio::select! {
                 biased;
-                Some((from, incoming)) = rx.recv() => self.take(from, incoming),
+                Some((from, incoming)) = rx.recv() => {
+                    self.take(from, incoming);
+                    self.stream.taken();
+                }
                 Some(answer) = control.answers.recv() => self.answer(answer),
                 Some(child) = control.cancel_children.recv() => self.cancel_child(child),
                 Some(answer) = control.elicitations.recv() => {
@@ -338,7 +353,7 @@ impl<'a> Running<'a> {
                 if let Some(activity) = self.conn.announced_update(&from, &update) {
                     sink.activity(activity);
                 }
-                self.turn.update(update, sink)
+                lock(&self.stream.turn).update(update, sink)
             }
             update => {
                 if let Some(child) = self.children.get_mut(&from) {
@@ -356,7 +371,7 @@ impl<'a> Running<'a> {
     /// children: what [`Running::update`] does with the update it came as.
     fn chunk(&mut self, from: &str, chunk: Chunk) {
         if from == self.session_id {
-            self.turn.chunk(chunk, self.sink);
+            lock(&self.stream.turn).chunk(chunk, self.sink);
         } else if let Some(child) = self.children.get_mut(from) {
             let child_sink = ChildSink {
                 inner: self.sink,
@@ -530,6 +545,7 @@ impl<'a> Running<'a> {
     /// permission request is answered `cancelled`.
     fn cancel(&mut self) {
         self.cancelled = true;
+        self.stream.cancelled.store(true, Ordering::Release);
         let _ = self
             .conn
             .cx
@@ -566,10 +582,11 @@ impl<'a> Running<'a> {
             ));
         }
         let conn = self.conn;
+        let final_text = std::mem::take(&mut lock(&self.stream.turn).final_text);
         let (output, stop_reason) = match result {
             // Some agents answer a cancelled turn with `end_turn`: it was cancelled.
-            Some(Ok(_)) if self.cancelled => (self.turn.final_text, StopReason::Cancelled),
-            Some(Ok(response)) => (self.turn.final_text, stop_reason(response.stop_reason)),
+            Some(Ok(_)) if self.cancelled => (final_text, StopReason::Cancelled),
+            Some(Ok(response)) => (final_text, stop_reason(response.stop_reason)),
             Some(Err(e)) => {
                 // The agent no longer knows the session: the next call
                 // reopens it (and heals if it cannot).
@@ -585,7 +602,7 @@ impl<'a> Running<'a> {
                 };
                 (message, StopReason::Error)
             }
-            None => (self.turn.final_text, StopReason::Cancelled),
+            None => (final_text, StopReason::Cancelled),
         };
         Outcome {
             output,
@@ -613,6 +630,73 @@ fn announce(update: SubagentUpdate, children: &mut HashMap<String, Child>, sink:
         info.state,
         info.can_cancel,
     );
+}
+
+/// What of a turn the transport's reading may do itself: take the chunks
+/// of the turn's own session while nothing is queued for the turn ahead of
+/// them (so they keep their order with everything else it sends), where
+/// the turn's sink lets them go out from there ([`TurnSink::stream`]).
+pub(super) struct Stream {
+    /// Where the chunks' activity goes; `None`: through the turn's task.
+    direct: Option<Arc<dyn Fn(Activity) + Send + Sync>>,
+    /// The turn's text (its own session's).
+    turn: Mutex<Turn>,
+    /// Whether the person asked the turn to stop: no more chunks shown.
+    cancelled: AtomicBool,
+    /// What was queued for the turn's task, and what it has taken in.
+    queued: AtomicU64,
+    taken: AtomicU64,
+}
+
+impl Stream {
+    pub(super) fn new(direct: Option<Arc<dyn Fn(Activity) + Send + Sync>>) -> Self {
+        Self {
+            direct,
+            turn: Mutex::new(Turn::default()),
+            cancelled: AtomicBool::new(false),
+            queued: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one more thing queued for the turn's task (before it is).
+    pub(super) fn queue(&self) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts one more thing the turn's task has taken in (after it did).
+    fn taken(&self) {
+        self.taken.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether a chunk may be taken on the spot: the sink allows it and
+    /// the turn's task has taken in all that was queued for it.
+    pub(super) fn takes_chunks(&self) -> bool {
+        self.direct.is_some()
+            && self.taken.load(Ordering::Acquire) == self.queued.load(Ordering::Acquire)
+    }
+
+    /// Takes a chunk of the turn's own session as the turn's task would.
+    pub(super) fn chunk(&self, chunk: Chunk) {
+        let Some(direct) = &self.direct else {
+            return;
+        };
+        if self.cancelled.load(Ordering::Acquire) {
+            return;
+        }
+        lock(&self.turn).chunk(chunk, &Direct(direct.as_ref()));
+    }
+}
+
+/// The sink of the chunks a [`Stream`] takes.
+struct Direct<'a>(&'a (dyn Fn(Activity) + Send + Sync));
+
+impl TurnSink for Direct<'_> {
+    fn activity(&self, activity: Activity) {
+        (self.0)(activity);
+    }
+    fn session(&self, _kind: SessionKind, _session_id: &str) {}
+    fn notice(&self, _text: &str) {}
 }
 
 /// The text of one turn, and its final message.
@@ -911,5 +995,109 @@ mod tests {
                 format!("activity {line}"),
             ]
         );
+    }
+
+    /// A turn's route whose chunks go to `rec` when taken on the spot,
+    /// and its channel.
+    fn routed(rec: &Arc<Recorder>) -> (super::super::route::Routes, Arc<Stream>, Inbox) {
+        let to = rec.clone();
+        let stream = Arc::new(Stream::new(Some(Arc::new(move |a| to.activity(a)))));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let routes = super::super::route::Routes::default();
+        let route = Route {
+            tx,
+            stream: stream.clone(),
+            child: false,
+        };
+        lock(&routes).insert("s".to_string(), route);
+        (routes, stream, rx)
+    }
+
+    fn text(t: &str) -> Incoming {
+        Incoming::Chunk(Chunk {
+            text: t.into(),
+            thought: false,
+        })
+    }
+
+    /// What the turn's task does with what reached it (`Running::take`).
+    fn take(stream: &Stream, rx: &mut Inbox, sink: &dyn TurnSink) {
+        while let Ok((_, incoming)) = rx.try_recv() {
+            match incoming {
+                Incoming::Update(u) => lock(&stream.turn).update(*u, sink),
+                Incoming::Chunk(c) => lock(&stream.turn).chunk(c, sink),
+                _ => {}
+            }
+            stream.taken();
+        }
+    }
+
+    fn shown(rec: &Recorder) -> Vec<String> {
+        rec.activities
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| match a {
+                Activity::MessageChunk { text } => text.clone(),
+                Activity::ToolCall { .. } => "[tool]".into(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chunk_is_taken_on_the_spot_only_with_nothing_queued_ahead_of_it() {
+        use super::super::route::route;
+        let rec = Arc::new(Recorder::default());
+        let (routes, stream, mut rx) = routed(&rec);
+        // Nothing queued: shown at once, without the turn's task.
+        assert!(route(&routes, "s", text("a")).is_none());
+        assert_eq!(shown(&rec), ["a"]);
+        assert!(rx.try_recv().is_err());
+        // A tool call the turn's task has not taken yet: the next chunk
+        // waits behind it, so the box shows them in the order sent.
+        let _ = route(&routes, "s", Incoming::Update(Box::new(tool_call("t1"))));
+        let _ = route(&routes, "s", text("b"));
+        assert_eq!(shown(&rec), ["a"]);
+        take(&stream, &mut rx, rec.as_ref());
+        assert_eq!(shown(&rec), ["a", "[tool]", "b"]);
+        // All taken in: on the spot again.
+        let _ = route(&routes, "s", text("c"));
+        assert_eq!(shown(&rec), ["a", "[tool]", "b", "c"]);
+        assert!(rx.try_recv().is_err());
+        // The final message is the text after the last tool call, however
+        // its chunks came.
+        assert_eq!(lock(&stream.turn).final_text, "bc");
+    }
+
+    #[test]
+    fn chunks_of_a_child_or_a_cancelled_turn_are_not_taken_on_the_spot() {
+        use super::super::route::route;
+        let rec = Arc::new(Recorder::default());
+        let (routes, stream, mut rx) = routed(&rec);
+        let announce = wire(json!({
+            "sessionUpdate": "subagent_update", "sessionId": "kid", "title": "helper",
+        }));
+        let _ = route(&routes, "s", Incoming::Update(Box::new(announce)));
+        take(&stream, &mut rx, rec.as_ref());
+        // A child's chunk goes to the turn's task, which names the child.
+        let _ = route(&routes, "kid", text("k"));
+        assert!(matches!(rx.try_recv(), Ok((from, Incoming::Chunk(_))) if from == "kid"));
+        stream.taken();
+        // Once the person cancelled, what the agent still says is not shown.
+        stream.cancelled.store(true, Ordering::Release);
+        assert!(route(&routes, "s", text("late")).is_none());
+        assert!(shown(&rec).iter().all(|s| s != "late"));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_sink_that_does_not_stream_gets_every_chunk_through_the_turn() {
+        use super::super::route::route;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let routes = super::super::route::Routes::default();
+        lock(&routes).insert("s".to_string(), Route::through(tx));
+        let _ = route(&routes, "s", text("a"));
+        assert!(matches!(rx.try_recv(), Ok((_, Incoming::Chunk(c))) if c.text == "a"));
     }
 }

@@ -14,6 +14,21 @@ pub mod sandbox;
 pub mod ssh;
 pub mod supervisor;
 
+/// The async runtime quorum runs on: one worker thread for the engine,
+/// beside the thread that called `block_on` (the TUI's, in the terminal).
+///
+/// The engine's tasks move bytes between pipes, sockets and channels; its
+/// work that takes a core (file tools, transcripts, process ends) runs on
+/// blocking threads. With more workers, each streamed chunk that wakes a
+/// task also woke an idle worker to look for work (a futex and an
+/// interrupt for nothing): with 16 agents streaming 200 chunks a second,
+/// one worker took a fifth less CPU than two (scripts/soak.sh).
+pub fn builder() -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(1).enable_all();
+    builder
+}
+
 /// A mutex's guard, even when a panic elsewhere poisoned it: what it
 /// guards is kept consistent by each holder, not by unwinding.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -571,6 +571,17 @@ impl TurnSink for CallSink<'_> {
         });
     }
 
+    fn stream(&self) -> Option<std::sync::Arc<dyn Fn(Activity) + Send + Sync>> {
+        let emitter = self.dispatcher.emitter.clone();
+        let call_id = self.call_id.to_string();
+        Some(std::sync::Arc::new(move |activity| {
+            emitter.emit(Event::SubagentActivity {
+                call_id: call_id.clone(),
+                activity,
+            });
+        }))
+    }
+
     fn child(
         &self,
         child_id: &str,
