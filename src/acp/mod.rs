@@ -17,6 +17,7 @@ pub mod relay;
 mod route;
 mod session;
 mod setting;
+mod stream;
 mod terminal;
 mod translate;
 mod transport;

@@ -13,6 +13,9 @@ use agent_client_protocol::v1::schema::{
 };
 use tokio::sync::mpsc;
 
+pub(super) use super::stream::Chunk;
+use super::stream::Stream;
+
 /// Something the agent sent that belongs to one session's turn.
 pub(super) enum Incoming {
     Update(Box<SessionUpdate>),
@@ -39,14 +42,6 @@ pub(super) enum Incoming {
     Activity(crate::event::Activity),
 }
 
-/// An `agent_message_chunk` (or, `thought`, an `agent_thought_chunk`)
-/// whose content is text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Chunk {
-    pub(super) text: String,
-    pub(super) thought: bool,
-}
-
 /// Each running turn's route, by session id: the turn's own session and
 /// the child sessions its agent announced.
 pub(super) type Routes = Arc<Mutex<HashMap<String, Route>>>;
@@ -57,7 +52,7 @@ pub(super) type Routes = Arc<Mutex<HashMap<String, Route>>>;
 #[derive(Clone)]
 pub(super) struct Route {
     pub(super) tx: mpsc::UnboundedSender<(String, Incoming)>,
-    pub(super) stream: Arc<super::turn::Stream>,
+    pub(super) stream: Arc<Stream>,
     /// A child session's route: all of it goes through the turn.
     pub(super) child: bool,
 }
@@ -67,7 +62,7 @@ impl Route {
     pub(super) fn through(tx: mpsc::UnboundedSender<(String, Incoming)>) -> Self {
         Self {
             tx,
-            stream: Arc::new(super::turn::Stream::new(None)),
+            stream: Arc::new(Stream::new(None)),
             child: false,
         }
     }
@@ -104,7 +99,7 @@ pub(super) fn tell_each_turn(routes: &Routes, incoming: impl Fn() -> Incoming) {
 ///
 /// A chunk of the turn's own session, with nothing queued for the turn
 /// ahead of it, is taken here, on the reader's task (see
-/// [`super::turn::Stream`]): the commonest update then costs no wake-up
+/// [`Stream`]): the commonest update then costs no wake-up
 /// of the turn's task.
 pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
     let mut routes = routes

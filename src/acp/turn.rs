@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_client_protocol::v1::Responder;
@@ -25,7 +25,8 @@ use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
 use super::route::{Chunk, Incoming, Route};
-use super::translate::{self, ChildInfo, Translated, stop_reason};
+use super::stream::{Stream, Turn};
+use super::translate::{ChildInfo, stop_reason};
 use crate::agent::{PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
 use crate::event::{Activity, Outcome, SessionKind, StopReason};
@@ -630,110 +631,6 @@ fn announce(update: SubagentUpdate, children: &mut HashMap<String, Child>, sink:
         info.state,
         info.can_cancel,
     );
-}
-
-/// What of a turn the transport's reading may do itself: take the chunks
-/// of the turn's own session while nothing is queued for the turn ahead of
-/// them (so they keep their order with everything else it sends), where
-/// the turn's sink lets them go out from there ([`TurnSink::stream`]).
-pub(super) struct Stream {
-    /// Where the chunks' activity goes; `None`: through the turn's task.
-    direct: Option<Arc<dyn Fn(Activity) + Send + Sync>>,
-    /// The turn's text (its own session's).
-    turn: Mutex<Turn>,
-    /// Whether the person asked the turn to stop: no more chunks shown.
-    cancelled: AtomicBool,
-    /// What was queued for the turn's task, and what it has taken in.
-    queued: AtomicU64,
-    taken: AtomicU64,
-}
-
-impl Stream {
-    pub(super) fn new(direct: Option<Arc<dyn Fn(Activity) + Send + Sync>>) -> Self {
-        Self {
-            direct,
-            turn: Mutex::new(Turn::default()),
-            cancelled: AtomicBool::new(false),
-            queued: AtomicU64::new(0),
-            taken: AtomicU64::new(0),
-        }
-    }
-
-    /// Counts one more thing queued for the turn's task (before it is).
-    pub(super) fn queue(&self) {
-        self.queued.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Counts one more thing the turn's task has taken in (after it did).
-    fn taken(&self) {
-        self.taken.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Whether a chunk may be taken on the spot: the sink allows it and
-    /// the turn's task has taken in all that was queued for it.
-    pub(super) fn takes_chunks(&self) -> bool {
-        self.direct.is_some()
-            && self.taken.load(Ordering::Acquire) == self.queued.load(Ordering::Acquire)
-    }
-
-    /// Takes a chunk of the turn's own session as the turn's task would.
-    pub(super) fn chunk(&self, chunk: Chunk) {
-        let Some(direct) = &self.direct else {
-            return;
-        };
-        if self.cancelled.load(Ordering::Acquire) {
-            return;
-        }
-        lock(&self.turn).chunk(chunk, &Direct(direct.as_ref()));
-    }
-}
-
-/// The sink of the chunks a [`Stream`] takes.
-struct Direct<'a>(&'a (dyn Fn(Activity) + Send + Sync));
-
-impl TurnSink for Direct<'_> {
-    fn activity(&self, activity: Activity) {
-        (self.0)(activity);
-    }
-    fn session(&self, _kind: SessionKind, _session_id: &str) {}
-    fn notice(&self, _text: &str) {}
-}
-
-/// The text of one turn, and its final message.
-#[derive(Default)]
-struct Turn {
-    /// Text written since the last tool call.
-    final_text: String,
-}
-
-impl Turn {
-    /// Translates `update` and sends what it means to `sink`; message
-    /// text after the last tool call is the final message.
-    fn update(&mut self, update: SessionUpdate, sink: &dyn TurnSink) {
-        match translate::update(update) {
-            Translated::Activity(activity) => self.activity(activity, sink),
-            Translated::ModelPicked(model) => sink.model_picked(&model),
-            Translated::Nothing => {}
-        }
-    }
-
-    /// A chunk of text: as [`Turn::update`] takes the update it came as.
-    fn chunk(&mut self, chunk: Chunk, sink: &dyn TurnSink) {
-        let activity = match chunk.thought {
-            false => Activity::MessageChunk { text: chunk.text },
-            true => Activity::ThoughtChunk { text: chunk.text },
-        };
-        self.activity(activity, sink);
-    }
-
-    fn activity(&mut self, activity: Activity, sink: &dyn TurnSink) {
-        match &activity {
-            Activity::MessageChunk { text } => self.final_text.push_str(text),
-            Activity::ToolCall { .. } => self.final_text.clear(),
-            _ => {}
-        }
-        sink.activity(activity);
-    }
 }
 
 /// A child session the agent announced (`subagent_update`), as far as
