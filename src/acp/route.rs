@@ -121,8 +121,11 @@ pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Optio
     };
     let incoming = match incoming {
         // Under the table's lock: the turn cannot end (and its call be
-        // told ended) while its chunk is still going out.
-        Incoming::Chunk(chunk) if !route.child && route.stream.takes_chunks() => {
+        // told ended) while its chunk is still going out. A turn given up
+        // (its channel closed) takes nothing more.
+        Incoming::Chunk(chunk)
+            if !route.child && !route.tx.is_closed() && route.stream.takes_chunks() =>
+        {
             route.stream.chunk(chunk);
             return None;
         }

@@ -965,6 +965,10 @@ mod tests {
         // The final message is the text after the last tool call, however
         // its chunks came.
         assert_eq!(lock(&stream.turn).final_text, "bc");
+        // A turn given up (its task gone) shows nothing more.
+        drop(rx);
+        assert!(route(&routes, "s", text("d")).is_some());
+        assert_eq!(shown(&rec), ["a", "[tool]", "b", "c"]);
     }
 
     #[test]
