@@ -30,7 +30,7 @@ pub(super) struct Stream {
     /// The turn's text (its own session's).
     pub(super) turn: Mutex<Turn>,
     /// Whether the person asked the turn to stop: no more chunks shown.
-    pub(super) cancelled: AtomicBool,
+    cancelled: AtomicBool,
     /// What was queued for the turn's task, and what it has taken in.
     queued: AtomicU64,
     taken: AtomicU64,
@@ -64,12 +64,22 @@ impl Stream {
             && self.taken.load(Ordering::Acquire) == self.queued.load(Ordering::Acquire)
     }
 
+    /// The person asked the turn to stop: what the agent still says is
+    /// not shown.
+    pub(super) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+    }
+
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
     /// Takes a chunk of the turn's own session as the turn's task would.
     pub(super) fn chunk(&self, chunk: Chunk) {
         let Some(direct) = &self.direct else {
             return;
         };
-        if self.cancelled.load(Ordering::Acquire) {
+        if self.is_cancelled() {
             return;
         }
         lock(&self.turn).chunk(chunk, &Direct(direct.as_ref()));

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_client_protocol::v1::Responder;
@@ -85,7 +84,7 @@ impl Connection {
         while let Ok((from, incoming)) = rx.try_recv() {
             match incoming {
                 Incoming::Activity(activity) => running.sink.activity(activity),
-                _ if running.cancelled => {}
+                _ if running.stream.is_cancelled() => {}
                 Incoming::Update(update) => running.update(from, *update),
                 Incoming::Chunk(chunk) => running.chunk(&from, chunk),
                 _ => {}
@@ -234,8 +233,6 @@ struct Running<'a> {
             Responder<RequestPermissionResponse>,
         ),
     >,
-    /// Whether the person asked the turn to stop.
-    cancelled: bool,
     /// The questions (elicitations) waiting for the person.
     elicitations: super::elicit::Elicitations,
     /// What the turn's elicitations get.
@@ -261,7 +258,6 @@ impl<'a> Running<'a> {
             children: HashMap::new(),
             asked_by: HashMap::new(),
             pending: HashMap::new(),
-            cancelled: false,
             elicitations: Default::default(),
             elicit: request.elicit,
         }
@@ -291,7 +287,7 @@ impl<'a> Running<'a> {
                 Some(answer) = control.elicitations.recv() => {
                     self.elicitations.answer(answer, self.sink);
                 }
-                changed = control.cancel.changed(), if !self.cancelled => {
+                changed = control.cancel.changed(), if !self.stream.is_cancelled() => {
                     if changed.is_ok() && *control.cancel.borrow() {
                         self.cancel();
                         grace.as_mut().reset(tokio::time::Instant::now() + CANCEL_GRACE);
@@ -313,7 +309,7 @@ impl<'a> Running<'a> {
     fn take(&mut self, from: String, incoming: Incoming) {
         match incoming {
             // Asked to stop: what the agent still says is not shown.
-            Incoming::Update(_) | Incoming::Chunk(_) if self.cancelled => {}
+            Incoming::Update(_) | Incoming::Chunk(_) if self.stream.is_cancelled() => {}
             Incoming::Update(update) => self.update(from, *update),
             Incoming::Chunk(chunk) => self.chunk(&from, chunk),
             Incoming::Notice(text) => self.sink.activity(Activity::Notice { text }),
@@ -331,7 +327,7 @@ impl<'a> Running<'a> {
                 self.elicitations.ask(
                     *req,
                     responder,
-                    (self.elicit, self.cancelled),
+                    (self.elicit, self.stream.is_cancelled()),
                     child,
                     self.sink,
                 );
@@ -391,7 +387,7 @@ impl<'a> Running<'a> {
         responder: Responder<RequestPermissionResponse>,
     ) {
         let sink = self.sink;
-        let cancelled = self.cancelled;
+        let cancelled = self.stream.is_cancelled();
         // A child's request names the child, and is shown
         // in its box too.
         let child = (from != self.session_id).then_some(from.as_str());
@@ -545,8 +541,7 @@ impl<'a> Running<'a> {
     /// The person cancels the turn: the agent is told, and every pending
     /// permission request is answered `cancelled`.
     fn cancel(&mut self) {
-        self.cancelled = true;
-        self.stream.cancelled.store(true, Ordering::Release);
+        self.stream.cancel();
         let _ = self
             .conn
             .cx
@@ -586,7 +581,7 @@ impl<'a> Running<'a> {
         let final_text = std::mem::take(&mut lock(&self.stream.turn).final_text);
         let (output, stop_reason) = match result {
             // Some agents answer a cancelled turn with `end_turn`: it was cancelled.
-            Some(Ok(_)) if self.cancelled => (final_text, StopReason::Cancelled),
+            Some(Ok(_)) if self.stream.is_cancelled() => (final_text, StopReason::Cancelled),
             Some(Ok(response)) => (final_text, stop_reason(response.stop_reason)),
             Some(Err(e)) => {
                 // The agent no longer knows the session: the next call
@@ -986,7 +981,7 @@ mod tests {
         assert!(matches!(rx.try_recv(), Ok((from, Incoming::Chunk(_))) if from == "kid"));
         stream.taken();
         // Once the person cancelled, what the agent still says is not shown.
-        stream.cancelled.store(true, Ordering::Release);
+        stream.cancel();
         assert!(route(&routes, "s", text("late")).is_none());
         assert!(shown(&rec).iter().all(|s| s != "late"));
         assert!(rx.try_recv().is_err());
