@@ -387,3 +387,302 @@ fn a_worktree_tasks_agent_cannot_write_the_persons_tree() {
         "by the agent"
     );
 }
+
+// Issue 35: no way out through what the sandbox can see.
+
+/// `quorum call --agent fake --input INPUT` with `env` set; its stdout.
+fn call_with(s: &Shell, input: &str, env: &[(&str, &str)]) -> String {
+    let o = s.run_unwedged_with(&["call", "--agent", "fake", "--input", input], env);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// Item 1: the agent named a command under a scratch `/tmp/tmux-*` folder
+/// (`/tmp/tmux-X/../../usr/bin/tmux -S /tmp/tmux-X/default run-shell …`),
+/// and the sandbox bound that folder in: the person's tmux server ran the
+/// command outside, with the person's rights. Now nothing the agent names
+/// is bound: the command is refused, naming the folder it goes through,
+/// and tmux on the sandbox's own `PATH` cannot reach the server either.
+#[test]
+fn a_terminal_cannot_reach_the_persons_tmux_server() {
+    need_bwrap();
+    let tmux = quorum::runtime::path::locate("tmux")
+        .expect("the sandbox tests need tmux: apt-get install tmux");
+    let out = outside();
+    let mark = out.path().join("escaped");
+    let sockets = tempfile::Builder::new()
+        .prefix("tmux-probe-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = sockets.path().join("default");
+    let started = std::process::Command::new(&tmux)
+        .args(["-S"])
+        .arg(&socket)
+        .args(["-f", "/dev/null", "new-session", "-d", "sleep 600"])
+        .output_bounded();
+    assert!(started.status.success(), "{started:?}");
+    struct Server(PathBuf, PathBuf);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new(&self.0)
+                .arg("-S")
+                .arg(&self.1)
+                .arg("kill-server")
+                .output();
+        }
+    }
+    let _server = Server(tmux.clone(), socket.clone());
+    let s = shell();
+    let through = format!("{}/../../{}", sockets.path().display(), tmux.display());
+    let reply = call(
+        &s,
+        &format!(
+            "term run --program {through} -S {} run-shell touch${{IFS}}{}",
+            socket.display(),
+            mark.display()
+        ),
+    );
+    assert!(
+        reply.starts_with(&format!(
+            "refused: `{through}` cannot be run in the sandbox: it goes through {}, and /tmp is private inside the sandbox",
+            sockets.path().display()
+        )),
+        "{reply}"
+    );
+    // The same tmux, by name, on the sandbox's PATH: the socket is not
+    // there, and no Unix socket can be opened anyway.
+    let reply = call(
+        &s,
+        &format!(
+            "term run tmux -S {} run-shell 'touch {}'",
+            socket.display(),
+            mark.display()
+        ),
+    );
+    assert!(reply.starts_with("exit: 1"), "{reply}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!mark.exists(), "the person's tmux server ran the command");
+}
+
+/// Item 1: `command: "/tmp/../bin/sh"` bound `/tmp/..` (the host's `/`)
+/// over the private `/tmp` and the new `/proc`: the command read a secret
+/// in the host's `/tmp` and saw the host's processes. Now it runs `/bin/sh`
+/// in the sandbox as it is: its `/tmp` private, its `/proc` its own.
+#[test]
+fn a_command_through_tmp_dot_dot_binds_nothing() {
+    need_bwrap();
+    let secret = tempfile::Builder::new()
+        .prefix("quorum-secret-")
+        .tempfile_in("/tmp")
+        .unwrap();
+    std::fs::write(secret.path(), "swordfish").unwrap();
+    let name = secret
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let me = std::process::id();
+    let s = shell();
+    let script = format!(
+        "cat /tmp/{name} /tmp/tmp/{name}; test -e /proc/{me} && echo SEES-HOST-PID; echo done"
+    );
+    std::fs::write(s.dir.path().join("probe.sh"), &script).unwrap();
+    let probe = s.dir.path().canonicalize().unwrap().join("probe.sh");
+    let reply = call(
+        &s,
+        &format!("term run --program /tmp/../bin/sh {}", probe.display()),
+    );
+    assert!(reply.contains("done"), "{reply}");
+    assert!(!reply.contains("swordfish"), "{reply}");
+    assert!(!reply.contains("SEES-HOST-PID"), "{reply}");
+}
+
+/// A Unix listener of the test's that notes whether anything connected.
+struct Listener {
+    socket: std::os::unix::net::UnixListener,
+    name: String,
+}
+
+impl Listener {
+    fn at(path: &Path) -> Self {
+        let socket = std::os::unix::net::UnixListener::bind(path).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        Self {
+            socket,
+            name: path.display().to_string(),
+        }
+    }
+
+    fn abstract_named(name: &str) -> Self {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let socket = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        Self {
+            socket,
+            name: format!("@{name}"),
+        }
+    }
+
+    /// Whether a connection came (pending ones are in the backlog).
+    fn reached(&self) -> bool {
+        self.socket.accept().is_ok()
+    }
+}
+
+/// The probe a command or an agent runs: connects to each Unix socket
+/// named (`@name` for an abstract one), printing what it got.
+const CONNECT: &str = r#"import socket, sys
+for target in sys.argv[1:]:
+    address = "\0" + target[1:] if target.startswith("@") else target
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(address)
+        print("CONNECTED", target)
+    except OSError as e:
+        print("REFUSED", target, e.strerror)
+"#;
+
+/// A folder of the test's under `/run` (where the person's systemd, D-Bus,
+/// ssh-agent and docker keep their sockets), and another standing for
+/// `$XDG_RUNTIME_DIR` elsewhere.
+fn socket_folders() -> (tempfile::TempDir, tempfile::TempDir) {
+    let run = tempfile::Builder::new()
+        .prefix("quorum-probe-")
+        .tempdir_in("/run")
+        .expect("the sandbox tests make a folder under /run (they run as root in CI)");
+    let runtime = outside();
+    (run, runtime)
+}
+
+/// Item 2: host Unix sockets answered sandboxed code: a client terminal
+/// connected to a listener under `/run`, and a sandboxed agent's own
+/// process (it keeps the network for its model) to that one and to an
+/// abstract one. Now none of them is reached: the folders are masked and
+/// the seccomp filter refuses `socket(AF_UNIX)`; a pair of sockets
+/// (`socketpair`) still works.
+#[test]
+fn sandboxed_code_reaches_no_host_socket() {
+    need_bwrap();
+    let (run, runtime) = socket_folders();
+    let in_run = Listener::at(&run.path().join("bus.sock"));
+    let in_runtime = Listener::at(&runtime.path().join("agent.sock"));
+    let name = format!("quorum-probe-{}", std::process::id());
+    let hidden = Listener::abstract_named(&name);
+    let targets = format!("{} {} {}", in_run.name, in_runtime.name, hidden.name);
+    let env = [("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())];
+
+    let s = shell();
+    std::fs::write(s.dir.path().join("connect.py"), CONNECT).unwrap();
+    let reply = call_with(&s, &format!("term run python3 connect.py {targets}"), &env);
+    assert!(!reply.contains("CONNECTED"), "{reply}");
+    assert!(reply.contains("Operation not permitted"), "{reply}");
+
+    let agent = shell_with("sandbox = \"bwrap\"\n");
+    std::fs::write(agent.dir.path().join("connect.py"), CONNECT).unwrap();
+    let reply = call_with(
+        &agent,
+        &format!("own run python3 connect.py {targets}"),
+        &env,
+    );
+    assert!(!reply.contains("CONNECTED"), "{reply}");
+    assert_eq!(
+        reply.matches("Operation not permitted").count(),
+        3,
+        "{reply}"
+    );
+    // A private pair is no way out, and still works.
+    let reply = call_with(
+        &agent,
+        "own run python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"ok\"); print(\"PAIR\", b.recv(2))'",
+        &env,
+    );
+    assert!(reply.contains("PAIR b'ok'"), "{reply}");
+
+    for listener in [&in_run, &in_runtime, &hidden] {
+        assert!(!listener.reached(), "{} was reached", listener.name);
+    }
+    // The folders are not even there to see.
+    let reply = call_with(
+        &s,
+        &format!(
+            "term run ls {} {}; echo listed",
+            run.path().display(),
+            runtime.path().display()
+        ),
+        &env,
+    );
+    assert!(
+        !reply.contains("bus.sock") && !reply.contains("agent.sock"),
+        "{reply}"
+    );
+}
+
+/// Item 2: `unix_sockets` gives an agent the sockets it names, and only
+/// those: the named one answers, another in the same folder does not.
+#[test]
+fn unix_sockets_are_given_by_name() {
+    need_bwrap();
+    let (run, _) = socket_folders();
+    let given = Listener::at(&run.path().join("given.sock"));
+    let other = Listener::at(&run.path().join("other.sock"));
+    let s = shell_with(&format!("unix_sockets = [{:?}]\n", given.name));
+    std::fs::write(s.dir.path().join("connect.py"), CONNECT).unwrap();
+    let reply = call(
+        &s,
+        &format!("term run python3 connect.py {} {}", given.name, other.name),
+    );
+    assert!(
+        reply.contains(&format!("CONNECTED {}", given.name)),
+        "{reply}"
+    );
+    assert!(
+        reply.contains(&format!("REFUSED {}", other.name)),
+        "{reply}"
+    );
+    assert!(given.reached());
+    assert!(!other.reached());
+}
+
+/// Item 2: the seccomp filter refuses what no agent's work needs:
+/// tracing and reading other processes, the kernel keyrings, new user
+/// namespaces; each answers `EPERM` inside, where it works outside.
+#[test]
+fn the_seccomp_filter_refuses_what_no_agent_needs() {
+    need_bwrap();
+    const PROBE: &str = r#"import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+arm = platform.machine() == "aarch64"
+calls = {
+    "ptrace": (117 if arm else 101, 0, 0, 0, 0),
+    "keyctl": (219 if arm else 250, 0, ctypes.c_long(-3), 0, 0),
+    "unshare_user": (97 if arm else 272, 0x10000000, 0, 0, 0),
+    "process_vm_readv": (270 if arm else 310, 0, 0, 0, 0),
+}
+import os
+for name, (nr, *args) in calls.items():
+    if name == "process_vm_readv":
+        args = [os.getpid(), 0, 0, 0, 0]
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *args)
+    e = ctypes.get_errno()
+    print(name, "EPERM" if r == -1 and e == 1 else "allowed(%d,%d)" % (r, e))
+"#;
+    let s = shell();
+    std::fs::write(s.dir.path().join("calls.py"), PROBE).unwrap();
+    let outside_sandbox = std::process::Command::new("python3")
+        .arg(s.dir.path().join("calls.py"))
+        .output_bounded();
+    let outside_sandbox = text(&outside_sandbox.stdout);
+    for name in ["ptrace", "keyctl", "process_vm_readv"] {
+        assert!(
+            outside_sandbox.contains(&format!("{name} allowed")),
+            "{outside_sandbox}"
+        );
+    }
+    let reply = call(&s, "term run python3 calls.py");
+    for name in ["ptrace", "keyctl", "unshare_user", "process_vm_readv"] {
+        assert!(reply.contains(&format!("{name} EPERM")), "{name}: {reply}");
+    }
+}

@@ -336,6 +336,9 @@ pub(super) fn spawn(
                 sandbox::Env::Agent(&spec.env),
             )
             .map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
+            if let Some(weaker) = &confined.weaker {
+                tracing::warn!("{agent}: {weaker}");
+            }
             (confined.cmd, confined.sandboxed)
         }
         None => {

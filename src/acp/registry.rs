@@ -4,7 +4,7 @@
 //! The built-in registry (`assets/agents.toml`) is merged with the user's
 //! config file: `[agents.NAME]` tables with `command`, `args`, `env`,
 //! `description`, `permissions`, `terminal_sandbox`, `terminal_network`, `sandbox`, `state`,
-//! `writable` and `host`. A user entry overrides a built-in one field by field; a new name must
+//! `credentials`, `writable`, `protect`, `unix_sockets` and `host`. A user entry overrides a built-in one field by field; a new name must
 //! give its `command`. `[hosts.NAME]` tables (`ssh`, `ssh_args`, `dir`) name other machines an
 //! agent with `host = "NAME"` runs on (`runtime::ssh`).
 
@@ -62,20 +62,30 @@ pub struct AgentSpec {
     /// "none"`; unset: under bubblewrap for a worktree task when it is
     /// installed, else not).
     pub sandbox: Option<Sandbox>,
-    /// What a sandboxed agent process may write besides its session
-    /// directory: its own state (`state`, built in: `~/.claude/`, ...) and
-    /// what the person adds (`writable`). `~/` is its home, `$NAME/` a
-    /// variable of its environment (or quorum's); a trailing `/` marks a
-    /// directory, made when it is missing.
+    /// The agent's own state (`state`, built in: `~/.claude/`,
+    /// `~/.claude.json`, ...): a sandboxed agent process sees it through a
+    /// private layer under quorum's state (`runtime::home`), so what it
+    /// writes there never reaches the person's own files. `~/` is its
+    /// home, `$NAME/` a variable of its environment (or quorum's); a
+    /// trailing `/` marks a directory, made when it is missing.
+    pub state: Vec<String>,
+    /// Its credentials (`credentials`, built in: claude's
+    /// `~/.claude/.credentials.json`, codex's `~/.codex/auth.json`, ...):
+    /// the person's own files, shared read-write with a sandboxed agent so
+    /// that a token it refreshes does not log the person out.
+    pub credentials: Vec<String>,
+    /// What else a sandboxed agent process may write, shared with the
+    /// person (`writable`; none built in). Written as
+    /// [`AgentSpec::state`].
     pub writable: Vec<String>,
-    /// What inside that state a sandboxed agent may not change, because
-    /// the agent's own CLI runs what it says the next time the person uses
-    /// it outside quorum (`protect`, built in: `~/.claude/settings.json`
-    /// with its hooks, `~/.codex/config.toml`, ...; the person's `protect`
-    /// adds more). Written as [`AgentSpec::writable`]; a missing one is
-    /// made (a directory, `{}` for JSON, else empty) so that it can be
-    /// bound read-only.
+    /// What inside `writable` stays read-only to it (`protect`). Written
+    /// as [`AgentSpec::state`]; a missing one is made (a directory, `{}`
+    /// for JSON, else empty) so that it can be bound read-only.
     pub protect: Vec<String>,
+    /// Unix sockets its sandboxed processes (the agent's own, its
+    /// terminals' commands) may connect to (`unix_sockets`): bound in,
+    /// and the seccomp filter then lets them open Unix sockets.
+    pub unix_sockets: Vec<String>,
     /// The `[mcp_servers]` it picked by name (`None`: all of them).
     pub mcp_pick: Option<Vec<String>>,
     /// The MCP servers its sessions are given (see `mcp`).
@@ -92,9 +102,9 @@ impl AgentSpec {
         Policy {
             mode: self.terminal_sandbox,
             network: self.terminal_network,
-            writable: Vec::new(),
-            readonly: Vec::new(),
+            unix_sockets: self.paths(&self.unix_sockets, Make::Nothing),
             setting: "terminal_sandbox",
+            ..Policy::default()
         }
     }
 
@@ -111,20 +121,39 @@ impl AgentSpec {
         Some(Policy {
             mode,
             network: true,
-            writable: self.paths(&self.writable, false),
-            readonly: self.paths(&self.protect, true),
+            writable: self.paths(&self.writable, Make::Folders),
+            readonly: self.paths(&self.protect, Make::All),
+            unix_sockets: self.paths(&self.unix_sockets, Make::Nothing),
+            home: self.home(),
             setting: "sandbox",
         })
     }
 
-    /// `entries` ([`AgentSpec::writable`], [`AgentSpec::protect`]) as
+    /// Its private home: its state seen through a layer under quorum's
+    /// state (`<state>/homes/NAME`), its credentials shared. `None` when
+    /// it names no state, or there is no state directory (no `HOME`).
+    pub fn home(&self) -> Option<crate::runtime::home::Home> {
+        let store = crate::runtime::state_dir()?.join("homes").join(&self.name);
+        let state = self.paths(&self.state, Make::Folders);
+        if state.is_empty() {
+            return None;
+        }
+        Some(crate::runtime::home::Home {
+            store,
+            state,
+            shared: self.paths(&self.credentials, Make::Nothing),
+        })
+    }
+
+    /// `entries` ([`AgentSpec::state`], [`AgentSpec::writable`], ...) as
     /// paths: `~/` and `$NAME/` expanded from its environment, else
     /// quorum's (an entry whose variable is unset is left out). What is
-    /// missing is made, private, so that it can be bound: a directory
-    /// (trailing `/`); a `.json` file as `{}` (a file the agent would make
-    /// itself, beside it in a read-only home, could not be bound); with
-    /// `all`, any other file, empty (what must stay read-only must exist).
-    fn paths(&self, entries: &[String], all: bool) -> Vec<PathBuf> {
+    /// missing is made, private, so that it can be bound, as `make` says:
+    /// a directory (trailing `/`); a `.json` file as `{}` (a file the agent
+    /// would make itself, beside it in a read-only home, could not be
+    /// bound); with [`Make::All`], any other file, empty (what must stay
+    /// read-only must exist).
+    fn paths(&self, entries: &[String], make: Make) -> Vec<PathBuf> {
         let var = |name: &str| {
             self.env
                 .get(name)
@@ -147,12 +176,12 @@ impl AgentSpec {
             if !path.is_absolute() {
                 continue;
             }
-            if !path.exists() {
+            if !path.exists() && make != Make::Nothing {
                 if entry.ends_with('/') || rest.is_empty() {
                     let _ = crate::confine::private::dir(&path);
                 } else {
                     let json = path.extension().is_some_and(|e| e == "json");
-                    if json || all {
+                    if json || make == Make::All {
                         let _ = make_file(&path, if json { b"{}\n" } else { b"" });
                     }
                 }
@@ -161,6 +190,17 @@ impl AgentSpec {
         }
         out
     }
+}
+
+/// What [`AgentSpec::paths`] makes of what is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Make {
+    /// Nothing (credentials, sockets: they are the person's or not there).
+    Nothing,
+    /// Folders and JSON files.
+    Folders,
+    /// Any file too.
+    All,
 }
 
 /// A new private file at `path` holding `content` (its folder made too).
@@ -190,12 +230,17 @@ struct FileAgent {
     terminal_sandbox: Option<Sandbox>,
     terminal_network: Option<bool>,
     sandbox: Option<Sandbox>,
-    /// The agent's own state (the built-in registry says it).
+    /// The agent's own state, private when it is sandboxed (the built-in
+    /// registry says it).
     state: Option<Vec<String>>,
-    /// More paths a sandboxed agent may write.
+    /// Its credentials, shared with the person's.
+    credentials: Option<Vec<String>>,
+    /// More paths a sandboxed agent may write, shared.
     writable: Option<Vec<String>>,
-    /// Paths in its state it may not change.
+    /// Paths in those it may not change.
     protect: Option<Vec<String>>,
+    /// Unix sockets its sandboxed processes may connect to.
+    unix_sockets: Option<Vec<String>>,
     /// The `[mcp_servers]` it is given (default: all).
     mcp_servers: Option<Vec<String>>,
     /// The `[hosts.NAME]` it runs on.
@@ -442,18 +487,22 @@ impl Registry {
                     terminal_sandbox: entry.terminal_sandbox.or(base.terminal_sandbox),
                     terminal_network: entry.terminal_network.unwrap_or(base.terminal_network),
                     sandbox: entry.sandbox.or(base.sandbox),
-                    writable: match (entry.state, entry.writable) {
-                        (None, None) => base.writable,
-                        (state, more) => state
-                            .unwrap_or(base.writable)
-                            .into_iter()
-                            .chain(more.unwrap_or_default())
-                            .collect(),
-                    },
+                    state: entry.state.unwrap_or(base.state),
+                    credentials: entry.credentials.unwrap_or(base.credentials),
+                    writable: base
+                        .writable
+                        .into_iter()
+                        .chain(entry.writable.unwrap_or_default())
+                        .collect(),
                     protect: base
                         .protect
                         .into_iter()
                         .chain(entry.protect.unwrap_or_default())
+                        .collect(),
+                    unix_sockets: base
+                        .unix_sockets
+                        .into_iter()
+                        .chain(entry.unix_sockets.unwrap_or_default())
                         .collect(),
                     mcp_pick: entry.mcp_servers.or(base.mcp_pick),
                     mcp_servers: Vec::new(),
@@ -478,13 +527,11 @@ impl Registry {
                     terminal_sandbox: entry.terminal_sandbox,
                     terminal_network: entry.terminal_network.unwrap_or(false),
                     sandbox: entry.sandbox,
-                    writable: entry
-                        .state
-                        .unwrap_or_default()
-                        .into_iter()
-                        .chain(entry.writable.unwrap_or_default())
-                        .collect(),
+                    state: entry.state.unwrap_or_default(),
+                    credentials: entry.credentials.unwrap_or_default(),
+                    writable: entry.writable.unwrap_or_default(),
                     protect: entry.protect.unwrap_or_default(),
+                    unix_sockets: entry.unix_sockets.unwrap_or_default(),
                     mcp_pick: entry.mcp_servers,
                     mcp_servers: Vec::new(),
                     host,

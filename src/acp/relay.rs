@@ -52,9 +52,15 @@ pub struct Hosted {
     #[serde(default)]
     pub terminal_network: bool,
     #[serde(default)]
+    pub state: Vec<String>,
+    #[serde(default)]
+    pub credentials: Vec<String>,
+    #[serde(default)]
     pub writable: Vec<String>,
     #[serde(default)]
     pub protect: Vec<String>,
+    #[serde(default)]
+    pub unix_sockets: Vec<String>,
     /// A worktree task's (its process sandboxed by default).
     #[serde(default)]
     pub isolated: bool,
@@ -75,8 +81,11 @@ impl Hosted {
             sandbox: spec.sandbox,
             terminal_sandbox: spec.terminal_sandbox,
             terminal_network: spec.terminal_network,
+            state: spec.state.clone(),
+            credentials: spec.credentials.clone(),
             writable: spec.writable.clone(),
             protect: spec.protect.clone(),
+            unix_sockets: spec.unix_sockets.clone(),
             isolated,
             env_file: None,
         }
@@ -100,8 +109,11 @@ impl Hosted {
             terminal_sandbox: self.terminal_sandbox,
             terminal_network: self.terminal_network,
             sandbox: self.sandbox,
+            state: self.state.clone(),
+            credentials: self.credentials.clone(),
             writable: self.writable.clone(),
             protect: self.protect.clone(),
+            unix_sockets: self.unix_sockets.clone(),
             mcp_pick: None,
             mcp_servers: Vec::new(),
             host: None,

@@ -237,7 +237,11 @@ impl Terminals {
             .iter()
             .map(|v| (v.name.clone(), v.value.clone()))
             .collect();
-        let sandbox::Confined { mut cmd, sandboxed } = sandbox::command(
+        let sandbox::Confined {
+            mut cmd,
+            sandboxed,
+            weaker,
+        } = sandbox::command(
             &req.command,
             &req.args,
             (root.path(), &cwd),
@@ -313,6 +317,11 @@ impl Terminals {
                         self.agent
                     ),
                 );
+            } else if let Some(weaker) = weaker
+                && table.told.insert(session.clone())
+            {
+                drop(table);
+                self.notice(&session, format!("{}: {weaker}", self.agent));
             }
             id
         };

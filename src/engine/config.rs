@@ -201,9 +201,8 @@ impl InternalSection {
         crate::runtime::sandbox::Policy {
             mode: self.terminal_sandbox,
             network: self.terminal_network,
-            writable: Vec::new(),
-            readonly: Vec::new(),
             setting: "terminal_sandbox",
+            ..Default::default()
         }
     }
 }
@@ -301,14 +300,7 @@ pub fn conductor_of(spec: &str) -> Option<&str> {
     spec.strip_prefix("acp:").map(str::trim)
 }
 
-/// `$XDG_STATE_HOME/quorum`, else `~/.local/state/quorum`.
-pub fn state_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))?;
-    Some(base.join("quorum"))
-}
+pub use crate::runtime::state_dir;
 
 /// Where sessions are recorded by default: `<state dir>/sessions`.
 pub fn sessions_dir() -> Option<PathBuf> {

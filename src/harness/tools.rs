@@ -387,7 +387,11 @@ async fn shell(
     (supervisor, policy): (&Supervisor, &Policy),
     mut cancel: watch::Receiver<bool>,
 ) -> Result<String, ToolError> {
-    let Confined { mut cmd, sandboxed } = sandbox::command(
+    let Confined {
+        mut cmd,
+        sandboxed,
+        weaker,
+    } = sandbox::command(
         "sh",
         ["-c", command],
         (dir, dir),
@@ -416,7 +420,7 @@ async fn shell(
     let mut text = format!(
         "{}exit status: {}\n",
         match (sandboxed, policy.mode) {
-            (true, _) => String::new(),
+            (true, _) => weaker.map(|w| format!("[{w}]\n")).unwrap_or_default(),
             (false, Some(Sandbox::None)) => format!("{UNSANDBOXED_BY_CONFIG}\n"),
             (false, _) => format!("{UNSANDBOXED}\n"),
         },

@@ -1,16 +1,19 @@
 //! What the engine owns while a session runs: the task board (the one
 //! source of task and call state), the event bus, the process supervisor
 //! (every process quorum starts) and its reaper (every descendant),
-//! cancellation, commands confined to the session directory (`sandbox`), the
+//! cancellation, commands confined to the session directory (`sandbox`, with
+//! its `seccomp` filter and the private `home` of a sandboxed agent), the
 //! `git` quorum runs (hardened: `git`), and where commands are found on `PATH`.
 
 pub mod board;
 pub mod bus;
 pub mod cancel;
 pub mod git;
+pub mod home;
 pub mod path;
 pub mod reaper;
 pub mod sandbox;
+pub mod seccomp;
 pub mod ssh;
 pub mod supervisor;
 
@@ -27,6 +30,18 @@ pub fn builder() -> tokio::runtime::Builder {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(1).enable_all();
     builder
+}
+
+/// quorum's state directory: `$XDG_STATE_HOME/quorum`, else
+/// `~/.local/state/quorum`.
+pub fn state_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".local/state"))
+        })?;
+    Some(base.join("quorum"))
 }
 
 /// A mutex's guard, even when a panic elsewhere poisoned it: what it

@@ -2144,12 +2144,15 @@ mod terminals {
 
     use super::{Turn, first_word};
 
-    /// `--limit N`, `--cwd DIR` and `--env NAME=VALUE` (repeatable)
-    /// before the command.
+    /// `--limit N`, `--cwd DIR`, `--env NAME=VALUE` (repeatable) and
+    /// `--program PATH` before the command.
     struct Flags {
         limit: Option<u64>,
         cwd: Option<String>,
         env: Vec<(String, String)>,
+        /// The terminal's `command` as the agent names it, the rest of the
+        /// line its arguments split on spaces (instead of `sh -c LINE`).
+        program: Option<String>,
     }
 
     fn flags(mut rest: &str) -> Result<(Flags, &str), Error> {
@@ -2157,6 +2160,7 @@ mod terminals {
             limit: None,
             cwd: None,
             env: Vec::new(),
+            program: None,
         };
         loop {
             let (word, after) = first_word(rest);
@@ -2171,6 +2175,11 @@ mod terminals {
                 "--cwd" => {
                     let (dir, after) = first_word(after);
                     flags.cwd = Some(dir.to_string());
+                    rest = after;
+                }
+                "--program" => {
+                    let (program, after) = first_word(after);
+                    flags.program = Some(program.to_string());
                     rest = after;
                 }
                 "--env" => {
@@ -2203,8 +2212,12 @@ mod terminals {
         flags: &Flags,
         command: &str,
     ) -> Result<Result<String, String>, Error> {
-        let mut request = CreateTerminalRequest::new(turn.session_id.clone(), "sh")
-            .args(vec!["-c".to_string(), command.to_string()]);
+        let mut request = match &flags.program {
+            Some(program) => CreateTerminalRequest::new(turn.session_id.clone(), program.as_str())
+                .args(command.split_whitespace().map(String::from).collect()),
+            None => CreateTerminalRequest::new(turn.session_id.clone(), "sh")
+                .args(vec!["-c".to_string(), command.to_string()]),
+        };
         request.output_byte_limit = flags.limit;
         request.cwd = flags.cwd.as_ref().map(std::path::PathBuf::from);
         request.env = std::iter::once(("FAKE_TERM".to_string(), "set".to_string()))
