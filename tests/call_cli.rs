@@ -205,6 +205,20 @@ fn agents_lists_and_probes() {
         .find(|l| l.starts_with("gemini"))
         .expect("built-ins listed");
     assert!(gemini.contains("gemini --acp"), "{gemini}");
+    // What a sandboxed agent keeps private and what it shares with you.
+    let below = |name: &str| {
+        let mut lines = out.lines().skip_while(|l| !l.starts_with(name));
+        lines.nth(1).unwrap_or_default().trim().to_string()
+    };
+    assert_eq!(
+        below("claude "),
+        "↳ sandboxed, its state is private: ~/.claude, ~/.claude.json (kept in ~/state/quorum/homes/claude); \
+         shared with you: ~/.claude/.credentials.json"
+    );
+    assert_eq!(
+        below("fake "),
+        "↳ sandboxed, it names no state of its own: your home is read-only to it"
+    );
     let o = s.run(&["agents", "--probe"]);
     let out = text(&o.stdout);
     assert!(

@@ -344,3 +344,32 @@ async fn a_conductor_that_dies_is_named_and_started_again() {
     assert!(screen.contains("starting it again"), "{screen}");
     session.shutdown();
 }
+
+/// A sandboxed conductor (`sandbox = "bwrap"`: its process under
+/// bubblewrap, whose seccomp filter refuses Unix sockets) still reaches
+/// quorum's tools: it is given their socket, and that socket alone.
+#[test]
+fn a_sandboxed_conductor_reaches_quorums_tools() {
+    let s = shell_with("sandbox = \"bwrap\"\n");
+    let call = serde_json::json!({"agent": "fake", "input": "echo from the sandbox"});
+    let prompt = format!("mcp subagent {call}");
+    let o = s.run_unwedged(&[
+        "run",
+        "--json",
+        "--no-record",
+        "--model",
+        "acp:fake",
+        "-p",
+        &prompt,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let said: String = events(&o.stdout)
+        .iter()
+        .filter(|e| e["type"] == "assistant_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(
+        said,
+        r#"mcp: {"output":"from the sandbox","stop_reason":"end_turn"}"#
+    );
+}

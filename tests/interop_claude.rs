@@ -65,15 +65,33 @@ async fn claude_sandboxed_asks_before_writing_and_writes() {
 }
 
 /// In a worktree, claude's own Bash cannot write the person's tree (it
-/// could, on d0bfa3a: the file landed there).
+/// could, on d0bfa3a: the file landed there). Nor the person's own Claude
+/// Code state: `mcpServers` it writes into `~/.claude.json` (which the
+/// person's next `claude` would start without asking; on 2569e21 it
+/// could), and hooks into `~/.claude/settings.json`, land in its private
+/// layer, where it finds them again in a new process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_in_a_worktree_cannot_write_the_persons_tree_with_its_own_bash() {
     let c = claude_with(std::path::Path::new("/var/tmp"), "").await;
     c.own_shell_keeps_to_its_worktree().await;
-    // Nor its own settings, whose hooks Claude Code runs outside quorum.
-    let settings = c.home().join(".claude/settings.json");
-    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}\n");
-    c.own_shell_cannot_change(&settings).await;
+    let config = c.home().join(".claude.json");
+    c.own_shell_writes_only_its_layer(
+        &config,
+        r#"{"mcpServers": {"planted": {"command": "touch", "args": ["/var/tmp/planted"]}}}"#,
+        false,
+    )
+    .await;
+    // The person's own file, read as Claude Code reads it: no server.
+    let person: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap_or("{}".into()))
+            .unwrap_or_default();
+    assert!(person.get("mcpServers").is_none(), "{person}");
+    c.own_shell_writes_only_its_layer(
+        &c.home().join(".claude/settings.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "touch /var/tmp/hook"}]}]}}"#,
+        false,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,24 +61,74 @@ async fn codex_sandboxed_asks_before_running_a_command_and_runs_it() {
 async fn codex_in_a_worktree_cannot_write_the_persons_tree_with_its_own_exec() {
     let c = codex_with(std::path::Path::new("/var/tmp"), "").await;
     c.own_shell_keeps_to_its_worktree().await;
-    // Nor its config, whose `notify` command codex runs outside quorum.
-    c.own_shell_cannot_change(&c.dir.path().join("codex-home/config.toml"))
-        .await;
+    // Nor the person's codex config, whose `notify` command codex runs
+    // outside quorum: the write lands in codex's private layer.
+    c.own_shell_writes_only_its_layer(
+        &c.dir.path().join("codex-home/config.toml"),
+        "notify = [\"touch\", \"/var/tmp/notified\"]",
+        true,
+    )
+    .await;
+}
+
+/// codex's own sandbox (`sandbox_mode = "workspace-write"`) nests
+/// bubblewrap, which makes a user namespace: inside quorum's sandbox (a
+/// worktree task) its commands run because the registry allows codex
+/// `user_namespaces`; set to false, quorum's seccomp filter refuses the
+/// namespace and codex's sandbox cannot start. Unix sockets stay refused
+/// either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_own_sandbox_runs_inside_quorums() {
+    for (extra, works) in [("", true), ("user_namespaces = false\n", false)] {
+        let c = codex_in_mode(std::path::Path::new("/var/tmp"), extra, "workspace-write").await;
+        let work = c.work();
+        let git = |args: &[&str]| {
+            let out = common::git(&c.home())
+                .args(args)
+                .current_dir(&work)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("a.txt"), "one\n").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-q", "-m", "first"]);
+        let probe = "run echo made > made.txt; cat made.txt; python3 -c 'import socket; socket.socket(socket.AF_UNIX); print(\"UNIX-\" + \"OPENED\")'";
+        let out = c
+            .call(&["--worktree", "--approve", "all", "--input", probe])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", c.diagnose(&out));
+        let said = serde_json::to_string(&*c.model.requests.lock().unwrap()).unwrap();
+        assert!(!said.contains("UNIX-OPENED"), "{said}");
+        if works {
+            assert!(said.contains("Output:\\nmade\\n"), "{said}");
+            assert!(said.contains("Operation not permitted"), "{said}");
+        } else {
+            assert!(!said.contains("Output:\\nmade\\n"), "{said}");
+            assert!(said.contains("bwrap"), "{said}");
+        }
+    }
 }
 
 /// [`codex`] in a folder under `base`, with `extra` in its table.
 async fn codex_with(base: &std::path::Path, extra: &'static str) -> Adapter {
+    codex_in_mode(base, extra, "danger-full-access").await
+}
+
+/// [`codex_with`], its own `sandbox_mode` as given.
+async fn codex_in_mode(base: &std::path::Path, extra: &'static str, mode: &'static str) -> Adapter {
     Adapter::start_in(base, "codex", move |dir, url, exe| {
         let (home, codex_home, work) = (dir.join("home"), dir.join("codex-home"), dir.join("work"));
         std::fs::create_dir_all(&codex_home).unwrap();
-        // Commands run unsandboxed (bubblewrap's sandbox needs user
-        // namespaces, not everywhere at hand); `untrusted` makes codex ask
+        // Commands run unsandboxed by codex (danger-full-access), but in
+        // the test of codex's own sandbox; `untrusted` makes codex ask
         // before each one.
         std::fs::write(
             codex_home.join("config.toml"),
             format!(
                 "model = \"gpt-5.4\"\nmodel_provider = \"fake\"\napproval_policy = \"untrusted\"\n\
-                 sandbox_mode = \"danger-full-access\"\n\n[model_providers.fake]\nname = \"fake\"\n\
+                 sandbox_mode = \"{mode}\"\n\n[model_providers.fake]\nname = \"fake\"\n\
                  base_url = \"{url}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n\
                  request_max_retries = 0\nstream_max_retries = 0\nsupports_websockets = false\n\n\
                  [projects.{work:?}]\ntrust_level = \"trusted\"\n",

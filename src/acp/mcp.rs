@@ -14,11 +14,27 @@ use agent_client_protocol::v1::schema::{
 };
 use serde::Deserialize;
 
+/// The variable that names the Unix socket of quorum's own endpoint to
+/// `quorum mcp-connect` (`serve::endpoint`): a sandboxed agent handed that
+/// server is given that socket.
+pub const SOCKET_ENV: &str = "QUORUM_MCP_SOCKET";
+
 /// One configured MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerSpec {
     pub name: String,
     pub transport: McpTransport,
+}
+
+impl McpServerSpec {
+    /// The Unix socket this server reaches through [`SOCKET_ENV`] (quorum's
+    /// own endpoint), if it does.
+    pub fn unix_socket(&self) -> Option<std::path::PathBuf> {
+        match &self.transport {
+            McpTransport::Stdio { env, .. } => env.get(SOCKET_ENV).map(std::path::PathBuf::from),
+            _ => None,
+        }
+    }
 }
 
 /// How an agent reaches an MCP server.

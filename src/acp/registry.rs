@@ -4,7 +4,7 @@
 //! The built-in registry (`assets/agents.toml`) is merged with the user's
 //! config file: `[agents.NAME]` tables with `command`, `args`, `env`,
 //! `description`, `permissions`, `terminal_sandbox`, `terminal_network`, `sandbox`, `state`,
-//! `credentials`, `writable`, `protect`, `unix_sockets` and `host`. A user entry overrides a built-in one field by field; a new name must
+//! `credentials`, `writable`, `protect`, `unix_sockets`, `user_namespaces` and `host`. A user entry overrides a built-in one field by field; a new name must
 //! give its `command`. `[hosts.NAME]` tables (`ssh`, `ssh_args`, `dir`) name other machines an
 //! agent with `host = "NAME"` runs on (`runtime::ssh`).
 
@@ -86,6 +86,10 @@ pub struct AgentSpec {
     /// terminals' commands) may connect to (`unix_sockets`): bound in,
     /// and the seccomp filter then lets them open Unix sockets.
     pub unix_sockets: Vec<String>,
+    /// Whether its sandboxed process may make user namespaces
+    /// (`user_namespaces`; built in for codex, whose own sandbox nests
+    /// bubblewrap; default false).
+    pub user_namespaces: bool,
     /// The `[mcp_servers]` it picked by name (`None`: all of them).
     pub mcp_pick: Option<Vec<String>>,
     /// The MCP servers its sessions are given (see `mcp`).
@@ -124,6 +128,7 @@ impl AgentSpec {
             writable: self.paths(&self.writable, Make::Folders),
             readonly: self.paths(&self.protect, Make::All),
             unix_sockets: self.paths(&self.unix_sockets, Make::Nothing),
+            user_namespaces: self.user_namespaces,
             home: self.home(),
             setting: "sandbox",
         })
@@ -133,8 +138,46 @@ impl AgentSpec {
     /// state (`<state>/homes/NAME`), its credentials shared. `None` when
     /// it names no state, or there is no state directory (no `HOME`).
     pub fn home(&self) -> Option<crate::runtime::home::Home> {
+        self.home_making(Make::Folders)
+    }
+
+    /// What a sandboxed process of it keeps private and shares, as
+    /// `quorum agents` says it (nothing made).
+    pub fn home_described(&self) -> String {
+        let Some(home) = self.home_making(Make::Nothing) else {
+            return "sandboxed, it names no state of its own: your home is read-only to it"
+                .to_string();
+        };
+        let person = self
+            .env
+            .get("HOME")
+            .cloned()
+            .or_else(|| std::env::var("HOME").ok());
+        let short = |p: &Path| match person.as_deref().and_then(|h| p.strip_prefix(h).ok()) {
+            Some(rest) => format!("~/{}", rest.display()),
+            None => p.display().to_string(),
+        };
+        let list = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| short(p))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut line = format!(
+            "sandboxed, its state is private: {} (kept in {})",
+            list(&home.state),
+            short(&home.store)
+        );
+        if !home.shared.is_empty() {
+            line.push_str(&format!("; shared with you: {}", list(&home.shared)));
+        }
+        line
+    }
+
+    fn home_making(&self, make: Make) -> Option<crate::runtime::home::Home> {
         let store = crate::runtime::state_dir()?.join("homes").join(&self.name);
-        let state = self.paths(&self.state, Make::Folders);
+        let state = self.paths(&self.state, make);
         if state.is_empty() {
             return None;
         }
@@ -241,6 +284,8 @@ struct FileAgent {
     protect: Option<Vec<String>>,
     /// Unix sockets its sandboxed processes may connect to.
     unix_sockets: Option<Vec<String>>,
+    /// Whether its sandboxed process may make user namespaces.
+    user_namespaces: Option<bool>,
     /// The `[mcp_servers]` it is given (default: all).
     mcp_servers: Option<Vec<String>>,
     /// The `[hosts.NAME]` it runs on.
@@ -504,6 +549,7 @@ impl Registry {
                         .into_iter()
                         .chain(entry.unix_sockets.unwrap_or_default())
                         .collect(),
+                    user_namespaces: entry.user_namespaces.unwrap_or(base.user_namespaces),
                     mcp_pick: entry.mcp_servers.or(base.mcp_pick),
                     mcp_servers: Vec::new(),
                     host: host.or(base.host),
@@ -532,6 +578,7 @@ impl Registry {
                     writable: entry.writable.unwrap_or_default(),
                     protect: entry.protect.unwrap_or_default(),
                     unix_sockets: entry.unix_sockets.unwrap_or_default(),
+                    user_namespaces: entry.user_namespaces.unwrap_or(false),
                     mcp_pick: entry.mcp_servers,
                     mcp_servers: Vec::new(),
                     host,

@@ -61,6 +61,8 @@ pub struct Hosted {
     pub protect: Vec<String>,
     #[serde(default)]
     pub unix_sockets: Vec<String>,
+    #[serde(default)]
+    pub user_namespaces: bool,
     /// A worktree task's (its process sandboxed by default).
     #[serde(default)]
     pub isolated: bool,
@@ -86,6 +88,7 @@ impl Hosted {
             writable: spec.writable.clone(),
             protect: spec.protect.clone(),
             unix_sockets: spec.unix_sockets.clone(),
+            user_namespaces: spec.user_namespaces,
             isolated,
             env_file: None,
         }
@@ -114,6 +117,7 @@ impl Hosted {
             writable: self.writable.clone(),
             protect: self.protect.clone(),
             unix_sockets: self.unix_sockets.clone(),
+            user_namespaces: self.user_namespaces,
             mcp_pick: None,
             mcp_servers: Vec::new(),
             host: None,

@@ -54,6 +54,7 @@ pub async fn list(
             sanitize(&p.display().to_string()).into_owned()
         });
         writeln!(out, "{:name_w$}  {:cmd_w$}  {where_}", a.name, launch(a))?;
+        writeln!(out, "{:name_w$}  ↳ {}", "", sanitize(&a.home_described()))?;
         if !a.mcp_servers.is_empty() {
             let servers: Vec<String> = a.mcp_servers.iter().map(|s| s.describe()).collect();
             writeln!(out, "{:name_w$}  ↳ MCP servers: {}", "", servers.join(", "))?;

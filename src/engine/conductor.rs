@@ -133,7 +133,13 @@ impl AcpConductor {
                 ),
             }),
         }
-        let policy = spec.process_policy(false);
+        let mut policy = spec.process_policy(false);
+        // Sandboxed, it reaches quorum's tools through their socket alone.
+        if let Some(policy) = &mut policy {
+            policy
+                .unix_sockets
+                .extend(spec.mcp_servers.iter().filter_map(|s| s.unix_socket()));
+        }
         let start = Connection::start(&spec, &self.root, &self.supervisor, policy.as_ref());
         let conn = tokio::select! {
             started = start => started.map_err(|e| e.to_string())?,

@@ -87,6 +87,9 @@ pub struct Policy {
     /// filter then lets it open Unix sockets (which the masks and mounts
     /// still keep from the rest).
     pub unix_sockets: Vec<PathBuf>,
+    /// Whether it may make user namespaces (`user_namespaces`: an agent
+    /// whose own sandbox nests bubblewrap, as codex's does).
+    pub user_namespaces: bool,
     /// An agent process's own state, seen through a private layer.
     pub home: Option<super::home::Home>,
     /// The setting that asked for bubblewrap, for the error when it is
@@ -186,10 +189,9 @@ where
         None => Vec::new(),
     };
     let mut settings = environment(env);
-    let filter = if policy.unix_sockets.is_empty() {
-        super::seccomp::Filter::Strict
-    } else {
-        super::seccomp::Filter::Sockets
+    let filter = super::seccomp::Filter {
+        unix_sockets: !policy.unix_sockets.is_empty(),
+        user_namespaces: policy.user_namespaces,
     };
     let mut fds = Vec::new();
     let weaker = match seccomp_fd(filter) {
@@ -231,21 +233,19 @@ const ARGS_FD: i32 = 3;
 /// The descriptor bubblewrap reads the seccomp filter from.
 const SECCOMP_FD: i32 = 4;
 
-/// The seccomp filter in a memory file, compiled once per process.
+/// The seccomp filter in a memory file, each kind compiled once per
+/// process.
 fn seccomp_fd(filter: super::seccomp::Filter) -> Result<OwnedFd, String> {
-    use std::sync::OnceLock;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
     type Compiled = Result<Vec<u8>, super::seccomp::Unavailable>;
-    static STRICT: OnceLock<Compiled> = OnceLock::new();
-    static SOCKETS: OnceLock<Compiled> = OnceLock::new();
-    let cell = match filter {
-        super::seccomp::Filter::Strict => &STRICT,
-        super::seccomp::Filter::Sockets => &SOCKETS,
-    };
-    let program = cell
-        .get_or_init(|| super::seccomp::program(filter))
-        .as_ref()
+    static COMPILED: OnceLock<Mutex<HashMap<super::seccomp::Filter, Compiled>>> = OnceLock::new();
+    let program = super::lock(COMPILED.get_or_init(Default::default))
+        .entry(filter)
+        .or_insert_with(|| super::seccomp::program(filter))
+        .clone()
         .map_err(|e| e.to_string())?;
-    memory_file(c"quorum-seccomp", program).map_err(|e| {
+    memory_file(c"quorum-seccomp", &program).map_err(|e| {
         super::seccomp::Unavailable(format!("cannot hand it to bubblewrap: {e}")).to_string()
     })
 }

@@ -10,7 +10,7 @@
 //!   to the network namespace an agent shares to reach its model). A
 //!   `socketpair` (a private pair, connected to nothing) stays, as in
 //!   Anthropic's sandbox-runtime. An agent given `unix_sockets` gets a
-//!   filter without this rule ([`Filter::Sockets`]).
+//!   filter without this rule ([`Filter::unix_sockets`]).
 //! - `ptrace`, `process_vm_readv`, `process_vm_writev`: reading or
 //!   steering another process.
 //! - `keyctl`, `add_key`, `request_key`: the kernel keyrings, which hold
@@ -21,7 +21,10 @@
 //!   to gain capabilities inside, and the kernel's largest attack surface
 //!   for an unprivileged process); `clone3`, whose flags live in memory a
 //!   filter cannot read, answers `ENOSYS`, so the C library falls back to
-//!   `clone`, whose flags it can.
+//!   `clone`, whose flags it can. An agent whose own sandbox nests
+//!   bubblewrap (codex's) is allowed them by `user_namespaces = true`
+//!   ([`Filter::user_namespaces`]): the mounts it inherits stay locked in
+//!   the namespaces it makes, and the rest of this filter goes with it.
 //!
 //! On x86_64 the x32 numbers of the same calls are refused too. A process
 //! of another architecture (a 32-bit program through `int 0x80`) is killed
@@ -31,15 +34,16 @@
 
 use std::collections::BTreeMap;
 
-/// Which filter a sandboxed process gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Filter {
-    /// Everything refused, `socket(AF_UNIX)` included.
-    Strict,
-    /// Everything refused but `socket(AF_UNIX)`: for a process given
-    /// Unix sockets by name (`unix_sockets`), whose mounts then decide
-    /// which it can reach.
-    Sockets,
+/// Which filter a sandboxed process gets: everything above refused
+/// ([`Filter::default`]), but what it is allowed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Filter {
+    /// `socket(AF_UNIX)` allowed: for a process given Unix sockets by
+    /// name (`unix_sockets`), whose mounts then decide which it can reach.
+    pub unix_sockets: bool,
+    /// New user namespaces allowed (`user_namespaces`): for an agent
+    /// whose own sandbox makes them.
+    pub user_namespaces: bool,
 }
 
 /// Why there is no filter here.
@@ -107,11 +111,13 @@ mod imp {
         ] {
             refused.insert(nr, Vec::new());
         }
-        let newuser = libc::CLONE_NEWUSER as u64;
-        refused.insert(libc::SYS_unshare, vec![has_bits(0, newuser)?]);
-        // x86_64 and aarch64 alike take clone's flags first.
-        refused.insert(libc::SYS_clone, vec![has_bits(0, newuser)?]);
-        if filter == Filter::Strict {
+        if !filter.user_namespaces {
+            let newuser = libc::CLONE_NEWUSER as u64;
+            refused.insert(libc::SYS_unshare, vec![has_bits(0, newuser)?]);
+            // x86_64 and aarch64 alike take clone's flags first.
+            refused.insert(libc::SYS_clone, vec![has_bits(0, newuser)?]);
+        }
+        if !filter.unix_sockets {
             refused.insert(
                 libc::SYS_socket,
                 vec![SeccompRule::new(vec![SeccompCondition::new(
@@ -146,9 +152,11 @@ mod imp {
         // checked first by the kernel (filters run newest first, and the
         // strictest answer wins; both allow everything else).
         let mut clone3 = BTreeMap::new();
-        clone3.insert(libc::SYS_clone3, Vec::new());
-        #[cfg(target_arch = "x86_64")]
-        clone3.insert(libc::SYS_clone3 | X32, Vec::new());
+        if !filter.user_namespaces {
+            clone3.insert(libc::SYS_clone3, Vec::new());
+            #[cfg(target_arch = "x86_64")]
+            clone3.insert(libc::SYS_clone3 | X32, Vec::new());
+        }
         let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
         let clone3: BpfProgram = SeccompFilter::new(clone3, SeccompAction::Allow, enosys, arch())
             .map_err(|e| bad(&e))?
@@ -211,14 +219,25 @@ mod tests {
     use super::*;
 
     /// The program is whole instructions, and the strict one is longer by
-    /// the socket rule (its x32 twin too).
+    /// the rules the others leave out.
     #[test]
-    fn the_strict_filter_refuses_more_than_the_socket_one() {
-        let strict = program(Filter::Strict).unwrap();
-        let sockets = program(Filter::Sockets).unwrap();
+    fn the_strict_filter_refuses_more_than_the_others() {
+        let strict = program(Filter::default()).unwrap();
         assert_eq!(strict.len() % 8, 0);
-        assert_eq!(sockets.len() % 8, 0);
-        assert!(strict.len() > sockets.len());
         assert!(strict.len() / 8 < 4096, "BPF programs hold 4096 at most");
+        for allowed in [
+            Filter {
+                unix_sockets: true,
+                user_namespaces: false,
+            },
+            Filter {
+                unix_sockets: false,
+                user_namespaces: true,
+            },
+        ] {
+            let program = program(allowed).unwrap();
+            assert_eq!(program.len() % 8, 0);
+            assert!(strict.len() > program.len(), "{allowed:?}");
+        }
     }
 }

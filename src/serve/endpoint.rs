@@ -25,7 +25,7 @@ use crate::acp::mcp::{McpServerSpec, McpTransport};
 use crate::engine::Session;
 
 /// The variable `quorum mcp-connect` finds the socket's path in.
-pub const SOCKET_ENV: &str = "QUORUM_MCP_SOCKET";
+pub use crate::acp::mcp::SOCKET_ENV;
 /// The variable `quorum mcp-connect` finds the secret in.
 pub const SECRET_ENV: &str = "QUORUM_MCP_SECRET";
 /// The subcommand that joins its stdio to an endpoint.

@@ -317,18 +317,52 @@ impl Adapter {
     }
 
     /// In a worktree (after [`Adapter::own_shell_keeps_to_its_worktree`]
-    /// made the repository), the agent's own shell cannot change `path`, a
-    /// settings file of its own state that its CLI would run later.
-    pub async fn own_shell_cannot_change(&self, path: &Path) {
-        let before = std::fs::read(path).expect("the protected file exists");
-        let prompt = format!("run echo planted > {}", path.display());
+    /// made the repository), the agent's own shell writes `content` to
+    /// `path` (appends it, with `append`: a config the agent still needs), a file of its own state that its CLI reads (and runs what it
+    /// says) the next time the person uses it outside quorum: the write
+    /// lands in the agent's private layer under quorum's state, never in
+    /// the person's file; the agent finds it there again in a later
+    /// session (a new quorum process), while the person's file reads as
+    /// before.
+    pub async fn own_shell_writes_only_its_layer(&self, path: &Path, content: &str, append: bool) {
+        let before = std::fs::read(path).ok();
+        let to = if append { ">>" } else { ">" };
+        let prompt = format!("run echo '{content}' {to} {}", path.display());
         let out = self
             .call(&["--worktree", "--approve", "all", "--input", &prompt])
             .await;
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        assert_eq!(std::fs::read(path).unwrap(), before, "{}", path.display());
+        assert_eq!(out.status.code(), Some(0), "{}", self.diagnose(&out));
+        assert_eq!(
+            std::fs::read(path).ok(),
+            before,
+            "the person's {} changed",
+            path.display()
+        );
+        let layer = self
+            .home()
+            .join("state/quorum/homes")
+            .join(self.agent)
+            .join("layer")
+            .join(path.strip_prefix("/").unwrap());
+        let kept = std::fs::read_to_string(&layer).unwrap_or_default();
+        assert!(
+            kept.ends_with(&format!("{content}\n")) && (append || kept == format!("{content}\n")),
+            "{}: {kept}",
+            layer.display()
+        );
+        // A later session sees its own write.
+        let prompt = format!("run cat {}", path.display());
+        let out = self
+            .call(&["--worktree", "--approve", "all", "--input", &prompt])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", self.diagnose(&out));
         let said = serde_json::to_string(&*self.model.requests.lock().unwrap()).unwrap();
-        assert!(said.matches("Read-only file system").count() >= 2, "{said}");
+        let quoted = serde_json::to_string(content).unwrap();
+        let quoted = quoted.trim_matches('"');
+        assert!(
+            said.matches(quoted).count() >= 2,
+            "the write was not seen again: {said}"
+        );
     }
 }
 
