@@ -307,15 +307,20 @@ fn bad_input_gets_the_error_json_rpc_names_and_says_why() {
     );
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32002, "{e}");
-    // A relative directory.
-    let id = host.send("session/new", json!({"cwd": "work", "mcpServers": []}));
+    // A relative directory that is not there: named as quorum read it
+    // (against its own working directory).
+    let id = host.send(
+        "session/new",
+        json!({"cwd": "no-such-dir", "mcpServers": []}),
+    );
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32602);
+    let missing = shell.dir.path().canonicalize().unwrap().join("no-such-dir");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("not an absolute path"),
+        e["message"].as_str().unwrap().contains(&format!(
+            "cannot open a quorum session in {}",
+            missing.display()
+        )),
         "{e}"
     );
     // Content quorum does not take: audio.
@@ -380,6 +385,43 @@ fn call_text(host: &Host, session: &str, call: &str) -> String {
         .filter_map(|c| c["content"]["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A client that sends a relative `cwd` (the ACP Rust SDK's own `yopo`
+/// sends `.`) gets a session in quorum's working directory, not an error;
+/// `session/list` takes one as well.
+#[test]
+fn a_relative_cwd_is_quorums_working_directory() {
+    let shell = shell_with("");
+    let here = shell.dir.path().canonicalize().unwrap();
+    // quorum acp runs in the shell's directory.
+    let mut host = Host::start(&shell, &[]);
+    host.initialize(json!({}));
+    let id = host.send("session/new", json!({"cwd": ".", "mcpServers": []}));
+    let answer = host.answer(id);
+    let sid = answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new with cwd \".\" failed: {answer}"))
+        .to_string();
+    // The agent starts in the session's directory: quorum's own.
+    let prompt = host.prompt(&sid, "@fake own run pwd");
+    assert_eq!(host.answer(prompt)["result"]["stopReason"], "end_turn");
+    let said = call_text(&host, &sid, "call-1");
+    assert!(
+        said.contains(&format!("own ran: exit status: 0\n{}\n", here.display())),
+        "{said}"
+    );
+    let id = host.send("session/list", json!({"cwd": "."}));
+    let listed = host.answer(id);
+    let sessions = listed["result"]["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        sessions
+            .iter()
+            .any(|s| s["sessionId"] == sid.as_str() && s["cwd"] == here.to_str().unwrap()),
+        "{listed}"
+    );
 }
 
 /// When quorum serves an editor that offers its files, a sub-agent's write
