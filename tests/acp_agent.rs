@@ -307,15 +307,20 @@ fn bad_input_gets_the_error_json_rpc_names_and_says_why() {
     );
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32002, "{e}");
-    // A relative directory.
-    let id = host.send("session/new", json!({"cwd": "work", "mcpServers": []}));
+    // A relative directory that is not there: named as quorum read it
+    // (against its own working directory).
+    let id = host.send(
+        "session/new",
+        json!({"cwd": "no-such-dir", "mcpServers": []}),
+    );
     let e = error(&mut host, id);
     assert_eq!(e["code"], -32602);
+    let missing = shell.dir.path().canonicalize().unwrap().join("no-such-dir");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("not an absolute path"),
+        e["message"].as_str().unwrap().contains(&format!(
+            "cannot open a quorum session in {}",
+            missing.display()
+        )),
         "{e}"
     );
     // Content quorum does not take: audio.
@@ -364,6 +369,100 @@ fn bad_input_gets_the_error_json_rpc_names_and_says_why() {
         said.contains("quorum has no chat model") && said.contains("--model PROVIDER:NAME"),
         "{said}"
     );
+}
+
+/// The text of call `call`'s last update that set its status.
+fn call_text(host: &Host, session: &str, call: &str) -> String {
+    let done = host
+        .updates(session)
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == call && !u["status"].is_null())
+        .unwrap_or_else(|| panic!("no status of {call}: {:#?}", host.seen));
+    done["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["content"]["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A client that sends a relative `cwd` (the ACP Rust SDK's own `yopo`
+/// sends `.`) gets a session in quorum's working directory, not an error;
+/// `session/list` takes one as well.
+#[test]
+fn a_relative_cwd_is_quorums_working_directory() {
+    let shell = shell_with("");
+    let here = shell.dir.path().canonicalize().unwrap();
+    // quorum acp runs in the shell's directory.
+    let mut host = Host::start(&shell, &[]);
+    host.initialize(json!({}));
+    let id = host.send("session/new", json!({"cwd": ".", "mcpServers": []}));
+    let answer = host.answer(id);
+    let sid = answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new with cwd \".\" failed: {answer}"))
+        .to_string();
+    // The agent starts in the session's directory: quorum's own.
+    let prompt = host.prompt(&sid, "@fake own run pwd");
+    assert_eq!(host.answer(prompt)["result"]["stopReason"], "end_turn");
+    let said = call_text(&host, &sid, "call-1");
+    assert!(
+        said.contains(&format!("own ran: exit status: 0\n{}\n", here.display())),
+        "{said}"
+    );
+    let id = host.send("session/list", json!({"cwd": "."}));
+    let listed = host.answer(id);
+    let sessions = listed["result"]["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        sessions
+            .iter()
+            .any(|s| s["sessionId"] == sid.as_str() && s["cwd"] == here.to_str().unwrap()),
+        "{listed}"
+    );
+}
+
+/// When quorum serves an editor that offers its files, a sub-agent's write
+/// is checked by quorum and made by the editor, later. A folder on the way
+/// swapped for a link out in between (as a sandboxed agent could swap it)
+/// is caught when the editor answers: the agent is told the write was not
+/// safe, naming the path and where the link leads, and so is the host.
+#[test]
+fn a_folder_swapped_for_a_link_while_the_editor_writes_is_named() {
+    let shell = shell_with("");
+    let work = work(&shell);
+    std::fs::create_dir(work.join("sub")).unwrap();
+    // Outside the session directory (and outside /tmp).
+    let outside = tempfile::Builder::new()
+        .prefix("quorum-probe-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let mut host = Host::start(&shell, &[]);
+    host.initialize(json!({"fs": {"readTextFile": true, "writeTextFile": true}}));
+    let sid = host.new_session(&work);
+    let target = work.join("sub/notes.txt");
+    let prompt = host.prompt(&sid, &format!("@fake write {} hello", target.display()));
+    let asked = host.wait_for(0, "the write asked of the editor", |v| {
+        v["method"] == "fs/write_text_file"
+    });
+    let request = host.seen[asked].clone();
+    assert_eq!(request["params"]["path"], target.to_str().unwrap());
+    // Between quorum's check and the editor's write: the folder becomes a
+    // link out, and the editor writes the path it was given (following
+    // links, as editors do).
+    std::fs::rename(work.join("sub"), work.join("sub.before")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), work.join("sub")).unwrap();
+    std::fs::write(&target, request["params"]["content"].as_str().unwrap()).unwrap();
+    assert!(outside.path().join("notes.txt").exists());
+    host.write(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {}}).to_string());
+    assert_eq!(host.answer(prompt)["result"]["stopReason"], "end_turn");
+    let said = call_text(&host, &sid, "call-1");
+    assert!(said.lines().all(|l| l != "wrote"), "{said}");
+    assert!(said.contains("write failed:"), "{said}");
+    assert!(said.contains(target.to_str().unwrap()), "{said}");
+    assert!(said.contains(outside.path().to_str().unwrap()), "{said}");
 }
 
 /// What a recorded session says of how its calls ended.

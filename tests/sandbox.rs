@@ -274,6 +274,67 @@ fn a_terminal_command_has_no_controlling_terminal() {
     assert!(!screen.contains("TTY-OPENED"), "{screen}");
 }
 
+/// Issue 35, item 7: a folder of the session directory on `PATH` (direnv's
+/// `layout node` puts `node_modules/.bin` there) is where an agent could
+/// plant a program of an agent's name; the next start of that agent (not
+/// sandboxed, by default) would run it. quorum skips such folders when it
+/// looks for an agent's program: the real one, further on `PATH`, starts.
+#[test]
+fn a_program_planted_on_path_in_the_session_directory_is_never_started() {
+    use std::os::unix::fs::PermissionsExt;
+    let mark_dir = outside();
+    let mark = mark_dir.path().join("planted-ran");
+    let s = shell_with("[agents.npm]\ncommand = \"quorum-fake-agent\"\n");
+    // The real program, on PATH outside the session directory.
+    let bin = outside();
+    let real = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    std::os::unix::fs::symlink(real, bin.path().join("quorum-fake-agent")).unwrap();
+    // The planted one, in the session directory, ahead of it on PATH.
+    let planted = s.dir.path().join("node_modules/.bin");
+    std::fs::create_dir_all(&planted).unwrap();
+    let script = planted.join("quorum-fake-agent");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho planted > '{}'\nexec '{real}' \"$@\"\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path =
+        std::env::join_paths([planted.as_path(), bin.path(), common::hermetic_path()]).unwrap();
+    let o = s.run_unwedged_with(
+        &[
+            "call",
+            "--agent",
+            "npm",
+            "--input",
+            "echo from the real one",
+        ],
+        &[("PATH", path.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "from the real one\n");
+    assert!(
+        !mark.exists(),
+        "the planted program ran: {}",
+        std::fs::read_to_string(&mark).unwrap_or_default()
+    );
+    // Planted alone (the real one gone from PATH): not started either; the
+    // error says where it is and why it is not run.
+    let path = std::env::join_paths([planted.as_path(), common::hermetic_path()]).unwrap();
+    let o = s.run_unwedged_with(
+        &["call", "--agent", "npm", "--input", "echo hello"],
+        &[("PATH", path.to_str().unwrap())],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    let said = text(&o.stderr);
+    assert!(said.contains(script.to_str().unwrap()), "{said}");
+    assert!(said.contains("inside the session directory"), "{said}");
+    assert!(!mark.exists(), "the planted program ran");
+}
+
 /// Item 5: an agent whose process runs sandboxed (`sandbox = "bwrap"`)
 /// cannot write outside its session directory with its own tools, while
 /// it still writes there and in its own state (`writable`), and its

@@ -31,6 +31,19 @@ use super::terminal::Terminals;
 pub enum AcpError {
     #[error("{agent}: command {command:?} not found")]
     NotInstalled { agent: String, command: String },
+    /// Found on `PATH` only inside a session directory, where an agent
+    /// could have put it (`runtime::path`).
+    #[error(
+        "{agent}: `{command}` is on PATH only at {}, inside the session directory {}, where an agent could have put it: quorum does not start it (give its absolute path as agents.{agent}.command to start it anyway)",
+        found.display(),
+        session.display()
+    )]
+    InSession {
+        agent: String,
+        command: String,
+        found: std::path::PathBuf,
+        session: std::path::PathBuf,
+    },
     #[error("{agent}: cannot start {command:?}: {source}")]
     Spawn {
         agent: String,

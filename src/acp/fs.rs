@@ -3,7 +3,9 @@
 //! what the session may not read), answered from tasks of their own so the
 //! dispatch loop never waits on the disk. Where quorum itself serves an
 //! editor that offers files (`quorum acp`), the session directory's reads
-//! and writes go to the editor, after the same checks.
+//! and writes go to the editor, after the same checks, by a path with no
+//! link in it, pinned while the editor has it and checked again when it
+//! answers (`confine::pin`, which says what window remains).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,6 +20,7 @@ use agent_client_protocol::v1::schema::{
 
 use super::route::{Incoming, Routes, route};
 use crate::confine::fsroot::{Exclude, FsError, Root};
+use crate::confine::pin::{Changed, Pinned};
 
 /// Files as the editor that runs quorum has them (its unsaved buffers
 /// too): `fs/read_text_file` and `fs/write_text_file` asked of it in turn.
@@ -184,8 +187,10 @@ pub(super) fn on_write_text_file(
 }
 
 /// A read of the session directory, from the editor: the path checked
-/// as a read of the disk is, then asked of the editor; a text over the
-/// read limit is refused as a file would be.
+/// as a read of the disk is, then asked of the editor (pinned, and checked
+/// again when it answers: a part swapped for a link meanwhile keeps the
+/// text from the agent); a text over the read limit is refused as a file
+/// would be.
 fn read_from_host(
     host: Arc<dyn HostFiles>,
     (root, exclude): (Root, Option<Exclude>),
@@ -198,25 +203,47 @@ fn read_from_host(
         let session = req.session_id.0.clone();
         let path = req.path.clone();
         let limit = root.max_read();
+        let asked = req.path.clone();
         let checked = tokio::task::spawn_blocking(move || {
-            root.check(&req.path, exclude.as_ref())
-                .and_then(|()| root.resolve_new(&req.path))
+            root.check(&asked, exclude.as_ref())
+                .and_then(|()| root.resolve_new(&asked))
+                .and_then(|real| Pinned::new(&root, &asked, &real))
         })
         .await;
         let answer = match checked {
-            Ok(Ok(real)) => host.read(real, req.line, req.limit).await.and_then(|text| {
-                let size = text.len() as u64;
-                if size > limit {
-                    let e = FsError::TooBig { path, size, limit };
-                    let _ = route(
-                        &routes,
-                        &session,
-                        Incoming::Notice(format!("refused to read {e}")),
-                    );
-                    return Err(fs_error(&e));
-                }
-                Ok(text)
-            }),
+            Ok(Ok(pinned)) => {
+                let read = host
+                    .read(pinned.path().to_path_buf(), req.line, req.limit)
+                    .await;
+                // Read through a part swapped meanwhile: not the agent's.
+                let read = match recheck(pinned).await {
+                    Ok(()) => read,
+                    Err(changed) => {
+                        let message = format!(
+                            "refused to read {changed}: the editor may have read a file \
+                             outside the session directory"
+                        );
+                        let _ = route(&routes, &session, Incoming::Notice(message.clone()));
+                        Err(agent_client_protocol::Error::new(
+                            agent_client_protocol::ErrorCode::INVALID_PARAMS,
+                            message,
+                        ))
+                    }
+                };
+                read.and_then(|text| {
+                    let size = text.len() as u64;
+                    if size > limit {
+                        let e = FsError::TooBig { path, size, limit };
+                        let _ = route(
+                            &routes,
+                            &session,
+                            Incoming::Notice(format!("refused to read {e}")),
+                        );
+                        return Err(fs_error(&e));
+                    }
+                    Ok(text)
+                })
+            }
             Ok(Err(e)) => {
                 let _ = route(
                     &routes,
@@ -238,7 +265,9 @@ fn read_from_host(
 
 /// A write to the session directory, by the editor: refused as a write
 /// to the disk is (outside, inside `.git`, a hooks folder, excluded),
-/// else asked of the editor, which writes it (quorum makes nothing).
+/// else asked of the editor, which writes it (quorum makes nothing), by a
+/// path with no link in it, pinned; a part of it swapped meanwhile is
+/// named to the agent and the person when the editor answers.
 fn write_to_host(
     host: Arc<dyn HostFiles>,
     (root, exclude): (Root, Option<Exclude>),
@@ -254,10 +283,27 @@ fn write_to_host(
         let checked = tokio::task::spawn_blocking(move || {
             root.check(&path, exclude.as_ref())
                 .and_then(|()| root.resolve_write(&path))
+                .and_then(|real| Pinned::new(&root, &path, &real))
         })
         .await;
         let answer = match checked {
-            Ok(Ok(real)) => host.write(real, content).await,
+            Ok(Ok(pinned)) => {
+                let written = host.write(pinned.path().to_path_buf(), content).await;
+                match recheck(pinned).await {
+                    Ok(()) => written,
+                    Err(changed) => {
+                        let message = format!(
+                            "unsafe write to {changed}: the editor may have written \
+                             outside the session directory"
+                        );
+                        let _ = route(&routes, &session, Incoming::Notice(message.clone()));
+                        Err(agent_client_protocol::Error::new(
+                            agent_client_protocol::ErrorCode::INVALID_PARAMS,
+                            message,
+                        ))
+                    }
+                }
+            }
             Ok(Err(e)) => {
                 let _ = route(
                     &routes,
@@ -275,6 +321,20 @@ fn write_to_host(
         };
     });
     Ok(())
+}
+
+/// A pinned path checked again once the editor has answered, on a
+/// blocking thread.
+async fn recheck(pinned: Pinned) -> Result<(), Changed> {
+    let path = pinned.path().to_path_buf();
+    tokio::task::spawn_blocking(move || pinned.verify())
+        .await
+        .unwrap_or_else(|e| {
+            Err(Changed {
+                path,
+                what: format!("cannot be checked again ({e})"),
+            })
+        })
 }
 
 /// The JSON-RPC error for a refused or failed file request.

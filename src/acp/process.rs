@@ -29,7 +29,7 @@ use super::route::{Routes, on_permission_request, on_session_update};
 use super::terminal::Terminals;
 use super::transport::{Reading, transport};
 use crate::confine::fsroot::Root;
-use crate::runtime::path::locate;
+use crate::runtime::path::{locate, shadowed};
 use crate::runtime::sandbox::{self, Policy};
 use crate::runtime::supervisor::{self, Group, Supervisor};
 
@@ -317,9 +317,19 @@ pub(super) fn spawn(
     policy: Option<&Policy>,
 ) -> Result<(tokio::process::Child, Group, bool), AcpError> {
     let agent = &spec.name;
-    let path = locate(&spec.command).ok_or_else(|| AcpError::NotInstalled {
-        agent: agent.clone(),
-        command: spec.command.clone(),
+    // Its program is never one found in the directory it starts in.
+    crate::runtime::path::session_dir(root.path());
+    let path = locate(&spec.command).ok_or_else(|| match shadowed(&spec.command) {
+        Some((found, session)) => AcpError::InSession {
+            agent: agent.clone(),
+            command: spec.command.clone(),
+            found,
+            session,
+        },
+        None => AcpError::NotInstalled {
+            agent: agent.clone(),
+            command: spec.command.clone(),
+        },
     })?;
     let spawn_error = |source| AcpError::Spawn {
         agent: agent.clone(),

@@ -347,6 +347,19 @@ pub enum UnknownAgent {
         command: String,
         install: Option<String>,
     },
+    /// An agent whose command is on `PATH` only inside a session
+    /// directory, where an agent could have put it (`runtime::path`).
+    #[error(
+        "{name}: `{command}` is on PATH only at {}, inside the session directory {}, where an agent could have put it: quorum does not start it (give its absolute path as agents.{name}.command to start it anyway)",
+        found.display(),
+        session.display()
+    )]
+    InSession {
+        name: String,
+        command: String,
+        found: PathBuf,
+        session: PathBuf,
+    },
     /// An agent whose command was set in a config file and is not there.
     #[error("{name}: `{command}` {problem} (agents.{name}.command in {})", file.display())]
     BadCommand {
@@ -639,6 +652,14 @@ impl Registry {
         // A host's agent is found there, when it starts.
         if spec.host.is_some() || locate(&spec.command).is_some() {
             return Ok(spec);
+        }
+        if let Some((found, session)) = crate::runtime::path::shadowed(&spec.command) {
+            return Err(UnknownAgent::InSession {
+                name: name.to_string(),
+                command: spec.command.clone(),
+                found,
+                session,
+            });
         }
         Err(match &spec.source {
             Some(file) => UnknownAgent::BadCommand {

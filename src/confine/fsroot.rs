@@ -276,6 +276,11 @@ impl Root {
         &self.path
     }
 
+    /// The descriptor the root is pinned by.
+    pub fn descriptor(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
     fn absolute(&self, path: &Path) -> PathBuf {
         if path.is_absolute() {
             path.to_path_buf()

@@ -129,8 +129,11 @@ pub fn protected(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The session directory `dir` as agents' file access sees it: confined
-/// to it, and never writing what [`protected`] names.
+/// to it, and never writing what [`protected`] names. Noted as a session
+/// directory: no program quorum starts is found on `PATH` inside it
+/// ([`super::path::session_dir`]).
 pub fn root(dir: &Path) -> std::io::Result<crate::confine::fsroot::Root> {
+    super::path::session_dir(dir);
     Ok(crate::confine::fsroot::Root::new(dir)?.guarding(protected(dir)))
 }
 

@@ -339,24 +339,35 @@ impl Drop for PrivateDir {
 
 /// A new private directory for a control socket: under
 /// `$XDG_RUNTIME_DIR/quorum`, else the temporary directory (socket paths
-/// must be short).
+/// must be short). Made as the MCP endpoint's is
+/// ([`crate::confine::private::new_dir`]): a random name, made new (never
+/// a folder someone made before), mode 0700, owned by quorum's user.
 fn private_dir() -> std::io::Result<PrivateDir> {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let leaf = format!("quorum-ssh-{}-{n}", std::process::id());
     let mut bases = Vec::new();
     if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         bases.push(PathBuf::from(rt).join("quorum"));
     }
     bases.push(std::env::temp_dir());
+    private_dir_in(&bases)
+}
+
+/// A new private directory for a control socket under the first of `bases`
+/// where one can be made.
+fn private_dir_in(bases: &[PathBuf]) -> std::io::Result<PrivateDir> {
+    const PREFIX: &str = "quorum-ssh";
     let mut last = None;
     for base in bases {
-        let dir = base.join(&leaf);
-        if dir.join("m.sock").as_os_str().len() > 100 {
+        // The longest name it can get (the random part is 8 hex digits).
+        let longest = base
+            .join(format!("{PREFIX}-{}-00000000", std::process::id()))
+            .join("m.sock");
+        if longest.as_os_str().len() > 100 {
             continue;
         }
-        match crate::confine::private::dir(&dir) {
-            Ok(()) => return Ok(PrivateDir(dir)),
+        let made = crate::confine::private::dir(base)
+            .and_then(|()| crate::confine::private::new_dir(base, PREFIX));
+        match made {
+            Ok(dir) => return Ok(PrivateDir(dir)),
             Err(e) => last = Some(e),
         }
     }
@@ -696,6 +707,44 @@ mod tests {
         ] {
             assert!(!matches(other), "{other}");
         }
+    }
+
+    /// The control socket's folder is quorum's own: never one that was
+    /// there before (another local user could have made it, at the name
+    /// quorum used to pick: `quorum-ssh-PID-N`, and put a socket of theirs
+    /// in it), always made new, mode 0700, owned by quorum's user.
+    #[test]
+    fn the_control_folder_is_new_private_and_ours() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let base = tempfile::tempdir().unwrap();
+        // Someone else's folders, made first at every name quorum could pick.
+        let pid = std::process::id();
+        let planted: Vec<PathBuf> = (0..64)
+            .map(|n| base.path().join(format!("quorum-ssh-{pid}-{n}")))
+            .collect();
+        for dir in &planted {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let made = private_dir_in(&[base.path().to_path_buf()]).unwrap();
+        assert!(
+            !planted.contains(&made.0),
+            "a folder made before was used: {}",
+            made.0.display()
+        );
+        let meta = std::fs::symlink_metadata(&made.0).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.mode() & 0o777, 0o700, "{}", made.0.display());
+        assert_eq!(meta.uid(), nix::unistd::geteuid().as_raw());
+        assert_eq!(made.0.parent(), Some(base.path()));
+        // Two connections, two folders.
+        let other = private_dir_in(&[base.path().to_path_buf()]).unwrap();
+        assert_ne!(other.0, made.0);
+        // Dropped: gone, and only it (the planted ones are not quorum's).
+        let gone = made.0.clone();
+        drop(made);
+        assert!(!gone.exists());
+        assert!(planted.iter().all(|d| d.is_dir()));
     }
 
     #[test]

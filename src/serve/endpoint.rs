@@ -13,7 +13,6 @@
 //! directory removed.
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::mcp::{McpOptions, QuorumMcp};
 use crate::acp::mcp::{McpServerSpec, McpTransport};
+use crate::confine::private::{hex, random_bytes};
 use crate::engine::Session;
 
 /// The variable `quorum mcp-connect` finds the socket's path in.
@@ -89,23 +89,20 @@ impl Endpoint {
     /// Starts serving `server` on a new private socket under `base`.
     pub fn start_in(base: &Path, server: QuorumMcp) -> std::io::Result<Self> {
         let secret = hex(&random_bytes::<32>()?);
-        let tag = hex(&random_bytes::<4>()?);
-        let dir = base.join(format!("mcp-{}-{tag}", std::process::id()));
-        let socket = dir.join("s");
-        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        // The longest name the directory can get (8 random hex digits).
+        let longest = base
+            .join(format!("mcp-{}-00000000", std::process::id()))
+            .join("s");
+        if longest.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(std::io::Error::other(format!(
                 "{}: too long a path for a socket",
-                socket.display()
+                longest.display()
             )));
         }
         crate::confine::private::dir(base)?;
         // A directory of its own, new (never one someone made before).
-        let mut builder = std::fs::DirBuilder::new();
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            builder.mode(0o700);
-        }
-        builder.create(&dir)?;
+        let dir = crate::confine::private::new_dir(base, "mcp")?;
+        let socket = dir.join("s");
         let listener = match bind(&socket) {
             Ok(l) => l,
             Err(e) => {
@@ -277,16 +274,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
-    let mut bytes = [0u8; N];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

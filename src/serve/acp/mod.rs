@@ -100,6 +100,33 @@ pub struct AcpServer {
     next: AtomicU64,
 }
 
+/// The directory a host names for a session: as given when absolute. ACP
+/// asks for an absolute path, but not every client sends one (the ACP Rust
+/// SDK's own `yopo` sends `.`): a relative one is read against quorum's
+/// own working directory, with a debug line, rather than refused.
+fn session_dir(cwd: &Path) -> Result<PathBuf, Error> {
+    if cwd.is_absolute() {
+        return Ok(cwd.to_path_buf());
+    }
+    let here = std::env::current_dir().map_err(|e| {
+        Error::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!(
+                "cwd {} is relative, and quorum's own working directory cannot be read: {e}",
+                cwd.display()
+            ),
+        )
+    })?;
+    // `.` parts dropped (`/w/.` is `/w`); `..` is left to the system.
+    let dir: PathBuf = here.join(cwd).components().collect();
+    tracing::debug!(
+        "quorum acp: cwd {} is relative: read as {}",
+        cwd.display(),
+        dir.display()
+    );
+    Ok(dir)
+}
+
 fn unknown_session(id: &str) -> Error {
     Error::new(
         ErrorCode::RESOURCE_NOT_FOUND,
@@ -294,7 +321,8 @@ impl AcpServer {
             .agent_info(Implementation::new("quorum", env!("CARGO_PKG_VERSION")).title("quorum"))
     }
 
-    /// Opens a session in `cwd` (a recorded one with `resume`).
+    /// Opens a session in `cwd` (a recorded one with `resume`; a relative
+    /// `cwd` read as [`session_dir`] reads it).
     fn open(
         &self,
         cwd: &Path,
@@ -303,15 +331,7 @@ impl AcpServer {
         cx: &ConnectionTo<Client>,
         replay: bool,
     ) -> Result<Arc<Live>, Error> {
-        if !cwd.is_absolute() {
-            return Err(Error::new(
-                ErrorCode::INVALID_PARAMS,
-                format!(
-                    "cwd {} is not an absolute path (ACP asks for one)",
-                    cwd.display()
-                ),
-            ));
-        }
+        let cwd = &session_dir(cwd)?;
         let caps = *lock(&self.caps);
         let opening = Opening {
             cwd: cwd.to_path_buf(),
@@ -415,7 +435,7 @@ impl AcpServer {
         let mut listing = crate::transcript::sessions::list(&dir)
             .map_err(|e| Error::new(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
         if let Some(cwd) = &request.cwd {
-            listing = listing.in_dir(cwd);
+            listing = listing.in_dir(&session_dir(cwd)?);
         }
         let start = match &request.cursor {
             Some(c) => c.parse::<usize>().map_err(|_| {
