@@ -38,8 +38,8 @@ pub fn is_unsafe_var(name: &OsStr) -> bool {
             .any(|keep| name.starts_with(keep))
 }
 
-/// `git` (found on `PATH`, else the bare name, which then fails to start
-/// with its own error), hardened: [`HARDENING`] first, the unsafe
+/// `git` (found on `PATH` outside the session directories, else a name
+/// that fails to start, saying so), hardened: [`HARDENING`] first, the unsafe
 /// variables cleared, stdin closed. The caller adds `--git-dir` /
 /// `--work-tree` (before the subcommand) and the subcommand.
 pub fn command() -> Command {
@@ -52,7 +52,7 @@ pub fn command() -> Command {
 /// [`HARDENING`]: for reading the configuration as it is (`git config`
 /// runs no hook and no fsmonitor).
 fn unhardened() -> Command {
-    let program = super::path::locate("git").unwrap_or_else(|| PathBuf::from("git"));
+    let program = super::path::locate_or_missing("git");
     let mut cmd = Command::new(program);
     for (name, _) in std::env::vars_os() {
         if is_unsafe_var(&name) {

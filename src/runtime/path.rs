@@ -86,6 +86,18 @@ fn cached(
     found
 }
 
+/// [`locate`] for a program quorum runs itself (`git`, `ssh`): where it is,
+/// else an absolute name that fails to start, saying so, never the bare
+/// name, which the system would look up on `PATH` again, session
+/// directories and relative entries included.
+pub fn locate_or_missing(command: &str) -> PathBuf {
+    locate(command).unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "/{command} (not found on PATH outside the session directories)"
+        ))
+    })
+}
+
 /// The program `command` names on `PATH` that [`locate`] skips because it
 /// lies in a session directory (the first such), and that directory.
 pub fn shadowed(command: &str) -> Option<(PathBuf, PathBuf)> {

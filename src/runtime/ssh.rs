@@ -284,7 +284,7 @@ impl Drop for Link {
 
 /// `ssh` as found on `PATH`.
 fn ssh_program() -> PathBuf {
-    super::path::locate("ssh").unwrap_or_else(|| PathBuf::from("ssh"))
+    super::path::locate_or_missing("ssh")
 }
 
 /// The last lines of what a program said on stderr, clean and short.
