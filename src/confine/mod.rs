@@ -1,9 +1,10 @@
 //! Untrusted input, kept in bounds: paths confined to the session's root
 //! (`fsroot`), text bound for a terminal (`sanitize`), files only the user
-//! may read (`private`), and what one piece of outside input may cost
-//! (`limits`).
+//! may read (`private`), what one piece of outside input may cost
+//! (`limits`), and lines of it read the one way everywhere (`lines`).
 
 pub mod fsroot;
 pub mod limits;
+pub mod lines;
 pub mod private;
 pub mod sanitize;
