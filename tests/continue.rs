@@ -360,6 +360,81 @@ fn a_last_line_cut_short_is_cut_off_and_nothing_recorded_is_lost() {
     assert!(after.contains("\"go on\""));
 }
 
+/// An agent's final message of 80 MiB (two 40 MiB chunks) was gathered
+/// whole and recorded on one line, over the reader's 64 MiB: the session
+/// could not be continued ("a line over 64 MB, read no further"). Now the
+/// final message keeps its head and names what was cut, in the box and in
+/// what the chat model reads; no line is over the limit, and it continues.
+#[test]
+fn an_80_mib_final_message_is_cut_and_the_session_continues() {
+    use std::io::BufRead;
+    let home = Home::new();
+    let cwd = home.workdir("project");
+    let record = home.path().join("session.jsonl");
+    let script = home.script(
+        "first",
+        serde_json::json!([
+            {"text": "Asking.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "bigtext 40"}}]},
+            {"text": "Got a long one."}
+        ]),
+    );
+    let out = home.run(
+        &cwd,
+        &script,
+        "a long report, please",
+        &["--record", record.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // No line over the reader's limit.
+    let max = quorum::confine::limits::MAX_TRANSCRIPT_LINE as usize;
+    let file = std::io::BufReader::new(std::fs::File::open(&record).unwrap());
+    for (n, line) in file.split(b'\n').enumerate() {
+        let len = line.unwrap().len();
+        assert!(len <= max, "line {}: {len} bytes", n + 1);
+    }
+    // The box: the report's head, and what was cut named.
+    let events = events(&record);
+    let output = events
+        .iter()
+        .find_map(|e| match e {
+            Event::SubagentFinished {
+                output,
+                stop_reason: StopReason::EndTurn,
+                ..
+            } => Some(output.clone()),
+            _ => None,
+        })
+        .expect("the call finished");
+    assert!(output.starts_with("xxxxxxxx"), "{}", &output[..80]);
+    let named = |text: &str| {
+        let cut = 80 * 1024 * 1024 - quorum::confine::limits::MAX_FINAL_TEXT;
+        text.contains(&format!("… {cut} bytes cut by quorum"))
+    };
+    assert!(named(&output), "{}", &output[output.len() - 200..]);
+    assert!(output.len() < 2 * 1024 * 1024, "{}", output.len());
+    // What the chat model read of it names the cut too.
+    let requests = home.requests("first");
+    let tool = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the tool result went back to the model");
+    assert!(named(tool["content"].as_str().unwrap()));
+
+    // And the session goes on.
+    let script = home.script("second", serde_json::json!([{"text": "Going on."}]));
+    let out = home.resume(&cwd, &script, "go on", &record);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(home.requests("second").len(), 1);
+    assert!(
+        std::fs::read_to_string(&record)
+            .unwrap()
+            .contains("\"go on\"")
+    );
+}
+
 #[test]
 fn a_session_open_in_another_quorum_is_refused_and_left_alone() {
     let home = Home::new();

@@ -171,6 +171,52 @@ fn replaying_an_endless_line_stops_at_the_cap() {
     );
 }
 
+/// Whoever lowers `max_transcript_line_bytes` still replays what quorum
+/// recorded: no line is written longer than the reader takes, an event's
+/// longest strings cut and the cut named. (A report longer than the limit
+/// used to be recorded whole, on a line the replay then refused.)
+#[test]
+fn every_recorded_line_fits_the_configured_limit() {
+    let s = shell_with("[limits]\nmax_transcript_line_bytes = 4096\n");
+    let record = s.dir.path().join("long.jsonl");
+    let long = "word ".repeat(2000);
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--record",
+        record.to_str().unwrap(),
+        "--input",
+        &format!("echo {long}"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // The call itself answers in full: only the record is cut.
+    assert!(text(&o.stdout).len() > 9_000, "{}", text(&o.stdout));
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    for (n, line) in recorded.lines().enumerate() {
+        assert!(line.len() <= 4096, "line {}: {} bytes", n + 1, line.len());
+    }
+    let shot = s.dir.path().join("shot.txt");
+    let o = s.run_unwedged(&[
+        "replay",
+        record.to_str().unwrap(),
+        "--screenshot",
+        shot.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let loaded = quorum::transcript::load_capped(&record, 4096).unwrap();
+    let output = loaded
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            quorum::event::Event::SubagentFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .expect("the call finished");
+    assert!(output.starts_with("word word"), "{output}");
+    assert!(output.ends_with(" bytes cut by quorum]"), "{output}");
+}
+
 /// A message with a byte that is not UTF-8 costs that byte, and the box
 /// says so.
 #[test]

@@ -1005,6 +1005,85 @@ fn a_refusal_on_the_host_shows_in_the_box_as_a_local_one_does() {
     lab.assert_nothing_left(&[]);
 }
 
+/// A line with a byte that is not UTF-8 from an agent on a host used to end
+/// the proxy's reading there (tokio's `lines()` stops at it): the agent died
+/// of a broken pipe and the call ended `error`. It now goes on as a local
+/// agent's does: the byte shown as U+FFFD, the box told so, the rest read.
+#[test]
+fn a_line_that_is_not_utf8_from_a_hosts_agent_goes_on_as_a_local_ones_does() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new(&format!("[agents.near]\ncommand = {fake:?}\n"));
+    let mut shown = Vec::new();
+    for (agent, root) in [("near", lab.repo()), ("far", lab.host().join("scratch"))] {
+        let record = lab.path(&format!("{agent}.jsonl"));
+        let o = lab.quorum(&[
+            "call",
+            "--agent",
+            agent,
+            "--record",
+            record.to_str().unwrap(),
+            "--input",
+            "badbyte",
+            "--input",
+            "echo and then",
+        ]);
+        let said = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{agent}: {said}");
+        assert_eq!(
+            text(&o.stdout),
+            "caf\u{fffd} after\nand then\n",
+            "{agent}: {said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "{agent} sent a message with bytes that are not UTF-8; they show as \u{fffd}"
+            )),
+            "{agent}: {said}"
+        );
+        let activity = box_activity(&recorded(&record), &root, agent);
+        let notice = format!("{agent} sent a message");
+        // (Sorted: on the host the notice and the agent's lines come home
+        // by two ways, and may interleave otherwise.)
+        let mut activity: Vec<String> = activity
+            .iter()
+            .map(|a| a.replace(&notice, "AGENT sent a message"))
+            .collect();
+        activity.sort();
+        shown.push(activity);
+    }
+    assert!(
+        shown[0].iter().any(|a| a.contains("AGENT sent a message")),
+        "{:#?}",
+        shown[0]
+    );
+    assert_eq!(shown[1], shown[0]);
+    lab.assert_nothing_left(&[]);
+}
+
+/// A line over `max_frame_bytes` from an agent on a host ends its call
+/// as a local agent's does, naming the limit: the proxy there reads no
+/// more of it than home would, and home reads it as far as it may.
+#[test]
+fn a_line_over_the_cap_from_a_hosts_agent_ends_the_call_as_a_local_ones_does() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new(&format!(
+        "[agents.near]\ncommand = {fake:?}\n\n[limits]\nmax_frame_bytes = 100000\n"
+    ));
+    for agent in ["near", "far"] {
+        let o = lab.quorum(&["call", "--agent", agent, "--input", "hugeline 1000000"]);
+        assert_eq!(o.status.code(), Some(1), "{agent}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(
+            out.starts_with(&format!(
+                "{agent} exited during the turn: sent a message over 100000 bytes, read no \
+                 further (max_frame_bytes under [limits] in the config)"
+            )),
+            "{agent}: {out}"
+        );
+    }
+    lab.assert_nothing_left(&[]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_and_merge_remove_the_tasks_worktree_and_branch_on_the_host() {
     let lab = Lab::new("");

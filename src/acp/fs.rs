@@ -344,7 +344,8 @@ fn fs_error(e: &crate::confine::fsroot::FsError) -> agent_client_protocol::Error
         | FsError::Excluded { .. }
         | FsError::Protected { .. }
         | FsError::NotRegular { .. }
-        | FsError::TooBig { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
+        | FsError::TooBig { .. }
+        | FsError::TooDeep { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,
         FsError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
         }

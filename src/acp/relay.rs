@@ -6,6 +6,13 @@
 //! task's directory on this host. When home goes (its stdin ends, for any
 //! reason) the agent's stdin is closed, and after a short grace its whole
 //! process group is ended; when the agent goes, the relay ends too.
+//!
+//! Both sides are read as home reads an agent (`confine::lines`): lines
+//! capped at the agent's `max_frame_bytes`, bytes that are not UTF-8 never
+//! ending the reading. The agent's lines go home as they came, so home
+//! replaces such bytes and tells the box, as for an agent of its own; a
+//! line over the cap goes home cut, where it ends the connection as it
+//! would at home. What is answered here is told here, in the box at home.
 
 use crate::runtime::lock;
 use std::collections::{BTreeMap, HashMap};
@@ -22,14 +29,16 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::fs::{Exclusions, Files, on_read_text_file, on_write_text_file};
 use super::registry::{AgentSpec, STARTUP_TIMEOUT};
 use super::route::{Incoming, QUORUM_METHODS, Routes, relayed_line};
 use super::terminal::Terminals;
-use crate::confine::limits::Limits;
+use super::transport::{KEPT_BUFFER, lossy, too_long};
+use crate::confine::limits::{Limits, MAX_FRAME};
+use crate::confine::lines::{self, Line, read_line_async};
 use crate::runtime::sandbox::Sandbox;
 use crate::runtime::supervisor::{self, Supervisor};
 
@@ -70,6 +79,14 @@ pub struct Hosted {
     /// an agent's environment (its keys) never shows in a process listing.
     #[serde(default)]
     pub env_file: Option<String>,
+    /// The longest line read, from either side (home's `max_frame_bytes`
+    /// for the agent).
+    #[serde(default = "max_frame")]
+    pub max_frame: u64,
+}
+
+fn max_frame() -> u64 {
+    MAX_FRAME
 }
 
 impl Hosted {
@@ -91,6 +108,7 @@ impl Hosted {
             user_namespaces: spec.user_namespaces,
             isolated,
             env_file: None,
+            max_frame: spec.limits.max_frame_bytes,
         }
     }
 
@@ -108,7 +126,10 @@ impl Hosted {
             model: None,
             mode: None,
             source: None,
-            limits: Limits::default(),
+            limits: Limits {
+                max_frame_bytes: self.max_frame,
+                ..Limits::default()
+            },
             terminal_sandbox: self.terminal_sandbox,
             terminal_network: self.terminal_network,
             sandbox: self.sandbox,
@@ -181,11 +202,13 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
         }
         // Dropped: the agent's stdin is closed.
     });
-    let (to_home, mut for_home) = mpsc::unbounded_channel::<String>();
+    // Lines for home: the agent's, as they came (not always UTF-8), and
+    // what the handlers here tell.
+    let (to_home, mut for_home) = mpsc::unbounded_channel::<Vec<u8>>();
     let home_writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();
         while let Some(line) = for_home.recv().await {
-            if out.write_all(line.as_bytes()).await.is_err()
+            if out.write_all(&line).await.is_err()
                 || out.write_all(b"\n").await.is_err()
                 || out.flush().await.is_err()
             {
@@ -225,13 +248,14 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
         tokio::spawn(async move {
             while let Some((session, incoming)) = turn_rx.recv().await {
                 if let Some(line) = relayed_line(&session, incoming)
-                    && to_home.send(line).is_err()
+                    && to_home.send(line.into_bytes()).is_err()
                 {
                     break;
                 }
             }
         })
     };
+    let max = hosted.max_frame;
     let home_reader = {
         let (to_agent, prompts, routes, terminals) = (
             to_agent.clone(),
@@ -239,9 +263,29 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
             routes.clone(),
             terminals.clone(),
         );
+        let name = spec.name.clone();
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let mut input = tokio::io::BufReader::new(tokio::io::stdin());
+            let mut buf = Vec::new();
+            loop {
+                if buf.capacity() > KEPT_BUFFER {
+                    buf = Vec::new();
+                }
+                match read_line_async(&mut input, &mut buf, max).await {
+                    Ok(Some(Line {
+                        too_long: false, ..
+                    })) => {}
+                    Ok(Some(_)) => {
+                        tracing::warn!("{name}: home {}", too_long(max));
+                        break;
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+                let (line, bad) = lines::text(Line::body(&buf));
+                if bad {
+                    tracing::warn!("{name}: home sent bytes that are not UTF-8; replaced");
+                }
+                let line = line.into_owned();
                 if let Some(Peek {
                     method: Some(method),
                     id,
@@ -270,19 +314,46 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
     drop(to_agent);
 
     // The agent's lines: its fs and terminal requests answered here,
-    // everything else home; the answer to a prompt ends its turn here.
+    // everything else home, as it came; the answer to a prompt ends its
+    // turn here.
     let agent_reader = {
         let (prompts, routes, terminals) = (prompts.clone(), routes.clone(), terminals.clone());
+        let name = spec.name.clone();
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::with_capacity(64 * 1024, agent_out).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let mut input = tokio::io::BufReader::with_capacity(64 * 1024, agent_out);
+            let mut buf = Vec::new();
+            // Lines with bytes that are not UTF-8 answered here.
+            let mut lossy_lines = 0;
+            loop {
+                if buf.capacity() > KEPT_BUFFER {
+                    buf = Vec::new();
+                }
+                match read_line_async(&mut input, &mut buf, max).await {
+                    Ok(Some(Line {
+                        too_long: false, ..
+                    })) => {}
+                    // Home reads the line as far as it may and no further,
+                    // and ends the connection, naming the limit, as it does
+                    // for an agent of its own.
+                    Ok(Some(_)) => {
+                        tracing::warn!("{name} {}", too_long(max));
+                        let _ = to_home.send(std::mem::take(&mut buf));
+                        break;
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+                let body = Line::body(&buf);
+                let (line, bad) = lines::text(body);
                 match peek(&line) {
                     Some(Peek {
                         method: Some(method),
                         id: Some(_),
                         ..
                     }) if method.starts_with("fs/") || method.starts_with("terminal/") => {
-                        let _ = to_local.send(line);
+                        if bad {
+                            lossy(&mut lossy_lines, &name, &routes);
+                        }
+                        let _ = to_local.send(line.into_owned());
                         continue;
                     }
                     // Only this proxy speaks as quorum: an agent's line in
@@ -303,7 +374,7 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
                     }
                     _ => {}
                 }
-                if to_home.send(line).is_err() {
+                if to_home.send(body.to_vec()).is_err() {
                     break;
                 }
             }

@@ -1,6 +1,7 @@
 //! What of a running turn the agent's stream changes: the turn's text and
-//! final message, and the part of it the transport's reader may update
-//! itself (a chunk of the turn's own session, taken on the spot).
+//! final message (its head kept, at most `MAX_FINAL_TEXT` bytes, the rest
+//! named), and the part of it the transport's reader may update itself (a
+//! chunk of the turn's own session, taken on the spot).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,7 @@ use agent_client_protocol::v1::schema::SessionUpdate;
 
 use super::translate::{self, Translated};
 use crate::agent::TurnSink;
+use crate::confine::limits::{MAX_FINAL_TEXT, name_cut, push_capped};
 use crate::event::{Activity, SessionKind};
 use crate::runtime::lock;
 
@@ -100,8 +102,11 @@ impl TurnSink for Direct<'_> {
 /// The text of one turn, and its final message.
 #[derive(Default)]
 pub(super) struct Turn {
-    /// Text written since the last tool call.
+    /// Text written since the last tool call: its first
+    /// [`MAX_FINAL_TEXT`] bytes.
     pub(super) final_text: String,
+    /// The bytes of it past [`MAX_FINAL_TEXT`], not kept.
+    cut: u64,
 }
 
 impl Turn {
@@ -126,10 +131,23 @@ impl Turn {
 
     fn activity(&mut self, activity: Activity, sink: &dyn TurnSink) {
         match &activity {
-            Activity::MessageChunk { text } => self.final_text.push_str(text),
-            Activity::ToolCall { .. } => self.final_text.clear(),
+            Activity::MessageChunk { text } => {
+                push_capped(&mut self.final_text, &mut self.cut, text, MAX_FINAL_TEXT);
+            }
+            Activity::ToolCall { .. } => {
+                self.final_text.clear();
+                self.cut = 0;
+            }
             _ => {}
         }
         sink.activity(activity);
+    }
+
+    /// The final message, taken: what was cut of it named at its end.
+    pub(super) fn take_final(&mut self) -> String {
+        let mut text = std::mem::take(&mut self.final_text);
+        let cut = std::mem::take(&mut self.cut);
+        name_cut(&mut text, cut, "a final message", MAX_FINAL_TEXT);
+        text
     }
 }

@@ -33,6 +33,9 @@ use tokio::sync::{mpsc, watch};
 use super::fs::{Exclusions, scope_of};
 use super::route::{Incoming, Routes, route};
 use crate::confine::fsroot::Root;
+// The most output a terminal keeps for the agent when it gives no
+// `outputByteLimit` (the newest is kept): the internal agent's shell's too.
+use crate::confine::limits::MAX_OUTPUT;
 use crate::confine::sanitize::{Stream, sanitize};
 use crate::event::Activity;
 use crate::runtime::sandbox::{self, Sandbox};
@@ -40,9 +43,6 @@ use crate::runtime::supervisor::{self, Group, Supervisor};
 
 /// How often a terminal's new output is sent to its box, at most.
 const FLUSH: Duration = Duration::from_millis(100);
-/// The most output a terminal keeps for the agent when it gives no
-/// `outputByteLimit` (the newest is kept).
-const MAX_OUTPUT: usize = 8 << 20;
 /// The most output one chunk for the box carries (the newest is kept): a
 /// command that writes faster than the box can show costs no more.
 const MAX_CHUNK: usize = 16 * 1024;

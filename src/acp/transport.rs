@@ -1,15 +1,18 @@
-//! The framing of an agent's stdio: JSON-RPC lines out, lines in (bad
-//! bytes replaced, over-long lines refused), and the fast paths that parse
-//! `session/update` notifications straight to their turn: text chunks into
-//! their text alone, other updates into the schema's type.
+//! The framing of an agent's stdio: JSON-RPC lines out, lines in (read as
+//! `confine::lines` reads every line of outside input, and as quorum's
+//! proxy on a host reads its agent's: bad bytes replaced and told, over-long
+//! lines refused), and the fast paths that parse `session/update`
+//! notifications straight to their turn: text chunks into their text alone,
+//! other updates into the schema's type.
 
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::Lines;
 use agent_client_protocol::v1::schema::SessionNotification;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::route::{Chunk, Incoming, Routes, notify_all, route};
+use crate::confine::lines::{self, Line, read_line_async};
 
 /// The agent's stdio as JSON-RPC lines.
 ///
@@ -83,7 +86,7 @@ struct LineReader {
 
 /// What the line buffer may keep between lines: a longer line's room is
 /// given back.
-const KEPT_BUFFER: usize = 64 * 1024;
+pub(super) const KEPT_BUFFER: usize = 64 * 1024;
 
 impl LineReader {
     fn new(reading: Reading, stdout: tokio::process::ChildStdout) -> Self {
@@ -102,24 +105,32 @@ impl LineReader {
             if self.buf.capacity() > KEPT_BUFFER {
                 self.buf = Vec::with_capacity(1024);
             }
-            match read_frame(&mut self.reader, &mut self.buf, self.reading.max_frame).await {
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(e) => {
-                    let text = format!("{} {e}", self.reading.agent);
-                    tracing::warn!("{text}");
-                    *self.reading.cause.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(e.to_string());
-                    return Err(std::io::Error::new(e.kind(), text));
-                }
-            }
-            let line = match std::str::from_utf8(&self.buf) {
-                Ok(line) => std::borrow::Cow::Borrowed(line),
-                Err(_) => {
-                    lossy(&mut self.lossy_lines, &self.reading);
-                    String::from_utf8_lossy(&self.buf)
-                }
+            let max = self.reading.max_frame;
+            let read = read_line_async(&mut self.reader, &mut self.buf, max).await;
+            let e = match read {
+                Ok(Some(Line {
+                    too_long: false, ..
+                })) => None,
+                Ok(Some(_)) => Some(too_long(max)),
+                Ok(None) => return Ok(None),
+                Err(e) => Some(e),
             };
+            if let Some(e) = e {
+                let text = format!("{} {e}", self.reading.agent);
+                tracing::warn!("{text}");
+                *self.reading.cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                return Err(std::io::Error::new(e.kind(), text));
+            }
+            // Bytes that are not UTF-8 are replaced (U+FFFD) rather than
+            // ending the connection: one bad byte costs at most its message.
+            let (line, bad) = lines::text(Line::body(&self.buf));
+            if bad {
+                lossy(
+                    &mut self.lossy_lines,
+                    &self.reading.agent,
+                    &self.reading.routes,
+                );
+            }
             if !self.reading.fast(&line) {
                 return Ok(Some(line.into_owned()));
             }
@@ -127,10 +138,11 @@ impl LineReader {
     }
 }
 
-/// A line with bytes that are not UTF-8 (`count` so far, this one
-/// included): the first, then the 10th, 100th, ... is told in the boxes
-/// (a stream of them does not flood them).
-fn lossy(count: &mut u64, reading: &Reading) {
+/// A line with bytes that are not UTF-8 from `agent` (`count` so far,
+/// this one included): the first, then the 10th, 100th, ... is told in the
+/// boxes of the turns on `routes` (a stream of them does not flood them).
+/// Home and the proxy on a host tell it alike.
+pub(super) fn lossy(count: &mut u64, agent: &str, routes: &Routes) {
     *count += 1;
     if !power_of_ten(*count) {
         return;
@@ -141,11 +153,22 @@ fn lossy(count: &mut u64, reading: &Reading) {
         format!(" ({count} so far)")
     };
     let text = format!(
-        "{} sent a message with bytes that are not UTF-8; they show as \u{fffd}{so_far}",
-        reading.agent
+        "{agent} sent a message with bytes that are not UTF-8; they show as \u{fffd}{so_far}"
     );
     tracing::warn!("{text}");
-    notify_all(&reading.routes, &text);
+    notify_all(routes, &text);
+}
+
+/// Why the reading of an agent stopped at a line over `max` bytes (after
+/// the agent's name).
+pub(super) fn too_long(max: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
+            crate::confine::limits::size(max)
+        ),
+    )
 }
 
 impl Reading {
@@ -220,42 +243,6 @@ fn unrouted(
     {
         tell(session, activity);
     }
-}
-
-/// Reads one line of the agent's stdout into `buf`, without its line end;
-/// false at the end. Bytes that are not UTF-8 are the caller's to replace
-/// (U+FFFD) rather than ending the connection: one bad byte costs at most
-/// its message. A line longer than `max` bytes is an error, read no
-/// further.
-async fn read_frame(
-    reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>,
-    buf: &mut Vec<u8>,
-    max: u64,
-) -> std::io::Result<bool> {
-    buf.clear();
-    let n = (&mut *reader)
-        .take(max.saturating_add(1))
-        .read_until(b'\n', buf)
-        .await?;
-    if n == 0 {
-        return Ok(false);
-    }
-    if buf.len() as u64 > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
-                crate::confine::limits::size(max)
-            ),
-        ));
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-    }
-    Ok(true)
 }
 
 /// An `agent_message_chunk` or `agent_thought_chunk` of text, if `line`

@@ -578,7 +578,7 @@ impl<'a> Running<'a> {
             ));
         }
         let conn = self.conn;
-        let final_text = std::mem::take(&mut lock(&self.stream.turn).final_text);
+        let final_text = lock(&self.stream.turn).take_final();
         let (output, stop_reason) = match result {
             // Some agents answer a cancelled turn with `end_turn`: it was cancelled.
             Some(Ok(_)) if self.stream.is_cancelled() => (final_text, StopReason::Cancelled),
@@ -753,6 +753,32 @@ mod tests {
 
     fn tool_call(id: &str) -> SessionUpdate {
         wire(json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": "Read"}))
+    }
+
+    /// A final message longer than quorum keeps: its head, and the rest
+    /// named (a tool call starts a new one, with nothing cut).
+    #[test]
+    fn a_final_message_over_the_cap_keeps_its_head_and_names_the_rest() {
+        use crate::confine::limits::MAX_FINAL_TEXT;
+        let sink = Recorder::default();
+        let mut turn = Turn::default();
+        let big = "y".repeat(MAX_FINAL_TEXT);
+        turn.update(chunk(&big), &sink);
+        turn.update(tool_call("t1"), &sink);
+        turn.update(chunk("head "), &sink);
+        turn.update(chunk(&big), &sink);
+        turn.update(chunk("tail"), &sink);
+        let text = turn.take_final();
+        assert!(text.starts_with("head yyy"), "{}", &text[..20]);
+        assert!(
+            text.ends_with(&format!(
+                "y\n\n[… {} bytes cut by quorum: a final message keeps its first 1 MB]",
+                5 + 4
+            )),
+            "{}",
+            &text[text.len() - 100..]
+        );
+        assert!(turn.take_final().is_empty());
     }
 
     #[test]

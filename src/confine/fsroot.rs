@@ -6,7 +6,9 @@
 //! and only while it stays inside the root. So neither `../x`, nor a link
 //! pointing out (dangling or not), nor a directory swapped for a link
 //! between a check and the open, reaches outside. Only regular files are
-//! read or written (a FIFO would block forever), and reads are capped.
+//! read or written (a FIFO would block forever), and reads are capped. A
+//! path deeper than [`MAX_DEPTH`] is refused, and a walk holds no more than
+//! a few descriptors at once, however deep it goes.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -30,6 +32,12 @@ pub enum FsError {
     Excluded { path: PathBuf, pattern: String },
     #[error("{path}: refused: {why}")]
     Protected { path: PathBuf, why: String },
+    #[error("{path}: refused: a path of {parts} components; quorum walks at most {limit}")]
+    TooDeep {
+        path: PathBuf,
+        parts: usize,
+        limit: usize,
+    },
     #[error("{path}: not a regular file ({kind}); only regular files are read or written")]
     NotRegular { path: PathBuf, kind: &'static str },
     #[error(
@@ -97,6 +105,12 @@ impl Exclude {
 
 /// How many symbolic links one path may pass through (as Linux allows).
 const MAX_LINKS: usize = 40;
+/// The most components a path may have, and the deepest below the root a
+/// walk goes (links followed): a deeper path is refused.
+pub const MAX_DEPTH: usize = 256;
+/// The most folders on the way a walk keeps open (the nearest): `..` past
+/// them opens the way again from the root.
+const OPEN_DIRS: usize = 8;
 
 /// One step of a path: up, or into a name.
 enum Part {
@@ -326,15 +340,59 @@ impl Root {
         }
     }
 
+    /// The descriptors of the nearest [`OPEN_DIRS`] folders of `names`
+    /// (a path below the root that a walk went down), opened again from
+    /// the root, each with `O_NOFOLLOW`: a folder swapped for a link since
+    /// is not followed.
+    fn reopen(&self, path: &Path, names: &[OsString]) -> Result<VecDeque<OwnedFd>, FsError> {
+        let mut dirs: VecDeque<OwnedFd> = VecDeque::new();
+        for name in names {
+            let here = dirs.back().map_or(self.dir.as_fd(), |d| d.as_fd());
+            let fd = openat(
+                here,
+                name.as_os_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| FsError::Io {
+                path: path.to_path_buf(),
+                source: io::Error::new(
+                    io::Error::from(e).kind(),
+                    format!("a folder on the way changed while it was walked ({e})"),
+                ),
+            })?;
+            if dirs.len() == OPEN_DIRS {
+                dirs.pop_front();
+            }
+            dirs.push_back(fd);
+        }
+        Ok(dirs)
+    }
+
+    fn too_deep(&self, path: &Path, parts: usize) -> FsError {
+        FsError::TooDeep {
+            path: path.to_path_buf(),
+            parts,
+            limit: MAX_DEPTH,
+        }
+    }
+
     /// Walks `path` from the root descriptor, one `openat` with
     /// `O_NOFOLLOW` per component, following links here and only inside.
+    /// A path of more than [`MAX_DEPTH`] components, or one that leads
+    /// deeper, is refused; at most [`OPEN_DIRS`] folders on the way are
+    /// held open at once.
     fn walk(&self, path: &Path, walk: Walk) -> Result<Found, FsError> {
         let io = |source: io::Error| FsError::Io {
             path: path.to_path_buf(),
             source,
         };
         let mut todo = self.steps(path)?;
-        let mut dirs: Vec<OwnedFd> = Vec::new();
+        if todo.len() > MAX_DEPTH {
+            return Err(self.too_deep(path, todo.len()));
+        }
+        // The nearest folders on the way (`names`' last ones), open.
+        let mut dirs: VecDeque<OwnedFd> = VecDeque::new();
         let mut names: Vec<OsString> = Vec::new();
         let mut links = 0;
         while let Some(part) = todo.pop_front() {
@@ -343,11 +401,17 @@ impl Root {
                     if names.pop().is_none() {
                         return Err(self.outside(path));
                     }
-                    dirs.pop();
+                    dirs.pop_back();
+                    if dirs.is_empty() && !names.is_empty() {
+                        dirs = self.reopen(path, &names)?;
+                    }
                     continue;
                 }
                 Part::Name(name) => name,
             };
+            if names.len() >= MAX_DEPTH {
+                return Err(self.too_deep(path, names.len() + 1 + todo.len()));
+            }
             if walk == Walk::Write {
                 // Checked at every step, before a directory is made: where
                 // a link leads is checked as it is followed.
@@ -355,7 +419,7 @@ impl Root {
                 next.push(name.clone());
                 self.guard(path, &next)?;
             }
-            let here = dirs.last().map_or(self.dir.as_fd(), |d| d.as_fd());
+            let here = dirs.back().map_or(self.dir.as_fd(), |d| d.as_fd());
             let last = todo.is_empty();
             let opened = match (last, walk) {
                 (true, Walk::Probe) => match readlinkat(here, name.as_os_str()) {
@@ -472,7 +536,10 @@ impl Root {
                     });
                 }
                 Ok(fd) => {
-                    dirs.push(fd);
+                    if dirs.len() == OPEN_DIRS {
+                        dirs.pop_front();
+                    }
+                    dirs.push_back(fd);
                     names.push(name);
                 }
                 // A link (O_NOFOLLOW refused it), or a file where a
@@ -1044,5 +1111,79 @@ mod tests {
             Err(FsError::Outside { .. })
         ));
         assert!(!outside.path().join("a.txt").exists());
+    }
+
+    /// A path of 3,000 components (an agent's `fs/write_text_file`) used to
+    /// make 3,000 nested folders, holding a descriptor for each while it
+    /// walked them. It is refused, naming the limit, and nothing is made.
+    #[test]
+    fn a_path_deeper_than_the_limit_is_refused_and_nothing_is_made() {
+        let (dir, _o, root) = setup();
+        let deep: PathBuf = std::iter::repeat_n("a", 3000).chain(["x.txt"]).collect();
+        let said = format!(
+            "{}: refused: a path of 3001 components; quorum walks at most {MAX_DEPTH}",
+            deep.display()
+        );
+        let e = root.write(&deep, "x").unwrap_err();
+        assert_eq!(e.to_string(), said);
+        assert!(!dir.path().join("a").exists());
+        for e in [
+            root.read(&deep, None, None).unwrap_err(),
+            root.resolve_new(&deep).unwrap_err(),
+        ] {
+            assert_eq!(e.to_string(), said);
+        }
+        // At the limit it is walked (and made).
+        let most: PathBuf = std::iter::repeat_n("a", MAX_DEPTH - 1)
+            .chain(["x.txt"])
+            .collect();
+        root.write(&most, "deep").unwrap();
+        assert_eq!(root.read(&most, None, None).unwrap(), "deep");
+    }
+
+    /// A walk holds a few descriptors however deep it goes: in a process
+    /// allowed 40 (`ulimit -n 40`), a file 200 folders deep is written and
+    /// read, and `..` climbs back up past the folders it let go of (which
+    /// it opens again from the root). Each folder's descriptor used to
+    /// stay open until the walk ended.
+    #[test]
+    fn a_deep_walk_holds_a_few_descriptors() {
+        const CHILD: &str = "QUORUM_TEST_FEW_DESCRIPTORS";
+        let deep: PathBuf = std::iter::repeat_n("d", 200).chain(["f.txt"]).collect();
+        if let Some(dir) = std::env::var_os(CHILD) {
+            // Here in a process of its own, with few descriptors.
+            let root = Root::new(Path::new(&dir)).unwrap();
+            root.write(&deep, "deep").unwrap();
+            assert_eq!(root.read(&deep, None, None).unwrap(), "deep");
+            let mut back: PathBuf = std::iter::repeat_n("d", 60).collect();
+            for _ in 0..50 {
+                back.push("..");
+            }
+            back.push("up.txt");
+            root.write(&back, "up").unwrap();
+            let up: PathBuf = std::iter::repeat_n("d", 10).chain(["up.txt"]).collect();
+            assert_eq!(root.read(&up, None, None).unwrap(), "up");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("sh")
+            .args(["-c", "ulimit -n 40 && exec \"$0\" \"$@\""])
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "confine::fsroot::tests::a_deep_walk_holds_a_few_descriptors",
+                "--test-threads=1",
+            ])
+            .env(CHILD, dir.path())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        assert!(said.contains("1 passed"), "the child ran it: {said}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(&deep)).unwrap(),
+            "deep"
+        );
     }
 }

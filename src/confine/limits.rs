@@ -2,6 +2,11 @@
 //! its stderr, the files it reads, and transcript lines. Each is settable
 //! under `[limits]` in the config file; hitting one is a clear error that
 //! names the agent or the file, never a hang.
+//!
+//! Fixed caps on what is kept of output that may never end (a command's, a
+//! turn's final message) cut instead of failing, and say what they cut:
+//! [`Tail`] keeps the newest bytes of a stream, [`push_capped`] the head of
+//! a text; [`cut_note`] names what was let go.
 
 use serde::Deserialize;
 
@@ -17,6 +22,14 @@ pub const MAX_TRANSCRIPT_LINE: u64 = 64 * 1024 * 1024;
 /// How much of a continued session's conversation goes back to the chat
 /// model (chars, about 100,000 tokens); older turns are dropped.
 pub const CONTEXT_CHARS: u64 = 400_000;
+
+/// The most output a command keeps, the newest (each of stdout and stderr):
+/// an ACP client terminal's when its agent gives no `outputByteLimit`, and
+/// the internal agent's shell's.
+pub const MAX_OUTPUT: usize = 8 << 20;
+/// The longest final message of a turn kept, its head (an ACP agent's and
+/// the internal agent's); what follows is named, not kept.
+pub const MAX_FINAL_TEXT: usize = 1 << 20;
 
 /// The `[limits]` section of the config file, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -88,9 +101,139 @@ pub fn approx_size(bytes: u64) -> String {
     }
 }
 
+/// What stands in the place of `bytes` bytes cut: "… 1234 bytes cut by
+/// quorum".
+pub fn cut_note(bytes: u64) -> String {
+    format!("… {bytes} bytes cut by quorum")
+}
+
+/// Ends `text`, the first `kept` bytes of `what`, with a line naming the
+/// `cut` bytes that followed (nothing when none did): "[… 1234 bytes cut
+/// by quorum: a final message keeps its first 1 MB]".
+pub fn name_cut(text: &mut String, cut: u64, what: &str, kept: usize) {
+    if cut > 0 {
+        text.push_str(&format!(
+            "\n\n[{}: {what} keeps its first {}]",
+            cut_note(cut),
+            size(kept as u64)
+        ));
+    }
+}
+
+/// Appends `more` to `text` while `text` stays within `max` bytes (cut at
+/// a character boundary); the bytes that do not fit are counted in `cut`,
+/// and once some were, all that follows is (`text` stays the head).
+pub fn push_capped(text: &mut String, cut: &mut u64, more: &str, max: usize) {
+    let room = match *cut {
+        0 => max.saturating_sub(text.len()),
+        _ => 0,
+    };
+    if more.len() <= room {
+        text.push_str(more);
+        return;
+    }
+    let mut end = room;
+    while !more.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.push_str(&more[..end]);
+    *cut += (more.len() - end) as u64;
+}
+
+/// The newest bytes of a stream, at most `limit` of them, and how many
+/// came before them: what it holds never grows past `limit`, however much
+/// goes through.
+#[derive(Debug)]
+pub struct Tail {
+    bytes: std::collections::VecDeque<u8>,
+    limit: usize,
+    cut: u64,
+}
+
+impl Tail {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            bytes: std::collections::VecDeque::new(),
+            limit,
+            cut: 0,
+        }
+    }
+
+    /// Takes in `chunk`, letting go of the oldest bytes beyond the limit.
+    pub fn push(&mut self, chunk: &[u8]) {
+        let chunk = match chunk.len().checked_sub(self.limit) {
+            Some(skip) if skip > 0 => {
+                self.cut += skip as u64;
+                &chunk[skip..]
+            }
+            _ => chunk,
+        };
+        let over = (self.bytes.len() + chunk.len()).saturating_sub(self.limit);
+        if over > 0 {
+            self.bytes.drain(..over);
+            self.cut += over as u64;
+        }
+        self.bytes.extend(chunk);
+    }
+
+    /// The bytes let go of so far.
+    pub fn cut(&self) -> u64 {
+        self.cut
+    }
+
+    /// What it kept, as text (bytes that are not UTF-8 replaced; once bytes
+    /// were let go, a character they cut in two is let go too), and the
+    /// bytes let go of.
+    pub fn into_text(self) -> (String, u64) {
+        let (mut bytes, mut cut) = (Vec::from(self.bytes), self.cut);
+        if cut > 0 {
+            let partial = bytes
+                .iter()
+                .take(3)
+                .take_while(|b| (**b & 0xc0) == 0x80)
+                .count();
+            bytes.drain(..partial);
+            cut += partial as u64;
+        }
+        (String::from_utf8_lossy(&bytes).into_owned(), cut)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_keeps_the_newest_bytes_and_counts_the_rest() {
+        let mut tail = Tail::new(8);
+        tail.push(b"abc");
+        assert_eq!(tail.cut(), 0);
+        tail.push(b"defghij");
+        assert_eq!(tail.cut(), 2);
+        // A chunk longer than the limit by itself.
+        tail.push(b"0123456789xy");
+        assert_eq!(tail.cut(), 2 + 4 + 8);
+        assert_eq!(tail.into_text(), ("456789xy".to_string(), 14));
+        // A character cut in two at the start is let go of too; nothing
+        // cut, nothing dropped.
+        let mut tail = Tail::new(5);
+        tail.push("a\u{e9}\u{e9}\u{e9}".as_bytes());
+        assert_eq!(tail.into_text(), ("\u{e9}\u{e9}".to_string(), 3));
+        let mut tail = Tail::new(5);
+        tail.push(b"ab\xffc");
+        assert_eq!(tail.into_text(), ("ab\u{fffd}c".to_string(), 0));
+    }
+
+    #[test]
+    fn capped_text_keeps_its_head_at_a_character_boundary() {
+        let (mut text, mut cut) = (String::new(), 0);
+        push_capped(&mut text, &mut cut, "ab", 4);
+        push_capped(&mut text, &mut cut, "c\u{e9}d", 4);
+        assert_eq!((text.as_str(), cut), ("abc", 3));
+        push_capped(&mut text, &mut cut, "more", 4);
+        assert_eq!((text.as_str(), cut), ("abc", 7));
+        assert_eq!(cut_note(cut), "… 7 bytes cut by quorum");
+    }
 
     #[test]
     fn defaults_and_sizes() {

@@ -507,10 +507,12 @@ fn open_recorder(
     size: TerminalSize,
 ) -> Result<Recorder> {
     let header = Header::now(config.root.path(), size);
-    Recorder::create(path, &header).with_context(|| {
-        format!(
-            "cannot record to {}: choose a new file name",
-            path.display()
-        )
-    })
+    Recorder::create(path, &header)
+        .map(|r| r.max_line(config.limits.max_transcript_line_bytes))
+        .with_context(|| {
+            format!(
+                "cannot record to {}: choose a new file name",
+                path.display()
+            )
+        })
 }

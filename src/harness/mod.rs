@@ -14,6 +14,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
 use crate::confine::fsroot::FsError;
+use crate::confine::limits::{MAX_FINAL_TEXT, name_cut, push_capped};
 use crate::event::{Outcome, StopReason};
 use crate::llm::{Delta, FinishReason, LlmError, Message, Model, Request, ToolCall, ToolSpec};
 
@@ -179,6 +180,9 @@ impl Harness {
             };
             let mut stream = self.model.stream(request);
             let mut text = String::new();
+            // What of the model's text was past MAX_FINAL_TEXT, not kept
+            // (a server that never stops costs no more).
+            let mut cut = 0;
             // How much of `text` the sink has seen.
             let mut shown = 0;
             // The size of held-back text last told (`writing_call`).
@@ -193,6 +197,7 @@ impl Harness {
                 match next {
                     None => break false,
                     Some(Err(e)) => {
+                        name_cut(&mut text, cut, "a message", MAX_FINAL_TEXT);
                         if shown < text.len() {
                             sink.text(&text[shown..]);
                         }
@@ -211,7 +216,7 @@ impl Harness {
                     }
                     Some(Ok(delta)) => match delta {
                         Delta::Text(t) => {
-                            text.push_str(&t);
+                            push_capped(&mut text, &mut cut, &t, MAX_FINAL_TEXT);
                             // Text that may be a tool call written as JSON is
                             // held back until the message ends.
                             if !may_be_a_call(&text) {
@@ -256,6 +261,7 @@ impl Harness {
                 }
             };
             drop(stream);
+            name_cut(&mut text, cut, "a message", MAX_FINAL_TEXT);
             let mut calls: Vec<ToolCall> = calls.into_values().collect();
             // Calls written as text that cannot run: their ids and why.
             let mut malformed: HashMap<String, String> = HashMap::new();
@@ -472,6 +478,25 @@ mod tests {
             .collect();
         assert!(matches!(results[0], Message::Tool { content, .. } if content == "met {\"n\":1}"));
         assert!(matches!(results[1], Message::Tool { content, .. } if content == "met {\"n\":2}"));
+    }
+
+    /// A model's message longer than quorum keeps (a server that does not
+    /// stop): its head is the report, and what was cut is named.
+    #[tokio::test]
+    async fn a_message_over_the_cap_keeps_its_head_and_names_the_rest() {
+        let long = format!("report {}", "z".repeat(MAX_FINAL_TEXT));
+        let model = script(serde_json::json!([{ "text": long }]));
+        let barrier = Arc::new(tokio::sync::Barrier::new(1));
+        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let (_tx, cancel) = watch::channel(false);
+        let end = h.turn("go".into(), &Log::default(), cancel).await.unwrap();
+        assert!(end.output.starts_with("report zzz"));
+        assert!(
+            end.output
+                .ends_with("zzz\n\n[… 7 bytes cut by quorum: a message keeps its first 1 MB]"),
+            "{}",
+            &end.output[end.output.len() - 100..]
+        );
     }
 
     #[tokio::test]

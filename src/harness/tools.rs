@@ -1,6 +1,8 @@
 //! The internal agent's tools. Files are read and written through the
 //! session's [`Root`], so nothing outside its directory is touched; shell
-//! commands run in that directory, with their output captured and capped,
+//! commands run in that directory, with their output captured (the newest
+//! [`MAX_OUTPUT`] bytes of each stream kept while it runs, what came before
+//! named) and capped for the model,
 //! each in a process group of its own that is ended, with whatever it left
 //! running in the background, when the command finishes or is cancelled.
 
@@ -16,6 +18,7 @@ use tokio::sync::watch;
 
 use super::{ToolError, ToolSet};
 use crate::confine::fsroot::{Exclude, Root};
+use crate::confine::limits::{MAX_OUTPUT, Tail, approx_size, size};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::runtime::sandbox::{self, Confined, Policy, Sandbox};
 use crate::runtime::supervisor::{self, Supervisor};
@@ -417,6 +420,7 @@ async fn shell(
     supervisor.terminate(&group, supervisor::GRACE).await;
     let status = ended?.map_err(|e| ToolError::Failed(format!("cannot run sh: {e}")))?;
     let (stdout, stderr) = (stdout.finish().await, stderr.finish().await);
+    let stderr = (!stderr.text.is_empty() || stderr.cut > 0).then(|| stderr.shown());
     let mut text = format!(
         "{}exit status: {}\n",
         match (sandboxed, policy.mode) {
@@ -428,10 +432,10 @@ async fn shell(
             .code()
             .map_or("killed".to_string(), |c| c.to_string())
     );
-    text.push_str(&String::from_utf8_lossy(&stdout));
-    if !stderr.is_empty() {
+    text.push_str(&stdout.shown());
+    if let Some(stderr) = stderr {
         text.push_str("\n[stderr]\n");
-        text.push_str(&String::from_utf8_lossy(&stderr));
+        text.push_str(&stderr);
     }
     if sandboxed && !policy.network && !status.success() {
         let setting = "terminal_network = true under [internal]";
@@ -444,43 +448,68 @@ async fn shell(
     Ok(cap(text))
 }
 
-/// Reads a pipe to its end on a task of its own, keeping what it read.
+/// Reads a pipe to its end on a task of its own, keeping the newest
+/// [`MAX_OUTPUT`] bytes of what it read (a command may print without end:
+/// `yes`) and counting the rest.
 struct Collector {
-    bytes: Arc<Mutex<Vec<u8>>>,
+    bytes: Arc<Mutex<Tail>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What a [`Collector`] kept: the newest output as text, and how many
+/// bytes came before it.
+struct Kept {
+    text: String,
+    cut: u64,
+}
+
+impl Kept {
+    /// The text, after a line that says what was cut, if anything was.
+    fn shown(self) -> String {
+        if self.cut == 0 {
+            return self.text;
+        }
+        format!(
+            "[quorum: the first {} of output were cut; the last {} follow]\n{}",
+            approx_size(self.cut),
+            size(MAX_OUTPUT as u64),
+            self.text
+        )
+    }
 }
 
 impl Collector {
     fn start(pipe: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>) -> Self {
         use tokio::io::AsyncReadExt;
-        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let bytes = Arc::new(Mutex::new(Tail::new(MAX_OUTPUT)));
         let keep = bytes.clone();
         let task = tokio::spawn(async move {
             let Some(mut pipe) = pipe else { return };
             let mut buf = vec![0; 16 * 1024];
             while let Ok(n @ 1..) = pipe.read(&mut buf).await {
-                keep.lock()
-                    .expect("not poisoned")
-                    .extend_from_slice(&buf[..n]);
+                keep.lock().expect("not poisoned").push(&buf[..n]);
             }
         });
         Self { bytes, task }
     }
 
-    /// What was read, once the pipe ends or [`PIPE_GRACE`] has passed.
-    async fn finish(mut self) -> Vec<u8> {
+    /// What was kept, once the pipe ends or [`PIPE_GRACE`] has passed.
+    async fn finish(mut self) -> Kept {
         if tokio::time::timeout(PIPE_GRACE, &mut self.task)
             .await
             .is_err()
         {
             self.task.abort();
         }
-        std::mem::take(
+        let tail = std::mem::replace(
             &mut *self
                 .bytes
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+            Tail::new(0),
+        );
+        let (text, cut) = tail.into_text();
+        Kept { text, cut }
     }
 }
 
@@ -1074,5 +1103,56 @@ mod tests {
             "the background sleep outlived its command: {:?}",
             live_with(&marker)
         );
+    }
+
+    /// The `yes` probe, ended: a command that prints far more than quorum
+    /// keeps. Its first bytes are let go as they come, and the result says
+    /// how many (the shell used to keep all of it until the command ended:
+    /// `yes` alone grew quorum by gigabytes).
+    #[tokio::test]
+    async fn a_command_printing_more_than_the_cap_says_what_was_cut() {
+        let (_dir, t, _tx, rx) = tools();
+        let total = 30_000_000;
+        let out = t
+            .run(
+                call("shell", json!({"command": "yes | head -c 30000000"})),
+                rx,
+            )
+            .await
+            .unwrap();
+        let out = out.trim_start_matches(&format!("{UNSANDBOXED}\n"));
+        let cut = total - MAX_OUTPUT as u64;
+        let note = format!(
+            "exit status: 0\n[quorum: the first {} of output were cut; the last {} follow]\ny\ny\n",
+            approx_size(cut),
+            size(MAX_OUTPUT as u64)
+        );
+        assert!(out.starts_with(&note), "{}", &out[..200]);
+        assert!(out.len() < OUTPUT_CAP + 200, "{}", out.len());
+    }
+
+    /// What a pipe's reader keeps: at most the last [`MAX_OUTPUT`] bytes,
+    /// and how many came before them.
+    #[tokio::test]
+    async fn a_collector_keeps_the_last_bytes_only() {
+        use tokio::io::AsyncWriteExt;
+        let (mut w, r) = tokio::io::duplex(64 * 1024);
+        let collector = Collector::start(Some(r));
+        let total = 3 * MAX_OUTPUT + 5;
+        let writer = tokio::spawn(async move {
+            let block = vec![b'a'; 1 << 20];
+            let mut left = total - 3;
+            while left > 0 {
+                let n = left.min(block.len());
+                w.write_all(&block[..n]).await.unwrap();
+                left -= n;
+            }
+            w.write_all(b"end").await.unwrap();
+        });
+        writer.await.unwrap();
+        let kept = collector.finish().await;
+        assert_eq!(kept.text.len(), MAX_OUTPUT);
+        assert!(kept.text.ends_with("aaend"));
+        assert_eq!(kept.cut, (total - MAX_OUTPUT) as u64);
     }
 }

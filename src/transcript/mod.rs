@@ -6,10 +6,13 @@
 //! call) and dropped `task_completed`; version-1 files still replay (the
 //! reader makes their snapshots with the same board). The recorder appends and flushes each line with a single write, so a
 //! process that dies loses nothing already recorded; at worst the last line
-//! is cut short, which the reader reports and skips.
+//! is cut short, which the reader reports and skips. No line it writes is
+//! over the reader's limit: an event that would be has its longest strings
+//! cut, each cut named (`fit`).
 //!
 //! [`Stamped`]: crate::event::Stamped
 
+mod fit;
 pub mod follow;
 pub mod import;
 mod reader;

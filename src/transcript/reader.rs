@@ -316,39 +316,8 @@ impl Warning {
     }
 }
 
-/// A line read by [`next_line`].
-pub(super) struct Line {
-    /// It ends in a newline (a last line cut short does not).
-    pub complete: bool,
-    /// It is longer than the longest allowed (what `buf` holds is cut).
-    pub too_long: bool,
-}
-
-/// Reads the next line of `input` into `buf` (cleared first, its newline
-/// kept), at most `max_line` bytes of it and its newline: `None` at the
-/// end of the input.
-pub(super) fn next_line(
-    input: &mut impl std::io::BufRead,
-    buf: &mut Vec<u8>,
-    max_line: u64,
-) -> std::io::Result<Option<Line>> {
-    use std::io::{BufRead as _, Read as _};
-    buf.clear();
-    if input
-        .by_ref()
-        .take(max_line.saturating_add(1))
-        .read_until(b'\n', buf)?
-        == 0
-    {
-        return Ok(None);
-    }
-    let complete = buf.last() == Some(&b'\n');
-    let body = buf.len() - usize::from(complete);
-    Ok(Some(Line {
-        complete,
-        too_long: body as u64 > max_line,
-    }))
-}
+// A transcript's lines are read as every line of outside input is.
+pub(super) use crate::confine::lines::{Line, read_line as next_line};
 
 /// Parses transcript text; `path` is only used in messages.
 pub fn parse(path: &Path, text: &str) -> Result<Loaded, TranscriptError> {

@@ -14,13 +14,22 @@ use crate::runtime::bus::Record;
 /// before is in the file. While it
 /// writes, it holds the transcript's lock: no second quorum writes the
 /// same session.
+///
+/// No line it writes is longer than `max_line` bytes (the reader's limit,
+/// `max_transcript_line_bytes`): an event that would be is made to fit,
+/// its longest strings cut and the cuts named (see `fit`).
 #[derive(Debug)]
 pub struct Recorder {
     file: File,
     path: PathBuf,
     line: Vec<u8>,
+    max_line: u64,
     _lock: Lock,
 }
+
+/// What the line buffer may keep between writes: a longer line's room is
+/// given back.
+const KEPT_BUFFER: usize = 1024 * 1024;
 
 /// Why a transcript cannot be written.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +148,7 @@ impl Recorder {
             file,
             path: path.to_path_buf(),
             line: Vec::with_capacity(256),
+            max_line: crate::confine::limits::MAX_TRANSCRIPT_LINE,
             _lock: lock,
         };
         recorder.write_lines([header]).map_err(io)?;
@@ -192,6 +202,7 @@ impl Recorder {
             file,
             path: path.to_path_buf(),
             line: Vec::with_capacity(256),
+            max_line,
             _lock: lock,
         };
         Ok(Reopened {
@@ -199,6 +210,13 @@ impl Recorder {
             recorder,
             cut,
         })
+    }
+
+    /// The same recorder, its lines at most `bytes` long (by default the
+    /// reader's default limit).
+    pub fn max_line(mut self, bytes: u64) -> Self {
+        self.max_line = bytes;
+        self
     }
 
     /// Appends one event.
@@ -210,15 +228,24 @@ impl Recorder {
         &self.path
     }
 
-    /// Writes `values` as JSON lines, in one `write`.
+    /// Writes `values` as JSON lines, in one `write`, each made to fit
+    /// `max_line`.
     fn write_lines<'a, T: serde::Serialize + 'a>(
         &mut self,
         values: impl IntoIterator<Item = &'a T>,
     ) -> std::io::Result<()> {
+        if self.line.capacity() > KEPT_BUFFER {
+            self.line = Vec::with_capacity(256);
+        }
         self.line.clear();
         for value in values {
-            serde_json::to_writer(&mut self.line, value)?;
-            self.line.push(b'\n');
+            if let Some(len) = super::fit::push_line(&mut self.line, value, self.max_line)? {
+                tracing::warn!(
+                    "{}: an event's line of {len} bytes was cut to fit max_transcript_line_bytes ({})",
+                    self.path.display(),
+                    self.max_line
+                );
+            }
         }
         self.file.write_all(&self.line)?;
         self.file.flush()

@@ -475,6 +475,20 @@ async fn run_turn(
                 .send_notification(UntypedMessage::new(REPEAT_MARKER, raw)?)?;
             turn.chunk("after")?;
         }
+        // `bigtext MIB [CHUNKS]`: a final message of CHUNKS (default 2)
+        // message chunks of MIB MiB of `x` each (each chunk one line,
+        // written once and repeated); the stored reply is only its size.
+        "bigtext" => {
+            let mut words = rest.split_whitespace();
+            let bad = || Error::invalid_params().data(format!("bigtext: bad size {rest:?}"));
+            let mib: usize = words.next().unwrap_or("").parse().map_err(|_| bad())?;
+            let chunks: u64 = words.next().unwrap_or("2").parse().map_err(|_| bad())?;
+            let line = chunk_line(&turn.session_id, &"x".repeat(mib << 20))?;
+            let repeat = serde_json::json!({ "line": line, "count": chunks });
+            turn.cx
+                .send_notification(UntypedMessage::new(REPEAT_MARKER, repeat)?)?;
+            turn.reply = format!("bigtext: {} bytes", (mib as u64 * chunks) << 20);
+        }
         // `hugeline BYTES`: one stdout line of BYTES bytes that never ends;
         // the agent then waits. Only a cap on a message ends the turn.
         "hugeline" => {

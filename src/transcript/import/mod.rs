@@ -658,15 +658,17 @@ pub fn default_out(file: &Path) -> PathBuf {
     PathBuf::from(format!("{stem}.quorum.jsonl"))
 }
 
-/// Writes `imported` as a transcript: the header, then one event a line.
+/// Writes `imported` as a transcript: the header, then one event a line,
+/// none longer than the reader's default limit (as the recorder writes
+/// them: an event's longest strings cut, the cut named).
 pub fn write(imported: &Imported, out: &mut impl Write) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(&imported.header)?;
-    line.push(b'\n');
+    let max = crate::confine::limits::MAX_TRANSCRIPT_LINE;
+    let mut line = Vec::new();
+    super::fit::push_line(&mut line, &imported.header, max)?;
     out.write_all(&line)?;
     for event in &imported.events {
         line.clear();
-        serde_json::to_writer(&mut line, event)?;
-        line.push(b'\n');
+        super::fit::push_line(&mut line, event, max)?;
         out.write_all(&line)?;
     }
     out.flush()
