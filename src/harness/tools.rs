@@ -47,6 +47,30 @@ pub fn cap(mut text: String) -> String {
     text
 }
 
+/// Cuts `text` to [`OUTPUT_CAP`] bytes by its middle, saying so: a
+/// command's result keeps its start (the exit status, what was cut
+/// before) and its end (where the errors and the summary are).
+pub fn cap_middle(text: String) -> String {
+    if text.len() <= OUTPUT_CAP {
+        return text;
+    }
+    let mut head = OUTPUT_CAP / 4;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (OUTPUT_CAP - head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[output cut: {} bytes, showing the first {head} and the last {}]\n{}",
+        &text[..head],
+        text.len(),
+        text.len() - tail,
+        &text[tail..]
+    )
+}
+
 fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, ToolError> {
     let text = if call.arguments.trim().is_empty() {
         "{}"
@@ -445,7 +469,7 @@ async fn shell(
             text.push('\n');
         }
     }
-    Ok(cap(text))
+    Ok(cap_middle(text))
 }
 
 /// Reads a pipe to its end on a task of its own, keeping the newest
@@ -1112,10 +1136,13 @@ mod tests {
     #[tokio::test]
     async fn a_command_printing_more_than_the_cap_says_what_was_cut() {
         let (_dir, t, _tx, rx) = tools();
-        let total = 30_000_000;
+        let total = 30_000_008;
         let out = t
             .run(
-                call("shell", json!({"command": "yes | head -c 30000000"})),
+                call(
+                    "shell",
+                    json!({"command": "yes | head -c 30000000; echo the end"}),
+                ),
                 rx,
             )
             .await
@@ -1129,6 +1156,9 @@ mod tests {
         );
         assert!(out.starts_with(&note), "{}", &out[..200]);
         assert!(out.len() < OUTPUT_CAP + 200, "{}", out.len());
+        // The model sees the command's end too, where its errors are.
+        assert!(out.ends_with("y\nthe end\n"), "{}", &out[out.len() - 200..]);
+        assert!(out.contains("[output cut: "), "{out}");
     }
 
     /// What a pipe's reader keeps: at most the last [`MAX_OUTPUT`] bytes,
