@@ -56,7 +56,7 @@ impl Connection {
         policy: Option<&Policy>,
     ) -> Result<Arc<Self>, AcpError> {
         let agent = spec.name.clone();
-        let (mut child, group, sandboxed) = spawn(spec, root, supervisor, policy)?;
+        let (mut child, group, sandboxed) = spawn(spec, root, supervisor, policy).await?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
@@ -309,8 +309,10 @@ impl Connection {
 
 /// Finds `spec`'s command and starts it in `root`, its stdio piped, as a
 /// process group owned by `supervisor`; under bubblewrap when `policy`
-/// says so (the last value: whether it is).
-pub(super) fn spawn(
+/// says so (the last value: whether it is). The sandbox is made ready on a
+/// blocking thread: bringing an agent's private home up to date copies
+/// files.
+pub(super) async fn spawn(
     spec: &AgentSpec,
     root: &Root,
     supervisor: &Supervisor,
@@ -338,13 +340,24 @@ pub(super) fn spawn(
     };
     let (mut cmd, sandboxed) = match policy {
         Some(policy) => {
-            let confined = sandbox::command(
-                &path,
-                &spec.args,
-                (root.path(), root.path()),
-                policy,
-                sandbox::Env::Agent(&spec.env),
-            )
+            let (path, args, dir, policy, env) = (
+                path.clone(),
+                spec.args.clone(),
+                root.path().to_path_buf(),
+                policy.clone(),
+                spec.env.clone(),
+            );
+            let confined = tokio::task::spawn_blocking(move || {
+                sandbox::command(
+                    &path,
+                    &args,
+                    (&dir, &dir),
+                    &policy,
+                    sandbox::Env::Agent(&env),
+                )
+            })
+            .await
+            .map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?
             .map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
             if let Some(weaker) = &confined.weaker {
                 tracing::warn!("{agent}: {weaker}");

@@ -180,6 +180,7 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
     let policy = spec.process_policy(hosted.isolated);
     let (mut child, group, _sandboxed) =
         super::process::spawn(&spec, &root, supervisor, policy.as_ref())
+            .await
             .map_err(|e| e.to_string())?;
     let mut agent_in = child.stdin.take().expect("piped");
     let agent_out = child.stdout.take().expect("piped");
