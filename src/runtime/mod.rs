@@ -2,12 +2,14 @@
 //! source of task and call state), the event bus, the process supervisor
 //! (every process quorum starts) and its reaper (every descendant),
 //! cancellation, commands confined to the session directory (`sandbox`), the
-//! `git` quorum runs (hardened: `git`), and where commands are found on `PATH`.
+//! `git` quorum runs (hardened: `git`), what other programs run from a tree
+//! an agent writes (`machinery`), and where commands are found on `PATH`.
 
 pub mod board;
 pub mod bus;
 pub mod cancel;
 pub mod git;
+pub mod machinery;
 pub mod path;
 pub mod reaper;
 pub mod sandbox;

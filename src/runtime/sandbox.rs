@@ -2,8 +2,10 @@
 //! installed and not turned off) the file system is read-only except the
 //! session directory (and, for an agent process, its own state), with that
 //! directory's `.git` and in-tree hooks read-only too (`super::git::
-//! protected`); a private `/tmp`; its own process ids; and its own network
-//! namespace unless the network is allowed. It has no controlling terminal
+//! protected`), and, in the person's own tree, the files at its top that
+//! other programs run (`super::machinery::readonly`); a private `/tmp`;
+//! its own process ids; and its own network namespace unless the network
+//! is allowed. It has no controlling terminal
 //! to push keystrokes into: the supervisor starts every process in a new
 //! session (not bubblewrap's `--new-session`, which would move the command
 //! out of the process group the supervisor ends). Shared by the internal agent's
@@ -221,7 +223,8 @@ fn environment(env: Env<'_>) -> Vec<OsString> {
 /// The mounts and namespaces: `/` read-only, a new `/dev`, `/proc` and
 /// `/tmp`; what the private `/tmp` would hide that the process needs to
 /// find its programs, read-only; `root` and `policy.writable` writable;
-/// `policy.readonly` and what git would run in `root` read-only again; the working directory;
+/// `policy.readonly`, what git would run in `root` and what other programs run at its top
+/// (`super::machinery::readonly`) read-only again; the working directory;
 /// new process ids and session, no network unless allowed.
 fn mounts(program: &OsStr, root: &Path, cwd: &Path, policy: &Policy) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::new();
@@ -249,6 +252,9 @@ fn mounts(program: &OsStr, root: &Path, cwd: &Path, policy: &Policy) -> Vec<OsSt
     }
     for path in super::git::protected(root) {
         push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    for path in super::machinery::readonly(root, &policy.writable) {
+        push(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
     push(&["--chdir".as_ref(), cwd.as_os_str()]);
     push(&["--unshare-pid".as_ref()]);
