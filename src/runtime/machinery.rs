@@ -210,12 +210,13 @@ pub fn asking(root: &Path, hooks: Option<PathBuf>) -> Option<crate::confine::fsr
 
 /// Reads the tree under `top` breadth first, at most `limit` entries, never
 /// following a link and never entering `top/.git`; `visit` gets each
-/// entry's path below `top` and its metadata (of the entry itself), and
-/// says whether to enter a folder. True when every entry was read.
+/// entry's path below `top`, what it is (from the folder's listing: no
+/// `stat` for the entries nobody records) and the entry, and says whether
+/// to enter a folder. True when every entry was read.
 fn walk(
     top: &Path,
     limit: usize,
-    mut visit: impl FnMut(&Path, &std::fs::Metadata) -> bool,
+    mut visit: impl FnMut(&Path, std::fs::FileType, &std::fs::DirEntry) -> bool,
 ) -> bool {
     let mut queue: VecDeque<PathBuf> = VecDeque::from([PathBuf::new()]);
     let mut read = 0usize;
@@ -232,11 +233,11 @@ fn walk(
             if below.as_os_str().is_empty() && is_dot_git(&name) {
                 continue;
             }
-            let Ok(meta) = entry.metadata() else {
+            let Ok(kind) = entry.file_type() else {
                 continue;
             };
             let path = below.join(&name);
-            if visit(&path, &meta) && meta.is_dir() {
+            if visit(&path, kind, &entry) && kind.is_dir() {
                 queue.push_back(path);
             }
         }
@@ -249,7 +250,7 @@ fn walk(
 /// read the whole tree (at most `limit` entries).
 pub fn nested_gits(top: &Path, limit: usize) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
-    let whole = walk(top, limit, |path, _| {
+    let whole = walk(top, limit, |path, _, _| {
         let git = path.file_name().is_some_and(is_dot_git);
         if git {
             found.push(path.to_path_buf());
@@ -327,18 +328,21 @@ impl Snapshot {
     pub fn take(top: &Path, hooks: Option<PathBuf>, limit: usize) -> Self {
         let hooks = hooks_below(top, hooks);
         let mut found = BTreeMap::new();
-        let whole = walk(top, limit, |path, meta| {
+        let whole = walk(top, limit, |path, kind, entry| {
             if path.file_name().is_some_and(is_dot_git) {
-                found.insert(path.to_path_buf(), (Kind::Git, Id::of(meta)));
-                if meta.is_dir() {
+                if let Ok(meta) = entry.metadata() {
+                    found.insert(path.to_path_buf(), (Kind::Git, Id::of(&meta)));
+                }
+                if kind.is_dir() {
                     record_git_dir(top, path, &mut found);
                 }
                 return false;
             }
-            if !meta.is_dir()
+            if !kind.is_dir()
                 && let Some(why) = runs_later(path, hooks.as_deref())
+                && let Ok(meta) = entry.metadata()
             {
-                found.insert(path.to_path_buf(), (Kind::RunsLater(why), Id::of(meta)));
+                found.insert(path.to_path_buf(), (Kind::RunsLater(why), Id::of(&meta)));
             }
             true
         });
