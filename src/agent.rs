@@ -130,6 +130,12 @@ pub struct TurnRequest<'a> {
     /// `quorum` server a conductor is handed (its calls are the person's
     /// chat asking quorum; each sub-agent has its own permissions).
     pub trusted_mcp: Option<&'a str>,
+    /// Whether a person answers what is asked (the session's policy is
+    /// `ask`: the TUI, or an editor through `quorum acp`), whatever the
+    /// agent's own policy: quorum asks them before an agent writes a file
+    /// other programs run in their own tree; with nobody to ask, such a
+    /// write is refused.
+    pub person: bool,
 }
 
 /// The person's answer to a permission request: an option index, or

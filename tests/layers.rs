@@ -19,8 +19,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The model providers.
     ("llm", &[]),
     // Git worktrees for isolated writers (the git CLI, hardened): the
-    // vocabulary's diffstat and severity, and the hardened git.
-    ("worktree", &["event", "runtime::git"]),
+    // vocabulary's diffstat and severity, the hardened git, and what other
+    // programs run from a tree (a nested `.git`, hooks, tool configs).
+    ("worktree", &["event", "runtime::git", "runtime::machinery"]),
     // Board, bus, supervisor, cancellation, PATH lookup.
     ("runtime", &["event", "confine"]),
     // The agent interface that ACP agents and the internal agent implement.

@@ -747,3 +747,135 @@ for name, (nr, *args) in calls.items():
         assert!(reply.contains(&format!("{name} EPERM")), "{name}: {reply}");
     }
 }
+
+/// Issue 35 (4): a `.git` planted in a folder of the person's tree would
+/// run its `core.fsmonitor` on their next `git status` there (or when a
+/// git-aware shell prompt enters it). `fs/write_text_file` refuses to make
+/// one; a terminal's command (which the sandbox cannot refuse a `mkdir`)
+/// makes one, and the turn's box names it when the turn ends.
+#[test]
+fn a_planted_dot_git_is_refused_by_fs_and_named_after_a_terminal_made_one() {
+    need_bwrap();
+    let s = shell();
+    let dir = repository(&s);
+    let out = outside();
+    let mark = out.path().join("fsmonitor-ran");
+    let config = format!("[core]\n\tfsmonitor = touch {}\n", mark.display());
+    for path in ["sub/.git/config", "sub/.git"] {
+        let reply = call(&s, &format!("write {path} {config}"));
+        assert!(
+            reply.starts_with(&format!("write failed: {path}: refused: "))
+                && reply.contains("inside the repository's .git"),
+            "{path}: {reply}"
+        );
+    }
+    assert!(!dir.join("sub").exists(), "nothing was made");
+
+    let input = format!(
+        "term run mkdir -p sub/.git/objects sub/.git/refs && echo 'ref: refs/heads/main' > \
+         sub/.git/HEAD && printf '[core]\\n\\tfsmonitor = touch {}\\n' > sub/.git/config && \
+         echo planted",
+        mark.display()
+    );
+    let o = s.run_unwedged(&["call", "--agent", "fake", "--input", &input]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("exit: 0"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(dir.join("sub/.git/config").exists(), "the command made it");
+    let said = text(&o.stderr);
+    assert!(
+        said.contains(&format!(
+            "a git repository below {} appeared or changed during this turn: sub/.git (made)",
+            dir.display()
+        )),
+        "the box does not name it: {said}"
+    );
+    assert!(said.contains("core.fsmonitor"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "remove it (`rm -rf {}`) if you did not make it",
+            dir.join("sub/.git").display()
+        )),
+        "{said}"
+    );
+    assert!(!mark.exists(), "nothing ran it");
+}
+
+/// Issue 35 (5), husky 9 (`core.hooksPath = .husky/_`): the scripts in
+/// `.husky/` run on the person's next commit, and `.envrc` when direnv
+/// enters the folder. In the person's own tree a terminal's command
+/// cannot change them (read-only), `fs/write_text_file` is refused with
+/// nobody to ask (headless), naming the file and how to allow it; a file
+/// other programs run that a command makes during a turn (none was there
+/// to be bound) is named when the turn ends; the person's commit runs
+/// nothing the agent wrote.
+#[test]
+fn husky_9_scripts_and_files_other_programs_run_are_kept_in_the_persons_tree() {
+    need_bwrap();
+    let s = shell();
+    let dir = repository(&s);
+    let out = outside();
+    let mark = out.path().join("escaped");
+    std::fs::create_dir_all(dir.join(".husky/_")).unwrap();
+    std::fs::write(dir.join(".husky/_/pre-commit"), "#!/bin/sh\n").unwrap();
+    std::fs::write(dir.join(".husky/pre-commit"), "exit 0\n").unwrap();
+    std::fs::write(dir.join(".envrc"), "use nix\n").unwrap();
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "husky"]);
+    git(&dir, &["config", "core.hooksPath", ".husky/_"]);
+    let evil = format!("touch {}", mark.display());
+
+    for path in [".husky/pre-commit", ".envrc"] {
+        let reply = call(&s, &format!("term run echo '{evil}' >> {path}"));
+        assert!(!reply.starts_with("exit: 0"), "{path}: {reply}");
+        assert!(reply.contains("Read-only file system"), "{path}: {reply}");
+        let reply = call(&s, &format!("write {path} {evil}"));
+        assert!(
+            reply.starts_with(&format!("write failed: {path}: refused: ")),
+            "{path}: {reply}"
+        );
+        assert!(
+            reply.contains("in your own tree an agent writes it only once you allow it")
+                && reply.contains("give the task isolation \"worktree\""),
+            "{path}: {reply}"
+        );
+    }
+    assert!(
+        call(&s, &format!("write .husky/pre-commit {evil}"))
+            .contains("husky runs it as a git hook"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".husky/pre-commit")).unwrap(),
+        "exit 0\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".envrc")).unwrap(),
+        "use nix\n"
+    );
+
+    let o = s.run_unwedged(&[
+        "call",
+        "--agent",
+        "fake",
+        "--input",
+        "term run mkdir -p .vscode && echo '{}' > .vscode/tasks.json && echo made",
+    ]);
+    assert!(
+        text(&o.stdout).starts_with("exit: 0"),
+        "{}",
+        text(&o.stdout)
+    );
+    let said = text(&o.stderr);
+    assert!(
+        said.contains(".vscode/tasks.json (made: VS Code runs its tasks"),
+        "not named after the turn: {said}"
+    );
+
+    // The person's next commit runs their hooks, none of the agent's.
+    std::fs::write(dir.join("a.txt"), "two\n").unwrap();
+    git(&dir, &["commit", "-qam", "the person's commit"]);
+    assert!(!mark.exists(), "something the agent planted ran");
+}

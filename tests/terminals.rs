@@ -721,6 +721,7 @@ async fn a_turn_given_up_ends_its_commands() {
                 exclude: None,
                 elicit: quorum::agent::Elicit::Decline,
                 trusted_mcp: None,
+                person: false,
             },
             &sink,
             &mut control,

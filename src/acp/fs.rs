@@ -1,7 +1,10 @@
 //! The client's file requests: `fs/read_text_file` and
 //! `fs/write_text_file`, confined to the session's directory (and kept from
 //! what the session may not read), answered from tasks of their own so the
-//! dispatch loop never waits on the disk. Where quorum itself serves an
+//! dispatch loop never waits on the disk. In the person's own tree a write
+//! of a file other programs run (`runtime::machinery`) is asked of the
+//! person first, through the session's turn, whatever the agent's policy;
+//! with nobody to ask it is refused. Where quorum itself serves an
 //! editor that offers files (`quorum acp`), the session directory's reads
 //! and writes go to the editor, after the same checks, by a path with no
 //! link in it, pinned while the editor has it and checked again when it
@@ -18,9 +21,61 @@ use agent_client_protocol::v1::schema::{
     ReadTextFileRequest, ReadTextFileResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 
-use super::route::{Incoming, Routes, route};
+use super::route::{Consent, Incoming, Routes, WriteAsk, route};
 use crate::confine::fsroot::{Exclude, FsError, Root};
 use crate::confine::pin::{Changed, Pinned};
+
+/// Runs `write` (a check or a write on `root`); when it is refused as a
+/// file other programs run, asks the person through the session's turn and,
+/// allowed, runs it again with their leave for that path. The error to
+/// answer says what happened.
+async fn with_leave<T: Send + 'static>(
+    root: Root,
+    (routes, session): (&Routes, &str),
+    content: &str,
+    write: impl Fn(&Root) -> Result<T, FsError> + Send + Clone + 'static,
+) -> Result<Result<T, FsError>, String> {
+    let first = {
+        let (root, write) = (root.clone(), write.clone());
+        tokio::task::spawn_blocking(move || write(&root))
+            .await
+            .map_err(|e| format!("stopped: {e}"))?
+    };
+    let Err(FsError::Unasked { path, below, why }) = first else {
+        return Ok(first);
+    };
+    let old = {
+        let (root, below) = (root.clone(), below.clone());
+        tokio::task::spawn_blocking(move || root.read(&below, None, None).ok())
+            .await
+            .ok()
+            .flatten()
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let asked = WriteAsk {
+        path: path.clone(),
+        below: below.clone(),
+        why,
+        content: content.to_string(),
+        old,
+        reply,
+    };
+    // No turn to ask through: dropped, and so nobody to ask.
+    let _ = route(routes, session, Incoming::Ask(Box::new(asked)));
+    match answer.await.unwrap_or(Consent::NobodyToAsk) {
+        Consent::Allowed => {
+            let root = root.with_consent(&below);
+            tokio::task::spawn_blocking(move || write(&root))
+                .await
+                .map_err(|e| format!("stopped: {e}"))
+        }
+        Consent::Refused => Ok(Err(FsError::Protected {
+            path,
+            why: format!("{why}, and you did not allow the agent to write it"),
+        })),
+        Consent::NobodyToAsk => Ok(Err(FsError::Unasked { path, below, why })),
+    }
+}
 
 /// Files as the editor that runs quorum has them (its unsaved buffers
 /// too): `fs/read_text_file` and `fs/write_text_file` asked of it in turn.
@@ -161,10 +216,15 @@ pub(super) fn on_write_text_file(
     tokio::spawn(async move {
         let session = req.session_id.0.clone();
         let path = req.path.clone();
-        // What the task may not read, it may not overwrite either.
-        let written = tokio::task::spawn_blocking(move || {
-            root.check(&req.path, exclude.as_ref())
-                .and_then(|()| root.write(&req.path, &req.content))
+        // What the task may not read, it may not overwrite either; a file
+        // other programs run, only once the person allowed it.
+        let content = std::sync::Arc::new(req.content);
+        let written = with_leave(root, (&routes, &session), &content, {
+            let (path, content) = (req.path, content.clone());
+            move |root: &Root| {
+                root.check(&path, exclude.as_ref())
+                    .and_then(|()| root.write(&path, &content))
+            }
         })
         .await;
         let _ = match written {
@@ -179,7 +239,7 @@ pub(super) fn on_write_text_file(
             }
             Err(e) => responder.respond_with_error(
                 agent_client_protocol::Error::internal_error()
-                    .data(format!("the write to {} stopped: {e}", path.display())),
+                    .data(format!("the write to {} {e}", path.display())),
             ),
         };
     });
@@ -280,10 +340,10 @@ fn write_to_host(
         let session = req.session_id.0.clone();
         let content = req.content;
         let path = req.path;
-        let checked = tokio::task::spawn_blocking(move || {
+        let checked = with_leave(root, (&routes, &session), &content, move |root: &Root| {
             root.check(&path, exclude.as_ref())
                 .and_then(|()| root.resolve_write(&path))
-                .and_then(|real| Pinned::new(&root, &path, &real))
+                .and_then(|real| Pinned::new(root, &path, &real))
         })
         .await;
         let answer = match checked {
@@ -312,8 +372,9 @@ fn write_to_host(
                 );
                 Err(fs_error(&e))
             }
-            Err(e) => Err(agent_client_protocol::Error::internal_error()
-                .data(format!("the write stopped: {e}"))),
+            Err(e) => {
+                Err(agent_client_protocol::Error::internal_error().data(format!("the write {e}")))
+            }
         };
         let _ = match answer {
             Ok(()) => responder.respond(WriteTextFileResponse::new()),
@@ -343,6 +404,7 @@ fn fs_error(e: &crate::confine::fsroot::FsError) -> agent_client_protocol::Error
         FsError::Outside { .. }
         | FsError::Excluded { .. }
         | FsError::Protected { .. }
+        | FsError::Unasked { .. }
         | FsError::NotRegular { .. }
         | FsError::TooBig { .. }
         | FsError::TooDeep { .. } => agent_client_protocol::ErrorCode::INVALID_PARAMS,

@@ -175,6 +175,9 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
         hosted.env = serde_json::from_slice(&read?).map_err(|e| format!("{file}: {e}"))?;
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if hosted.isolated {
+        crate::runtime::machinery::mark_worktree(dir);
+    }
     let root = crate::runtime::git::root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let spec = hosted.spec();
     let policy = spec.process_policy(hosted.isolated);

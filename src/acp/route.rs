@@ -4,6 +4,7 @@
 //! that hand them on.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::Responder;
@@ -40,6 +41,35 @@ pub(super) enum Incoming {
     /// Activity quorum itself records for the turn: a client terminal's
     /// command, output and exit.
     Activity(crate::event::Activity),
+    /// quorum's own question for the person: may the agent write a file
+    /// other programs run, in their own tree (`fs/write_text_file`).
+    Ask(Box<WriteAsk>),
+}
+
+/// A write to a file other programs run (`runtime::machinery`), in the
+/// person's own tree, put to the person by the turn it belongs to.
+pub(super) struct WriteAsk {
+    /// As the agent named it.
+    pub(super) path: PathBuf,
+    /// Below the session directory, where it lands.
+    pub(super) below: PathBuf,
+    /// Which program runs it, and how.
+    pub(super) why: &'static str,
+    /// What would be written.
+    pub(super) content: String,
+    /// What is there now (`None`: nothing, or nothing to show).
+    pub(super) old: Option<String>,
+    pub(super) reply: tokio::sync::oneshot::Sender<Consent>,
+}
+
+/// The answer to a [`WriteAsk`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Consent {
+    Allowed,
+    /// The person said no, or the turn ended first.
+    Refused,
+    /// Nobody to ask: headless, or no turn of the session runs.
+    NobodyToAsk,
 }
 
 /// Each running turn's route, by session id: the turn's own session and

@@ -1,7 +1,8 @@
 //! One turn over a connection: the session opened for it, the prompt, the
 //! loop that takes in what the agent sends (updates, permission requests,
 //! notices) and what the person does (answers, cancels), and the outcome.
-//! Also the turn's state: its text, its pending permission requests, and
+//! Also the turn's state: its text, its pending permission requests (the
+//! agent's, and quorum's own: may it write a file other programs run), and
 //! the child sessions its agent announces.
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use super::error::describe;
 use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
-use super::route::{Chunk, Incoming, Route};
+use super::route::{Chunk, Consent, Incoming, Route, WriteAsk};
 use super::stream::{Stream, Turn};
 use super::translate::{ChildInfo, stop_reason};
 use crate::agent::{PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
@@ -233,6 +234,14 @@ struct Running<'a> {
             Responder<RequestPermissionResponse>,
         ),
     >,
+    /// Whether a person answers what is asked (else quorum's own
+    /// questions are refused at once).
+    person: bool,
+    /// quorum's own questions waiting for the person: may the agent write
+    /// a file other programs run (`fs/write_text_file`), by id.
+    asks: HashMap<String, tokio::sync::oneshot::Sender<Consent>>,
+    /// How many of those the turn asked (their ids).
+    asked: u32,
     /// The questions (elicitations) waiting for the person.
     elicitations: super::elicit::Elicitations,
     /// What the turn's elicitations get.
@@ -258,6 +267,9 @@ impl<'a> Running<'a> {
             children: HashMap::new(),
             asked_by: HashMap::new(),
             pending: HashMap::new(),
+            person: request.person,
+            asks: HashMap::new(),
+            asked: 0,
             elicitations: Default::default(),
             elicit: request.elicit,
         }
@@ -333,6 +345,7 @@ impl<'a> Running<'a> {
                 );
             }
             Incoming::ElicitationComplete(id) => self.elicitations.complete(&id, self.sink),
+            Incoming::Ask(ask) => self.ask(from, *ask),
             // A terminal's output is shown even after a cancel: it is
             // what the command did.
             Incoming::Activity(activity) => self.sink.activity(activity),
@@ -473,8 +486,76 @@ impl<'a> Running<'a> {
         }
     }
 
+    /// quorum's own question: may the agent write `ask.path`, a file
+    /// other programs run, in the person's own tree? Shown as a permission
+    /// request whatever the turn's policy (an agent's `allow` does not
+    /// cover it); with nobody to ask, or once cancelled, refused at once.
+    fn ask(&mut self, from: String, ask: WriteAsk) {
+        if !self.person || self.stream.is_cancelled() {
+            let consent = if self.person {
+                Consent::Refused
+            } else {
+                Consent::NobodyToAsk
+            };
+            let _ = ask.reply.send(consent);
+            return;
+        }
+        let child = (from != self.session_id).then_some(from.as_str());
+        self.asked += 1;
+        let id = format!("quorum-write-{}", self.asked);
+        let shown = ask.below.display().to_string();
+        let sink = &Both {
+            sink: self.sink,
+            child,
+        };
+        sink.activity(Activity::PermissionRequest {
+            id: id.clone(),
+            title: format!(
+                "write {shown}? {} (quorum asks: files other programs run are written in your tree only with your leave)",
+                ask.why
+            ),
+            options: vec!["Allow once".into(), "Reject".into()],
+            detail: Box::new(crate::event::ToolDetail {
+                kind: Some("edit".into()),
+                locations: vec![ask.path.display().to_string()],
+                content: vec![crate::event::ToolContent::Diff {
+                    path: shown,
+                    old_text: ask.old,
+                    new_text: ask.content,
+                }],
+                ..Default::default()
+            }),
+        });
+        if let Some(c) = child {
+            self.asked_by.insert(id.clone(), c.to_string());
+        }
+        self.asks.insert(id, ask.reply);
+    }
+
     /// The person's answer to a pending permission request.
     fn answer(&mut self, answer: PermissionAnswer) {
+        if let Some(reply) = self.asks.remove(&answer.request_id) {
+            let child = self.asked_by.remove(&answer.request_id);
+            let allowed = answer.option == Some(0);
+            let sink = &Both {
+                sink: self.sink,
+                child: child.as_deref(),
+            };
+            sink.activity(Activity::PermissionResolved {
+                id: answer.request_id,
+                outcome: match answer.option {
+                    Some(0) => "Allow once".into(),
+                    Some(_) => "Reject".into(),
+                    None => "cancelled".into(),
+                },
+            });
+            let _ = reply.send(if allowed {
+                Consent::Allowed
+            } else {
+                Consent::Refused
+            });
+            return;
+        }
         if let Some((req, responder)) = self.pending.remove(&answer.request_id) {
             let chosen = answer.option.and_then(|i| req.options.get(i));
             let outcome = chosen.map_or("cancelled".to_string(), |o| o.name.clone());
@@ -564,6 +645,18 @@ impl<'a> Running<'a> {
                 RequestPermissionOutcome::Cancelled,
             ));
         }
+        for (id, reply) in self.asks.drain() {
+            let child = self.asked_by.remove(&id);
+            let sink = &Both {
+                sink: self.sink,
+                child: child.as_deref(),
+            };
+            sink.activity(Activity::PermissionResolved {
+                id,
+                outcome: "cancelled".into(),
+            });
+            let _ = reply.send(Consent::Refused);
+        }
         self.elicitations
             .cancel_all(self.sink, "the turn was cancelled");
     }
@@ -576,6 +669,9 @@ impl<'a> Running<'a> {
             let _ = responder.respond(RequestPermissionResponse::new(
                 RequestPermissionOutcome::Cancelled,
             ));
+        }
+        for (_, reply) in self.asks.drain() {
+            let _ = reply.send(Consent::Refused);
         }
         let conn = self.conn;
         let final_text = lock(&self.stream.turn).take_final();

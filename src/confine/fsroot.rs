@@ -9,6 +9,11 @@
 //! read or written (a FIFO would block forever), and reads are capped. A
 //! path deeper than [`MAX_DEPTH`] is refused, and a walk holds no more than
 //! a few descriptors at once, however deep it goes.
+//!
+//! Writes never go into a `.git` or a guarded folder; where the root is
+//! the person's own tree, the files other programs run (`Root::asking`)
+//! are written only once the person allowed that very path, checked at
+//! each step of the walk that writes it.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -37,6 +42,17 @@ pub enum FsError {
         path: PathBuf,
         parts: usize,
         limit: usize,
+    },
+    /// A file other programs run, in the person's own tree, not allowed
+    /// (yet): the person may be asked ([`Root::with_consent`]) for `below`,
+    /// where the write would land.
+    #[error(
+        "{path}: refused: {why}; in your own tree an agent writes it only once you allow it, and you were not asked here: write it yourself, or give the task isolation \"worktree\" (/merge then names the file and asks for /merge! before it reaches your tree)"
+    )]
+    Unasked {
+        path: PathBuf,
+        below: PathBuf,
+        why: &'static str,
     },
     #[error("{path}: not a regular file ({kind}); only regular files are read or written")]
     NotRegular { path: PathBuf, kind: &'static str },
@@ -181,10 +197,25 @@ fn kind(t: std::fs::FileType) -> &'static str {
     }
 }
 
+/// Which paths below a root (`/` between their parts) other programs run,
+/// and why: written only with the person's leave ([`Root::asking`]).
+#[derive(Clone)]
+pub struct Asking(pub Arc<AskFor>);
+
+/// Why a path below a root is asked for, if it is.
+pub type AskFor = dyn Fn(&Path) -> Option<&'static str> + Send + Sync;
+
+impl std::fmt::Debug for Asking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Asking(..)")
+    }
+}
+
 /// The directory an agent may read and write, pinned by a descriptor.
 /// Nothing inside a `.git` (a repository's machinery: its config and hooks
 /// are run by git) is written, nor anything under the folders named by
-/// [`Root::guarding`] (the repository's in-tree `core.hooksPath`).
+/// [`Root::guarding`] (the repository's in-tree `core.hooksPath`); what
+/// [`Root::asking`] names only once the person allowed it.
 #[derive(Debug, Clone)]
 pub struct Root {
     path: PathBuf,
@@ -192,6 +223,10 @@ pub struct Root {
     max_read: u64,
     /// Folders below the root that are never written, as paths below it.
     guarded: Arc<[PathBuf]>,
+    /// What is written only with the person's leave.
+    asking: Option<Asking>,
+    /// The one such path (below the root) the person allowed.
+    consent: Option<PathBuf>,
 }
 
 impl PartialEq for Root {
@@ -215,7 +250,72 @@ impl Root {
             dir: Arc::new(fd),
             max_read: crate::confine::limits::MAX_READ,
             guarded: Arc::from([]),
+            asking: None,
+            consent: None,
         })
+    }
+
+    /// The same root, writing what `asking` names only with the person's
+    /// leave: refused with [`FsError::Unasked`] until it is given
+    /// ([`Root::with_consent`]). Where links lead is what counts.
+    pub fn asking(mut self, asking: Option<Asking>) -> Self {
+        self.asking = asking;
+        self
+    }
+
+    /// The same root, allowed to write `below` (a path below it, as
+    /// [`FsError::Unasked`] named it) although it is asked for: the person
+    /// said yes. Any other path it is asked for is still refused.
+    pub fn with_consent(&self, below: &Path) -> Self {
+        let mut root = self.clone();
+        root.consent = Some(below.to_path_buf());
+        root
+    }
+
+    /// Refuses a write through `below` (a path below the root, links
+    /// followed) that [`Root::asking`] names, unless the person allowed
+    /// it: the whole path (`last`), or one through it.
+    fn ask(&self, path: &Path, below: &[OsString], last: bool) -> Result<(), FsError> {
+        let Some(asking) = &self.asking else {
+            return Ok(());
+        };
+        let below: PathBuf = below.iter().collect();
+        let Some(why) = (asking.0)(&below) else {
+            return Ok(());
+        };
+        let allowed = self.consent.as_ref().is_some_and(|c| {
+            if last {
+                *c == below
+            } else {
+                c.starts_with(&below)
+            }
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err(FsError::Unasked {
+                path: path.to_path_buf(),
+                below,
+                why,
+            })
+        }
+    }
+
+    /// [`Root::ask`] for where a write to `path` lands (after
+    /// [`Root::guard`]), before anything is made on the way.
+    fn ask_first(&self, path: &Path) -> Result<(), FsError> {
+        if self.asking.is_none() {
+            return Ok(());
+        }
+        let below: Vec<OsString> = self
+            .walk(path, Walk::Probe)?
+            .below
+            .components()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
+        // What is never written is refused as such, asked for or not.
+        self.guard(path, &below)?;
+        self.ask(path, &below, true)
     }
 
     /// The same root, never writing under `paths` (absolute; those outside
@@ -418,6 +518,7 @@ impl Root {
                 let mut next = names.clone();
                 next.push(name.clone());
                 self.guard(path, &next)?;
+                self.ask(path, &next, todo.is_empty())?;
             }
             let here = dirs.back().map_or(self.dir.as_fd(), |d| d.as_fd());
             let last = todo.is_empty();
@@ -618,7 +719,8 @@ impl Root {
 
     /// Where a write to `path` would land, refused as [`Root::write`]
     /// refuses it (outside the root, inside a `.git`, under a guarded
-    /// folder), for a write someone else makes: no directory is made.
+    /// folder, asked for and not allowed), for a write someone else makes:
+    /// no directory is made.
     pub fn resolve_write(&self, path: &Path) -> Result<PathBuf, FsError> {
         self.guard_named(path)?;
         let found = self.walk(path, Walk::Probe)?;
@@ -628,6 +730,7 @@ impl Root {
             .map(|c| c.as_os_str().to_owned())
             .collect();
         self.guard(path, &below)?;
+        self.ask(path, &below, true)?;
         Ok(self.path.join(found.below))
     }
 
@@ -716,6 +819,7 @@ impl Root {
             source,
         };
         self.guard_named(path)?;
+        self.ask_first(path)?;
         let found = self.walk(path, Walk::Write)?;
         let Some((dir, name)) = found.parent else {
             return Err(FsError::NotRegular {
@@ -840,6 +944,72 @@ mod tests {
         root.write(Path::new(".github/ci.yml"), "ok").unwrap();
         root.write(Path::new("src/.gitignore"), "ok").unwrap();
         root.write(Path::new("husky.txt"), "ok").unwrap();
+    }
+
+    /// What the root asks for is refused, naming where the write lands,
+    /// until that very path is allowed; nothing is made on the way, and an
+    /// allowed path allows no other.
+    #[test]
+    fn what_is_asked_for_is_written_only_once_allowed() {
+        let (dir, _o, root) = setup();
+        let d = dir.path();
+        let root = root.asking(Some(Asking(Arc::new(|below: &Path| {
+            (below.starts_with(".claude") || below == Path::new(".envrc"))
+                .then_some("another program runs it")
+        }))));
+        std::os::unix::fs::symlink(".envrc", d.join("innocent")).unwrap();
+        for (path, lands) in [
+            (".claude/settings.json", ".claude/settings.json"),
+            ("innocent", ".envrc"),
+            (".envrc", ".envrc"),
+        ] {
+            let e = root.write(Path::new(path), "x").unwrap_err();
+            let FsError::Unasked { below, why, .. } = &e else {
+                panic!("{path}: {e}")
+            };
+            assert_eq!(below, Path::new(lands), "{path}");
+            assert_eq!(*why, "another program runs it");
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "{path}: refused: another program runs it; in your own tree an agent writes it only once you allow it"
+                )),
+                "{e}"
+            );
+            let e = root.resolve_write(Path::new(path)).unwrap_err();
+            assert!(matches!(e, FsError::Unasked { .. }), "{e}");
+        }
+        assert!(!d.join(".claude").exists(), "no directory was made");
+        assert!(!d.join(".envrc").exists());
+        let allowed = root.with_consent(Path::new(".claude/settings.json"));
+        allowed
+            .write(Path::new(".claude/settings.json"), "{}")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join(".claude/settings.json")).unwrap(),
+            "{}"
+        );
+        for other in [".claude/commands/x.md", ".envrc", "innocent"] {
+            let e = allowed.write(Path::new(other), "x").unwrap_err();
+            assert!(matches!(e, FsError::Unasked { .. }), "{other}: {e}");
+        }
+        root.with_consent(Path::new(".envrc"))
+            .write(Path::new("innocent"), "through the link")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join(".envrc")).unwrap(),
+            "through the link"
+        );
+        // What is never written stays refused, allowed or not.
+        let hooks = Path::new(".claude/hooks/pre");
+        let e = root
+            .clone()
+            .guarding([root.path().join(".claude/hooks")])
+            .with_consent(hooks)
+            .write(hooks, "x")
+            .unwrap_err();
+        assert!(matches!(e, FsError::Protected { .. }), "{e}");
+        // Beside them, nothing is asked.
+        root.write(Path::new("src/main.rs"), "ok").unwrap();
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub struct AcpConductor {
     /// The policy its permission requests follow (its own, else the
     /// session's: the person in the TUI, `--approve` headless).
     policy: Permissions,
+    /// Whether the session's own policy is `ask` (a person answers).
+    person: bool,
     elicit: Elicit,
     emitter: Emitter,
     conn: Option<Arc<Connection>>,
@@ -98,6 +100,7 @@ impl AcpConductor {
             root,
             supervisor,
             policy,
+            person: permissions == Permissions::Ask,
             elicit,
             emitter,
             conn: None,
@@ -189,6 +192,7 @@ impl Conductor for AcpConductor {
                     other => other,
                 },
                 trusted_mcp: Some(MCP_SERVER),
+                person: self.person,
             };
             let lines = Lines::new(sink, &self.spec.name);
             let outcome = conn.turn(request, &lines, &mut control).await;

@@ -129,12 +129,15 @@ pub fn protected(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The session directory `dir` as agents' file access sees it: confined
-/// to it, and never writing what [`protected`] names. Noted as a session
-/// directory: no program quorum starts is found on `PATH` inside it
-/// ([`super::path::session_dir`]).
+/// to it, never writing what [`protected`] names, and, in the person's own
+/// tree, writing the files other programs run only once they allow it
+/// (`super::machinery::asking`). Noted as a session directory: no program
+/// quorum starts is found on `PATH` inside it ([`super::path::session_dir`]).
 pub fn root(dir: &Path) -> std::io::Result<crate::confine::fsroot::Root> {
     super::path::session_dir(dir);
-    Ok(crate::confine::fsroot::Root::new(dir)?.guarding(protected(dir)))
+    Ok(crate::confine::fsroot::Root::new(dir)?
+        .guarding(protected(dir))
+        .asking(super::machinery::asking(dir, hooks_path(dir))))
 }
 
 #[cfg(test)]
@@ -173,6 +176,41 @@ mod tests {
         let cmd = command();
         let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
         assert_eq!(args, HARDENING);
+    }
+
+    /// The person's tree's root writes a file other programs run only
+    /// once allowed (the internal agent, which cannot ask, is refused with
+    /// what the person can do); a worktree quorum made writes it.
+    #[test]
+    fn the_persons_tree_asks_before_a_file_other_programs_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().canonicalize().unwrap().join("tree");
+        let worktree = dir.path().canonicalize().unwrap().join("worktree");
+        for d in [&tree, &worktree] {
+            std::fs::create_dir_all(d).unwrap();
+            run(d, &["init", "-q"]);
+        }
+        let e = root(&tree)
+            .unwrap()
+            .write(Path::new(".envrc"), "x")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            ".envrc: refused: direnv runs it when a shell enters its folder; in your own tree \
+             an agent writes it only once you allow it, and you were not asked here: write it \
+             yourself, or give the task isolation \"worktree\" (/merge then names the file and \
+             asks for /merge! before it reaches your tree)"
+        );
+        assert!(!tree.join(".envrc").exists());
+        root(&tree)
+            .unwrap()
+            .write(Path::new("src/lib.rs"), "x")
+            .unwrap();
+        super::super::machinery::mark_worktree(&worktree);
+        root(&worktree)
+            .unwrap()
+            .write(Path::new(".envrc"), "x")
+            .unwrap();
     }
 
     /// `.git` and an in-tree hooks directory are what must stay read-only;

@@ -3,13 +3,15 @@
 //! (every process quorum starts) and its reaper (every descendant),
 //! cancellation, commands confined to the session directory (`sandbox`, with
 //! its `seccomp` filter and the private `home` of a sandboxed agent), the
-//! `git` quorum runs (hardened: `git`), and where commands are found on `PATH`.
+//! `git` quorum runs (hardened: `git`), what other programs run from a tree
+//! an agent writes (`machinery`), and where commands are found on `PATH`.
 
 pub mod board;
 pub mod bus;
 pub mod cancel;
 pub mod git;
 pub mod home;
+pub mod machinery;
 pub mod path;
 pub mod reaper;
 pub mod sandbox;

@@ -2,13 +2,15 @@
 //! installed and not turned off) the file system is read-only except the
 //! session directory (and, for an agent process, its own state, seen
 //! through a private layer: `super::home`), with that directory's `.git`
-//! and in-tree hooks read-only too (`super::git::protected`); a private
-//! `/tmp`; the host's socket folders (`/run`, `/var/run`, the runtime
-//! directory, quorum's own) masked; a seccomp filter that refuses Unix
-//! sockets and the calls no agent needs (`super::seccomp`); its own
-//! process ids; and its own network namespace unless the network is
-//! allowed. What it binds comes from quorum's own environment and
-//! configuration, never from a path an agent names. It has no controlling terminal
+//! and in-tree hooks read-only too (`super::git::protected`), and, in the
+//! person's own tree, the files at its top that other programs run
+//! (`super::machinery::readonly`); a private `/tmp`; the host's socket
+//! folders (`/run`, `/var/run`, the runtime directory, quorum's own)
+//! masked; a seccomp filter that refuses Unix sockets and the calls no
+//! agent needs (`super::seccomp`); its own process ids; and its own
+//! network namespace unless the network is allowed. What it binds comes
+//! from quorum's own environment and configuration, never from a path an
+//! agent names. It has no controlling terminal
 //! to push keystrokes into: the supervisor starts every process in a new
 //! session (not bubblewrap's `--new-session`, which would move the command
 //! out of the process group the supervisor ends). Shared by the internal agent's
@@ -302,9 +304,10 @@ fn environment(env: Env<'_>) -> Vec<OsString> {
 /// agent's configured `program`, the files of `/etc` that lead there),
 /// read-only; `root` writable; an agent's private state (`home`: each
 /// bind from its layer, then its shared credentials) and `policy.writable`
-/// writable; `policy.readonly` and what git would run in `root` read-only
-/// again; the Unix sockets it was given; the working directory; new
-/// process ids, no network unless allowed.
+/// writable; `policy.readonly`, what git would run in `root` and what other
+/// programs run at its top (`super::machinery::readonly`) read-only again;
+/// the Unix sockets it was given; the working directory; new process ids,
+/// no network unless allowed.
 fn mounts(
     program: Option<&OsStr>,
     root: &Path,
@@ -354,6 +357,9 @@ fn mounts(
     }
     for path in super::git::protected(root) {
         push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    for path in super::machinery::readonly(root, &policy.writable) {
+        push(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
     for socket in &policy.unix_sockets {
         push(&[

@@ -373,6 +373,7 @@ impl Agent for AcpAgent {
                         exclude: input.exclude,
                         elicit: *lock(&pool.elicit),
                         trusted_mcp: None,
+                        person: pool.permissions == Permissions::Ask,
                     };
                     conn.turn(request, sink, control).await
                 }

@@ -6,9 +6,11 @@
 //! never gets git to run its code (no hook, no fsmonitor, no textconv, no
 //! external diff). A worktree's git directory is named explicitly, from
 //! what quorum recorded when it made the worktree, never read back from
-//! the `.git` file the agent could change. Only `/merge`'s `git merge`, the
-//! person's own act, runs with their hooks, after quorum named what the
-//! branch changes that git would run.
+//! the `.git` file the agent could change, and never entering a repository
+//! below the worktree's top (a nested `.git` refuses the commit). Only
+//! `/merge`'s `git merge`, the person's own act, runs with their hooks,
+//! after quorum named what the branch changes that git, hook managers,
+//! editors or agent CLIs would run (`runtime::machinery::runs_later`).
 //!
 //! What quorum knows of a task's branch lives in the repository's own
 //! config (`branch.<B>.quorum*`), so plain git sees it, it survives a
@@ -19,6 +21,7 @@ use std::process::{Command, Stdio};
 
 use crate::event::{Diffstat, Severity};
 use crate::runtime::git as hardened;
+use crate::runtime::machinery;
 
 pub mod list;
 mod tree;
@@ -75,6 +78,11 @@ pub enum WorktreeError {
         worktree.display()
     )]
     Repointed { worktree: PathBuf, git_dir: String },
+    #[error(
+        "{paths} in {}: a .git below the worktree's top makes a repository that git enters, running what its config says (an fsmonitor, filters); nothing was committed, the work is left in the worktree for you (once it is removed, the next turn's work is committed)",
+        worktree.display()
+    )]
+    Nested { worktree: PathBuf, paths: String },
     #[error("worktree: {0}")]
     Io(String),
 }
@@ -620,11 +628,13 @@ impl Repo {
         Ok(Merged { into, kept })
     }
 
-    /// The files `branch` changes (since it left its base) that git would
-    /// run, or read as configuration, once it is merged: those under the
-    /// repository's `core.hooksPath` when that lies in the tree, and every
+    /// The files `branch` changes (since it left its base) that git, hook
+    /// managers, editors or agent CLIs would run, or read as configuration,
+    /// once it is merged (`runtime::machinery::runs_later`): those under
+    /// the repository's `core.hooksPath` when that lies in the tree,
+    /// `.husky/`, `.envrc`, `.claude/`, `.mcp.json`, ... and every
     /// `.gitattributes` and `.gitmodules`.
-    pub fn files_git_runs(&self, branch: &str) -> Result<Vec<String>> {
+    pub fn files_run_later(&self, branch: &str) -> Result<Vec<String>> {
         let base = self.fork_point(branch)?;
         let names = self.git(
             &format!("listing what {branch} changes (git diff --name-only)"),
@@ -649,7 +659,9 @@ impl Repo {
         });
         Ok(names
             .split('\0')
-            .filter(|n| !n.is_empty() && git_runs(n, hooks.as_deref()))
+            .filter(|n| {
+                !n.is_empty() && machinery::runs_later(Path::new(n), hooks.as_deref()).is_some()
+            })
             .map(str::to_string)
             .collect())
     }
@@ -746,31 +758,6 @@ pub struct Merged {
     /// git directory quorum made (what was left in it is the person's to
     /// look at); `None` when it was removed, or there was none.
     pub kept: Option<PathBuf>,
-}
-
-/// Whether git runs `name` (a path in the tree, `/`-separated), or reads
-/// it as configuration: a `.gitattributes` or `.gitmodules` in any folder,
-/// or a file under `hooks`, the hooks directory relative to the top of the
-/// tree. husky 9 points `core.hooksPath` at `.husky/_`, whose hooks run
-/// the scripts in `.husky/`: the folder above an `_` counts too.
-pub fn git_runs(name: &str, hooks: Option<&Path>) -> bool {
-    let path = Path::new(name);
-    if matches!(
-        path.file_name().and_then(|n| n.to_str()),
-        Some(".gitattributes" | ".gitmodules")
-    ) {
-        return true;
-    }
-    let Some(hooks) = hooks else {
-        return false;
-    };
-    let husky = hooks
-        .file_name()
-        .is_some_and(|n| n == "_")
-        .then(|| hooks.parent())
-        .flatten()
-        .filter(|h| !h.as_os_str().is_empty());
-    path.starts_with(hooks) || husky.is_some_and(|h| path.starts_with(h))
 }
 
 /// `path` with its `.` and `..` taken out by name (what the file system
@@ -1076,28 +1063,10 @@ mod repo_tests {
 
     /// What `/merge` names: hooks under `core.hooksPath` (and the scripts
     /// husky 9's `.husky/_` runs), `.gitattributes` and `.gitmodules`
-    /// anywhere; nothing else.
+    /// anywhere, the files hook managers, editors and agent CLIs run
+    /// (`runtime::machinery::runs_later` has the whole table); nothing else.
     #[test]
-    fn what_git_runs_is_named() {
-        let husky = Some(Path::new(".husky"));
-        for (name, hooks, runs) in [
-            (".gitattributes", None, true),
-            ("docs/deep/.gitattributes", None, true),
-            (".gitmodules", None, true),
-            ("x.gitattributes", None, false),
-            (".gitattributes.d/a", None, false),
-            (".husky/pre-commit", None, false),
-            (".husky/pre-commit", husky, true),
-            (".huskyish/pre-commit", husky, false),
-            (".husky/pre-commit", Some(Path::new(".husky/_")), true),
-            (".husky/_/h", Some(Path::new(".husky/_")), true),
-            ("src/main.rs", Some(Path::new(".husky/_")), false),
-            ("_/x", Some(Path::new("_")), true),
-            ("src/x", Some(Path::new("_")), false),
-        ] {
-            assert_eq!(git_runs(name, hooks), runs, "{name} with {hooks:?}");
-        }
-
+    fn what_other_programs_run_is_named() {
         let (dir, repo) = scratch();
         let state = dir.path().join("state");
         git(
@@ -1111,6 +1080,8 @@ mod repo_tests {
             ".husky/pre-commit",
             "sub/.gitattributes",
             ".gitmodules",
+            ".envrc",
+            ".claude/settings.json",
             "plain.txt",
         ] {
             let path = w.path.join(name);
@@ -1119,8 +1090,14 @@ mod repo_tests {
         }
         w.commit("names").unwrap();
         assert_eq!(
-            repo.files_git_runs(&w.branch).unwrap(),
-            [".gitmodules", ".husky/pre-commit", "sub/.gitattributes"]
+            repo.files_run_later(&w.branch).unwrap(),
+            [
+                ".claude/settings.json",
+                ".envrc",
+                ".gitmodules",
+                ".husky/pre-commit",
+                "sub/.gitattributes"
+            ]
         );
     }
 }

@@ -1,7 +1,8 @@
 //! A task's worktree itself: working in its copy of the session
 //! directory, the git directory quorum recorded for it (never read back
 //! from a `.git` file the agent could have changed), and the commit of
-//! its work when a turn ends.
+//! its work when a turn ends (never while a `.git` lies below its top, and
+//! never entering a repository there).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -127,12 +128,44 @@ impl Worktree {
 
     /// Commits everything changed in the worktree to its branch; `None`
     /// when nothing changed. Refused, nothing staged, when its `.git` no
-    /// longer points at the git directory quorum made.
+    /// longer points at the git directory quorum made, or when a `.git`
+    /// lies below its top (a repository git would enter, running what its
+    /// config says: [`WorktreeError::Nested`]).
+    ///
+    /// Git never enters a repository below the top, even one made while
+    /// this runs: the gitlinks already in the index (the project's
+    /// submodules) are left out of `git add`, a new one staged is taken
+    /// back (the index read again from `HEAD`) and refused, and the commit
+    /// is made from the index alone (`write-tree`, `commit-tree`,
+    /// `update-ref`), never by `git commit`, which would ask each
+    /// submodule for its status.
     pub fn commit(&self, message: &str) -> Result<Option<String>> {
         let git_dir = self.git_dir()?;
+        let (nested, _) = machinery::nested_gits(&self.path, machinery::COMMIT_LIMIT);
+        if !nested.is_empty() {
+            return Err(self.nested(nested));
+        }
+        let links = self.gitlinks(&git_dir)?;
         let mut add = self.command(&git_dir);
-        add.args(["add", "-A"]);
+        add.args(["add", "-A", "--", "."]);
+        add.args(links.iter().map(|l| format!(":(exclude,literal){l}")));
         run(add, "staging the task's changes (git add -A)")?;
+        let added: Vec<String> = self
+            .gitlinks(&git_dir)?
+            .into_iter()
+            .filter(|l| !links.contains(l))
+            .collect();
+        if !added.is_empty() {
+            let mut back = self.command(&git_dir);
+            back.args(["read-tree", "HEAD"]);
+            run(back, "taking back what was staged (git read-tree HEAD)")?;
+            return Err(self.nested(
+                added
+                    .into_iter()
+                    .map(|l| Path::new(&l).join(".git"))
+                    .collect(),
+            ));
+        }
         let mut staged = self.command(&git_dir);
         staged.args([
             "diff",
@@ -144,15 +177,52 @@ impl Worktree {
         if succeeds(staged) {
             return Ok(None);
         }
+        let mut tree = self.command(&git_dir);
+        tree.arg("write-tree");
+        let tree = run(tree, "writing the staged tree (git write-tree)")?;
         let mut commit = self.command(&git_dir);
-        commit.args(["commit", "--quiet", "--no-verify", "-m", message]);
-        run(
+        commit.args(["commit-tree", &tree, "-p", "HEAD", "-m", message]);
+        let commit = run(
             commit,
-            &format!("committing to {} (git commit)", self.branch),
+            &format!("committing to {} (git commit-tree)", self.branch),
         )?;
+        let mut update = self.command(&git_dir);
+        update.args([
+            "update-ref",
+            "-m",
+            &format!("commit: {}", first_line(message)),
+            "HEAD",
+            &commit,
+        ]);
+        run(update, &format!("moving {} (git update-ref)", self.branch))?;
         let mut head = self.command(&git_dir);
         head.args(["rev-parse", "--short", "HEAD"]);
         run(head, "reading the new commit").map(Some)
+    }
+
+    /// The gitlinks (submodules) in the worktree's index, by path.
+    fn gitlinks(&self, git_dir: &Path) -> Result<Vec<String>> {
+        let mut ls = self.command(git_dir);
+        ls.args(["ls-files", "--stage", "-z"]);
+        let listed = run_exact(ls, "listing the index (git ls-files --stage)")?;
+        Ok(listed
+            .split('\0')
+            .filter_map(|entry| {
+                let (meta, path) = entry.split_once('\t')?;
+                meta.starts_with("160000 ").then(|| path.to_string())
+            })
+            .collect())
+    }
+
+    fn nested(&self, paths: Vec<PathBuf>) -> WorktreeError {
+        WorktreeError::Nested {
+            worktree: self.path.clone(),
+            paths: paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
     }
 
     /// The person's repository.

@@ -415,11 +415,21 @@ impl Dispatcher {
                 .err(),
             (_, gone) => gone.map(|e| e.to_string()),
         };
+        // In the person's own tree, what the turn leaves there that other
+        // programs run is named after it.
+        let before = match there {
+            Some(_) => None,
+            None => self.before_turn(job.worktree.is_some()).await,
+        };
         let mut result = match there {
             Some(e) => Outcome::error(format!("{}: {e}", job.agent.name())),
             None => job.runner.turn(input, &sink, control).await,
         };
         watcher.abort();
+        if let Some(before) = before {
+            self.after_turn(&job.call_id, job.agent.name(), before)
+                .await;
+        }
         if let Some(w) = &job.worktree {
             self.remote_finish(&job.call_id, job.agent.name(), &job.title, w, &mut result)
                 .await;

@@ -106,6 +106,8 @@ impl Dispatcher {
         if let Err(e) = std::fs::create_dir_all(&worktree.workdir) {
             return Err(WorktreeError::Io(format!("{}: {e}", worktree.workdir.display())).into());
         }
+        // The files other programs run are the project's to change there.
+        crate::runtime::machinery::mark_worktree(&worktree.path);
         lock(&self.worktrees).by_call.insert(
             call_id.to_string(),
             Isolated {
@@ -221,10 +223,11 @@ impl Dispatcher {
 
     /// `/merge TASK`: the task's branch merged into the person's current
     /// branch, by their own git (their hooks run); refused while its latest
-    /// review quorum is red, and while it changes files git would run or
-    /// read as configuration (hooks in the tree, `.gitattributes`,
-    /// `.gitmodules`), naming them (unless `force`: `/merge!`), and on a
-    /// conflict (the merge aborted, the tree as it was). The merged task's
+    /// review quorum is red, and while it changes files other programs run
+    /// or read as configuration (hooks, `.gitattributes`, `.gitmodules`,
+    /// `.husky/`, `.envrc`, `.claude/`, `.mcp.json`, ...: `runtime::
+    /// machinery::runs_later`), naming them (unless `force`: `/merge!`),
+    /// and on a conflict (the merge aborted, the tree as it was). The merged task's
     /// worktree is removed (kept when its `.git` was changed, saying so).
     pub fn merge(&self, id: &str, force: bool) -> Result<String, DispatchError> {
         let repo = self.repo()?;
@@ -234,9 +237,9 @@ impl Dispatcher {
             return Err(DispatchError::RedQuorum { branch, id });
         }
         if !force {
-            let files = repo.files_git_runs(&branch)?;
+            let files = repo.files_run_later(&branch)?;
             if !files.is_empty() {
-                return Err(DispatchError::GitRunsThem {
+                return Err(DispatchError::RunLater {
                     branch,
                     files: files.join(", "),
                     id,
@@ -400,6 +403,7 @@ impl Dispatcher {
                 level: NoticeLevel::Info,
                 text,
             });
+            crate::runtime::machinery::mark_worktree(&i.worktree.path);
             if let Some(meta) = lock(&self.tasks).get_mut(&call) {
                 meta.worktree = Some(i.worktree.clone());
             }

@@ -4,7 +4,8 @@
 //! state and what is asked of it as a whole; a call's life is in
 //! `call.rs`, batches in `batch.rs`, steering running calls in `steer.rs`,
 //! a foreground call sent to the background in `detach.rs`, worktree tasks
-//! in `isolate.rs`, the person's settings in `settings.rs`: its parts, which
+//! in `isolate.rs`, what a turn leaves in the person's tree that other
+//! programs run in `planted.rs`, the person's settings in `settings.rs`: its parts, which
 //! use its state here and one another, never round in a circle.
 //!
 //! Call and task state is not kept here: every call reports what happens
@@ -23,6 +24,7 @@ pub mod batch;
 mod call;
 pub mod detach;
 pub mod isolate;
+mod planted;
 mod remote;
 pub mod settings;
 mod steer;
@@ -102,9 +104,9 @@ pub enum DispatchError {
     )]
     RedQuorum { branch: String, id: String },
     #[error(
-        "{branch} changes what git runs or reads as configuration once it is merged ({files}), so it is not merged; read them first, then `/merge! {id}` merges anyway"
+        "{branch} changes files that git, hook managers, editors or agent CLIs run or read as configuration once it is merged ({files}), so it is not merged; read them first, then `/merge! {id}` merges anyway"
     )]
-    GitRunsThem {
+    RunLater {
         branch: String,
         files: String,
         id: String,
@@ -234,6 +236,8 @@ pub struct Dispatcher {
     /// Shut down with the session: no call opens any more (a `/retry`
     /// winding down must not make worktrees and run git after it).
     pub(super) closed: std::sync::atomic::AtomicBool,
+    /// Whether the check after a turn said it stopped at its bound (once).
+    pub(super) cut_said: std::sync::atomic::AtomicBool,
 }
 
 impl Dispatcher {
@@ -275,6 +279,7 @@ impl Dispatcher {
             next_batch: AtomicU64::new(1),
             worktrees: Default::default(),
             closed: Default::default(),
+            cut_said: Default::default(),
         };
         (Arc::new(d), rx)
     }
