@@ -49,6 +49,10 @@ pub struct TurnInput<'a> {
     /// The directory this turn works in, when it is not the session's: a
     /// worktree task's worktree. Its file access is confined to it.
     pub root: Option<&'a Path>,
+    /// Whether a person answers what is asked (the session's policy is
+    /// `ask`): quorum asks them before an agent writes a file other
+    /// programs run in their own tree; with nobody to ask, it is refused.
+    pub person: bool,
 }
 
 /// What to do when an agent asks for permission: the one policy type,

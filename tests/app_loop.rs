@@ -1623,3 +1623,57 @@ async fn an_unknown_agent_error_points_at_the_internal_agent() {
     assert!(screen.contains("unknown agent \"subagent\""), "{screen}");
     assert!(screen.contains("omit `agent`"), "{screen}");
 }
+
+/// Issue 35 (5): the internal agent is auto-approved, but not for a file
+/// other programs run in the person's own tree (`.envrc`, which direnv
+/// runs): its box asks, the file is written only once the person presses
+/// `1`, and `2` refuses it.
+#[tokio::test]
+async fn the_internal_agent_asks_before_writing_a_file_other_programs_run() {
+    use quorum::llm::script::ScriptModel;
+    for (key, written) in [('2', None), ('1', Some("export EVIL=1\n"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let turns: Vec<quorum::llm::script::Turn> = serde_json::from_value(serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"input": "set up direnv"}}]},
+            {"tool_calls": [{"name": "write", "arguments": {"path": ".envrc", "content": "export EVIL=1\n"}}]},
+            {"text": "tried"},
+            {"text": "The helper is done."}
+        ]))
+        .unwrap();
+        let registry = quorum::acp::registry::Registry::load_only(&{
+            let config = dir.join("q.toml");
+            std::fs::write(&config, "").unwrap();
+            config
+        })
+        .unwrap();
+        // The person's tree as quorum opens it (its own files guarded).
+        let root = quorum::runtime::git::root(&dir).unwrap();
+        let mut config = quorum::engine::SessionConfig::new(registry, root);
+        config.model = Some(std::sync::Arc::new(ScriptModel::new("chat.json", turns)));
+        config.permissions = Permissions::Ask;
+        let started = Instant::now();
+        let (mut session, mut ev_rx) = Session::start(config, started).unwrap();
+        let mut app = App::live(session.serve(), started);
+        let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
+        drive(&mut terminal, &mut app, line("set up direnv"), vec![]).await;
+        until(&mut terminal, &mut app, &mut ev_rx, |s| {
+            s.contains("write .envrc? direnv runs it")
+        })
+        .await;
+        assert!(
+            !dir.join(".envrc").exists(),
+            "written before it was allowed"
+        );
+        drive(&mut terminal, &mut app, chars(&key.to_string()), vec![]).await;
+        until(&mut terminal, &mut app, &mut ev_rx, |s| {
+            s.contains("The helper is done.")
+        })
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".envrc")).ok().as_deref(),
+            written
+        );
+        session.shutdown();
+    }
+}

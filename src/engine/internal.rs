@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
-use crate::harness::tools::{FileTools, Union};
+use crate::harness::tools::{FileTools, Union, WriteQuestion};
 use crate::harness::{Harness, Sink, ToolError, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
 use crate::runtime::sandbox::Policy;
@@ -64,6 +64,7 @@ impl Agent for Internal {
         let prompt = input.prompt.to_string();
         let depth = input.depth;
         let exclude = input.exclude.cloned();
+        let person = input.person;
         let cancel = control.cancel.clone();
         // A worktree task's tools work in its worktree, and only there.
         let root = match input.root.map(crate::runtime::git::root) {
@@ -76,10 +77,12 @@ impl Agent for Internal {
                 Ok(root) => root,
                 Err(e) => return Outcome::error(format!("internal agent: {e}")),
             };
+            let (asker, mut questions) = tokio::sync::mpsc::unbounded_channel();
             let files: Arc<dyn ToolSet> = Arc::new(
                 FileTools::new(root.clone(), self.supervisor.clone())
                     .with_shell(self.shell.clone())
-                    .excluding(exclude),
+                    .excluding(exclude)
+                    .asking(asker),
             );
             let nested = (depth <= self.max_depth)
                 .then(|| self.dispatcher.upgrade())
@@ -98,7 +101,20 @@ impl Agent for Internal {
                 root.path().display()
             );
             let mut harness = Harness::new(self.model.clone(), tools, Some(system));
-            match harness.turn(prompt, &BoxSink(sink), cancel).await {
+            let box_sink = BoxSink(sink);
+            let turn = harness.turn(prompt, &box_sink, cancel);
+            tokio::pin!(turn);
+            // Its questions to the person (a write of a file other programs
+            // run, in their tree), asked in its box, answered by the keys.
+            let mut asked = Asked::default();
+            let ended = loop {
+                tokio::select! {
+                    ended = &mut turn => break ended,
+                    Some(question) = questions.recv() => asked.ask(question, person, sink),
+                    Some(answer) = control.answers.recv() => asked.answer(answer, sink),
+                }
+            };
+            match ended {
                 Ok(outcome) => outcome,
                 Err(e) => Outcome::error(format!("internal agent: {e}")),
             }
@@ -109,6 +125,67 @@ impl Agent for Internal {
     /// A fresh harness every time: nothing to resume.
     fn keeps_sessions(&self) -> bool {
         false
+    }
+}
+
+/// The internal agent's questions waiting for the person, by request id.
+#[derive(Default)]
+struct Asked {
+    next: u32,
+    waiting: std::collections::HashMap<String, tokio::sync::oneshot::Sender<bool>>,
+}
+
+impl Asked {
+    /// Shows `question` in the box as a permission request, whatever the
+    /// agent's permissions (an internal agent is auto-approved, but not
+    /// for this); with nobody to ask it is refused at once.
+    fn ask(&mut self, question: WriteQuestion, person: bool, sink: &dyn TurnSink) {
+        if !person {
+            let _ = question.reply.send(false);
+            return;
+        }
+        self.next += 1;
+        let id = format!("quorum-write-{}", self.next);
+        let shown = question.below.display().to_string();
+        sink.activity(Activity::PermissionRequest {
+            id: id.clone(),
+            title: format!(
+                "write {shown}? {} (quorum asks: files other programs run are written in your tree only with your leave)",
+                question.why
+            ),
+            options: vec!["Allow once".into(), "Reject".into()],
+            detail: Box::new(ToolDetail {
+                kind: Some("edit".into()),
+                locations: vec![question.path.clone()],
+                content: question
+                    .new
+                    .map(|new_text| ToolContent::Diff {
+                        path: shown,
+                        old_text: question.old,
+                        new_text,
+                    })
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            }),
+        });
+        self.waiting.insert(id, question.reply);
+    }
+
+    /// The person's answer: option 0 allows.
+    fn answer(&mut self, answer: crate::agent::PermissionAnswer, sink: &dyn TurnSink) {
+        let Some(reply) = self.waiting.remove(&answer.request_id) else {
+            return;
+        };
+        sink.activity(Activity::PermissionResolved {
+            id: answer.request_id,
+            outcome: match answer.option {
+                Some(0) => "Allow once".into(),
+                Some(_) => "Reject".into(),
+                None => "cancelled".into(),
+            },
+        });
+        let _ = reply.send(answer.option == Some(0));
     }
 }
 

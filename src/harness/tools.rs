@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::{ToolError, ToolSet};
-use crate::confine::fsroot::{Exclude, Root};
+use crate::confine::fsroot::{Exclude, FsError, Root};
 use crate::confine::limits::{MAX_OUTPUT, Tail, approx_size, size};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::runtime::sandbox::{self, Confined, Policy, Sandbox};
@@ -139,6 +139,25 @@ pub struct FileTools {
     exclude: Option<Exclude>,
     /// How shell commands are confined.
     shell: Policy,
+    /// Where to ask the person before writing a file other programs run
+    /// in their own tree; `None`: refused with how to allow it.
+    asker: Option<tokio::sync::mpsc::UnboundedSender<WriteQuestion>>,
+}
+
+/// quorum's question to the person: may the agent write `path`, a file
+/// other programs run (`why`), in their own tree? The answer is `true`
+/// for yes; a question dropped unanswered is a no.
+pub struct WriteQuestion {
+    /// As the agent named it.
+    pub path: String,
+    /// Where it lands, below the session directory.
+    pub below: PathBuf,
+    pub why: &'static str,
+    /// What is there now, and what would be written (`None`: nothing to
+    /// show).
+    pub old: Option<String>,
+    pub new: Option<String>,
+    pub reply: tokio::sync::oneshot::Sender<bool>,
 }
 
 impl FileTools {
@@ -153,7 +172,15 @@ impl FileTools {
                 setting: "terminal_sandbox",
                 ..Policy::default()
             },
+            asker: None,
         }
+    }
+
+    /// Asks through `asker` before writing a file other programs run in
+    /// the person's own tree (else such a write is refused).
+    pub fn asking(mut self, asker: tokio::sync::mpsc::UnboundedSender<WriteQuestion>) -> Self {
+        self.asker = Some(asker);
+        self
     }
 
     /// Confines shell commands as `policy` says.
@@ -241,11 +268,62 @@ impl FileTools {
         }
         // File tools touch the disk: on a blocking thread, never an async
         // worker.
+        let first = self.blocking(call.clone()).await;
+        let Err(ToolError::Fs(FsError::Unasked { path, below, why })) = &first else {
+            return first;
+        };
+        let Some(asker) = &self.asker else {
+            return first;
+        };
+        let (old, new) = {
+            let tools = self.clone();
+            let (call, below) = (call.clone(), below.clone());
+            tokio::task::spawn_blocking(move || tools.proposed(&call, &below))
+                .await
+                .unwrap_or((None, None))
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let question = WriteQuestion {
+            path: path.display().to_string(),
+            below: below.clone(),
+            why,
+            old,
+            new,
+            reply,
+        };
+        if asker.send(question).is_err() || !answer.await.unwrap_or(false) {
+            return Err(ToolError::Fs(FsError::Protected {
+                path: path.clone(),
+                why: format!("{why}, and you did not allow the agent to write it"),
+            }));
+        }
+        let mut allowed = self.clone();
+        allowed.root = self.root.with_consent(below);
+        allowed.blocking(call).await
+    }
+
+    /// [`FileTools::file_tool`] on a blocking thread.
+    async fn blocking(&self, call: ToolCall) -> Result<String, ToolError> {
         let tools = self.clone();
         let name = call.name.clone();
         tokio::task::spawn_blocking(move || tools.file_tool(call))
             .await
             .map_err(|e| ToolError::Failed(format!("the {name} tool stopped: {e}")))?
+    }
+
+    /// What `call` (a `write` or an `edit`) finds at `below` and would
+    /// write there, to show the person who is asked.
+    fn proposed(&self, call: &ToolCall, below: &Path) -> (Option<String>, Option<String>) {
+        let old = self.root.read(below, None, None).ok();
+        let new = match call.name.as_str() {
+            "write" => args::<WriteArgs>(call).ok().map(|a| a.content),
+            "edit" => args::<EditArgs>(call).ok().and_then(|a| {
+                let text = old.as_ref()?;
+                (text.matches(&a.old).count() == 1).then(|| text.replacen(&a.old, &a.new, 1))
+            }),
+            _ => None,
+        };
+        (old, new)
     }
 
     fn file_tool(&self, call: ToolCall) -> Result<String, ToolError> {

@@ -66,6 +66,12 @@ struct AcpAgent {
 }
 
 impl Pool {
+    /// Whether a person answers what a turn asks (the session's policy is
+    /// `ask`: the TUI, or an editor through `quorum acp`).
+    pub fn asks_person(&self) -> bool {
+        self.permissions == Permissions::Ask
+    }
+
     pub fn new(
         registry: Arc<Registry>,
         root: Root,
@@ -373,7 +379,7 @@ impl Agent for AcpAgent {
                         exclude: input.exclude,
                         elicit: *lock(&pool.elicit),
                         trusted_mcp: None,
-                        person: pool.permissions == Permissions::Ask,
+                        person: input.person,
                     };
                     conn.turn(request, sink, control).await
                 }

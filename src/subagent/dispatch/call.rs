@@ -401,6 +401,7 @@ impl Dispatcher {
             exclude: job.exclude.as_ref(),
             depth: job.depth,
             root: job.worktree.as_ref().map(|w| w.workdir.as_path()),
+            person: self.pool.asks_person(),
         };
         // A worktree task runs in its worktree, or not at all.
         let gone = job
