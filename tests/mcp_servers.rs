@@ -161,8 +161,10 @@ fn quorum_agents_lists_each_agents_servers() {
         .iter()
         .position(|l| l.starts_with("fake "))
         .expect(&out);
+    // Below its row: what it keeps private when sandboxed, then its servers.
+    assert!(lines[fake + 1].trim().starts_with("↳ sandboxed"), "{out}");
     assert_eq!(
-        lines[fake + 1].trim(),
+        lines[fake + 2].trim(),
         "↳ MCP servers: docs (stdio)",
         "{out}"
     );
