@@ -1,7 +1,9 @@
 //! quorum: a terminal client in which one chat agent convenes sub-agents.
 //!
-//! See DESIGN.md for the map. Data flows one way: engine events go through
-//! [`tui::state::State::apply`] to the view, and to the transcript recorder.
+//! The map is `docs/architecture.md`: the rooms, the path of a streamed
+//! chunk, the lock order and the layering rules. Data flows one way:
+//! engine events go through [`tui::state::State::apply`] to the view, and
+//! to the transcript recorder.
 
 pub mod acp;
 pub mod agent;

@@ -1,10 +1,12 @@
-//! DESIGN.md's layers, which the compiler cannot check: for each layer of
-//! `src/` (a top-level folder, or a loose file) the modules of quorum it
-//! **may** import. Anything not listed is refused, so a new module is
-//! allowed nowhere until it is placed here. Imports are read in every form
-//! the code uses: `crate::a::b`, grouped `crate::{a::b, c}` (nested too),
-//! `super::` and `super::super::` paths (resolved against the file's own
-//! module), and `quorum::` in the binary.
+//! The layers of `docs/architecture.md` ("Who may import whom" there
+//! renders the allow-list below as a table; change both together), which
+//! the compiler cannot check: for each layer of `src/` (a top-level
+//! folder, or a loose file) the modules of quorum it **may** import.
+//! Anything not listed is refused, so a new module is allowed nowhere
+//! until it is placed here. Imports are read in every form the code uses:
+//! `crate::a::b`, grouped `crate::{a::b, c}` (nested too), `super::` and
+//! `super::super::` paths (resolved against the file's own module), and
+//! `quorum::` in the binary.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
