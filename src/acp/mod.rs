@@ -7,6 +7,7 @@ mod content;
 mod elicit;
 mod error;
 mod fs;
+mod handlers;
 mod live;
 pub mod mcp;
 pub mod meta;

@@ -9,12 +9,8 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities,
-    Implementation, InitializeRequest, KillTerminalRequest, KillTerminalResponse,
-    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
+    ClientCapabilities, FileSystemCapabilities, Implementation, InitializeRequest,
     RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SubagentCapabilities,
-    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
-    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client};
@@ -23,7 +19,7 @@ use tokio::sync::oneshot;
 
 use super::client::{AcpError, Connection, Tail, death};
 use super::elicit::{on_elicitation_complete, on_elicitation_request};
-use super::fs::{Exclusions, Files, on_read_text_file, on_write_text_file};
+use super::fs::{Exclusions, Files};
 use super::registry::AgentSpec;
 use super::route::{Routes, on_permission_request, on_session_update};
 use super::terminal::Terminals;
@@ -90,8 +86,6 @@ impl Connection {
         let announced: super::meta::Listener = Arc::default();
         let notify_meta = meta.clone();
         let exclusions: Exclusions = Arc::default();
-        let read_exclusions = exclusions.clone();
-        let write_exclusions = exclusions.clone();
         let transport = transport(
             stdin,
             stdout,
@@ -111,12 +105,7 @@ impl Connection {
         // file of its job.
         let notify_routes = routes.clone();
         let perm_routes = routes.clone();
-        let read_routes = routes.clone();
-        let write_routes = routes.clone();
-        let read_root = root.clone();
-        let write_root = root.clone();
         let files: Files = Arc::default();
-        let (read_files, write_files) = (files.clone(), files.clone());
         let ask_routes = routes.clone();
         let done_routes = routes.clone();
         let terminals = Arc::new(Terminals::new(
@@ -125,16 +114,16 @@ impl Connection {
             spec.terminal_policy(),
             (root.clone(), exclusions.clone(), routes.clone()),
         ));
-        let (create, output, wait, kill, release) = (
-            terminals.clone(),
-            terminals.clone(),
-            terminals.clone(),
-            terminals.clone(),
-            terminals.clone(),
-        );
-        let driver = Client
-            .v1()
-            .name("quorum")
+        let answering = super::handlers::Answering {
+            root: root.clone(),
+            files: files.clone(),
+            exclusions: exclusions.clone(),
+            routes: routes.clone(),
+            terminals: terminals.clone(),
+        };
+        let driver = Client.v1().name("quorum");
+        // Files and terminals, as the proxy on a host answers them too.
+        let driver = super::handlers::files_and_terminals(driver, answering)
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
                     super::meta::observe(&notify_meta, &n.session_id.0, &n.update);
@@ -148,34 +137,6 @@ impl Connection {
                             responder: Responder<RequestPermissionResponse>,
                             _cx| {
                     on_permission_request(&perm_routes, req, responder)
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: ReadTextFileRequest,
-                            responder: Responder<ReadTextFileResponse>,
-                            _cx| {
-                    on_read_text_file(
-                        (&read_root, &read_files),
-                        &read_exclusions,
-                        &read_routes,
-                        req,
-                        responder,
-                    )
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: WriteTextFileRequest,
-                            responder: Responder<WriteTextFileResponse>,
-                            _cx| {
-                    on_write_text_file(
-                        (&write_root, &write_files),
-                        &write_exclusions,
-                        &write_routes,
-                        req,
-                        responder,
-                    )
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -194,37 +155,6 @@ impl Connection {
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
-            )
-            // The terminals: each handler answers at once or from a task.
-            .on_receive_request(
-                async move |req: CreateTerminalRequest,
-                            responder: Responder<CreateTerminalResponse>,
-                            _cx| { create.on_create(req, responder) },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: TerminalOutputRequest,
-                            responder: Responder<TerminalOutputResponse>,
-                            _cx| { output.on_output(req, responder) },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: WaitForTerminalExitRequest,
-                            responder: Responder<WaitForTerminalExitResponse>,
-                            _cx| { wait.on_wait_for_exit(req, responder) },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: KillTerminalRequest,
-                            responder: Responder<KillTerminalResponse>,
-                            _cx| { kill.on_kill(req, responder) },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: ReleaseTerminalRequest,
-                            responder: Responder<ReleaseTerminalResponse>,
-                            _cx| { release.on_release(req, responder) },
-                agent_client_protocol::on_receive_request!(),
             )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                 let _ = cx_tx.send(cx.clone());

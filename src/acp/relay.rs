@@ -20,19 +20,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::v1::Responder;
-use agent_client_protocol::v1::schema::{
-    CreateTerminalRequest, CreateTerminalResponse, KillTerminalRequest, KillTerminalResponse,
-    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
-    TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
-    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
-};
 use agent_client_protocol::{Agent, Client, Lines};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::fs::{Exclusions, Files, on_read_text_file, on_write_text_file};
+use super::fs::{Exclusions, Files};
 use super::registry::{AgentSpec, STARTUP_TIMEOUT};
 use super::route::{Incoming, QUORUM_METHODS, Routes, relayed_line};
 use super::terminal::Terminals;
@@ -466,70 +459,15 @@ fn local_client(
         let line = requests.recv().await?;
         Some((Ok::<_, std::io::Error>(line), requests))
     });
-    let (read_root, write_root) = (root.clone(), root.clone());
     // On a host, files are the disk's there: no editor's.
-    let files: Files = Arc::default();
-    let (read_files, write_files) = (files.clone(), files);
-    let (read_ex, write_ex) = (exclusions.clone(), exclusions.clone());
-    let (read_routes, write_routes) = (routes.clone(), routes.clone());
-    let (create, output, wait, kill, release) = (
-        terminals.clone(),
-        terminals.clone(),
-        terminals.clone(),
-        terminals.clone(),
-        terminals.clone(),
-    );
-    let driver = Client
-        .v1()
-        .name("quorum-proxy")
-        .on_receive_request(
-            async move |req: ReadTextFileRequest, r: Responder<ReadTextFileResponse>, _cx| {
-                on_read_text_file((&read_root, &read_files), &read_ex, &read_routes, req, r)
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: WriteTextFileRequest, r: Responder<WriteTextFileResponse>, _cx| {
-                on_write_text_file(
-                    (&write_root, &write_files),
-                    &write_ex,
-                    &write_routes,
-                    req,
-                    r,
-                )
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: CreateTerminalRequest, r: Responder<CreateTerminalResponse>, _cx| {
-                create.on_create(req, r)
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: TerminalOutputRequest, r: Responder<TerminalOutputResponse>, _cx| {
-                output.on_output(req, r)
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: WaitForTerminalExitRequest,
-                        r: Responder<WaitForTerminalExitResponse>,
-                        _cx| { wait.on_wait_for_exit(req, r) },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: KillTerminalRequest, r: Responder<KillTerminalResponse>, _cx| {
-                kill.on_kill(req, r)
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: ReleaseTerminalRequest, r: Responder<ReleaseTerminalResponse>, _cx| {
-                release.on_release(req, r)
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
+    let answering = super::handlers::Answering {
+        root: root.clone(),
+        files: Files::default(),
+        exclusions: exclusions.clone(),
+        routes: routes.clone(),
+        terminals: terminals.clone(),
+    };
+    let driver = super::handlers::files_and_terminals(Client.v1().name("quorum-proxy"), answering)
         .connect_with(
             Lines::new(outgoing, incoming),
             async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
