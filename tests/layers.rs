@@ -18,8 +18,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("event", &[]),
     // Untrusted input kept in bounds; below everything that reads it.
     ("confine", &[]),
-    // The model providers.
-    ("llm", &[]),
+    // The model providers (and the one lock helper, in `confine`).
+    ("llm", &["confine::lock"]),
     // Git worktrees for isolated writers (the git CLI, hardened): the
     // vocabulary's diffstat and severity, the hardened git, and what other
     // programs run from a tree (a nested `.git`, hooks, tool configs).

@@ -12,6 +12,7 @@
 //! file requests (`fs`), the terminals (`terminal`), permissions (`permission`) and the translation of
 //! updates into activity (`translate`).
 
+use crate::confine::lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -137,10 +138,7 @@ impl Connection {
     /// From now on the session directory's `fs/*` requests go to `host`
     /// (the editor quorum serves), after the same checks.
     pub fn serve_files(&self, host: Arc<dyn super::fs::HostFiles>) {
-        *self
-            .files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(host);
+        *lock(&self.files) = Some(host);
     }
 
     pub fn death(&self) -> String {
@@ -156,12 +154,7 @@ impl Connection {
 
     /// Closes the connection; the process is stopped.
     pub fn close(&self) {
-        if let Some(tx) = self
-            .shutdown
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        {
+        if let Some(tx) = lock(&self.shutdown).take() {
             let _ = tx.send(());
         }
     }

@@ -10,6 +10,7 @@
 //! link in it, pinned while the editor has it and checked again when it
 //! answers (`confine::pin`, which says what window remains).
 
+use crate::confine::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -103,10 +104,7 @@ fn host_for(files: &Files, root: &Root, connection: &Root) -> Option<Arc<dyn Hos
     if root.path() != connection.path() {
         return None;
     }
-    files
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
+    lock(files).clone()
 }
 
 /// Each running session's bounds: what it may not read
@@ -129,15 +127,13 @@ pub(super) fn scope_of(
     session: &str,
     root: &Root,
 ) -> (Root, Option<Exclude>) {
-    let scopes = exclusions.lock().expect("not poisoned");
+    let scopes = lock(exclusions);
     let scope = match scopes.get(session) {
         Some(scope) => scope.clone(),
         // A child session (a nested sub-agent) is bound as the session
         // whose turn its traffic is routed to.
         None => {
-            let routes = routes
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let routes = lock(routes);
             routes
                 .get(session)
                 .and_then(|route| {

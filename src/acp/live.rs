@@ -6,6 +6,7 @@
 //! agent is a new connection, with none open. Sessions quorum is done
 //! with are closed with `session/close` where the agent offers it.
 
+use crate::confine::lock;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::CloseSessionRequest;
@@ -17,9 +18,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 impl Connection {
     fn open_sessions(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.open)
     }
 
     /// Whether session `id` is open on this connection.

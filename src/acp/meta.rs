@@ -48,8 +48,7 @@ pub struct Announced {
 }
 
 pub(super) fn lock(meta: &Meta) -> std::sync::MutexGuard<'_, Store> {
-    meta.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::confine::lock(meta)
 }
 
 impl Store {

@@ -3,6 +3,7 @@
 //! (the tail kept for error messages); and the watch on the process, which
 //! ends its whole group when it exits or the connection closes.
 
+use crate::confine::lock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -421,9 +422,7 @@ async fn watch_process(
         Err(e) => format!("could not be waited for: {e}"),
     };
     tracing::info!("{agent}: process {description}");
-    *exit
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(description);
+    *lock(&exit) = Some(description);
     dead.store(true, Ordering::SeqCst);
     // Whatever the agent left running goes with it.
     supervisor.terminate(&group, supervisor::GRACE).await;

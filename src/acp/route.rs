@@ -3,6 +3,7 @@
 //! sessions'), and the handlers for session updates and permission requests
 //! that hand them on.
 
+use crate::confine::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -132,9 +133,7 @@ pub(super) fn tell_each_turn(routes: &Routes, incoming: impl Fn() -> Incoming) {
 /// [`Stream`]): the commonest update then costs no wake-up
 /// of the turn's task.
 pub(super) fn route(routes: &Routes, session: &str, incoming: Incoming) -> Option<Incoming> {
-    let mut routes = routes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut routes = lock(routes);
     if let Incoming::Update(update) = &incoming
         && let SessionUpdate::SubagentUpdate(child) = update.as_ref()
         && let Some(route) = routes.get(session).cloned()

@@ -148,7 +148,7 @@ impl Connection {
         root: &std::path::Path,
         stream: &Arc<Stream>,
     ) -> (Outbox, Inbox) {
-        self.exclusions.lock().expect("not poisoned").insert(
+        lock(&self.exclusions).insert(
             session_id.to_string(),
             super::fs::Scope {
                 exclude: exclude.cloned(),
@@ -161,19 +161,14 @@ impl Connection {
             stream: stream.clone(),
             child: false,
         };
-        self.routes
-            .lock()
-            .expect("not poisoned")
-            .insert(session_id.to_string(), route);
+        lock(&self.routes).insert(session_id.to_string(), route);
         (tx, rx)
     }
 
     /// The sessions routed to this turn's channel: its own and its
     /// children's.
     fn sessions_of(&self, tx: &Outbox) -> Vec<String> {
-        self.routes
-            .lock()
-            .expect("not poisoned")
+        lock(&self.routes)
             .iter()
             .filter(|(_, route)| route.tx.same_channel(tx))
             .map(|(id, _)| id.clone())
@@ -183,14 +178,8 @@ impl Connection {
     /// Undoes [`Connection::admit`]: this turn's routes (its session's and
     /// its children's), and its session's exclusions.
     fn dismiss(&self, tx: &Outbox, session_id: &str) {
-        self.routes
-            .lock()
-            .expect("not poisoned")
-            .retain(|_, route| !route.tx.same_channel(tx));
-        self.exclusions
-            .lock()
-            .expect("not poisoned")
-            .remove(session_id);
+        lock(&self.routes).retain(|_, route| !route.tx.same_channel(tx));
+        lock(&self.exclusions).remove(session_id);
     }
 }
 

@@ -2,7 +2,8 @@
 //! (`fsroot`), and pinned while another program opens them (`pin`), text
 //! bound for a terminal (`sanitize`), files and folders only the user may
 //! read (`private`), what one piece of outside input may cost (`limits`),
-//! and lines of it read the one way everywhere (`lines`).
+//! and lines of it read the one way everywhere (`lines`). Also the one way a
+//! mutex is locked ([`lock`]).
 
 pub mod fsroot;
 pub mod limits;
@@ -10,3 +11,10 @@ pub mod lines;
 pub mod pin;
 pub mod private;
 pub mod sanitize;
+
+/// A mutex's guard, even when a panic elsewhere poisoned it: what it
+/// guards is kept consistent by each holder, not by unwinding. The one way
+/// quorum locks a `std::sync::Mutex`.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

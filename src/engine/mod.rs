@@ -15,6 +15,7 @@ pub mod resume;
 mod settings;
 mod tools;
 
+use crate::confine::lock;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -326,10 +327,7 @@ impl Session {
     /// Hands the session's tools to its conductor (now, or when one is
     /// chosen later): `spec` is the MCP server a front end serves them on.
     pub fn hand_tools(&self, spec: crate::acp::mcp::McpServerSpec) {
-        *self
-            .handed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(spec);
+        *lock(&self.handed) = Some(spec);
     }
 
     /// Whether the chat is a conductor (an ACP agent), which calls the

@@ -1,6 +1,7 @@
 //! The person's commands: chat messages, `@NAME message`, slash commands,
 //! Esc and permission answers, turned into chat turns and sub-agent calls.
 
+use crate::confine::lock;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -167,10 +168,7 @@ impl Ops {
                 } => {
                     let answer = PermissionAnswer { request_id, option };
                     if call_id == crate::event::CHAT_CALL {
-                        let answers = self
-                            .chat_answers
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let answers = lock(&self.chat_answers);
                         if let Some(tx) = answers.as_ref() {
                             let _ = tx.send(answer);
                         }

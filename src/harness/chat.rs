@@ -3,6 +3,7 @@
 //! delivered to the model exactly once, and the summary of its
 //! conversation that sub-agents may get.
 
+use crate::confine::lock;
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -687,38 +688,24 @@ impl ChatHandle {
     }
 
     pub fn set_model(&self, model: Arc<dyn Model>) {
-        *self
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = model.name();
+        *lock(&self.model) = model.name();
         let _ = self.tx.send(ChatCommand::SetModel(model));
     }
 
     /// Goes on with `conductor` as the chat.
     pub fn set_conductor(&self, conductor: Box<dyn Conductor>) {
-        *self
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = conductor.name();
+        *lock(&self.model) = conductor.name();
         let _ = self.tx.send(ChatCommand::SetConductor(conductor));
     }
 
     pub fn model_name(&self) -> String {
-        self.model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.model).clone()
     }
 
     /// Cancels the running turn (and the tool calls it waits on). False if
     /// the chat is idle.
     pub fn cancel(&self) -> bool {
-        match self
-            .cancel
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-        {
+        match lock(&self.cancel).as_ref() {
             Some(tx) => tx.send(true).is_ok(),
             None => false,
         }
@@ -740,12 +727,12 @@ async fn actor(
                     continue;
                 }
                 Some(ChatCommand::SetModel(model)) => {
-                    *model_name.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = model.name();
+                    *lock(&model_name) = model.name();
                     chat.set_model(model);
                     continue;
                 }
                 Some(ChatCommand::SetConductor(conductor)) => {
-                    *model_name.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = conductor.name();
+                    *lock(&model_name) = conductor.name();
                     chat.set_conductor(conductor);
                     continue;
                 }
@@ -757,13 +744,9 @@ async fn actor(
             },
         };
         let (tx, cancel) = watch::channel(false);
-        *cancel_slot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tx);
+        *lock(&cancel_slot) = Some(tx);
         let _ = chat.turn(message, first, cancel).await;
-        *cancel_slot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *lock(&cancel_slot) = None;
     }
 }
 

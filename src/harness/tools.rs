@@ -6,6 +6,7 @@
 //! each in a process group of its own that is ended, with whatever it left
 //! running in the background, when the command finishes or is cancelled.
 
+use crate::confine::lock;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -589,7 +590,7 @@ impl Collector {
             let Some(mut pipe) = pipe else { return };
             let mut buf = vec![0; 16 * 1024];
             while let Ok(n @ 1..) = pipe.read(&mut buf).await {
-                keep.lock().expect("not poisoned").push(&buf[..n]);
+                lock(&keep).push(&buf[..n]);
             }
         });
         Self { bytes, task }
@@ -603,13 +604,7 @@ impl Collector {
         {
             self.task.abort();
         }
-        let tail = std::mem::replace(
-            &mut *self
-                .bytes
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-            Tail::new(0),
-        );
+        let tail = std::mem::replace(&mut *lock(&self.bytes), Tail::new(0));
         let (text, cut) = tail.into_text();
         Kept { text, cut }
     }

@@ -12,6 +12,7 @@
 //! request the model gets (its messages and tool names) is then appended
 //! to the log as one JSON line, to see what the chat sent.
 
+use crate::confine::lock;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -145,12 +146,7 @@ impl Model for ScriptModel {
 
     fn stream(&self, request: Request) -> BoxStream<'static, Result<Delta, LlmError>> {
         self.log(&request);
-        let Some(turn) = self
-            .turns
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .next()
-        else {
+        let Some(turn) = lock(&self.turns).next() else {
             return stream::iter([Err(LlmError::Config(format!(
                 "the script {} has no more turns",
                 self.label

@@ -46,8 +46,4 @@ pub fn state_dir() -> Option<std::path::PathBuf> {
     Some(base.join("quorum"))
 }
 
-/// A mutex's guard, even when a panic elsewhere poisoned it: what it
-/// guards is kept consistent by each holder, not by unwinding.
-pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub use crate::confine::lock;

@@ -13,6 +13,7 @@
 //! directory is looked up again, never taken from the cache.
 //! [`shadowed`] says what was skipped, for the error that follows.
 
+use crate::confine::lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -24,9 +25,7 @@ static SESSION_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Notes `dir` as a session directory: from now on no program on `PATH`
 /// is found inside it.
 pub fn session_dir(dir: &Path) {
-    let mut dirs = SESSION_DIRS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut dirs = lock(&SESSION_DIRS);
     for d in [Some(dir.to_path_buf()), dir.canonicalize().ok()]
         .into_iter()
         .flatten()
@@ -38,10 +37,7 @@ pub fn session_dir(dir: &Path) {
 }
 
 fn session_dirs() -> Vec<PathBuf> {
-    SESSION_DIRS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
+    lock(&SESSION_DIRS).clone()
 }
 
 /// Where `command` is: itself if it is a path, else the first executable
@@ -68,10 +64,7 @@ fn cached(
     path: Option<&std::ffi::OsStr>,
     sessions: &[PathBuf],
 ) -> Option<PathBuf> {
-    if let Some(hit) = cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(command)
+    if let Some(hit) = lock(cache).get(command)
         && hit
             .as_deref()
             .is_none_or(|p| command.contains('/') || inside(p, sessions).is_none())
@@ -79,10 +72,7 @@ fn cached(
         return hit.clone();
     }
     let found = search_path(command, path, sessions);
-    cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(command.to_string(), found.clone());
+    lock(cache).insert(command.to_string(), found.clone());
     found
 }
 

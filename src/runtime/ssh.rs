@@ -7,6 +7,7 @@
 //! very quorum (copied there, under the state directory's `bin/`, when it
 //! has not and the system and architecture match).
 
+use crate::confine::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -84,20 +85,14 @@ impl Hosts {
             }
             // Its master is gone (the connection was lost): a new one.
             tracing::info!("host {name}: the connection was lost; connecting again");
-            self.links
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(name);
+            lock(&self.links).remove(name);
         }
         let spec = self
             .specs
             .get(name)
             .ok_or_else(|| format!("no [hosts.{name}] in the config"))?
             .clone();
-        let cell = self
-            .links
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        let cell = lock(&self.links)
             .entry(name.to_string())
             .or_default()
             .clone();
@@ -114,10 +109,7 @@ impl Hosts {
         }
         if link.is_err() {
             // The next call tries again (the host may be back).
-            self.links
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(name);
+            lock(&self.links).remove(name);
         }
         link
     }
@@ -126,10 +118,7 @@ impl Hosts {
     /// take its time over a signal), and with it every session on it.
     pub fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        let links: Vec<_> = self
-            .links
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        let links: Vec<_> = lock(&self.links)
             .drain()
             .filter_map(|(_, cell)| cell.get().and_then(|l| l.as_ref().ok()).cloned())
             .collect();
@@ -140,10 +129,7 @@ impl Hosts {
 
     /// The live connection to `name`, if one was made and its master runs.
     pub fn live(&self, name: &str) -> Option<Arc<Link>> {
-        let links = self
-            .links
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let links = lock(&self.links);
         links.get(name)?.get()?.as_ref().ok().cloned()
     }
 }
@@ -414,9 +400,7 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
             if n == 0 {
                 break;
             }
-            let mut kept = keep
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut kept = lock(&keep);
             if kept.len() < 64 * 1024 {
                 kept.extend_from_slice(&buf[..n]);
             }
@@ -427,10 +411,7 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let text = said_so_far
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
+            let text = lock(&said_so_far).clone();
             return Err(fail(format!(
                 "cannot connect (ssh {status}): {}",
                 said(&text)

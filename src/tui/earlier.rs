@@ -2,6 +2,7 @@
 //! ahead of the screen, on another core while the engine takes them up.
 
 use super::state::{DETAIL_WINDOW, State};
+use crate::confine::lock;
 use crate::event::Stamped;
 
 /// A continued session's recorded events taken up by a screen's state
@@ -26,16 +27,11 @@ impl Earlier {
             for event in events {
                 state.apply(event);
             }
-            *slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(state);
+            *lock(&slot) = Some(state);
         })
     }
 
     pub(super) fn take(&self) -> Option<State> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+        lock(&self.0).take()
     }
 }
