@@ -17,8 +17,11 @@ mod activity;
 pub mod build;
 /// The forms agents ask the person to fill in, and their validation.
 pub mod form;
+/// The slash commands: one table of names, usage and help.
+mod slash;
 
 pub use activity::*;
+pub use slash::*;
 
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,14 +233,6 @@ pub enum ElicitAnswer {
     Decline,
     Cancel,
 }
-
-/// The slash commands a front end can send in [`Op::Submit`] (without the
-/// slash): what the engine understands and `/help` lists, and what the
-/// composer completes.
-pub const SLASH_COMMANDS: &[&str] = &[
-    "agents", "cancel", "discard", "help", "merge", "model", "msg", "new", "record", "retry",
-    "tasks", "mode", "set",
-];
 
 /// The task board's summary of one call: what a box's footer and the side
 /// panel show of it.

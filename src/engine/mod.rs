@@ -13,6 +13,7 @@ mod internal;
 mod ops;
 pub mod resume;
 mod settings;
+mod slash;
 mod tools;
 
 use crate::confine::lock;

@@ -1,5 +1,6 @@
-//! The person's commands: chat messages, `@NAME message`, slash commands,
-//! Esc and permission answers, turned into chat turns and sub-agent calls.
+//! The person's commands: chat messages, `@NAME message`, slash commands
+//! (run in `slash`), Esc and permission answers, turned into chat turns and
+//! sub-agent calls.
 
 use crate::confine::lock;
 use std::sync::Arc;
@@ -10,9 +11,7 @@ use crate::agent::PermissionAnswer;
 use crate::event::{Event, NoticeLevel, Op};
 use crate::harness::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
-use crate::subagent::dispatch::FollowUp;
-use crate::subagent::dispatch::isolate::Discarded;
-use crate::subagent::dispatch::{Dispatcher, Reply};
+use crate::subagent::dispatch::Dispatcher;
 use crate::subagent::input::{Isolation, SubAgentCallInput, TaskInput};
 use crate::transcript::TerminalSize;
 
@@ -117,30 +116,15 @@ QUORUM_MODEL sets the default. Meanwhile `@NAME message` talks to an agent direc
 by several agents at once), `/help` lists the commands, and `quorum replay FILE` replays a \
 recorded session.";
 
-const HELP: &str = "Commands: /agents [NAME] (the agents you can call; with a name, the commands, \
-modes and options it announced) · /mode NAME MODE (change an agent's mode) · /set NAME OPTION VALUE \
-(change one of its options: model, effort, ...; a model is remembered) · /tasks (background tasks) · \
-/cancel [TASK] (cancel a task, else the running turn) · /msg TASK message (a follow-up \
-turn for a task's agent) · /retry TASK (run an interrupted or failed task again) · /merge TASK (merge a worktree task's \
-branch into your branch; refused while its review quorum is red, /merge! TASK merges anyway) · \
-/discard TASK (remove a worktree task's worktree and branch) · /new (new conversation; sessions \
-forgotten) · /model [SPEC] (show or change the chat model) · /record FILE (record this \
-session) · /help. `@NAME message` calls an agent directly (`@NAME!` background, `@NAME?` \
-review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message` one review by \
-several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc cancels the running turn or call, 1-9 answer a permission request, \
-↑/↓ recall the messages you sent, Tab completes @NAME and /commands (after @NAME /, the \
-agent's own), PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the \
-tasks, Tab focuses them (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
-
 impl Ops {
-    fn notice(&self, text: impl Into<String>) {
+    pub(super) fn notice(&self, text: impl Into<String>) {
         self.emitter.emit(Event::Notice {
             level: NoticeLevel::Info,
             text: text.into(),
         });
     }
 
-    fn error(&self, text: impl Into<String>) {
+    pub(super) fn error(&self, text: impl Into<String>) {
         self.emitter.emit(Event::Error { text: text.into() });
     }
 
@@ -231,255 +215,11 @@ impl Ops {
             }
         }
     }
-
-    fn slash(&self, command: &str) {
-        let (name, arg) = command
-            .split_once(char::is_whitespace)
-            .unwrap_or((command, ""));
-        let arg = arg.trim();
-        match name {
-            "help" | "" => self.notice(HELP),
-            "agents" if !arg.is_empty() => self.agent_info(arg),
-            "mode" | "set" => self.agent_setting(name, arg),
-            "agents" => {
-                let registry = self.dispatcher.registry();
-                let installed = registry.installed();
-                let mut text = if installed.is_empty() {
-                    "No ACP agents are installed (see `quorum agents`).".to_string()
-                } else {
-                    format!(
-                        "Agents: {}.",
-                        installed
-                            .iter()
-                            .map(|a| if a.description.is_empty() {
-                                a.name.clone()
-                            } else {
-                                format!("{} ({})", a.name, a.description)
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                };
-                text.push_str(
-                    " Without a name, `subagent` runs the internal agent. `/agents NAME` shows \
-                     what an agent announced: its commands, modes and options.",
-                );
-                self.notice(text);
-            }
-            "tasks" => {
-                let lines: Vec<String> = self.emitter.board(|b| {
-                    b.tasks()
-                        .map(|t| {
-                            format!(
-                                "{} {} {}{} · {} tool calls",
-                                t.task_id.as_deref().unwrap_or("?"),
-                                t.agent,
-                                t.summary.state.as_str(),
-                                t.summary
-                                    .severity
-                                    .map(|s| format!(" ({})", s.as_str()))
-                                    .unwrap_or_default(),
-                                t.summary.tool_calls
-                            )
-                        })
-                        .collect()
-                });
-                if lines.is_empty() {
-                    self.notice("No background tasks.");
-                } else {
-                    self.notice(lines.join("\n"));
-                }
-            }
-            "record" => self.record(arg),
-            "msg" => {
-                let (task, message) = arg.split_once(char::is_whitespace).unwrap_or((arg, ""));
-                if task.is_empty() || message.trim().is_empty() {
-                    return self.error("/msg TASK message: give the task id and the message");
-                }
-                self.emitter.emit(Event::UserMessage {
-                    text: format!("/msg {task} {}", message.trim()),
-                });
-                match self.dispatcher.follow_up(task, message) {
-                    Ok(FollowUp::Queued) => self.notice(format!(
-                        "{task} is running: the message goes in its next turn"
-                    )),
-                    Ok(_) => {}
-                    Err(e) => self.error(format!("/msg: {e}")),
-                }
-            }
-            "retry" => {
-                if arg.is_empty() {
-                    return self.error(
-                        "/retry TASK: give the id of an interrupted or failed task (/tasks lists them)",
-                    );
-                }
-                self.emitter.emit(Event::UserMessage {
-                    text: format!("/retry {arg}"),
-                });
-                let (dispatcher, emitter, id) = (
-                    self.dispatcher.clone(),
-                    self.emitter.clone(),
-                    arg.to_string(),
-                );
-                tokio::spawn(async move {
-                    let event = match dispatcher.retry(&id).await {
-                        Ok(Reply::Started { task_id, .. }) => Event::Notice {
-                            level: NoticeLevel::Info,
-                            text: format!("{id} runs again as {task_id}"),
-                        },
-                        Ok(_) => return,
-                        Err(e) => Event::Error {
-                            text: format!("/retry: {e}"),
-                        },
-                    };
-                    emitter.emit(event);
-                });
-            }
-            "merge" | "merge!" => {
-                if arg.is_empty() {
-                    return self.error(format!(
-                        "/{name} TASK: give the worktree task's id (or its branch)"
-                    ));
-                }
-                self.emitter.emit(Event::UserMessage {
-                    text: format!("/{name} {arg}"),
-                });
-                match self.dispatcher.merge(arg, name == "merge!") {
-                    Ok(text) => self.notice(text),
-                    Err(e) => self.error(format!("/{name} {arg}: {e}")),
-                }
-            }
-            "discard" => {
-                if arg.is_empty() {
-                    return self
-                        .error("/discard TASK: give the worktree task's id (or its branch)");
-                }
-                self.emitter.emit(Event::UserMessage {
-                    text: format!("/discard {arg}"),
-                });
-                match self.dispatcher.discard(arg) {
-                    Ok(Discarded::Asked { branch, commits }) => self.emitter.emit(Event::Notice {
-                        level: NoticeLevel::Warning,
-                        text: format!(
-                            "{branch} has {commits} commit{} that {} never merged: /discard {arg} \
-                             again to throw {} away with its worktree",
-                            if commits == 1 { "" } else { "s" },
-                            if commits == 1 { "was" } else { "were" },
-                            if commits == 1 { "it" } else { "them" },
-                        ),
-                    }),
-                    Ok(Discarded::Done { branch }) => {
-                        self.notice(format!("{branch}: worktree and branch removed"))
-                    }
-                    Err(e) => self.error(format!("/discard {arg}: {e}")),
-                }
-            }
-            "cancel" => {
-                if arg.is_empty() {
-                    let turn = self.chat.as_ref().is_some_and(|c| c.cancel());
-                    if !turn {
-                        self.dispatcher.cancel_all();
-                    }
-                } else if !self.dispatcher.cancel(arg) {
-                    self.error(format!("/cancel: no running task or call {arg:?}"));
-                }
-            }
-            "new" => {
-                match &self.chat {
-                    Some(chat) => chat.reset(),
-                    None => {
-                        self.dispatcher.forget();
-                        self.emitter.emit(Event::ChatReset);
-                    }
-                }
-                // The agents' sessions it forgets are closed.
-                let dispatcher = self.dispatcher.clone();
-                tokio::spawn(async move { dispatcher.close_sessions().await });
-                self.notice(
-                    "New conversation: the model's context and the agents' sessions are forgotten.",
-                );
-            }
-            "model" => match (arg.is_empty(), &self.chat) {
-                (true, Some(chat)) => self.notice(format!("Chat model: {}", chat.model_name())),
-                (true, None) => self.notice(WELCOME),
-                (false, Some(chat)) if super::config::conductor_of(arg).is_some() => {
-                    let name = super::config::conductor_of(arg).unwrap_or_default();
-                    match (self.conductors)(name) {
-                        Ok(conductor) => {
-                            let name = conductor.name();
-                            chat.set_conductor(conductor);
-                            self.notice(format!(
-                                "Chat: {name} (its session opens with your next message; quorum's tools are handed to it over MCP)"
-                            ));
-                        }
-                        Err(e) => self.error(format!("/model {arg}: {e}")),
-                    }
-                }
-                (false, Some(chat)) => {
-                    match crate::llm::select::from_spec(
-                        arg,
-                        self.base_url.as_deref(),
-                        &super::config::env_var,
-                    ) {
-                        Ok(model) => {
-                            let name = model.name();
-                            chat.set_model(model);
-                            self.notice(format!("Chat model: {name}"));
-                        }
-                        Err(e) => self.error(format!("/model: {e}")),
-                    }
-                }
-                (false, None) => {
-                    self.error("/model: restart quorum with --model SPEC to start a chat")
-                }
-            },
-            other => self.error(format!("unknown command /{other}; /help lists them")),
-        }
-    }
-
-    /// `/record FILE`: records this session's events from now on.
-    fn record(&self, path: &str) {
-        if path.is_empty() {
-            return self.error("/record FILE: give the file to record to");
-        }
-        if let Some(current) = self.emitter.recording() {
-            return self.notice(format!("already recording to {}", current.display()));
-        }
-        let header = crate::transcript::Header::now(self.dispatcher.root().path(), self.terminal);
-        match crate::transcript::Recorder::create(std::path::Path::new(path), &header) {
-            Ok(recorder) => {
-                let shown = recorder.path().display().to_string();
-                match self.emitter.record(recorder) {
-                    Ok(()) => self.notice(format!("recording to {shown}")),
-                    Err(current) => {
-                        self.notice(format!("already recording to {}", current.display()))
-                    }
-                }
-            }
-            Err(e) => self.error(format!("cannot record to {path}: {e}")),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The commands the composer completes are the ones `/help` lists.
-    #[test]
-    fn help_lists_every_completed_command() {
-        for name in crate::event::SLASH_COMMANDS {
-            assert!(HELP.contains(&format!("/{name}")), "/help lacks /{name}");
-        }
-        let listed = regex::Regex::new(r"/([a-z]+)").unwrap();
-        for c in listed.captures_iter(HELP.split("`@NAME").next().unwrap()) {
-            assert!(
-                crate::event::SLASH_COMMANDS.contains(&&c[1]),
-                "/{} is not completed",
-                &c[1]
-            );
-        }
-    }
 
     #[test]
     fn mentions() {

@@ -41,18 +41,21 @@ impl Ops {
         });
     }
 
-    /// `/mode NAME MODE` and `/set NAME OPTION VALUE`.
-    pub(super) fn agent_setting(&self, command: &str, arg: &str) {
+    /// `/mode NAME MODE` and `/set NAME OPTION VALUE` (`command`: `mode`
+    /// or `set`, written as `usage`).
+    pub(super) fn agent_setting(&self, command: &str, usage: &str, arg: &str) {
         let words: Vec<&str> = arg.split_whitespace().collect();
         let usage = match command {
-            "mode" => "/mode NAME MODE: give the agent and the mode (/agents NAME lists its modes)",
-            _ => {
-                "/set NAME OPTION VALUE: give the agent, the option and its value (/agents NAME lists its options)"
+            "mode" => {
+                format!("{usage}: give the agent and the mode (/agents NAME lists its modes)")
             }
+            _ => format!(
+                "{usage}: give the agent, the option and its value (/agents NAME lists its options)"
+            ),
         };
         let wanted = if command == "mode" { 2 } else { 3 };
         if words.len() != wanted {
-            return self.emitter.emit(Event::Error { text: usage.into() });
+            return self.emitter.emit(Event::Error { text: usage });
         }
         self.emitter.emit(Event::UserMessage {
             text: format!("/{command} {}", words.join(" ")),

@@ -16,7 +16,7 @@ use super::replay::Player;
 use super::state::State;
 use super::theme;
 use super::view::{self, Chrome, Opened, View};
-use crate::event::{Op, SLASH_COMMANDS, Stamped};
+use crate::event::{Op, Stamped, slash_names};
 
 /// Input from the person at the terminal.
 #[derive(Debug, Clone)]
@@ -498,7 +498,7 @@ impl App {
             } else if key.modifiers.is_empty()
                 && composer.complete_with(
                     &self.state.agents,
-                    SLASH_COMMANDS,
+                    &slash_names(),
                     &self.state.agent_commands,
                 )
             {

@@ -7,65 +7,12 @@
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
+use super::diff::diff;
 use super::markdown;
 use super::state::{LOG_BYTES, LOG_ENTRIES, LogEntry, SubagentBox, TerminalView, ToolInfo};
 use super::theme;
 use super::wrap::{LLine, WrapMode, wrap};
 use crate::event::{AgentRef, PlanStatus, StopReason, ToolContent, ToolStatus};
-
-/// Lines of context kept around a change in a diff.
-const CONTEXT: usize = 3;
-
-/// A unified-looking diff of `old` (none: a new file) against `new`:
-/// `(marker, line)` pairs, marker `' '`, `'-'`, `'+'` or `'@'`.
-pub fn diff(old: Option<&str>, new: &str) -> Vec<(char, String)> {
-    let Some(old) = old else {
-        return new.lines().map(|l| ('+', l.to_string())).collect();
-    };
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    if prefix == a.len() && prefix == b.len() {
-        return vec![];
-    }
-    let start = prefix.saturating_sub(CONTEXT);
-    let mut out = vec![(
-        '@',
-        format!(
-            "@@ -{},{} +{},{} @@",
-            start + 1,
-            a.len() - suffix - start + suffix.min(CONTEXT),
-            start + 1,
-            b.len() - suffix - start + suffix.min(CONTEXT)
-        ),
-    )];
-    out.extend(a[start..prefix].iter().map(|l| (' ', l.to_string())));
-    out.extend(
-        a[prefix..a.len() - suffix]
-            .iter()
-            .map(|l| ('-', l.to_string())),
-    );
-    out.extend(
-        b[prefix..b.len() - suffix]
-            .iter()
-            .map(|l| ('+', l.to_string())),
-    );
-    let tail = b.len() - suffix;
-    out.extend(
-        b[tail..(tail + CONTEXT).min(b.len())]
-            .iter()
-            .map(|l| (' ', l.to_string())),
-    );
-    out
-}
 
 fn diff_style(marker: char) -> Style {
     match marker {
@@ -76,8 +23,9 @@ fn diff_style(marker: char) -> Style {
     }
 }
 
-/// A diff's rows, with its `--- path` / `+++ path` header, at most
-/// `limit` lines of it (then a note of how many more).
+/// A diff's rows, with its `--- path` / `+++ path` header, its hunks
+/// (see [`diff`]), at most `limit` lines of them (then a note of how many
+/// more).
 pub fn diff_lines(
     path: &str,
     old: Option<&str>,
@@ -103,10 +51,10 @@ pub fn diff_lines(
     let lines = diff(old, new);
     let more = lines.len().saturating_sub(limit);
     for (marker, line) in lines.into_iter().take(limit) {
-        let text = if marker == '@' {
-            line
-        } else {
-            format!("{marker}{line}")
+        let text = match marker {
+            '@' => line,
+            '…' => format!("… {line}"),
+            marker => format!("{marker}{line}"),
         };
         out.push(code_line(indent, text, diff_style(marker)));
     }
@@ -565,31 +513,6 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn diffs_keep_context_and_mark_changes() {
-        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
-        let new = "a\nb\nc\nd\nE\nf\ng\nh\n";
-        assert_eq!(
-            diff(Some(old), new),
-            vec![
-                ('@', "@@ -2,7 +2,7 @@".into()),
-                (' ', "b".into()),
-                (' ', "c".into()),
-                (' ', "d".into()),
-                ('-', "e".into()),
-                ('+', "E".into()),
-                (' ', "f".into()),
-                (' ', "g".into()),
-                (' ', "h".into()),
-            ]
-        );
-        assert_eq!(
-            diff(None, "x\ny"),
-            vec![('+', "x".into()), ('+', "y".into())]
-        );
-        assert!(diff(Some("same"), "same").is_empty());
-    }
-
     fn screen(lines: &[Line<'_>]) -> String {
         lines
             .iter()
@@ -601,6 +524,95 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Two edits far apart in one file: the box asking permission and the
+    /// opened box show two hunks, and not the lines between them.
+    #[test]
+    fn edits_far_apart_show_as_two_hunks_in_the_box_and_opened() {
+        use crate::event::{Activity, Stamped, ToolDetail, build};
+        use crate::tui::state::{CellKind, State};
+        let old: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let new = old
+            .replace("line 3\n", "line three\n")
+            .replace("line 27\n", "line 27\nline 27½\n");
+        let mut s = State::new();
+        s.apply(&Stamped::new(
+            1,
+            build::started("c1", AgentRef::Acp("fake".into()))
+                .input("go")
+                .event(),
+        ));
+        s.apply(&Stamped::new(
+            2,
+            build::activity(
+                "c1",
+                Activity::PermissionRequest {
+                    id: "p".into(),
+                    title: "write_text_file".into(),
+                    options: vec!["Allow".into(), "Reject".into()],
+                    detail: Box::new(ToolDetail {
+                        kind: Some("edit".into()),
+                        content: vec![ToolContent::Diff {
+                            path: "src/a.rs".into(),
+                            old_text: Some(old),
+                            new_text: new,
+                        }],
+                        ..ToolDetail::default()
+                    }),
+                },
+            ),
+        ));
+        // The box: its first twelve diff lines, the second hunk begun.
+        let shown = screen(&crate::tui::cells::render(&s.cells[0], 50, 5));
+        for want in [
+            "│   @@ -1,6 +1,6 @@ ",
+            "│   -line 3 ",
+            "│   +line three ",
+            "│    line 6 ",
+            "│   @@ -25,6 +25,7 @@ ",
+            "│    line 27 ",
+            "│   … 4 more diff lines ",
+        ] {
+            assert!(shown.contains(want), "{want}:\n{shown}");
+        }
+        assert!(!shown.contains("line 15"), "{shown}");
+        // Opened: both hunks whole.
+        let CellKind::Subagent(b) = &s.cells[0].kind else {
+            panic!()
+        };
+        let opened = screen(&render(b, 50, 5));
+        let rows: Vec<&str> = opened
+            .lines()
+            .skip_while(|l| !l.contains("--- src/a.rs"))
+            .take(19)
+            .map(str::trim_end)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "    --- src/a.rs",
+                "    +++ src/a.rs",
+                "    @@ -1,6 +1,6 @@",
+                "     line 1",
+                "     line 2",
+                "    -line 3",
+                "    +line three",
+                "     line 4",
+                "     line 5",
+                "     line 6",
+                "    @@ -25,6 +25,7 @@",
+                "     line 25",
+                "     line 26",
+                "     line 27",
+                "    +line 27½",
+                "     line 28",
+                "     line 29",
+                "     line 30",
+                "    options: Allow · Reject",
+            ],
+            "{opened}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod cells;
 pub mod commands;
 pub mod composer;
 pub mod detail;
+pub mod diff;
 pub mod earlier;
 pub mod form;
 pub mod history;

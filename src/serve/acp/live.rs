@@ -312,49 +312,23 @@ impl Drop for Live {
     }
 }
 
-/// quorum's commands a host offers as `/name` (what the TUI's composer
-/// takes, less what only a screen needs).
+/// quorum's commands a host offers as `/name`: the rows of the slash
+/// command table with a host's description (what the TUI's composer takes,
+/// less what needs quorum's own screen or files), their arguments as the
+/// input hint.
 fn commands() -> Vec<AvailableCommand> {
-    let command = |name: &str, what: &str, hint: Option<&str>| {
-        let c = AvailableCommand::new(name, what);
-        match hint {
-            Some(h) => c.input(AvailableCommandInput::Unstructured(
-                UnstructuredCommandInput::new(h),
-            )),
-            None => c,
-        }
-    };
-    vec![
-        command(
-            "agents",
-            "the agents quorum can call (with a name: what it announced)",
-            Some("NAME"),
-        ),
-        command("tasks", "the background tasks", None),
-        command(
-            "msg",
-            "a follow-up turn for a background task's agent",
-            Some("TASK message"),
-        ),
-        command("cancel", "cancel a task (else what runs)", Some("TASK")),
-        command(
-            "retry",
-            "run an interrupted or failed task again",
-            Some("TASK"),
-        ),
-        command("mode", "change an agent's mode", Some("NAME MODE")),
-        command(
-            "set",
-            "change an agent's option (model, effort, ...)",
-            Some("NAME OPTION VALUE"),
-        ),
-        command(
-            "new",
-            "a new conversation: the chat's context and agents' sessions forgotten",
-            None,
-        ),
-        command("help", "quorum's commands, and @NAME message", None),
-    ]
+    crate::event::SLASH_COMMANDS
+        .iter()
+        .filter_map(|c| {
+            let command = AvailableCommand::new(c.name, c.host?);
+            Some(match c.arguments() {
+                Some(hint) => command.input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new(hint),
+                )),
+                None => command,
+            })
+        })
+        .collect()
 }
 
 /// A loaded session's history, as updates.
@@ -576,5 +550,39 @@ impl Pump {
             let _ = ops.send(op);
         });
         self.asks.insert(key, task.abort_handle());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The commands a host is offered, with their input hints: those it
+    /// was offered when the list was written by hand.
+    #[test]
+    fn hosts_are_offered_the_tables_commands_with_their_arguments() {
+        let offered: Vec<(String, Option<String>)> = super::commands()
+            .into_iter()
+            .map(|c| {
+                let hint = c.input.map(|i| match i {
+                    super::AvailableCommandInput::Unstructured(u) => u.hint,
+                    _ => String::new(),
+                });
+                (c.name, hint)
+            })
+            .collect();
+        let hint = |h: &str| Some(h.to_string());
+        assert_eq!(
+            offered,
+            [
+                ("agents".into(), hint("NAME")),
+                ("mode".into(), hint("NAME MODE")),
+                ("set".into(), hint("NAME OPTION VALUE")),
+                ("tasks".into(), None),
+                ("cancel".into(), hint("TASK")),
+                ("msg".into(), hint("TASK message")),
+                ("retry".into(), hint("TASK")),
+                ("new".into(), None),
+                ("help".into(), None),
+            ]
+        );
     }
 }
