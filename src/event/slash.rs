@@ -197,42 +197,33 @@ pub fn slash_help() -> String {
 mod tests {
     use super::*;
 
-    /// The file that lists the slash commands for people, and the words
-    /// its list starts with. The list runs to the end of that sentence;
-    /// each command in it is a code span: `` `/merge TASK` ``.
-    const DOC: &str = "README.md";
-    const DOC_LIST: &str = "Slash commands:";
+    /// The page that lists the slash commands for people, and the heading
+    /// of its table; each row's first cell is a command's usage as a code
+    /// span: `` | `/merge TASK` | … | ``.
+    const DOC: &str = "docs/keys.md";
+    const DOC_LIST: &str = "## Slash commands";
 
-    /// The code spans that start with `/` in the sentence after
-    /// [`DOC_LIST`] in `doc`, their white space made single spaces.
+    /// The first cells of the table rows under [`DOC_LIST`] in `doc`, up
+    /// to the next heading: the code spans that start with `/`.
     fn listed(doc: &str) -> Vec<String> {
         let start = doc
             .find(DOC_LIST)
-            .unwrap_or_else(|| panic!("{DOC} has no {DOC_LIST:?} list"));
-        let (mut spans, mut code, mut depth) = (Vec::new(), None::<String>, 0i32);
-        let mut chars = doc[start + DOC_LIST.len()..].chars().peekable();
-        while let Some(c) = chars.next() {
-            match (c, &mut code) {
-                ('`', Some(span)) => {
-                    spans.push(span.split_whitespace().collect::<Vec<_>>().join(" "));
-                    code = None;
-                }
-                (c, Some(span)) => span.push(c),
-                ('`', None) => code = Some(String::new()),
-                ('(', None) => depth += 1,
-                (')', None) => depth -= 1,
-                // The sentence ends at a full stop outside code and brackets.
-                ('.', None) if depth == 0 && chars.peek().is_none_or(|n| n.is_whitespace()) => {
-                    break;
-                }
-                _ => {}
-            }
-        }
-        spans.retain(|s| s.starts_with('/'));
-        spans
+            .unwrap_or_else(|| panic!("{DOC} has no {DOC_LIST:?}"));
+        doc[start + DOC_LIST.len()..]
+            .lines()
+            .take_while(|l| !l.starts_with('#'))
+            .filter_map(|l| l.strip_prefix('|'))
+            .filter_map(|row| row.split('|').next())
+            .filter_map(|cell| {
+                let cell = cell.trim();
+                let code = cell.strip_prefix('`')?.strip_suffix('`')?;
+                code.starts_with('/')
+                    .then(|| code.split_whitespace().collect::<Vec<_>>().join(" "))
+            })
+            .collect()
     }
 
-    /// README's list of slash commands is the table's: every command with
+    /// The docs' list of slash commands is the table's: every command with
     /// its usage (and its other spellings), and none the table lacks.
     #[test]
     fn the_docs_list_the_commands_of_the_table() {
@@ -255,10 +246,10 @@ mod tests {
     }
 
     #[test]
-    fn the_list_is_read_to_the_end_of_its_sentence() {
-        let doc = "Intro `/tmp`. Slash commands: `/a [X]` (see [b](#b.c)), `/b\nY`, \
-                   `/c` (one. two), `/d`. After `/e`.";
-        assert_eq!(listed(doc), ["/a [X]", "/b Y", "/c", "/d"]);
+    fn the_list_is_the_first_cells_of_the_table_under_its_heading() {
+        let doc = "Intro `/tmp`.\n## Slash commands\n\nText `/x`.\n\n| command | what |\n|---|---|\n\
+                   | `/a [X]` | see [b](#b.c) |\n| `/b  Y` | `/nope` |\n| plain | x |\n\n## Next\n| `/e` | x |\n";
+        assert_eq!(listed(doc), ["/a [X]", "/b Y"]);
     }
 
     #[test]
