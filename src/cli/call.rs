@@ -71,10 +71,13 @@ impl CallArgs {
 /// `quorum call`: a problem with the setup is printed, exit code 2.
 pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32> {
     config::init_logging();
-    let session = match setup.session(None).and_then(|session| {
-        session.registry.get(&request.agent)?;
-        Ok(session)
-    }) {
+    let session = match setup
+        .config_file()
+        .and_then(|file| setup.session(&file, None))
+        .and_then(|session| {
+            session.registry.get(&request.agent)?;
+            Ok(session)
+        }) {
         Ok(s) => s,
         Err(e) => {
             crate::say!("quorum: {}", config::error_message(&e));
