@@ -8,6 +8,7 @@
 pub mod acp;
 pub mod agent;
 pub mod cli;
+pub mod config;
 pub mod confine;
 pub mod engine;
 pub mod event;

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use quorum::cli::{self as headless, CallArgs, ContinueArgs, HeadlessArgs};
+use quorum::config::{ConfigFile, Location};
 use quorum::engine::Session;
 use quorum::engine::config::{self, ModelChoice};
 use quorum::tui::commands::{self as screen, ReplayArgs, WatchArgs};
@@ -76,6 +77,8 @@ enum Command {
     Call(CallArgs),
     /// List the known ACP agents and whether they are installed.
     Agents(AgentsArgs),
+    /// Print the configuration in effect and where each value came from.
+    Config(quorum::cli::config::ConfigArgs),
     /// Run the chat loop without a terminal UI: one prompt, then the
     /// reports of background tasks.
     ///
@@ -153,7 +156,7 @@ fn main() {
     // closed stdout (`| head`) is no error.
     match run(cli, outer) {
         Ok(code) => std::process::exit(code),
-        Err(e) if is_broken_pipe(&e) => std::process::exit(0),
+        Err(e) if headless::is_broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
             quorum::say!("quorum: {}", config::error_message(&e));
             std::process::exit(2);
@@ -161,18 +164,15 @@ fn main() {
     }
 }
 
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
-    e.chain().any(|c| c.downcast_ref().is_some_and(broken))
-}
-
 fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
     // A panic ends every process quorum started.
     quorum::runtime::supervisor::kill_all_on_panic();
-    let config = config::config_path(cli.config.clone());
+    let location = Location::find(cli.config.clone());
+    let config = location.path.clone();
     // The model options are global: they apply wherever they are given.
     let model = cli.model.choice();
     let code = match cli.command {
+        Some(Command::Config(args)) => quorum::cli::config::command(args, &location, &model)?,
         Some(Command::Call(args)) => with_runtime(args.command(config))?,
         Some(Command::Run(a)) => with_runtime(run_cmd(a, model, config))?,
         Some(Command::Agents(args)) => {
@@ -217,20 +217,21 @@ async fn watch_cmd(args: WatchArgs, config: Option<PathBuf>) -> Result<i32> {
 
 /// `quorum replay`: played in real time, or one screenshot.
 fn replay_cmd(args: ReplayArgs, config: Option<PathBuf>) -> Result<i32> {
-    match args.screenshot_options(max_line(&config)?) {
+    let max_line = max_line(&config)?;
+    match args.screenshot_options(max_line) {
         Some(shot) => screen::screenshot(&args.file, shot).map(|()| 0),
         None => with_runtime(async {
             config::init_logging();
-            screen::replay(&args.file, args.replay_options(max_line(&config)?))
-                .await
-                .map(|()| 0)
+            let options = args.replay_options(max_line);
+            screen::replay(&args.file, options).await.map(|()| 0)
         }),
     }
 }
 
 /// The longest transcript line replayed (`[limits]` in the config).
 fn max_line(config: &Option<PathBuf>) -> Result<u64> {
-    Ok(config::config_limits(config.as_deref())?.max_transcript_line_bytes)
+    let limits = ConfigFile::load(config.as_deref())?.limits();
+    Ok(limits.max_transcript_line_bytes)
 }
 
 /// Runs `f`; then, however it returned and while the runtime is still
@@ -272,18 +273,18 @@ async fn tui_cmd(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>) -> 
     }
     let record = (!args.no_record).then_some(args.record);
     let size = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
-    let mut session = config::interactive(config.as_deref(), &model, record, size)?;
+    let file = ConfigFile::load(config.as_deref())?;
+    let mut session = config::interactive(&file, &model, record, size)?;
     let earlier = screen::Earlier::default();
     if resume.is_some() {
         (session.record, session.resume) = (None, resume);
         session.on_history = Some(earlier.hook());
     }
-    let bell = config::config_bell(config.as_deref())?;
     let (mut session, events) = Session::start(session, Instant::now())?;
-    let _tools = quorum::serve::offer_tools(&session, config.as_deref())?;
-    let (started, ops) = (session.clock(), session.serve());
-    let (history, limit) = (config::history_path(), max_line(&config)?);
-    let files = screen::Files::new(history, session.recording(), limit);
+    let _tools = quorum::serve::offer_tools(&session, &file)?;
+    let (started, ops, bell) = (session.clock(), session.serve(), file.bell());
+    let limit = file.limits().max_transcript_line_bytes;
+    let files = screen::Files::new(config::history_path(), session.recording(), limit);
     let result = screen::live(ops, events, earlier, started, bell, files).await;
     session.close_agent_sessions().await;
     session.shutdown();

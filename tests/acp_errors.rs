@@ -20,10 +20,17 @@ fn a_prompt_answered_with_an_error_shows_its_data_in_call_output_and_json() {
     let s = shell();
     let o = s.run(&["call", "--agent", "fake", "--input", "rpcerror"]);
     assert_ne!(o.status.code(), Some(0));
-    assert_eq!(out(&o.stdout), format!("fake: {DETAIL}\n"));
+    // An error is no answer: stderr says it, stdout stays empty.
+    assert_eq!(out(&o.stdout), "");
+    assert!(
+        out(&o.stderr).contains(&format!("\nfake: {DETAIL}\n")),
+        "{}",
+        out(&o.stderr)
+    );
     let o = s.run(&["call", "--agent", "fake", "--json", "--input", "rpcerror"]);
     let line: serde_json::Value = serde_json::from_str(out(&o.stdout).trim()).unwrap();
-    assert_eq!(line["output"], format!("fake: {DETAIL}"));
+    assert_eq!(line["error"], format!("fake: {DETAIL}"));
+    assert_eq!(line["output"], "");
     assert_eq!(line["stop_reason"], "error");
 }
 
@@ -33,7 +40,7 @@ fn a_session_new_answered_with_an_error_shows_its_data() {
     let o = s.run(&["call", "--agent", "fake", "--json", "--input", "echo hi"]);
     let line: serde_json::Value = serde_json::from_str(out(&o.stdout).trim()).unwrap();
     assert_eq!(
-        line["output"],
+        line["error"],
         format!("fake: session/new failed: {DETAIL}"),
         "{}",
         out(&o.stderr)

@@ -115,12 +115,14 @@ fn exit_codes_for_other_stop_reasons_and_bad_calls() {
     let o = s.run(&["call", "--agent", "fake", "--input", "stop max_tokens"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("stop reason: max_tokens"));
+    // What went wrong goes to stderr: stdout is the agent's answer.
     let o = s.run(&["call", "--agent", "fake", "--input", "crash"]);
     assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o.stdout), "");
     assert!(
-        text(&o.stdout).contains("exited during the turn"),
+        text(&o.stderr).contains("exited during the turn"),
         "{}",
-        text(&o.stdout)
+        text(&o.stderr)
     );
     let o = s.run(&["call", "--agent", "nobody", "--input", "hi"]);
     assert_eq!(o.status.code(), Some(2));
@@ -276,10 +278,10 @@ fn a_stuck_agent_times_out_and_call_exits_1() {
     let o = s.run(&["call", "--agent", "stuck", "--input", "hi"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(
-        text(&o.stdout)
+        text(&o.stderr)
             .contains("stuck: no answer to initialize within 1 s (startup_timeout in its config)"),
         "{}",
-        text(&o.stdout)
+        text(&o.stderr)
     );
     assert!(
         text(&o.stderr).contains("stop reason: error"),
@@ -337,7 +339,7 @@ fn auth_required_names_the_methods_and_their_variables() {
     .unwrap();
     let o = s.run(&["call", "--agent", "locked", "--input", "hi"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    let out = text(&o.stderr);
     assert!(
         out.contains(
             "locked needs authentication before it opens a session. It offers: \
@@ -466,4 +468,92 @@ fn a_bad_byte_on_stdout_does_not_end_the_connection() {
     let o = s.run(&["call", "--agent", "fake", "--input", "badbyte"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "caf\u{fffd} after\n");
+}
+
+/// A call that fails (here: its host cannot be reached) says why on
+/// stderr; stdout, where a script reads the agent's answer, stays empty.
+/// With `--json`, the object on stdout carries it in `error`.
+#[test]
+fn a_failed_call_says_why_on_stderr_and_in_the_json_error() {
+    // Nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = common::shell::shell_with(&format!(
+        "\n[hosts.closed]\nssh = \"127.0.0.1\"\nssh_args = [\"-p\", \"{port}\", \"-F\", \"/dev/null\"]\n\n\
+         [agents.far]\ncommand = \"x\"\nhost = \"closed\"\n"
+    ));
+    let said = |text: &str| text.contains("host closed") && text.contains("Connection refused");
+    let o = s.run(&["call", "--agent", "far", "--input", "echo hi"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "");
+    assert!(said(&text(&o.stderr)), "{}", text(&o.stderr));
+    let o = s.run(&["call", "--agent", "far", "--json", "--input", "echo hi"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&o.stdout)));
+    assert_eq!(
+        (&v["stop_reason"], &v["output"]),
+        (&"error".into(), &"".into())
+    );
+    assert!(said(v["error"].as_str().unwrap_or_default()), "{v}");
+}
+
+/// A git step that fails without a word is said once, plainly (it read
+/// `exit status exit status: 1`): here `git stash create`, as a `git` on
+/// PATH that fails it silently.
+#[test]
+fn a_git_step_that_fails_silently_is_said_plainly() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = shell();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "quorum.toml"],
+        &["commit", "-q", "-m", "first"],
+    ] {
+        let o = common::git(s.dir.path())
+            .args(args)
+            .current_dir(s.dir.path())
+            .output_bounded();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o.stderr));
+    }
+    let bin = tempfile::tempdir().unwrap();
+    let git = bin.path().join("git");
+    std::fs::write(
+        &git,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = stash ] && exit 1; done\nexec {:?} \"$@\"\n",
+            common::hermetic_path().join("git")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        common::hermetic_path().display()
+    );
+    let o = s.run_unwedged_with(
+        &[
+            "call",
+            "--agent",
+            "fake",
+            "--worktree",
+            "--input",
+            "echo hi",
+        ],
+        &[("PATH", &path)],
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stdout), "");
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "worktree: saving your uncommitted changes (git stash create) failed: git exited \
+             with status 1 and said nothing"
+        ),
+        "{err}"
+    );
 }

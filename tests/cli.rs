@@ -306,3 +306,113 @@ fn an_unknown_model_key_is_an_error_with_its_line() {
     assert!(err.contains("quorum.toml: line 4"), "{err}");
     assert!(err.contains("unknown field `base_ulr`"), "{err}");
 }
+
+/// The typos found on 2569e21, each accepted then without a word (`nmae`
+/// by `quorum agents`, which read only the agents): refused with the file,
+/// the line, the section and the nearest known name, on stderr, exit code 2
+/// ("bad config"), by `run` and `agents` alike.
+#[test]
+fn config_typos_are_refused_with_their_place_and_nearest_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("quorum.toml");
+    let script = dir.path().join("turns.json");
+    std::fs::write(&script, r#"[{"text": "done"}]"#).unwrap();
+    let model = format!("script:{}", script.display());
+    let f = file.display().to_string();
+    let run = [
+        "--config",
+        &f,
+        "--model",
+        &model,
+        "run",
+        "--no-record",
+        "-p",
+        "hi",
+    ];
+    let agents = ["--config", &f, "agents"];
+    for (text, args, said) in [
+        (
+            "bell = true\nmax_paralel = 3\n",
+            &run[..],
+            "line 2, column 1: unknown field `max_paralel` at the top level; did you mean \
+             `max_parallel`?",
+        ),
+        (
+            "max_parallel = 2\n\n[limts]\nmax_read_bytes = 1000\n",
+            &run[..],
+            "line 3, column 2: unknown section [limts]; did you mean [limits]?",
+        ),
+        (
+            "[mcp]\nsync_secs = 5\n",
+            &run[..],
+            "line 2, column 1: unknown field `sync_secs` in [mcp]; did you mean `sync_seconds`?",
+        ),
+        (
+            "[model]\nnmae = \"openai:x\"\n",
+            &agents[..],
+            "line 2, column 1: unknown field `nmae` in [model]; did you mean `name`?",
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let o = quorum_in(dir.path(), args)
+            .current_dir(dir.path())
+            .output_bounded();
+        assert_eq!(stderr(&o), format!("quorum: {f}: {said}\n"), "{text}");
+        assert_eq!(o.status.code(), Some(2), "{text}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{text}");
+    }
+}
+
+/// `quorum config`: the settings in effect and where each came from: the
+/// file (with its line), the environment, a flag, quorum's default, the
+/// built-in registry.
+#[test]
+fn config_prints_each_setting_and_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("quorum.toml");
+    std::fs::write(
+        &file,
+        "max_parallel = 2\n\n[limits]\nmax_read_bytes = 1000\n\n[agents.gemini]\n\
+         permissions = \"allow\"\n\n[agents.mine]\ncommand = \"/bin/true\"\n",
+    )
+    .unwrap();
+    let f = file.display().to_string();
+    let o = quorum_in(
+        dir.path(),
+        &[
+            "config",
+            "--config",
+            &f,
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+    )
+    .current_dir(dir.path())
+    .env("QUORUM_MODEL", "openai:local")
+    .output_bounded();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Each line's words, its spacing aside.
+    let lines: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(lines[0], format!("config file: {f} (--config)"));
+    assert_eq!(lines[1], "SETTING VALUE FROM");
+    for want in [
+        "bell true default".to_string(),
+        format!("max_parallel 2 {f}:1"),
+        "model.name openai:local $QUORUM_MODEL".to_string(),
+        "model.base_url http://127.0.0.1:9/v1 --base-url".to_string(),
+        "agent_depth 0 default".to_string(),
+        format!("limits.max_read_bytes 1000 {f}:4"),
+        "limits.max_frame_bytes 67108864 default".to_string(),
+        "mcp.sync_seconds 50 default".to_string(),
+        "acp.share_mcp_servers false default".to_string(),
+        "internal.terminal_network false default".to_string(),
+        "agents.claude claude-agent-acp built in".to_string(),
+        format!("agents.gemini gemini --acp built in, changed at {f}:6"),
+        format!("agents.mine /bin/true {f}:9"),
+    ] {
+        assert!(lines.contains(&want), "no line {want:?} in {lines:#?}");
+    }
+}

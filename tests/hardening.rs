@@ -99,16 +99,18 @@ fn an_endless_message_ends_the_turn_with_the_cause() {
     let s = shell_with("[limits]\nmax_frame_bytes = 100000\n");
     let o = s.run_unwedged(&["call", "--agent", "fake", "--input", "hugeline 1000000"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    // The call's output is the error; stderr says how it stopped.
+    // stderr says what went wrong and how the call stopped; stdout, the
+    // agent's answer, is empty.
     assert!(
         text(&o.stderr).contains("stop reason: error"),
         "{}",
         text(&o.stderr)
     );
-    let err = text(&o.stdout);
+    assert_eq!(text(&o.stdout), "");
+    let err = text(&o.stderr);
     assert!(
-        err.starts_with(
-            "fake exited during the turn: sent a message over 100000 bytes, read no further \
+        err.contains(
+            "\nfake exited during the turn: sent a message over 100000 bytes, read no further \
              (max_frame_bytes under [limits] in the config)"
         ),
         "{err}"

@@ -18,6 +18,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("event", &[]),
     // Untrusted input kept in bounds; below everything that reads it.
     ("confine", &[]),
+    // The one config file, typed and checked: its sections use the
+    // permission policy, the caps and the sandbox modes; the registry, the
+    // session and `serve` take their parts of it.
+    ("config", &["agent", "confine", "runtime::sandbox"]),
     // The model providers (and the one lock helper, in `confine`).
     ("llm", &["confine::lock"]),
     // Git worktrees for isolated writers (the git CLI, hardened): the
@@ -40,7 +44,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "subagent::severity",
         ],
     ),
-    ("acp", &["agent", "event", "confine", "runtime"]),
+    ("acp", &["agent", "config", "event", "confine", "runtime"]),
     // The dispatcher, the ACP agents' pool, and the tool as the model sees
     // it (its specs are the model's `ToolSpec`s).
     (
@@ -57,6 +61,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "agent",
             "acp",
+            "config",
             "subagent",
             "harness",
             "llm",
@@ -76,6 +81,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "serve",
         &[
             "engine",
+            "config",
             "subagent",
             "event",
             "confine",
@@ -90,6 +96,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "serve",
             "engine",
+            "config",
             "agent",
             "acp",
             "subagent",
@@ -108,7 +115,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The binary: argument parsing, then one call per command.
     (
         "main",
-        &["cli", "engine", "tui", "serve", "agent", "event", "runtime"],
+        &[
+            "cli", "config", "engine", "tui", "serve", "agent", "event", "runtime",
+        ],
     ),
     ("lib", &[]),
 ];

@@ -226,6 +226,17 @@ fn failures_have_their_exit_codes() {
     assert!(stderr(&o).contains("no chat model"), "{}", stderr(&o));
 }
 
+/// `--model script:FILE` in its object form, without the optional `log`:
+/// it failed with `missing field log` at `0:0`.
+#[test]
+fn a_script_object_without_a_log_runs() {
+    let d = dir();
+    let script = serde_json::json!({"turns": [{"text": "scripted answer"}]});
+    let (o, events) = d.run(script, &["-p", "hi"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(assistant_text(&events), "scripted answer|");
+}
+
 /// Options given before the subcommand apply to it: `quorum --model M run`
 /// is `quorum run --model M`.
 #[test]

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::McpServerEntry;
 use agent_client_protocol::v1::schema::{
     EnvVariable, HttpHeader, McpCapabilities, McpServer, McpServerHttp, McpServerSse,
     McpServerStdio,
 };
-use serde::Deserialize;
 
 /// The variable that names the Unix socket of quorum's own endpoint to
 /// `quorum mcp-connect` (`serve::endpoint`): a sandboxed agent handed that
@@ -58,19 +58,6 @@ pub enum McpTransport {
     },
 }
 
-/// `[mcp_servers.NAME]` as the config file says it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileMcpServer {
-    command: Option<String>,
-    args: Option<Vec<String>>,
-    env: Option<BTreeMap<String, String>>,
-    url: Option<String>,
-    headers: Option<BTreeMap<String, String>>,
-    /// `http` (the default) or `sse`, for a `url`.
-    transport: Option<String>,
-}
-
 /// What may name an MCP server or an agent: letters, digits, `-`, `_` and
 /// `.` (what `@NAME` in a message can say).
 pub fn is_name(name: &str) -> bool {
@@ -80,76 +67,74 @@ pub fn is_name(name: &str) -> bool {
             .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
-impl FileMcpServer {
-    /// The server it describes, or what is wrong with it (naming the
-    /// field: the caller adds the file).
-    pub(super) fn resolve(self, name: &str) -> Result<McpServerSpec, String> {
-        let at = format!("[mcp_servers.{name}]");
-        if !is_name(name) {
+/// The server `[mcp_servers.NAME]` describes, or what is wrong with it
+/// (naming the field: the caller adds the file).
+pub(super) fn resolve(entry: McpServerEntry, name: &str) -> Result<McpServerSpec, String> {
+    let at = format!("[mcp_servers.{name}]");
+    if !is_name(name) {
+        return Err(format!(
+            "[mcp_servers.{name:?}]: a server's name is letters, digits, `-`, `_` and `.` only"
+        ));
+    }
+    let transport = match (entry.command, entry.url) {
+        (None, None) => {
             return Err(format!(
-                "[mcp_servers.{name:?}]: a server's name is letters, digits, `-`, `_` and `.` only"
+                "{at} needs a `command` (a stdio server) or a `url` (an HTTP server)"
             ));
         }
-        let transport = match (self.command, self.url) {
-            (None, None) => {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "{at} has both `command` and `url`: a server is either stdio (`command`) or HTTP (`url`)"
+            ));
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(format!("{at} command is empty"));
+            }
+            if entry.headers.is_some() {
                 return Err(format!(
-                    "{at} needs a `command` (a stdio server) or a `url` (an HTTP server)"
+                    "{at} headers: only an HTTP server (`url`) takes headers"
                 ));
             }
-            (Some(_), Some(_)) => {
+            if entry.transport.is_some() {
                 return Err(format!(
-                    "{at} has both `command` and `url`: a server is either stdio (`command`) or HTTP (`url`)"
+                    "{at} transport: only an HTTP server (`url`) takes a transport"
                 ));
             }
-            (Some(command), None) => {
-                if command.trim().is_empty() {
-                    return Err(format!("{at} command is empty"));
-                }
-                if self.headers.is_some() {
+            McpTransport::Stdio {
+                command,
+                args: entry.args.unwrap_or_default(),
+                env: entry.env.unwrap_or_default(),
+            }
+        }
+        (None, Some(url)) => {
+            if entry.args.is_some() || entry.env.is_some() {
+                let field = if entry.args.is_some() { "args" } else { "env" };
+                return Err(format!(
+                    "{at} {field}: only a stdio server (`command`) takes {field}"
+                ));
+            }
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "{at} url must start with http:// or https://, got {url:?}"
+                ));
+            }
+            let headers = entry.headers.unwrap_or_default();
+            match entry.transport.as_deref() {
+                None | Some("http") => McpTransport::Http { url, headers },
+                Some("sse") => McpTransport::Sse { url, headers },
+                Some(other) => {
                     return Err(format!(
-                        "{at} headers: only an HTTP server (`url`) takes headers"
+                        "{at} transport must be \"http\" or \"sse\", got {other:?}"
                     ));
-                }
-                if self.transport.is_some() {
-                    return Err(format!(
-                        "{at} transport: only an HTTP server (`url`) takes a transport"
-                    ));
-                }
-                McpTransport::Stdio {
-                    command,
-                    args: self.args.unwrap_or_default(),
-                    env: self.env.unwrap_or_default(),
                 }
             }
-            (None, Some(url)) => {
-                if self.args.is_some() || self.env.is_some() {
-                    let field = if self.args.is_some() { "args" } else { "env" };
-                    return Err(format!(
-                        "{at} {field}: only a stdio server (`command`) takes {field}"
-                    ));
-                }
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(format!(
-                        "{at} url must start with http:// or https://, got {url:?}"
-                    ));
-                }
-                let headers = self.headers.unwrap_or_default();
-                match self.transport.as_deref() {
-                    None | Some("http") => McpTransport::Http { url, headers },
-                    Some("sse") => McpTransport::Sse { url, headers },
-                    Some(other) => {
-                        return Err(format!(
-                            "{at} transport must be \"http\" or \"sse\", got {other:?}"
-                        ));
-                    }
-                }
-            }
-        };
-        Ok(McpServerSpec {
-            name: name.to_string(),
-            transport,
-        })
-    }
+        }
+    };
+    Ok(McpServerSpec {
+        name: name.to_string(),
+        transport,
+    })
 }
 
 impl McpServerSpec {
@@ -314,8 +299,8 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<McpServerSpec, String> {
-        let file: FileMcpServer = toml::from_str(text).map_err(|e| e.to_string())?;
-        file.resolve("docs")
+        let entry: McpServerEntry = toml::from_str(text).map_err(|e| e.to_string())?;
+        resolve(entry, "docs")
     }
 
     #[test]

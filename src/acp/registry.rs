@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
-
-use super::mcp::{FileMcpServer, McpServerSpec};
+use super::mcp::McpServerSpec;
 use crate::agent::Permissions;
+pub use crate::config::ConfigError;
+use crate::config::{ConfigFile, HostEntry};
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
 use crate::runtime::sandbox::{Policy, Sandbox};
@@ -257,80 +257,6 @@ fn make_file(path: &Path, content: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(content)
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileAgent {
-    command: Option<String>,
-    args: Option<Vec<String>>,
-    env: Option<BTreeMap<String, String>>,
-    description: Option<String>,
-    permissions: Option<Permissions>,
-    /// Seconds.
-    startup_timeout: Option<f64>,
-    install: Option<String>,
-    model: Option<String>,
-    mode: Option<String>,
-    terminal_sandbox: Option<Sandbox>,
-    terminal_network: Option<bool>,
-    sandbox: Option<Sandbox>,
-    /// The agent's own state, private when it is sandboxed (the built-in
-    /// registry says it).
-    state: Option<Vec<String>>,
-    /// Its credentials, shared with the person's.
-    credentials: Option<Vec<String>>,
-    /// More paths a sandboxed agent may write, shared.
-    writable: Option<Vec<String>>,
-    /// Paths in those it may not change.
-    protect: Option<Vec<String>>,
-    /// Unix sockets its sandboxed processes may connect to.
-    unix_sockets: Option<Vec<String>>,
-    /// Whether its sandboxed process may make user namespaces.
-    user_namespaces: Option<bool>,
-    /// The `[mcp_servers]` it is given (default: all).
-    mcp_servers: Option<Vec<String>>,
-    /// The `[hosts.NAME]` it runs on.
-    host: Option<toml::Spanned<String>>,
-}
-
-/// `[hosts.NAME]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileHost {
-    ssh: String,
-    #[serde(default)]
-    ssh_args: Vec<String>,
-    dir: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct File {
-    #[serde(default)]
-    agents: BTreeMap<String, FileAgent>,
-    /// MCP servers for the agents.
-    #[serde(default)]
-    mcp_servers: BTreeMap<String, FileMcpServer>,
-    /// Other machines agents run on.
-    #[serde(default)]
-    hosts: BTreeMap<String, FileHost>,
-    /// Other sections belong to other parts of quorum.
-    #[serde(flatten)]
-    _rest: BTreeMap<String, toml::Value>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("{path}: [agents.{name}] needs a `command` (it is not a built-in agent)")]
-    MissingCommand { path: PathBuf, name: String },
-}
-
 /// An agent that cannot be run: not in the registry, not installed, or
 /// configured with a command that is not there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -383,76 +309,72 @@ pub struct Registry {
 impl Registry {
     /// The built-in agents only.
     pub fn builtin() -> Self {
-        let file: File = toml::from_str(BUILTIN).expect("assets/agents.toml is valid");
-        let mut registry = Self {
-            agents: BTreeMap::new(),
-            mcp: BTreeMap::new(),
-            hosts: BTreeMap::new(),
-        };
+        let file = ConfigFile::parse(Path::new(BUILTIN_PATH), BUILTIN)
+            .expect("assets/agents.toml is valid");
+        let mut registry = Self::empty();
         registry
-            .merge(Path::new(BUILTIN_PATH), BUILTIN, file)
+            .merge(&file)
             .expect("built-in agents all have commands");
         registry
     }
 
-    /// The built-in agents with the config file at `path` merged in. A
-    /// missing file at the default location is no error.
-    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let mut registry = Self::builtin();
-        let Some(path) = path else {
-            return Ok(registry);
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let file: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: describe_toml_error(&text, &e),
-        })?;
-        registry.merge(path, &text, file)?;
-        Ok(registry)
-    }
-
-    /// The agents of the config file at `path` alone, no built-in one:
-    /// for tests, whose agents must not depend on what the machine has on
-    /// `PATH`.
-    pub fn load_only(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let file: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: describe_toml_error(&text, &e),
-        })?;
-        let mut registry = Self {
+    fn empty() -> Self {
+        Self {
             agents: BTreeMap::new(),
             mcp: BTreeMap::new(),
             hosts: BTreeMap::new(),
-        };
-        registry.merge(path, &text, file)?;
+        }
+    }
+
+    /// The built-in agents with the config file's `[agents]`, `[hosts]`
+    /// and `[mcp_servers]` merged in.
+    pub fn from_config(file: &ConfigFile) -> Result<Self, ConfigError> {
+        let mut registry = Self::builtin();
+        registry.merge(file)?;
         Ok(registry)
     }
 
-    fn merge(&mut self, path: &Path, text: &str, file: File) -> Result<(), ConfigError> {
-        for (name, host) in file.hosts {
-            let spec = check_host(&name, host).map_err(|message| ConfigError::Parse {
+    /// The agents of the config file alone, no built-in one: for tests,
+    /// whose agents must not depend on what the machine has on `PATH`.
+    pub fn from_config_only(file: &ConfigFile) -> Result<Self, ConfigError> {
+        let mut registry = Self::empty();
+        registry.merge(file)?;
+        Ok(registry)
+    }
+
+    /// [`Registry::from_config`] of the file at `path` (none: the built-in
+    /// agents), read and checked whole: for tests, and commands that need
+    /// nothing else of the file. A front end that needs more reads its file
+    /// once ([`ConfigFile::load`]) and hands it on instead.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::from_config(&ConfigFile::load(path)?)
+    }
+
+    /// [`Registry::from_config_only`] of the file at `path`, read on its
+    /// own (tests).
+    pub fn load_only(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_config_only(&ConfigFile::read(path)?)
+    }
+
+    fn merge(&mut self, file: &ConfigFile) -> Result<(), ConfigError> {
+        let path = file.path().unwrap_or(Path::new(BUILTIN_PATH));
+        for (name, host) in &file.hosts {
+            let spec = check_host(name, host.clone()).map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,
             })?;
-            self.hosts.insert(name, spec);
+            self.hosts.insert(name.clone(), spec);
         }
-        for (name, server) in file.mcp_servers {
-            let server = server
-                .resolve(&name)
-                .map_err(|message| ConfigError::Parse {
+        for (name, server) in &file.mcp_servers {
+            let server = super::mcp::resolve(server.clone(), name).map_err(|message| {
+                ConfigError::Parse {
                     path: path.to_path_buf(),
                     message,
-                })?;
-            self.mcp.insert(name, server);
+                }
+            })?;
+            self.mcp.insert(name.clone(), server);
         }
-        self.merge_agents(path, text, file.agents)?;
+        self.merge_agents(path, file)?;
         // Every agent's servers again: a file may add servers to all.
         for spec in self.agents.values_mut() {
             spec.mcp_servers = super::mcp::pick(&spec.name, spec.mcp_pick.as_deref(), &self.mcp)
@@ -464,17 +386,12 @@ impl Registry {
         Ok(())
     }
 
-    fn merge_agents(
-        &mut self,
-        path: &Path,
-        text: &str,
-        agents: BTreeMap<String, FileAgent>,
-    ) -> Result<(), ConfigError> {
-        for (name, entry) in agents {
+    fn merge_agents(&mut self, path: &Path, file: &ConfigFile) -> Result<(), ConfigError> {
+        for (name, entry) in file.agents.clone() {
             if let Some(host) = &entry.host
                 && !self.hosts.contains_key(host.get_ref())
             {
-                let at = describe_span(text, host.span().start);
+                let at = file.describe_span(host.span().start);
                 return Err(ConfigError::Parse {
                     path: path.to_path_buf(),
                     message: format!(
@@ -677,40 +594,9 @@ impl Registry {
     }
 }
 
-/// The default config file: `$QUORUM_CONFIG`, else
-/// `$XDG_CONFIG_HOME/quorum/config.toml` (`~/.config/quorum/config.toml`).
-pub fn default_config_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("QUORUM_CONFIG").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
-    let path = base.join("quorum/config.toml");
-    path.exists().then_some(path)
-}
-
-/// `line N, column M: message`, from a TOML error's byte span.
-pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = e.message().trim_end().to_string();
-    match e.span() {
-        Some(span) => format!("{}: {message}", describe_span(text, span.start)),
-        None => message,
-    }
-}
-
-/// `line N, column M` of byte `at` in `text`.
-fn describe_span(text: &str, at: usize) -> String {
-    let before = &text[..at.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    format!("line {line}, column {column}")
-}
-
 /// A `[hosts.NAME]` table checked: a name as an agent's, a destination
 /// that ssh cannot take for an option, no line breaks.
-fn check_host(name: &str, host: FileHost) -> Result<HostSpec, String> {
+fn check_host(name: &str, host: HostEntry) -> Result<HostSpec, String> {
     if !is_agent_name(name) {
         return Err(format!(
             "[hosts.{name:?}]: a host's name is letters, digits, `-`, `_` and `.` only"

@@ -11,6 +11,7 @@ use anyhow::Result;
 
 use super::{EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_OK, Interrupt, Setup, interrupts};
 use crate::agent::{Elicit, Permissions};
+use crate::config::ConfigFile;
 use crate::engine::config::{self, ModelChoice};
 use crate::serve::acp::{AcpOptions, AcpServer, Opening, stdio};
 
@@ -31,22 +32,24 @@ pub struct AcpArgs {
 /// Serves the host on stdio until it goes or a signal comes; the exit code.
 pub async fn command(args: AcpArgs, config: Option<PathBuf>, model: ModelChoice) -> Result<i32> {
     config::init_logging();
-    // A config file with a mistake is said at once, not at the first session.
-    let checked = config::registry(config.as_deref())
-        .and_then(|_| config::config_limits(config.as_deref()))
-        .and_then(|limits| Ok((limits, AcpOptions::read_share(config.as_deref())?)));
-    let (limits, share_mcp) = match checked {
-        Ok(c) => c,
+    // The file is read once, and a mistake in it said at once, not at the
+    // first session; every session takes its settings from it.
+    let checked = ConfigFile::load(config.as_deref())
+        .map_err(anyhow::Error::from)
+        .and_then(|file| config::registry(&file).map(|_| Arc::new(file)));
+    let file = match checked {
+        Ok(file) => file,
         Err(e) => {
             crate::say!("quorum acp: {}", config::error_message(&e));
             return Ok(EXIT_CANNOT_RUN);
         }
     };
+    let (limits, share_mcp) = (file.limits(), AcpOptions::share(&file));
     let (record, approve) = (!args.no_record, args.approve.unwrap_or(Permissions::Ask));
-    let file = config.clone();
+    let shared = file.clone();
     let factory = Arc::new(move |opening: &Opening| {
         let setup = Setup {
-            config: file.clone(),
+            config: config.clone(),
             cwd: Some(opening.cwd.clone()),
             approve,
             record: (record && opening.resume.is_none())
@@ -59,11 +62,11 @@ pub async fn command(args: AcpArgs, config: Option<PathBuf>, model: ModelChoice)
                 Elicit::Decline
             },
         };
-        setup.session(Some(&model))
+        setup.session(&shared, Some(&model))
     });
     let server = AcpServer::new(AcpOptions {
         factory,
-        config,
+        config: file,
         share_mcp,
     });
     let mut interrupts = interrupts();

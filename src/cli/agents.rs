@@ -13,7 +13,8 @@ use crate::runtime::supervisor::Supervisor;
 /// `quorum agents [--probe]`, on stdout.
 pub async fn command(config: Option<&std::path::Path>, probe: bool) -> anyhow::Result<i32> {
     crate::engine::config::init_logging();
-    let registry = crate::engine::config::registry(config)?;
+    let file = crate::config::ConfigFile::load(config)?;
+    let registry = crate::engine::config::registry(&file)?;
     let root = crate::engine::config::root(None)?;
     let supervisor = Supervisor::new();
     let listed = list(&registry, &root, &supervisor, probe, &mut std::io::stdout()).await;

@@ -12,7 +12,7 @@ use super::progress::{Printer, Progress};
 use super::{EXIT_CANNOT_RUN, EXIT_OK, EXIT_STOPPED, HeadlessArgs, Setup, interrupts};
 use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
-use crate::event::{Stamped, StopReason};
+use crate::event::{Outcome, Stamped, StopReason};
 use crate::subagent::dispatch::Reply;
 use crate::subagent::input::SubAgentCallInput;
 
@@ -39,7 +39,8 @@ pub struct CallArgs {
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "new_session")]
     resume: Option<String>,
     /// Print one JSON object per call: output, stop_reason, severity,
-    /// session, session_id (and with --worktree branch, worktree, diffstat).
+    /// session, session_id (and with --worktree branch, worktree, diffstat;
+    /// for a call that failed, error, with an empty output).
     #[arg(long)]
     json: bool,
     /// Run the agent in a git worktree of its own, on a new branch
@@ -71,10 +72,13 @@ impl CallArgs {
 /// `quorum call`: a problem with the setup is printed, exit code 2.
 pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32> {
     config::init_logging();
-    let session = match setup.session(None).and_then(|session| {
-        session.registry.get(&request.agent)?;
-        Ok(session)
-    }) {
+    let session = match setup
+        .config_file()
+        .and_then(|file| setup.session(&file, None))
+        .and_then(|session| {
+            session.registry.get(&request.agent)?;
+            Ok(session)
+        }) {
         Ok(s) => s,
         Err(e) => {
             crate::say!("quorum: {}", config::error_message(&e));
@@ -92,6 +96,24 @@ pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32>
     }
     let (session, events) = Session::start(session, Instant::now())?;
     Ok(call(&session, events, request).await)
+}
+
+/// One call's line of `--json`: the outcome, and `error` (what went
+/// wrong) for a call that failed.
+fn print_json(outcome: &Outcome, error: Option<&str>) {
+    let text = match error {
+        None => serde_json::to_string(outcome).expect("an outcome is JSON"),
+        Some(error) => {
+            let mut value = serde_json::to_value(outcome).expect("an outcome is JSON");
+            if let Some(object) = value.as_object_mut() {
+                object.insert("error".into(), error.into());
+            }
+            value.to_string()
+        }
+    };
+    let text = crate::confine::sanitize::json(&text).into_owned();
+    // A closed stdout (`| head`) is no reason to stop the calls.
+    let _ = writeln!(std::io::stdout(), "{text}");
 }
 
 /// What `quorum call` does.
@@ -155,14 +177,17 @@ pub async fn call(
                 outcome.output = crate::subagent::severity::parse(&outcome.output)
                     .body
                     .to_string();
-                let printed = if request.json {
-                    let text = serde_json::to_string(&outcome).expect("an outcome is JSON");
-                    crate::confine::sanitize::json(&text).into_owned()
-                } else {
-                    sanitize(&outcome.output).into_owned()
-                };
-                // A closed stdout (`| head`) is no reason to stop the calls.
-                let _ = writeln!(std::io::stdout(), "{printed}");
+                // A call that failed has no answer: what went wrong goes
+                // to stderr (and, with --json, to `error`), never where a
+                // script reads the agent's answer.
+                let failed = (outcome.stop_reason == StopReason::Error)
+                    .then(|| std::mem::take(&mut outcome.output));
+                if request.json {
+                    print_json(&outcome, failed.as_deref());
+                } else if failed.is_none() {
+                    // A closed stdout (`| head`) is no reason to stop the calls.
+                    let _ = writeln!(std::io::stdout(), "{}", sanitize(&outcome.output));
+                }
                 if let (false, Some(work)) = (request.json, &outcome.work) {
                     crate::say!(
                         "quorum: {} · {} · worktree {}",
@@ -170,6 +195,9 @@ pub async fn call(
                         work.diffstat,
                         sanitize(&work.worktree)
                     );
+                }
+                if let Some(error) = &failed {
+                    crate::say!("{}", sanitize(error));
                 }
                 if outcome.stop_reason != StopReason::EndTurn {
                     if !request.json {
@@ -181,6 +209,9 @@ pub async fn call(
             Ok(_) => unreachable!("quorum call runs single calls in the foreground"),
             Err(e) => {
                 crate::say!("quorum: {e}");
+                if request.json {
+                    print_json(&Outcome::error(""), Some(&e.to_string()));
+                }
                 code = EXIT_CANNOT_RUN;
                 break;
             }

@@ -54,8 +54,10 @@ pub async fn command(
     if setup.record.is_none() && !args.no_record {
         setup.record = config::default_record_path();
     }
-    let prepared = McpOptions::read(setup.config.as_deref())
-        .and_then(|options| Ok((options, setup.session(Some(&model))?)));
+    let prepared = setup.config_file().and_then(|file| {
+        let options = McpOptions::from_config(&file);
+        Ok((options, setup.session(&file, Some(&model))?))
+    });
     let (options, session) = match prepared {
         Ok(p) => p,
         Err(e) => {

@@ -7,6 +7,7 @@
 pub mod acp;
 pub mod agents;
 mod call;
+pub mod config;
 pub mod import;
 pub mod mcp;
 mod progress;
@@ -26,8 +27,9 @@ pub use resume::ContinueArgs;
 pub use run::{run, run_command};
 
 use crate::agent::{Elicit, Permissions};
+use crate::config::ConfigFile;
 use crate::engine::SessionConfig;
-use crate::engine::config::{self, ModelChoice};
+use crate::engine::config::{ModelChoice, model_picks_path, registry, root};
 
 /// Exit code: every call ended its turn.
 pub const EXIT_OK: i32 = 0;
@@ -74,7 +76,8 @@ impl HeadlessArgs {
 
 /// Where and how a headless session runs.
 pub struct Setup {
-    /// The config file.
+    /// The config file (`None`: none), read once by the command
+    /// ([`Setup::config_file`]) and handed on.
     pub config: Option<PathBuf>,
     /// `--cwd`: the session directory.
     pub cwd: Option<PathBuf>,
@@ -89,20 +92,33 @@ pub struct Setup {
 }
 
 impl Setup {
-    fn session(self, model: Option<&ModelChoice>) -> Result<SessionConfig> {
-        let registry = config::registry(self.config.as_deref())?;
-        let mut session = SessionConfig::new(registry, config::root(self.cwd.as_deref())?);
-        session.read_settings(self.config.as_deref())?;
+    /// The config file, read and checked: once per command, which hands it
+    /// on.
+    pub fn config_file(&self) -> Result<ConfigFile> {
+        Ok(ConfigFile::load(self.config.as_deref())?)
+    }
+
+    /// The session, its settings from `file`.
+    fn session(self, file: &ConfigFile, model: Option<&ModelChoice>) -> Result<SessionConfig> {
+        let registry = registry(file)?;
+        let mut session = SessionConfig::new(registry, root(self.cwd.as_deref())?);
+        session.take_settings(file);
         session.permissions = self.approve;
         session.record = self.record;
         session.resume = self.resume;
         session.elicit = self.elicit;
-        session.model_picks = config::model_picks_path();
+        session.model_picks = model_picks_path();
         if let Some(choice) = model {
-            session.choose_model(choice, self.config.as_deref())?;
+            session.choose_model(choice, file)?;
         }
         Ok(session)
     }
+}
+
+/// Whether `e` is a closed stdout (`| head`): no error.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|c| c.downcast_ref().is_some_and(broken))
 }
 
 /// Why a headless command should stop early.

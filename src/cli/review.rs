@@ -119,7 +119,10 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         resume: None,
         elicit: crate::agent::Elicit::Decline,
     };
-    let session = match setup.session(None) {
+    let session = match setup
+        .config_file()
+        .and_then(|file| setup.session(&file, None))
+    {
         Ok(s) => s,
         Err(e) => {
             crate::say!("quorum: {}", config::error_message(&e));

@@ -26,9 +26,11 @@ pub async fn run_command(
     no_wait: bool,
 ) -> Result<i32> {
     config::init_logging();
-    let config_file = setup.config.clone();
-    let session = match setup.session(Some(&model)) {
-        Ok(s) => s,
+    let prepared = setup
+        .config_file()
+        .and_then(|file| Ok((setup.session(&file, Some(&model))?, file)));
+    let (session, file) = match prepared {
+        Ok(p) => p,
         Err(e) => {
             crate::say!("quorum: {}", config::error_message(&e));
             return Ok(EXIT_CANNOT_RUN);
@@ -39,7 +41,7 @@ pub async fn run_command(
     // the session runs.
     let _tools = match session
         .conducted()
-        .then(|| crate::serve::hand_tools(&session, config_file.as_deref()))
+        .then(|| crate::serve::hand_tools(&session, &file))
         .transpose()
     {
         Ok(endpoint) => endpoint,

@@ -1,14 +1,15 @@
-//! Where a session's settings come from: the config file, the environment
-//! and the command line, read once into a [`SessionConfig`]; and the
-//! state directory (logs, recorded sessions).
+//! Where a session's settings come from: the config file (read once, a
+//! [`ConfigFile`]), the environment and the command line, taken into a
+//! [`SessionConfig`]; and the state directory (logs, recorded sessions).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::acp::registry::{Registry, default_config_path, describe_toml_error};
+use crate::acp::registry::Registry;
 use crate::agent::Permissions;
+use crate::config::{ConfigFile, InternalSection, Source};
 use crate::confine::fsroot::Root;
 use crate::confine::limits::Limits;
 use crate::llm::Model;
@@ -85,23 +86,29 @@ impl SessionConfig {
             limits: Limits::default(),
             resume: None,
             elicit: crate::agent::Elicit::Ask,
-            internal_shell: InternalSection::default().policy(),
+            internal_shell: internal_policy(None),
             on_history: None,
         }
     }
 
-    /// Takes the config file's top-level settings (`max_parallel`) and its
-    /// `[limits]`.
-    pub fn read_settings(&mut self, config: Option<&Path>) -> Result<()> {
-        let settings = settings(config)?;
-        if let Some(n) = settings.max_parallel {
-            self.max_parallel = n;
-        }
-        self.internal_shell = settings.internal.unwrap_or_default().policy();
-        let limits = settings.limits.unwrap_or_default();
+    /// Takes the config file's top-level settings (`max_parallel`), its
+    /// `[limits]` and its `[internal]`.
+    pub fn take_settings(&mut self, file: &ConfigFile) {
+        self.max_parallel = file
+            .max_parallel
+            .unwrap_or(crate::subagent::dispatch::MAX_PARALLEL);
+        self.internal_shell = internal_policy(file.internal.as_ref());
+        let limits = file.limits();
         self.limits = limits;
         self.registry.set_limits(limits);
         self.root = self.root.clone().with_max_read(limits.max_read_bytes);
+    }
+
+    /// [`SessionConfig::take_settings`] of the file at `config`, read and
+    /// checked on its own: for tests, which have only a path. A front end
+    /// reads its file once and hands the [`ConfigFile`] on.
+    pub fn read_settings(&mut self, config: Option<&Path>) -> Result<()> {
+        self.take_settings(&ConfigFile::load(config)?);
         Ok(())
     }
 }
@@ -110,15 +117,15 @@ impl SessionConfig {
 /// permission requests, recorded to `record` (`Some(None)`: to the default
 /// place under the state directory; `None`: not at all).
 pub fn interactive(
-    config: Option<&Path>,
+    file: &ConfigFile,
     model: &ModelChoice,
     record: Option<Option<PathBuf>>,
     (cols, rows): (u16, u16),
 ) -> Result<SessionConfig> {
     init_logging();
-    let mut session = SessionConfig::new(registry(config)?, root(None)?);
-    session.read_settings(config)?;
-    session.choose_model(model, config)?;
+    let mut session = SessionConfig::new(registry(file)?, root(None)?);
+    session.take_settings(file);
+    session.choose_model(model, file)?;
     session.record = record.and_then(|path| path.or_else(default_record_path));
     session.terminal = TerminalSize { cols, rows };
     session.model_picks = model_picks_path();
@@ -136,15 +143,9 @@ pub struct ModelChoice {
     pub agent_depth: u32,
 }
 
-/// The config file to read: `--config`, else `$QUORUM_CONFIG`, else the
-/// default one if it exists.
-pub fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
-    flag.or_else(default_config_path)
-}
-
-/// The agents: built in, with the config file merged in.
-pub fn registry(config: Option<&Path>) -> Result<Registry> {
-    Ok(Registry::load(config)?)
+/// The agents: built in, with the config file's merged in.
+pub fn registry(file: &ConfigFile) -> Result<Registry> {
+    Ok(Registry::from_config(file)?)
 }
 
 /// The session directory: `--cwd DIR`, else the current directory.
@@ -163,114 +164,86 @@ pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ModelSection {
-    name: Option<String>,
-    base_url: Option<String>,
-}
-
-/// What the config file says besides its agents.
-#[derive(serde::Deserialize, Default)]
-struct Settings {
-    #[serde(default)]
-    model: Option<ModelSection>,
-    /// How many tasks of one batch run at once.
-    #[serde(default, deserialize_with = "at_least_one")]
-    max_parallel: Option<usize>,
-    /// What one piece of outside input may cost.
-    #[serde(default)]
-    limits: Option<Limits>,
-    /// The internal agent's shell.
-    #[serde(default)]
-    internal: Option<InternalSection>,
-}
-
-/// `[internal]`: how the internal agent's shell commands are confined, as
-/// `terminal_sandbox` and `terminal_network` do for an ACP agent's.
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct InternalSection {
-    terminal_sandbox: Option<crate::runtime::sandbox::Sandbox>,
-    #[serde(default)]
-    terminal_network: bool,
-}
-
-impl InternalSection {
-    fn policy(self) -> crate::runtime::sandbox::Policy {
-        crate::runtime::sandbox::Policy {
-            mode: self.terminal_sandbox,
-            network: self.terminal_network,
-            setting: "terminal_sandbox",
-            ..Default::default()
-        }
+/// How the internal agent's shell commands are confined (`[internal]`),
+/// as `terminal_sandbox` and `terminal_network` do for an ACP agent's.
+fn internal_policy(section: Option<&InternalSection>) -> crate::runtime::sandbox::Policy {
+    let section = section.cloned().unwrap_or_default();
+    crate::runtime::sandbox::Policy {
+        mode: section.terminal_sandbox,
+        network: section.terminal_network.unwrap_or(false),
+        setting: "terminal_sandbox",
+        ..Default::default()
     }
 }
 
-/// The config file's `[limits]` (the defaults without a file or section).
-pub fn config_limits(config: Option<&Path>) -> Result<Limits> {
-    Ok(settings(config)?.limits.unwrap_or_default())
+/// The chat model's settings in effect, each with where it came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// `--model`, else `$QUORUM_MODEL`, else `[model] name`.
+    pub spec: Option<(String, Source)>,
+    /// `--base-url`, else (unless the provider's variable, `OPENAI_BASE_URL`
+    /// say, is set: the provider reads it) `[model] base_url`; without
+    /// any, the provider's own URL. As `--base-url`'s help says.
+    pub base_url: Option<(String, Source)>,
 }
 
-fn at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    let n = <usize as serde::Deserialize>::deserialize(d)?;
-    if n == 0 {
-        return Err(serde::de::Error::custom(
-            "max_parallel must be at least 1 (how many tasks of a batch run at once)",
-        ));
+impl ModelSettings {
+    /// From the flags (`choice`), the environment (`env`) and the file.
+    pub fn resolve(
+        choice: &ModelChoice,
+        file: &ConfigFile,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        let section = file.model.clone().unwrap_or_default();
+        let spec = choice
+            .spec
+            .clone()
+            .map(|s| (s, Source::Flag("--model")))
+            .or_else(|| {
+                crate::llm::select::default_spec(env).map(|s| (s, Source::Env("QUORUM_MODEL")))
+            })
+            .or_else(|| Some((section.name?, file.source(&["model", "name"]))));
+        let variable_set = spec
+            .as_ref()
+            .and_then(|(spec, _)| crate::llm::select::base_url_variable(spec))
+            .is_some_and(|v| env(v).is_some());
+        let base_url = choice
+            .base_url
+            .clone()
+            .map(|u| (u, Source::Flag("--base-url")))
+            .or_else(|| {
+                if variable_set {
+                    return None;
+                }
+                Some((section.base_url?, file.source(&["model", "base_url"])))
+            });
+        Self { spec, base_url }
     }
-    Ok(Some(n))
-}
 
-/// The config file's settings (none without a file).
-fn settings(config: Option<&Path>) -> Result<Settings> {
-    let Some(path) = config else {
-        return Ok(Settings::default());
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), describe_toml_error(&text, &e)))
-}
-
-/// The `[model]` section of the config file, if there is one.
-fn config_model(config: Option<&Path>) -> Result<ModelSection> {
-    Ok(settings(config)?.model.unwrap_or_default())
-}
-
-/// The config file's top-level `bell` (default true): whether the TUI rings
-/// the terminal bell when a task starts waiting for the person.
-pub fn config_bell(config: Option<&Path>) -> Result<bool> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        #[serde(default = "yes")]
-        bell: bool,
+    /// The base URL the model will use: [`ModelSettings::base_url`], else
+    /// its provider's variable when set (`OPENAI_BASE_URL`, ...); `None`:
+    /// the provider's own.
+    pub fn base_url_in_effect(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<(String, Source)> {
+        let variable = self
+            .spec
+            .as_ref()
+            .and_then(|(spec, _)| crate::llm::select::base_url_variable(spec));
+        let from_env = variable.and_then(|v| Some((env(v)?, Source::Env(v))));
+        self.base_url.clone().or(from_env)
     }
-    fn yes() -> bool {
-        true
-    }
-    let Some(path) = config else {
-        return Ok(true);
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    let file: File = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: `bell`: {}", path.display(), e.message()))?;
-    Ok(file.bell)
 }
 
 impl SessionConfig {
     /// Sets the chat model from the flags, the environment and the config
     /// file (none when none is configured), the base URL `/model` uses, and
     /// how deep internal agents may nest.
-    pub fn choose_model(&mut self, choice: &ModelChoice, config: Option<&Path>) -> Result<()> {
-        let section = config_model(config)?;
-        let spec = choice
-            .spec
-            .clone()
-            .or_else(|| crate::llm::select::default_spec(&env_var))
-            .or(section.name);
-        self.base_url = choice.base_url.clone().or(section.base_url);
+    pub fn choose_model(&mut self, choice: &ModelChoice, file: &ConfigFile) -> Result<()> {
+        let settings = ModelSettings::resolve(choice, file, &env_var);
+        let spec = settings.spec.map(|(spec, _)| spec);
+        self.base_url = settings.base_url.map(|(url, _)| url);
         self.agent_depth = choice.agent_depth;
         self.model = None;
         self.conductor = None;
@@ -430,5 +403,59 @@ mod tests {
             let e = session().read_settings(Some(f.path())).unwrap_err();
             assert!(e.to_string().contains(expect), "{text}: {e}");
         }
+    }
+
+    /// `--model` over `$QUORUM_MODEL` over `[model] name`; `--base-url`
+    /// over `[model] base_url` over the provider's variable: what the
+    /// session takes and `quorum config` says.
+    #[test]
+    fn model_settings_come_from_flag_environment_then_file() {
+        let f = file("[model]\nname = \"openai:filed\"\nbase_url = \"http://file/v1\"\n");
+        let config = ConfigFile::read(f.path()).unwrap();
+        let at = |line| Source::File {
+            path: f.path().to_path_buf(),
+            line,
+        };
+        let env = |name: &str| match name {
+            "QUORUM_MODEL" => Some("openai:env".to_string()),
+            "OPENAI_BASE_URL" => Some("http://env/v1".to_string()),
+            _ => None,
+        };
+        let none = |_: &str| None;
+        let flags = ModelChoice {
+            spec: Some("openai:flag".into()),
+            base_url: Some("http://flag/v1".into()),
+            agent_depth: 0,
+        };
+        let s = ModelSettings::resolve(&flags, &config, &env);
+        assert_eq!(
+            s.spec,
+            Some(("openai:flag".into(), Source::Flag("--model")))
+        );
+        assert_eq!(
+            s.base_url_in_effect(&env),
+            Some(("http://flag/v1".into(), Source::Flag("--base-url")))
+        );
+        let s = ModelSettings::resolve(&ModelChoice::default(), &config, &env);
+        assert_eq!(
+            s.spec,
+            Some(("openai:env".into(), Source::Env("QUORUM_MODEL")))
+        );
+        // The provider's variable comes before the file's base URL.
+        assert_eq!(
+            s.base_url_in_effect(&env),
+            Some(("http://env/v1".into(), Source::Env("OPENAI_BASE_URL")))
+        );
+        let s = ModelSettings::resolve(&ModelChoice::default(), &config, &none);
+        assert_eq!(s.spec, Some(("openai:filed".into(), at(2))));
+        assert_eq!(s.base_url, Some(("http://file/v1".into(), at(3))));
+        let empty = ConfigFile::default();
+        let s = ModelSettings::resolve(&ModelChoice::default(), &empty, &env);
+        assert_eq!(
+            s.base_url_in_effect(&env),
+            Some(("http://env/v1".into(), Source::Env("OPENAI_BASE_URL")))
+        );
+        let s = ModelSettings::resolve(&ModelChoice::default(), &empty, &none);
+        assert_eq!(s, ModelSettings::default());
     }
 }

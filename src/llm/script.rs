@@ -8,9 +8,9 @@
 //! ]
 //! ```
 //!
-//! The file may also be `{"turns": [...], "log": "requests.jsonl"}`: each
-//! request the model gets (its messages and tool names) is then appended
-//! to the log as one JSON line, to see what the chat sent.
+//! The file may also be `{"turns": [...], "log": "requests.jsonl"}` (`log`
+//! optional): each request the model gets (its messages and tool names) is
+//! then appended to the log as one JSON line, to see what the chat sent.
 
 use crate::confine::lock;
 use std::path::{Path, PathBuf};
@@ -61,10 +61,14 @@ pub struct ScriptModel {
     log: Option<PathBuf>,
 }
 
-/// A script file: its turns, or its turns and a request log.
-enum Script {
-    Turns(Vec<Turn>),
-    Logged { turns: Vec<Turn>, log: PathBuf },
+/// A script file's object form: its turns and, if it names one, a log of
+/// the requests.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Script {
+    turns: Vec<Turn>,
+    #[serde(default)]
+    log: Option<PathBuf>,
 }
 
 impl ScriptModel {
@@ -79,33 +83,23 @@ impl ScriptModel {
                 e.column()
             ))
         };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
-        // Parse the shape it has, for an error that names the field.
-        let script = if value.is_array() {
-            Script::Turns(serde_json::from_value(value).map_err(bad)?)
+        // Parse the shape it has, from the text, for an error that names
+        // the field and its line.
+        let script = if text.trim_start().starts_with('[') {
+            Script {
+                turns: serde_json::from_str(&text).map_err(bad)?,
+                log: None,
+            }
         } else {
-            #[derive(Deserialize)]
-            #[serde(deny_unknown_fields)]
-            struct Logged {
-                turns: Vec<Turn>,
-                log: PathBuf,
-            }
-            let l: Logged = serde_json::from_value(value).map_err(bad)?;
-            Script::Logged {
-                turns: l.turns,
-                log: l.log,
-            }
+            serde_json::from_str(&text).map_err(bad)?
         };
         let label = path.display().to_string();
-        Ok(match script {
-            Script::Turns(turns) => Self::new(&label, turns),
-            Script::Logged { turns, log } => {
-                let log = path.parent().unwrap_or(Path::new(".")).join(log);
-                Self {
-                    log: Some(log),
-                    ..Self::new(&label, turns)
-                }
-            }
+        let log = script
+            .log
+            .map(|log| path.parent().unwrap_or(Path::new(".")).join(log));
+        Ok(Self {
+            log,
+            ..Self::new(&label, script.turns)
         })
     }
 

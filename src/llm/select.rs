@@ -24,6 +24,17 @@ pub fn default_spec(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     nonempty(env("QUORUM_MODEL"))
 }
 
+/// The variable whose base URL the model `spec` names takes when it is
+/// given none (`OPENAI_BASE_URL` for `openai:NAME`, ...); `None` for a
+/// provider that takes none.
+pub fn base_url_variable(spec: &str) -> Option<&'static str> {
+    match spec.trim().split_once(':')?.0 {
+        "openai" => Some("OPENAI_BASE_URL"),
+        "anthropic" => Some("ANTHROPIC_BASE_URL"),
+        _ => None,
+    }
+}
+
 /// The model that `spec` names. `base_url` (from `--base-url`) wins over
 /// the environment's; `env` reads the environment (tests pass their own).
 pub fn from_spec(
@@ -52,18 +63,20 @@ pub fn from_spec(
     let base_url = base_url.map(str::trim).filter(|b| !b.is_empty());
     match provider {
         "openai" => {
+            let variable = base_url_variable(spec).unwrap_or_default();
             let base = base_url
                 .map(str::to_string)
-                .or_else(|| nonempty(env("OPENAI_BASE_URL")));
+                .or_else(|| nonempty(env(variable)));
             let key = key(env, "OPENAI_API_KEY", base.is_some(), "openai")?;
             let base = base.unwrap_or_else(|| OPENAI_BASE_URL.to_string());
             check_url(&base)?;
             Ok(Arc::new(OpenAi::new(name, &base, key)))
         }
         "anthropic" => {
+            let variable = base_url_variable(spec).unwrap_or_default();
             let base = base_url
                 .map(str::to_string)
-                .or_else(|| nonempty(env("ANTHROPIC_BASE_URL")));
+                .or_else(|| nonempty(env(variable)));
             let key = key(env, "ANTHROPIC_API_KEY", base.is_some(), "anthropic")?;
             let base = base.unwrap_or_else(|| ANTHROPIC_BASE_URL.to_string());
             check_url(&base)?;

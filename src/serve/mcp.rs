@@ -13,7 +13,6 @@
 //! a progress notification every few seconds, with what its agent did
 //! last.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,41 +66,15 @@ impl Default for McpOptions {
     }
 }
 
-/// `[mcp]` in the config file.
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct McpSection {
-    sync_seconds: Option<u64>,
-}
-
 impl McpOptions {
     /// The options the config file's `[mcp]` gives (the defaults without
-    /// a file or section).
-    pub fn read(config: Option<&Path>) -> anyhow::Result<Self> {
-        #[derive(serde::Deserialize)]
-        struct File {
-            #[serde(default)]
-            mcp: Option<McpSection>,
+    /// it).
+    pub fn from_config(file: &crate::config::ConfigFile) -> Self {
+        let seconds = file.mcp.as_ref().and_then(|m| m.sync_seconds);
+        Self {
+            sync: Duration::from_secs(seconds.unwrap_or(SYNC_SECONDS)),
+            ..Self::default()
         }
-        let mut options = Self::default();
-        let Some(path) = config else {
-            return Ok(options);
-        };
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?;
-        let file: File = toml::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: [mcp]: {}", path.display(), e.message()))?;
-        if let Some(seconds) = file.mcp.and_then(|m| m.sync_seconds) {
-            if seconds == 0 {
-                anyhow::bail!(
-                    "{}: [mcp] sync_seconds must be at least 1 (how long a call runs before it \
-                     goes on in the background)",
-                    path.display()
-                );
-            }
-            options.sync = Duration::from_secs(seconds);
-        }
-        Ok(options)
     }
 }
 

@@ -22,11 +22,11 @@ pub use mcp::{McpOptions, QuorumMcp};
 /// to the background says its report will be delivered.
 pub fn hand_tools(
     session: &crate::engine::Session,
-    config: Option<&std::path::Path>,
+    config: &crate::config::ConfigFile,
 ) -> anyhow::Result<Endpoint> {
     let options = McpOptions {
         reports_delivered: true,
-        ..McpOptions::read(config)?
+        ..McpOptions::from_config(config)
     };
     let endpoint = Endpoint::for_session(session, options)?;
     session.hand_tools(endpoint.server_spec()?);
@@ -38,7 +38,7 @@ pub fn hand_tools(
 /// (otherwise the endpoint is missed, and logged).
 pub fn offer_tools(
     session: &crate::engine::Session,
-    config: Option<&std::path::Path>,
+    config: &crate::config::ConfigFile,
 ) -> anyhow::Result<Option<Endpoint>> {
     match hand_tools(session, config) {
         Ok(endpoint) => Ok(Some(endpoint)),

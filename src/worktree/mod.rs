@@ -132,7 +132,11 @@ fn message(out: &std::process::Output) -> String {
         text.push_str(stdout.trim());
     }
     if text.is_empty() {
-        text = format!("exit status {}", out.status);
+        text = match out.status.code() {
+            Some(code) => format!("git exited with status {code} and said nothing"),
+            // `signal: 9 (SIGKILL)`.
+            None => format!("git ended by {} and said nothing", out.status),
+        };
     }
     text.replace('\n', " / ")
 }

@@ -62,33 +62,20 @@ pub type Factory = Arc<dyn Fn(&Opening) -> anyhow::Result<SessionConfig> + Send 
 /// How `quorum acp` serves.
 pub struct AcpOptions {
     pub factory: Factory,
-    /// The config file (for the conductor's tools).
-    pub config: Option<PathBuf>,
+    /// The config file, read once (for the conductor's tools).
+    pub config: Arc<crate::config::ConfigFile>,
     /// The host's MCP servers go to every sub-agent too, not only the
     /// chat's conductor (`[acp] share_mcp_servers = true`).
     pub share_mcp: bool,
 }
 
 impl AcpOptions {
-    /// `[acp] share_mcp_servers` from the config file.
-    pub fn read_share(config: Option<&Path>) -> anyhow::Result<bool> {
-        #[derive(serde::Deserialize)]
-        struct File {
-            #[serde(default)]
-            acp: Option<Section>,
-        }
-        #[derive(serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Section {
-            #[serde(default)]
-            share_mcp_servers: bool,
-        }
-        let Some(path) = config else { return Ok(false) };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-        let file: File = toml::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: [acp]: {}", path.display(), e.message()))?;
-        Ok(file.acp.is_some_and(|a| a.share_mcp_servers))
+    /// `[acp] share_mcp_servers` of the config file (default false).
+    pub fn share(file: &crate::config::ConfigFile) -> bool {
+        file.acp
+            .as_ref()
+            .and_then(|a| a.share_mcp_servers)
+            .unwrap_or(false)
     }
 }
 
@@ -363,10 +350,7 @@ impl AcpServer {
         }
         let (session, events) = Session::start(config, Instant::now()).map_err(cannot)?;
         let tools = if session.conducted() {
-            Some(
-                crate::serve::hand_tools(&session, self.options.config.as_deref())
-                    .map_err(cannot)?,
-            )
+            Some(crate::serve::hand_tools(&session, &self.options.config).map_err(cannot)?)
         } else {
             None
         };
