@@ -1072,13 +1072,15 @@ fn a_line_over_the_cap_from_a_hosts_agent_ends_the_call_as_a_local_ones_does() {
     for agent in ["near", "far"] {
         let o = lab.quorum(&["call", "--agent", agent, "--input", "hugeline 1000000"]);
         assert_eq!(o.status.code(), Some(1), "{agent}: {}", text(&o.stderr));
-        let out = text(&o.stdout);
+        // The error is said on stderr; stdout, the agent's answer, is empty.
+        assert_eq!(text(&o.stdout), "", "{agent}");
+        let err = text(&o.stderr);
         assert!(
-            out.starts_with(&format!(
+            err.contains(&format!(
                 "{agent} exited during the turn: sent a message over 100000 bytes, read no \
                  further (max_frame_bytes under [limits] in the config)"
             )),
-            "{agent}: {out}"
+            "{agent}: {err}"
         );
     }
     lab.assert_nothing_left(&[]);
