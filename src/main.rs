@@ -10,7 +10,7 @@ use quorum::cli::{self as headless, CallArgs, ContinueArgs, HeadlessArgs};
 use quorum::config::{ConfigFile, Location};
 use quorum::engine::Session;
 use quorum::engine::config::{self, ModelChoice};
-use quorum::tui::commands::{self as screen, ReplayArgs, WatchArgs};
+use quorum::tui::modes::{self as screen, ReplayArgs, WatchArgs};
 
 #[derive(Parser)]
 #[command(
@@ -115,7 +115,7 @@ enum Command {
     McpConnect,
     /// quorum on an agent's host, relaying it home (quorum starts it over ssh).
     #[command(hide = true)]
-    Proxy(quorum::serve::proxy::ProxyArgs),
+    Proxy(quorum::cli::proxy::ProxyArgs),
 }
 
 #[derive(clap::Args)]
@@ -184,8 +184,8 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Worktrees(a)) => with_runtime(quorum::cli::worktrees::command(a, config))?,
         Some(Command::Mcp(a)) => with_runtime(quorum::cli::mcp::command(a, config, model, outer))?,
         Some(Command::Acp(args)) => with_runtime(quorum::cli::acp::command(args, config, model))?,
-        Some(Command::McpConnect) => with_runtime(quorum::serve::connect::run())?,
-        Some(Command::Proxy(a)) => with_runtime(quorum::serve::proxy::run(a))?,
+        Some(Command::McpConnect) => with_runtime(quorum::cli::mcp_connect::run())?,
+        Some(Command::Proxy(a)) => with_runtime(quorum::cli::proxy::run(a))?,
         Some(Command::Watch(args)) => with_runtime(watch_cmd(args, config))?,
         Some(Command::Replay(args)) => replay_cmd(args, config)?,
         Some(Command::Tui(args)) => with_runtime(tui_cmd(args, model, config))?,

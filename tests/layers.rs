@@ -45,17 +45,26 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("acp", &["agent", "config", "event", "confine", "runtime"]),
+    // Agents on other machines: ssh, the proxy and its relay (answering
+    // with ACP's handlers), an agent's start there (an ACP agent whose
+    // command is `ssh`), a worktree task's git there; the checked
+    // `[hosts.NAME]` tables come from `config`.
+    (
+        "remote",
+        &["acp", "config", "confine", "runtime", "worktree"],
+    ),
     // The dispatcher, the ACP agents' pool, and the tool as the model sees
-    // it (its specs are the model's `ToolSpec`s).
+    // it (its specs are the model's `ToolSpec`s); a host's agents and
+    // worktree tasks through `remote`.
     (
         "subagent",
         &[
-            "agent", "acp", "llm", "event", "confine", "runtime", "worktree",
+            "agent", "acp", "llm", "event", "confine", "runtime", "worktree", "remote",
         ],
     ),
     // The chat loop and its tools: nothing of the sub-agent tool or ACP,
     // which the engine plugs in.
-    ("harness", &["event", "confine", "llm", "runtime"]),
+    ("model_loop", &["event", "confine", "llm", "runtime"]),
     (
         "engine",
         &[
@@ -63,7 +72,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "acp",
             "config",
             "subagent",
-            "harness",
+            "model_loop",
             "llm",
             "event",
             "confine",
@@ -90,11 +99,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "acp",
         ],
     ),
-    // The headless front ends (and `quorum mcp`, on `serve`).
+    // The headless front ends (and `quorum mcp`, on `serve`; `quorum
+    // proxy` and `quorum worktrees --fetch`, on `remote`).
     (
         "cli",
         &[
             "serve",
+            "remote",
             "engine",
             "config",
             "agent",

@@ -28,7 +28,7 @@ pub use config::SessionConfig;
 pub use ops::{Mention, WELCOME, parse_mention};
 
 use crate::event::{Event, NoticeLevel, Op, Stamped, StopReason};
-use crate::harness::chat::{Chat, ChatHandle};
+use crate::model_loop::chat::{Chat, ChatHandle};
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
@@ -201,7 +201,7 @@ impl Session {
                     (permissions, elicit),
                     answers.clone(),
                 );
-                Ok(Box::new(conductor) as Box<dyn crate::harness::chat::Conductor>)
+                Ok(Box::new(conductor) as Box<dyn crate::model_loop::chat::Conductor>)
             })
         };
         let conducted = config.model.is_none() && config.conductor.is_some();

@@ -1,4 +1,4 @@
-//! The main chat: a harness whose tools (the engine gives it the
+//! The main chat: a model loop whose tools (the engine gives it the
 //! sub-agent tool) report to the transcript, with background completions
 //! delivered to the model exactly once, and the summary of its
 //! conversation that sub-agents may get.
@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use futures::StreamExt;
 
-use super::{Harness, Mirror, Sink, ToolError, ToolSet, summarize_args};
+use super::{Mirror, ModelLoop, Sink, ToolError, ToolSet, summarize_args};
 use crate::event::{ChatEntry, ChatToolCall, Event, NoticeLevel, Outcome, StopReason};
 use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall};
 use crate::runtime::bus::Emitter;
@@ -372,7 +372,7 @@ pub trait Conductor: Send {
 
 /// What answers the chat: the model loop, or a conductor.
 enum Brain {
-    Model(Harness),
+    Model(ModelLoop),
     Conductor(Box<dyn Conductor>),
 }
 
@@ -389,7 +389,7 @@ pub struct Chat {
     /// chat's own model.
     summary: ConversationSummary,
     /// The conversation, as the summary reads it (a conductor's is kept
-    /// here by the chat; a model's by its harness).
+    /// here by the chat; a model's by its model loop).
     mirror: Mirror,
     /// Said to the model once, before the person's next message: what
     /// happened while quorum was not running (a continued session).
@@ -408,10 +408,10 @@ impl Chat {
         emitter: Emitter,
         completions: mpsc::UnboundedReceiver<String>,
     ) -> Self {
-        let mut harness = Harness::new(model.clone(), tools.clone(), Some(SYSTEM.to_string()));
-        let mirror = harness.mirror();
+        let mut model_loop = ModelLoop::new(model.clone(), tools.clone(), Some(SYSTEM.to_string()));
+        let mirror = model_loop.mirror();
         Self::with(
-            Brain::Model(harness),
+            Brain::Model(model_loop),
             Some(model),
             mirror,
             tools,
@@ -464,7 +464,7 @@ impl Chat {
     /// has not had yet. (A conductor goes on from its own session.)
     pub fn restore(&mut self, context: Vec<Message>, note: Option<String>, deferred: Vec<String>) {
         match &mut self.brain {
-            Brain::Model(harness) => harness.restore(context),
+            Brain::Model(model_loop) => model_loop.restore(context),
             Brain::Conductor(_) => {
                 *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = context;
             }
@@ -481,7 +481,7 @@ impl Chat {
 
     pub fn model_name(&self) -> String {
         match &self.brain {
-            Brain::Model(harness) => harness.model().name(),
+            Brain::Model(model_loop) => model_loop.model().name(),
             Brain::Conductor(c) => c.name(),
         }
     }
@@ -491,17 +491,18 @@ impl Chat {
     pub fn set_model(&mut self, model: Arc<dyn Model>) {
         *self.summary.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(model.clone());
         match &mut self.brain {
-            Brain::Model(harness) => harness.set_model(model),
+            Brain::Model(model_loop) => model_loop.set_model(model),
             Brain::Conductor(_) => {
-                let mut harness = Harness::new(model, self.tools.clone(), Some(SYSTEM.to_string()));
+                let mut model_loop =
+                    ModelLoop::new(model, self.tools.clone(), Some(SYSTEM.to_string()));
                 let context = self
                     .mirror
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
-                harness.restore(context);
-                harness.set_mirror(self.mirror.clone());
-                self.brain = Brain::Model(harness);
+                model_loop.restore(context);
+                model_loop.set_mirror(self.mirror.clone());
+                self.brain = Brain::Model(model_loop);
             }
         }
     }
@@ -517,7 +518,7 @@ impl Chat {
     /// remember (the sub-agents' sessions) are forgotten.
     pub fn reset(&mut self) {
         match &mut self.brain {
-            Brain::Model(harness) => harness.clear(),
+            Brain::Model(model_loop) => model_loop.clear(),
             Brain::Conductor(c) => {
                 c.reset();
                 self.mirror
@@ -587,7 +588,7 @@ impl Chat {
         }
         emitter.emit(Event::TurnStarted);
         let result = match &mut self.brain {
-            Brain::Model(harness) => harness.turn(prompt, &self.sink, cancel).await,
+            Brain::Model(model_loop) => model_loop.turn(prompt, &self.sink, cancel).await,
             Brain::Conductor(conductor) => {
                 // The conversation as the summary (and a later model)
                 // reads it: the prompt, and what the conductor said.

@@ -24,7 +24,7 @@ pub const MAX_TOKENS: u32 = 4096;
 /// tools forever would otherwise never end its turn).
 pub const MAX_REQUESTS: usize = 100;
 
-/// Tools a harness offers its model.
+/// Tools a model loop offers its model.
 pub trait ToolSet: Send + Sync {
     fn specs(&self) -> Vec<ToolSpec>;
     /// Runs one call. `Err` is a failed call: its message goes back to the
@@ -67,7 +67,7 @@ pub enum ToolError {
     Tool(Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Where a harness reports what happens.
+/// Where a model loop reports what happens.
 pub trait Sink: Send + Sync {
     fn text(&self, text: &str);
     /// The model's message ended (before its tool calls run, if any).
@@ -84,11 +84,11 @@ pub trait Sink: Send + Sync {
     fn context(&self, _message: &Message) {}
 }
 
-/// A copy of a harness's conversation, for those who read it while a
+/// A copy of a model loop's conversation, for those who read it while a
 /// turn runs (the tools it calls).
 pub type Mirror = Arc<std::sync::Mutex<Vec<Message>>>;
 
-pub struct Harness {
+pub struct ModelLoop {
     model: Arc<dyn Model>,
     tools: Arc<dyn ToolSet>,
     system: Option<String>,
@@ -97,7 +97,7 @@ pub struct Harness {
     mirror: Option<Mirror>,
 }
 
-impl Harness {
+impl ModelLoop {
     pub fn new(model: Arc<dyn Model>, tools: Arc<dyn ToolSet>, system: Option<String>) -> Self {
         Self {
             model,
@@ -394,7 +394,7 @@ mod tests {
     use futures::FutureExt;
     use std::sync::Mutex;
 
-    /// Records what a harness reports.
+    /// Records what a model loop reports.
     #[derive(Default)]
     struct Log(Mutex<Vec<String>>);
 
@@ -455,7 +455,7 @@ mod tests {
             {"tool_calls": [{"name": "wait", "arguments": {"n": 1}}, {"name": "wait", "arguments": {"n": 2}}]},
             {"text": "both met"}
         ]));
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             model,
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(2)))),
             None,
@@ -487,7 +487,7 @@ mod tests {
         let long = format!("report {}", "z".repeat(MAX_FINAL_TEXT));
         let model = script(serde_json::json!([{ "text": long }]));
         let barrier = Arc::new(tokio::sync::Barrier::new(1));
-        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let mut h = ModelLoop::new(model, Arc::new(Meet(barrier)), None);
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &Log::default(), cancel).await.unwrap();
         assert!(end.output.starts_with("report zzz"));
@@ -506,7 +506,7 @@ mod tests {
             {"text": "done"}
         ]));
         let barrier = Arc::new(tokio::sync::Barrier::new(1));
-        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let mut h = ModelLoop::new(model, Arc::new(Meet(barrier)), None);
         let log = Log::default();
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &log, cancel).await.unwrap();
@@ -524,7 +524,7 @@ mod tests {
         let log = Log::default();
         let model =
             script(serde_json::json!([{"text": "{\"not\": \"a call\"} is JSON I was asked for"}]));
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             model,
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
             None,
@@ -554,7 +554,7 @@ mod tests {
             {"text": "done"}
         ]));
         let barrier = Arc::new(tokio::sync::Barrier::new(1));
-        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let mut h = ModelLoop::new(model, Arc::new(Meet(barrier)), None);
         let log = Log::default();
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &log, cancel).await.unwrap();
@@ -589,7 +589,7 @@ mod tests {
         let turns: Vec<serde_json::Value> = (0..MAX_REQUESTS + 5)
             .map(|_| serde_json::json!({"tool_calls": [{"name": "wait", "arguments": {}}]}))
             .collect();
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             script(serde_json::Value::Array(turns)),
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
             None,
@@ -602,7 +602,7 @@ mod tests {
     #[tokio::test]
     async fn cancel_ends_a_slow_answer() {
         let model = script(serde_json::json!([{"delay_ms": 30000, "text": "late"}]));
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             model,
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
             None,

@@ -1,9 +1,9 @@
-//! quorum on a host, between the quorum at home (its stdin and stdout, an
-//! ssh session's) and an agent it starts there, under the same supervisor
-//! and sandbox as at home. Lines pass through untouched both ways, except
-//! the agent's `fs/*` and `terminal/*` requests, which are answered here, by
-//! the very handlers quorum answers them with at home, confined to the
-//! task's directory on this host. When home goes (its stdin ends, for any
+//! quorum on a host (`quorum proxy`), between the quorum at home (its stdin
+//! and stdout, an ssh session's) and an agent it starts there, under the
+//! same supervisor and sandbox as at home. Lines pass through untouched
+//! both ways, except the agent's `fs/*` and `terminal/*` requests, which
+//! are answered here ([`Answers`]: the very handlers quorum answers them
+//! with at home), confined to the task's directory on this host. When home goes (its stdin ends, for any
 //! reason) the agent's stdin is closed, and after a short grace its whole
 //! process group is ended; when the agent goes, the relay ends too.
 //!
@@ -14,26 +14,24 @@
 //! line over the cap goes home cut, where it ends the connection as it
 //! would at home. What is answered here is told here, in the box at home.
 
-use crate::runtime::lock;
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use agent_client_protocol::{Agent, Client, Lines};
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
-use super::fs::{Exclusions, Files};
-use super::registry::{AgentSpec, STARTUP_TIMEOUT};
-use super::route::{Incoming, QUORUM_METHODS, Routes, relayed_line};
-use super::terminal::Terminals;
-use super::transport::{KEPT_BUFFER, lossy, too_long};
+use crate::acp::answers::Answers;
+use crate::acp::client::AcpError;
+use crate::acp::registry::{AgentSpec, STARTUP_TIMEOUT};
+use crate::confine::fsroot::Root;
 use crate::confine::limits::{Limits, MAX_FRAME};
-use crate::confine::lines::{self, Line, read_line_async};
+use crate::confine::lines::{self, KEPT_BUFFER, Line, read_line_async, too_long};
 use crate::runtime::sandbox::Sandbox;
-use crate::runtime::supervisor::{self, Supervisor};
+use crate::runtime::supervisor::{self, Group, Supervisor};
 
 /// How long the agent has to exit by itself once home is gone and its
 /// stdin closed, before its process group is ended.
@@ -139,72 +137,109 @@ impl Hosted {
     }
 }
 
-/// Just enough of a JSON-RPC message to route it.
-#[derive(Deserialize)]
-struct Peek {
-    method: Option<String>,
-    id: Option<serde_json::Value>,
-    params: Option<PeekParams>,
-}
-
-#[derive(Deserialize)]
-struct PeekParams {
-    #[serde(rename = "sessionId")]
-    session_id: Option<String>,
-}
-
-fn peek(line: &str) -> Option<Peek> {
-    serde_json::from_str(line).ok()
+/// Why the proxy could not start its agent (said on stderr, which ssh
+/// carries home).
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The agent's environment, in the private file home wrote.
+    #[error("{file}: {error}")]
+    EnvRead { file: String, error: std::io::Error },
+    #[error("{file}: {error}")]
+    EnvParse {
+        file: String,
+        error: serde_json::Error,
+    },
+    /// The task's directory here.
+    #[error("{}: {error}", dir.display())]
+    Dir { dir: PathBuf, error: std::io::Error },
+    /// The agent could not be started.
+    #[error(transparent)]
+    Start(#[from] AcpError),
 }
 
 /// Runs the agent `hosted` in `dir` (made if missing) between this
 /// process's stdin and stdout until either side ends; every process it
 /// started is ended before it returns. The agent's exit code (128 + the
 /// signal that ended it).
-pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> Result<i32, String> {
-    if let Some(file) = hosted.env_file.take() {
-        let read = std::fs::read(&file).map_err(|e| format!("{file}: {e}"));
-        let _ = std::fs::remove_file(&file);
-        hosted.env = serde_json::from_slice(&read?).map_err(|e| format!("{file}: {e}"))?;
-    }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if hosted.isolated {
-        crate::runtime::machinery::mark_worktree(dir);
-    }
-    let root = crate::runtime::git::root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub async fn relay(
+    mut hosted: Hosted,
+    dir: &Path,
+    supervisor: &Supervisor,
+) -> Result<i32, RelayError> {
+    take_env(&mut hosted)?;
+    let root = task_dir(dir, hosted.isolated)?;
     let spec = hosted.spec();
     let policy = spec.process_policy(hosted.isolated);
     let (mut child, group, _sandboxed) =
-        super::process::spawn(&spec, &root, supervisor, policy.as_ref())
-            .await
-            .map_err(|e| e.to_string())?;
-    let mut agent_in = child.stdin.take().expect("piped");
+        crate::acp::spawn(&spec, &root, supervisor, policy.as_ref()).await?;
+    let agent_in = child.stdin.take().expect("piped");
     let agent_out = child.stdout.take().expect("piped");
     let mut agent_err = child.stderr.take().expect("piped");
     // The agent's stderr goes home as this process's (ssh carries it).
     tokio::spawn(async move {
         let _ = tokio::io::copy(&mut agent_err, &mut tokio::io::stderr()).await;
     });
-
     // Lines for the agent's stdin: home's, and the answers given here.
-    let (to_agent, mut for_agent) = mpsc::unbounded_channel::<String>();
-    let agent_writer = tokio::spawn(async move {
-        while let Some(line) = for_agent.recv().await {
-            if agent_in.write_all(line.as_bytes()).await.is_err()
-                || agent_in.write_all(b"\n").await.is_err()
-                || agent_in.flush().await.is_err()
-            {
-                break;
-            }
-        }
-        // Dropped: the agent's stdin is closed.
-    });
+    let (to_agent, agent_writer) = writer(agent_in, |line: String| line.into_bytes());
     // Lines for home: the agent's, as they came (not always UTF-8), and
-    // what the handlers here tell.
-    let (to_home, mut for_home) = mpsc::unbounded_channel::<Vec<u8>>();
-    let home_writer = tokio::spawn(async move {
-        let mut out = tokio::io::stdout();
-        while let Some(line) = for_home.recv().await {
+    // what the answers here tell.
+    let (to_home, home_writer) = writer(tokio::io::stdout(), |line: Vec<u8>| line);
+    let answers = Answers::start(&spec, &root, supervisor, to_agent.clone(), to_home.clone());
+    let (max, name) = (hosted.max_frame, spec.name.clone());
+    let home_reader = tokio::spawn(read_home(answers.clone(), to_agent, (max, name.clone())));
+    let agent_reader = tokio::spawn(read_agent(answers.clone(), agent_out, to_home, (max, name)));
+    let running = Running {
+        child,
+        group,
+        answers,
+        home_reader,
+        agent_reader,
+        agent_writer,
+        home_writer,
+    };
+    Ok(running.end(&spec.name, supervisor).await)
+}
+
+/// The agent's environment, read from the private file home wrote (and
+/// removed): its keys never show in a process listing.
+fn take_env(hosted: &mut Hosted) -> Result<(), RelayError> {
+    if let Some(file) = hosted.env_file.take() {
+        let read = std::fs::read(&file);
+        let _ = std::fs::remove_file(&file);
+        let read = read.map_err(|error| RelayError::EnvRead {
+            file: file.clone(),
+            error,
+        })?;
+        hosted.env =
+            serde_json::from_slice(&read).map_err(|error| RelayError::EnvParse { file, error })?;
+    }
+    Ok(())
+}
+
+/// The task's directory here, made if missing (a worktree task's marked
+/// as one), as the session directory the agent is confined to.
+fn task_dir(dir: &Path, isolated: bool) -> Result<Root, RelayError> {
+    let failed = |error| RelayError::Dir {
+        dir: dir.to_path_buf(),
+        error,
+    };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    if isolated {
+        crate::runtime::machinery::mark_worktree(dir);
+    }
+    crate::runtime::git::root(dir).map_err(failed)
+}
+
+/// A task writing the lines sent on the channel it returns to `out`, each
+/// with a newline, until the channel closes or `out` does.
+fn writer<T: Send + 'static>(
+    mut out: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    bytes: fn(T) -> Vec<u8>,
+) -> (mpsc::UnboundedSender<T>, JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<T>();
+    let task = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            let line = bytes(line);
             if out.write_all(&line).await.is_err()
                 || out.write_all(b"\n").await.is_err()
                 || out.flush().await.is_err()
@@ -212,215 +247,152 @@ pub async fn relay(mut hosted: Hosted, dir: &Path, supervisor: &Supervisor) -> R
                 break;
             }
         }
+        // Dropped: `out` is closed (the agent's stdin, for its writer).
     });
+    (tx, task)
+}
 
-    // The handlers answering here, on a connection of their own whose
-    // "agent" is the agent's requests, passed to it line by line.
-    let routes: Routes = Arc::default();
-    let exclusions: Exclusions = Arc::default();
-    let terminals = Arc::new(Terminals::new(
-        spec.name.clone(),
-        supervisor.clone(),
-        spec.terminal_policy(),
-        (root.clone(), exclusions.clone(), routes.clone()),
-    ));
-    let (to_local, from_agent) = mpsc::unbounded_channel::<String>();
-    let local = local_client(
-        &root,
-        (&exclusions, &routes, &terminals),
-        to_agent.clone(),
-        from_agent,
-    );
-    let local = tokio::spawn(local);
+/// Reads the next line of `input` into `buf` (its room given back when a
+/// long line took much): `Ok` when there is one within `max` bytes; else
+/// why not (`None`: the input ended, or could not be read).
+async fn next_line(
+    input: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    max: u64,
+) -> Result<(), Option<std::io::Error>> {
+    if buf.capacity() > KEPT_BUFFER {
+        *buf = Vec::new();
+    }
+    match read_line_async(input, buf, max).await {
+        Ok(Some(Line {
+            too_long: false, ..
+        })) => Ok(()),
+        Ok(Some(_)) => Err(Some(too_long(max))),
+        Ok(None) | Err(_) => Err(None),
+    }
+}
 
-    // Home's lines: to the agent; a prompt opens its session's turn here
-    // (its commands may run until it is answered), a cancel ends them.
-    let prompts: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-    let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<(String, Incoming)>();
-    // What the handlers here would show in the task's box (a request
-    // refused, a command's output) goes home, as `_quorum/relayed` notifications,
-    // where it is shown as a local agent's is.
-    let relayed = {
-        let to_home = to_home.clone();
-        tokio::spawn(async move {
-            while let Some((session, incoming)) = turn_rx.recv().await {
-                if let Some(line) = relayed_line(&session, incoming)
-                    && to_home.send(line.into_bytes()).is_err()
-                {
-                    break;
-                }
+/// Home's lines, to the agent: a prompt opens its session's turn here (its
+/// commands may run until it is answered), a cancel ends them.
+async fn read_home(
+    answers: Arc<Answers>,
+    to_agent: mpsc::UnboundedSender<String>,
+    (max, name): (u64, String),
+) {
+    let mut input = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut buf = Vec::new();
+    loop {
+        if let Err(too_long) = next_line(&mut input, &mut buf, max).await {
+            if let Some(e) = too_long {
+                tracing::warn!("{name}: home {e}");
             }
-        })
-    };
-    let max = hosted.max_frame;
-    let home_reader = {
-        let (to_agent, prompts, routes, terminals) = (
-            to_agent.clone(),
-            prompts.clone(),
-            routes.clone(),
-            terminals.clone(),
-        );
-        let name = spec.name.clone();
-        tokio::spawn(async move {
-            let mut input = tokio::io::BufReader::new(tokio::io::stdin());
-            let mut buf = Vec::new();
-            loop {
-                if buf.capacity() > KEPT_BUFFER {
-                    buf = Vec::new();
-                }
-                match read_line_async(&mut input, &mut buf, max).await {
-                    Ok(Some(Line {
-                        too_long: false, ..
-                    })) => {}
-                    Ok(Some(_)) => {
-                        tracing::warn!("{name}: home {}", too_long(max));
-                        break;
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-                let (line, bad) = lines::text(Line::body(&buf));
-                if bad {
-                    tracing::warn!("{name}: home sent bytes that are not UTF-8; replaced");
-                }
-                let line = line.into_owned();
-                if let Some(Peek {
-                    method: Some(method),
-                    id,
-                    params:
-                        Some(PeekParams {
-                            session_id: Some(session),
-                        }),
-                }) = peek(&line)
-                {
-                    match (method.as_str(), id) {
-                        ("session/prompt", Some(id)) => {
-                            let route = super::route::Route::through(turn_tx.clone());
-                            lock(&routes).insert(session.clone(), route);
-                            lock(&prompts).insert(id.to_string(), session);
-                        }
-                        ("session/cancel", _) => terminals.kill_sessions(&[session]),
-                        _ => {}
-                    }
-                }
-                if to_agent.send(line).is_err() {
-                    break;
-                }
-            }
-        })
-    };
-    drop(to_agent);
-
-    // The agent's lines: its fs and terminal requests answered here,
-    // everything else home, as it came; the answer to a prompt ends its
-    // turn here.
-    let agent_reader = {
-        let (prompts, routes, terminals) = (prompts.clone(), routes.clone(), terminals.clone());
-        let name = spec.name.clone();
-        tokio::spawn(async move {
-            let mut input = tokio::io::BufReader::with_capacity(64 * 1024, agent_out);
-            let mut buf = Vec::new();
-            // Lines with bytes that are not UTF-8 answered here.
-            let mut lossy_lines = 0;
-            loop {
-                if buf.capacity() > KEPT_BUFFER {
-                    buf = Vec::new();
-                }
-                match read_line_async(&mut input, &mut buf, max).await {
-                    Ok(Some(Line {
-                        too_long: false, ..
-                    })) => {}
-                    // Home reads the line as far as it may and no further,
-                    // and ends the connection, naming the limit, as it does
-                    // for an agent of its own.
-                    Ok(Some(_)) => {
-                        tracing::warn!("{name} {}", too_long(max));
-                        let _ = to_home.send(std::mem::take(&mut buf));
-                        break;
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-                let body = Line::body(&buf);
-                let (line, bad) = lines::text(body);
-                match peek(&line) {
-                    Some(Peek {
-                        method: Some(method),
-                        id: Some(_),
-                        ..
-                    }) if method.starts_with("fs/") || method.starts_with("terminal/") => {
-                        if bad {
-                            lossy(&mut lossy_lines, &name, &routes);
-                        }
-                        let _ = to_local.send(line.into_owned());
-                        continue;
-                    }
-                    // Only this proxy speaks as quorum: an agent's line in
-                    // its name is dropped.
-                    Some(Peek {
-                        method: Some(method),
-                        ..
-                    }) if method.starts_with(QUORUM_METHODS) => continue,
-                    Some(Peek {
-                        method: None,
-                        id: Some(id),
-                        ..
-                    }) => {
-                        if let Some(session) = lock(&prompts).remove(&id.to_string()) {
-                            lock(&routes).remove(&session);
-                            terminals.drop_sessions(&[session]);
-                        }
-                    }
-                    _ => {}
-                }
-                if to_home.send(body.to_vec()).is_err() {
-                    break;
-                }
-            }
-        })
-    };
-
-    // Whichever side ends first ends it all.
-    let mut home_reader = home_reader;
-    let mut agent_reader = agent_reader;
-    // (The agent's exit counts by itself: what it started may hold its
-    // stdout open.)
-    let mut exited = None;
-    tokio::select! {
-        _ = &mut home_reader => tracing::info!("{}: home went; ending the agent", spec.name),
-        _ = &mut agent_reader => tracing::info!("{}: the agent ended", spec.name),
-        status = child.wait() => {
-            tracing::info!("{}: the agent exited", spec.name);
-            exited = status.ok();
+            break;
         }
-        _ = terminated() => tracing::info!("{}: signalled; ending the agent", spec.name),
+        let (line, bad) = lines::text(Line::body(&buf));
+        if bad {
+            tracing::warn!("{name}: home sent bytes that are not UTF-8; replaced");
+        }
+        let line = line.into_owned();
+        answers.from_home(&line);
+        if to_agent.send(line).is_err() {
+            break;
+        }
     }
-    home_reader.abort();
-    local.abort();
-    // Its stdin closes once nothing more can be sent to it.
-    agent_writer.abort();
-    let status = match exited {
-        Some(status) => Some(status),
-        None => match tokio::time::timeout(STDIN_GRACE, child.wait()).await {
-            Ok(status) => status.ok(),
-            Err(_) => {
-                supervisor.terminate(&group, supervisor::GRACE).await;
-                child.wait().await.ok()
+}
+
+/// The agent's lines: its fs and terminal requests answered here,
+/// everything else home, as it came; the answer to a prompt ends its turn
+/// here.
+async fn read_agent(
+    answers: Arc<Answers>,
+    agent_out: impl AsyncRead + Unpin,
+    to_home: mpsc::UnboundedSender<Vec<u8>>,
+    (max, name): (u64, String),
+) {
+    let mut input = tokio::io::BufReader::with_capacity(64 * 1024, agent_out);
+    let mut buf = Vec::new();
+    loop {
+        match next_line(&mut input, &mut buf, max).await {
+            Ok(()) => {}
+            // Home reads the line as far as it may and no further, and
+            // ends the connection, naming the limit, as it does for an
+            // agent of its own.
+            Err(Some(e)) => {
+                tracing::warn!("{name} {e}");
+                let _ = to_home.send(std::mem::take(&mut buf));
+                break;
             }
-        },
-    };
-    supervisor.terminate(&group, supervisor::GRACE).await;
-    drop(terminals);
-    // What the agent said last still goes home.
-    if !agent_reader.is_finished() {
-        let _ = tokio::time::timeout(Duration::from_millis(500), &mut agent_reader).await;
+            Err(None) => break,
+        }
+        let body = Line::body(&buf);
+        let (line, bad) = lines::text(body);
+        if !answers.from_agent(&line, bad) {
+            continue;
+        }
+        if to_home.send(body.to_vec()).is_err() {
+            break;
+        }
     }
-    agent_reader.abort();
-    relayed.abort();
-    let _ = tokio::time::timeout(Duration::from_millis(500), home_writer).await;
-    // Its exit, as a shell says it, for home to tell (ssh passes it on).
-    Ok(status.map_or(0, |s| {
-        use std::os::unix::process::ExitStatusExt;
-        s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
-    }))
+}
+
+/// A relay under way: the agent, the answers here, and the tasks moving
+/// its lines.
+struct Running {
+    child: tokio::process::Child,
+    group: Group,
+    answers: Arc<Answers>,
+    home_reader: JoinHandle<()>,
+    agent_reader: JoinHandle<()>,
+    agent_writer: JoinHandle<()>,
+    home_writer: JoinHandle<()>,
+}
+
+impl Running {
+    /// Whichever side ends first ends it all: the agent's stdin closed,
+    /// its process group ended after a grace, what it said last sent
+    /// home. Its exit, as a shell says it, for home to tell (ssh passes it
+    /// on).
+    async fn end(mut self, name: &str, supervisor: &Supervisor) -> i32 {
+        // (The agent's exit counts by itself: what it started may hold its
+        // stdout open.)
+        let mut exited = None;
+        tokio::select! {
+            _ = &mut self.home_reader => tracing::info!("{name}: home went; ending the agent"),
+            _ = &mut self.agent_reader => tracing::info!("{name}: the agent ended"),
+            status = self.child.wait() => {
+                tracing::info!("{name}: the agent exited");
+                exited = status.ok();
+            }
+            _ = terminated() => tracing::info!("{name}: signalled; ending the agent"),
+        }
+        self.home_reader.abort();
+        self.answers.stop_answering();
+        // Its stdin closes once nothing more can be sent to it.
+        self.agent_writer.abort();
+        let status = match exited {
+            Some(status) => Some(status),
+            None => match tokio::time::timeout(STDIN_GRACE, self.child.wait()).await {
+                Ok(status) => status.ok(),
+                Err(_) => {
+                    supervisor.terminate(&self.group, supervisor::GRACE).await;
+                    self.child.wait().await.ok()
+                }
+            },
+        };
+        supervisor.terminate(&self.group, supervisor::GRACE).await;
+        drop(self.answers);
+        // What the agent said last still goes home.
+        let mut agent_reader = self.agent_reader;
+        if !agent_reader.is_finished() {
+            let _ = tokio::time::timeout(Duration::from_millis(500), &mut agent_reader).await;
+        }
+        agent_reader.abort();
+        let _ = tokio::time::timeout(Duration::from_millis(500), self.home_writer).await;
+        status.map_or(0, |s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+        })
+    }
 }
 
 /// SIGTERM, SIGINT or SIGHUP.
@@ -437,47 +409,5 @@ async fn terminated() {
         _ = term.recv() => {}
         _ = int.recv() => {}
         _ = hup.recv() => {}
-    }
-}
-
-/// The client connection that answers the agent's `fs/*` and `terminal/*`
-/// requests (read from `requests`, answered into `answers`), as quorum
-/// answers them at home.
-fn local_client(
-    root: &crate::confine::fsroot::Root,
-    (exclusions, routes, terminals): (&Exclusions, &Routes, &Arc<Terminals>),
-    answers: mpsc::UnboundedSender<String>,
-    requests: mpsc::UnboundedReceiver<String>,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let outgoing = futures::sink::unfold(answers, async |answers, line: String| {
-        answers
-            .send(line)
-            .map_err(|_| std::io::Error::other("the agent is gone"))?;
-        Ok::<_, std::io::Error>(answers)
-    });
-    let incoming = futures::stream::unfold(requests, async |mut requests| {
-        let line = requests.recv().await?;
-        Some((Ok::<_, std::io::Error>(line), requests))
-    });
-    // On a host, files are the disk's there: no editor's.
-    let answering = super::handlers::Answering {
-        root: root.clone(),
-        files: Files::default(),
-        exclusions: exclusions.clone(),
-        routes: routes.clone(),
-        terminals: terminals.clone(),
-    };
-    let driver = super::handlers::files_and_terminals(Client.v1().name("quorum-proxy"), answering)
-        .connect_with(
-            Lines::new(outgoing, incoming),
-            async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                cx.incoming_closed().await;
-                Ok(())
-            },
-        );
-    async move {
-        if let Err(e) = driver.await {
-            tracing::warn!("the host's file and terminal answers ended: {e}");
-        }
     }
 }

@@ -7,10 +7,8 @@
 //! machine, between the quorum at home and one agent there.
 
 pub mod acp;
-pub mod connect;
 pub mod endpoint;
 pub mod mcp;
-pub mod proxy;
 
 pub use endpoint::Endpoint;
 pub use mcp::{McpOptions, QuorumMcp};

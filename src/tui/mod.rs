@@ -3,7 +3,6 @@
 
 pub mod app;
 pub mod cells;
-pub mod commands;
 pub mod composer;
 pub mod detail;
 pub mod diff;
@@ -11,6 +10,7 @@ pub mod earlier;
 pub mod form;
 pub mod history;
 pub mod markdown;
+pub mod modes;
 mod panel;
 pub mod picker;
 pub mod readback;
