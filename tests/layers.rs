@@ -99,13 +99,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "acp",
         ],
     ),
-    // The headless front ends (and `quorum mcp`, on `serve`; `quorum
-    // proxy` and `quorum worktrees --fetch`, on `remote`).
+    // Every command's entry: the headless front ends, the TUI's start
+    // (the session built here, the screen handed its channels: `tui`),
+    // `quorum mcp` and `quorum acp` (on `serve`), `quorum proxy` and
+    // `quorum worktrees --fetch` (on `remote`).
     (
         "cli",
         &[
             "serve",
             "remote",
+            "tui",
             "engine",
             "config",
             "agent",
@@ -123,13 +126,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "tui",
         &["event", "transcript", "confine", "runtime::cancel"],
     ),
-    // The binary: argument parsing, then one call per command.
-    (
-        "main",
-        &[
-            "cli", "config", "engine", "tui", "serve", "agent", "event", "runtime",
-        ],
-    ),
+    // The binary: argument parsing, then one call per command (each
+    // command's entry in `cli`).
+    ("main", &["cli", "config", "engine", "serve", "runtime"]),
     ("lib", &[]),
 ];
 

@@ -17,7 +17,7 @@ use crate::serve::endpoint::{SECRET_ENV, SOCKET_ENV};
 const LINGER: Duration = Duration::from_secs(10);
 
 /// Runs `quorum mcp-connect`; the exit code.
-pub async fn run() -> Result<i32> {
+pub async fn command() -> Result<i32> {
     let socket = std::env::var_os(SOCKET_ENV)
         .filter(|s| !s.is_empty())
         .with_context(|| {

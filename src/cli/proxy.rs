@@ -25,7 +25,7 @@ pub struct ProxyArgs {
 /// Relays until home or the agent goes; the agent's exit code (home tells
 /// it, as for an agent of its own), or 2 when the agent could not be
 /// started (said on stderr, which ssh carries home).
-pub async fn run(args: ProxyArgs) -> Result<i32> {
+pub async fn command(args: ProxyArgs) -> Result<i32> {
     let hosted: Hosted = serde_json::from_str(&args.agent)
         .map_err(|e| anyhow::anyhow!("quorum proxy: --agent: {e}"))?;
     let supervisor = Supervisor::new();
