@@ -27,3 +27,4 @@ mod turn;
 
 pub use fs::HostFiles;
 pub use process::spawn;
+pub use setting::SettingError;
