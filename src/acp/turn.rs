@@ -121,7 +121,7 @@ impl Connection {
         };
         let (session_id, kind, offered) = match opened {
             Ok(Ok(opened)) => opened,
-            Ok(Err(message)) => return Err(Outcome::error(message)),
+            Ok(Err(e)) => return Err(Outcome::error(e.to_string())),
             Err(_) => {
                 return Err(Outcome::error(format!(
                     "{}: no answer to session/new within {} s (startup_timeout in its config)",
