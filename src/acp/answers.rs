@@ -1,12 +1,12 @@
 //! What quorum's proxy on a host (`remote::relay`) answers there of its
 //! agent's requests: its `fs/*` and `terminal/*` requests, by the very
-//! handlers quorum answers them with at home ([`super::handlers`]),
+//! handlers quorum answers them with at home (`acp::handlers`),
 //! confined to the task's directory on the host. The proxy passes every
 //! line between home and the agent through [`Answers`], which keeps what
 //! the answers need: a prompt from home opens its session's turn here (its
 //! commands may run until it is answered), a cancel kills its commands,
 //! the agent's answer to the prompt ends the turn. What the answers would
-//! show in the box goes home as `_quorum/relayed` lines ([`super::relayed`]).
+//! show in the box goes home as `_quorum/relayed` lines (`acp::relayed`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,9 +2,9 @@
 //! (the very `subagent` and `subagent_status` the chat model calls, on a
 //! session's dispatcher); [`endpoint`] serves it privately on a Unix
 //! socket for a session's conductor agent (reached through
-//! `quorum mcp-connect`, [`connect`]); `quorum mcp` serves it on stdio to
-//! any MCP host (the command is in `cli`). [`proxy`] is quorum on another
-//! machine, between the quorum at home and one agent there.
+//! `quorum mcp-connect`, whose command is in `cli`); `quorum mcp` serves it
+//! on stdio to any MCP host (the command is in `cli`). [`acp`] is quorum
+//! itself as an ACP agent (`quorum acp`).
 
 pub mod acp;
 pub mod endpoint;
