@@ -551,6 +551,16 @@ impl Chat {
         first: Option<String>,
         cancel: watch::Receiver<bool>,
     ) -> Result<Outcome, LlmError> {
+        let prompt = self.prompt(message, first);
+        self.sink.emitter.emit(Event::TurnStarted);
+        let result = self.answer(prompt, cancel).await;
+        self.tell_end(&result);
+        result
+    }
+
+    /// The turn's prompt: the reports of the background tasks that ended
+    /// (told as reported), then the person's message (told as theirs).
+    fn prompt(&mut self, message: Option<String>, first: Option<String>) -> String {
         let mut delivered: Vec<String> = std::mem::take(&mut self.deferred);
         delivered.extend(first);
         while let Ok(c) = self.completions.try_recv() {
@@ -586,8 +596,18 @@ impl Chat {
             emitter.emit(Event::UserMessage { text: m.clone() });
             prompt.push_str(&m);
         }
-        emitter.emit(Event::TurnStarted);
-        let result = match &mut self.brain {
+        prompt
+    }
+
+    /// The chat's answer to `prompt`: its model loop's turn, or its
+    /// conductor's (whose conversation is kept as the summary, and a later
+    /// model, read it).
+    async fn answer(
+        &mut self,
+        prompt: String,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Outcome, LlmError> {
+        match &mut self.brain {
             Brain::Model(model_loop) => model_loop.turn(prompt, &self.sink, cancel).await,
             Brain::Conductor(conductor) => {
                 // The conversation as the summary (and a later model)
@@ -614,14 +634,19 @@ impl Chat {
                 }
                 result.map_err(LlmError::Agent)
             }
-        };
+        }
+    }
+
+    /// The turn's end, told: its stop reason, and an error or a warning
+    /// when it did not end as a turn should.
+    fn tell_end(&self, result: &Result<Outcome, LlmError>) {
         let emitter = &self.sink.emitter;
-        let stop_reason = match &result {
+        let stop_reason = match result {
             Ok(end) => end.stop_reason,
             Err(_) => StopReason::Error,
         };
         emitter.emit(Event::TurnEnded { stop_reason });
-        let warning = match (&result, stop_reason) {
+        let warning = match (result, stop_reason) {
             (Err(LlmError::Agent(e)), _) => {
                 emitter.emit(Event::Error { text: e.clone() });
                 None
@@ -648,7 +673,6 @@ impl Chat {
                 text,
             });
         }
-        result
     }
 }
 
