@@ -45,17 +45,26 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("acp", &["agent", "config", "event", "confine", "runtime"]),
+    // Agents on other machines: ssh, the proxy and its relay (answering
+    // with ACP's handlers), an agent's start there (an ACP agent whose
+    // command is `ssh`), a worktree task's git there; the checked
+    // `[hosts.NAME]` tables come from `config`.
+    (
+        "remote",
+        &["acp", "config", "confine", "runtime", "worktree"],
+    ),
     // The dispatcher, the ACP agents' pool, and the tool as the model sees
-    // it (its specs are the model's `ToolSpec`s).
+    // it (its specs are the model's `ToolSpec`s); a host's agents and
+    // worktree tasks through `remote`.
     (
         "subagent",
         &[
-            "agent", "acp", "llm", "event", "confine", "runtime", "worktree",
+            "agent", "acp", "llm", "event", "confine", "runtime", "worktree", "remote",
         ],
     ),
     // The chat loop and its tools: nothing of the sub-agent tool or ACP,
     // which the engine plugs in.
-    ("harness", &["event", "confine", "llm", "runtime"]),
+    ("model_loop", &["event", "confine", "llm", "runtime"]),
     (
         "engine",
         &[
@@ -63,7 +72,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "acp",
             "config",
             "subagent",
-            "harness",
+            "model_loop",
             "llm",
             "event",
             "confine",
@@ -90,11 +99,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "acp",
         ],
     ),
-    // The headless front ends (and `quorum mcp`, on `serve`).
+    // Every command's entry: the headless front ends, the TUI's start
+    // (the session built here, the screen handed its channels: `tui`),
+    // `quorum mcp` and `quorum acp` (on `serve`), `quorum proxy` and
+    // `quorum worktrees --fetch` (on `remote`).
     (
         "cli",
         &[
             "serve",
+            "remote",
+            "tui",
             "engine",
             "config",
             "agent",
@@ -112,13 +126,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "tui",
         &["event", "transcript", "confine", "runtime::cancel"],
     ),
-    // The binary: argument parsing, then one call per command.
-    (
-        "main",
-        &[
-            "cli", "config", "engine", "tui", "serve", "agent", "event", "runtime",
-        ],
-    ),
+    // The binary: argument parsing, then one call per command (each
+    // command's entry in `cli`).
+    ("main", &["cli", "config", "engine", "serve", "runtime"]),
     ("lib", &[]),
 ];
 

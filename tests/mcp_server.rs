@@ -14,8 +14,8 @@ use quorum::acp::registry::Registry;
 use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
 use quorum::event::{Event, Stamped};
-use quorum::harness::ToolSet;
 use quorum::llm::ToolCall;
+use quorum::model_loop::ToolSet;
 use quorum::serve::{McpOptions, QuorumMcp};
 use quorum::subagent::tool::SubagentTool;
 use serde_json::{Value, json};
@@ -86,7 +86,7 @@ async fn failures_read_as_the_chat_reads_them() {
             arguments: arguments.to_string(),
         };
         let in_chat = ToolSet::call(&chat, call, never()).await.unwrap_err();
-        // The chat model reads `error: ` and the error (harness/mod.rs).
+        // The chat model reads `error: ` and the error (model_loop/mod.rs).
         assert_eq!(over_mcp, format!("error: {in_chat}"), "{name} {arguments}");
     }
     // The tools listed are the chat's.

@@ -304,7 +304,7 @@ impl Lab {
         mpsc::UnboundedReceiver<Stamped>,
     ) {
         // What is copied to the host is quorum, not this test.
-        quorum::runtime::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
+        quorum::remote::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
         let registry = Registry::load_only(&self.config).unwrap();
         let config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
         let (mut session, events) = Session::start(config, Instant::now()).unwrap();
@@ -1474,16 +1474,16 @@ fn a_hosts_worktree_task_goes_on_in_a_continued_session_on_its_session_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
     let lab = Lab::new("");
-    quorum::runtime::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
+    quorum::remote::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
     let d = lab.dir.path().display().to_string();
-    let spec = quorum::runtime::ssh::HostSpec {
+    let spec = quorum::config::HostSpec {
         name: "lab".into(),
         ssh: "lab".into(),
         ssh_args: vec!["-F".into(), format!("{d}/ssh_config")],
         dir: Some(format!("{d}/host")),
     };
     let supervisor = quorum::runtime::supervisor::Supervisor::new();
-    let hosts = std::sync::Arc::new(quorum::runtime::ssh::Hosts::new(
+    let hosts = std::sync::Arc::new(quorum::remote::ssh::Hosts::new(
         [("lab".to_string(), spec)].into(),
         supervisor,
     ));
@@ -1501,7 +1501,7 @@ async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
     assert!(
         linked
             .as_ref()
-            .is_err_and(|e| e.contains("quorum is ending")),
+            .is_err_and(|e| matches!(e, quorum::remote::RemoteError::Closing { .. })),
         "{linked:?}"
     );
     assert!(hosts.live("lab").is_none());

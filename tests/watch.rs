@@ -14,7 +14,7 @@ use quorum::event::{AgentRef, Event, Severity, Stamped, build};
 use quorum::transcript::follow::Follower;
 use quorum::transcript::{Header, Recorder, TerminalSize};
 use quorum::tui::app::App;
-use quorum::tui::commands::follow;
+use quorum::tui::modes::follow;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::KeyCode;

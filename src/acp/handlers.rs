@@ -1,5 +1,5 @@
 //! What quorum answers of an agent's requests itself, for an agent at home
-//! (`process`) and for one under the proxy on a host (`relay`) alike: its
+//! (`process`) and for one under the proxy on a host (`answers`) alike: its
 //! files (`fs/read_text_file`, `fs/write_text_file`: `fs`) and its
 //! terminals (`terminal/*`: `terminal`), registered on a connection by one
 //! function, so the two never drift apart.

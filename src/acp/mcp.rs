@@ -58,20 +58,11 @@ pub enum McpTransport {
     },
 }
 
-/// What may name an MCP server or an agent: letters, digits, `-`, `_` and
-/// `.` (what `@NAME` in a message can say).
-pub fn is_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
-}
-
 /// The server `[mcp_servers.NAME]` describes, or what is wrong with it
 /// (naming the field: the caller adds the file).
 pub(super) fn resolve(entry: McpServerEntry, name: &str) -> Result<McpServerSpec, String> {
     let at = format!("[mcp_servers.{name}]");
-    if !is_name(name) {
+    if !crate::config::is_name(name) {
         return Err(format!(
             "[mcp_servers.{name:?}]: a server's name is letters, digits, `-`, `_` and `.` only"
         ));

@@ -2,6 +2,7 @@
 //! processes, sessions, turns, permissions, file-system confinement and the
 //! terminals agents run commands in.
 
+pub mod answers;
 pub mod client;
 mod content;
 mod elicit;
@@ -14,7 +15,7 @@ pub mod meta;
 mod permission;
 mod process;
 pub mod registry;
-pub mod relay;
+mod relayed;
 mod route;
 mod session;
 mod setting;
@@ -25,3 +26,5 @@ mod transport;
 mod turn;
 
 pub use fs::HostFiles;
+pub use process::spawn;
+pub use setting::SettingError;

@@ -242,8 +242,8 @@ impl Connection {
 /// process group owned by `supervisor`; under bubblewrap when `policy`
 /// says so (the last value: whether it is). The sandbox is made ready on a
 /// blocking thread: bringing an agent's private home up to date copies
-/// files.
-pub(super) async fn spawn(
+/// files. (Quorum's proxy on a host starts its agent so too.)
+pub async fn spawn(
     spec: &AgentSpec,
     root: &Root,
     supervisor: &Supervisor,

@@ -6,7 +6,7 @@
 //! `description`, `permissions`, `terminal_sandbox`, `terminal_network`, `sandbox`, `state`,
 //! `credentials`, `writable`, `protect`, `unix_sockets`, `user_namespaces` and `host`. A user entry overrides a built-in one field by field; a new name must
 //! give its `command`. `[hosts.NAME]` tables (`ssh`, `ssh_args`, `dir`) name other machines an
-//! agent with `host = "NAME"` runs on (`runtime::ssh`).
+//! agent with `host = "NAME"` runs on (`config::hosts`, `remote`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,11 +15,10 @@ use std::time::Duration;
 use super::mcp::McpServerSpec;
 use crate::agent::Permissions;
 pub use crate::config::ConfigError;
-use crate::config::{ConfigFile, HostEntry};
+use crate::config::{ConfigFile, HostSpec, check_host, is_name};
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
 use crate::runtime::sandbox::{Policy, Sandbox};
-use crate::runtime::ssh::HostSpec;
 
 const BUILTIN: &str = include_str!("../../assets/agents.toml");
 /// How messages name the built-in registry.
@@ -359,9 +358,9 @@ impl Registry {
     fn merge(&mut self, file: &ConfigFile) -> Result<(), ConfigError> {
         let path = file.path().unwrap_or(Path::new(BUILTIN_PATH));
         for (name, host) in &file.hosts {
-            let spec = check_host(name, host.clone()).map_err(|message| ConfigError::Parse {
+            let spec = check_host(name, host.clone()).map_err(|e| ConfigError::Parse {
                 path: path.to_path_buf(),
-                message,
+                message: e.to_string(),
             })?;
             self.hosts.insert(name.clone(), spec);
         }
@@ -425,7 +424,7 @@ impl Registry {
                     message: format!("[agents.{name:?}]: an agent needs a name"),
                 });
             }
-            if !is_agent_name(&name) {
+            if !is_name(&name) {
                 return Err(ConfigError::Parse {
                     path: path.to_path_buf(),
                     message: format!(
@@ -594,43 +593,6 @@ impl Registry {
     }
 }
 
-/// A `[hosts.NAME]` table checked: a name as an agent's, a destination
-/// that ssh cannot take for an option, no line breaks.
-fn check_host(name: &str, host: HostEntry) -> Result<HostSpec, String> {
-    if !is_agent_name(name) {
-        return Err(format!(
-            "[hosts.{name:?}]: a host's name is letters, digits, `-`, `_` and `.` only"
-        ));
-    }
-    let ssh = host.ssh.trim();
-    if ssh.is_empty() || ssh.starts_with('-') || ssh.contains(char::is_whitespace) {
-        return Err(format!(
-            "[hosts.{name}] ssh = {:?}: the destination as ssh takes it (user@machine, or an alias), \
-             not empty, no spaces, not starting with `-`",
-            host.ssh
-        ));
-    }
-    let bad = |s: &String| s.contains(['\n', '\r', '\0']);
-    if host.ssh_args.iter().any(bad) {
-        return Err(format!(
-            "[hosts.{name}] ssh_args: an argument has a line break"
-        ));
-    }
-    if let Some(dir) = &host.dir
-        && (dir.trim().is_empty() || bad(dir))
-    {
-        return Err(format!(
-            "[hosts.{name}] dir = {dir:?}: a directory there (absolute, or `~/...`)"
-        ));
-    }
-    Ok(HostSpec {
-        name: name.to_string(),
-        ssh: ssh.to_string(),
-        ssh_args: host.ssh_args,
-        dir: host.dir,
-    })
-}
-
 /// Why `command` cannot be run.
 fn command_problem(command: &str) -> &'static str {
     if !command.contains('/') {
@@ -641,10 +603,6 @@ fn command_problem(command: &str) -> &'static str {
         "is not executable"
     }
 }
-
-/// What may name an agent: what `@NAME` in a message can say (the same
-/// rule as an MCP server's name).
-pub use super::mcp::is_name as is_agent_name;
 
 #[cfg(test)]
 mod tests {

@@ -16,13 +16,42 @@ use super::error::describe;
 use crate::agent::TurnSink;
 use crate::event::{Activity, SessionKind};
 
+/// Why no session was opened for a turn. The text is what the box shows.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum OpenError {
+    /// The agent process ended: how, and its last output.
+    #[error("{agent} exited: {death}")]
+    Exited { agent: String, death: String },
+    /// The agent asks to be authenticated first (`methods`: those it
+    /// offers, described for a person).
+    #[error("{}", auth_required(agent, methods))]
+    AuthRequired { agent: String, methods: Vec<String> },
+    /// The agent refused `session/new`: what it said.
+    #[error("{agent}: session/new failed: {said}")]
+    Refused { agent: String, said: String },
+}
+
+/// What to tell a person whose agent wants to be authenticated first:
+/// the methods it offers and the environment variables they take.
+fn auth_required(agent: &str, methods: &[String]) -> String {
+    if methods.is_empty() {
+        return format!(
+            "{agent} needs authentication before it opens a session, and names no method; set it up with the agent's own CLI"
+        );
+    }
+    format!(
+        "{agent} needs authentication before it opens a session. It offers: {}. Set the variables in the agent's `env` in the config file, or sign in with the agent's own CLI.",
+        methods.join("; ")
+    )
+}
+
 impl Connection {
     pub(super) async fn open_session(
         &self,
         root: &Path,
         resume: Option<&str>,
         sink: &dyn TurnSink,
-    ) -> Result<(String, SessionKind, Offered), String> {
+    ) -> Result<(String, SessionKind, Offered), OpenError> {
         // Open on this connection already: prompted as it is.
         if let Some(id) = resume.filter(|id| self.is_open(id)) {
             return Ok((id.to_string(), SessionKind::Continued, None));
@@ -65,7 +94,7 @@ impl Connection {
                 }
                 Some((Err(e), _)) => {
                     if !self.alive() {
-                        return Err(format!("{} exited: {}", self.agent, self.death()));
+                        return Err(self.exited());
                     }
                     sink.notice(&format!(
                         "{}: session {id} could not be reopened ({}); starting a new one",
@@ -188,7 +217,7 @@ impl Connection {
         &self,
         root: &Path,
         mcp: Vec<McpServer>,
-    ) -> Result<(String, Offered), String> {
+    ) -> Result<(String, Offered), OpenError> {
         match self
             .cx
             .send_request(NewSessionRequest::new(root.to_path_buf()).mcp_servers(mcp))
@@ -202,32 +231,25 @@ impl Connection {
                 Ok((id, r.config_options))
             }
             Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
-                Err(self.auth_required())
+                Err(OpenError::AuthRequired {
+                    agent: self.agent.clone(),
+                    methods: auth_methods(&self.init),
+                })
             }
-            Err(e) if self.alive() => Err(format!(
-                "{}: session/new failed: {}",
-                self.agent,
-                describe(&e)
-            )),
-            Err(_) => Err(format!("{} exited: {}", self.agent, self.death())),
+            Err(e) if self.alive() => Err(OpenError::Refused {
+                agent: self.agent.clone(),
+                said: describe(&e),
+            }),
+            Err(_) => Err(self.exited()),
         }
     }
 
-    /// What to tell a person whose agent wants to be authenticated first:
-    /// the methods it offers and the environment variables they take.
-    fn auth_required(&self) -> String {
-        let methods = auth_methods(&self.init);
-        if methods.is_empty() {
-            return format!(
-                "{} needs authentication before it opens a session, and names no method; set it up with the agent's own CLI",
-                self.agent
-            );
+    /// The agent process ended, as a session could not be opened.
+    fn exited(&self) -> OpenError {
+        OpenError::Exited {
+            agent: self.agent.clone(),
+            death: self.death(),
         }
-        format!(
-            "{} needs authentication before it opens a session. It offers: {}. Set the variables in the agent's `env` in the config file, or sign in with the agent's own CLI.",
-            self.agent,
-            methods.join("; ")
-        )
     }
 
     /// What the agent says it can do, for `quorum agents --probe`.

@@ -11,7 +11,62 @@ use agent_client_protocol::v1::schema::{
 
 use super::client::Connection;
 use super::meta::{Announced, announced_activity, category, lock, values};
+use super::registry::UnknownAgent;
 use crate::event::Activity;
+
+/// Why `/mode` or `/set` changed nothing. The text is what the person
+/// reads after `/mode: ` or `/set: `.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingError {
+    /// The agent is not known, or not installed.
+    #[error(transparent)]
+    Unknown(#[from] UnknownAgent),
+    /// No session of the agent's is open to change.
+    #[error(
+        "{agent} has no open session to change: `@{agent} message` opens one (after /new, \
+         its next call opens a new one); then /mode and /set change it"
+    )]
+    NoSession { agent: String },
+    /// The session is not open on the agent's connection.
+    #[error("{agent}: that session is not open on its connection")]
+    NotOpen { agent: String },
+    #[error("{agent} offers no mode {mode:?}; its modes: {modes}")]
+    NoSuchMode {
+        agent: String,
+        mode: String,
+        modes: String,
+    },
+    #[error("{agent} offers no modes")]
+    NoModes { agent: String },
+    #[error("{agent} offers no config options")]
+    NoOptions { agent: String },
+    #[error("{agent} has no option {option:?}; its options: {options}")]
+    NoSuchOption {
+        agent: String,
+        option: String,
+        options: String,
+    },
+    #[error("{agent}: {option} takes true or false, not {value:?}")]
+    NotBoolean {
+        agent: String,
+        option: String,
+        value: String,
+    },
+    #[error("{agent}: {option} takes {values}, not {value:?}")]
+    NotOffered {
+        agent: String,
+        option: String,
+        values: String,
+        value: String,
+    },
+    /// The agent refused the request: what it said.
+    #[error("{agent}: {method} failed: {said}")]
+    Refused {
+        agent: String,
+        method: &'static str,
+        said: String,
+    },
+}
 
 /// What `/set` changed: the option's id, the value set, and whether it
 /// is the agent's model (remembered for its next sessions).
@@ -150,7 +205,7 @@ impl Connection {
     /// `/mode`: sets `session`'s mode, one the agent offers (through
     /// `session/set_mode`, or its `mode` config option when it offers modes
     /// that way). Says what was set, or why not.
-    pub async fn set_mode(&self, session: &str, mode: &str) -> Result<String, String> {
+    pub async fn set_mode(&self, session: &str, mode: &str) -> Result<String, SettingError> {
         let agent = &self.agent;
         let session = session.to_string();
         let announced = self
@@ -173,21 +228,21 @@ impl Connection {
                         .find(|m| m.name.eq_ignore_ascii_case(mode))
                 })
             else {
-                return Err(format!(
-                    "{agent} offers no mode {mode:?}; its modes: {}",
-                    clean_list(&ids)
-                ));
+                return Err(SettingError::NoSuchMode {
+                    agent: agent.clone(),
+                    mode: mode.to_string(),
+                    modes: clean_list(&ids),
+                });
             };
             let id = found.id.clone();
             self.cx
                 .send_request(SetSessionModeRequest::new(session.clone(), id.clone()))
                 .block_task()
                 .await
-                .map_err(|e| {
-                    format!(
-                        "{agent}: session/set_mode failed: {}",
-                        super::error::describe(&e)
-                    )
+                .map_err(|e| SettingError::Refused {
+                    agent: agent.clone(),
+                    method: "session/set_mode",
+                    said: super::error::describe(&e),
                 })?;
             if let Some(entry) = lock(&self.meta).sessions.get_mut(&session)
                 && let Some(modes) = &mut entry.modes
@@ -207,7 +262,9 @@ impl Connection {
                 .await
                 .map(|c| c.value);
         }
-        Err(format!("{agent} offers no modes"))
+        Err(SettingError::NoModes {
+            agent: agent.clone(),
+        })
     }
 
     /// `/set`: sets one of `session`'s config options (by id, name or
@@ -217,7 +274,7 @@ impl Connection {
         session: &str,
         option: &str,
         value: &str,
-    ) -> Result<Changed, String> {
+    ) -> Result<Changed, SettingError> {
         let agent = &self.agent;
         let session = session.to_string();
         let announced = self
@@ -226,7 +283,9 @@ impl Connection {
         let options = announced.options.unwrap_or_default();
         let ids: Vec<String> = options.iter().map(|o| o.id.to_string()).collect();
         if options.is_empty() {
-            return Err(format!("{agent} offers no config options"));
+            return Err(SettingError::NoOptions {
+                agent: agent.clone(),
+            });
         }
         let found = options
             .iter()
@@ -237,11 +296,10 @@ impl Connection {
                     .iter()
                     .find(|o| o.category.as_ref().is_some_and(|c| category(c) == option))
             })
-            .ok_or_else(|| {
-                format!(
-                    "{agent} has no option {option:?}; its options: {}",
-                    clean_list(&ids)
-                )
+            .ok_or_else(|| SettingError::NoSuchOption {
+                agent: agent.clone(),
+                option: option.to_string(),
+                options: clean_list(&ids),
             })?;
         let (_, values) = values(found);
         let request = match &found.kind {
@@ -250,21 +308,23 @@ impl Connection {
                     "true" | "on" | "yes" => true,
                     "false" | "off" | "no" => false,
                     _ => {
-                        return Err(format!(
-                            "{agent}: {} takes true or false, not {value:?}",
-                            found.id
-                        ));
+                        return Err(SettingError::NotBoolean {
+                            agent: agent.clone(),
+                            option: found.id.to_string(),
+                            value: value.to_string(),
+                        });
                     }
                 };
                 SetSessionConfigOptionRequest::new(session.clone(), found.id.clone(), on)
             }
             _ => {
                 if !values.iter().any(|v| v == value) {
-                    return Err(format!(
-                        "{agent}: {} takes {}, not {value:?}",
-                        found.id,
-                        clean_list(&values)
-                    ));
+                    return Err(SettingError::NotOffered {
+                        agent: agent.clone(),
+                        option: found.id.to_string(),
+                        values: clean_list(&values),
+                        value: value.to_string(),
+                    });
                 }
                 SetSessionConfigOptionRequest::new(session.clone(), found.id.clone(), value)
             }
@@ -274,11 +334,10 @@ impl Connection {
             .send_request(request)
             .block_task()
             .await
-            .map_err(|e| {
-                format!(
-                    "{agent}: session/set_config_option failed: {}",
-                    super::error::describe(&e)
-                )
+            .map_err(|e| SettingError::Refused {
+                agent: agent.clone(),
+                method: "session/set_config_option",
+                said: super::error::describe(&e),
             })?;
         self.options_now(&session, answer.config_options);
         Ok(Changed {
@@ -289,8 +348,10 @@ impl Connection {
     }
 }
 
-fn no_session(agent: &str) -> String {
-    format!("{agent}: that session is not open on its connection")
+fn no_session(agent: &str) -> SettingError {
+    SettingError::NotOpen {
+        agent: agent.to_string(),
+    }
 }
 
 /// Agent-given names, sanitised, for a message.

@@ -30,7 +30,7 @@ pub(super) struct Stream {
     /// Where the chunks' activity goes; `None`: through the turn's task.
     direct: Option<Arc<dyn Fn(Activity) + Send + Sync>>,
     /// The turn's text (its own session's).
-    pub(super) turn: Mutex<Turn>,
+    pub(super) turn: Mutex<TurnText>,
     /// Whether the person asked the turn to stop: no more chunks shown.
     cancelled: AtomicBool,
     /// What was queued for the turn's task, and what it has taken in.
@@ -42,7 +42,7 @@ impl Stream {
     pub(super) fn new(direct: Option<Arc<dyn Fn(Activity) + Send + Sync>>) -> Self {
         Self {
             direct,
-            turn: Mutex::new(Turn::default()),
+            turn: Mutex::new(TurnText::default()),
             cancelled: AtomicBool::new(false),
             queued: AtomicU64::new(0),
             taken: AtomicU64::new(0),
@@ -101,7 +101,7 @@ impl TurnSink for Direct<'_> {
 
 /// The text of one turn, and its final message.
 #[derive(Default)]
-pub(super) struct Turn {
+pub(super) struct TurnText {
     /// Text written since the last tool call: its first
     /// [`MAX_FINAL_TEXT`] bytes.
     pub(super) final_text: String,
@@ -109,7 +109,7 @@ pub(super) struct Turn {
     cut: u64,
 }
 
-impl Turn {
+impl TurnText {
     /// Translates `update` and sends what it means to `sink`; message
     /// text after the last tool call is the final message.
     pub(super) fn update(&mut self, update: SessionUpdate, sink: &dyn TurnSink) {
@@ -120,7 +120,7 @@ impl Turn {
         }
     }
 
-    /// A chunk of text: as [`Turn::update`] takes the update it came as.
+    /// A chunk of text: as [`TurnText::update`] takes the update it came as.
     pub(super) fn chunk(&mut self, chunk: Chunk, sink: &dyn TurnSink) {
         let activity = match chunk.thought {
             false => Activity::MessageChunk { text: chunk.text },

@@ -12,7 +12,7 @@ use agent_client_protocol::v1::schema::SessionNotification;
 use tokio::io::AsyncWriteExt;
 
 use super::route::{Chunk, Incoming, Routes, notify_all, route};
-use crate::confine::lines::{self, Line, read_line_async};
+use crate::confine::lines::{self, KEPT_BUFFER, Line, read_line_async, too_long};
 
 /// The agent's stdio as JSON-RPC lines.
 ///
@@ -83,10 +83,6 @@ struct LineReader {
     /// Lines with bytes that were not UTF-8, so far.
     lossy_lines: u64,
 }
-
-/// What the line buffer may keep between lines: a longer line's room is
-/// given back.
-pub(super) const KEPT_BUFFER: usize = 64 * 1024;
 
 impl LineReader {
     fn new(reading: Reading, stdout: tokio::process::ChildStdout) -> Self {
@@ -159,18 +155,6 @@ pub(super) fn lossy(count: &mut u64, agent: &str, routes: &Routes) {
     notify_all(routes, &text);
 }
 
-/// Why the reading of an agent stopped at a line over `max` bytes (after
-/// the agent's name).
-pub(super) fn too_long(max: u64) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::InvalidData,
-        format!(
-            "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
-            crate::confine::limits::size(max)
-        ),
-    )
-}
-
 impl Reading {
     /// Hands `line` to its turn if it is a session update; false if it is
     /// for the SDK.
@@ -178,7 +162,7 @@ impl Reading {
         // From a host's proxy (quorum itself there): what its file and
         // terminal answers would show in the box, shown here.
         if self.relayed
-            && let Some((session, incoming)) = super::route::relayed_from(line)
+            && let Some((session, incoming)) = super::relayed::relayed_from(line)
         {
             let _ = route(&self.routes, &session, incoming);
             return true;

@@ -25,7 +25,7 @@ use super::permission::{
     outcome_for, outside_path, permission_detail, permission_title, pick_option,
 };
 use super::route::{Chunk, Consent, Incoming, Route, WriteAsk};
-use super::stream::{Stream, Turn};
+use super::stream::{Stream, TurnText};
 use super::translate::{ChildInfo, stop_reason};
 use crate::agent::{PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::{Exclude, Root};
@@ -121,7 +121,7 @@ impl Connection {
         };
         let (session_id, kind, offered) = match opened {
             Ok(Ok(opened)) => opened,
-            Ok(Err(message)) => return Err(Outcome::error(message)),
+            Ok(Err(e)) => return Err(Outcome::error(e.to_string())),
             Err(_) => {
                 return Err(Outcome::error(format!(
                     "{}: no answer to session/new within {} s (startup_timeout in its config)",
@@ -718,7 +718,7 @@ fn announce(update: SubagentUpdate, children: &mut HashMap<String, Child>, sink:
 #[derive(Default)]
 struct Child {
     info: ChildInfo,
-    turn: Turn,
+    turn: TurnText,
 }
 
 impl Child {
@@ -846,7 +846,7 @@ mod tests {
     fn a_final_message_over_the_cap_keeps_its_head_and_names_the_rest() {
         use crate::confine::limits::MAX_FINAL_TEXT;
         let sink = Recorder::default();
-        let mut turn = Turn::default();
+        let mut turn = TurnText::default();
         let big = "y".repeat(MAX_FINAL_TEXT);
         turn.update(chunk(&big), &sink);
         turn.update(tool_call("t1"), &sink);
@@ -869,7 +869,7 @@ mod tests {
     #[test]
     fn the_final_message_is_the_text_after_the_last_tool_call() {
         let sink = Recorder::default();
-        let mut turn = Turn::default();
+        let mut turn = TurnText::default();
         for update in [
             chunk("Looking. "),
             tool_call("t1"),
@@ -916,7 +916,7 @@ mod tests {
     #[test]
     fn a_picked_model_goes_to_the_sink_and_nothing_else_does() {
         let sink = Recorder::default();
-        let mut turn = Turn::default();
+        let mut turn = TurnText::default();
         turn.update(
             wire(json!({
                 "sessionUpdate": "config_option_update",

@@ -36,11 +36,11 @@ pub async fn command(args: AcpArgs, config: Option<PathBuf>, model: ModelChoice)
     // first session; every session takes its settings from it.
     let checked = ConfigFile::load(config.as_deref())
         .map_err(anyhow::Error::from)
-        .and_then(|file| config::registry(&file).map(|_| Arc::new(file)));
+        .and_then(|file| Ok(config::registry(&file).map(|_| Arc::new(file))?));
     let file = match checked {
         Ok(file) => file,
         Err(e) => {
-            crate::say!("quorum acp: {}", config::error_message(&e));
+            crate::say!("quorum acp: {}", config::error_message(e.as_ref()));
             return Ok(EXIT_CANNOT_RUN);
         }
     };

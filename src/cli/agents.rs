@@ -10,10 +10,21 @@ use crate::confine::sanitize::sanitize;
 use crate::runtime::path::locate;
 use crate::runtime::supervisor::Supervisor;
 
+// `quorum agents`' options (its help is the command's, in `main`).
+#[derive(clap::Args)]
+pub struct AgentsArgs {
+    /// Start each installed agent and show what it says of itself.
+    #[arg(long)]
+    probe: bool,
+}
+
 /// `quorum agents [--probe]`, on stdout.
-pub async fn command(config: Option<&std::path::Path>, probe: bool) -> anyhow::Result<i32> {
+pub async fn command(
+    AgentsArgs { probe }: AgentsArgs,
+    config: Option<std::path::PathBuf>,
+) -> anyhow::Result<i32> {
     crate::engine::config::init_logging();
-    let file = crate::config::ConfigFile::load(config)?;
+    let file = crate::config::ConfigFile::load(config.as_deref())?;
     let registry = crate::engine::config::registry(&file)?;
     let root = crate::engine::config::root(None)?;
     let supervisor = Supervisor::new();

@@ -74,14 +74,14 @@ pub async fn call_command(setup: Setup, mut request: CallRequest) -> Result<i32>
     config::init_logging();
     let session = match setup
         .config_file()
-        .and_then(|file| setup.session(&file, None))
+        .and_then(|file| Ok(setup.session(&file, None)?))
         .and_then(|session| {
             session.registry.get(&request.agent)?;
             Ok(session)
         }) {
         Ok(s) => s,
         Err(e) => {
-            crate::say!("quorum: {}", config::error_message(&e));
+            crate::say!("quorum: {}", config::error_message(e.as_ref()));
             return Ok(EXIT_CANNOT_RUN);
         }
     };

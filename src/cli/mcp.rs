@@ -61,7 +61,7 @@ pub async fn command(
     let (options, session) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            crate::say!("quorum mcp: {}", config::error_message(&e));
+            crate::say!("quorum mcp: {}", config::error_message(e.as_ref()));
             return Ok(EXIT_CANNOT_RUN);
         }
     };

@@ -10,26 +10,30 @@ mod call;
 pub mod config;
 pub mod import;
 pub mod mcp;
+pub mod mcp_connect;
 mod progress;
+pub mod proxy;
+pub mod replay;
 mod resume;
 pub mod review;
-mod run;
+pub mod run;
 pub mod sessions;
+pub mod tui;
+pub mod watch;
 pub mod worktrees;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 
 pub use call::{CallArgs, CallRequest, call, call_command};
 pub use resume::ContinueArgs;
-pub use run::{run, run_command};
 
 use crate::agent::{Elicit, Permissions};
 use crate::config::ConfigFile;
-use crate::engine::SessionConfig;
 use crate::engine::config::{ModelChoice, model_picks_path, registry, root};
+use crate::engine::{SessionConfig, SetupError};
 
 /// Exit code: every call ended its turn.
 pub const EXIT_OK: i32 = 0;
@@ -99,7 +103,11 @@ impl Setup {
     }
 
     /// The session, its settings from `file`.
-    fn session(self, file: &ConfigFile, model: Option<&ModelChoice>) -> Result<SessionConfig> {
+    fn session(
+        self,
+        file: &ConfigFile,
+        model: Option<&ModelChoice>,
+    ) -> Result<SessionConfig, SetupError> {
         let registry = registry(file)?;
         let mut session = SessionConfig::new(registry, root(self.cwd.as_deref())?);
         session.take_settings(file);
@@ -113,6 +121,46 @@ impl Setup {
         }
         Ok(session)
     }
+}
+
+/// `--panel`: the side panel of background tasks.
+#[derive(Clone, Copy, clap::ValueEnum, Default)]
+pub enum PanelArg {
+    /// Shown when the terminal is at least 100 columns wide.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl PanelArg {
+    pub fn open(self) -> Option<bool> {
+        match self {
+            PanelArg::Auto => None,
+            PanelArg::On => Some(true),
+            PanelArg::Off => Some(false),
+        }
+    }
+}
+
+/// The longest transcript line replayed (`[limits]` in the config).
+fn max_line(config: &Option<PathBuf>) -> Result<u64> {
+    let limits = ConfigFile::load(config.as_deref())?.limits();
+    Ok(limits.max_transcript_line_bytes)
+}
+
+/// Runs `f`; then, however it returned and while the runtime is still
+/// there, ends every process group quorum still owns (a session ends its
+/// own when it is dropped; this is the backstop).
+pub fn with_runtime<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
+    let runtime = crate::runtime::builder()
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(f);
+    crate::runtime::supervisor::kill_all_blocking();
+    // A read of stdin that never ends (`quorum mcp` on SIGTERM) holds no exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    result
 }
 
 /// Whether `e` is a closed stdout (`| head`): no error.

@@ -39,7 +39,7 @@ impl ContinueArgs {
     pub fn target(&self, cwd: Option<&Path>, picker: bool) -> Result<Option<PathBuf>> {
         let root = config::root(cwd)?;
         if self.continue_session {
-            return config::newest_session(root.path()).map(Some);
+            return Ok(Some(config::newest_session(root.path())?));
         }
         match self.resume.as_deref() {
             None => Ok(None),
@@ -47,7 +47,7 @@ impl ContinueArgs {
             Some("") => anyhow::bail!(
                 "--resume needs a session id or file here (`quorum sessions` lists them)"
             ),
-            Some(id) => config::find_session(id).map(Some),
+            Some(id) => Ok(Some(config::find_session(id)?)),
         }
     }
 }

@@ -121,11 +121,11 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     };
     let session = match setup
         .config_file()
-        .and_then(|file| setup.session(&file, None))
+        .and_then(|file| Ok(setup.session(&file, None)?))
     {
         Ok(s) => s,
         Err(e) => {
-            crate::say!("quorum: {}", config::error_message(&e));
+            crate::say!("quorum: {}", config::error_message(e.as_ref()));
             return Ok(EXIT_ERROR);
         }
     };

@@ -2,6 +2,7 @@
 //! event as JSON.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -9,13 +10,45 @@ use tokio::sync::{mpsc, watch};
 
 use super::progress::{Printer, Progress};
 use super::{
-    EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, EXIT_TASKS_RUNNING, Interrupt, Setup,
-    interrupts,
+    ContinueArgs, EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, EXIT_TASKS_RUNNING,
+    HeadlessArgs, Interrupt, Setup, interrupts,
 };
 use crate::confine::sanitize::sanitize;
 use crate::engine::Session;
 use crate::engine::config::{self, ModelChoice};
 use crate::event::{Event, Stamped, StopReason};
+
+// `quorum run`'s options (its help is the command's, in `main`).
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The message for the chat.
+    #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
+    prompt: String,
+    /// Print every event as one JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Exit after the first turn even if background tasks still run.
+    #[arg(long)]
+    no_wait: bool,
+    /// Do not record the session (by default it is recorded under the
+    /// state directory, as the TUI's are, and `quorum sessions` lists it).
+    #[arg(long, conflicts_with_all = ["record", "continue_session", "resume"])]
+    no_record: bool,
+    #[command(flatten)]
+    continued: ContinueArgs,
+    #[command(flatten)]
+    headless: HeadlessArgs,
+}
+
+/// `quorum run`: the headless chat, recorded by default.
+pub async fn command(a: RunArgs, model: ModelChoice, config: Option<PathBuf>) -> Result<i32> {
+    let mut setup = a.headless.setup(config);
+    setup.resume = a.continued.target(setup.cwd.as_deref(), false)?;
+    if setup.resume.is_none() && setup.record.is_none() && !a.no_record {
+        setup.record = config::default_record_path();
+    }
+    run_command(setup, model, a.prompt, a.json, a.no_wait).await
+}
 
 /// `quorum run`: a problem with the setup is printed, exit code 2.
 pub async fn run_command(
@@ -32,7 +65,7 @@ pub async fn run_command(
     let (session, file) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            crate::say!("quorum: {}", config::error_message(&e));
+            crate::say!("quorum: {}", config::error_message(e.as_ref()));
             return Ok(EXIT_CANNOT_RUN);
         }
     };
@@ -46,7 +79,10 @@ pub async fn run_command(
     {
         Ok(endpoint) => endpoint,
         Err(e) => {
-            crate::say!("quorum: cannot serve quorum's tools to the chat: {e:#}");
+            crate::say!(
+                "quorum: cannot serve quorum's tools to the chat: {:#}",
+                anyhow::Error::from(e)
+            );
             return Ok(EXIT_CANNOT_RUN);
         }
     };

@@ -14,9 +14,9 @@ use anyhow::Result;
 
 use crate::acp::registry::Registry;
 use crate::confine::sanitize::sanitize;
-use crate::runtime::ssh::{Hosts, Link};
+use crate::remote::git::{remove_there, take_home};
+use crate::remote::ssh::{Hosts, Link};
 use crate::runtime::supervisor::Supervisor;
-use crate::subagent::remote;
 use crate::transcript::sessions;
 use crate::worktree::Repo;
 use crate::worktree::list::Entry;
@@ -126,7 +126,7 @@ pub async fn command(args: WorktreesArgs, config: Option<PathBuf>) -> Result<i32
                 )),
             };
             let removed = match reach.link(host).await {
-                Ok(link) => remote::remove_there(link, &w).await,
+                Ok(link) => remove_there(link, &w).await.map_err(|e| e.to_string()),
                 Err(err) => Err(err),
             };
             if let Err(err) = removed {
@@ -170,7 +170,7 @@ impl Reach {
             return link.clone();
         }
         let link = match &self.hosts {
-            Ok(hosts) => hosts.link(host).await,
+            Ok(hosts) => hosts.link(host).await.map_err(|e| e.to_string()),
             Err(e) => Err(e.clone()),
         };
         self.reached.insert(host.to_string(), link.clone());
@@ -226,9 +226,12 @@ async fn fetch(repo: &Repo, entries: &[Entry], config: Option<&Path>) -> Result<
                 .unwrap_or_else(|| e.branch.clone());
             let message = format!("{title} ({})", e.agent.as_deref().unwrap_or("agent"));
             match link {
-                Ok(link) => remote::take_home(link, &w, &message).await.map(|commit| {
-                    format!("{branch}: fetched from host {} ({commit})", sanitize(host))
-                }),
+                Ok(link) => take_home(link, &w, &message)
+                    .await
+                    .map(|commit| {
+                        format!("{branch}: fetched from host {} ({commit})", sanitize(host))
+                    })
+                    .map_err(|e| e.to_string()),
                 Err(err) => Err(err),
             }
             .map_err(|err| format!("{branch}: not fetched: {}", sanitize(&err)))

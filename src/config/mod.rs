@@ -9,6 +9,7 @@
 //! [`ConfigFile::parse`] is the check on its own, for a text in hand.
 
 mod error;
+mod hosts;
 mod sections;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use error::{ConfigError, UnknownField, distance, nearest};
+pub use hosts::{HostError, HostSpec, check_host};
 pub use sections::{
     AcpSection, AgentEntry, HostEntry, InternalSection, McpSection, McpServerEntry, ModelSection,
 };
@@ -50,6 +52,15 @@ pub struct ConfigFile {
     /// The file and where each of its keys is (`None`: no file).
     #[serde(skip)]
     origin: Option<Origin>,
+}
+
+/// What may name an agent, an MCP server or a host: letters, digits, `-`,
+/// `_` and `.` (what `@NAME` in a message can say).
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
 /// The text a [`ConfigFile`] was read from, for the places of its values.

@@ -1,6 +1,6 @@
 //! Lines of outside input, read the one way everywhere: an agent's stdout
 //! at home (`acp::transport`), both sides of quorum's proxy on a host
-//! (`acp::relay`: home's lines and its agent's), and transcripts
+//! (`remote::relay`: home's lines and its agent's), and transcripts
 //! (`transcript`'s readers). A line is capped: one longer than the limit is
 //! reported as such, read no further (so `/dev/zero` or an agent's endless
 //! line costs the limit, not all memory). Its bytes are kept as they came;
@@ -39,6 +39,22 @@ impl Line {
         let buf = buf.strip_suffix(b"\n").unwrap_or(buf);
         buf.strip_suffix(b"\r").unwrap_or(buf)
     }
+}
+
+/// What a line buffer may keep between lines: a longer line's room is
+/// given back.
+pub const KEPT_BUFFER: usize = 64 * 1024;
+
+/// Why the reading of an agent (or, on a host, of home) stopped at a line
+/// over `max` bytes (after the agent's name).
+pub fn too_long(max: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "sent a message over {}, read no further (max_frame_bytes under [limits] in the config)",
+            super::limits::size(max)
+        ),
+    )
 }
 
 /// Reads the next line of `input` into `buf` (cleared first, its newline

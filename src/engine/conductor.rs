@@ -23,9 +23,9 @@ use crate::acp::registry::AgentSpec;
 use crate::agent::{Elicit, PermissionAnswer, Permissions, TurnControl, TurnRequest, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, SessionKind, StopReason, ToolStatus};
-use crate::harness::chat::{ChatSink, Conductor};
-use crate::harness::{Sink, ToolError};
 use crate::llm::ToolCall;
+use crate::model_loop::chat::{ChatSink, Conductor};
+use crate::model_loop::{Sink, ToolError};
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
 use crate::runtime::supervisor::Supervisor;
@@ -44,7 +44,16 @@ pub type HandedTools = Arc<Mutex<Option<crate::acp::mcp::McpServerSpec>>>;
 
 /// Makes the conductor for an agent's name (`/model acp:NAME`), or says
 /// why it cannot.
-pub type Factory = Arc<dyn Fn(&str) -> Result<Box<dyn Conductor>, String> + Send + Sync>;
+pub type Factory = Arc<dyn Fn(&str) -> Result<Box<dyn Conductor>, ConductorError> + Send + Sync>;
+
+/// Why no conductor was made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConductorError {
+    #[error("the session has ended")]
+    Ended,
+    #[error(transparent)]
+    Unknown(#[from] crate::acp::registry::UnknownAgent),
+}
 
 /// The conductor session a recorded conversation left for `agent`: the
 /// last one it opened since the conversation last started over.

@@ -5,15 +5,63 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-
-use crate::acp::registry::Registry;
+use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::Permissions;
-use crate::config::{ConfigFile, InternalSection, Source};
+use crate::config::{ConfigError, ConfigFile, InternalSection, Source};
 use crate::confine::fsroot::Root;
 use crate::confine::limits::Limits;
-use crate::llm::Model;
+use crate::llm::{LlmError, Model};
+use crate::transcript::RecordError;
 use crate::transcript::TerminalSize;
+use crate::transcript::sessions::SessionError;
+
+/// Why a session could not be set up: the config file, the command line's
+/// `--cwd` and `--model`, the session to continue or the transcript to
+/// record to. The text is what the person reads.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// `--cwd DIR` is no session directory.
+    #[error("--cwd {}: {error}", dir.display())]
+    Cwd { dir: PathBuf, error: std::io::Error },
+    #[error("reading the current directory")]
+    CurrentDir(#[source] std::io::Error),
+    /// `--model acp:NAME` names no agent that can be started.
+    #[error("--model {spec}: {error}")]
+    Conductor { spec: String, error: UnknownAgent },
+    #[error(transparent)]
+    Model(#[from] LlmError),
+    /// The conductor could not be made.
+    #[error(transparent)]
+    NoConductor(#[from] super::conductor::ConductorError),
+    #[error("no state directory (set HOME or XDG_STATE_HOME)")]
+    NoStateDir,
+    /// `--continue` with nothing recorded here.
+    #[error(
+        "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
+        root.display()
+    )]
+    NothingRecorded { root: PathBuf },
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The recorded session cannot be continued.
+    #[error("cannot continue {}", path.display())]
+    Continue {
+        path: PathBuf,
+        #[source]
+        error: RecordError,
+    },
+    /// The transcript cannot be recorded to.
+    #[error("cannot record to {}: choose a new file name", path.display())]
+    Record {
+        path: PathBuf,
+        #[source]
+        error: RecordError,
+    },
+}
+
+type Result<T, E = SetupError> = std::result::Result<T, E>;
 
 /// Everything a session is built from, for the TUI, `call`, `run` and the
 /// tests alike.
@@ -151,12 +199,13 @@ pub fn registry(file: &ConfigFile) -> Result<Registry> {
 /// The session directory: `--cwd DIR`, else the current directory.
 pub fn root(cwd: Option<&Path>) -> Result<Root> {
     match cwd {
-        Some(d) => {
-            crate::runtime::git::root(d).map_err(|e| anyhow::anyhow!("--cwd {}: {e}", d.display()))
-        }
+        Some(d) => crate::runtime::git::root(d).map_err(|error| SetupError::Cwd {
+            dir: d.to_path_buf(),
+            error,
+        }),
         None => std::env::current_dir()
             .and_then(|d| crate::runtime::git::root(&d))
-            .context("reading the current directory"),
+            .map_err(SetupError::CurrentDir),
     }
 }
 
@@ -252,7 +301,10 @@ impl SessionConfig {
                 Some(name) => {
                     self.registry
                         .get(name)
-                        .map_err(|e| anyhow::anyhow!("--model {spec}: {e}"))?;
+                        .map_err(|error| SetupError::Conductor {
+                            spec: spec.clone(),
+                            error,
+                        })?;
                     self.conductor = Some(name.to_string());
                 }
                 None => {
@@ -329,27 +381,26 @@ pub fn default_record_path() -> Option<PathBuf> {
 
 /// The newest session recorded for the directory `root` (`--continue`).
 pub fn newest_session(root: &Path) -> Result<PathBuf> {
-    let dir = sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
-    crate::transcript::sessions::newest_for(&dir, root).with_context(|| {
-        format!(
-            "no session recorded for {} yet (`quorum sessions --all` lists every directory's)",
-            root.display()
-        )
+    let dir = sessions_dir().ok_or(SetupError::NoStateDir)?;
+    crate::transcript::sessions::newest_for(&dir, root).ok_or_else(|| SetupError::NothingRecorded {
+        root: root.to_path_buf(),
     })
 }
 
 /// The session `--resume ID|FILE` names: a transcript file, or a session
 /// id (or a unique start of one) under the sessions directory.
 pub fn find_session(id: &str) -> Result<PathBuf> {
-    let dir = sessions_dir().context("no state directory (set HOME or XDG_STATE_HOME)")?;
+    let dir = sessions_dir().ok_or(SetupError::NoStateDir)?;
     Ok(crate::transcript::sessions::find(&dir, id)?)
 }
 
 /// The error and its causes, each said once: a cause whose text the
-/// message before it already carries is left out.
-pub fn error_message(e: &anyhow::Error) -> String {
+/// message before it already carries is left out. (An `anyhow::Error`'s
+/// chain is its `as_ref()`'s.)
+pub fn error_message(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = String::new();
-    for cause in e.chain() {
+    let chain = std::iter::successors(Some(e), |e| e.source());
+    for cause in chain {
         let part = cause.to_string();
         if !text.contains(&part) {
             if !text.is_empty() {

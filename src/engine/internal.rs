@@ -1,5 +1,5 @@
 //! The internal nested agent, injected into the dispatcher as an
-//! [`Agent`]: a fresh harness with an empty context, its file and shell
+//! [`Agent`]: a fresh model loop with an empty context, its file and shell
 //! tools confined to the session directory and auto-approved, nothing
 //! persisted; only its final report is returned. Its activity goes into
 //! its box.
@@ -12,9 +12,9 @@ use futures::future::BoxFuture;
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Activity, Outcome, ToolContent, ToolDetail, ToolStatus, Usage};
-use crate::harness::tools::{FileTools, Union, WriteQuestion};
-use crate::harness::{Harness, Sink, ToolError, ToolSet, summarize_args};
 use crate::llm::{Model, ToolCall};
+use crate::model_loop::tools::{FileTools, Union, WriteQuestion};
+use crate::model_loop::{ModelLoop, Sink, ToolError, ToolSet, summarize_args};
 use crate::runtime::sandbox::Policy;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::Dispatcher;
@@ -100,9 +100,9 @@ impl Agent for Internal {
                  answer with your final report only.",
                 root.path().display()
             );
-            let mut harness = Harness::new(self.model.clone(), tools, Some(system));
+            let mut model_loop = ModelLoop::new(self.model.clone(), tools, Some(system));
             let box_sink = BoxSink(sink);
-            let turn = harness.turn(prompt, &box_sink, cancel);
+            let turn = model_loop.turn(prompt, &box_sink, cancel);
             tokio::pin!(turn);
             // Its questions to the person (a write of a file other programs
             // run, in their tree), asked in its box, answered by the keys.
@@ -122,7 +122,7 @@ impl Agent for Internal {
         .boxed()
     }
 
-    /// A fresh harness every time: nothing to resume.
+    /// A fresh model loop every time: nothing to resume.
     fn keeps_sessions(&self) -> bool {
         false
     }
@@ -189,7 +189,7 @@ impl Asked {
     }
 }
 
-/// The internal agent's harness reports into its box.
+/// The internal agent's model loop reports into its box.
 struct BoxSink<'a>(&'a dyn TurnSink);
 
 impl Sink for BoxSink<'_> {

@@ -21,14 +21,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 
-pub use config::SessionConfig;
+pub use config::{SessionConfig, SetupError};
 pub use ops::{Mention, WELCOME, parse_mention};
 
 use crate::event::{Event, NoticeLevel, Op, Stamped, StopReason};
-use crate::harness::chat::{Chat, ChatHandle};
+use crate::model_loop::chat::{Chat, ChatHandle};
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};
@@ -72,7 +71,7 @@ impl Session {
     pub fn start(
         mut config: SessionConfig,
         started: Instant,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>)> {
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>), SetupError> {
         let on_history = config.on_history.take();
         let (history, recorder, resumed) = Self::read_back(&config)?;
         let Some(show) = on_history.filter(|_| !history.is_empty()) else {
@@ -96,7 +95,7 @@ impl Session {
     #[allow(clippy::type_complexity)]
     fn read_back(
         config: &SessionConfig,
-    ) -> Result<(Vec<Stamped>, Option<Recorder>, Option<Option<u64>>)> {
+    ) -> Result<(Vec<Stamped>, Option<Recorder>, Option<Option<u64>>), SetupError> {
         match &config.resume {
             Some(path) => {
                 let root = config.root.path().to_path_buf();
@@ -104,7 +103,10 @@ impl Session {
                     Recorder::reopen(path, config.limits.max_transcript_line_bytes, |loaded| {
                         same_directory(&loaded.header.cwd, &root)
                     })
-                    .with_context(|| format!("cannot continue {}", path.display()))?;
+                    .map_err(|error| SetupError::Continue {
+                        path: path.clone(),
+                        error,
+                    })?;
                 let recorder = Some(reopened.recorder);
                 Ok((reopened.loaded.events, recorder, Some(reopened.cut)))
             }
@@ -126,7 +128,7 @@ impl Session {
         history: &[Stamped],
         recorder: Option<Recorder>,
         resumed: Option<Option<u64>>,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>)> {
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Stamped>), SetupError> {
         let continued = resumed.map(|cut| {
             (
                 resume::Continued::of(history, config.limits.context_chars),
@@ -188,12 +190,10 @@ impl Session {
             let (permissions, elicit) = (config.permissions, config.elicit);
             let answers = chat_answers.clone();
             Arc::new(move |name: &str| {
-                let dispatcher = dispatcher.upgrade().ok_or("the session has ended")?;
-                let spec = dispatcher
-                    .registry()
-                    .get(name)
-                    .map_err(|e| e.to_string())?
-                    .clone();
+                let dispatcher = dispatcher
+                    .upgrade()
+                    .ok_or(conductor::ConductorError::Ended)?;
+                let spec = dispatcher.registry().get(name)?.clone();
                 let conductor = conductor::AcpConductor::new(
                     spec,
                     handed.clone(),
@@ -201,14 +201,14 @@ impl Session {
                     (permissions, elicit),
                     answers.clone(),
                 );
-                Ok(Box::new(conductor) as Box<dyn crate::harness::chat::Conductor>)
+                Ok(Box::new(conductor) as Box<dyn crate::model_loop::chat::Conductor>)
             })
         };
         let conducted = config.model.is_none() && config.conductor.is_some();
         let (chat, completions) = match config.model {
             None if config.conductor.is_some() => {
                 let name = config.conductor.as_deref().unwrap_or_default();
-                let mut conductor = conductors(name).map_err(|e| anyhow::anyhow!(e))?;
+                let mut conductor = conductors(name)?;
                 if let Some(id) = conductor::recorded_session(history, name) {
                     conductor.reattach(id);
                 }
@@ -504,14 +504,12 @@ fn open_recorder(
     path: &std::path::Path,
     config: &SessionConfig,
     size: TerminalSize,
-) -> Result<Recorder> {
+) -> Result<Recorder, SetupError> {
     let header = Header::now(config.root.path(), size);
     Recorder::create(path, &header)
         .map(|r| r.max_line(config.limits.max_transcript_line_bytes))
-        .with_context(|| {
-            format!(
-                "cannot record to {}: choose a new file name",
-                path.display()
-            )
+        .map_err(|error| SetupError::Record {
+            path: path.to_path_buf(),
+            error,
         })
 }

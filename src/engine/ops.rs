@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::PermissionAnswer;
 use crate::event::{Event, NoticeLevel, Op};
-use crate::harness::chat::ChatHandle;
+use crate::model_loop::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
 use crate::subagent::dispatch::Dispatcher;
 use crate::subagent::input::{Isolation, SubAgentCallInput, TaskInput};
@@ -72,7 +72,7 @@ pub fn parse_mention(text: &str) -> Option<Mention> {
     let marks = &head[names.len()..];
     let mut agents: Vec<String> = Vec::new();
     for name in names.split(',') {
-        if !crate::acp::registry::is_agent_name(name) {
+        if !crate::config::is_name(name) {
             return None;
         }
         if !agents.iter().any(|a| a == name) {

@@ -7,8 +7,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::event::{Activity, ChatEntry, Event, Stamped, StopReason};
-use crate::harness::chat::message_of;
 use crate::llm::Message;
+use crate::model_loop::chat::message_of;
 
 /// A call that was running when the recorded session ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,15 +1,15 @@
-//! The sub-agent tool plugged into the chat loop: the harness's
+//! The sub-agent tool plugged into the chat loop: the model loop's
 //! [`ToolSet`] over the [`SubagentTool`], and the main conversation's
-//! summary as the dispatcher asks for it. Neither `harness` nor `subagent`
+//! summary as the dispatcher asks for it. Neither `model_loop` nor `subagent`
 //! knows the other; they meet here.
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::harness::chat::ConversationSummary;
-use crate::harness::{ToolError, ToolSet};
 use crate::llm::{ToolCall, ToolSpec};
+use crate::model_loop::chat::ConversationSummary;
+use crate::model_loop::{ToolError, ToolSet};
 use crate::subagent::dispatch::MainSummary;
 use crate::subagent::tool::SubagentTool;
 

@@ -162,9 +162,9 @@ impl<D: EventDecoder> StreamDecoder<D> {
 }
 
 /// Sends deltas to the consumer of a [`drive`]n stream.
-pub struct Emitter(mpsc::Sender<Result<Delta, LlmError>>);
+pub struct DeltaSender(mpsc::Sender<Result<Delta, LlmError>>);
 
-impl Emitter {
+impl DeltaSender {
     /// False once the consumer dropped the stream: stop then.
     pub async fn send(&mut self, item: Result<Delta, LlmError>) -> bool {
         self.0.send(item).await.is_ok()
@@ -176,11 +176,11 @@ impl Emitter {
 /// closes its connection.
 pub fn drive<F, Fut>(body: F) -> BoxStream<'static, Result<Delta, LlmError>>
 where
-    F: FnOnce(Emitter) -> Fut,
+    F: FnOnce(DeltaSender) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(8);
-    let driver = body(Emitter(tx))
+    let driver = body(DeltaSender(tx))
         .into_stream()
         .filter_map(|()| futures::future::ready(None));
     stream::select(rx, driver).boxed()
@@ -225,7 +225,7 @@ enum Failure {
 
 /// Sends `call`, retrying as [`RetryPolicy`] says, and streams the deltas
 /// that `decoder()` makes of the body into `tx`.
-pub async fn run<D: EventDecoder>(call: Call, decoder: impl Fn() -> D, mut tx: Emitter) {
+pub async fn run<D: EventDecoder>(call: Call, decoder: impl Fn() -> D, mut tx: DeltaSender) {
     let max = call.retry.max_attempts.max(1);
     let mut attempt = 1;
     loop {
@@ -273,7 +273,7 @@ pub async fn run<D: EventDecoder>(call: Call, decoder: impl Fn() -> D, mut tx: E
 async fn attempt_once<D: EventDecoder>(
     call: &Call,
     decoder: D,
-    tx: &mut Emitter,
+    tx: &mut DeltaSender,
 ) -> Option<Failure> {
     let response = match call.request().send().await {
         Ok(r) => r,

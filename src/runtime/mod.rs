@@ -16,7 +16,6 @@ pub mod path;
 pub mod reaper;
 pub mod sandbox;
 pub mod seccomp;
-pub mod ssh;
 pub mod supervisor;
 
 /// The async runtime quorum runs on: one worker thread for the engine,

@@ -197,7 +197,7 @@ async fn accept(listener: UnixListener, server: QuorumMcp, secret: String, owner
                         if let Some((read, write)) = admit(stream, &secret, owner).await
                             && let Err(e) = server.serve_on((read, write)).await
                         {
-                            tracing::info!("MCP client ended: {e:#}");
+                            tracing::info!("MCP client ended: {}", super::causes(&e));
                         }
                     });
                 }

@@ -16,7 +16,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
@@ -78,6 +77,15 @@ impl McpOptions {
     }
 }
 
+/// Why serving one MCP client ended in error.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    #[error("MCP: the client's initialize failed")]
+    Initialize(#[source] Box<rmcp::service::ServerInitializeError>),
+    #[error("MCP: the server stopped")]
+    Stopped(#[source] tokio::task::JoinError),
+}
+
 /// The MCP server of one session: its tools on its dispatcher.
 #[derive(Clone)]
 pub struct QuorumMcp {
@@ -121,15 +129,15 @@ impl QuorumMcp {
 
     /// Serves one MCP client on `transport` until it goes (or the
     /// session's server is dropped).
-    pub async fn serve_on<T, E, A>(self, transport: T) -> anyhow::Result<()>
+    pub async fn serve_on<T, E, A>(self, transport: T) -> Result<(), McpServeError>
     where
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
         let running = ServiceExt::serve(self, transport)
             .await
-            .context("MCP: the client's initialize failed")?;
-        running.waiting().await.context("MCP: the server stopped")?;
+            .map_err(|e| McpServeError::Initialize(Box::new(e)))?;
+        running.waiting().await.map_err(McpServeError::Stopped)?;
         Ok(())
     }
 

@@ -2,18 +2,16 @@
 //! (the very `subagent` and `subagent_status` the chat model calls, on a
 //! session's dispatcher); [`endpoint`] serves it privately on a Unix
 //! socket for a session's conductor agent (reached through
-//! `quorum mcp-connect`, [`connect`]); `quorum mcp` serves it on stdio to
-//! any MCP host (the command is in `cli`). [`proxy`] is quorum on another
-//! machine, between the quorum at home and one agent there.
+//! `quorum mcp-connect`, whose command is in `cli`); `quorum mcp` serves it
+//! on stdio to any MCP host (the command is in `cli`). [`acp`] is quorum
+//! itself as an ACP agent (`quorum acp`).
 
 pub mod acp;
-pub mod connect;
 pub mod endpoint;
 pub mod mcp;
-pub mod proxy;
 
 pub use endpoint::Endpoint;
-pub use mcp::{McpOptions, QuorumMcp};
+pub use mcp::{McpOptions, McpServeError, QuorumMcp};
 
 /// Serves `session`'s tools to its conductor (`--model acp:NAME`, or one
 /// `/model acp:NAME` chooses later) on a private endpoint, and tells the
@@ -23,7 +21,7 @@ pub use mcp::{McpOptions, QuorumMcp};
 pub fn hand_tools(
     session: &crate::engine::Session,
     config: &crate::config::ConfigFile,
-) -> anyhow::Result<Endpoint> {
+) -> std::io::Result<Endpoint> {
     let options = McpOptions {
         reports_delivered: true,
         ..McpOptions::from_config(config)
@@ -39,15 +37,35 @@ pub fn hand_tools(
 pub fn offer_tools(
     session: &crate::engine::Session,
     config: &crate::config::ConfigFile,
-) -> anyhow::Result<Option<Endpoint>> {
+) -> Result<Option<Endpoint>, ToolsError> {
     match hand_tools(session, config) {
         Ok(endpoint) => Ok(Some(endpoint)),
-        Err(e) if session.conducted() => Err(e.context("cannot serve quorum's tools to the chat")),
+        Err(e) if session.conducted() => Err(ToolsError(e)),
         Err(e) => {
-            tracing::warn!("quorum's tools are not served for a conductor: {e:#}");
+            tracing::warn!(
+                "quorum's tools are not served for a conductor: {}",
+                causes(&e)
+            );
             Ok(None)
         }
     }
+}
+
+/// The chat is a conductor, and its tools cannot be served to it.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve quorum's tools to the chat")]
+pub struct ToolsError(#[source] pub std::io::Error);
+
+/// `e` and each of its causes, after `: ` (as `anyhow` shows an error
+/// with `{:#}`).
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        text.push_str(&format!(": {cause}"));
+        next = cause.source();
+    }
+    text
 }
 
 /// Every quorum process puts its pid here in its environment, so the

@@ -8,7 +8,6 @@ pub mod input;
 pub mod memory;
 pub mod picks;
 pub mod pool;
-pub mod remote;
 pub mod severity;
 pub mod tool;
 

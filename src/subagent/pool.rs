@@ -13,23 +13,48 @@ use tokio::sync::watch;
 use super::lock;
 use super::picks::ModelPicks;
 use crate::acp::HostFiles;
-use crate::acp::client::Connection;
+use crate::acp::client::{AcpError, Connection};
 use crate::acp::registry::{Registry, UnknownAgent};
 use crate::agent::{Agent, Elicit, Permissions, TurnControl, TurnInput, TurnRequest, TurnSink};
 use crate::confine::fsroot::Root;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
+use crate::remote::RemoteError;
+use crate::remote::ssh::Hosts;
 use crate::runtime::bus::Emitter;
 use crate::runtime::cancel::cancelled;
-use crate::runtime::ssh::Hosts;
 use crate::runtime::supervisor::Supervisor;
 
-type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
+/// Why an agent's connection was not made: the agent is not known or not
+/// installed, its worktree is no session directory, its process did not
+/// start or answer (`AcpError`: not found, spawn, protocol, timeout), or
+/// its host was not reached or could not start it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Unknown(#[from] UnknownAgent),
+    /// The worktree a sandboxed agent would start in.
+    #[error("{agent}: {}: {error}", dir.display())]
+    Worktree {
+        agent: String,
+        dir: std::path::PathBuf,
+        error: Arc<std::io::Error>,
+    },
+    #[error(transparent)]
+    Agent(Arc<AcpError>),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The agent's start on its host (`ssh` running quorum's proxy there).
+    #[error("{error} (on host {host})")]
+    OnHost { host: String, error: Arc<AcpError> },
+}
+
+type Starting = Shared<BoxFuture<'static, Result<Arc<Connection>, StartError>>>;
 
 /// An agent's connection: being started (shared by every call waiting for
 /// it, and dropped, process and all, when the last of them gives up), or
 /// ready.
 enum Slot {
-    Starting(WeakShared<BoxFuture<'static, Result<Arc<Connection>, String>>>),
+    Starting(WeakShared<BoxFuture<'static, Result<Arc<Connection>, StartError>>>),
     Ready(Arc<Connection>),
 }
 
@@ -157,8 +182,8 @@ impl Pool {
         &self,
         agent: &str,
         worktree: Option<&std::path::Path>,
-    ) -> Result<(String, Starting), String> {
-        let spec = self.registry.get(agent).map_err(|e| e.to_string())?.clone();
+    ) -> Result<(String, Starting), StartError> {
+        let spec = self.registry.get(agent)?.clone();
         if spec.host.is_some() {
             return Ok(self.remote_connection(spec, worktree));
         }
@@ -167,7 +192,11 @@ impl Pool {
             (Some(dir), Some(_)) => (
                 format!("{agent}\u{0}{}", dir.display()),
                 crate::runtime::git::root(dir)
-                    .map_err(|e| format!("{agent}: {}: {e}", dir.display()))?
+                    .map_err(|e| StartError::Worktree {
+                        agent: agent.to_string(),
+                        dir: dir.to_path_buf(),
+                        error: Arc::new(e),
+                    })?
                     .with_max_read(self.root.max_read()),
             ),
             _ => (agent.to_string(), self.root.clone()),
@@ -194,7 +223,7 @@ impl Pool {
         let start = async move {
             let conn = Connection::start(&spec, &root, &supervisor, policy.as_ref())
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| StartError::Agent(Arc::new(e)))?;
             if let Some(host) = files {
                 conn.serve_files(host);
             }
@@ -219,7 +248,7 @@ impl Pool {
         let there = worktree.and_then(|w| lock(&self.remote_workdirs).get(w).cloned());
         let leaf = match (&there, worktree) {
             (Some(there), _) => there.display().to_string(),
-            (None, Some(dir)) => super::remote::leaf(dir),
+            (None, Some(dir)) => crate::remote::launch::leaf(dir),
             (None, None) => "scratch".to_string(),
         };
         let key = format!("{}\u{0}@{host}\u{0}{leaf}", spec.name);
@@ -243,13 +272,16 @@ impl Pool {
         );
         let (root, isolated, k) = (self.root.clone(), worktree.is_some(), key.clone());
         let start = async move {
-            let link = hosts.link(&host).await?;
-            let dir = there.unwrap_or_else(|| crate::runtime::ssh::task_dir(&link, &leaf));
-            let launch = super::remote::launch(&spec, &link, &dir, isolated).await?;
+            let place = (there, leaf.as_str());
+            let (launch, dir) =
+                crate::remote::launch::on_host(&hosts, &spec, place, isolated).await?;
             lock(&dirs).insert(k, dir);
             Connection::start(&launch, &root, &supervisor, None)
                 .await
-                .map_err(|e| format!("{e} (on host {host})"))
+                .map_err(|e| StartError::OnHost {
+                    host,
+                    error: Arc::new(e),
+                })
         }
         .boxed()
         .shared();
@@ -267,7 +299,9 @@ impl Pool {
         worktree: Option<&std::path::Path>,
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<(Arc<Connection>, Option<std::path::PathBuf>), Outcome> {
-        let (key, start) = self.connection(agent, worktree).map_err(Outcome::error)?;
+        let (key, start) = self
+            .connection(agent, worktree)
+            .map_err(|e| Outcome::error(e.to_string()))?;
         let started = tokio::select! {
             started = start => started,
             _ = cancelled(cancel) => {
@@ -296,11 +330,11 @@ impl Pool {
                 }
                 Ok((conn, lock(&self.remote_dirs).get(&key).cloned()))
             }
-            Err(message) => {
+            Err(e) => {
                 if matches!(connections.get(&key), Some(Slot::Starting(_))) {
                     connections.remove(&key);
                 }
-                Err(Outcome::error(message))
+                Err(Outcome::error(e.to_string()))
             }
         }
     }

@@ -803,7 +803,7 @@ pub async fn run<B: Backend>(
     app: &mut App,
     inputs: &mut mpsc::UnboundedReceiver<Input>,
     events: &mut mpsc::UnboundedReceiver<Stamped>,
-) -> anyhow::Result<()>
+) -> Result<(), super::ScreenError>
 where
     B::Error: Send + Sync + 'static,
 {
@@ -876,12 +876,14 @@ where
 }
 
 /// Draws one frame and counts it.
-fn frame<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> anyhow::Result<()>
+fn frame<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> Result<(), super::ScreenError>
 where
     B::Error: Send + Sync + 'static,
 {
     let start = Instant::now();
-    terminal.draw(|frame| app.draw(frame))?;
+    terminal
+        .draw(|frame| app.draw(frame))
+        .map_err(super::ScreenError::draw)?;
     let took = start.elapsed();
     app.stats.frames += 1;
     app.stats.worst = app.stats.worst.max(took);

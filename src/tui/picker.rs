@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 use ratatui::buffer::Buffer;
@@ -331,13 +330,15 @@ pub async fn pick<B: Backend>(
     options: PickOptions,
     terminal: &mut Terminal<B>,
     inputs: &mut mpsc::UnboundedReceiver<Input>,
-) -> anyhow::Result<Option<PathBuf>>
+) -> Result<Option<PathBuf>, super::ScreenError>
 where
     B::Error: Send + Sync + 'static,
 {
     let mut picker = Picker::new(sessions, options);
     loop {
-        terminal.draw(|frame| picker.render(frame.area(), frame.buffer_mut()))?;
+        terminal
+            .draw(|frame| picker.render(frame.area(), frame.buffer_mut()))
+            .map_err(super::ScreenError::draw)?;
         let Some(input) = inputs.recv().await else {
             return Ok(None);
         };
@@ -359,8 +360,8 @@ where
 pub async fn pick_on_terminal(
     sessions: Vec<SessionInfo>,
     options: PickOptions,
-) -> anyhow::Result<Option<PathBuf>> {
-    let mut guard = super::terminal::TerminalGuard::enter().context("setting up the terminal")?;
+) -> Result<Option<PathBuf>, super::ScreenError> {
+    let mut guard = super::terminal::TerminalGuard::enter().map_err(super::ScreenError::Setup)?;
     let (tx, mut inputs) = mpsc::unbounded_channel();
     let stop = Arc::new(AtomicBool::new(false));
     let signal = {

@@ -355,7 +355,7 @@ pub fn replay_file(
     id: &str,
     children: bool,
     path: &std::path::Path,
-) -> anyhow::Result<()> {
+) -> Result<(), crate::transcript::TranscriptError> {
     let loaded = crate::transcript::load(path)?;
     send_history(
         cx,

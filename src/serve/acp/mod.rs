@@ -57,7 +57,8 @@ pub struct Opening {
 
 /// Makes a session's config (as `quorum acp`'s options and the config
 /// file say), or says why it cannot.
-pub type Factory = Arc<dyn Fn(&Opening) -> anyhow::Result<SessionConfig> + Send + Sync>;
+pub type Factory =
+    Arc<dyn Fn(&Opening) -> Result<SessionConfig, crate::engine::SetupError> + Send + Sync>;
 
 /// How `quorum acp` serves.
 pub struct AcpOptions {
@@ -325,17 +326,17 @@ impl AcpServer {
             resume: resume.clone(),
             ask_questions: caps.forms || caps.urls,
         };
-        let cannot = |e: anyhow::Error| {
+        let cannot = |e: &(dyn std::error::Error + 'static)| {
             Error::new(
                 ErrorCode::INVALID_PARAMS,
                 format!(
                     "cannot open a quorum session in {}: {}",
                     cwd.display(),
-                    crate::engine::config::error_message(&e)
+                    crate::engine::config::error_message(e)
                 ),
             )
         };
-        let mut config = (self.options.factory)(&opening).map_err(cannot)?;
+        let mut config = (self.options.factory)(&opening).map_err(|e| cannot(&e))?;
         let host: Vec<McpServerSpec> = servers
             .iter()
             .filter_map(McpServerSpec::from_wire)
@@ -348,9 +349,9 @@ impl AcpServer {
                 config.registry.add_mcp_servers(&host, None);
             }
         }
-        let (session, events) = Session::start(config, Instant::now()).map_err(cannot)?;
+        let (session, events) = Session::start(config, Instant::now()).map_err(|e| cannot(&e))?;
         let tools = if session.conducted() {
-            Some(crate::serve::hand_tools(&session, &self.options.config).map_err(cannot)?)
+            Some(crate::serve::hand_tools(&session, &self.options.config).map_err(|e| cannot(&e))?)
         } else {
             None
         };
@@ -396,7 +397,7 @@ impl AcpServer {
                 live::replay_file(cx, id, lock(&self.caps).children, &path).map_err(|e| {
                     Error::new(
                         ErrorCode::INTERNAL_ERROR,
-                        format!("cannot read {id}: {e:#}"),
+                        format!("cannot read {id}: {}", crate::serve::causes(&e)),
                     )
                 })?;
             }

@@ -413,7 +413,8 @@ impl Dispatcher {
             (Some(w), None) => self
                 .remote_prepare(job.agent.name(), &job.title, w)
                 .await
-                .err(),
+                .err()
+                .map(|e| e.to_string()),
             (_, gone) => gone.map(|e| e.to_string()),
         };
         // In the person's own tree, what the turn leaves there that other

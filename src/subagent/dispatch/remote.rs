@@ -1,89 +1,39 @@
-//! A worktree task on another machine (`host = "NAME"`): the person's
-//! commit pushed to a mirror there, a worktree there on the task's branch,
-//! its work committed there and fetched home when the turn ends.
+//! The dispatcher's steps for a worktree task on another machine (`host =
+//! "NAME"`), at the points of a call's life where they fall: the git of
+//! it is `remote::git`'s (the person's commit pushed to a mirror there, a
+//! worktree there on the task's branch, its work committed there and
+//! fetched home when the turn ends); here, which host, and what the box
+//! and the notices say.
 
 use super::Dispatcher;
 use crate::event::{Activity, Event, NoticeLevel, Outcome, StopReason};
-use crate::runtime::ssh::{Link, quote};
+use crate::remote::RemoteError;
+use crate::remote::git::{prepare, remove_there, take_home};
+use crate::remote::ssh::Link;
 use crate::subagent::lock;
-use crate::subagent::remote::{There, blocking, remove_there, take_home};
 use crate::worktree::Worktree;
 
 impl Dispatcher {
     /// The host `agent` runs on and its connection, if it runs on one.
-    async fn link_of(&self, agent: &str) -> Option<Result<std::sync::Arc<Link>, String>> {
+    async fn link_of(&self, agent: &str) -> Option<Result<std::sync::Arc<Link>, RemoteError>> {
         let host = self.pool.host_of(agent)?;
         Some(self.pool.hosts().link(&host).await)
     }
 
-    /// Before a host's worktree task's first turn: its branch (the commit
-    /// it left from) is pushed to the mirror there (made the first time), a
-    /// worktree is made there on the task's branch, and the agent will work
-    /// in it. Its later turns work on in that worktree. An
-    /// error names the host and what ssh or git said.
+    /// Before a host's worktree task's first turn: its branch pushed to
+    /// the host and a worktree made there ([`prepare`]), where the agent
+    /// will work. An error names the host and what ssh or git said.
     pub(in crate::subagent) async fn remote_prepare(
         &self,
         agent: &str,
         title: &str,
         w: &Worktree,
-    ) -> Result<(), String> {
+    ) -> Result<(), RemoteError> {
         let Some(link) = self.link_of(agent).await else {
             return Ok(());
         };
-        let link = link?;
-        let host = link.host.name.clone();
-        if link.git.is_none() {
-            return Err(format!(
-                "host {host}: git is not installed there (no `git` on its PATH): a worktree task needs it"
-            ));
-        }
-        let there = There::of(link.clone(), w);
-        // The task's worktree there from an earlier turn (a follow-up, a
-        // session continued) is worked on in again, as it is.
-        let made = link
-            .run(
-                "making the mirror",
-                &format!(
-                    "test -d {m} || git init --quiet --bare {m} || exit; \
-                     if test -d {wt} && test -f {m}/worktrees/{n}/gitdir; then echo made; fi",
-                    m = quote(&there.mirror),
-                    wt = quote(&there.worktree),
-                    n = quote(&there.name()),
-                ),
-            )
-            .await?;
-        if made.trim() == "made" {
-            self.pool
-                .set_remote_workdir(&w.workdir, there.workdir.clone());
-            return Ok(());
-        }
-        let (wt, url, ssh, on) = (w.clone(), there.url(), link.git_ssh_command(), host.clone());
-        let title = crate::worktree::first_line(title).to_string();
-        blocking(move || {
-            // `quorum worktrees` names the host; `--fetch` commits there
-            // with the message a turn's end would.
-            wt.repo().set(&wt.branch, "host", &on)?;
-            wt.repo().set(&wt.branch, "title", &title)?;
-            wt.push_branch(&url, &ssh)
-        })
-        .await
-        .map_err(|e| format!("host {host}: {e}"))?;
-        let git = there.git();
-        let rel = there.workdir.display().to_string();
-        link.run(
-            "making the task's worktree",
-            &format!(
-                "{mirror} worktree prune && \
-                 {mirror} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
-                mirror = there.mirror_git(),
-                wt = quote(&there.worktree),
-                b = quote(&w.branch),
-                rel = quote(&rel),
-            ),
-        )
-        .await?;
-        self.pool
-            .set_remote_workdir(&w.workdir, there.workdir.clone());
+        let workdir = prepare(link?, w, title).await?;
+        self.pool.set_remote_workdir(&w.workdir, workdir);
         Ok(())
     }
 
@@ -97,7 +47,7 @@ impl Dispatcher {
         agent: &str,
         title: &str,
         w: &Worktree,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, RemoteError> {
         let Some(link) = self.link_of(agent).await else {
             return Ok(None);
         };

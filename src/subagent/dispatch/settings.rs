@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::Dispatcher;
+use crate::acp::SettingError;
 use crate::acp::client::Connection;
 use crate::acp::meta::Announced;
 use crate::subagent::lock;
@@ -25,7 +26,7 @@ impl Dispatcher {
     }
 
     /// Sets `agent`'s mode on its session; says what was set.
-    pub async fn set_mode(&self, agent: &str, mode: &str) -> Result<String, String> {
+    pub async fn set_mode(&self, agent: &str, mode: &str) -> Result<String, SettingError> {
         let (conn, session) = self.target(agent)?;
         let id = conn.set_mode(&session, mode).await?;
         Ok(format!("{agent}: mode {id}"))
@@ -38,7 +39,7 @@ impl Dispatcher {
         agent: &str,
         option: &str,
         value: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SettingError> {
         let (conn, session) = self.target(agent)?;
         let changed = conn.set_option(&session, option, value).await?;
         let mut text = format!("{agent}: {} {}", changed.option, changed.value);
@@ -52,13 +53,10 @@ impl Dispatcher {
     /// The session of `agent`'s that `/mode` and `/set` change: the one
     /// its next call continues, else one a call of it runs now, if it is
     /// open on its live connection.
-    fn target(&self, agent: &str) -> Result<(Arc<Connection>, String), String> {
-        self.registry().get(agent).map_err(|e| e.to_string())?;
-        let none = || {
-            format!(
-                "{agent} has no open session to change: `@{agent} message` opens one (after /new, \
-                 its next call opens a new one); then /mode and /set change it"
-            )
+    fn target(&self, agent: &str) -> Result<(Arc<Connection>, String), SettingError> {
+        self.registry().get(agent)?;
+        let none = || SettingError::NoSession {
+            agent: agent.to_string(),
         };
         let conn = self.pool.live(agent).ok_or_else(none)?;
         let running: Vec<String> = lock(&self.busy)

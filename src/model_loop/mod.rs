@@ -24,7 +24,7 @@ pub const MAX_TOKENS: u32 = 4096;
 /// tools forever would otherwise never end its turn).
 pub const MAX_REQUESTS: usize = 100;
 
-/// Tools a harness offers its model.
+/// Tools a model loop offers its model.
 pub trait ToolSet: Send + Sync {
     fn specs(&self) -> Vec<ToolSpec>;
     /// Runs one call. `Err` is a failed call: its message goes back to the
@@ -67,7 +67,7 @@ pub enum ToolError {
     Tool(Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Where a harness reports what happens.
+/// Where a model loop reports what happens.
 pub trait Sink: Send + Sync {
     fn text(&self, text: &str);
     /// The model's message ended (before its tool calls run, if any).
@@ -84,11 +84,11 @@ pub trait Sink: Send + Sync {
     fn context(&self, _message: &Message) {}
 }
 
-/// A copy of a harness's conversation, for those who read it while a
+/// A copy of a model loop's conversation, for those who read it while a
 /// turn runs (the tools it calls).
 pub type Mirror = Arc<std::sync::Mutex<Vec<Message>>>;
 
-pub struct Harness {
+pub struct ModelLoop {
     model: Arc<dyn Model>,
     tools: Arc<dyn ToolSet>,
     system: Option<String>,
@@ -97,7 +97,7 @@ pub struct Harness {
     mirror: Option<Mirror>,
 }
 
-impl Harness {
+impl ModelLoop {
     pub fn new(model: Arc<dyn Model>, tools: Arc<dyn ToolSet>, system: Option<String>) -> Self {
         Self {
             model,
@@ -172,118 +172,11 @@ impl Harness {
         self.push(Message::User { content: user }, sink);
         let specs = self.tools.specs();
         for _ in 0..MAX_REQUESTS {
-            let request = Request {
-                system: self.system.clone(),
-                messages: self.messages.clone(),
-                tools: specs.clone(),
-                max_tokens: MAX_TOKENS,
-            };
-            let mut stream = self.model.stream(request);
-            let mut text = String::new();
-            // What of the model's text was past MAX_FINAL_TEXT, not kept
-            // (a server that never stops costs no more).
-            let mut cut = 0;
-            // How much of `text` the sink has seen.
-            let mut shown = 0;
-            // The size of held-back text last told (`writing_call`).
-            let mut told = 0;
-            let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
-            let mut finish = None;
-            let cancelled = loop {
-                let next = tokio::select! {
-                    next = stream.next() => next,
-                    _ = cancelled(&mut cancel) => break true,
-                };
-                match next {
-                    None => break false,
-                    Some(Err(e)) => {
-                        name_cut(&mut text, cut, "a message", MAX_FINAL_TEXT);
-                        if shown < text.len() {
-                            sink.text(&text[shown..]);
-                        }
-                        if !text.is_empty() {
-                            sink.message_end();
-                        }
-                        // Keep what was said, so the conversation can go on.
-                        self.push(
-                            Message::Assistant {
-                                content: text,
-                                tool_calls: Vec::new(),
-                            },
-                            sink,
-                        );
-                        return Err(e);
-                    }
-                    Some(Ok(delta)) => match delta {
-                        Delta::Text(t) => {
-                            push_capped(&mut text, &mut cut, &t, MAX_FINAL_TEXT);
-                            // Text that may be a tool call written as JSON is
-                            // held back until the message ends.
-                            if !may_be_a_call(&text) {
-                                sink.text(&text[shown..]);
-                                shown = text.len();
-                            } else if !text.trim().is_empty()
-                                && (told == 0 || text.len() / WRITING_STEP != told / WRITING_STEP)
-                            {
-                                // Held back: say that something is being
-                                // written, and how much, every few hundred
-                                // bytes.
-                                sink.writing_call(text.len());
-                                told = text.len();
-                            }
-                        }
-                        Delta::ToolCallStart { index, id, name } => {
-                            calls.insert(
-                                index,
-                                ToolCall {
-                                    id,
-                                    name,
-                                    arguments: String::new(),
-                                },
-                            );
-                        }
-                        Delta::ToolCallArgs { index, fragment } => {
-                            if let Some(c) = calls.get_mut(&index) {
-                                c.arguments.push_str(&fragment);
-                            }
-                        }
-                        Delta::Usage {
-                            input_tokens,
-                            output_tokens,
-                        } => sink.usage(input_tokens, output_tokens),
-                        Delta::Retry {
-                            attempt,
-                            wait_ms,
-                            reason,
-                        } => sink.retry(attempt, wait_ms, &reason),
-                        Delta::Finish(reason) => finish = Some(reason),
-                    },
-                }
-            };
-            drop(stream);
-            name_cut(&mut text, cut, "a message", MAX_FINAL_TEXT);
-            let mut calls: Vec<ToolCall> = calls.into_values().collect();
-            // Calls written as text that cannot run: their ids and why.
-            let mut malformed: HashMap<String, String> = HashMap::new();
-            // A local model may write its call as JSON text instead.
-            if calls.is_empty()
-                && !cancelled
-                && let Some(recovered) = recover(&text, &specs, self.messages.len())
-            {
-                for r in recovered {
-                    if let Some(reason) = r.malformed {
-                        malformed.insert(r.call.id.clone(), reason);
-                    }
-                    calls.push(r.call);
-                }
-                text.clear();
-            }
-            if shown < text.len() {
-                sink.text(&text[shown..]);
-            }
-            if !text.is_empty() {
-                sink.message_end();
-            }
+            let (mut answer, cancelled) = self.answer(&specs, sink, &mut cancel).await?;
+            name_cut(&mut answer.text, answer.cut, "a message", MAX_FINAL_TEXT);
+            let (calls, malformed) = self.calls_of(&mut answer, cancelled, &specs);
+            answer.show_rest(sink);
+            let text = answer.text;
             self.push(
                 Message::Assistant {
                     content: text.clone(),
@@ -295,46 +188,205 @@ impl Harness {
                 return Ok(Outcome::new(StopReason::Cancelled, text));
             }
             if calls.is_empty() {
-                let stop_reason = match finish {
+                let stop_reason = match answer.finish {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
                     _ => StopReason::EndTurn,
                 };
                 return Ok(Outcome::new(stop_reason, text));
             }
             self.update_mirror();
-            // Run the calls in parallel; results go back in call order.
-            let runs = calls.iter().map(|call| {
-                sink.tool_started(call);
-                // A malformed call is answered with why, never run.
-                let fut = match malformed.get(&call.id) {
-                    Some(reason) => {
-                        futures::future::ready(Err(ToolError::Failed(reason.clone()))).boxed()
-                    }
-                    None => self.tools.call(call.clone(), cancel.clone()),
-                };
-                async move { (call, fut.await) }
-            });
-            let results = futures::future::join_all(runs).await;
-            for (call, result) in results {
-                sink.tool_finished(call, &result);
-                let content = match result {
-                    Ok(out) => out,
-                    Err(e) => format!("error: {e}"),
-                };
-                self.push(
-                    Message::Tool {
-                        tool_call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content,
-                    },
-                    sink,
-                );
-            }
+            self.run_calls(&calls, &malformed, sink, &cancel).await;
             if *cancel.borrow() {
                 return Ok(Outcome::new(StopReason::Cancelled, ""));
             }
         }
         Ok(Outcome::new(StopReason::MaxTurnRequests, ""))
+    }
+
+    /// The model's answer to the conversation so far, streamed to `sink`;
+    /// and whether the person cancelled it first. A failed answer is kept
+    /// as far as it came, so the conversation can go on.
+    async fn answer(
+        &mut self,
+        specs: &[ToolSpec],
+        sink: &dyn Sink,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<(Answer, bool), LlmError> {
+        let request = Request {
+            system: self.system.clone(),
+            messages: self.messages.clone(),
+            tools: specs.to_vec(),
+            max_tokens: MAX_TOKENS,
+        };
+        let mut stream = self.model.stream(request);
+        let mut answer = Answer::default();
+        let cancelled = loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                _ = cancelled(cancel) => break true,
+            };
+            match next {
+                None => break false,
+                Some(Err(e)) => {
+                    name_cut(&mut answer.text, answer.cut, "a message", MAX_FINAL_TEXT);
+                    answer.show_rest(sink);
+                    // Keep what was said, so the conversation can go on.
+                    self.push(
+                        Message::Assistant {
+                            content: answer.text,
+                            tool_calls: Vec::new(),
+                        },
+                        sink,
+                    );
+                    return Err(e);
+                }
+                Some(Ok(delta)) => answer.take(delta, sink),
+            }
+        };
+        drop(stream);
+        Ok((answer, cancelled))
+    }
+
+    /// The tool calls of `answer`, in order; a local model's calls written
+    /// as JSON text instead (its text is then cleared), with why those that
+    /// cannot run cannot, by id.
+    fn calls_of(
+        &self,
+        answer: &mut Answer,
+        cancelled: bool,
+        specs: &[ToolSpec],
+    ) -> (Vec<ToolCall>, HashMap<String, String>) {
+        let mut calls: Vec<ToolCall> = std::mem::take(&mut answer.calls).into_values().collect();
+        // Calls written as text that cannot run: their ids and why.
+        let mut malformed: HashMap<String, String> = HashMap::new();
+        // A local model may write its call as JSON text instead.
+        if calls.is_empty()
+            && !cancelled
+            && let Some(recovered) = recover(&answer.text, specs, self.messages.len())
+        {
+            for r in recovered {
+                if let Some(reason) = r.malformed {
+                    malformed.insert(r.call.id.clone(), reason);
+                }
+                calls.push(r.call);
+            }
+            answer.text.clear();
+        }
+        (calls, malformed)
+    }
+
+    /// Runs `calls` in parallel (a malformed one is answered with why,
+    /// never run); their results go back in call order.
+    async fn run_calls(
+        &mut self,
+        calls: &[ToolCall],
+        malformed: &HashMap<String, String>,
+        sink: &dyn Sink,
+        cancel: &watch::Receiver<bool>,
+    ) {
+        let runs = calls.iter().map(|call| {
+            sink.tool_started(call);
+            let fut = match malformed.get(&call.id) {
+                Some(reason) => {
+                    futures::future::ready(Err(ToolError::Failed(reason.clone()))).boxed()
+                }
+                None => self.tools.call(call.clone(), cancel.clone()),
+            };
+            async move { (call, fut.await) }
+        });
+        let results = futures::future::join_all(runs).await;
+        for (call, result) in results {
+            sink.tool_finished(call, &result);
+            let content = match result {
+                Ok(out) => out,
+                Err(e) => format!("error: {e}"),
+            };
+            self.push(
+                Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                },
+                sink,
+            );
+        }
+    }
+}
+
+/// What the model's answer to one request streamed so far.
+#[derive(Default)]
+struct Answer {
+    text: String,
+    /// What of the model's text was past MAX_FINAL_TEXT, not kept (a
+    /// server that never stops costs no more).
+    cut: u64,
+    /// How much of `text` the sink has seen.
+    shown: usize,
+    /// The size of held-back text last told (`writing_call`).
+    told: usize,
+    calls: BTreeMap<usize, ToolCall>,
+    finish: Option<FinishReason>,
+}
+
+impl Answer {
+    /// Takes one delta of the answer, telling `sink` what it shows.
+    fn take(&mut self, delta: Delta, sink: &dyn Sink) {
+        match delta {
+            Delta::Text(t) => {
+                push_capped(&mut self.text, &mut self.cut, &t, MAX_FINAL_TEXT);
+                // Text that may be a tool call written as JSON is held
+                // back until the message ends.
+                if !may_be_a_call(&self.text) {
+                    sink.text(&self.text[self.shown..]);
+                    self.shown = self.text.len();
+                } else if !self.text.trim().is_empty()
+                    && (self.told == 0
+                        || self.text.len() / WRITING_STEP != self.told / WRITING_STEP)
+                {
+                    // Held back: say that something is being written, and
+                    // how much, every few hundred bytes.
+                    sink.writing_call(self.text.len());
+                    self.told = self.text.len();
+                }
+            }
+            Delta::ToolCallStart { index, id, name } => {
+                self.calls.insert(
+                    index,
+                    ToolCall {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    },
+                );
+            }
+            Delta::ToolCallArgs { index, fragment } => {
+                if let Some(c) = self.calls.get_mut(&index) {
+                    c.arguments.push_str(&fragment);
+                }
+            }
+            Delta::Usage {
+                input_tokens,
+                output_tokens,
+            } => sink.usage(input_tokens, output_tokens),
+            Delta::Retry {
+                attempt,
+                wait_ms,
+                reason,
+            } => sink.retry(attempt, wait_ms, &reason),
+            Delta::Finish(reason) => self.finish = Some(reason),
+        }
+    }
+
+    /// Shows what of the text the sink has not seen, and ends the message
+    /// if it said anything.
+    fn show_rest(&mut self, sink: &dyn Sink) {
+        if self.shown < self.text.len() {
+            sink.text(&self.text[self.shown..]);
+            self.shown = self.text.len();
+        }
+        if !self.text.is_empty() {
+            sink.message_end();
+        }
     }
 }
 
@@ -394,7 +446,7 @@ mod tests {
     use futures::FutureExt;
     use std::sync::Mutex;
 
-    /// Records what a harness reports.
+    /// Records what a model loop reports.
     #[derive(Default)]
     struct Log(Mutex<Vec<String>>);
 
@@ -455,7 +507,7 @@ mod tests {
             {"tool_calls": [{"name": "wait", "arguments": {"n": 1}}, {"name": "wait", "arguments": {"n": 2}}]},
             {"text": "both met"}
         ]));
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             model,
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(2)))),
             None,
@@ -487,7 +539,7 @@ mod tests {
         let long = format!("report {}", "z".repeat(MAX_FINAL_TEXT));
         let model = script(serde_json::json!([{ "text": long }]));
         let barrier = Arc::new(tokio::sync::Barrier::new(1));
-        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let mut h = ModelLoop::new(model, Arc::new(Meet(barrier)), None);
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &Log::default(), cancel).await.unwrap();
         assert!(end.output.starts_with("report zzz"));
@@ -506,7 +558,7 @@ mod tests {
             {"text": "done"}
         ]));
         let barrier = Arc::new(tokio::sync::Barrier::new(1));
-        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let mut h = ModelLoop::new(model, Arc::new(Meet(barrier)), None);
         let log = Log::default();
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &log, cancel).await.unwrap();
@@ -524,7 +576,7 @@ mod tests {
         let log = Log::default();
         let model =
             script(serde_json::json!([{"text": "{\"not\": \"a call\"} is JSON I was asked for"}]));
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             model,
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
             None,
@@ -554,7 +606,7 @@ mod tests {
             {"text": "done"}
         ]));
         let barrier = Arc::new(tokio::sync::Barrier::new(1));
-        let mut h = Harness::new(model, Arc::new(Meet(barrier)), None);
+        let mut h = ModelLoop::new(model, Arc::new(Meet(barrier)), None);
         let log = Log::default();
         let (_tx, cancel) = watch::channel(false);
         let end = h.turn("go".into(), &log, cancel).await.unwrap();
@@ -589,7 +641,7 @@ mod tests {
         let turns: Vec<serde_json::Value> = (0..MAX_REQUESTS + 5)
             .map(|_| serde_json::json!({"tool_calls": [{"name": "wait", "arguments": {}}]}))
             .collect();
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             script(serde_json::Value::Array(turns)),
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
             None,
@@ -602,7 +654,7 @@ mod tests {
     #[tokio::test]
     async fn cancel_ends_a_slow_answer() {
         let model = script(serde_json::json!([{"delay_ms": 30000, "text": "late"}]));
-        let mut h = Harness::new(
+        let mut h = ModelLoop::new(
             model,
             Arc::new(Meet(Arc::new(tokio::sync::Barrier::new(1)))),
             None,

@@ -1,29 +1,30 @@
-//! The screen's commands: an interactive session on a real terminal, a
-//! replay, and a headless screenshot.
+//! The screen's modes, as the commands start them (`cli`): a live session
+//! on a real terminal, a replay, a session followed as it is recorded
+//! (`quorum watch`), and a still screenshot with no terminal; and the
+//! session picker of `quorum --resume`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tokio::sync::mpsc;
 
+use super::ScreenError;
 use super::app::{self, App, Input};
-pub use super::earlier::Earlier;
+use super::earlier::Earlier;
 use super::replay::Player;
 use super::screenshot::{self, Format};
 use super::terminal::{TerminalGuard, spawn_input_reader};
 use crate::event::{Op, Stamped};
 use crate::transcript;
 
+type Result<T, E = ScreenError> = std::result::Result<T, E>;
+
 /// The TUI needs a terminal on both ends.
 pub fn require_terminal() -> Result<()> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        bail!(
-            "quorum's TUI needs a terminal; for a picture without one, use \
-             `quorum replay FILE --screenshot OUT.svg`"
-        );
+        return Err(ScreenError::NoTerminal);
     }
     Ok(())
 }
@@ -80,7 +81,7 @@ pub async fn live(
         let _ = out.write_all(b"\x07");
         let _ = out.flush();
     }));
-    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+    let mut guard = TerminalGuard::enter().map_err(ScreenError::Setup)?;
     let mut inputs = spawn_input_reader();
     let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await;
     let stats = app.frame_stats();
@@ -100,15 +101,10 @@ pub async fn pick_session(sessions_dir: &Path, root: &Path, all: bool) -> Result
     let listing = sessions::list(sessions_dir)?;
     let listing = if all { listing } else { listing.in_dir(root) };
     if listing.sessions.is_empty() {
-        bail!(
-            "no session recorded for {} yet{}",
-            root.display(),
-            if all {
-                ""
-            } else {
-                " (`quorum --resume --all` picks from every directory's)"
-            }
-        );
+        return Err(ScreenError::NoSessions {
+            root: root.to_path_buf(),
+            all,
+        });
     }
     let mut options = super::picker::PickOptions::new(if all {
         "Continue a session (every directory)".to_string()
@@ -120,79 +116,6 @@ pub async fn pick_session(sessions_dir: &Path, root: &Path, all: bool) -> Result
     });
     options.show_dirs = all;
     super::picker::pick_on_terminal(listing.sessions, options).await
-}
-
-/// `--panel`: the side panel of background tasks.
-#[derive(Clone, Copy, clap::ValueEnum, Default)]
-pub enum PanelArg {
-    /// Shown when the terminal is at least 100 columns wide.
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-impl PanelArg {
-    pub fn open(self) -> Option<bool> {
-        match self {
-            PanelArg::Auto => None,
-            PanelArg::On => Some(true),
-            PanelArg::Off => Some(false),
-        }
-    }
-}
-
-#[derive(clap::Args)]
-pub struct ReplayArgs {
-    /// The transcript to play.
-    pub file: PathBuf,
-    /// Playback speed: 2 plays twice as fast as recorded.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
-    pub speed: f64,
-    /// Show the end state at once.
-    #[arg(long)]
-    pub instant: bool,
-    /// Start paused (space plays, n steps).
-    #[arg(long)]
-    pub paused: bool,
-    /// Side panel of background tasks.
-    #[arg(long, value_enum, default_value_t)]
-    pub panel: PanelArg,
-    /// Render with no terminal and write OUT: .txt (plain text), .ans
-    /// (ANSI colours) or .svg (image).
-    #[arg(long, value_name = "OUT")]
-    pub screenshot: Option<PathBuf>,
-    /// Screenshot size, COLSxROWS.
-    #[arg(long, default_value = "120x40", value_parser = parse_size, requires = "screenshot")]
-    pub size: (u16, u16),
-    /// Screenshot after event N (1 is the first event; default: the end).
-    #[arg(long, value_name = "N", requires = "screenshot")]
-    pub at: Option<usize>,
-}
-
-impl ReplayArgs {
-    /// What to render, when a screenshot is asked for.
-    /// `max_line`: the longest transcript line read
-    /// (`max_transcript_line_bytes`).
-    pub fn screenshot_options(&self, max_line: u64) -> Option<ScreenshotOptions> {
-        Some(ScreenshotOptions {
-            out: self.screenshot.clone()?,
-            size: self.size,
-            at: self.at,
-            panel: self.panel.open(),
-            max_line,
-        })
-    }
-
-    pub fn replay_options(&self, max_line: u64) -> ReplayOptions {
-        ReplayOptions {
-            speed: self.speed,
-            instant: self.instant,
-            paused: self.paused,
-            panel: self.panel.open(),
-            max_line,
-        }
-    }
 }
 
 /// How to replay.
@@ -223,7 +146,7 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
         app.handle(Input::Key(KeyEvent::from(KeyCode::Char('e'))));
     }
     let (_events_tx, mut events_rx) = mpsc::unbounded_channel::<Stamped>();
-    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+    let mut guard = TerminalGuard::enter().map_err(ScreenError::Setup)?;
     let mut inputs = spawn_input_reader();
     let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events_rx).await;
     drop(guard);
@@ -231,17 +154,6 @@ pub async fn replay(file: &Path, options: ReplayOptions) -> Result<()> {
         crate::say!("warning: {w}");
     }
     result
-}
-
-/// `quorum watch`'s options.
-#[derive(clap::Args)]
-pub struct WatchArgs {
-    /// The session: an id as `quorum sessions` prints it (or a unique start
-    /// of one), or a transcript file. Default: this directory's newest.
-    pub session: Option<String>,
-    /// Side panel of background tasks.
-    #[arg(long, value_enum, default_value_t)]
-    pub panel: PanelArg,
 }
 
 /// How often a followed transcript is read for new lines.
@@ -254,10 +166,9 @@ pub async fn watch(file: &Path, panel: Option<bool>, max_line: u64) -> Result<()
     let mut follower = transcript::follow::Follower::open(file, max_line)?;
     let earlier = follower.poll()?;
     if follower.header().is_none() {
-        bail!(
-            "{}: not a transcript yet (no header line); is it being recorded?",
-            file.display()
-        );
+        return Err(ScreenError::NotYet {
+            file: file.to_path_buf(),
+        });
     }
     require_terminal()?;
     let name = file
@@ -271,7 +182,7 @@ pub async fn watch(file: &Path, panel: Option<bool>, max_line: u64) -> Result<()
     drop(earlier);
     let (tx, mut events) = mpsc::unbounded_channel();
     let following = tokio::spawn(follow(follower, tx, WATCH_POLL));
-    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+    let mut guard = TerminalGuard::enter().map_err(ScreenError::Setup)?;
     let mut inputs = spawn_input_reader();
     let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await;
     following.abort();
@@ -359,12 +270,7 @@ pub struct ScreenshotOptions {
 /// Renders the screen after some of a transcript's events to a file.
 pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
     let out = &options.out;
-    let format = Format::from_path(out).with_context(|| {
-        format!(
-            "{}: unknown screenshot format; end the name with .txt, .ans or .svg",
-            out.display()
-        )
-    })?;
+    let format = Format::from_path(out).ok_or_else(|| ScreenError::Format { out: out.clone() })?;
     // The events are applied as they are read, not kept: a long
     // session's screen costs its state, not the whole file's events.
     let mut app = App::still();
@@ -382,40 +288,19 @@ pub fn screenshot(file: &Path, options: ScreenshotOptions) -> Result<()> {
     }
     let at = options.at.unwrap_or(total);
     if at > total {
-        bail!(
-            "--at {at} is past the end: {} has {total} events",
-            file.display()
-        );
+        return Err(ScreenError::PastTheEnd {
+            at,
+            file: file.to_path_buf(),
+            total,
+        });
     }
     let (cols, rows) = options.size;
     let buffer = screenshot::render(&mut app, cols, rows);
-    std::fs::write(out, screenshot::write(&buffer, format))
-        .with_context(|| format!("writing {}", out.display()))?;
+    std::fs::write(out, screenshot::write(&buffer, format)).map_err(|error| {
+        ScreenError::Write {
+            path: out.clone(),
+            error,
+        }
+    })?;
     Ok(())
-}
-
-/// `--speed`: above 0.
-pub fn parse_speed(s: &str) -> Result<f64, String> {
-    let speed: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if speed.is_finite() && speed > 0.0 {
-        Ok(speed)
-    } else {
-        Err(format!("speed must be above 0, got {s}"))
-    }
-}
-
-/// `--size COLSxROWS`.
-pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("{s:?} is not a size like 120x40");
-    let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
-    let (cols, rows): (u16, u16) = (
-        c.trim().parse().map_err(|_| bad())?,
-        r.trim().parse().map_err(|_| bad())?,
-    );
-    if !(20..=1000).contains(&cols) || !(5..=1000).contains(&rows) {
-        return Err(format!(
-            "{s}: size must be 20..1000 columns by 5..1000 rows"
-        ));
-    }
-    Ok((cols, rows))
 }

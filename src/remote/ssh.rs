@@ -7,7 +7,6 @@
 //! very quorum (copied there, under the state directory's `bin/`, when it
 //! has not and the system and architecture match).
 
-use crate::confine::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,24 +15,13 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::supervisor::{Group, Supervisor};
+use super::{CopyFailure, RemoteError, Unreachable};
+use crate::config::HostSpec;
+use crate::confine::lock;
+use crate::runtime::supervisor::{Group, Supervisor};
 
 /// How long a host may take to answer before it is called unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// `[hosts.NAME]` in the config file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostSpec {
-    pub name: String,
-    /// The destination as `ssh` takes it (`user@machine`, an alias of the
-    /// person's ssh config).
-    pub ssh: String,
-    /// More arguments for every `ssh` (`-p 2222`, `-F file`, `-i key`).
-    pub ssh_args: Vec<String>,
-    /// Where quorum keeps its state there (default
-    /// `~/.local/state/quorum`); `~/` is the home directory there.
-    pub dir: Option<String>,
-}
 
 /// A host that is connected and probed.
 pub struct Link {
@@ -51,7 +39,7 @@ pub struct Link {
 }
 
 /// A host's connection: being made (once, shared), or made, or failed.
-type Connecting = tokio::sync::OnceCell<Result<Arc<Link>, String>>;
+type Connecting = tokio::sync::OnceCell<Result<Arc<Link>, RemoteError>>;
 
 /// The hosts of a session and their connections (made at first use).
 pub struct Hosts {
@@ -75,9 +63,12 @@ impl Hosts {
 
     /// The connection to host `name`, made (and the host probed) the first
     /// time; an error names the host and says what ssh said.
-    pub async fn link(&self, name: &str) -> Result<Arc<Link>, String> {
+    pub async fn link(&self, name: &str) -> Result<Arc<Link>, RemoteError> {
+        let closing = || RemoteError::Closing {
+            host: name.to_string(),
+        };
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(format!("host {name}: quorum is ending; no new connection"));
+            return Err(closing());
         }
         if let Some(link) = self.live(name) {
             if link.alive().await {
@@ -90,7 +81,9 @@ impl Hosts {
         let spec = self
             .specs
             .get(name)
-            .ok_or_else(|| format!("no [hosts.{name}] in the config"))?
+            .ok_or_else(|| RemoteError::NoHost {
+                host: name.to_string(),
+            })?
             .clone();
         let cell = lock(&self.links)
             .entry(name.to_string())
@@ -105,7 +98,7 @@ impl Hosts {
             // were ended, is ended too (with the last of it, dropped here).
             drop(link);
             drop(cell);
-            return Err(format!("host {name}: quorum is ending; no new connection"));
+            return Err(closing());
         }
         if link.is_err() {
             // The next call tries again (the host may be back).
@@ -163,26 +156,30 @@ impl Link {
 
     /// Runs `remote` there; its stdout, or an error naming the host, what
     /// was done (`what`) and what was said.
-    pub async fn run(&self, what: &str, remote: &str) -> Result<String, String> {
+    pub async fn run(&self, what: &'static str, remote: &str) -> Result<String, RemoteError> {
         let out = self
             .command(remote)
             .output()
             .await
-            .map_err(|e| format!("host {}: {what}: cannot run ssh: {e}", self.host.name))?;
+            .map_err(|e| RemoteError::Ssh {
+                host: self.host.name.clone(),
+                what,
+                error: Arc::new(e),
+            })?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
-        Err(format!(
-            "host {}: {what} failed ({}): {}",
-            self.host.name,
-            out.status,
-            said(&out.stderr)
-        ))
+        Err(RemoteError::Failed {
+            host: self.host.name.clone(),
+            what,
+            status: out.status,
+            said: said(&out.stderr),
+        })
     }
 
     /// Writes `bytes` to a new private file `path` there (through ssh's
     /// stdin: nothing of it shows in a process listing, here or there).
-    pub async fn write_private(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+    pub async fn write_private(&self, path: &str, bytes: &[u8]) -> Result<(), RemoteError> {
         use tokio::io::AsyncWriteExt;
         let p = quote(path);
         let remote =
@@ -191,7 +188,11 @@ impl Link {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let fail = |e: String| format!("host {}: writing {path}: {e}", self.host.name);
+        let fail = |why: String| RemoteError::Write {
+            host: self.host.name.clone(),
+            path: path.to_string(),
+            why,
+        };
         let mut child = cmd.spawn().map_err(|e| fail(e.to_string()))?;
         let mut stdin = child.stdin.take().expect("piped");
         stdin
@@ -270,7 +271,7 @@ impl Drop for Link {
 
 /// `ssh` as found on `PATH`.
 fn ssh_program() -> PathBuf {
-    super::path::locate_or_missing("ssh")
+    crate::runtime::path::locate_or_missing("ssh")
 }
 
 /// The last lines of what a program said on stderr, clean and short.
@@ -362,18 +363,49 @@ fn private_dir_in(bases: &[PathBuf]) -> std::io::Result<PrivateDir> {
 
 /// Starts the control master for `spec`, waits until it answers, then
 /// probes the host (and copies quorum there when it must).
-async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String> {
-    let name = spec.name.clone();
-    let fail = |what: String| format!("host {name} ({}): {what}", spec.ssh);
-    let private = private_dir().map_err(|e| fail(format!("no socket directory: {e}")))?;
+async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, RemoteError> {
+    let unreachable = |why: Unreachable| RemoteError::Unreachable {
+        host: spec.name.clone(),
+        ssh: spec.ssh.clone(),
+        why,
+    };
+    let private = private_dir().map_err(|e| unreachable(Unreachable::NoSocketDir(Arc::new(e))))?;
     let socket = private.0.join("m.sock");
-    let mut cmd = super::supervisor::command(ssh_program());
+    let (child, group, said_so_far) = start_master(&spec, &socket, supervisor)
+        .map_err(|e| unreachable(Unreachable::NoSsh(Arc::new(e))))?;
+    master_ready(child, &spec, &socket, &said_so_far)
+        .await
+        .map_err(unreachable)?;
+    let mut link = Link {
+        host: spec,
+        socket,
+        dir: String::new(),
+        quorum: String::new(),
+        git: None,
+        _master: group,
+        _private: private,
+    };
+    probe(&mut link).await?;
+    Ok(link)
+}
+
+/// What a control master said on stderr so far (at most 64 KiB of it).
+type Said = Arc<Mutex<Vec<u8>>>;
+
+/// Starts `spec`'s control master on `socket`, owned by `supervisor`; what
+/// it says on stderr is kept.
+fn start_master(
+    spec: &HostSpec,
+    socket: &Path,
+    supervisor: &Supervisor,
+) -> std::io::Result<(tokio::process::Child, Group, Said)> {
+    let mut cmd = crate::runtime::supervisor::command(ssh_program());
     // The person's options before quorum's defaults (ssh keeps the first
     // value it is given), the master's own first of all.
     cmd.arg("-M")
         .arg("-N")
         .arg("-S")
-        .arg(&socket)
+        .arg(socket)
         .args(["-o", "ControlPersist=no"])
         .args(&spec.ssh_args)
         .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
@@ -388,11 +420,9 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let (mut child, group) = supervisor
-        .spawn(cmd, &format!("ssh {name}"))
-        .map_err(|e| fail(format!("cannot run ssh: {e}")))?;
+    let (mut child, group) = supervisor.spawn(cmd, &format!("ssh {}", spec.name))?;
     let mut stderr = child.stderr.take().expect("piped");
-    let said_so_far: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let said_so_far: Said = Arc::default();
     let keep = said_so_far.clone();
     tokio::spawn(async move {
         let mut buf = [0u8; 4096];
@@ -406,22 +436,33 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
             }
         }
     });
-    // The master is ready when its socket answers; it fails by exiting.
+    Ok((child, group, said_so_far))
+}
+
+/// Waits until the master on `socket` answers (it fails by exiting, or by
+/// taking longer than [`CONNECT_TIMEOUT`]); then leaves its process to its
+/// group.
+async fn master_ready(
+    mut child: tokio::process::Child,
+    spec: &HostSpec,
+    socket: &Path,
+    said_so_far: &Said,
+) -> Result<(), Unreachable> {
     let started = std::time::Instant::now();
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let text = lock(&said_so_far).clone();
-            return Err(fail(format!(
-                "cannot connect (ssh {status}): {}",
-                said(&text)
-            )));
+            let text = lock(said_so_far).clone();
+            return Err(Unreachable::Refused {
+                status,
+                said: said(&text),
+            });
         }
         if socket.exists() {
             let mut check = tokio::process::Command::new(ssh_program());
             check
                 .arg("-S")
-                .arg(&socket)
+                .arg(socket)
                 .args(["-O", "check"])
                 .args(&spec.ssh_args)
                 .arg("--")
@@ -434,10 +475,9 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
             }
         }
         if started.elapsed() > CONNECT_TIMEOUT {
-            return Err(fail(format!(
-                "did not answer within {}s",
-                CONNECT_TIMEOUT.as_secs()
-            )));
+            return Err(Unreachable::NoAnswer {
+                secs: CONNECT_TIMEOUT.as_secs(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
@@ -445,17 +485,7 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, String
     tokio::spawn(async move {
         let _ = child.wait().await;
     });
-    let mut link = Link {
-        host: spec,
-        socket,
-        dir: String::new(),
-        quorum: String::new(),
-        git: None,
-        _master: group,
-        _private: private,
-    };
-    probe(&mut link).await?;
-    Ok(link)
+    Ok(())
 }
 
 static BINARY: OnceLock<PathBuf> = OnceLock::new();
@@ -507,7 +537,7 @@ fn local_system() -> String {
 /// Makes and resolves the host's state directory, reads its system, git
 /// and quorum, and copies this quorum there when it has none of this build
 /// and is of the same system and architecture.
-async fn probe(link: &mut Link) -> Result<(), String> {
+async fn probe(link: &mut Link) -> Result<(), RemoteError> {
     let build = build_name();
     let script = format!(
         "d={}; mkdir -p \"$d/bin\" && cd \"$d\" && pwd -P && uname -sm && \
@@ -519,10 +549,10 @@ async fn probe(link: &mut Link) -> Result<(), String> {
     let out = link.run("probing it", &script).await?;
     let lines: Vec<&str> = out.lines().collect();
     let [dir, system, git, quorum] = lines[..] else {
-        return Err(format!(
-            "host {}: probing it: unexpected answer {out:?}",
-            link.host.name
-        ));
+        return Err(RemoteError::Probe {
+            host: link.host.name.clone(),
+            answer: out,
+        });
     };
     link.dir = dir.to_string();
     link.git = (git != "-").then(|| git.to_string());
@@ -550,7 +580,7 @@ fn choose(
     quorum: &str,
     build: &str,
     ours: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, RemoteError> {
     let want = format!("quorum {}", env!("CARGO_PKG_VERSION"));
     if quorum == "have" {
         Ok(Some(format!("{dir}/bin/{build}")))
@@ -559,10 +589,13 @@ fn choose(
     } else if quorum == want {
         Ok(Some(format!("{dir}/bin/quorum")))
     } else {
-        Err(format!(
-            "host {host}: it is {system}, this quorum is {ours}: quorum cannot copy itself there; \
-             install {want} for {system} as {dir}/bin/quorum"
-        ))
+        Err(RemoteError::OtherSystem {
+            host: host.to_string(),
+            system: system.to_string(),
+            ours: ours.to_string(),
+            want,
+            dir: dir.to_string(),
+        })
     }
 }
 
@@ -576,11 +609,18 @@ const OLD_BUILDS: &str = r"^quorum-[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?-[0-9a
 /// at home, of another build, may still start its proxies with its own):
 /// only those, never the person's own `bin/quorum` nor anything else
 /// there.
-async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
-    let exe = binary()
-        .map_err(|e| format!("host {}: cannot find quorum's binary: {e}", link.host.name))?;
-    let file = std::fs::File::open(&exe)
-        .map_err(|e| format!("host {}: {}: {e}", link.host.name, exe.display()))?;
+async fn copy_self(link: &Link, build: &str) -> Result<(), RemoteError> {
+    let failed = |why| RemoteError::Copy {
+        host: link.host.name.clone(),
+        why,
+    };
+    let exe = binary().map_err(|e| failed(CopyFailure::NoBinary(Arc::new(e))))?;
+    let file = std::fs::File::open(&exe).map_err(|e| {
+        failed(CopyFailure::Binary {
+            path: exe.clone(),
+            error: Arc::new(e),
+        })
+    })?;
     let dir = quote(&link.dir);
     let remote = format!(
         "cd {dir}/bin && cat > .{build}.$$ && chmod 700 .{build}.$$ && mv -f .{build}.$$ {build} && \
@@ -598,14 +638,12 @@ async fn copy_self(link: &Link, build: &str) -> Result<(), String> {
     let out = cmd
         .output()
         .await
-        .map_err(|e| format!("host {}: copying quorum: {e}", link.host.name))?;
+        .map_err(|e| failed(CopyFailure::Ssh(Arc::new(e))))?;
     if !out.status.success() {
-        return Err(format!(
-            "host {}: copying quorum to {}/bin failed: {}",
-            link.host.name,
-            link.dir,
-            said(&out.stderr)
-        ));
+        return Err(failed(CopyFailure::Failed {
+            dir: link.dir.clone(),
+            said: said(&out.stderr),
+        }));
     }
     tracing::info!(
         "host {}: copied quorum to {}/bin/{build}",
@@ -643,17 +681,18 @@ mod tests {
             choose("big", "/q", system, quorum, "quorum-b", "Linux x86_64")
         };
         assert_eq!(
-            pick("Linux x86_64", "have"),
-            Ok(Some("/q/bin/quorum-b".into()))
+            pick("Linux x86_64", "have").unwrap(),
+            Some("/q/bin/quorum-b".into())
         );
-        assert_eq!(pick("Linux x86_64", "-"), Ok(None));
+        assert_eq!(pick("Linux x86_64", "-").unwrap(), None);
         assert_eq!(
-            pick("Darwin arm64", &format!("quorum {v}")),
-            Ok(Some("/q/bin/quorum".into()))
+            pick("Darwin arm64", &format!("quorum {v}")).unwrap(),
+            Some("/q/bin/quorum".into())
         );
         let e = pick("Linux aarch64", "quorum 0.0.1").unwrap_err();
+        assert!(matches!(e, RemoteError::OtherSystem { .. }), "{e:?}");
         assert_eq!(
-            e,
+            e.to_string(),
             format!(
                 "host big: it is Linux aarch64, this quorum is Linux x86_64: quorum cannot copy \
                  itself there; install quorum {v} for Linux aarch64 as /q/bin/quorum"

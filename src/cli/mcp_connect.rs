@@ -1,4 +1,5 @@
-//! `quorum mcp-connect`: joins its stdio to a session's MCP endpoint. The
+//! `quorum mcp-connect`: joins its stdio to a session's MCP endpoint
+//! (`serve::endpoint`). The
 //! agent that starts it as a stdio MCP server speaks MCP on its stdin and
 //! stdout; it connects to the socket named in [`SOCKET_ENV`], sends the
 //! secret in [`SECRET_ENV`] as its first line, then copies bytes both
@@ -10,13 +11,13 @@ use anyhow::{Context, Result};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
-use super::endpoint::{SECRET_ENV, SOCKET_ENV};
+use crate::serve::endpoint::{SECRET_ENV, SOCKET_ENV};
 
 /// How long the endpoint has to finish once stdin closed.
 const LINGER: Duration = Duration::from_secs(10);
 
 /// Runs `quorum mcp-connect`; the exit code.
-pub async fn run() -> Result<i32> {
+pub async fn command() -> Result<i32> {
     let socket = std::env::var_os(SOCKET_ENV)
         .filter(|s| !s.is_empty())
         .with_context(|| {

@@ -1,81 +1,29 @@
-//! Agents on other machines (`host = "NAME"`): how the quorum there is
-//! started for one (`quorum proxy` over the host's ssh connection), and
-//! where on the host a task works. A worktree task's git there is the
-//! dispatcher's (`dispatch/remote.rs`); what it shares with `quorum
-//! worktrees --fetch` is here: where a task is on its host, its work
-//! committed there and taken home, its worktree and branch removed there.
+//! A worktree task on its host: where it is there ([`There`]), its branch
+//! pushed to a mirror there and a worktree made there on it before its
+//! first turn ([`prepare`]), its work committed there and fetched home
+//! ([`take_home`]: after a turn, on `/retry`, by `quorum worktrees
+//! --fetch`), its worktree and branch removed there ([`remove_there`]).
+//! The dispatcher's steps (`subagent/dispatch/remote.rs`) call these.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::acp::registry::AgentSpec;
-use crate::acp::relay::Hosted;
-use crate::runtime::sandbox::Sandbox;
-use crate::runtime::ssh::{Link, quote};
+use super::RemoteError;
+use super::ssh::{Link, quote};
 use crate::worktree::{Worktree, WorktreeError};
-
-/// Where on its host a task in `dir` (a worktree at home) works, under
-/// the host's state directory.
-pub(super) fn leaf(dir: &Path) -> String {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "task".into());
-    format!("worktrees/{name}")
-}
-
-/// `spec` started on `link`'s host, in `dir` there: `ssh` through the
-/// host's connection, running quorum there as a proxy for the agent. The
-/// agent's environment goes to the host (inside the proxy's sandbox), not
-/// to the ssh here, in a private file there (not on a command line).
-pub(super) async fn launch(
-    spec: &AgentSpec,
-    link: &Link,
-    dir: &Path,
-    isolated: bool,
-) -> Result<AgentSpec, String> {
-    let mut hosted = Hosted::of(spec, isolated);
-    if !hosted.env.is_empty() {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let file = format!("{}/run/env-{}-{n}.json", link.dir, std::process::id());
-        let env = serde_json::to_vec(&hosted.env).expect("plain data");
-        link.write_private(&file, &env).await?;
-        hosted.env.clear();
-        hosted.env_file = Some(file);
-    }
-    let json = serde_json::to_string(&hosted).expect("plain data");
-    let remote = format!(
-        "exec {} proxy --dir {} --agent {}",
-        quote(&link.quorum),
-        quote(&dir.display().to_string()),
-        quote(&json)
-    );
-    let mut args = link.ssh_args();
-    args.push(remote);
-    Ok(AgentSpec {
-        command: "ssh".into(),
-        args,
-        env: Default::default(),
-        sandbox: Some(Sandbox::None),
-        // The connection reads what the proxy there relays.
-        host: Some(link.host.name.clone()),
-        ..spec.clone()
-    })
-}
 
 /// A host's worktree task, as its host has it: the mirror of the person's
 /// repository there, the worktree there, and where in it the agent works.
-pub(crate) struct There {
-    pub(crate) link: Arc<Link>,
-    pub(crate) mirror: String,
-    pub(crate) worktree: String,
-    pub(crate) workdir: PathBuf,
+pub struct There {
+    pub link: Arc<Link>,
+    pub mirror: String,
+    pub worktree: String,
+    pub workdir: PathBuf,
 }
 
 impl There {
     /// Where `w` (a worktree at home) is on `link`'s host.
-    pub(crate) fn of(link: Arc<Link>, w: &Worktree) -> Self {
+    pub fn of(link: Arc<Link>, w: &Worktree) -> Self {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         w.repo.hash(&mut h);
@@ -104,13 +52,13 @@ impl There {
     }
 
     /// The mirror as git at home reaches it.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("{}:{}", self.link.host.ssh, self.mirror)
     }
 
     /// The name of the task's worktree there, and of its git directory
     /// in the mirror.
-    pub(crate) fn name(&self) -> String {
+    pub fn name(&self) -> String {
         Path::new(&self.worktree)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -118,13 +66,13 @@ impl There {
     }
 
     /// Hardened git there on the mirror.
-    pub(crate) fn mirror_git(&self) -> String {
+    pub fn mirror_git(&self) -> String {
         hardened_git(&self.mirror)
     }
 
     /// Hardened git there on the task's worktree (its git directory named,
     /// as quorum made it, never read from the worktree's `.git`).
-    pub(crate) fn git(&self) -> String {
+    pub fn git(&self) -> String {
         let git_dir = format!("{}/worktrees/{}", self.mirror, self.name());
         format!(
             "{} --work-tree={}",
@@ -143,21 +91,81 @@ fn hardened_git(git_dir: &str) -> String {
     format!("git {} --git-dir={}", hardening.join(" "), quote(git_dir))
 }
 
-/// Runs blocking git at home off the runtime.
-pub(crate) async fn blocking<T: Send + 'static>(
+/// Runs blocking git at home off the runtime, for a task on `host`.
+async fn blocking<T: Send + 'static>(
+    host: &str,
     f: impl FnOnce() -> Result<T, WorktreeError> + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, RemoteError> {
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(WorktreeError::Io(format!("stopped: {e}"))))
-        .map_err(|e| e.to_string())
+        .map_err(|e| RemoteError::git(host, e))
+}
+
+/// Before a host's worktree task's first turn: its branch (the commit it
+/// left from) is pushed to the mirror there (made the first time), a
+/// worktree is made there on the task's branch, and the agent will work in
+/// it: where, on the host. Its later turns work on in that worktree (a
+/// follow-up, a session continued: it is worked on in again, as it is).
+/// `title`: the task's, which `quorum worktrees` shows and `--fetch`
+/// commits with.
+pub async fn prepare(link: Arc<Link>, w: &Worktree, title: &str) -> Result<PathBuf, RemoteError> {
+    let host = link.host.name.clone();
+    if link.git.is_none() {
+        return Err(RemoteError::NoGit { host });
+    }
+    let there = There::of(link.clone(), w);
+    let made = link
+        .run(
+            "making the mirror",
+            &format!(
+                "test -d {m} || git init --quiet --bare {m} || exit; \
+                 if test -d {wt} && test -f {m}/worktrees/{n}/gitdir; then echo made; fi",
+                m = quote(&there.mirror),
+                wt = quote(&there.worktree),
+                n = quote(&there.name()),
+            ),
+        )
+        .await?;
+    if made.trim() == "made" {
+        return Ok(there.workdir);
+    }
+    let (wt, url, ssh, on) = (w.clone(), there.url(), link.git_ssh_command(), host.clone());
+    let title = crate::worktree::first_line(title).to_string();
+    blocking(&host, move || {
+        // `quorum worktrees` names the host; `--fetch` commits there with
+        // the message a turn's end would.
+        wt.repo().set(&wt.branch, "host", &on)?;
+        wt.repo().set(&wt.branch, "title", &title)?;
+        wt.push_branch(&url, &ssh)
+    })
+    .await?;
+    let git = there.git();
+    let rel = there.workdir.display().to_string();
+    link.run(
+        "making the task's worktree",
+        &format!(
+            "{mirror} worktree prune && \
+             {mirror} worktree add --quiet {wt} {b} && mkdir -p {rel} && {git} status --short >/dev/null",
+            mirror = there.mirror_git(),
+            wt = quote(&there.worktree),
+            b = quote(&w.branch),
+            rel = quote(&rel),
+        ),
+    )
+    .await?;
+    Ok(there.workdir)
 }
 
 /// What a host's worktree task changed there, committed there (hardened
 /// git, the person's identity, `message` its message) and its branch
 /// fetched home into the task's worktree `w`: the new commit, short. An
 /// error names the host and what ssh or git said.
-pub async fn take_home(link: Arc<Link>, w: &Worktree, message: &str) -> Result<String, String> {
+pub async fn take_home(
+    link: Arc<Link>,
+    w: &Worktree,
+    message: &str,
+) -> Result<String, RemoteError> {
     let host = link.host.name.clone();
     let there = There::of(link.clone(), w);
     let (name, email) = identity(&w.repo);
@@ -175,16 +183,14 @@ pub async fn take_home(link: Arc<Link>, w: &Worktree, message: &str) -> Result<S
     )
     .await?;
     let (wt, url, ssh) = (w.clone(), there.url(), link.git_ssh_command());
-    blocking(move || wt.take_from(&url, &ssh))
-        .await
-        .map_err(|e| format!("host {host}: {e}"))
+    blocking(&host, move || wt.take_from(&url, &ssh)).await
 }
 
 /// Removes a host's task (`w` at home) there: its worktree and its branch
 /// in the mirror (the mirror stays, for the repository's other tasks).
 /// Nothing else of the host is touched: the worktree is a folder quorum
 /// named under its own state directory there.
-pub async fn remove_there(link: Arc<Link>, w: &Worktree) -> Result<(), String> {
+pub async fn remove_there(link: Arc<Link>, w: &Worktree) -> Result<(), RemoteError> {
     let there = There::of(link.clone(), w);
     let git = there.mirror_git();
     // A worktree whose `.git` the agent changed is one git no longer
@@ -206,7 +212,7 @@ pub async fn remove_there(link: Arc<Link>, w: &Worktree) -> Result<(), String> {
 }
 
 /// The person's name and email as git at home has them for `repo`.
-pub(crate) fn identity(repo: &Path) -> (String, String) {
+fn identity(repo: &Path) -> (String, String) {
     let get = |key: &str| {
         let var = match key {
             "user.name" => "GIT_AUTHOR_NAME",

@@ -1,5 +1,5 @@
 //! `quorum proxy`: quorum on another machine, started there over ssh by
-//! the quorum at home for one agent (`runtime::ssh`, `acp::relay`). It
+//! the quorum at home for one agent (`remote::launch`, `remote::relay`). It
 //! starts the agent in the task's directory under the same supervisor and
 //! sandbox as at home, answers its file and terminal requests there, passes
 //! everything else home, and ends every process it started when home goes.
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::acp::relay::{Hosted, relay};
+use crate::remote::relay::{Hosted, relay};
 use crate::runtime::supervisor::Supervisor;
 
 /// `quorum proxy`'s arguments (hidden: only quorum starts it).
@@ -25,7 +25,7 @@ pub struct ProxyArgs {
 /// Relays until home or the agent goes; the agent's exit code (home tells
 /// it, as for an agent of its own), or 2 when the agent could not be
 /// started (said on stderr, which ssh carries home).
-pub async fn run(args: ProxyArgs) -> Result<i32> {
+pub async fn command(args: ProxyArgs) -> Result<i32> {
     let hosted: Hosted = serde_json::from_str(&args.agent)
         .map_err(|e| anyhow::anyhow!("quorum proxy: --agent: {e}"))?;
     let supervisor = Supervisor::new();

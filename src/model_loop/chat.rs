@@ -1,4 +1,4 @@
-//! The main chat: a harness whose tools (the engine gives it the
+//! The main chat: a model loop whose tools (the engine gives it the
 //! sub-agent tool) report to the transcript, with background completions
 //! delivered to the model exactly once, and the summary of its
 //! conversation that sub-agents may get.
@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use futures::StreamExt;
 
-use super::{Harness, Mirror, Sink, ToolError, ToolSet, summarize_args};
+use super::{Mirror, ModelLoop, Sink, ToolError, ToolSet, summarize_args};
 use crate::event::{ChatEntry, ChatToolCall, Event, NoticeLevel, Outcome, StopReason};
 use crate::llm::{Delta, LlmError, Message, Model, Request, ToolCall};
 use crate::runtime::bus::Emitter;
@@ -372,7 +372,7 @@ pub trait Conductor: Send {
 
 /// What answers the chat: the model loop, or a conductor.
 enum Brain {
-    Model(Harness),
+    Model(ModelLoop),
     Conductor(Box<dyn Conductor>),
 }
 
@@ -389,7 +389,7 @@ pub struct Chat {
     /// chat's own model.
     summary: ConversationSummary,
     /// The conversation, as the summary reads it (a conductor's is kept
-    /// here by the chat; a model's by its harness).
+    /// here by the chat; a model's by its model loop).
     mirror: Mirror,
     /// Said to the model once, before the person's next message: what
     /// happened while quorum was not running (a continued session).
@@ -408,10 +408,10 @@ impl Chat {
         emitter: Emitter,
         completions: mpsc::UnboundedReceiver<String>,
     ) -> Self {
-        let mut harness = Harness::new(model.clone(), tools.clone(), Some(SYSTEM.to_string()));
-        let mirror = harness.mirror();
+        let mut model_loop = ModelLoop::new(model.clone(), tools.clone(), Some(SYSTEM.to_string()));
+        let mirror = model_loop.mirror();
         Self::with(
-            Brain::Model(harness),
+            Brain::Model(model_loop),
             Some(model),
             mirror,
             tools,
@@ -464,7 +464,7 @@ impl Chat {
     /// has not had yet. (A conductor goes on from its own session.)
     pub fn restore(&mut self, context: Vec<Message>, note: Option<String>, deferred: Vec<String>) {
         match &mut self.brain {
-            Brain::Model(harness) => harness.restore(context),
+            Brain::Model(model_loop) => model_loop.restore(context),
             Brain::Conductor(_) => {
                 *self.mirror.lock().unwrap_or_else(|e| e.into_inner()) = context;
             }
@@ -481,7 +481,7 @@ impl Chat {
 
     pub fn model_name(&self) -> String {
         match &self.brain {
-            Brain::Model(harness) => harness.model().name(),
+            Brain::Model(model_loop) => model_loop.model().name(),
             Brain::Conductor(c) => c.name(),
         }
     }
@@ -491,17 +491,18 @@ impl Chat {
     pub fn set_model(&mut self, model: Arc<dyn Model>) {
         *self.summary.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(model.clone());
         match &mut self.brain {
-            Brain::Model(harness) => harness.set_model(model),
+            Brain::Model(model_loop) => model_loop.set_model(model),
             Brain::Conductor(_) => {
-                let mut harness = Harness::new(model, self.tools.clone(), Some(SYSTEM.to_string()));
+                let mut model_loop =
+                    ModelLoop::new(model, self.tools.clone(), Some(SYSTEM.to_string()));
                 let context = self
                     .mirror
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
-                harness.restore(context);
-                harness.set_mirror(self.mirror.clone());
-                self.brain = Brain::Model(harness);
+                model_loop.restore(context);
+                model_loop.set_mirror(self.mirror.clone());
+                self.brain = Brain::Model(model_loop);
             }
         }
     }
@@ -517,7 +518,7 @@ impl Chat {
     /// remember (the sub-agents' sessions) are forgotten.
     pub fn reset(&mut self) {
         match &mut self.brain {
-            Brain::Model(harness) => harness.clear(),
+            Brain::Model(model_loop) => model_loop.clear(),
             Brain::Conductor(c) => {
                 c.reset();
                 self.mirror
@@ -550,6 +551,16 @@ impl Chat {
         first: Option<String>,
         cancel: watch::Receiver<bool>,
     ) -> Result<Outcome, LlmError> {
+        let prompt = self.prompt(message, first);
+        self.sink.emitter.emit(Event::TurnStarted);
+        let result = self.answer(prompt, cancel).await;
+        self.tell_end(&result);
+        result
+    }
+
+    /// The turn's prompt: the reports of the background tasks that ended
+    /// (told as reported), then the person's message (told as theirs).
+    fn prompt(&mut self, message: Option<String>, first: Option<String>) -> String {
         let mut delivered: Vec<String> = std::mem::take(&mut self.deferred);
         delivered.extend(first);
         while let Ok(c) = self.completions.try_recv() {
@@ -585,9 +596,19 @@ impl Chat {
             emitter.emit(Event::UserMessage { text: m.clone() });
             prompt.push_str(&m);
         }
-        emitter.emit(Event::TurnStarted);
-        let result = match &mut self.brain {
-            Brain::Model(harness) => harness.turn(prompt, &self.sink, cancel).await,
+        prompt
+    }
+
+    /// The chat's answer to `prompt`: its model loop's turn, or its
+    /// conductor's (whose conversation is kept as the summary, and a later
+    /// model, read it).
+    async fn answer(
+        &mut self,
+        prompt: String,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Outcome, LlmError> {
+        match &mut self.brain {
+            Brain::Model(model_loop) => model_loop.turn(prompt, &self.sink, cancel).await,
             Brain::Conductor(conductor) => {
                 // The conversation as the summary (and a later model)
                 // reads it: the prompt, and what the conductor said.
@@ -613,14 +634,19 @@ impl Chat {
                 }
                 result.map_err(LlmError::Agent)
             }
-        };
+        }
+    }
+
+    /// The turn's end, told: its stop reason, and an error or a warning
+    /// when it did not end as a turn should.
+    fn tell_end(&self, result: &Result<Outcome, LlmError>) {
         let emitter = &self.sink.emitter;
-        let stop_reason = match &result {
+        let stop_reason = match result {
             Ok(end) => end.stop_reason,
             Err(_) => StopReason::Error,
         };
         emitter.emit(Event::TurnEnded { stop_reason });
-        let warning = match (&result, stop_reason) {
+        let warning = match (result, stop_reason) {
             (Err(LlmError::Agent(e)), _) => {
                 emitter.emit(Event::Error { text: e.clone() });
                 None
@@ -647,7 +673,6 @@ impl Chat {
                 text,
             });
         }
-        result
     }
 }
 
