@@ -172,118 +172,10 @@ impl Harness {
         self.push(Message::User { content: user }, sink);
         let specs = self.tools.specs();
         for _ in 0..MAX_REQUESTS {
-            let request = Request {
-                system: self.system.clone(),
-                messages: self.messages.clone(),
-                tools: specs.clone(),
-                max_tokens: MAX_TOKENS,
-            };
-            let mut stream = self.model.stream(request);
-            let mut text = String::new();
-            // What of the model's text was past MAX_FINAL_TEXT, not kept
-            // (a server that never stops costs no more).
-            let mut cut = 0;
-            // How much of `text` the sink has seen.
-            let mut shown = 0;
-            // The size of held-back text last told (`writing_call`).
-            let mut told = 0;
-            let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
-            let mut finish = None;
-            let cancelled = loop {
-                let next = tokio::select! {
-                    next = stream.next() => next,
-                    _ = cancelled(&mut cancel) => break true,
-                };
-                match next {
-                    None => break false,
-                    Some(Err(e)) => {
-                        name_cut(&mut text, cut, "a message", MAX_FINAL_TEXT);
-                        if shown < text.len() {
-                            sink.text(&text[shown..]);
-                        }
-                        if !text.is_empty() {
-                            sink.message_end();
-                        }
-                        // Keep what was said, so the conversation can go on.
-                        self.push(
-                            Message::Assistant {
-                                content: text,
-                                tool_calls: Vec::new(),
-                            },
-                            sink,
-                        );
-                        return Err(e);
-                    }
-                    Some(Ok(delta)) => match delta {
-                        Delta::Text(t) => {
-                            push_capped(&mut text, &mut cut, &t, MAX_FINAL_TEXT);
-                            // Text that may be a tool call written as JSON is
-                            // held back until the message ends.
-                            if !may_be_a_call(&text) {
-                                sink.text(&text[shown..]);
-                                shown = text.len();
-                            } else if !text.trim().is_empty()
-                                && (told == 0 || text.len() / WRITING_STEP != told / WRITING_STEP)
-                            {
-                                // Held back: say that something is being
-                                // written, and how much, every few hundred
-                                // bytes.
-                                sink.writing_call(text.len());
-                                told = text.len();
-                            }
-                        }
-                        Delta::ToolCallStart { index, id, name } => {
-                            calls.insert(
-                                index,
-                                ToolCall {
-                                    id,
-                                    name,
-                                    arguments: String::new(),
-                                },
-                            );
-                        }
-                        Delta::ToolCallArgs { index, fragment } => {
-                            if let Some(c) = calls.get_mut(&index) {
-                                c.arguments.push_str(&fragment);
-                            }
-                        }
-                        Delta::Usage {
-                            input_tokens,
-                            output_tokens,
-                        } => sink.usage(input_tokens, output_tokens),
-                        Delta::Retry {
-                            attempt,
-                            wait_ms,
-                            reason,
-                        } => sink.retry(attempt, wait_ms, &reason),
-                        Delta::Finish(reason) => finish = Some(reason),
-                    },
-                }
-            };
-            drop(stream);
-            name_cut(&mut text, cut, "a message", MAX_FINAL_TEXT);
-            let mut calls: Vec<ToolCall> = calls.into_values().collect();
-            // Calls written as text that cannot run: their ids and why.
-            let mut malformed: HashMap<String, String> = HashMap::new();
-            // A local model may write its call as JSON text instead.
-            if calls.is_empty()
-                && !cancelled
-                && let Some(recovered) = recover(&text, &specs, self.messages.len())
-            {
-                for r in recovered {
-                    if let Some(reason) = r.malformed {
-                        malformed.insert(r.call.id.clone(), reason);
-                    }
-                    calls.push(r.call);
-                }
-                text.clear();
-            }
-            if shown < text.len() {
-                sink.text(&text[shown..]);
-            }
-            if !text.is_empty() {
-                sink.message_end();
-            }
+            let (mut reply, cancelled) = self.request(&specs, sink, &mut cancel).await?;
+            let (calls, malformed) = reply.calls(cancelled, &specs, self.messages.len());
+            reply.show_rest(sink);
+            let text = reply.text;
             self.push(
                 Message::Assistant {
                     content: text.clone(),
@@ -295,46 +187,204 @@ impl Harness {
                 return Ok(Outcome::new(StopReason::Cancelled, text));
             }
             if calls.is_empty() {
-                let stop_reason = match finish {
+                let stop_reason = match reply.finish {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
                     _ => StopReason::EndTurn,
                 };
                 return Ok(Outcome::new(stop_reason, text));
             }
             self.update_mirror();
-            // Run the calls in parallel; results go back in call order.
-            let runs = calls.iter().map(|call| {
-                sink.tool_started(call);
-                // A malformed call is answered with why, never run.
-                let fut = match malformed.get(&call.id) {
-                    Some(reason) => {
-                        futures::future::ready(Err(ToolError::Failed(reason.clone()))).boxed()
-                    }
-                    None => self.tools.call(call.clone(), cancel.clone()),
-                };
-                async move { (call, fut.await) }
-            });
-            let results = futures::future::join_all(runs).await;
-            for (call, result) in results {
-                sink.tool_finished(call, &result);
-                let content = match result {
-                    Ok(out) => out,
-                    Err(e) => format!("error: {e}"),
-                };
-                self.push(
-                    Message::Tool {
-                        tool_call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content,
-                    },
-                    sink,
-                );
-            }
+            self.run_calls(&calls, &malformed, sink, &cancel).await;
             if *cancel.borrow() {
                 return Ok(Outcome::new(StopReason::Cancelled, ""));
             }
         }
         Ok(Outcome::new(StopReason::MaxTurnRequests, ""))
+    }
+
+    /// One request to the model, its reply streamed to the sink; whether
+    /// the person cancelled it. A failed stream keeps what was said, so
+    /// the conversation can go on.
+    async fn request(
+        &mut self,
+        specs: &[ToolSpec],
+        sink: &dyn Sink,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<(Reply, bool), LlmError> {
+        let request = Request {
+            system: self.system.clone(),
+            messages: self.messages.clone(),
+            tools: specs.to_vec(),
+            max_tokens: MAX_TOKENS,
+        };
+        let mut stream = self.model.stream(request);
+        let mut reply = Reply::default();
+        let cancelled = loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                _ = cancelled(cancel) => break true,
+            };
+            match next {
+                None => break false,
+                Some(Err(e)) => {
+                    name_cut(&mut reply.text, reply.cut, "a message", MAX_FINAL_TEXT);
+                    reply.show_rest(sink);
+                    // Keep what was said, so the conversation can go on.
+                    self.push(
+                        Message::Assistant {
+                            content: reply.text,
+                            tool_calls: Vec::new(),
+                        },
+                        sink,
+                    );
+                    return Err(e);
+                }
+                Some(Ok(delta)) => reply.take(delta, sink),
+            }
+        };
+        drop(stream);
+        name_cut(&mut reply.text, reply.cut, "a message", MAX_FINAL_TEXT);
+        Ok((reply, cancelled))
+    }
+
+    /// Runs the calls in parallel; results go back in call order.
+    async fn run_calls(
+        &mut self,
+        calls: &[ToolCall],
+        malformed: &HashMap<String, String>,
+        sink: &dyn Sink,
+        cancel: &watch::Receiver<bool>,
+    ) {
+        let runs = calls.iter().map(|call| {
+            sink.tool_started(call);
+            // A malformed call is answered with why, never run.
+            let fut = match malformed.get(&call.id) {
+                Some(reason) => {
+                    futures::future::ready(Err(ToolError::Failed(reason.clone()))).boxed()
+                }
+                None => self.tools.call(call.clone(), cancel.clone()),
+            };
+            async move { (call, fut.await) }
+        });
+        let results = futures::future::join_all(runs).await;
+        for (call, result) in results {
+            sink.tool_finished(call, &result);
+            let content = match result {
+                Ok(out) => out,
+                Err(e) => format!("error: {e}"),
+            };
+            self.push(
+                Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                },
+                sink,
+            );
+        }
+    }
+}
+
+/// The model's reply to one request, as it streams in.
+#[derive(Default)]
+struct Reply {
+    text: String,
+    /// What of the model's text was past MAX_FINAL_TEXT, not kept
+    /// (a server that never stops costs no more).
+    cut: u64,
+    /// How much of `text` the sink has seen.
+    shown: usize,
+    /// The size of held-back text last told (`writing_call`).
+    told: usize,
+    calls: BTreeMap<usize, ToolCall>,
+    finish: Option<FinishReason>,
+}
+
+impl Reply {
+    /// Takes in one delta.
+    fn take(&mut self, delta: Delta, sink: &dyn Sink) {
+        match delta {
+            Delta::Text(t) => {
+                push_capped(&mut self.text, &mut self.cut, &t, MAX_FINAL_TEXT);
+                // Text that may be a tool call written as JSON is
+                // held back until the message ends.
+                if !may_be_a_call(&self.text) {
+                    sink.text(&self.text[self.shown..]);
+                    self.shown = self.text.len();
+                } else if !self.text.trim().is_empty()
+                    && (self.told == 0
+                        || self.text.len() / WRITING_STEP != self.told / WRITING_STEP)
+                {
+                    // Held back: say that something is being
+                    // written, and how much, every few hundred
+                    // bytes.
+                    sink.writing_call(self.text.len());
+                    self.told = self.text.len();
+                }
+            }
+            Delta::ToolCallStart { index, id, name } => {
+                self.calls.insert(
+                    index,
+                    ToolCall {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    },
+                );
+            }
+            Delta::ToolCallArgs { index, fragment } => {
+                if let Some(c) = self.calls.get_mut(&index) {
+                    c.arguments.push_str(&fragment);
+                }
+            }
+            Delta::Usage {
+                input_tokens,
+                output_tokens,
+            } => sink.usage(input_tokens, output_tokens),
+            Delta::Retry {
+                attempt,
+                wait_ms,
+                reason,
+            } => sink.retry(attempt, wait_ms, &reason),
+            Delta::Finish(reason) => self.finish = Some(reason),
+        }
+    }
+
+    /// Its tool calls, and the ids of those written as text that cannot
+    /// run, with why. A local model may write its call as JSON text
+    /// instead: the text is then the calls'.
+    fn calls(
+        &mut self,
+        cancelled: bool,
+        specs: &[ToolSpec],
+        turn: usize,
+    ) -> (Vec<ToolCall>, HashMap<String, String>) {
+        let mut calls: Vec<ToolCall> = std::mem::take(&mut self.calls).into_values().collect();
+        let mut malformed: HashMap<String, String> = HashMap::new();
+        if calls.is_empty()
+            && !cancelled
+            && let Some(recovered) = recover(&self.text, specs, turn)
+        {
+            for r in recovered {
+                if let Some(reason) = r.malformed {
+                    malformed.insert(r.call.id.clone(), reason);
+                }
+                calls.push(r.call);
+            }
+            self.text.clear();
+        }
+        (calls, malformed)
+    }
+
+    /// Shows the sink what of the text it has not seen, and ends the
+    /// message.
+    fn show_rest(&self, sink: &dyn Sink) {
+        if self.shown < self.text.len() {
+            sink.text(&self.text[self.shown..]);
+        }
+        if !self.text.is_empty() {
+            sink.message_end();
+        }
     }
 }
 
