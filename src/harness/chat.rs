@@ -550,6 +550,43 @@ impl Chat {
         first: Option<String>,
         cancel: watch::Receiver<bool>,
     ) -> Result<Outcome, LlmError> {
+        let prompt = self.prompt(message, first);
+        self.sink.emitter.emit(Event::TurnStarted);
+        let result = match &mut self.brain {
+            Brain::Model(harness) => harness.turn(prompt, &self.sink, cancel).await,
+            Brain::Conductor(conductor) => {
+                // The conversation as the summary (and a later model)
+                // reads it: the prompt, and what the conductor said.
+                let user = Message::User {
+                    content: prompt.clone(),
+                };
+                self.sink.context(&user);
+                self.mirror
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(user);
+                let result = conductor.turn(prompt, &self.sink, cancel).await;
+                if let Ok(outcome) = &result {
+                    let said = Message::Assistant {
+                        content: outcome.output.clone(),
+                        tool_calls: Vec::new(),
+                    };
+                    self.sink.context(&said);
+                    self.mirror
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(said);
+                }
+                result.map_err(LlmError::Agent)
+            }
+        };
+        self.ended(&result);
+        result
+    }
+
+    /// The turn's prompt: the reports of the background tasks that
+    /// finished (told delivered), then the person's `message` (told too).
+    fn prompt(&mut self, message: Option<String>, first: Option<String>) -> String {
         let mut delivered: Vec<String> = std::mem::take(&mut self.deferred);
         delivered.extend(first);
         while let Ok(c) = self.completions.try_recv() {
@@ -585,42 +622,18 @@ impl Chat {
             emitter.emit(Event::UserMessage { text: m.clone() });
             prompt.push_str(&m);
         }
-        emitter.emit(Event::TurnStarted);
-        let result = match &mut self.brain {
-            Brain::Model(harness) => harness.turn(prompt, &self.sink, cancel).await,
-            Brain::Conductor(conductor) => {
-                // The conversation as the summary (and a later model)
-                // reads it: the prompt, and what the conductor said.
-                let user = Message::User {
-                    content: prompt.clone(),
-                };
-                self.sink.context(&user);
-                self.mirror
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(user);
-                let result = conductor.turn(prompt, &self.sink, cancel).await;
-                if let Ok(outcome) = &result {
-                    let said = Message::Assistant {
-                        content: outcome.output.clone(),
-                        tool_calls: Vec::new(),
-                    };
-                    self.sink.context(&said);
-                    self.mirror
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(said);
-                }
-                result.map_err(LlmError::Agent)
-            }
-        };
+        prompt
+    }
+
+    /// Tells the turn's end, and why it ended when that is worth a word.
+    fn ended(&self, result: &Result<Outcome, LlmError>) {
         let emitter = &self.sink.emitter;
-        let stop_reason = match &result {
+        let stop_reason = match result {
             Ok(end) => end.stop_reason,
             Err(_) => StopReason::Error,
         };
         emitter.emit(Event::TurnEnded { stop_reason });
-        let warning = match (&result, stop_reason) {
+        let warning = match (result, stop_reason) {
             (Err(LlmError::Agent(e)), _) => {
                 emitter.emit(Event::Error { text: e.clone() });
                 None
@@ -647,7 +660,6 @@ impl Chat {
                 text,
             });
         }
-        result
     }
 }
 
