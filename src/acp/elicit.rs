@@ -17,6 +17,7 @@ use agent_client_protocol::v1::schema::{
     CompleteElicitationNotification, CreateElicitationRequest, CreateElicitationResponse,
     ElicitationAcceptAction, ElicitationAction, ElicitationContentValue, ElicitationMode,
     ElicitationPropertySchema, ElicitationSchema, ElicitationScope, MultiSelectItems,
+    MultiSelectPropertySchema, StringPropertySchema,
 };
 use serde_json::{Map, Value};
 
@@ -159,55 +160,11 @@ pub(super) fn fields(schema: &ElicitationSchema) -> Result<Vec<FormField>, Strin
 
 type Property = (Option<String>, Option<String>, FieldKind, Option<Value>);
 
+/// A property of a form's schema as a field: its title, description,
+/// kind and default.
 fn property_of(property: &ElicitationPropertySchema) -> Result<Property, String> {
     Ok(match property {
-        ElicitationPropertySchema::String(s) => {
-            let choices: Option<Vec<Choice>> = match (&s.one_of, &s.enum_values) {
-                (Some(one_of), _) => Some(
-                    one_of
-                        .iter()
-                        .map(|o| Choice {
-                            value: o.value.clone(),
-                            title: Some(clip(&o.title)),
-                        })
-                        .collect(),
-                ),
-                (None, Some(values)) => Some(
-                    values
-                        .iter()
-                        .map(|v| Choice {
-                            value: v.clone(),
-                            title: None,
-                        })
-                        .collect(),
-                ),
-                (None, None) => None,
-            };
-            let kind = match choices {
-                Some(options) if options.len() > MAX_CHOICES => {
-                    return Err(format!(
-                        "a field of {} choices (quorum shows at most {MAX_CHOICES})",
-                        options.len()
-                    ));
-                }
-                Some(options) => FieldKind::Enum { options },
-                None => FieldKind::String {
-                    format: s
-                        .format
-                        .and_then(|f| serde_json::to_value(f).ok())
-                        .and_then(|v| v.as_str().map(str::to_string)),
-                    min_length: s.min_length,
-                    max_length: s.max_length,
-                    pattern: s.pattern.clone(),
-                },
-            };
-            (
-                s.title.clone(),
-                s.description.clone(),
-                kind,
-                s.default.clone().map(Value::String),
-            )
-        }
+        ElicitationPropertySchema::String(s) => string_property(s)?,
         ElicitationPropertySchema::Number(n) => (
             n.title.clone(),
             n.description.clone(),
@@ -234,55 +191,7 @@ fn property_of(property: &ElicitationPropertySchema) -> Result<Property, String>
             FieldKind::Boolean,
             b.default.map(Value::Bool),
         ),
-        ElicitationPropertySchema::Array(a) => {
-            let options: Option<Vec<Choice>> = match &a.items {
-                MultiSelectItems::String(items) => Some(
-                    items
-                        .values
-                        .iter()
-                        .map(|v| Choice {
-                            value: v.clone(),
-                            title: None,
-                        })
-                        .collect(),
-                ),
-                MultiSelectItems::Titled(items) => Some(
-                    items
-                        .options
-                        .iter()
-                        .map(|o| Choice {
-                            value: o.value.clone(),
-                            title: Some(clip(&o.title)),
-                        })
-                        .collect(),
-                ),
-                _ => None,
-            };
-            let kind = match options {
-                Some(options) if options.len() > MAX_CHOICES => {
-                    return Err(format!(
-                        "a field of {} choices (quorum shows at most {MAX_CHOICES})",
-                        options.len()
-                    ));
-                }
-                Some(options) => FieldKind::Multi {
-                    options,
-                    min_items: a.min_items,
-                    max_items: a.max_items,
-                },
-                None => FieldKind::Unsupported {
-                    of: "multi-select".into(),
-                },
-            };
-            (
-                a.title.clone(),
-                a.description.clone(),
-                kind,
-                a.default
-                    .clone()
-                    .map(|d| Value::Array(d.into_iter().map(Value::String).collect())),
-            )
-        }
+        ElicitationPropertySchema::Array(a) => multi_property(a)?,
         ElicitationPropertySchema::Other(o) => (
             None,
             None,
@@ -300,6 +209,107 @@ fn property_of(property: &ElicitationPropertySchema) -> Result<Property, String>
             None,
         ),
     })
+}
+
+/// A string property: one of its choices (`oneOf`, or `enum`), or text.
+fn string_property(s: &StringPropertySchema) -> Result<Property, String> {
+    let choices: Option<Vec<Choice>> = match (&s.one_of, &s.enum_values) {
+        (Some(one_of), _) => Some(
+            one_of
+                .iter()
+                .map(|o| Choice {
+                    value: o.value.clone(),
+                    title: Some(clip(&o.title)),
+                })
+                .collect(),
+        ),
+        (None, Some(values)) => Some(
+            values
+                .iter()
+                .map(|v| Choice {
+                    value: v.clone(),
+                    title: None,
+                })
+                .collect(),
+        ),
+        (None, None) => None,
+    };
+    let kind = match choices {
+        Some(options) => FieldKind::Enum {
+            options: at_most(options)?,
+        },
+        None => FieldKind::String {
+            format: s
+                .format
+                .and_then(|f| serde_json::to_value(f).ok())
+                .and_then(|v| v.as_str().map(str::to_string)),
+            min_length: s.min_length,
+            max_length: s.max_length,
+            pattern: s.pattern.clone(),
+        },
+    };
+    Ok((
+        s.title.clone(),
+        s.description.clone(),
+        kind,
+        s.default.clone().map(Value::String),
+    ))
+}
+
+/// A multi-select property: several of its choices (plain or titled).
+fn multi_property(a: &MultiSelectPropertySchema) -> Result<Property, String> {
+    let options: Option<Vec<Choice>> = match &a.items {
+        MultiSelectItems::String(items) => Some(
+            items
+                .values
+                .iter()
+                .map(|v| Choice {
+                    value: v.clone(),
+                    title: None,
+                })
+                .collect(),
+        ),
+        MultiSelectItems::Titled(items) => Some(
+            items
+                .options
+                .iter()
+                .map(|o| Choice {
+                    value: o.value.clone(),
+                    title: Some(clip(&o.title)),
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    let kind = match options {
+        Some(options) => FieldKind::Multi {
+            options: at_most(options)?,
+            min_items: a.min_items,
+            max_items: a.max_items,
+        },
+        None => FieldKind::Unsupported {
+            of: "multi-select".into(),
+        },
+    };
+    Ok((
+        a.title.clone(),
+        a.description.clone(),
+        kind,
+        a.default
+            .clone()
+            .map(|d| Value::Array(d.into_iter().map(Value::String).collect())),
+    ))
+}
+
+/// A field's choices, refused past [`MAX_CHOICES`].
+fn at_most(options: Vec<Choice>) -> Result<Vec<Choice>, String> {
+    if options.len() > MAX_CHOICES {
+        return Err(format!(
+            "a field of {} choices (quorum shows at most {MAX_CHOICES})",
+            options.len()
+        ));
+    }
+    Ok(options)
 }
 
 /// An accepted form's content as the schema's values: integers for

@@ -10,11 +10,15 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, FileSystemCapabilities, Implementation, InitializeRequest,
-    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SubagentCapabilities,
+    ClientCapabilities, CompleteElicitationNotification, CreateElicitationRequest,
+    CreateElicitationResponse, FileSystemCapabilities, Implementation, InitializeRequest,
+    InitializeResponse, RequestPermissionRequest, RequestPermissionResponse, SessionNotification,
+    SubagentCapabilities,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client};
+use agent_client_protocol::{
+    Agent, Client, HandleConnectionClose, HandleDispatchFrom, RunWithConnectionTo,
+};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
@@ -56,163 +60,48 @@ impl Connection {
         let (mut child, group, sandboxed) = spawn(spec, root, supervisor, policy).await?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
-        let stderr_pipe = child.stderr.take().expect("piped");
-
-        let stderr = Arc::new(Mutex::new(Tail::default()));
-        tokio::spawn(drain_stderr(
-            agent.clone(),
-            stderr_pipe,
-            stderr.clone(),
-            spec.limits.stderr_bytes,
-        ));
+        let (watched, kill) = watch(spec, child, (supervisor.clone(), group));
         // Why quorum stopped reading, when it did (a message too long).
         let cause: Arc<Mutex<Option<String>>> = Arc::default();
-
-        let dead = Arc::new(AtomicBool::new(false));
-        let urgent = Arc::new(AtomicBool::new(false));
-        let exit = Arc::new(Mutex::new(None));
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let (kill_tx, kill_rx) = oneshot::channel::<()>();
-        tokio::spawn(watch_process(
-            agent.clone(),
-            child,
-            (supervisor.clone(), group),
-            kill_rx,
-            (dead.clone(), urgent.clone()),
-            exit.clone(),
-        ));
 
         let routes: Routes = Arc::default();
         let meta: super::meta::Meta = Arc::default();
         let announced: super::meta::Listener = Arc::default();
-        let notify_meta = meta.clone();
         let exclusions: Exclusions = Arc::default();
-        let transport = transport(
-            stdin,
-            stdout,
-            Reading {
-                agent: agent.clone(),
-                routes: routes.clone(),
-                max_frame: spec.limits.max_frame_bytes,
-                cause: cause.clone(),
-                meta: meta.clone(),
-                announced: announced.clone(),
-                relayed: spec.host.is_some(),
-            },
-        );
-        let (cx_tx, cx_rx) = oneshot::channel();
-
-        // What the agent asks of the client; each handler is named in the
-        // file of its job.
-        let notify_routes = routes.clone();
-        let perm_routes = routes.clone();
-        let files: Files = Arc::default();
-        let ask_routes = routes.clone();
-        let done_routes = routes.clone();
-        let terminals = Arc::new(Terminals::new(
-            agent.clone(),
-            supervisor.clone(),
-            spec.terminal_policy(),
-            (root.clone(), exclusions.clone(), routes.clone()),
-        ));
-        let answering = super::handlers::Answering {
-            root: root.clone(),
-            files: files.clone(),
-            exclusions: exclusions.clone(),
-            routes: routes.clone(),
-            terminals: terminals.clone(),
-        };
-        let driver = Client.v1().name("quorum");
-        // Files and terminals, as the proxy on a host answers them too.
-        let driver = super::handlers::files_and_terminals(driver, answering)
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    super::meta::observe(&notify_meta, &n.session_id.0, &n.update);
-                    on_session_update(&notify_routes, n);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .on_receive_request(
-                async move |req: RequestPermissionRequest,
-                            responder: Responder<RequestPermissionResponse>,
-                            _cx| {
-                    on_permission_request(&perm_routes, req, responder)
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                async move |req: agent_client_protocol::v1::schema::CreateElicitationRequest,
-                            responder: Responder<
-                    agent_client_protocol::v1::schema::CreateElicitationResponse,
-                >,
-                            _cx| { on_elicitation_request(&ask_routes, req, responder) },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_notification(
-                async move |n: agent_client_protocol::v1::schema::CompleteElicitationNotification,
-                            _cx| {
-                    on_elicitation_complete(&done_routes, n);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-                let _ = cx_tx.send(cx.clone());
-                tokio::select! {
-                    _ = shutdown_rx => {}
-                    _ = cx.incoming_closed() => {}
-                }
-                Ok(())
-            });
-        {
-            let agent = agent.clone();
-            let dead = dead.clone();
-            tokio::spawn(async move {
-                if let Err(e) = driver.await {
-                    tracing::warn!("{agent}: connection ended: {e}");
-                }
-                dead.store(true, Ordering::SeqCst);
-                // The transport, and with it the agent's stdin, is closed:
-                // the process group goes next.
-                let _ = kill_tx.send(());
-            });
-        }
-        let cx = cx_rx.await.map_err(|_| AcpError::Protocol {
+        let reading = Reading {
             agent: agent.clone(),
-            what: "connecting",
-            message: "the connection closed at once".into(),
-        })?;
-        let answer = tokio::time::timeout(
-            spec.startup_timeout,
-            cx.send_request(initialize_request()).block_task(),
-        );
-        let init = match answer.await {
-            Ok(Ok(init)) => init,
-            Err(_) => {
+            routes: routes.clone(),
+            max_frame: spec.limits.max_frame_bytes,
+            cause: cause.clone(),
+            meta: meta.clone(),
+            announced: announced.clone(),
+            relayed: spec.host.is_some(),
+        };
+        let answering = answering(spec, root, supervisor, (&exclusions, &routes));
+        let (files, terminals) = (answering.files.clone(), answering.terminals.clone());
+        let cx = connect(
+            &agent,
+            (stdin, stdout, reading),
+            (answering, &routes, &meta),
+            shutdown_rx,
+            (watched.dead.clone(), kill),
+        )
+        .await?;
+        let died = || death(&cause, &watched.exit, &watched.stderr);
+        let init = match initialize(&cx, spec, &watched.dead, died).await {
+            Ok(init) => init,
+            Err(e) => {
                 let _ = shutdown_tx.send(());
-                return Err(AcpError::Timeout {
-                    agent,
-                    what: "initialize",
-                    timeout: spec.startup_timeout,
-                });
-            }
-            Ok(Err(e)) => {
-                // Give the watcher a moment to see an exit, for a better message.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let message = if dead.load(Ordering::SeqCst) {
-                    death(&cause, &exit, &stderr)
-                } else {
-                    super::error::describe(&e)
-                };
-                let _ = shutdown_tx.send(());
-                return Err(AcpError::Protocol {
-                    agent,
-                    what: "initialize",
-                    message,
-                });
+                return Err(e);
             }
         };
+        let Watched {
+            stderr,
+            dead,
+            urgent,
+            exit,
+        } = watched;
         let conn = Self {
             agent,
             cx,
@@ -235,6 +124,220 @@ impl Connection {
             announced,
         };
         Ok(Arc::new(conn))
+    }
+}
+
+/// What answers the agent's requests of files and terminals: the
+/// session directory, the editor's files, the paths each session may not
+/// read, the sessions' turns, and its terminals.
+fn answering(
+    spec: &AgentSpec,
+    root: &Root,
+    supervisor: &Supervisor,
+    (exclusions, routes): (&Exclusions, &Routes),
+) -> super::handlers::Answering {
+    // What the agent asks of the client; each handler is named in the
+    // file of its job.
+    let files: Files = Arc::default();
+    let terminals = Arc::new(Terminals::new(
+        spec.name.clone(),
+        supervisor.clone(),
+        spec.terminal_policy(),
+        (root.clone(), exclusions.clone(), routes.clone()),
+    ));
+    super::handlers::Answering {
+        root: root.clone(),
+        files,
+        exclusions: exclusions.clone(),
+        routes: routes.clone(),
+        terminals,
+    }
+}
+
+/// A started agent's process as its watchers keep it: the tail of its
+/// stderr, whether it is dead to quorum, whether the person asked twice to
+/// stop it, and how it exited.
+struct Watched {
+    stderr: Arc<Mutex<Tail>>,
+    dead: Arc<AtomicBool>,
+    urgent: Arc<AtomicBool>,
+    exit: Arc<Mutex<Option<String>>>,
+}
+
+/// Drains `child`'s stderr and watches it (owned by the supervisor, as
+/// `group`) until it exits; the sender returned ends its group once the
+/// connection is over.
+fn watch(
+    spec: &AgentSpec,
+    mut child: tokio::process::Child,
+    owner: (Supervisor, Group),
+) -> (Watched, oneshot::Sender<()>) {
+    let agent = &spec.name;
+    let stderr = Arc::new(Mutex::new(Tail::default()));
+    tokio::spawn(drain_stderr(
+        agent.clone(),
+        child.stderr.take().expect("piped"),
+        stderr.clone(),
+        spec.limits.stderr_bytes,
+    ));
+    let dead = Arc::new(AtomicBool::new(false));
+    let urgent = Arc::new(AtomicBool::new(false));
+    let exit = Arc::new(Mutex::new(None));
+    let (kill_tx, kill_rx) = oneshot::channel::<()>();
+    tokio::spawn(watch_process(
+        agent.clone(),
+        child,
+        owner,
+        kill_rx,
+        (dead.clone(), urgent.clone()),
+        exit.clone(),
+    ));
+    let watched = Watched {
+        stderr,
+        dead,
+        urgent,
+        exit,
+    };
+    (watched, kill_tx)
+}
+
+/// Connects to the agent over its stdio with quorum's handlers; the
+/// connection runs on a task of its own until `shutdown` or the agent
+/// closes it, and then (`drive`) the agent is dead and its group ended.
+async fn connect(
+    agent: &str,
+    (stdin, stdout, reading): (
+        tokio::process::ChildStdin,
+        tokio::process::ChildStdout,
+        Reading,
+    ),
+    (answering, routes, meta): (super::handlers::Answering, &Routes, &super::meta::Meta),
+    shutdown: oneshot::Receiver<()>,
+    (dead, kill): (Arc<AtomicBool>, oneshot::Sender<()>),
+) -> Result<ConnectionTo<Agent>, AcpError> {
+    let transport = transport(stdin, stdout, reading);
+    let (cx_tx, cx_rx) = oneshot::channel();
+    let driver = Client.v1().name("quorum");
+    // Files and terminals, as the proxy on a host answers them too.
+    let driver = super::handlers::files_and_terminals(driver, answering);
+    let driver = updates_and_asks(driver, routes, meta).connect_with(
+        transport,
+        async move |cx: ConnectionTo<Agent>| {
+            let _ = cx_tx.send(cx.clone());
+            tokio::select! {
+                _ = shutdown => {}
+                _ = cx.incoming_closed() => {}
+            }
+            Ok(())
+        },
+    );
+    tokio::spawn(drive(agent.to_string(), driver, dead, kill));
+    cx_rx.await.map_err(|_| AcpError::Protocol {
+        agent: agent.to_string(),
+        what: "connecting",
+        message: "the connection closed at once".into(),
+    })
+}
+
+/// `builder` with the handlers of what the agent tells of its sessions
+/// (`session/update`: announced, then routed to their turns) and what it
+/// asks the person (permissions, questions), each to its turn.
+fn updates_and_asks<H, R, C>(
+    builder: agent_client_protocol::v1::Builder<Client, H, R, C>,
+    routes: &Routes,
+    meta: &super::meta::Meta,
+) -> agent_client_protocol::v1::Builder<Client, impl HandleDispatchFrom<Agent> + use<H, R, C>, R, C>
+where
+    H: HandleDispatchFrom<Agent>,
+    R: RunWithConnectionTo<Agent>,
+    C: HandleConnectionClose<Agent>,
+{
+    let notify_meta = meta.clone();
+    let notify_routes = routes.clone();
+    let perm_routes = routes.clone();
+    let ask_routes = routes.clone();
+    let done_routes = routes.clone();
+    builder
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                super::meta::observe(&notify_meta, &n.session_id.0, &n.update);
+                on_session_update(&notify_routes, n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: RequestPermissionRequest,
+                        responder: Responder<RequestPermissionResponse>,
+                        _cx| { on_permission_request(&perm_routes, req, responder) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: CreateElicitationRequest,
+                        responder: Responder<CreateElicitationResponse>,
+                        _cx| { on_elicitation_request(&ask_routes, req, responder) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |n: CompleteElicitationNotification, _cx| {
+                on_elicitation_complete(&done_routes, n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+}
+
+/// Runs the connection to its end; then the agent is dead to quorum, and
+/// its process group is ended (the transport, and with it the agent's
+/// stdin, is closed by then).
+async fn drive(
+    agent: String,
+    driver: impl Future<Output = Result<(), agent_client_protocol::Error>>,
+    dead: Arc<AtomicBool>,
+    kill: oneshot::Sender<()>,
+) {
+    if let Err(e) = driver.await {
+        tracing::warn!("{agent}: connection ended: {e}");
+    }
+    dead.store(true, Ordering::SeqCst);
+    // The transport, and with it the agent's stdin, is closed: the
+    // process group goes next.
+    let _ = kill.send(());
+}
+
+/// `initialize`, within the agent's `startup_timeout`: its answer, or why
+/// there is none (`died` tells how the agent died, when it did).
+async fn initialize(
+    cx: &ConnectionTo<Agent>,
+    spec: &AgentSpec,
+    dead: &AtomicBool,
+    died: impl FnOnce() -> String,
+) -> Result<InitializeResponse, AcpError> {
+    let answer = tokio::time::timeout(
+        spec.startup_timeout,
+        cx.send_request(initialize_request()).block_task(),
+    );
+    match answer.await {
+        Ok(Ok(init)) => Ok(init),
+        Err(_) => Err(AcpError::Timeout {
+            agent: spec.name.clone(),
+            what: "initialize",
+            timeout: spec.startup_timeout,
+        }),
+        Ok(Err(e)) => {
+            // Give the watcher a moment to see an exit, for a better message.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let message = if dead.load(Ordering::SeqCst) {
+                died()
+            } else {
+                super::error::describe(&e)
+            };
+            Err(AcpError::Protocol {
+                agent: spec.name.clone(),
+                what: "initialize",
+                message,
+            })
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::mcp::McpServerSpec;
 use crate::agent::Permissions;
 pub use crate::config::ConfigError;
-use crate::config::{ConfigFile, HostSpec, check_host, is_name};
+use crate::config::{AgentEntry, ConfigFile, HostSpec, check_host, is_name};
 use crate::confine::limits::Limits;
 use crate::runtime::path::locate;
 use crate::runtime::sandbox::{Policy, Sandbox};
@@ -387,57 +387,7 @@ impl Registry {
 
     fn merge_agents(&mut self, path: &Path, file: &ConfigFile) -> Result<(), ConfigError> {
         for (name, entry) in file.agents.clone() {
-            if let Some(host) = &entry.host
-                && !self.hosts.contains_key(host.get_ref())
-            {
-                let at = file.describe_span(host.span().start);
-                return Err(ConfigError::Parse {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "{at}: [agents.{name}] host = {:?}: there is no [hosts.{}] (known: {})",
-                        host.get_ref(),
-                        host.get_ref(),
-                        if self.hosts.is_empty() {
-                            "none".to_string()
-                        } else {
-                            self.hosts.keys().cloned().collect::<Vec<_>>().join(", ")
-                        }
-                    ),
-                });
-            }
-            let host = entry.host.map(toml::Spanned::into_inner);
-            let startup_timeout = match entry.startup_timeout {
-                Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
-                Some(s) => {
-                    return Err(ConfigError::Parse {
-                        path: path.to_path_buf(),
-                        message: format!(
-                            "[agents.{name}] startup_timeout must be a number of seconds above 0, got {s}"
-                        ),
-                    });
-                }
-                None => None,
-            };
-            if name.trim().is_empty() {
-                return Err(ConfigError::Parse {
-                    path: path.to_path_buf(),
-                    message: format!("[agents.{name:?}]: an agent needs a name"),
-                });
-            }
-            if !is_name(&name) {
-                return Err(ConfigError::Parse {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "[agents.{name:?}]: an agent's name is letters, digits, `-`, `_` and `.` only (it follows @ in a message)"
-                    ),
-                });
-            }
-            if entry.command.as_ref().is_some_and(|c| c.trim().is_empty()) {
-                return Err(ConfigError::Parse {
-                    path: path.to_path_buf(),
-                    message: format!("[agents.{name}] command is empty"),
-                });
-            }
+            let startup_timeout = self.check_agent(path, file, &name, &entry)?;
             // The file that set the command, for messages about it.
             let source = entry
                 .command
@@ -445,77 +395,64 @@ impl Registry {
                 .then(|| path.to_path_buf())
                 .filter(|p| p != Path::new(BUILTIN_PATH));
             let spec = match self.agents.remove(&name) {
-                Some(base) => AgentSpec {
-                    name: name.clone(),
-                    command: entry.command.unwrap_or(base.command),
-                    args: entry.args.unwrap_or(base.args),
-                    env: entry.env.unwrap_or(base.env),
-                    description: entry.description.unwrap_or(base.description),
-                    permissions: entry.permissions.unwrap_or(base.permissions),
-                    startup_timeout: startup_timeout.unwrap_or(base.startup_timeout),
-                    install: entry.install.or(base.install),
-                    model: entry.model.or(base.model),
-                    mode: entry.mode.or(base.mode),
-                    source: source.or(base.source),
-                    limits: base.limits,
-                    terminal_sandbox: entry.terminal_sandbox.or(base.terminal_sandbox),
-                    terminal_network: entry.terminal_network.unwrap_or(base.terminal_network),
-                    sandbox: entry.sandbox.or(base.sandbox),
-                    state: entry.state.unwrap_or(base.state),
-                    credentials: entry.credentials.unwrap_or(base.credentials),
-                    writable: base
-                        .writable
-                        .into_iter()
-                        .chain(entry.writable.unwrap_or_default())
-                        .collect(),
-                    protect: base
-                        .protect
-                        .into_iter()
-                        .chain(entry.protect.unwrap_or_default())
-                        .collect(),
-                    unix_sockets: base
-                        .unix_sockets
-                        .into_iter()
-                        .chain(entry.unix_sockets.unwrap_or_default())
-                        .collect(),
-                    user_namespaces: entry.user_namespaces.unwrap_or(base.user_namespaces),
-                    mcp_pick: entry.mcp_servers.or(base.mcp_pick),
-                    mcp_servers: Vec::new(),
-                    host: host.or(base.host),
-                },
-                None => AgentSpec {
-                    command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
-                        path: path.to_path_buf(),
-                        name: name.clone(),
-                    })?,
-                    name: name.clone(),
-                    args: entry.args.unwrap_or_default(),
-                    env: entry.env.unwrap_or_default(),
-                    description: entry.description.unwrap_or_default(),
-                    permissions: entry.permissions.unwrap_or_default(),
-                    startup_timeout: startup_timeout.unwrap_or(STARTUP_TIMEOUT),
-                    install: entry.install,
-                    model: entry.model,
-                    mode: entry.mode,
-                    source,
-                    limits: Limits::default(),
-                    terminal_sandbox: entry.terminal_sandbox,
-                    terminal_network: entry.terminal_network.unwrap_or(false),
-                    sandbox: entry.sandbox,
-                    state: entry.state.unwrap_or_default(),
-                    credentials: entry.credentials.unwrap_or_default(),
-                    writable: entry.writable.unwrap_or_default(),
-                    protect: entry.protect.unwrap_or_default(),
-                    unix_sockets: entry.unix_sockets.unwrap_or_default(),
-                    user_namespaces: entry.user_namespaces.unwrap_or(false),
-                    mcp_pick: entry.mcp_servers,
-                    mcp_servers: Vec::new(),
-                    host,
-                },
+                Some(base) => merged(&name, base, entry, (startup_timeout, source)),
+                None => new_agent(path, &name, entry, (startup_timeout, source))?,
             };
             self.agents.insert(name, spec);
         }
         Ok(())
+    }
+
+    /// Checks `[agents.NAME]`: its host is one of `[hosts]`, its startup
+    /// timeout a time, its name a name, its command not empty. Its startup
+    /// timeout.
+    fn check_agent(
+        &self,
+        path: &Path,
+        file: &ConfigFile,
+        name: &str,
+        entry: &AgentEntry,
+    ) -> Result<Option<Duration>, ConfigError> {
+        let refuse = |message: String| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        };
+        if let Some(host) = &entry.host
+            && !self.hosts.contains_key(host.get_ref())
+        {
+            let at = file.describe_span(host.span().start);
+            return Err(refuse(format!(
+                "{at}: [agents.{name}] host = {:?}: there is no [hosts.{}] (known: {})",
+                host.get_ref(),
+                host.get_ref(),
+                if self.hosts.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.hosts.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )));
+        }
+        let startup_timeout = match entry.startup_timeout {
+            Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+            Some(s) => {
+                return Err(refuse(format!(
+                    "[agents.{name}] startup_timeout must be a number of seconds above 0, got {s}"
+                )));
+            }
+            None => None,
+        };
+        if name.trim().is_empty() {
+            return Err(refuse(format!("[agents.{name:?}]: an agent needs a name")));
+        }
+        if !is_name(name) {
+            return Err(refuse(format!(
+                "[agents.{name:?}]: an agent's name is letters, digits, `-`, `_` and `.` only (it follows @ in a message)"
+            )));
+        }
+        if entry.command.as_ref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(refuse(format!("[agents.{name}] command is empty")));
+        }
+        Ok(startup_timeout)
     }
 
     /// Applies the config file's `[limits]` to every agent.
@@ -602,6 +539,93 @@ fn command_problem(command: &str) -> &'static str {
     } else {
         "is not executable"
     }
+}
+
+/// A known agent (`base`: built in, or from an earlier file) with what
+/// `entry` sets over it; lists (`writable`, `protect`, `unix_sockets`)
+/// add to the base's.
+fn merged(
+    name: &str,
+    base: AgentSpec,
+    entry: AgentEntry,
+    (startup_timeout, source): (Option<Duration>, Option<PathBuf>),
+) -> AgentSpec {
+    AgentSpec {
+        name: name.to_string(),
+        command: entry.command.unwrap_or(base.command),
+        args: entry.args.unwrap_or(base.args),
+        env: entry.env.unwrap_or(base.env),
+        description: entry.description.unwrap_or(base.description),
+        permissions: entry.permissions.unwrap_or(base.permissions),
+        startup_timeout: startup_timeout.unwrap_or(base.startup_timeout),
+        install: entry.install.or(base.install),
+        model: entry.model.or(base.model),
+        mode: entry.mode.or(base.mode),
+        source: source.or(base.source),
+        limits: base.limits,
+        terminal_sandbox: entry.terminal_sandbox.or(base.terminal_sandbox),
+        terminal_network: entry.terminal_network.unwrap_or(base.terminal_network),
+        sandbox: entry.sandbox.or(base.sandbox),
+        state: entry.state.unwrap_or(base.state),
+        credentials: entry.credentials.unwrap_or(base.credentials),
+        writable: base
+            .writable
+            .into_iter()
+            .chain(entry.writable.unwrap_or_default())
+            .collect(),
+        protect: base
+            .protect
+            .into_iter()
+            .chain(entry.protect.unwrap_or_default())
+            .collect(),
+        unix_sockets: base
+            .unix_sockets
+            .into_iter()
+            .chain(entry.unix_sockets.unwrap_or_default())
+            .collect(),
+        user_namespaces: entry.user_namespaces.unwrap_or(base.user_namespaces),
+        mcp_pick: entry.mcp_servers.or(base.mcp_pick),
+        mcp_servers: Vec::new(),
+        host: entry.host.map(toml::Spanned::into_inner).or(base.host),
+    }
+}
+
+/// A new agent, as `entry` sets it: it needs a command.
+fn new_agent(
+    path: &Path,
+    name: &str,
+    entry: AgentEntry,
+    (startup_timeout, source): (Option<Duration>, Option<PathBuf>),
+) -> Result<AgentSpec, ConfigError> {
+    Ok(AgentSpec {
+        command: entry.command.ok_or_else(|| ConfigError::MissingCommand {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+        })?,
+        name: name.to_string(),
+        args: entry.args.unwrap_or_default(),
+        env: entry.env.unwrap_or_default(),
+        description: entry.description.unwrap_or_default(),
+        permissions: entry.permissions.unwrap_or_default(),
+        startup_timeout: startup_timeout.unwrap_or(STARTUP_TIMEOUT),
+        install: entry.install,
+        model: entry.model,
+        mode: entry.mode,
+        source,
+        limits: Limits::default(),
+        terminal_sandbox: entry.terminal_sandbox,
+        terminal_network: entry.terminal_network.unwrap_or(false),
+        sandbox: entry.sandbox,
+        state: entry.state.unwrap_or_default(),
+        credentials: entry.credentials.unwrap_or_default(),
+        writable: entry.writable.unwrap_or_default(),
+        protect: entry.protect.unwrap_or_default(),
+        unix_sockets: entry.unix_sockets.unwrap_or_default(),
+        user_namespaces: entry.user_namespaces.unwrap_or(false),
+        mcp_pick: entry.mcp_servers,
+        mcp_servers: Vec::new(),
+        host: entry.host.map(toml::Spanned::into_inner),
+    })
 }
 
 #[cfg(test)]

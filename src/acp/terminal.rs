@@ -231,42 +231,12 @@ impl Terminals {
             return Err(refuse("the command is empty".into()));
         }
         let cwd = working_dir(&root, req.cwd.as_deref()).map_err(&refuse)?;
-        // What the agent asks for is set inside the sandbox, on the command.
-        let env: Vec<(String, String)> = req
-            .env
-            .iter()
-            .map(|v| (v.name.clone(), v.value.clone()))
-            .collect();
         let sandbox::Confined {
-            mut cmd,
+            cmd,
             sandboxed,
             weaker,
-        } = sandbox::command(
-            &req.command,
-            &req.args,
-            (root.path(), &cwd),
-            &self.policy,
-            sandbox::Env::Command(&env),
-        )
-        .map_err(|e| refuse(e.to_string()))?;
-        // One pipe for both, as a terminal has: the output keeps its order.
-        let pipe = std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w)));
-        let (reader, out, err) = pipe.map_err(|e| {
-            error(
-                ErrorCode::INTERNAL_ERROR,
-                format!("cannot make a pipe for {line}: {e}"),
-            )
-        })?;
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        let (child, group) = self.supervisor.spawn(cmd, "terminal").map_err(|e| {
-            self.notice(
-                &session,
-                format!("{}: cannot run `{line}`: {e}", self.agent),
-            );
-            error(ErrorCode::INTERNAL_ERROR, format!("cannot run {line}: {e}"))
-        })?;
+        } = self.confine(&req, (&root, &cwd)).map_err(&refuse)?;
+        let (child, group, reader) = self.spawn(cmd, &session, &line)?;
         let limit = req
             .output_byte_limit
             .map_or(MAX_OUTPUT, |l| usize::try_from(l).unwrap_or(MAX_OUTPUT))
@@ -274,56 +244,19 @@ impl Terminals {
         let output = Arc::new(Mutex::new(Output::new(limit)));
         let (exit_tx, exit) = watch::channel(None);
         let killed = Arc::new(AtomicBool::new(false));
-        let id = {
-            let mut table = lock(&self.table);
-            // Its turn ended while it started: it goes at once (the group
-            // is ended as it is dropped). Ended and closed, or ended and
-            // its routes gone already (and so no longer kept closed): the
-            // routes are read under the table's lock, which the turn's end
-            // takes to close it.
-            let routed = lock(&self.routes).contains_key(&session);
-            if !routed || table.closed.contains(&session) {
-                drop(table);
-                // Killed outright, no grace: just started, bubblewrap may
-                // not have made the sandbox's init yet, which a `SIGTERM`
-                // sent now would miss (and it ignores one from outside).
-                self.supervisor
-                    .terminate_blocking(&group, std::time::Duration::ZERO);
-                return Err(refuse(format!("the turn of session {session} ended")));
-            }
-            table.next += 1;
-            let id = format!("term-{}", table.next);
-            table.live.insert(
-                id.clone(),
-                Arc::new(Term {
-                    id: id.clone(),
-                    session: session.clone(),
-                    output: output.clone(),
-                    exit,
-                    group,
-                    killed: killed.clone(),
-                }),
-            );
-            if !sandboxed && table.told.insert(session.clone()) {
-                let why = match self.policy.mode {
-                    Some(Sandbox::None) => "terminal_sandbox = \"none\" in its config",
-                    _ => "bubblewrap (bwrap) is not installed",
-                };
-                drop(table);
-                self.notice(
-                    &session,
-                    format!(
-                        "{}: terminal commands are not sandboxed ({why}): they can write outside the session directory",
-                        self.agent
-                    ),
-                );
-            } else if let Some(weaker) = weaker
-                && table.told.insert(session.clone())
-            {
-                drop(table);
-                self.notice(&session, format!("{}: {weaker}", self.agent));
-            }
-            id
+        let term = Term {
+            // Its id is given as it is kept.
+            id: String::new(),
+            session: session.clone(),
+            output: output.clone(),
+            exit,
+            group,
+            killed: killed.clone(),
+        };
+        let id = match self.keep(&session, term, (sandboxed, weaker)) {
+            Ok(id) => id,
+            // Its group goes with it, once the refusal is told.
+            Err(_ended) => return Err(refuse(format!("the turn of session {session} ended"))),
         };
         tracing::info!(
             "{}: terminal {id}: `{line}` in {} ({})",
@@ -357,6 +290,108 @@ impl Terminals {
             .await;
             tracing::info!("{agent}: terminal {tid} ended: {status:?}");
         });
+        Ok(id)
+    }
+
+    /// Runs `cmd` in a process group of its own, owned by the supervisor,
+    /// its output and errors into one pipe, as a terminal has (the output
+    /// keeps its order): the child, its group, and the pipe's reading end.
+    fn spawn(
+        &self,
+        mut cmd: tokio::process::Command,
+        session: &str,
+        line: &str,
+    ) -> Result<(tokio::process::Child, Group, std::io::PipeReader), Error> {
+        let pipe = std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w)));
+        let (reader, out, err) = pipe.map_err(|e| {
+            error(
+                ErrorCode::INTERNAL_ERROR,
+                format!("cannot make a pipe for {line}: {e}"),
+            )
+        })?;
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        let (child, group) = self.supervisor.spawn(cmd, "terminal").map_err(|e| {
+            self.notice(session, format!("{}: cannot run `{line}`: {e}", self.agent));
+            error(ErrorCode::INTERNAL_ERROR, format!("cannot run {line}: {e}"))
+        })?;
+        Ok((child, group, reader))
+    }
+
+    /// `req`'s command, run in `cwd` (inside `root`) and confined as the
+    /// agent's terminal policy says, with the environment the agent asks
+    /// for; or why it cannot be.
+    fn confine(
+        &self,
+        req: &CreateTerminalRequest,
+        (root, cwd): (&Root, &Path),
+    ) -> Result<sandbox::Confined, String> {
+        // What the agent asks for is set inside the sandbox, on the command.
+        let env: Vec<(String, String)> = req
+            .env
+            .iter()
+            .map(|v| (v.name.clone(), v.value.clone()))
+            .collect();
+        sandbox::command(
+            &req.command,
+            &req.args,
+            (root.path(), cwd),
+            &self.policy,
+            sandbox::Env::Command(&env),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// Keeps `session`'s new terminal in the table, under a new id, and
+    /// tells the session once that its commands are not sandboxed (or
+    /// less than they should be). Its turn ended while it started: its
+    /// command is ended at once, and the terminal given back.
+    fn keep(
+        &self,
+        session: &str,
+        mut term: Term,
+        (sandboxed, weaker): (bool, Option<String>),
+    ) -> Result<String, Term> {
+        let mut table = lock(&self.table);
+        // Its turn ended while it started: it goes at once (the group
+        // is ended as it is dropped). Ended and closed, or ended and
+        // its routes gone already (and so no longer kept closed): the
+        // routes are read under the table's lock, which the turn's end
+        // takes to close it.
+        let routed = lock(&self.routes).contains_key(session);
+        if !routed || table.closed.contains(session) {
+            drop(table);
+            // Killed outright, no grace: just started, bubblewrap may
+            // not have made the sandbox's init yet, which a `SIGTERM`
+            // sent now would miss (and it ignores one from outside).
+            self.supervisor
+                .terminate_blocking(&term.group, std::time::Duration::ZERO);
+            return Err(term);
+        }
+        table.next += 1;
+        let id = format!("term-{}", table.next);
+        term.id = id.clone();
+        table.live.insert(id.clone(), Arc::new(term));
+        if !sandboxed && table.told.insert(session.to_string()) {
+            let why = match self.policy.mode {
+                Some(Sandbox::None) => "terminal_sandbox = \"none\" in its config",
+                _ => "bubblewrap (bwrap) is not installed",
+            };
+            drop(table);
+            self.notice(
+                session,
+                format!(
+                    "{}: terminal commands are not sandboxed ({why}): they can write outside the session directory",
+                    self.agent
+                ),
+            );
+        } else if let Some(weaker) = weaker
+            && table.told.insert(session.to_string())
+        {
+            drop(table);
+            self.notice(session, format!("{}: {weaker}", self.agent));
+        }
         Ok(id)
     }
 

@@ -67,6 +67,19 @@ fn rows(
             file.source(&["max_parallel"]),
         ),
     ];
+    model_rows(&mut rows, file, model, env);
+    section_rows(&mut rows, file, &session);
+    named_rows(&mut rows, file, &session);
+    Ok(rows)
+}
+
+/// `[model]` (its name and base URL) and `agent_depth`.
+fn model_rows(
+    rows: &mut Vec<Row>,
+    file: &ConfigFile,
+    model: &ModelChoice,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
     let settings = ModelSettings::resolve(model, file, env);
     rows.push(match &settings.spec {
         Some((spec, source)) => row("model.name", spec, source.clone()),
@@ -82,6 +95,10 @@ fn rows(
         Source::Flag("--agent-depth")
     };
     rows.push(row("agent_depth", model.agent_depth, depth));
+}
+
+/// `[limits]`, `[mcp]`, `[acp]` and `[internal]`, as `session` takes them.
+fn section_rows(rows: &mut Vec<Row>, file: &ConfigFile, session: &SessionConfig) {
     let limits = session.limits;
     for (name, value) in [
         ("max_frame_bytes", limits.max_frame_bytes),
@@ -121,6 +138,11 @@ fn rows(
         shell.network,
         file.source(&["internal", "terminal_network"]),
     ));
+}
+
+/// A line per host, MCP server and agent (an agent built in says so, and
+/// where the file changed it).
+fn named_rows(rows: &mut Vec<Row>, file: &ConfigFile, session: &SessionConfig) {
     for (name, host) in session.registry.hosts() {
         let source = file.source(&["hosts", name]);
         rows.push(row(&format!("hosts.{name}"), &host.ssh, source));
@@ -149,7 +171,6 @@ fn rows(
             source,
         });
     }
-    Ok(rows)
 }
 
 /// The config file's line, then the rows as a table (names, values and

@@ -82,10 +82,8 @@ impl Progress {
         }
     }
 
+    /// The line for `event`, if it has one.
     fn line(&mut self, event: &Event) -> Option<String> {
-        let label = |labels: &std::collections::HashMap<String, String>, call_id: &str| {
-            labels.get(call_id).cloned().unwrap_or_default()
-        };
         let line = match event {
             Event::SubagentStarted {
                 call_id,
@@ -117,7 +115,7 @@ impl Progress {
                 ..
             } => format!(
                 "{}: ■ {stop_reason}{}",
-                label(&self.labels, call_id),
+                self.label(call_id),
                 severity
                     .map(|s| format!(", verdict {}", s.as_str()))
                     .unwrap_or_default()
@@ -128,106 +126,126 @@ impl Progress {
                 session_id,
             } => format!(
                 "{}: session: {} {}",
-                label(&self.labels, call_id),
+                self.label(call_id),
                 session.label(),
                 sanitize(session_id.as_deref().unwrap_or(""))
             ),
             Event::SubagentCancelling { call_id } => format!(
                 "{}: ⊘ cancelling… (Ctrl+C again exits at once)",
-                label(&self.labels, call_id)
+                self.label(call_id)
             ),
             Event::SubagentFollowup { call_id, input, .. } => format!(
                 "{}: › follow-up: {}",
-                label(&self.labels, call_id),
+                self.label(call_id),
                 sanitize(input.lines().next().unwrap_or(""))
             ),
             Event::SubagentActivity { call_id, activity } => {
-                let what = match activity {
-                    Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
-                    Activity::PermissionRequest { title, .. } => {
-                        format!("? permission: {}", sanitize(title))
-                    }
-                    Activity::PermissionResolved { outcome, .. } => {
-                        format!("  → {}", sanitize(outcome))
-                    }
-                    Activity::Notice { text } => format!("! {}", sanitize(text)),
-                    Activity::Elicitation { message, url, .. } => {
-                        let url = url
-                            .as_ref()
-                            .map(|u| format!(" (open {})", sanitize(u)))
-                            .unwrap_or_default();
-                        format!(
-                            "? question: {}{url}",
-                            sanitize(message.lines().next().unwrap_or(""))
-                        )
-                    }
-                    Activity::ElicitationResolved {
-                        outcome,
-                        content,
-                        reason,
-                        ..
-                    } => {
-                        let content = content
-                            .as_ref()
-                            .filter(|c| !c.is_empty())
-                            .map(|c| format!(" {}", sanitize(&crate::event::form::summary(c))))
-                            .unwrap_or_default();
-                        let reason = reason
-                            .as_ref()
-                            .map(|r| format!(": {}", sanitize(r)))
-                            .unwrap_or_default();
-                        format!("  → {}{content}{reason}", sanitize(outcome))
-                    }
-                    // A command in one of quorum's terminals: its line and
-                    // how it ended (its output is the agent's to report).
-                    Activity::TerminalStarted { command, .. } => {
-                        format!("$ {}", sanitize(command))
-                    }
-                    Activity::TerminalExit {
-                        exit_code, signal, ..
-                    } => format!(
-                        "$ … {}",
-                        match (exit_code, signal) {
-                            (Some(code), _) => format!("exit {code}"),
-                            (None, Some(sig)) => format!("killed by {}", sanitize(sig)),
-                            (None, None) => "ended".to_string(),
-                        }
-                    ),
-                    _ => return None,
-                };
-                format!("{}: {what}", label(&self.labels, call_id))
+                let what = activity_line(activity)?;
+                format!("{}: {what}", self.label(call_id))
             }
-            Event::BatchStarted { tasks, review, .. } => format!(
-                "batch of {tasks} {}",
-                if *review { "reviews" } else { "tasks" }
-            ),
-            Event::BatchFinished {
-                total,
-                succeeded,
-                worst_verdict,
-                ..
-            } => format!(
-                "batch done: {succeeded} of {total} succeeded{}",
-                worst_verdict
-                    .map(|s| format!(", worst verdict {}", s.as_str()))
-                    .unwrap_or_default()
-            ),
-            Event::ReviewQuorum { quorum, .. } => {
-                format!("quorum: {}", sanitize(&quorum.label()))
-            }
-            Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
-            Event::ModelRetry {
-                attempt,
-                wait_ms,
-                reason,
-            } => format!(
-                "model: {}; retry {attempt} in {:.1} s",
-                sanitize(reason),
-                *wait_ms as f64 / 1000.0
-            ),
-            Event::Error { text } => format!("error: {}", sanitize(text)),
-            _ => return None,
+            _ => return session_line(event),
         };
         Some(line)
     }
+
+    /// How a call is named on its lines (`agent`, or `agent [t1]`).
+    fn label(&self, call_id: &str) -> String {
+        self.labels.get(call_id).cloned().unwrap_or_default()
+    }
+}
+
+/// What a call's agent did, when that is worth a line.
+fn activity_line(activity: &Activity) -> Option<String> {
+    let what = match activity {
+        Activity::ToolCall { title, .. } => format!("⚙ {}", sanitize(title)),
+        Activity::PermissionRequest { title, .. } => {
+            format!("? permission: {}", sanitize(title))
+        }
+        Activity::PermissionResolved { outcome, .. } => {
+            format!("  → {}", sanitize(outcome))
+        }
+        Activity::Notice { text } => format!("! {}", sanitize(text)),
+        Activity::Elicitation { message, url, .. } => {
+            let url = url
+                .as_ref()
+                .map(|u| format!(" (open {})", sanitize(u)))
+                .unwrap_or_default();
+            format!(
+                "? question: {}{url}",
+                sanitize(message.lines().next().unwrap_or(""))
+            )
+        }
+        Activity::ElicitationResolved {
+            outcome,
+            content,
+            reason,
+            ..
+        } => {
+            let content = content
+                .as_ref()
+                .filter(|c| !c.is_empty())
+                .map(|c| format!(" {}", sanitize(&crate::event::form::summary(c))))
+                .unwrap_or_default();
+            let reason = reason
+                .as_ref()
+                .map(|r| format!(": {}", sanitize(r)))
+                .unwrap_or_default();
+            format!("  → {}{content}{reason}", sanitize(outcome))
+        }
+        // A command in one of quorum's terminals: its line and how it
+        // ended (its output is the agent's to report).
+        Activity::TerminalStarted { command, .. } => {
+            format!("$ {}", sanitize(command))
+        }
+        Activity::TerminalExit {
+            exit_code, signal, ..
+        } => format!(
+            "$ … {}",
+            match (exit_code, signal) {
+                (Some(code), _) => format!("exit {code}"),
+                (None, Some(sig)) => format!("killed by {}", sanitize(sig)),
+                (None, None) => "ended".to_string(),
+            }
+        ),
+        _ => return None,
+    };
+    Some(what)
+}
+
+/// The line of an event of the session's own (batches, notes, the
+/// model's retries, errors), if it has one.
+fn session_line(event: &Event) -> Option<String> {
+    let line = match event {
+        Event::BatchStarted { tasks, review, .. } => format!(
+            "batch of {tasks} {}",
+            if *review { "reviews" } else { "tasks" }
+        ),
+        Event::BatchFinished {
+            total,
+            succeeded,
+            worst_verdict,
+            ..
+        } => format!(
+            "batch done: {succeeded} of {total} succeeded{}",
+            worst_verdict
+                .map(|s| format!(", worst verdict {}", s.as_str()))
+                .unwrap_or_default()
+        ),
+        Event::ReviewQuorum { quorum, .. } => {
+            format!("quorum: {}", sanitize(&quorum.label()))
+        }
+        Event::Notice { text, .. } => format!("note: {}", sanitize(text)),
+        Event::ModelRetry {
+            attempt,
+            wait_ms,
+            reason,
+        } => format!(
+            "model: {}; retry {attempt} in {:.1} s",
+            sanitize(reason),
+            *wait_ms as f64 / 1000.0
+        ),
+        Event::Error { text } => format!("error: {}", sanitize(text)),
+        _ => return None,
+    };
+    Some(line)
 }

@@ -129,37 +129,13 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
             return Ok(EXIT_ERROR);
         }
     };
-    let agents: Vec<String> = if args.agents.is_empty() {
-        let installed = session.registry.installed();
-        installed.iter().map(|a| a.name.clone()).collect()
-    } else {
-        args.agents.clone()
-    };
-    if agents.is_empty() {
-        crate::say!("quorum: no agent is installed to review with (see `quorum agents`)");
-        return Ok(EXIT_ERROR);
-    }
-    for agent in &agents {
-        if let Err(e) = session.registry.get(agent) {
-            crate::say!("quorum: --agents: {e}");
-            return Ok(EXIT_ERROR);
-        }
-    }
     let dir = session.root.path().to_path_buf();
-    let rev = match &args.branch {
-        Some(branch) => {
-            match crate::worktree::Repo::find(&dir).and_then(|r| r.fork_point(branch)) {
-                Ok(base) => format!("{base}...{branch}"),
-                Err(e) => {
-                    crate::say!("quorum: --branch {branch}: {e}");
-                    return Ok(EXIT_ERROR);
-                }
-            }
-        }
-        None => args.base.clone().unwrap_or_else(|| "HEAD".to_string()),
-    };
-    let diff = match diff(&dir, &rev) {
-        Ok(d) => d,
+    let (agents, rev, diff) = match reviewers(&args, &session.registry).and_then(|agents| {
+        let rev = revision(&args, &dir)?;
+        let diff = diff(&dir, &rev)?;
+        Ok((agents, rev, diff))
+    }) {
+        Ok(found) => found,
         Err(e) => {
             crate::say!("quorum: {e}");
             return Ok(EXIT_ERROR);
@@ -176,6 +152,57 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         }
         return Ok(EXIT_GREEN);
     }
+    let input = review_input(&args, &agents, (&dir, &rev, &diff));
+    let (session, events) = Session::start(session, Instant::now())?;
+    let mut progress = Progress::default();
+    let printer = Printer::spawn(events, move |event| progress.print(&event.event));
+    let code = run(&session, input, &rev, args.json).await;
+    session.close_agent_sessions().await;
+    session.shutdown();
+    printer.finish().await;
+    Ok(code)
+}
+
+/// The reviewers: `--agents` (each known), or every installed agent.
+fn reviewers(
+    args: &ReviewArgs,
+    registry: &crate::acp::registry::Registry,
+) -> Result<Vec<String>, String> {
+    let agents: Vec<String> = if args.agents.is_empty() {
+        let installed = registry.installed();
+        installed.iter().map(|a| a.name.clone()).collect()
+    } else {
+        args.agents.clone()
+    };
+    if agents.is_empty() {
+        return Err("no agent is installed to review with (see `quorum agents`)".into());
+    }
+    for agent in &agents {
+        if let Err(e) = registry.get(agent) {
+            return Err(format!("--agents: {e}"));
+        }
+    }
+    Ok(agents)
+}
+
+/// What `git diff` reviews: `--branch B` from where it left its base,
+/// else `--base REV`, else `HEAD`.
+fn revision(args: &ReviewArgs, dir: &Path) -> Result<String, String> {
+    Ok(match &args.branch {
+        Some(branch) => match crate::worktree::Repo::find(dir).and_then(|r| r.fork_point(branch)) {
+            Ok(base) => format!("{base}...{branch}"),
+            Err(e) => return Err(format!("--branch {branch}: {e}")),
+        },
+        None => args.base.clone().unwrap_or_else(|| "HEAD".to_string()),
+    })
+}
+
+/// The batch of reviews: one task per reviewer, each a fresh session.
+fn review_input(
+    args: &ReviewArgs,
+    agents: &[String],
+    (dir, rev, diff): (&Path, &str, &str),
+) -> SubAgentCallInput {
     let message = match &args.branch {
         // The dispatcher adds the branch's diff, and records the verdict.
         Some(branch) => format!(
@@ -183,9 +210,9 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
              security problems and anything that must be fixed before it is merged.",
             dir.display()
         ),
-        None => prompt(&dir, &rev, &diff),
+        None => prompt(dir, rev, diff),
     };
-    let input = SubAgentCallInput {
+    SubAgentCallInput {
         tasks: Some(
             agents
                 .iter()
@@ -201,15 +228,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         // Sessions last one invocation: every reviewer starts fresh.
         continue_session: false,
         ..SubAgentCallInput::default()
-    };
-    let (session, events) = Session::start(session, Instant::now())?;
-    let mut progress = Progress::default();
-    let printer = Printer::spawn(events, move |event| progress.print(&event.event));
-    let code = run(&session, input, &rev, args.json).await;
-    session.close_agent_sessions().await;
-    session.shutdown();
-    printer.finish().await;
-    Ok(code)
+    }
 }
 
 /// Runs the review batch, prints its results and returns the exit code.

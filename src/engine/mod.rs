@@ -148,25 +148,19 @@ impl Session {
         if let Some(recorder) = recorder {
             let _ = emitter.record(recorder);
         }
-        if continued.is_some() {
-            emitter.emit(Event::SessionResumed {
-                at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-                quorum_version: env!("CARGO_PKG_VERSION").to_string(),
-            });
-        }
-        emitter.emit(Event::SessionInfo {
-            model: match (&config.model, &config.conductor) {
-                (Some(m), _) => Some(m.name()),
-                (None, Some(agent)) => Some(format!("acp:{agent}")),
-                (None, None) => None,
-            },
-            agents: config
-                .registry
-                .installed()
-                .iter()
-                .map(|a| a.name.clone())
-                .collect(),
-        });
+        announce(&emitter, &config, continued.is_some());
+        let session = Self::wire(config, (emitter, clock), history, continued)?;
+        Ok((session, events))
+    }
+
+    /// The session's parts wired to its bus: the dispatcher and its
+    /// agents, the conductors, the chat; a continued session carries on.
+    fn wire(
+        config: SessionConfig,
+        (emitter, clock): (Emitter, Instant),
+        history: &[Stamped],
+        continued: Option<(resume::Continued, Option<u64>)>,
+    ) -> Result<Self, SetupError> {
         let root = config.root.clone();
         let transcript = config.resume.clone().or_else(|| config.record.clone());
         let supervisor = Supervisor::new();
@@ -183,27 +177,12 @@ impl Session {
         dispatcher.set_elicit(config.elicit);
         let chat_answers: conductor::ChatAnswers = Arc::default();
         let handed: conductor::HandedTools = Arc::default();
-        let conductors: conductor::Factory = {
-            let handed = handed.clone();
-            let (dispatcher, emitter) = (Arc::downgrade(&dispatcher), emitter.clone());
-            let (root, supervisor) = (root.clone(), supervisor.clone());
-            let (permissions, elicit) = (config.permissions, config.elicit);
-            let answers = chat_answers.clone();
-            Arc::new(move |name: &str| {
-                let dispatcher = dispatcher
-                    .upgrade()
-                    .ok_or(conductor::ConductorError::Ended)?;
-                let spec = dispatcher.registry().get(name)?.clone();
-                let conductor = conductor::AcpConductor::new(
-                    spec,
-                    handed.clone(),
-                    (root.clone(), supervisor.clone(), emitter.clone()),
-                    (permissions, elicit),
-                    answers.clone(),
-                );
-                Ok(Box::new(conductor) as Box<dyn crate::model_loop::chat::Conductor>)
-            })
-        };
+        let conductors = conductor_factory(
+            &dispatcher,
+            (&handed, &chat_answers),
+            (&root, &supervisor, &emitter),
+            (config.permissions, config.elicit),
+        );
         let conducted = config.model.is_none() && config.conductor.is_some();
         let (chat, completions) = match config.model {
             None if config.conductor.is_some() => {
@@ -250,7 +229,7 @@ impl Session {
         if let Some((continued, cut)) = continued {
             session.carry_on(continued, cut, history, config.resume.as_deref());
         }
-        Ok((session, events))
+        Ok(session)
     }
 
     /// Takes up where a recorded session ended: its sub-agent memory and
@@ -512,4 +491,56 @@ fn open_recorder(
             path: path.to_path_buf(),
             error,
         })
+}
+
+/// Says the session began: continued (`resumed`), then its chat and the
+/// agents installed.
+fn announce(emitter: &Emitter, config: &SessionConfig, resumed: bool) {
+    if resumed {
+        emitter.emit(Event::SessionResumed {
+            at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            quorum_version: env!("CARGO_PKG_VERSION").to_string(),
+        });
+    }
+    emitter.emit(Event::SessionInfo {
+        model: match (&config.model, &config.conductor) {
+            (Some(m), _) => Some(m.name()),
+            (None, Some(agent)) => Some(format!("acp:{agent}")),
+            (None, None) => None,
+        },
+        agents: config
+            .registry
+            .installed()
+            .iter()
+            .map(|a| a.name.clone())
+            .collect(),
+    });
+}
+
+/// Makes a conductor by its agent's name (the session's chat, or
+/// `/model acp:NAME`), while the session lives.
+fn conductor_factory(
+    dispatcher: &Arc<Dispatcher>,
+    (handed, answers): (&conductor::HandedTools, &conductor::ChatAnswers),
+    (root, supervisor, emitter): (&crate::confine::fsroot::Root, &Supervisor, &Emitter),
+    (permissions, elicit): (crate::agent::Permissions, crate::agent::Elicit),
+) -> conductor::Factory {
+    let handed = handed.clone();
+    let (dispatcher, emitter) = (Arc::downgrade(dispatcher), emitter.clone());
+    let (root, supervisor) = (root.clone(), supervisor.clone());
+    let answers = answers.clone();
+    Arc::new(move |name: &str| {
+        let dispatcher = dispatcher
+            .upgrade()
+            .ok_or(conductor::ConductorError::Ended)?;
+        let spec = dispatcher.registry().get(name)?.clone();
+        let conductor = conductor::AcpConductor::new(
+            spec,
+            handed.clone(),
+            (root.clone(), supervisor.clone(), emitter.clone()),
+            (permissions, elicit),
+            answers.clone(),
+        );
+        Ok(Box::new(conductor) as Box<dyn crate::model_loop::chat::Conductor>)
+    })
 }

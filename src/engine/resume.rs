@@ -50,138 +50,11 @@ impl Continued {
     /// Reads `events` (a whole recorded session); the context keeps at
     /// most `budget` chars of the newest turns.
     pub fn of(events: &[Stamped], budget: u64) -> Self {
-        let mut context: Vec<&ChatEntry> = Vec::new();
-        // Running calls by call id, and their order.
-        let mut running: HashMap<&str, Interrupted> = HashMap::new();
-        let mut order: Vec<&str> = Vec::new();
-        let mut ordered: HashSet<&str> = HashSet::new();
-        let mut finished_tasks: Vec<&str> = Vec::new();
-        let mut reported: HashSet<&str> = HashSet::new();
-        let mut batches: Vec<(&str, Vec<&str>)> = Vec::new();
-        let mut open_batches: HashSet<&str> = HashSet::new();
-        let mut task_of: HashMap<&str, &str> = HashMap::new();
-        let mut agent_of: HashMap<&str, &str> = HashMap::new();
-        let mut open_turn = false;
-        let mut last_t = 0;
+        let mut read = Reading::default();
         for stamped in events {
-            last_t = last_t.max(stamped.t);
-            match &stamped.event {
-                Event::ChatMessage { message } => context.push(message),
-                Event::ChatReset => context.clear(),
-                Event::TurnStarted => open_turn = true,
-                Event::TurnEnded { .. } => open_turn = false,
-                Event::SubagentStarted {
-                    call_id,
-                    task_id,
-                    agent,
-                    batch_id,
-                    ..
-                } => {
-                    running.insert(
-                        call_id,
-                        Interrupted {
-                            call_id: call_id.clone(),
-                            task_id: task_id.clone(),
-                            agent: agent.name().to_string(),
-                            partial: String::new(),
-                        },
-                    );
-                    if ordered.insert(call_id) {
-                        order.push(call_id);
-                    }
-                    agent_of.insert(call_id, agent.name());
-                    if let Some(task_id) = task_id {
-                        task_of.insert(call_id, task_id);
-                    }
-                    if let Some(batch) = batch_id
-                        && let Some((_, calls)) = batches.iter_mut().find(|(b, _)| b == batch)
-                    {
-                        calls.push(call_id);
-                    }
-                }
-                Event::SubagentBackgrounded { call_id, task_id } => {
-                    // The call went on as a background task.
-                    task_of.insert(call_id, task_id);
-                    if let Some(call) = running.get_mut(call_id.as_str()) {
-                        call.task_id = Some(task_id.clone());
-                    }
-                }
-                Event::SubagentFollowup { call_id, .. } => {
-                    // A finished task runs again: it is running once more.
-                    if let Some(task_id) = task_of.get(call_id.as_str()) {
-                        finished_tasks.retain(|t| t != task_id);
-                        reported.remove(task_id);
-                    }
-                    running.entry(call_id).or_insert_with(|| Interrupted {
-                        call_id: call_id.clone(),
-                        task_id: task_of.get(call_id.as_str()).map(|t| t.to_string()),
-                        agent: agent_of.get(call_id.as_str()).unwrap_or(&"").to_string(),
-                        partial: String::new(),
-                    });
-                    if ordered.insert(call_id) {
-                        order.push(call_id);
-                    }
-                }
-                Event::SubagentActivity { call_id, activity } => {
-                    if let Some(call) = running.get_mut(call_id.as_str()) {
-                        match activity {
-                            Activity::MessageChunk { text } => call.partial.push_str(text),
-                            Activity::ToolCall { .. } => call.partial.clear(),
-                            _ => {}
-                        }
-                    }
-                }
-                Event::SubagentFinished {
-                    call_id,
-                    stop_reason,
-                    ..
-                } => {
-                    running.remove(call_id.as_str());
-                    // An interrupted task is not a report: the model was
-                    // told of it when the session was continued.
-                    if let Some(task_id) = task_of.get(call_id.as_str())
-                        && *stop_reason != StopReason::Interrupted
-                    {
-                        finished_tasks.push(task_id);
-                    }
-                }
-                Event::TaskReported { task_id } => {
-                    reported.insert(task_id);
-                }
-                Event::BatchStarted { batch_id, .. } => {
-                    batches.push((batch_id, Vec::new()));
-                    open_batches.insert(batch_id);
-                }
-                Event::BatchFinished { batch_id, .. } => {
-                    open_batches.remove(batch_id.as_str());
-                }
-                _ => {}
-            }
+            read.take(stamped);
         }
-        let interrupted = order
-            .iter()
-            .filter_map(|id| running.remove(id))
-            .collect::<Vec<_>>();
-        let mut undelivered: Vec<String> = Vec::new();
-        for task_id in finished_tasks {
-            if !reported.contains(task_id) && !undelivered.iter().any(|t| t == task_id) {
-                undelivered.push(task_id.to_string());
-            }
-        }
-        let (context, dropped_turns) = fit(repair(&context), budget);
-        Self {
-            context,
-            dropped_turns,
-            interrupted,
-            open_turn,
-            open_batches: batches
-                .into_iter()
-                .filter(|(b, _)| open_batches.contains(b))
-                .map(|(b, calls)| (b.to_string(), calls.into_iter().map(String::from).collect()))
-                .collect(),
-            undelivered,
-            last_t,
-        }
+        read.continued(budget)
     }
 
     /// What the chat model is told before the person's next message, once.
@@ -219,6 +92,168 @@ impl Continued {
         }
         note.push_str("\n\n");
         Some(note)
+    }
+}
+
+/// A recorded session as it is read, event by event.
+#[derive(Default)]
+struct Reading<'a> {
+    /// The chat model's context since the last `/new`.
+    context: Vec<&'a ChatEntry>,
+    /// Running calls by call id, and their order.
+    running: HashMap<&'a str, Interrupted>,
+    order: Vec<&'a str>,
+    ordered: HashSet<&'a str>,
+    finished_tasks: Vec<&'a str>,
+    reported: HashSet<&'a str>,
+    /// Batches (their tasks' call ids), and those not finished.
+    batches: Vec<(&'a str, Vec<&'a str>)>,
+    open_batches: HashSet<&'a str>,
+    task_of: HashMap<&'a str, &'a str>,
+    agent_of: HashMap<&'a str, &'a str>,
+    open_turn: bool,
+    last_t: u64,
+}
+
+impl<'a> Reading<'a> {
+    /// Takes in one event.
+    fn take(&mut self, stamped: &'a Stamped) {
+        self.last_t = self.last_t.max(stamped.t);
+        match &stamped.event {
+            Event::ChatMessage { message } => self.context.push(message),
+            Event::ChatReset => self.context.clear(),
+            Event::TurnStarted => self.open_turn = true,
+            Event::TurnEnded { .. } => self.open_turn = false,
+            started @ Event::SubagentStarted { .. } => self.started(started),
+            Event::SubagentBackgrounded { call_id, task_id } => {
+                // The call went on as a background task.
+                self.task_of.insert(call_id, task_id);
+                if let Some(call) = self.running.get_mut(call_id.as_str()) {
+                    call.task_id = Some(task_id.clone());
+                }
+            }
+            Event::SubagentFollowup { call_id, .. } => self.followup(call_id),
+            Event::SubagentActivity { call_id, activity } => {
+                if let Some(call) = self.running.get_mut(call_id.as_str()) {
+                    match activity {
+                        Activity::MessageChunk { text } => call.partial.push_str(text),
+                        Activity::ToolCall { .. } => call.partial.clear(),
+                        _ => {}
+                    }
+                }
+            }
+            Event::SubagentFinished {
+                call_id,
+                stop_reason,
+                ..
+            } => {
+                self.running.remove(call_id.as_str());
+                // An interrupted task is not a report: the model was
+                // told of it when the session was continued.
+                if let Some(task_id) = self.task_of.get(call_id.as_str())
+                    && *stop_reason != StopReason::Interrupted
+                {
+                    self.finished_tasks.push(task_id);
+                }
+            }
+            Event::TaskReported { task_id } => {
+                self.reported.insert(task_id);
+            }
+            Event::BatchStarted { batch_id, .. } => {
+                self.batches.push((batch_id, Vec::new()));
+                self.open_batches.insert(batch_id);
+            }
+            Event::BatchFinished { batch_id, .. } => {
+                self.open_batches.remove(batch_id.as_str());
+            }
+            _ => {}
+        }
+    }
+
+    /// A call started (`subagent_started`): running, in its batch.
+    fn started(&mut self, started: &'a Event) {
+        let Event::SubagentStarted {
+            call_id,
+            task_id,
+            agent,
+            batch_id,
+            ..
+        } = started
+        else {
+            return;
+        };
+        self.running.insert(
+            call_id,
+            Interrupted {
+                call_id: call_id.clone(),
+                task_id: task_id.clone(),
+                agent: agent.name().to_string(),
+                partial: String::new(),
+            },
+        );
+        if self.ordered.insert(call_id) {
+            self.order.push(call_id);
+        }
+        self.agent_of.insert(call_id, agent.name());
+        if let Some(task_id) = task_id {
+            self.task_of.insert(call_id, task_id);
+        }
+        if let Some(batch) = batch_id
+            && let Some((_, calls)) = self.batches.iter_mut().find(|(b, _)| b == batch)
+        {
+            calls.push(call_id);
+        }
+    }
+
+    /// A finished task runs again: it is running once more.
+    fn followup(&mut self, call_id: &'a str) {
+        if let Some(task_id) = self.task_of.get(call_id) {
+            self.finished_tasks.retain(|t| t != task_id);
+            self.reported.remove(task_id);
+        }
+        let (task_of, agent_of) = (&self.task_of, &self.agent_of);
+        self.running.entry(call_id).or_insert_with(|| Interrupted {
+            call_id: call_id.to_string(),
+            task_id: task_of.get(call_id).map(|t| t.to_string()),
+            agent: agent_of.get(call_id).unwrap_or(&"").to_string(),
+            partial: String::new(),
+        });
+        if self.ordered.insert(call_id) {
+            self.order.push(call_id);
+        }
+    }
+
+    /// What the whole session leaves: the calls still running are
+    /// interrupted, the finished tasks not reported are undelivered, and
+    /// the context is fitted to `budget`.
+    fn continued(mut self, budget: u64) -> Continued {
+        let interrupted = self
+            .order
+            .iter()
+            .filter_map(|id| self.running.remove(id))
+            .collect::<Vec<_>>();
+        let mut undelivered: Vec<String> = Vec::new();
+        for task_id in self.finished_tasks {
+            if !self.reported.contains(task_id) && !undelivered.iter().any(|t| t == task_id) {
+                undelivered.push(task_id.to_string());
+            }
+        }
+        let (context, dropped_turns) = fit(repair(&self.context), budget);
+        let open = &self.open_batches;
+        Continued {
+            context,
+            dropped_turns,
+            interrupted,
+            open_turn: self.open_turn,
+            open_batches: self
+                .batches
+                .into_iter()
+                .filter(|(b, _)| open.contains(b))
+                .map(|(b, calls)| (b.to_string(), calls.into_iter().map(String::from).collect()))
+                .collect(),
+            undelivered,
+            last_t: self.last_t,
+        }
     }
 }
 

@@ -184,7 +184,96 @@ enum Block {
     Other,
 }
 
+/// A count in the JSON (0 when it is not one).
+fn number(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
 impl Decoder {
+    /// `content_block_start`: text (its first text, if any), or a tool
+    /// call (started), or something not shown.
+    fn block_start(&mut self, json: &Value, out: &mut Vec<Delta>) {
+        let index = number(&json["index"]);
+        let block = &json["content_block"];
+        let block = match block["type"].as_str() {
+            Some("text") => {
+                if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push(Delta::Text(text.to_string()));
+                }
+                Block::Text
+            }
+            Some("tool_use") => {
+                let ordinal = self.tools;
+                self.tools += 1;
+                out.push(Delta::ToolCallStart {
+                    index: ordinal,
+                    id: block["id"].as_str().unwrap_or("").to_string(),
+                    name: block["name"].as_str().unwrap_or("").to_string(),
+                });
+                Block::Tool {
+                    index: ordinal,
+                    any_args: false,
+                    input: block["input"].clone(),
+                }
+            }
+            _ => Block::Other,
+        };
+        self.blocks.insert(index, block);
+    }
+
+    /// `content_block_delta`: more text, or more of a tool call's
+    /// arguments.
+    fn block_delta(&mut self, json: &Value, out: &mut Vec<Delta>) {
+        let delta = &json["delta"];
+        match (
+            self.blocks.get_mut(&number(&json["index"])),
+            delta["type"].as_str(),
+        ) {
+            (Some(Block::Text), Some("text_delta")) => {
+                if let Some(text) = delta["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push(Delta::Text(text.to_string()));
+                }
+            }
+            (
+                Some(Block::Tool {
+                    index, any_args, ..
+                }),
+                Some("input_json_delta"),
+            ) => {
+                if let Some(part) = delta["partial_json"].as_str().filter(|t| !t.is_empty()) {
+                    *any_args = true;
+                    out.push(Delta::ToolCallArgs {
+                        index: *index,
+                        fragment: part.to_string(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `content_block_stop`: a tool call that streamed no arguments still
+    /// gets them (its start's `input`, or `{}`).
+    fn block_stop(&mut self, json: &Value, out: &mut Vec<Delta>) {
+        if let Some(Block::Tool {
+            index,
+            any_args,
+            input,
+        }) = self.blocks.get_mut(&number(&json["index"]))
+            && !*any_args
+        {
+            *any_args = true;
+            let fragment = match input {
+                Value::Object(map) if !map.is_empty() => input.to_string(),
+                _ => "{}".to_string(),
+            };
+            out.push(Delta::ToolCallArgs {
+                index: *index,
+                fragment,
+            });
+        }
+    }
+
     fn finish(&mut self, out: &mut Vec<Delta>) {
         out.push(Delta::Usage {
             input_tokens: self.input_tokens,
@@ -238,92 +327,17 @@ impl EventDecoder for Decoder {
             .and_then(Value::as_str)
             .or(event.event.as_deref())
             .unwrap_or("");
-        let n = |v: &Value| v.as_u64().unwrap_or(0);
         match kind {
             "message_start" => {
                 let usage = &json["message"]["usage"];
-                self.input_tokens = n(&usage["input_tokens"])
-                    + n(&usage["cache_creation_input_tokens"])
-                    + n(&usage["cache_read_input_tokens"]);
-                self.output_tokens = n(&usage["output_tokens"]);
+                self.input_tokens = number(&usage["input_tokens"])
+                    + number(&usage["cache_creation_input_tokens"])
+                    + number(&usage["cache_read_input_tokens"]);
+                self.output_tokens = number(&usage["output_tokens"]);
             }
-            "content_block_start" => {
-                let index = n(&json["index"]);
-                let block = &json["content_block"];
-                let block = match block["type"].as_str() {
-                    Some("text") => {
-                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
-                            out.push(Delta::Text(text.to_string()));
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => {
-                        let ordinal = self.tools;
-                        self.tools += 1;
-                        out.push(Delta::ToolCallStart {
-                            index: ordinal,
-                            id: block["id"].as_str().unwrap_or("").to_string(),
-                            name: block["name"].as_str().unwrap_or("").to_string(),
-                        });
-                        Block::Tool {
-                            index: ordinal,
-                            any_args: false,
-                            input: block["input"].clone(),
-                        }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.insert(index, block);
-            }
-            "content_block_delta" => {
-                let delta = &json["delta"];
-                match (
-                    self.blocks.get_mut(&n(&json["index"])),
-                    delta["type"].as_str(),
-                ) {
-                    (Some(Block::Text), Some("text_delta")) => {
-                        if let Some(text) = delta["text"].as_str().filter(|t| !t.is_empty()) {
-                            out.push(Delta::Text(text.to_string()));
-                        }
-                    }
-                    (
-                        Some(Block::Tool {
-                            index, any_args, ..
-                        }),
-                        Some("input_json_delta"),
-                    ) => {
-                        if let Some(part) = delta["partial_json"].as_str().filter(|t| !t.is_empty())
-                        {
-                            *any_args = true;
-                            out.push(Delta::ToolCallArgs {
-                                index: *index,
-                                fragment: part.to_string(),
-                            });
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "content_block_stop" => {
-                // A tool call that streamed no arguments still gets them.
-                if let Some(Block::Tool {
-                    index,
-                    any_args,
-                    input,
-                }) = self.blocks.get_mut(&n(&json["index"]))
-                    && !*any_args
-                {
-                    *any_args = true;
-                    let fragment = match input {
-                        Value::Object(map) if !map.is_empty() => input.to_string(),
-                        _ => "{}".to_string(),
-                    };
-                    out.push(Delta::ToolCallArgs {
-                        index: *index,
-                        fragment,
-                    });
-                }
-            }
+            "content_block_start" => self.block_start(&json, out),
+            "content_block_delta" => self.block_delta(&json, out),
+            "content_block_stop" => self.block_stop(&json, out),
             "message_delta" => {
                 if let Some(reason) = json["delta"]["stop_reason"].as_str() {
                     self.stop = Some(stop_reason(reason));
@@ -334,8 +348,8 @@ impl EventDecoder for Decoder {
                 }
                 if let Some(tokens) = usage["input_tokens"].as_u64().filter(|&t| t > 0) {
                     self.input_tokens = tokens
-                        + n(&usage["cache_creation_input_tokens"])
-                        + n(&usage["cache_read_input_tokens"]);
+                        + number(&usage["cache_creation_input_tokens"])
+                        + number(&usage["cache_read_input_tokens"]);
                 }
             }
             "message_stop" => self.finish(out),

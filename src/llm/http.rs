@@ -277,57 +277,10 @@ async fn attempt_once<D: EventDecoder>(
 ) -> Option<Failure> {
     let response = match call.request().send().await {
         Ok(r) => r,
-        Err(e) if e.is_builder() => {
-            return Some(Failure::Fatal(LlmError::Config(format!(
-                "bad request to {}: {}",
-                call.url,
-                error_chain(&e)
-            ))));
-        }
-        Err(e) => {
-            // The URL is said once, by the error around this message.
-            let message = error_chain(&e.without_url());
-            return Some(Failure::Retry {
-                reason: format!("cannot reach the server: {message}"),
-                wait: None,
-                last: LlmError::Connect {
-                    url: call.url.clone(),
-                    message,
-                },
-            });
-        }
+        Err(e) => return Some(unsent(call, e)),
     };
-    let status = response.status();
-    if !status.is_success() {
-        let wait = retry_after(response.headers());
-        let body = read_capped(response, 64 << 10).await;
-        let message = error_message(status, &body);
-        let code = status.as_u16();
-        let reason = format!("HTTP {code}: {message}");
-        let error = match code {
-            401 | 403 => LlmError::Auth {
-                status: code,
-                message,
-            },
-            429 => LlmError::RateLimited {
-                status: code,
-                attempts: 1,
-                message,
-            },
-            _ => LlmError::Http {
-                status: code,
-                message,
-            },
-        };
-        return Some(if retryable(code) {
-            Failure::Retry {
-                reason,
-                wait,
-                last: error,
-            }
-        } else {
-            Failure::Fatal(error)
-        });
+    if !response.status().is_success() {
+        return Some(refused(response).await);
     }
     let json_answer = response
         .headers()
@@ -335,41 +288,98 @@ async fn attempt_once<D: EventDecoder>(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
     if json_answer {
-        // Not a stream: an error some proxies send with a 200, or a server
-        // that ignored `stream: true`.
-        let body = read_capped(response, 64 << 10).await;
-        let error = match serde_json::from_slice::<serde_json::Value>(&body) {
-            Ok(json) if json.get("error").is_some_and(|e| !e.is_null()) => LlmError::Http {
-                status: status.as_u16(),
-                message: json_error_message(&json).unwrap_or_else(|| json.to_string()),
-            },
-            _ => LlmError::Decode(format!(
-                "the server answered JSON, not an event stream: {}",
-                String::from_utf8_lossy(&body[..body.len().min(200)])
-            )),
-        };
-        return Some(Failure::Fatal(error));
+        return Some(not_a_stream(response).await);
     }
+    stream(call, response, decoder, tx).await
+}
+
+/// The request could not be sent: a bad one is fatal, a server out of
+/// reach worth another attempt.
+fn unsent(call: &Call, e: reqwest::Error) -> Failure {
+    if e.is_builder() {
+        return Failure::Fatal(LlmError::Config(format!(
+            "bad request to {}: {}",
+            call.url,
+            error_chain(&e)
+        )));
+    }
+    // The URL is said once, by the error around this message.
+    let message = error_chain(&e.without_url());
+    Failure::Retry {
+        reason: format!("cannot reach the server: {message}"),
+        wait: None,
+        last: LlmError::Connect {
+            url: call.url.clone(),
+            message,
+        },
+    }
+}
+
+/// An answer with an error status: retried when the status says it is
+/// worth it (after the wait the server named, if any).
+async fn refused(response: reqwest::Response) -> Failure {
+    let status = response.status();
+    let wait = retry_after(response.headers());
+    let body = read_capped(response, 64 << 10).await;
+    let message = error_message(status, &body);
+    let code = status.as_u16();
+    let reason = format!("HTTP {code}: {message}");
+    let error = match code {
+        401 | 403 => LlmError::Auth {
+            status: code,
+            message,
+        },
+        429 => LlmError::RateLimited {
+            status: code,
+            attempts: 1,
+            message,
+        },
+        _ => LlmError::Http {
+            status: code,
+            message,
+        },
+    };
+    if retryable(code) {
+        Failure::Retry {
+            reason,
+            wait,
+            last: error,
+        }
+    } else {
+        Failure::Fatal(error)
+    }
+}
+
+/// A JSON answer, not a stream: an error some proxies send with a 200, or
+/// a server that ignored `stream: true`.
+async fn not_a_stream(response: reqwest::Response) -> Failure {
+    let status = response.status();
+    let body = read_capped(response, 64 << 10).await;
+    let error = match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(json) if json.get("error").is_some_and(|e| !e.is_null()) => LlmError::Http {
+            status: status.as_u16(),
+            message: json_error_message(&json).unwrap_or_else(|| json.to_string()),
+        },
+        _ => LlmError::Decode(format!(
+            "the server answered JSON, not an event stream: {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        )),
+    };
+    Failure::Fatal(error)
+}
+
+/// The answer's event stream, decoded, its deltas sent on `tx`; `None`
+/// when it was delivered to its end.
+async fn stream<D: EventDecoder>(
+    call: &Call,
+    response: reqwest::Response,
+    decoder: D,
+    tx: &mut DeltaSender,
+) -> Option<Failure> {
     let mut decoder = StreamDecoder::new(decoder);
     let mut body = response.bytes_stream();
     // Until a delta went out, a failure may be retried as a whole.
     let mut said_anything = false;
-    let failed = |e: LlmError, said_anything: bool| {
-        let retry_status = match &e {
-            LlmError::Cut => true,
-            LlmError::Http { status, .. } => retryable(*status),
-            _ => false,
-        };
-        if said_anything || !retry_status {
-            Failure::Fatal(e)
-        } else {
-            Failure::Retry {
-                reason: e.to_string(),
-                wait: None,
-                last: e,
-            }
-        }
-    };
     loop {
         let deltas = match body.next().await {
             Some(Ok(bytes)) => decoder.push(&bytes),
@@ -394,6 +404,25 @@ async fn attempt_once<D: EventDecoder>(
         }
         if let Some(e) = decoder.take_error() {
             return Some(failed(e, said_anything));
+        }
+    }
+}
+
+/// A stream that failed: retried as a whole only while nothing of it went
+/// out, and when the failure is worth it (cut, or a retryable status).
+fn failed(e: LlmError, said_anything: bool) -> Failure {
+    let retry_status = match &e {
+        LlmError::Cut => true,
+        LlmError::Http { status, .. } => retryable(*status),
+        _ => false,
+    };
+    if said_anything || !retry_status {
+        Failure::Fatal(e)
+    } else {
+        Failure::Retry {
+            reason: e.to_string(),
+            wait: None,
+            last: e,
         }
     }
 }

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 
 use crate::event::{
-    Activity, AgentRef, ChildState, Cost, Event, Stamped, StopReason, Summary, TaskState, Usage,
-    UsageShare,
+    Activity, AgentRef, ChildState, Cost, Event, Severity, Stamped, StopReason, Summary, TaskState,
+    Usage, UsageShare,
 };
 
 /// Longest summary line kept (chars).
@@ -95,92 +95,25 @@ impl Board {
     pub fn observe(&mut self, stamped: &Stamped) -> Option<Event> {
         let t = stamped.t;
         match &stamped.event {
-            Event::SubagentStarted {
-                call_id,
-                task_id,
-                agent,
-                code_review,
-                queued,
-                input,
-                ..
-            } => {
-                let entry = Entry {
-                    call_id: call_id.clone(),
-                    task_id: task_id.clone(),
-                    agent: agent.name().to_string(),
-                    target: agent.clone(),
-                    input: input.clone(),
-                    code_review: *code_review,
-                    started: t,
-                    finished: None,
-                    summary: Summary {
-                        state: if *queued {
-                            TaskState::Queued
-                        } else {
-                            TaskState::Running
-                        },
-                        ..Summary::default()
-                    },
-                    stop_reason: None,
-                    output: None,
-                    work: None,
-                    partial: String::new(),
-                    partial_prefix: "",
-                    session: None,
-                    base: None,
-                };
-                let index = self.entries.len();
-                self.entries.push(entry);
-                self.by_call.insert(call_id.clone(), index);
-                if let Some(task_id) = task_id {
-                    self.by_task.insert(task_id.clone(), index);
-                }
+            started @ Event::SubagentStarted { .. } => {
+                self.start(t, started);
                 // The screen opens the box and the task from the start
                 // event itself: nothing else to say yet.
                 None
             }
             Event::SubagentFollowup { call_id, .. } => {
-                // A new turn on the call's session: it runs again.
                 let entry = self.entry_mut(call_id)?;
-                entry.finished = None;
-                entry.summary.state = TaskState::Running;
-                entry.summary.severity = None;
-                entry.summary.waiting = false;
-                entry.summary.cancelling = false;
-                entry.stop_reason = None;
-                entry.output = None;
+                entry.run_again();
                 Some(entry.snapshot())
             }
-            Event::SubagentBackgrounded { call_id, task_id } => {
-                // The call is a background task from now on: its report
-                // is kept for `subagent_status`.
-                let index = *self.by_call.get(call_id)?;
-                let entry = self.entries.get_mut(index)?;
-                if entry.task_id.is_some() {
-                    return None;
-                }
-                entry.task_id = Some(task_id.clone());
-                self.by_task.insert(task_id.clone(), index);
-                Some(entry.snapshot())
-            }
+            Event::SubagentBackgrounded { call_id, task_id } => self.background(call_id, task_id),
             Event::SubagentCancelling { call_id } => {
                 let entry = self.entry_mut(call_id)?;
-                if !entry.summary.state.active() || entry.summary.cancelling {
-                    return None;
-                }
-                entry.summary.cancelling = true;
-                entry.summary.waiting = false;
-                Some(entry.snapshot())
+                entry.cancelling().then(|| entry.snapshot())
             }
             Event::SubagentDequeued { call_id } => {
                 let entry = self.entry_mut(call_id)?;
-                if entry.summary.state != TaskState::Queued {
-                    return None;
-                }
-                // Its time counts from when it runs.
-                entry.summary.state = TaskState::Running;
-                entry.started = t;
-                Some(entry.snapshot())
+                entry.dequeued(t).then(|| entry.snapshot())
             }
             Event::SubagentSession {
                 call_id,
@@ -194,25 +127,7 @@ impl Board {
             Event::SubagentActivity {
                 call_id,
                 activity: Activity::Usage { usage },
-            } => {
-                // An agent reports its session's cumulative cost (and its
-                // whole context), and a resumed session carries what
-                // earlier calls spent. So each call's share is how far it
-                // moved its session's figures: the latest report less the
-                // session's last one before this call. Summed per session
-                // (for the session total or a review quorum) the shares add
-                // up to the session's latest figures, counted once.
-                let index = *self.by_call.get(call_id)?;
-                let entry = self.entries.get_mut(index)?;
-                let key = entry.session.clone().unwrap_or_else(|| call_id.clone());
-                if entry.summary.usage.is_none() {
-                    entry.base = self.sessions.get(&key).cloned();
-                }
-                self.sessions.insert(key, usage.clone());
-                entry.summary.share = Some(share(entry.base.as_ref(), usage));
-                entry.summary.usage = Some(usage.clone());
-                Some(entry.snapshot())
-            }
+            } => self.usage(call_id, usage),
             Event::SubagentActivity { call_id, activity } => {
                 let entry = self.entry_mut(call_id)?;
                 entry.activity(activity).then(|| entry.snapshot())
@@ -224,17 +139,7 @@ impl Board {
                 severity,
             } => {
                 let entry = self.entry_mut(call_id)?;
-                entry.finished = Some(t);
-                entry.summary.state = TaskState::from_stop_reason(*stop_reason);
-                entry.stop_reason = Some(*stop_reason);
-                entry.summary.severity = *severity;
-                entry.summary.waiting = false;
-                entry.summary.cancelling = false;
-                // The line the agent ended on, though no newline ended it.
-                entry.flush();
-                if entry.task_id.is_some() {
-                    entry.output = Some(output.clone());
-                }
+                entry.finish(t, output, *stop_reason, *severity);
                 Some(entry.snapshot())
             }
             Event::SubagentChild {
@@ -242,83 +147,155 @@ impl Board {
                 child_id,
                 state,
                 ..
-            } => {
-                let key = (call_id.clone(), child_id.clone());
-                let entry = self.children.entry(key).or_insert_with(|| Entry {
-                    call_id: call_id.clone(),
-                    task_id: None,
-                    agent: child_id.clone(),
-                    target: AgentRef::Acp(child_id.clone()),
-                    input: String::new(),
-                    code_review: false,
-                    started: t,
-                    finished: None,
-                    summary: Summary::default(),
-                    stop_reason: None,
-                    output: None,
-                    work: None,
-                    partial: String::new(),
-                    partial_prefix: "",
-                    session: None,
-                    base: None,
-                });
-                match state {
-                    Some(ChildState::Running) => {
-                        entry.summary.state = TaskState::Running;
-                        entry.summary.waiting = false;
-                        entry.finished = None;
-                    }
-                    Some(ChildState::RequiresAction) => {
-                        entry.summary.state = TaskState::Running;
-                        entry.summary.waiting = true;
-                    }
-                    Some(ChildState::Idle) => {
-                        entry.summary.state = TaskState::Done;
-                        entry.summary.waiting = false;
-                        entry.finished.get_or_insert(t);
-                        entry.flush();
-                    }
-                    Some(ChildState::Unknown) | None => {}
-                }
-                Some(child_snapshot(child_id, entry))
-            }
+            } => Some(self.child_state(t, call_id, child_id, *state)),
             Event::SubagentChildActivity {
                 call_id,
                 child_id,
                 activity,
-            } => {
-                let entry = self
-                    .children
-                    .get_mut(&(call_id.clone(), child_id.clone()))?;
-                entry
-                    .activity(activity)
-                    .then(|| child_snapshot(child_id, entry))
-            }
+            } => self.child_activity(call_id, child_id, activity),
             Event::WorktreeReady {
                 call_id,
                 branch,
                 path,
                 ..
             } => {
-                let entry = self.entry_mut(call_id)?;
-                entry.work = Some(crate::event::Work {
-                    branch: branch.clone(),
-                    worktree: path.clone(),
-                    diffstat: "nothing committed yet".into(),
-                });
+                self.entry_mut(call_id)?.work_ready(branch, path);
                 None
             }
             Event::WorktreeCommitted {
                 call_id, diffstat, ..
             } => {
-                let entry = self.entry_mut(call_id)?;
-                if let Some(work) = &mut entry.work {
+                if let Some(work) = &mut self.entry_mut(call_id)?.work {
                     work.diffstat = diffstat.to_string();
                 }
                 None
             }
             _ => None,
         }
+    }
+
+    /// A call that started (`subagent_started`): on the board from now on.
+    fn start(&mut self, t: u64, started: &Event) {
+        let Event::SubagentStarted {
+            call_id,
+            task_id,
+            agent,
+            code_review,
+            queued,
+            input,
+            ..
+        } = started
+        else {
+            return;
+        };
+        let state = if *queued {
+            TaskState::Queued
+        } else {
+            TaskState::Running
+        };
+        let entry = Entry {
+            task_id: task_id.clone(),
+            input: input.clone(),
+            code_review: *code_review,
+            summary: Summary {
+                state,
+                ..Summary::default()
+            },
+            ..Entry::new(call_id, agent.name().to_string(), agent.clone(), t)
+        };
+        let index = self.entries.len();
+        self.entries.push(entry);
+        self.by_call.insert(call_id.clone(), index);
+        if let Some(task_id) = task_id {
+            self.by_task.insert(task_id.clone(), index);
+        }
+    }
+
+    /// The call is a background task from now on: its report is kept for
+    /// `subagent_status`.
+    fn background(&mut self, call_id: &str, task_id: &str) -> Option<Event> {
+        let index = *self.by_call.get(call_id)?;
+        let entry = self.entries.get_mut(index)?;
+        if entry.task_id.is_some() {
+            return None;
+        }
+        entry.task_id = Some(task_id.to_string());
+        self.by_task.insert(task_id.to_string(), index);
+        Some(entry.snapshot())
+    }
+
+    /// A call's usage report. An agent reports its session's cumulative
+    /// cost (and its whole context), and a resumed session carries what
+    /// earlier calls spent. So each call's share is how far it moved its
+    /// session's figures: the latest report less the session's last one
+    /// before this call. Summed per session (for the session total or a
+    /// review quorum) the shares add up to the session's latest figures,
+    /// counted once.
+    fn usage(&mut self, call_id: &str, usage: &Usage) -> Option<Event> {
+        let index = *self.by_call.get(call_id)?;
+        let entry = self.entries.get_mut(index)?;
+        let key = entry.session.clone().unwrap_or_else(|| call_id.to_string());
+        if entry.summary.usage.is_none() {
+            entry.base = self.sessions.get(&key).cloned();
+        }
+        self.sessions.insert(key, usage.clone());
+        entry.summary.share = Some(share(entry.base.as_ref(), usage));
+        entry.summary.usage = Some(usage.clone());
+        Some(entry.snapshot())
+    }
+
+    /// A child session a call's agent announced, or its new state: its
+    /// snapshot.
+    fn child_state(
+        &mut self,
+        t: u64,
+        call_id: &str,
+        child_id: &str,
+        state: Option<ChildState>,
+    ) -> Event {
+        let key = (call_id.to_string(), child_id.to_string());
+        let entry = self.children.entry(key).or_insert_with(|| {
+            Entry::new(
+                call_id,
+                child_id.to_string(),
+                AgentRef::Acp(child_id.to_string()),
+                t,
+            )
+        });
+        match state {
+            Some(ChildState::Running) => {
+                entry.summary.state = TaskState::Running;
+                entry.summary.waiting = false;
+                entry.finished = None;
+            }
+            Some(ChildState::RequiresAction) => {
+                entry.summary.state = TaskState::Running;
+                entry.summary.waiting = true;
+            }
+            Some(ChildState::Idle) => {
+                entry.summary.state = TaskState::Done;
+                entry.summary.waiting = false;
+                entry.finished.get_or_insert(t);
+                entry.flush();
+            }
+            Some(ChildState::Unknown) | None => {}
+        }
+        child_snapshot(child_id, entry)
+    }
+
+    /// What a child session did: its snapshot, when its summary changed.
+    fn child_activity(
+        &mut self,
+        call_id: &str,
+        child_id: &str,
+        activity: &Activity,
+    ) -> Option<Event> {
+        let entry = self
+            .children
+            .get_mut(&(call_id.to_string(), child_id.to_string()))?;
+        entry
+            .activity(activity)
+            .then(|| child_snapshot(child_id, entry))
     }
 
     /// A call's child session, by call and child id.
@@ -365,6 +342,91 @@ fn child_snapshot(child_id: &str, entry: &Entry) -> Event {
 }
 
 impl Entry {
+    /// A call (or a child session) of `agent`, started at `t`, with
+    /// nothing known of it yet.
+    fn new(call_id: &str, agent: String, target: AgentRef, t: u64) -> Self {
+        Entry {
+            call_id: call_id.to_string(),
+            task_id: None,
+            agent,
+            target,
+            input: String::new(),
+            code_review: false,
+            started: t,
+            finished: None,
+            summary: Summary::default(),
+            stop_reason: None,
+            output: None,
+            work: None,
+            partial: String::new(),
+            partial_prefix: "",
+            session: None,
+            base: None,
+        }
+    }
+
+    /// A new turn on the call's session: it runs again.
+    fn run_again(&mut self) {
+        self.finished = None;
+        self.summary.state = TaskState::Running;
+        self.summary.severity = None;
+        self.summary.waiting = false;
+        self.summary.cancelling = false;
+        self.stop_reason = None;
+        self.output = None;
+    }
+
+    /// The person cancels it; true when that is news.
+    fn cancelling(&mut self) -> bool {
+        if !self.summary.state.active() || self.summary.cancelling {
+            return false;
+        }
+        self.summary.cancelling = true;
+        self.summary.waiting = false;
+        true
+    }
+
+    /// A queued call takes its place; true when it was queued. Its time
+    /// counts from when it runs.
+    fn dequeued(&mut self, t: u64) -> bool {
+        if self.summary.state != TaskState::Queued {
+            return false;
+        }
+        self.summary.state = TaskState::Running;
+        self.started = t;
+        true
+    }
+
+    /// Its turn ended at `t`.
+    fn finish(
+        &mut self,
+        t: u64,
+        output: &str,
+        stop_reason: StopReason,
+        severity: Option<Severity>,
+    ) {
+        self.finished = Some(t);
+        self.summary.state = TaskState::from_stop_reason(stop_reason);
+        self.stop_reason = Some(stop_reason);
+        self.summary.severity = severity;
+        self.summary.waiting = false;
+        self.summary.cancelling = false;
+        // The line the agent ended on, though no newline ended it.
+        self.flush();
+        if self.task_id.is_some() {
+            self.output = Some(output.to_string());
+        }
+    }
+
+    /// Its worktree task's branch and worktree are ready.
+    fn work_ready(&mut self, branch: &str, worktree: &str) {
+        self.work = Some(crate::event::Work {
+            branch: branch.to_string(),
+            worktree: worktree.to_string(),
+            diffstat: "nothing committed yet".into(),
+        });
+    }
+
     /// Applies one activity; true when the summary changed. Streamed text
     /// changes it only when a line ends, not on every chunk.
     fn activity(&mut self, activity: &Activity) -> bool {

@@ -248,12 +248,49 @@ impl QuorumMcp {
     /// The reply of a call that went on in the background: its task
     /// ids, what each is doing, and how its report comes.
     fn detached_reply(&self, detached: &Detached, after: Duration) -> String {
-        let last = |call_id: &str| {
-            self.tool.dispatcher().emitter().board(|b| {
-                b.call(call_id)
-                    .and_then(|e| e.summary.last_activity.clone())
+        let note = self.detached_note(detached, after);
+        match (&detached.batch_id, detached.calls.as_slice()) {
+            (
+                None,
+                [
+                    DetachedCall::Background {
+                        agent,
+                        call_id,
+                        task_id,
+                        ..
+                    },
+                ],
+            ) => serde_json::to_string(&Started {
+                task_id,
+                status: "running",
+                agent,
+                last_activity: self.last_activity(call_id),
+                note,
             })
-        };
+            .expect("a reply is JSON"),
+            _ => {
+                let tasks = detached.calls.iter().map(|c| self.entry(c)).collect();
+                serde_json::to_string(&BatchStarted {
+                    batch_id: detached.batch_id.as_deref(),
+                    tasks,
+                    note,
+                })
+                .expect("a reply is JSON")
+            }
+        }
+    }
+
+    /// What a call's agent did last, as its summary says.
+    fn last_activity(&self, call_id: &str) -> Option<String> {
+        self.tool.dispatcher().emitter().board(|b| {
+            b.call(call_id)
+                .and_then(|e| e.summary.last_activity.clone())
+        })
+    }
+
+    /// The note of a detached reply: which tasks go on in the background
+    /// after `after`, and how their reports come.
+    fn detached_note(&self, detached: &Detached, after: Duration) -> String {
         let tasks: Vec<&str> = detached
             .calls
             .iter()
@@ -275,7 +312,7 @@ impl QuorumMcp {
             }
         };
         let seconds = after.as_secs();
-        let note = match tasks.as_slice() {
+        match tasks.as_slice() {
             [] => "every task had ended already".to_string(),
             [one] => format!(
                 "still running after {seconds} s, so it goes on in the background as task {one}; {}",
@@ -287,75 +324,48 @@ impl QuorumMcp {
                 many.join(", "),
                 how("(each of them)")
             ),
-        };
-        match (&detached.batch_id, detached.calls.as_slice()) {
-            (
-                None,
-                [
-                    DetachedCall::Background {
-                        agent,
-                        call_id,
-                        task_id,
-                        ..
-                    },
-                ],
-            ) => serde_json::to_string(&Started {
-                task_id,
-                status: "running",
+        }
+    }
+
+    /// One task of a detached batch: its task id and what it does, or its
+    /// outcome when it had ended already, or why it could not start.
+    fn entry(&self, call: &DetachedCall) -> Entry {
+        match call {
+            DetachedCall::Background {
+                index,
                 agent,
-                last_activity: last(call_id),
-                note,
-            })
-            .expect("a reply is JSON"),
-            _ => {
-                let tasks = detached
-                    .calls
-                    .iter()
-                    .map(|c| match c {
-                        DetachedCall::Background {
-                            index,
-                            agent,
-                            call_id,
-                            task_id,
-                        } => Entry {
-                            task: *index,
-                            agent: agent.clone(),
-                            task_id: Some(task_id.clone()),
-                            status: Some("running"),
-                            last_activity: last(call_id),
-                            ..Entry::default()
-                        },
-                        DetachedCall::Done {
-                            index,
-                            agent,
-                            outcome,
-                        } => Entry {
-                            task: *index,
-                            agent: agent.clone(),
-                            output: Some(outcome.output.clone()),
-                            stop_reason: Some(outcome.stop_reason),
-                            severity: outcome.severity,
-                            ..Entry::default()
-                        },
-                        DetachedCall::Failed {
-                            index,
-                            agent,
-                            error,
-                        } => Entry {
-                            task: *index,
-                            agent: agent.clone(),
-                            error: Some(error.clone()),
-                            ..Entry::default()
-                        },
-                    })
-                    .collect();
-                serde_json::to_string(&BatchStarted {
-                    batch_id: detached.batch_id.as_deref(),
-                    tasks,
-                    note,
-                })
-                .expect("a reply is JSON")
-            }
+                call_id,
+                task_id,
+            } => Entry {
+                task: *index,
+                agent: agent.clone(),
+                task_id: Some(task_id.clone()),
+                status: Some("running"),
+                last_activity: self.last_activity(call_id),
+                ..Entry::default()
+            },
+            DetachedCall::Done {
+                index,
+                agent,
+                outcome,
+            } => Entry {
+                task: *index,
+                agent: agent.clone(),
+                output: Some(outcome.output.clone()),
+                stop_reason: Some(outcome.stop_reason),
+                severity: outcome.severity,
+                ..Entry::default()
+            },
+            DetachedCall::Failed {
+                index,
+                agent,
+                error,
+            } => Entry {
+                task: *index,
+                agent: agent.clone(),
+                error: Some(error.clone()),
+                ..Entry::default()
+            },
         }
     }
 }

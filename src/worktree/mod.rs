@@ -141,6 +141,18 @@ fn message(out: &std::process::Output) -> String {
     text.replace('\n', " / ")
 }
 
+/// A new worktree's git directory and its `.git` file, as git made them.
+fn git_files(path: &Path) -> Result<(String, String)> {
+    let git_dir = git(
+        path,
+        "reading the worktree's git directory (git rev-parse --absolute-git-dir)",
+        &["rev-parse", "--absolute-git-dir"],
+    )?;
+    let dot_git = std::fs::read_to_string(path.join(".git"))
+        .map_err(|e| WorktreeError::Io(format!("{}: {e}", path.join(".git").display())))?;
+    Ok((git_dir, dot_git))
+}
+
 /// Whether the hardened `git args` in `dir` succeeds (a question, not a
 /// step).
 fn git_ok(dir: &Path, args: &[&str]) -> bool {
@@ -324,59 +336,9 @@ impl Repo {
     /// Nothing half-made is left when a step fails.
     pub fn create(&self, state: &Path, branch: &str, meta: &[(&str, &str)]) -> Result<Worktree> {
         self.current_branch()?;
-        // `check-ref-format` takes no `--end-of-options`: a name that
-        // looks like an option is none.
-        if branch.starts_with('-') || !git_ok(&self.top, &["check-ref-format", "--branch", branch])
-        {
-            return Err(WorktreeError::Git {
-                step: format!("naming the branch {branch:?}"),
-                git: "not a valid branch name".into(),
-            });
-        }
-        if self.branch_exists(branch) {
-            return Err(WorktreeError::BranchExists(branch.to_string()));
-        }
-        let head = self.git("reading HEAD", &["rev-parse", "HEAD"])?;
-        let stash = self.git(
-            "saving your uncommitted changes (git stash create)",
-            &["stash", "create"],
-        )?;
-        let (base, base_commit) = if stash.is_empty() {
-            (Base::Head, head.clone())
-        } else {
-            // The stash's tree as one plain commit on HEAD, so the branch's
-            // history is HEAD, the person's changes, then the agent's.
-            let tree = self.git(
-                "reading your uncommitted changes",
-                &["rev-parse", &format!("{stash}^{{tree}}")],
-            )?;
-            let commit = self.git(
-                "committing your uncommitted changes for the worktree (git commit-tree)",
-                &[
-                    "commit-tree",
-                    &tree,
-                    "-p",
-                    &head,
-                    "-m",
-                    &format!("quorum: uncommitted changes {branch} started from"),
-                ],
-            )?;
-            (Base::Uncommitted, commit)
-        };
-        let path = self
-            .worktrees_dir(state)
-            .join(branch.replace('/', "-"))
-            .to_path_buf();
-        if path.exists() {
-            return Err(WorktreeError::Io(format!(
-                "{} already exists; `quorum worktrees --prune` or remove it",
-                path.display()
-            )));
-        }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| WorktreeError::Io(format!("{}: {e}", parent.display())))?;
-        }
+        self.check_new_branch(branch)?;
+        let (base, base_commit) = self.base(branch)?;
+        let path = self.new_worktree_path(state, branch)?;
         let path_text = path.to_string_lossy().into_owned();
         let added = self.git(
             "creating the worktree (git worktree add)",
@@ -402,17 +364,7 @@ impl Repo {
         // The worktree's own git directory and its `.git` file as git made
         // them, read before any agent runs: every later step names that
         // directory, and the file must still say so.
-        let made = added.and_then(|_| {
-            let git_dir = git(
-                &path,
-                "reading the worktree's git directory (git rev-parse --absolute-git-dir)",
-                &["rev-parse", "--absolute-git-dir"],
-            )?;
-            let dot_git = std::fs::read_to_string(path.join(".git"))
-                .map_err(|e| WorktreeError::Io(format!("{}: {e}", path.join(".git").display())))?;
-            Ok((git_dir, dot_git))
-        });
-        let (git_dir, dot_git) = match made {
+        let (git_dir, dot_git) = match added.and_then(|_| git_files(&path)) {
             Ok(made) => made,
             Err(e) => {
                 self.undo(&worktree);
@@ -432,6 +384,74 @@ impl Repo {
             }
         }
         Ok(worktree)
+    }
+
+    /// Refuses a name that is not a branch's, or a branch that exists.
+    fn check_new_branch(&self, branch: &str) -> Result<()> {
+        // `check-ref-format` takes no `--end-of-options`: a name that
+        // looks like an option is none.
+        if branch.starts_with('-') || !git_ok(&self.top, &["check-ref-format", "--branch", branch])
+        {
+            return Err(WorktreeError::Git {
+                step: format!("naming the branch {branch:?}"),
+                git: "not a valid branch name".into(),
+            });
+        }
+        if self.branch_exists(branch) {
+            return Err(WorktreeError::BranchExists(branch.to_string()));
+        }
+        Ok(())
+    }
+
+    /// What `branch` starts from, and its commit: `HEAD`, or a commit on
+    /// it of the person's uncommitted changes when there are any.
+    fn base(&self, branch: &str) -> Result<(Base, String)> {
+        let head = self.git("reading HEAD", &["rev-parse", "HEAD"])?;
+        let stash = self.git(
+            "saving your uncommitted changes (git stash create)",
+            &["stash", "create"],
+        )?;
+        if stash.is_empty() {
+            return Ok((Base::Head, head));
+        }
+        // The stash's tree as one plain commit on HEAD, so the branch's
+        // history is HEAD, the person's changes, then the agent's.
+        let tree = self.git(
+            "reading your uncommitted changes",
+            &["rev-parse", &format!("{stash}^{{tree}}")],
+        )?;
+        let commit = self.git(
+            "committing your uncommitted changes for the worktree (git commit-tree)",
+            &[
+                "commit-tree",
+                &tree,
+                "-p",
+                &head,
+                "-m",
+                &format!("quorum: uncommitted changes {branch} started from"),
+            ],
+        )?;
+        Ok((Base::Uncommitted, commit))
+    }
+
+    /// Where `branch`'s worktree goes under `state` (its folder made): a
+    /// path nothing is at yet.
+    fn new_worktree_path(&self, state: &Path, branch: &str) -> Result<PathBuf> {
+        let path = self
+            .worktrees_dir(state)
+            .join(branch.replace('/', "-"))
+            .to_path_buf();
+        if path.exists() {
+            return Err(WorktreeError::Io(format!(
+                "{} already exists; `quorum worktrees --prune` or remove it",
+                path.display()
+            )));
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| WorktreeError::Io(format!("{}: {e}", parent.display())))?;
+        }
+        Ok(path)
     }
 
     /// Takes away what a failed `create` made: the worktree and the branch.

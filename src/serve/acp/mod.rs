@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
     EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
@@ -35,6 +34,7 @@ use agent_client_protocol::v1::schema::{
     SessionCapabilities, SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
     SessionResumeCapabilities,
 };
+use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 
 pub use live::{HostCaps, NO_CHAT};
@@ -165,47 +165,20 @@ impl AcpServer {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: NewSessionRequest, responder, cx| match s2.open(
-                    &request.cwd,
-                    None,
-                    &request.mcp_servers,
-                    &cx,
-                    false,
-                ) {
-                    Ok(live) => {
-                        responder.respond(NewSessionResponse::new(live.id.clone()))?;
-                        live.go(&cx);
-                        Ok(())
-                    }
-                    Err(e) => responder.respond_with_error(e),
+                async move |request: NewSessionRequest, responder, cx| {
+                    s2.on_new(request, responder, &cx)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |request: LoadSessionRequest, responder, cx| {
-                    let id = request.session_id.0.to_string();
-                    match s3.reopen(&id, &request.cwd, &request.mcp_servers, &cx, true) {
-                        Ok(live) => {
-                            responder.respond(LoadSessionResponse::new())?;
-                            live.go(&cx);
-                            Ok(())
-                        }
-                        Err(e) => responder.respond_with_error(e),
-                    }
+                    s3.on_load(request, responder, &cx)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |request: ResumeSessionRequest, responder, cx| {
-                    let id = request.session_id.0.to_string();
-                    match s4.reopen(&id, &request.cwd, &request.mcp_servers, &cx, false) {
-                        Ok(live) => {
-                            responder.respond(ResumeSessionResponse::new())?;
-                            live.go(&cx);
-                            Ok(())
-                        }
-                        Err(e) => responder.respond_with_error(e),
-                    }
+                    s4.on_resume(request, responder, &cx)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -218,54 +191,13 @@ impl AcpServer {
             )
             .on_receive_request(
                 async move |request: PromptRequest, responder, _cx| {
-                    let id = request.session_id.0.to_string();
-                    let live = match s6.prompt_session(&id) {
-                        Ok(live) => live,
-                        Err(e) => return responder.respond_with_error(e),
-                    };
-                    let text = match prompt_text(&request.prompt) {
-                        Ok(text) => text,
-                        Err(e) => return responder.respond_with_error(e),
-                    };
-                    if !live.begin() {
-                        return responder.respond_with_error(Error::new(
-                            ErrorCode::INVALID_REQUEST,
-                            format!(
-                                "session {id} is still answering a prompt: one prompt at a time \
-                                 (wait for its answer, or send session/cancel)"
-                            ),
-                        ));
-                    }
-                    tokio::spawn(async move {
-                        let answer = match live.prompt(text).await {
-                            Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
-                            Err(PromptError::Failed(why)) => {
-                                responder.respond_with_error(Error::new(
-                                    ErrorCode::INTERNAL_ERROR,
-                                    format!("the chat's turn failed: {why}"),
-                                ))
-                            }
-                        };
-                        if let Err(e) = answer {
-                            tracing::debug!("quorum acp: a prompt's answer was not sent: {e:?}");
-                        }
-                    });
-                    Ok(())
+                    s6.on_prompt(request, responder)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |request: CloseSessionRequest, responder, _cx| {
-                    let id = request.session_id.0.to_string();
-                    let Some(live) = lock(&s7.sessions).remove(&id) else {
-                        return responder.respond_with_error(unknown_session(&id));
-                    };
-                    // Its agents get a moment to end: not in the dispatch loop.
-                    tokio::spawn(async move {
-                        live.close().await;
-                        let _ = responder.respond(CloseSessionResponse::new());
-                    });
-                    Ok(())
+                    s7.on_close(request, responder)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -278,6 +210,118 @@ impl AcpServer {
             )
             .connect_to(transport)
             .await
+    }
+
+    /// `session/new`: a session opened, and its events sent from then on.
+    fn on_new(
+        &self,
+        request: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        match self.open(&request.cwd, None, &request.mcp_servers, cx, false) {
+            Ok(live) => {
+                responder.respond(NewSessionResponse::new(live.id.clone()))?;
+                live.go(cx);
+                Ok(())
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    /// `session/load`: a recorded session, its history told again.
+    fn on_load(
+        &self,
+        request: LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let id = request.session_id.0.to_string();
+        match self.reopen(&id, &request.cwd, &request.mcp_servers, cx, true) {
+            Ok(live) => {
+                responder.respond(LoadSessionResponse::new())?;
+                live.go(cx);
+                Ok(())
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    /// `session/resume`: a recorded session, gone on with.
+    fn on_resume(
+        &self,
+        request: ResumeSessionRequest,
+        responder: Responder<ResumeSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let id = request.session_id.0.to_string();
+        match self.reopen(&id, &request.cwd, &request.mcp_servers, cx, false) {
+            Ok(live) => {
+                responder.respond(ResumeSessionResponse::new())?;
+                live.go(cx);
+                Ok(())
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    /// `session/prompt`: one at a time per session, answered from a task
+    /// of its own once the chat's turn ends.
+    fn on_prompt(
+        &self,
+        request: PromptRequest,
+        responder: Responder<PromptResponse>,
+    ) -> Result<(), Error> {
+        let id = request.session_id.0.to_string();
+        let live = match self.prompt_session(&id) {
+            Ok(live) => live,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        let text = match prompt_text(&request.prompt) {
+            Ok(text) => text,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        if !live.begin() {
+            return responder.respond_with_error(Error::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "session {id} is still answering a prompt: one prompt at a time \
+                     (wait for its answer, or send session/cancel)"
+                ),
+            ));
+        }
+        tokio::spawn(async move {
+            let answer = match live.prompt(text).await {
+                Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
+                Err(PromptError::Failed(why)) => responder.respond_with_error(Error::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("the chat's turn failed: {why}"),
+                )),
+            };
+            if let Err(e) = answer {
+                tracing::debug!("quorum acp: a prompt's answer was not sent: {e:?}");
+            }
+        });
+        Ok(())
+    }
+
+    /// `session/close`: the session ends, answered once its agents had a
+    /// moment to end (not in the dispatch loop).
+    fn on_close(
+        &self,
+        request: CloseSessionRequest,
+        responder: Responder<CloseSessionResponse>,
+    ) -> Result<(), Error> {
+        let id = request.session_id.0.to_string();
+        let Some(live) = lock(&self.sessions).remove(&id) else {
+            return responder.respond_with_error(unknown_session(&id));
+        };
+        // Its agents get a moment to end: not in the dispatch loop.
+        tokio::spawn(async move {
+            live.close().await;
+            let _ = responder.respond(CloseSessionResponse::new());
+        });
+        Ok(())
     }
 
     fn initialize(&self, request: &InitializeRequest) -> InitializeResponse {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::{Semaphore, watch};
 
-use super::call::{Launch, Place, Prepared};
+use super::call::{Launch, Opened, Place, Prepared};
 use super::detach::Detachable;
 use super::{Dispatcher, Reply};
 use crate::confine::fsroot::Exclude;
@@ -66,19 +66,22 @@ impl BatchResult {
         tasks: &[TaskResult],
         call_ids: &[Option<String>],
     ) -> Quorum {
-        Quorum::of(
-            tasks
-                .iter()
-                .zip(call_ids)
-                .map(|(t, call_id)| ReviewerVerdict {
-                    agent: t.agent.clone(),
-                    call_id: call_id.clone(),
-                    severity: t.severity(),
-                    failed: !t.succeeded(),
-                })
-                .collect(),
-        )
+        Quorum::of(verdicts(tasks, call_ids))
     }
+}
+
+/// Each task's verdict as its reviewer gave it (by call).
+fn verdicts(tasks: &[TaskResult], call_ids: &[Option<String>]) -> Vec<ReviewerVerdict> {
+    tasks
+        .iter()
+        .zip(call_ids)
+        .map(|(t, call_id)| ReviewerVerdict {
+            agent: t.agent.clone(),
+            call_id: call_id.clone(),
+            severity: t.severity(),
+            failed: !t.succeeded(),
+        })
+        .collect()
 }
 
 /// A background batch's task, as the call returns it at once.
@@ -90,6 +93,10 @@ pub struct TaskStart {
     /// start (`tasks[i]: ...`).
     pub started: Result<(String, bool), String>,
 }
+
+/// One task of a batch: its place in `tasks`, its agent, and what became
+/// of it, or why it could not run (`tasks[i]: ...`).
+type Task<T> = (usize, String, Result<T, String>);
 
 impl Dispatcher {
     /// Runs a batch: its tasks in parallel, at most `max_parallel` at
@@ -112,24 +119,7 @@ impl Dispatcher {
             .iter()
             .map(|s| s.branch.clone().filter(|_| s.code_review))
             .collect();
-        let prepared: Vec<(usize, String, Result<Prepared, String>)> = specs
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| {
-                let agent = spec.agent.clone().unwrap_or_else(|| "internal".into());
-                let task = self
-                    .prepare(spec, input.continue_session, depth, true)
-                    .map_err(|e| format!("tasks[{i}]: {e}"));
-                (i, agent, task)
-            })
-            .collect();
-        for (_, _, task) in &prepared {
-            if let Err(e) = task {
-                self.emitter.emit(Event::Error {
-                    text: format!("subagent: {e}"),
-                });
-            }
-        }
+        let prepared = self.prepare_all(specs, input.continue_session, depth);
         let summary = self
             .summary_for(input.include_main_summary, cancel.as_ref())
             .await;
@@ -141,38 +131,17 @@ impl Dispatcher {
         if let Some(detach) = detach {
             detach.batch(&batch_id);
         }
-        let places = Arc::new(Semaphore::new(self.max_parallel));
-        let mut runs = Vec::with_capacity(total);
-        for (index, agent, task) in prepared {
-            let run = task.and_then(|task| {
-                // The first `max_parallel` take their places at once, in order.
-                let place = match places.clone().try_acquire_owned() {
-                    Ok(permit) => Place::Held(permit),
-                    Err(_) => Place::Wait(places.clone()),
-                };
-                let launch = Launch {
-                    background: input.run_in_background,
-                    batch_id: Some(&batch_id),
-                    place: Some(place),
-                    cancel: cancel.clone(),
-                    summary: summary.as_deref(),
-                    exclude: exclude.as_ref(),
-                    detach,
-                    index,
-                };
-                self.open(task, launch).map_err(|e| {
-                    let e = format!("tasks[{index}]: {e}");
-                    self.emitter.emit(Event::Error {
-                        text: format!("subagent: {e}"),
-                    });
-                    e
-                })
-            });
-            if let (Err(e), Some(detach)) = (&run, detach) {
-                detach.failed(index, &agent, e);
-            }
-            runs.push((index, agent, run));
-        }
+        let launch = |index, place| Launch {
+            background: input.run_in_background,
+            batch_id: Some(&batch_id),
+            place: Some(place),
+            cancel: cancel.clone(),
+            summary: summary.as_deref(),
+            exclude: exclude.as_ref(),
+            detach,
+            index,
+        };
+        let runs = self.open_all(prepared, detach, launch);
         let starts: Vec<TaskStart> = runs
             .iter()
             .map(|(index, agent, run)| TaskStart {
@@ -187,65 +156,9 @@ impl Dispatcher {
                 },
             })
             .collect();
-        let this = self.clone();
-        let id = batch_id.clone();
-        let all = async move {
-            let call_ids: Vec<Option<String>> = runs
-                .iter()
-                .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
-                .collect();
-            let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
-                let this = this.clone();
-                async move {
-                    let result = match run {
-                        Ok(opened) => Ok(this.run(opened).await),
-                        Err(e) => Err(e),
-                    };
-                    TaskResult {
-                        index,
-                        agent,
-                        result,
-                    }
-                }
-            }))
-            .await;
-            let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
-            // Each judged branch gets the verdict of its own reviewers.
-            if branches.iter().any(Option::is_some) {
-                let verdicts: Vec<_> = tasks
-                    .iter()
-                    .zip(&call_ids)
-                    .map(|(t, call_id)| ReviewerVerdict {
-                        agent: t.agent.clone(),
-                        call_id: call_id.clone(),
-                        severity: t.severity(),
-                        failed: !t.succeeded(),
-                    })
-                    .collect();
-                for (branch, q) in super::isolate::branch_quorums(&branches, &verdicts) {
-                    this.record_verdict(&branch, &id, &q);
-                }
-            }
-            let result = BatchResult {
-                batch_id: id,
-                tasks,
-                quorum,
-            };
-            if let Some(quorum) = &result.quorum {
-                this.emitter.emit(Event::ReviewQuorum {
-                    batch_id: result.batch_id.clone(),
-                    quorum: quorum.clone(),
-                });
-            }
-            this.emitter.emit(Event::BatchFinished {
-                batch_id: result.batch_id.clone(),
-                total: result.tasks.len() as u32,
-                succeeded: result.succeeded(),
-                failed: result.failed(),
-                worst_verdict: result.worst_verdict(),
-            });
-            result
-        };
+        let all = self
+            .clone()
+            .run_all(batch_id.clone(), runs, review, branches);
         if input.run_in_background {
             tokio::spawn(all);
             Reply::BatchStarted {
@@ -255,5 +168,125 @@ impl Dispatcher {
         } else {
             Reply::Batch(all.await)
         }
+    }
+
+    /// Resolves each task; one that cannot run is said at once.
+    fn prepare_all(
+        &self,
+        specs: Vec<TaskSpec>,
+        continue_session: bool,
+        depth: u32,
+    ) -> Vec<Task<Prepared>> {
+        let prepared: Vec<Task<Prepared>> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let agent = spec.agent.clone().unwrap_or_else(|| "internal".into());
+                let task = self
+                    .prepare(spec, continue_session, depth, true)
+                    .map_err(|e| format!("tasks[{i}]: {e}"));
+                (i, agent, task)
+            })
+            .collect();
+        for (_, _, task) in &prepared {
+            if let Err(e) = task {
+                self.emitter.emit(Event::Error {
+                    text: format!("subagent: {e}"),
+                });
+            }
+        }
+        prepared
+    }
+
+    /// Opens the prepared tasks' boxes, each `launch`ed at its place: the
+    /// first `max_parallel` take their places at once, in order, the rest
+    /// wait for one. One that cannot open is said at once.
+    fn open_all<'a>(
+        &self,
+        prepared: Vec<Task<Prepared>>,
+        detach: Option<&Detachable>,
+        launch: impl Fn(usize, Place) -> Launch<'a>,
+    ) -> Vec<Task<Opened>> {
+        let places = Arc::new(Semaphore::new(self.max_parallel));
+        let mut runs = Vec::with_capacity(prepared.len());
+        for (index, agent, task) in prepared {
+            let run = task.and_then(|task| {
+                // The first `max_parallel` take their places at once, in order.
+                let place = match places.clone().try_acquire_owned() {
+                    Ok(permit) => Place::Held(permit),
+                    Err(_) => Place::Wait(places.clone()),
+                };
+                self.open(task, launch(index, place)).map_err(|e| {
+                    let e = format!("tasks[{index}]: {e}");
+                    self.emitter.emit(Event::Error {
+                        text: format!("subagent: {e}"),
+                    });
+                    e
+                })
+            });
+            if let (Err(e), Some(detach)) = (&run, detach) {
+                detach.failed(index, &agent, e);
+            }
+            runs.push((index, agent, run));
+        }
+        runs
+    }
+
+    /// Runs the opened tasks to their ends: their results in task order,
+    /// the quorum of a review batch, each judged branch's verdict
+    /// recorded, and the batch's end told.
+    async fn run_all(
+        self: Arc<Self>,
+        batch_id: String,
+        runs: Vec<Task<Opened>>,
+        review: bool,
+        branches: Vec<Option<String>>,
+    ) -> BatchResult {
+        let call_ids: Vec<Option<String>> = runs
+            .iter()
+            .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
+            .collect();
+        let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
+            let this = self.clone();
+            async move {
+                let result = match run {
+                    Ok(opened) => Ok(this.run(opened).await),
+                    Err(e) => Err(e),
+                };
+                TaskResult {
+                    index,
+                    agent,
+                    result,
+                }
+            }
+        }))
+        .await;
+        let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
+        // Each judged branch gets the verdict of its own reviewers.
+        if branches.iter().any(Option::is_some) {
+            let verdicts = verdicts(&tasks, &call_ids);
+            for (branch, q) in super::isolate::branch_quorums(&branches, &verdicts) {
+                self.record_verdict(&branch, &batch_id, &q);
+            }
+        }
+        let result = BatchResult {
+            batch_id,
+            tasks,
+            quorum,
+        };
+        if let Some(quorum) = &result.quorum {
+            self.emitter.emit(Event::ReviewQuorum {
+                batch_id: result.batch_id.clone(),
+                quorum: quorum.clone(),
+            });
+        }
+        self.emitter.emit(Event::BatchFinished {
+            batch_id: result.batch_id.clone(),
+            total: result.tasks.len() as u32,
+            succeeded: result.succeeded(),
+            failed: result.failed(),
+            worst_verdict: result.worst_verdict(),
+        });
+        result
     }
 }

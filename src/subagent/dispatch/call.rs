@@ -225,22 +225,8 @@ impl Dispatcher {
             None
         };
         let (mut handle, control) = controls();
-        let cancel_tx = handle.cancel.clone();
         if let (Some(outer), None) = (&launch.cancel, &task_id) {
-            // The caller's cancel reaches this call's turn (until the call
-            // is over and nothing listens any more, or it goes on in the
-            // background).
-            let mut outer = outer.clone();
-            let tx = cancel_tx.clone();
-            let forward = tokio::spawn(async move {
-                tokio::select! {
-                    _ = cancelled(&mut outer) => {
-                        let _ = tx.send(true);
-                    }
-                    _ = tx.closed() => {}
-                }
-            });
-            handle.forward = Some(forward.abort_handle());
+            handle.forward = Some(forward_cancel(outer.clone(), handle.cancel.clone()));
         }
         let meta = TaskMeta {
             agent: task.agent.clone(),
@@ -276,31 +262,13 @@ impl Dispatcher {
         if let Some(w) = &worktree {
             self.worktree_ready(&call_id, task_id.as_deref(), w);
         }
-        let prompt = compose_prompt(
-            &task.prompt_message,
-            launch.summary,
-            task.requirements.as_deref(),
-            task.code_review,
-        );
-        Ok(Opened {
-            job: CallJob {
-                agent: task.agent,
-                runner: task.runner,
-                depth: task.depth,
-                call_id,
-                task_id: task_id.clone(),
-                prompt,
-                code_review: task.code_review,
-                resume: task.resume,
-                exclude: launch.exclude.cloned(),
-                title: crate::worktree::first_line(&task.message).to_string(),
-                worktree,
-                detach: detach.cloned(),
-            },
+        Ok(opened(
+            task,
+            launch,
+            (call_id, task_id),
             control,
-            task_id,
-            place: launch.place,
-        })
+            (worktree, detach),
+        ))
     }
 
     /// Runs a call: it waits for its place in a batch first, then its
@@ -519,6 +487,60 @@ pub(in crate::subagent) struct CallJob {
     pub(in crate::subagent) title: String,
     /// Its caller may stop waiting for it.
     pub(in crate::subagent) detach: Option<Detachable>,
+}
+
+/// Passes the caller's `outer` cancel on to a call's turn (until the call
+/// is over and nothing listens any more, or it goes on in the
+/// background): the task that does, to abort.
+fn forward_cancel(
+    mut outer: watch::Receiver<bool>,
+    tx: watch::Sender<bool>,
+) -> tokio::task::AbortHandle {
+    let forward = tokio::spawn(async move {
+        tokio::select! {
+            _ = cancelled(&mut outer) => {
+                let _ = tx.send(true);
+            }
+            _ = tx.closed() => {}
+        }
+    });
+    forward.abort_handle()
+}
+
+/// A call opened as `call_id` (and `task_id`): the job its turns run, and
+/// the ends of its controls.
+fn opened(
+    task: Prepared,
+    launch: Launch<'_>,
+    (call_id, task_id): (String, Option<String>),
+    control: TurnControl,
+    (worktree, detach): (Option<crate::worktree::Worktree>, Option<&Detachable>),
+) -> Opened {
+    let prompt = compose_prompt(
+        &task.prompt_message,
+        launch.summary,
+        task.requirements.as_deref(),
+        task.code_review,
+    );
+    Opened {
+        job: CallJob {
+            agent: task.agent,
+            runner: task.runner,
+            depth: task.depth,
+            call_id,
+            task_id: task_id.clone(),
+            prompt,
+            code_review: task.code_review,
+            resume: task.resume,
+            exclude: launch.exclude.cloned(),
+            title: crate::worktree::first_line(&task.message).to_string(),
+            worktree,
+            detach: detach.cloned(),
+        },
+        control,
+        task_id,
+        place: launch.place,
+    }
 }
 
 /// A task resolved but not started.

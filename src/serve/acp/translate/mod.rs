@@ -18,6 +18,7 @@
 //! as an [`Out::Ask`] for the pump to send as a request.
 
 mod activity;
+mod ask;
 mod call;
 #[cfg(test)]
 mod tests;
@@ -34,11 +35,12 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::schema::{IdleStateUpdate, RequiresActionStateUpdate};
 
 use crate::event::{
-    Activity, AgentRef, Event, NoticeLevel, PlanStatus, Quorum, Severity, StopReason, TaskState,
+    Activity, Event, NoticeLevel, PlanStatus, Quorum, Severity, StopReason, Summary, TaskState,
     ToolDetail,
 };
 use activity::child_update;
 pub use activity::{tool_content, tool_kind};
+use ask::Asking;
 use call::{CallView, TITLE_CHARS};
 
 /// Something for the host.
@@ -193,166 +195,37 @@ impl Translator {
     pub fn event(&mut self, event: &Event) -> Vec<Out> {
         let mut out = Vec::new();
         match event {
-            Event::UserMessage { text } if self.replay => {
-                out.push(
-                    self.update(SessionUpdate::UserMessageChunk(ContentChunk::new(
-                        ContentBlock::from(text.clone()),
-                    ))),
-                );
-            }
+            Event::UserMessage { text } if self.replay => out.push(self.update(
+                SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
+                    text.clone(),
+                ))),
+            )),
             Event::AssistantDelta { text } => out.push(self.text(text.clone())),
             Event::AssistantEnd => {}
             Event::Error { text } => out.push(self.text(format!("\n\n⚠ error: {text}\n\n"))),
             // The TUI's welcome (no chat) is said to a prompt instead.
             Event::Notice { text, .. } if text == crate::engine::WELCOME => {}
-            Event::Notice { level, text } => {
-                if *level == NoticeLevel::Warning {
-                    out.push(self.text(format!("\n\n⚠ {text}\n\n")));
-                } else if self.talking {
-                    out.push(self.text(format!("\n\n{text}\n\n")));
-                }
-            }
+            Event::Notice { level, text } => out.extend(self.notice(*level, text)),
             Event::ToolCallStarted { id, name, summary } => {
-                let title = if summary.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{name} {summary}")
-                };
-                out.push(
-                    self.update(SessionUpdate::ToolCall(
-                        ToolCall::new(format!("tool:{id}"), title)
-                            .kind(ToolKind::Other)
-                            .status(ToolCallStatus::InProgress),
-                    )),
-                );
+                out.push(self.tool_started(id, name, summary))
             }
             Event::ToolCallFinished { id, ok, summary } => {
-                let mut fields = ToolCallUpdateFields::new().status(if *ok {
-                    ToolCallStatus::Completed
-                } else {
-                    ToolCallStatus::Failed
-                });
-                if !summary.is_empty() {
-                    fields = fields.content(vec![ToolCallContent::from(summary.clone())]);
-                }
-                out.push(
-                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        format!("tool:{id}"),
-                        fields,
-                    ))),
-                );
+                out.push(self.tool_finished(id, *ok, summary))
             }
-            Event::SubagentStarted {
-                call_id,
-                task_id,
-                agent,
-                input,
-                code_review,
-                background,
-                queued,
-                ..
-            } => self.started(
-                &mut out,
-                call_id,
-                (agent, input, *code_review),
-                (task_id.clone(), *background, *queued),
-            ),
-            Event::SubagentDequeued { call_id } => {
-                out.push(
-                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        call_id.clone(),
-                        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                    ))),
-                );
-            }
+            started @ Event::SubagentStarted { .. } => self.started(&mut out, started),
+            Event::SubagentDequeued { call_id } => out.push(self.in_progress(call_id)),
             Event::SubagentBackgrounded { call_id, task_id } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    call.task_id = Some(task_id.clone());
-                    call.background = true;
-                    let (title, input, agent) =
-                        (call.title(), call.input.clone(), call.agent.clone());
-                    out.push(
-                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                            call_id.clone(),
-                            ToolCallUpdateFields::new().title(title),
-                        ))),
-                    );
-                    self.task(task_id, &agent, &input);
-                }
+                out.extend(self.backgrounded(call_id, task_id))
             }
-            Event::SubagentCancelling { call_id } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    call.push_line("cancelling…".into());
-                }
-            }
-            Event::SubagentFollowup { call_id, input } => {
-                let child = self.calls.get_mut(call_id).map(|call| {
-                    call.done = false;
-                    call.push_line(format!("↪ {}", first_line(input, TITLE_CHARS)));
-                    call.child.clone()
-                });
-                if let Some(child) = child {
-                    out.push(
-                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                            call_id.clone(),
-                            ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                        ))),
-                    );
-                    if let Some(child) = child {
-                        out.push(self.child_state(&child, running()));
-                        out.push(note(SessionNotification::new(
-                            child,
-                            SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
-                                input.clone(),
-                            ))),
-                        )));
-                    }
-                }
-            }
+            Event::SubagentFollowup { call_id, input } => self.followup(&mut out, call_id, input),
             Event::SubagentActivity { call_id, activity } => {
                 self.activity(&mut out, call_id, activity)
             }
-            Event::SubagentChild {
-                call_id,
-                title,
-                child_id,
-                ..
-            } => {
-                if let Some(call) = self.calls.get_mut(call_id)
-                    && title.is_some()
-                {
-                    call.push_line(format!(
-                        "↳ {}",
-                        title.as_deref().unwrap_or(child_id.as_str())
-                    ));
-                }
-            }
-            Event::SubagentChildActivity {
-                call_id, activity, ..
-            } => {
-                if let (Some(call), Activity::ToolCall { title, .. }) =
-                    (self.calls.get_mut(call_id), activity)
-                {
-                    call.push_line(format!("↳ ⚙ {title}"));
-                }
-            }
-            Event::WorktreeReady {
-                call_id, branch, ..
-            } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    call.push_line(format!("⎇ {branch}"));
-                }
-            }
-            Event::WorktreeCommitted {
-                call_id,
-                branch,
-                diffstat,
-                ..
-            } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    call.push_line(format!("⎇ {branch} · {diffstat}"));
-                }
-            }
+            Event::SubagentCancelling { .. }
+            | Event::SubagentChild { .. }
+            | Event::SubagentChildActivity { .. }
+            | Event::WorktreeReady { .. }
+            | Event::WorktreeCommitted { .. } => self.call_line(event),
             Event::SubagentFinished {
                 call_id,
                 output,
@@ -363,47 +236,14 @@ impl Translator {
                 call_id,
                 task_id,
                 summary,
-            } => {
-                if let Some(share) = summary.share.as_ref().and_then(|s| s.cost.clone()) {
-                    self.shares.insert(call_id.clone(), share);
-                }
-                if let Some(task_id) = task_id
-                    && let Some(entry) = self.tasks.iter_mut().find(|t| &t.task_id == task_id)
-                {
-                    entry.state = summary.state;
-                    entry.severity = summary.severity.or(entry.severity);
-                }
-            }
+            } => self.task_progress(call_id, task_id.as_deref(), summary),
             Event::BatchStarted {
                 batch_id,
                 tasks,
                 review: true,
-            } => {
-                self.quorums.insert(batch_id.clone(), *tasks);
-                out.push(
-                    self.update(SessionUpdate::ToolCall(
-                        ToolCall::new(
-                            quorum_id(batch_id),
-                            format!("review quorum · {tasks} reviewers"),
-                        )
-                        .kind(ToolKind::Think)
-                        .status(ToolCallStatus::InProgress),
-                    )),
-                );
-            }
+            } => out.push(self.quorum_started(batch_id, *tasks)),
             Event::ReviewQuorum { batch_id, quorum } if self.quorums.contains_key(batch_id) => {
-                self.quorums.remove(batch_id);
-                {
-                    out.push(
-                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                            quorum_id(batch_id),
-                            ToolCallUpdateFields::new()
-                                .title(format!("review quorum · {}", quorum.label()))
-                                .status(ToolCallStatus::Completed)
-                                .content(vec![ToolCallContent::from(verdicts(quorum))]),
-                        ))),
-                    );
-                }
+                out.push(self.quorum_reached(batch_id, quorum))
             }
             Event::BatchFinished {
                 batch_id,
@@ -411,21 +251,7 @@ impl Translator {
                 failed,
                 ..
             } if self.quorums.contains_key(batch_id) => {
-                // A review batch that ended without a quorum (none of its
-                // reviews could run).
-                self.quorums.remove(batch_id);
-                {
-                    out.push(
-                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                            quorum_id(batch_id),
-                            ToolCallUpdateFields::new()
-                                .status(ToolCallStatus::Failed)
-                                .content(vec![ToolCallContent::from(format!(
-                                    "{succeeded} reviews ended, {failed} failed: no quorum"
-                                ))]),
-                        ))),
-                    );
-                }
+                out.push(self.quorum_failed(batch_id, *succeeded, *failed))
             }
             Event::Usage {
                 input_tokens,
@@ -444,13 +270,195 @@ impl Translator {
         out
     }
 
-    fn started(
-        &mut self,
-        out: &mut Vec<Out>,
-        call_id: &str,
-        (agent, input, review): (&AgentRef, &str, bool),
-        (task_id, background, queued): (Option<String>, bool, bool),
-    ) {
+    /// A notice, for the person: warnings always, the rest while a prompt
+    /// runs.
+    fn notice(&self, level: NoticeLevel, text: &str) -> Option<Out> {
+        if level == NoticeLevel::Warning {
+            Some(self.text(format!("\n\n⚠ {text}\n\n")))
+        } else if self.talking {
+            Some(self.text(format!("\n\n{text}\n\n")))
+        } else {
+            None
+        }
+    }
+
+    /// The chat's own tool call started: a tool call of the session.
+    fn tool_started(&self, id: &str, name: &str, summary: &str) -> Out {
+        let title = if summary.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} {summary}")
+        };
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new(format!("tool:{id}"), title)
+                .kind(ToolKind::Other)
+                .status(ToolCallStatus::InProgress),
+        ))
+    }
+
+    /// The chat's own tool call finished.
+    fn tool_finished(&self, id: &str, ok: bool, summary: &str) -> Out {
+        let mut fields = ToolCallUpdateFields::new().status(if ok {
+            ToolCallStatus::Completed
+        } else {
+            ToolCallStatus::Failed
+        });
+        if !summary.is_empty() {
+            fields = fields.content(vec![ToolCallContent::from(summary.to_string())]);
+        }
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            format!("tool:{id}"),
+            fields,
+        )))
+    }
+
+    /// A call's tool call is in progress (a queued call took its place, a
+    /// follow-up runs).
+    fn in_progress(&self, call_id: &str) -> Out {
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id.to_string(),
+            ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+        )))
+    }
+
+    /// A call went on in the background: its title says so, and it is a
+    /// task of the plan.
+    fn backgrounded(&mut self, call_id: &str, task_id: &str) -> Option<Out> {
+        let call = self.calls.get_mut(call_id)?;
+        call.task_id = Some(task_id.to_string());
+        call.background = true;
+        let (title, input, agent) = (call.title(), call.input.clone(), call.agent.clone());
+        let out = self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id.to_string(),
+            ToolCallUpdateFields::new().title(title),
+        )));
+        self.task(task_id, &agent, &input);
+        Some(out)
+    }
+
+    /// A follow-up message for a call: it runs again, and its child
+    /// session (if any) is told the message.
+    fn followup(&mut self, out: &mut Vec<Out>, call_id: &str, input: &str) {
+        let child = self.calls.get_mut(call_id).map(|call| {
+            call.done = false;
+            call.push_line(format!("↪ {}", first_line(input, TITLE_CHARS)));
+            call.child.clone()
+        });
+        let Some(child) = child else {
+            return;
+        };
+        out.push(self.in_progress(call_id));
+        if let Some(child) = child {
+            out.push(self.child_state(&child, running()));
+            out.push(note(SessionNotification::new(
+                child,
+                SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
+                    input.to_string(),
+                ))),
+            )));
+        }
+    }
+
+    /// A line of a call's activity for what happened around it: a cancel,
+    /// a child session (and its tool calls), its worktree.
+    fn call_line(&mut self, event: &Event) {
+        let (call_id, line) = match event {
+            Event::SubagentCancelling { call_id } => (call_id, "cancelling…".to_string()),
+            Event::SubagentChild {
+                call_id,
+                title: Some(title),
+                ..
+            } => (call_id, format!("↳ {title}")),
+            Event::SubagentChildActivity {
+                call_id,
+                activity: Activity::ToolCall { title, .. },
+                ..
+            } => (call_id, format!("↳ ⚙ {title}")),
+            Event::WorktreeReady {
+                call_id, branch, ..
+            } => (call_id, format!("⎇ {branch}")),
+            Event::WorktreeCommitted {
+                call_id,
+                branch,
+                diffstat,
+                ..
+            } => (call_id, format!("⎇ {branch} · {diffstat}")),
+            _ => return,
+        };
+        if let Some(call) = self.calls.get_mut(call_id) {
+            call.push_line(line);
+        }
+    }
+
+    /// A call's snapshot: its share of the cost, and its task's state.
+    fn task_progress(&mut self, call_id: &str, task_id: Option<&str>, summary: &Summary) {
+        if let Some(share) = summary.share.as_ref().and_then(|s| s.cost.clone()) {
+            self.shares.insert(call_id.to_string(), share);
+        }
+        if let Some(task_id) = task_id
+            && let Some(entry) = self.tasks.iter_mut().find(|t| t.task_id == task_id)
+        {
+            entry.state = summary.state;
+            entry.severity = summary.severity.or(entry.severity);
+        }
+    }
+
+    /// A review batch started: a tool call of its own, for its quorum.
+    fn quorum_started(&mut self, batch_id: &str, tasks: u32) -> Out {
+        self.quorums.insert(batch_id.to_string(), tasks);
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new(
+                quorum_id(batch_id),
+                format!("review quorum · {tasks} reviewers"),
+            )
+            .kind(ToolKind::Think)
+            .status(ToolCallStatus::InProgress),
+        ))
+    }
+
+    /// A review batch's quorum: its tool call completed, with the verdicts.
+    fn quorum_reached(&mut self, batch_id: &str, quorum: &Quorum) -> Out {
+        self.quorums.remove(batch_id);
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            quorum_id(batch_id),
+            ToolCallUpdateFields::new()
+                .title(format!("review quorum · {}", quorum.label()))
+                .status(ToolCallStatus::Completed)
+                .content(vec![ToolCallContent::from(verdicts(quorum))]),
+        )))
+    }
+
+    /// A review batch that ended without a quorum (none of its reviews
+    /// could run): its tool call failed.
+    fn quorum_failed(&mut self, batch_id: &str, succeeded: u32, failed: u32) -> Out {
+        self.quorums.remove(batch_id);
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            quorum_id(batch_id),
+            ToolCallUpdateFields::new()
+                .status(ToolCallStatus::Failed)
+                .content(vec![ToolCallContent::from(format!(
+                    "{succeeded} reviews ended, {failed} failed: no quorum"
+                ))]),
+        )))
+    }
+
+    /// A call started (`subagent_started`): its tool call (pending while
+    /// it is queued), and its child session when the host takes them.
+    fn started(&mut self, out: &mut Vec<Out>, started: &Event) {
+        let Event::SubagentStarted {
+            call_id,
+            task_id,
+            agent,
+            input,
+            code_review: review,
+            background,
+            queued,
+            ..
+        } = started
+        else {
+            return;
+        };
+        let (review, background, queued) = (*review, *background, *queued);
         let child = self
             .children
             .then(|| SessionId::new(format!("{}/{call_id}", self.session)));
@@ -477,24 +485,7 @@ impl Translator {
             "run_in_background": background,
         });
         if let Some(child) = &child {
-            out.push(
-                self.update(SessionUpdate::SubagentUpdate(
-                    SubagentUpdate::new(child.clone())
-                        .title(title.clone())
-                        .description(first_line(input, 200))
-                        .capabilities(
-                            SubagentSessionCapabilities::new()
-                                .cancel(SessionCancelCapabilities::new()),
-                        )
-                        .state(running()),
-                )),
-            );
-            out.push(note(SessionNotification::new(
-                child.clone(),
-                SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
-                    input.to_string(),
-                ))),
-            )));
+            self.child_opened(out, child, &title, input);
         }
         let mut call = ToolCall::new(call_id.to_string(), title)
             .kind(ToolKind::Other)
@@ -507,17 +498,34 @@ impl Translator {
         }
         out.push(self.update(SessionUpdate::ToolCall(call)));
         if !queued {
-            out.push(
-                self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    call_id.to_string(),
-                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                ))),
-            );
+            out.push(self.in_progress(call_id));
         }
         self.calls.insert(call_id.to_string(), view);
-        if let Some(task_id) = task_id.filter(|_| background) {
-            self.task(&task_id, agent.name(), input);
+        if let Some(task_id) = task_id.as_deref().filter(|_| background) {
+            self.task(task_id, agent.name(), input);
         }
+    }
+
+    /// A call's child session opened: its state and capabilities, and the
+    /// message it was given.
+    fn child_opened(&self, out: &mut Vec<Out>, child: &SessionId, title: &str, input: &str) {
+        out.push(
+            self.update(SessionUpdate::SubagentUpdate(
+                SubagentUpdate::new(child.clone())
+                    .title(title.to_string())
+                    .description(first_line(input, 200))
+                    .capabilities(
+                        SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()),
+                    )
+                    .state(running()),
+            )),
+        );
+        out.push(note(SessionNotification::new(
+            child.clone(),
+            SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(
+                input.to_string(),
+            ))),
+        )));
     }
 
     fn task(&mut self, task_id: &str, agent: &str, input: &str) {
@@ -532,14 +540,21 @@ impl Translator {
         });
     }
 
+    /// A call's activity: its lines, its requests for the host, and its
+    /// child session's updates.
     fn activity(&mut self, out: &mut Vec<Out>, call_id: &str, activity: &Activity) {
-        let replay = self.replay;
         let session = self.session.clone();
-        let asks = &mut self.asks;
         let Some(call) = self.calls.get_mut(call_id) else {
             return;
         };
         let child = call.child.clone();
+        let mut asking = Asking {
+            call_id,
+            session: &session,
+            child: child.as_ref(),
+            replay: self.replay,
+            asks: &mut self.asks,
+        };
         match activity {
             Activity::MessageChunk { text } => call.push_text(text),
             Activity::ToolCall { title, .. } => call.push_line(format!("⚙ {title}")),
@@ -558,93 +573,18 @@ impl Translator {
                 title,
                 options,
                 detail,
-            } => {
-                call.push_line(format!("? {title}"));
-                call.asked
-                    .insert(id.clone(), format!("{}: {title}", call.agent));
-                if !replay {
-                    let (tool_call, on) = match &child {
-                        Some(child) => (id.clone(), child.clone()),
-                        None => (format!("{call_id}/{id}"), session.clone()),
-                    };
-                    asks.push(Ask {
-                        call_id: call_id.to_string(),
-                        request_id: id.clone(),
-                        session: on,
-                        tool_call,
-                        agent: call.agent.clone(),
-                        what: AskKind::Permission {
-                            title: title.clone(),
-                            options: options.clone(),
-                            detail: detail.clone(),
-                        },
-                    });
-                }
-            }
+            } => asking.permission(call, id, (title, options, detail)),
             Activity::PermissionResolved { id, outcome } => {
-                call.push_line(format!("→ {outcome}"));
-                let before = asks.len();
-                asks.retain(|a| !(a.call_id == call_id && &a.request_id == id));
-                let never_asked = asks.len() < before;
-                if !never_asked {
-                    out.push(Out::Withdraw {
-                        call_id: call_id.to_string(),
-                        request_id: id.clone(),
-                    });
-                }
-                // The request's own tool call (a child's is its agent's).
-                if child.is_none() && !replay && !never_asked {
-                    let lower = outcome.to_lowercase();
-                    let refused = ["cancel", "reject", "deny", "refuse", "no"]
-                        .iter()
-                        .any(|w| lower.starts_with(w));
-                    out.push(note(SessionNotification::new(
-                        session.clone(),
-                        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                            format!("{call_id}/{id}"),
-                            ToolCallUpdateFields::new()
-                                .title(call.asked.get(id).cloned())
-                                .status(if refused {
-                                    ToolCallStatus::Failed
-                                } else {
-                                    ToolCallStatus::Completed
-                                }),
-                        )),
-                    )));
-                }
+                asking.permission_resolved(call, out, id, outcome)
             }
             Activity::Elicitation {
                 id,
                 message,
                 form,
                 url,
-            } => {
-                call.push_line(format!("? {message}"));
-                if !replay {
-                    asks.push(Ask {
-                        call_id: call_id.to_string(),
-                        request_id: id.clone(),
-                        session: child.clone().unwrap_or_else(|| session.clone()),
-                        tool_call: call_id.to_string(),
-                        agent: call.agent.clone(),
-                        what: AskKind::Question {
-                            message: message.clone(),
-                            form: form.clone(),
-                            url: url.clone(),
-                        },
-                    });
-                }
-            }
+            } => asking.question(call, id, (message, form, url)),
             Activity::ElicitationResolved { id, outcome, .. } => {
-                call.push_line(format!("→ {outcome}"));
-                let before = asks.len();
-                asks.retain(|a| !(a.call_id == call_id && &a.request_id == id));
-                if asks.len() == before {
-                    out.push(Out::Withdraw {
-                        call_id: call_id.to_string(),
-                        request_id: id.clone(),
-                    });
-                }
+                asking.question_resolved(call, out, id, outcome)
             }
             _ => {}
         }
@@ -652,7 +592,14 @@ impl Translator {
             call.child_tools.insert(id.clone());
         }
         // The child session streams its agent's own updates.
-        let Some(child) = child else { return };
+        if let Some(child) = child {
+            self.child_activity(out, child, activity);
+        }
+    }
+
+    /// What a call's child session shows of its activity: its state (a
+    /// request waits for the person, or is answered) and its update.
+    fn child_activity(&self, out: &mut Vec<Out>, child: SessionId, activity: &Activity) {
         let state = match activity {
             Activity::PermissionRequest { .. } | Activity::Elicitation { .. } => {
                 Some(StateUpdate::RequiresAction(RequiresActionStateUpdate::new()))
