@@ -301,13 +301,7 @@ impl Composer {
         commands: &[&str],
         agent_commands: &HashMap<String, Vec<AgentCommand>>,
     ) -> bool {
-        if let Some(c) = &mut self.completion
-            && c.choices.len() > 1
-        {
-            let i = c.next.map_or(0, |i| (i + 1) % c.choices.len());
-            c.next = Some(i);
-            let (start, choice) = (c.start, c.choices[i].clone());
-            self.replace(start, self.cursor, &choice);
+        if self.next_choice() {
             return true;
         }
         let chars = self.chars();
@@ -350,6 +344,27 @@ impl Composer {
             }
             _ => return false,
         };
+        self.complete_among(&chars, sigil, start, names);
+        true
+    }
+
+    /// While Tab shows several choices, the next Tab puts the next one.
+    /// True when it did.
+    fn next_choice(&mut self) -> bool {
+        let Some(c) = self.completion.as_mut().filter(|c| c.choices.len() > 1) else {
+            return false;
+        };
+        let i = c.next.map_or(0, |i| (i + 1) % c.choices.len());
+        c.next = Some(i);
+        let (start, choice) = (c.start, c.choices[i].clone());
+        self.replace(start, self.cursor, &choice);
+        true
+    }
+
+    /// Completes the name from `start` to the cursor among `names`
+    /// (after `sigil`): the one that matches is put (with a space after
+    /// it), several put what they share and are shown, none is said.
+    fn complete_among(&mut self, chars: &[char], sigil: char, start: usize, names: Vec<String>) {
         let prefix: String = chars[start..self.cursor].iter().collect();
         let mut matches: Vec<String> = names
             .into_iter()
@@ -389,7 +404,6 @@ impl Composer {
                 });
             }
         }
-        true
     }
 }
 

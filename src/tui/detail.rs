@@ -12,7 +12,8 @@ use super::markdown;
 use super::state::{LOG_BYTES, LOG_ENTRIES, LogEntry, SubagentBox, TerminalView, ToolInfo};
 use super::theme;
 use super::wrap::{LLine, WrapMode, wrap};
-use crate::event::{AgentRef, PlanStatus, StopReason, ToolContent, ToolStatus};
+use crate::event::form::FormField;
+use crate::event::{AgentRef, PlanEntry, PlanStatus, StopReason, ToolContent, ToolStatus};
 
 fn diff_style(marker: char) -> Style {
     match marker {
@@ -206,7 +207,6 @@ fn status_mark(status: ToolStatus) -> (&'static str, Style) {
     }
 }
 
-/// The opened box's rows at `width`.
 /// What the agent announced of its session (sanitised as it came in): its
 /// mode and the modes it has, its options with their values, and its
 /// commands, one a line.
@@ -253,11 +253,46 @@ fn announced_lines(a: &crate::tui::state::Announced) -> Vec<LLine> {
     lines
 }
 
+/// The opened box's rows at `width`.
 pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
     let width = width.max(20);
     let color = theme::box_color(b.agent.name(), b.severity);
     let head_style = Style::default().fg(color).add_modifier(Modifier::BOLD);
-    let mut lines: Vec<LLine> = Vec::new();
+    let mut lines: Vec<LLine> = vec![head_line(b, now, head_style)];
+    facts_lines(b, &mut lines);
+    lines.extend(announced_lines(&b.announced));
+    lines.push(LLine::default());
+    lines.extend(text_lines(
+        "› ",
+        &b.input,
+        theme::dim().add_modifier(Modifier::ITALIC),
+    ));
+    lines.push(LLine::default());
+    log_notes(b, &mut lines);
+    for entry in &b.log.entries {
+        entry_lines(b, entry, &mut lines);
+    }
+    if let Some(output) = &b.output {
+        lines.push(LLine::default());
+        lines.push(LLine::plain(vec![Span::styled("── report ──", head_style)]));
+        lines.extend(markdown::render(output));
+    }
+    if let Some(w) = b.worktree.as_ref().filter(|w| !w.diff.is_empty()) {
+        branch_diff_lines(&w.branch, &w.diff, head_style, &mut lines);
+    }
+    if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
+        lines.push(LLine::plain(vec![
+            Span::styled("stop reason: ", theme::dim()),
+            Span::styled(reason.as_str(), theme::bold()),
+        ]));
+    }
+    let mut out = Vec::new();
+    wrap(&lines, width, &mut out);
+    out
+}
+
+/// The first row: the agent, its task, its badges and its state.
+fn head_line(b: &SubagentBox, now: u64, head_style: Style) -> LLine {
     let mut head = vec![Span::styled(b.agent.name().to_string(), head_style)];
     if let Some(task) = &b.task_id {
         head.push(Span::styled(format!(" [{task}]"), head_style));
@@ -287,7 +322,11 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
         _ => format!("done · {elapsed}"),
     };
     head.push(Span::styled(format!(" · {state}"), theme::bold()));
-    lines.push(LLine::plain(head));
+    LLine::plain(head)
+}
+
+/// The session, what the box changed, and its branch.
+fn facts_lines(b: &SubagentBox, lines: &mut Vec<LLine>) {
     lines.push(LLine::plain(vec![
         Span::styled("session: ", theme::dim()),
         Span::raw(b.session_id.clone().unwrap_or_else(|| "none".into())),
@@ -311,14 +350,10 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
             Span::raw(text),
         ]));
     }
-    lines.extend(announced_lines(&b.announced));
-    lines.push(LLine::default());
-    lines.extend(text_lines(
-        "› ",
-        &b.input,
-        theme::dim().add_modifier(Modifier::ITALIC),
-    ));
-    lines.push(LLine::default());
+}
+
+/// What of the log the box no longer holds: spilled, or dropped.
+fn log_notes(b: &SubagentBox, lines: &mut Vec<LLine>) {
     if b.log.spilled {
         lines.push(LLine::plain(vec![Span::styled(
             "… what this agent did before is kept in the transcript only, and could not be read back"
@@ -338,175 +373,203 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
         )]));
         lines.push(LLine::default());
     }
-    for entry in &b.log.entries {
-        match entry {
-            LogEntry::Turn(input) => {
-                lines.push(LLine::plain(vec![Span::styled(
-                    "── follow-up ──",
-                    theme::bold(),
-                )]));
-                lines.extend(text_lines(
-                    "› ",
-                    input,
-                    theme::dim().add_modifier(Modifier::ITALIC),
-                ));
-            }
-            LogEntry::Text(text) => lines.extend(text_lines("", text.trim_end(), Style::default())),
-            LogEntry::Thought(text) => lines.extend(text_lines(
-                "  ",
-                &format!("thinking: {}", text.trim()),
+}
+
+/// One entry of the box's log, by its kind.
+fn entry_lines(b: &SubagentBox, entry: &LogEntry, lines: &mut Vec<LLine>) {
+    match entry {
+        LogEntry::Turn(input) => {
+            lines.push(LLine::plain(vec![Span::styled(
+                "── follow-up ──",
+                theme::bold(),
+            )]));
+            lines.extend(text_lines(
+                "› ",
+                input,
                 theme::dim().add_modifier(Modifier::ITALIC),
-            )),
-            LogEntry::Tool {
-                title,
-                status,
-                info,
-                ..
-            } => {
-                let (mark, style) = status_mark(*status);
-                lines.push(LLine::prefixed(
-                    vec![Span::styled("⚙ ", theme::dim())],
-                    vec![Span::raw("  ")],
-                    vec![
-                        Span::styled(title.clone(), theme::bold()),
-                        Span::styled(format!("  {mark}"), style),
-                    ],
-                ));
-                lines.extend(info_lines(info, "    ", true));
-                // The commands it ran in quorum's terminals, in full.
-                for id in info.terminal_ids() {
-                    if let Some(t) = b.terminals.get(id) {
-                        lines.extend(terminal_lines(t, "    "));
-                    }
-                }
-            }
-            // A terminal no tool call shows: on its own.
-            LogEntry::Terminal(id) => {
-                if let Some(t) = b.terminals.get(id).filter(|t| !t.embedded) {
-                    lines.extend(terminal_lines(t, "  "));
-                }
-            }
-            LogEntry::Plan(plan) => {
-                lines.push(LLine::plain(vec![Span::styled("plan", theme::bold())]));
-                for e in plan {
-                    let mark = match e.status {
-                        PlanStatus::Completed => "[x]",
-                        PlanStatus::InProgress => "[>]",
-                        PlanStatus::Pending => "[ ]",
-                    };
-                    lines.push(LLine::prefixed(
-                        vec![Span::styled(format!("  {mark} "), theme::dim())],
-                        vec![Span::raw("      ")],
-                        vec![Span::raw(e.content.clone())],
-                    ));
-                }
-            }
-            LogEntry::Permission {
-                title,
-                options,
-                info,
-                outcome,
-                ..
-            } => {
-                let ask = Style::default()
-                    .fg(Color::Yellow)
-                    .add_modifier(Modifier::BOLD);
-                lines.push(LLine::prefixed(
-                    vec![Span::styled("? ", ask)],
-                    vec![Span::raw("  ")],
-                    vec![Span::styled(format!("permission: {title}"), ask)],
-                ));
-                lines.extend(info_lines(info, "    ", true));
-                lines.push(LLine::prefixed(
-                    vec![Span::raw("    ")],
-                    vec![Span::raw("    ")],
-                    vec![
-                        Span::styled("options: ", theme::dim()),
-                        Span::raw(options.join(" · ")),
-                    ],
-                ));
-                lines.push(LLine::plain(vec![match outcome {
-                    Some(o) => Span::styled(format!("    → {o}"), theme::bold()),
-                    None => Span::styled("    → waiting for your answer", theme::warning()),
-                }]));
-            }
-            LogEntry::Question {
-                message,
-                form,
-                url,
-                outcome,
-                ..
-            } => {
-                let ask = Style::default()
-                    .fg(Color::Yellow)
-                    .add_modifier(Modifier::BOLD);
-                lines.push(LLine::prefixed(
-                    vec![Span::styled("? ", ask)],
-                    vec![Span::raw("  ")],
-                    vec![Span::styled(format!("question: {message}"), ask)],
-                ));
-                if let Some(url) = url {
-                    lines.push(LLine::prefixed(
-                        vec![Span::styled("    open: ", theme::dim())],
-                        vec![Span::raw("      ")],
-                        vec![Span::styled(url.clone(), theme::link())],
-                    ));
-                }
-                for f in form.iter().flatten() {
-                    let required = if f.required { " (required)" } else { "" };
-                    let mut spans = vec![
-                        Span::styled(
-                            crate::confine::sanitize::sanitize(f.label()).into_owned(),
-                            theme::bold(),
-                        ),
-                        Span::styled(format!(": {}{required}", f.kind.noun()), theme::dim()),
-                    ];
-                    if let Some(d) = &f.description {
-                        spans.push(Span::styled(format!(" · {d}"), theme::dim()));
-                    }
-                    lines.push(LLine::prefixed(
-                        vec![Span::raw("    ")],
-                        vec![Span::raw("      ")],
-                        spans,
-                    ));
-                }
-                lines.push(LLine::plain(vec![match outcome {
-                    Some(o) => Span::styled(format!("    → {o}"), theme::bold()),
-                    None => Span::styled("    → waiting for your answer", theme::warning()),
-                }]));
+            ));
+        }
+        LogEntry::Text(text) => lines.extend(text_lines("", text.trim_end(), Style::default())),
+        LogEntry::Thought(text) => lines.extend(text_lines(
+            "  ",
+            &format!("thinking: {}", text.trim()),
+            theme::dim().add_modifier(Modifier::ITALIC),
+        )),
+        LogEntry::Tool {
+            title,
+            status,
+            info,
+            ..
+        } => tool_entry_lines(b, title, *status, info, lines),
+        // A terminal no tool call shows: on its own.
+        LogEntry::Terminal(id) => {
+            if let Some(t) = b.terminals.get(id).filter(|t| !t.embedded) {
+                lines.extend(terminal_lines(t, "  "));
             }
         }
+        LogEntry::Plan(plan) => plan_lines(plan, lines),
+        LogEntry::Permission {
+            title,
+            options,
+            info,
+            outcome,
+            ..
+        } => permission_lines(title, options, info, outcome.as_deref(), lines),
+        LogEntry::Question {
+            message,
+            form,
+            url,
+            outcome,
+            ..
+        } => question_lines(
+            message,
+            form.as_deref(),
+            url.as_deref(),
+            outcome.as_deref(),
+            lines,
+        ),
     }
-    if let Some(output) = &b.output {
-        lines.push(LLine::default());
-        lines.push(LLine::plain(vec![Span::styled("── report ──", head_style)]));
-        lines.extend(markdown::render(output));
-    }
-    if let Some(w) = b.worktree.as_ref().filter(|w| !w.diff.is_empty()) {
-        lines.push(LLine::default());
-        lines.push(LLine::plain(vec![Span::styled(
-            format!("── diff of {} ──", w.branch),
-            head_style,
-        )]));
-        for l in w.diff.lines() {
-            let marker = match l.chars().next() {
-                Some('+') if !l.starts_with("+++") => '+',
-                Some('-') if !l.starts_with("---") => '-',
-                Some('@') => '@',
-                _ => ' ',
-            };
-            lines.push(code_line("  ", l.to_string(), diff_style(marker)));
+}
+
+/// A tool call: its title and mark, what it is about, and the commands it
+/// ran in quorum's terminals, in full.
+fn tool_entry_lines(
+    b: &SubagentBox,
+    title: &str,
+    status: ToolStatus,
+    info: &ToolInfo,
+    lines: &mut Vec<LLine>,
+) {
+    let (mark, style) = status_mark(status);
+    lines.push(LLine::prefixed(
+        vec![Span::styled("⚙ ", theme::dim())],
+        vec![Span::raw("  ")],
+        vec![
+            Span::styled(title.to_string(), theme::bold()),
+            Span::styled(format!("  {mark}"), style),
+        ],
+    ));
+    lines.extend(info_lines(info, "    ", true));
+    for id in info.terminal_ids() {
+        if let Some(t) = b.terminals.get(id) {
+            lines.extend(terminal_lines(t, "    "));
         }
     }
-    if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
-        lines.push(LLine::plain(vec![
-            Span::styled("stop reason: ", theme::dim()),
-            Span::styled(reason.as_str(), theme::bold()),
-        ]));
+}
+
+fn plan_lines(plan: &[PlanEntry], lines: &mut Vec<LLine>) {
+    lines.push(LLine::plain(vec![Span::styled("plan", theme::bold())]));
+    for e in plan {
+        let mark = match e.status {
+            PlanStatus::Completed => "[x]",
+            PlanStatus::InProgress => "[>]",
+            PlanStatus::Pending => "[ ]",
+        };
+        lines.push(LLine::prefixed(
+            vec![Span::styled(format!("  {mark} "), theme::dim())],
+            vec![Span::raw("      ")],
+            vec![Span::raw(e.content.clone())],
+        ));
     }
-    let mut out = Vec::new();
-    wrap(&lines, width, &mut out);
-    out
+}
+
+/// The style of what an agent asks of the person.
+fn ask_style() -> Style {
+    Style::default()
+        .fg(Color::Yellow)
+        .add_modifier(Modifier::BOLD)
+}
+
+/// `→ answer`, or that the answer is awaited.
+fn outcome_line(outcome: Option<&str>) -> LLine {
+    LLine::plain(vec![match outcome {
+        Some(o) => Span::styled(format!("    → {o}"), theme::bold()),
+        None => Span::styled("    → waiting for your answer", theme::warning()),
+    }])
+}
+
+fn permission_lines(
+    title: &str,
+    options: &[String],
+    info: &ToolInfo,
+    outcome: Option<&str>,
+    lines: &mut Vec<LLine>,
+) {
+    let ask = ask_style();
+    lines.push(LLine::prefixed(
+        vec![Span::styled("? ", ask)],
+        vec![Span::raw("  ")],
+        vec![Span::styled(format!("permission: {title}"), ask)],
+    ));
+    lines.extend(info_lines(info, "    ", true));
+    lines.push(LLine::prefixed(
+        vec![Span::raw("    ")],
+        vec![Span::raw("    ")],
+        vec![
+            Span::styled("options: ", theme::dim()),
+            Span::raw(options.join(" · ")),
+        ],
+    ));
+    lines.push(outcome_line(outcome));
+}
+
+fn question_lines(
+    message: &str,
+    form: Option<&[FormField]>,
+    url: Option<&str>,
+    outcome: Option<&str>,
+    lines: &mut Vec<LLine>,
+) {
+    let ask = ask_style();
+    lines.push(LLine::prefixed(
+        vec![Span::styled("? ", ask)],
+        vec![Span::raw("  ")],
+        vec![Span::styled(format!("question: {message}"), ask)],
+    ));
+    if let Some(url) = url {
+        lines.push(LLine::prefixed(
+            vec![Span::styled("    open: ", theme::dim())],
+            vec![Span::raw("      ")],
+            vec![Span::styled(url.to_string(), theme::link())],
+        ));
+    }
+    for f in form.into_iter().flatten() {
+        let required = if f.required { " (required)" } else { "" };
+        let mut spans = vec![
+            Span::styled(
+                crate::confine::sanitize::sanitize(f.label()).into_owned(),
+                theme::bold(),
+            ),
+            Span::styled(format!(": {}{required}", f.kind.noun()), theme::dim()),
+        ];
+        if let Some(d) = &f.description {
+            spans.push(Span::styled(format!(" · {d}"), theme::dim()));
+        }
+        lines.push(LLine::prefixed(
+            vec![Span::raw("    ")],
+            vec![Span::raw("      ")],
+            spans,
+        ));
+    }
+    lines.push(outcome_line(outcome));
+}
+
+/// `── diff of BRANCH ──` and the branch's diff, each line in its colour.
+fn branch_diff_lines(branch: &str, diff: &str, head_style: Style, lines: &mut Vec<LLine>) {
+    lines.push(LLine::default());
+    lines.push(LLine::plain(vec![Span::styled(
+        format!("── diff of {branch} ──"),
+        head_style,
+    )]));
+    for l in diff.lines() {
+        let marker = match l.chars().next() {
+            Some('+') if !l.starts_with("+++") => '+',
+            Some('-') if !l.starts_with("---") => '-',
+            Some('@') => '@',
+            _ => ' ',
+        };
+        lines.push(code_line("  ", l.to_string(), diff_style(marker)));
+    }
 }
 
 #[cfg(test)]

@@ -338,6 +338,8 @@ pub fn lines(question: &Question, draft: Option<&FormDraft>) -> Vec<LLine> {
     out
 }
 
+/// A field's rows: its mark, label and value (with what it takes), its
+/// description, and what is wrong with the answer.
 fn field_lines(field: &FormField, entry: &Entry, focused: bool, error: Option<&str>) -> Vec<LLine> {
     let mark = if focused { "▸ " } else { "  " };
     let label_style = if focused {
@@ -353,12 +355,43 @@ fn field_lines(field: &FormField, entry: &Entry, focused: bool, error: Option<&s
         label.push(Span::styled(" *", theme::warning()));
     }
     label.push(Span::raw(": "));
+    let mut value = value_spans(field, entry, focused);
+    if let Some(hint) = hint(field) {
+        value.push(Span::styled(format!("  {hint}"), theme::dim()));
+    }
+    label.extend(value);
+    // The mark is in the prefix: kept as it is, so the fields line up.
+    let mut out = vec![LLine::prefixed(
+        vec![Span::raw("  "), Span::styled(mark, label_style)],
+        vec![Span::raw("      ")],
+        label,
+    )];
+    if let Some(d) = &field.description {
+        out.push(LLine::prefixed(
+            vec![Span::raw("      ")],
+            vec![Span::raw("      ")],
+            vec![Span::styled(sanitize(d).into_owned(), theme::dim())],
+        ));
+    }
+    if let Some(e) = error {
+        out.push(LLine::prefixed(
+            vec![Span::styled("      ✗ ", theme::error())],
+            vec![Span::raw("        ")],
+            vec![Span::styled(sanitize(e).into_owned(), theme::error())],
+        ));
+    }
+    out
+}
+
+/// A field's value as the person filled it in: text with its cursor, a
+/// flag, the option picked (and which of how many), the options ticked.
+fn value_spans(field: &FormField, entry: &Entry, focused: bool) -> Vec<Span<'static>> {
     let value_style = if focused {
         Style::default().add_modifier(Modifier::REVERSED)
     } else {
         Style::default()
     };
-    let mut value: Vec<Span<'static>> = match (entry, &field.kind) {
+    match (entry, &field.kind) {
         (Entry::Text(t), _) => {
             let mut text = sanitize(t).into_owned();
             if focused {
@@ -415,32 +448,7 @@ fn field_lines(field: &FormField, entry: &Entry, focused: bool, error: Option<&s
             theme::dim(),
         )],
         _ => vec![],
-    };
-    if let Some(hint) = hint(field) {
-        value.push(Span::styled(format!("  {hint}"), theme::dim()));
     }
-    label.extend(value);
-    // The mark is in the prefix: kept as it is, so the fields line up.
-    let mut out = vec![LLine::prefixed(
-        vec![Span::raw("  "), Span::styled(mark, label_style)],
-        vec![Span::raw("      ")],
-        label,
-    )];
-    if let Some(d) = &field.description {
-        out.push(LLine::prefixed(
-            vec![Span::raw("      ")],
-            vec![Span::raw("      ")],
-            vec![Span::styled(sanitize(d).into_owned(), theme::dim())],
-        ));
-    }
-    if let Some(e) = error {
-        out.push(LLine::prefixed(
-            vec![Span::styled("      ✗ ", theme::error())],
-            vec![Span::raw("        ")],
-            vec![Span::styled(sanitize(e).into_owned(), theme::error())],
-        ));
-    }
-    out
 }
 
 /// What a field takes, when the schema bounds it: `1–9`, `email`, `≤ 20 chars`.

@@ -111,6 +111,8 @@ fn task_style(task: &Task) -> Style {
     Style::default().fg(theme::box_color(&task.agent, task.summary.severity))
 }
 
+/// The side panel in `area`: its frame, then the session's total and the
+/// tasks that fit, the selected one among them.
 pub(super) fn draw_panel(
     state: &State,
     selected: Option<usize>,
@@ -121,27 +123,7 @@ pub(super) fn draw_panel(
     if area.is_empty() {
         return;
     }
-    let (running, queued) = state.task_counts();
-    let title = if queued > 0 {
-        format!(
-            " Tasks · {running} running · {queued} queued · {} done ",
-            state.tasks.len() - running - queued
-        )
-    } else {
-        format!(
-            " Tasks · {running} running · {} done ",
-            state.tasks.len() - running
-        )
-    };
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(if selected.is_some() {
-            theme::bold()
-        } else {
-            theme::dim()
-        })
-        .title(Span::styled(title, theme::bold()));
+    let block = panel_block(state, selected);
     let inner = block.inner(area);
     block.render(area, buf);
     let width = inner.width.saturating_sub(2) as usize;
@@ -155,6 +137,12 @@ pub(super) fn draw_panel(
             width,
         ))
     });
+    // Inside the frame, a column from its left edge.
+    let area = Rect {
+        x: inner.x + 1,
+        width: inner.width.saturating_sub(1),
+        ..inner
+    };
     if state.tasks.is_empty() {
         let mut lines: Vec<Line<'static>> = total.into_iter().collect();
         lines.push(Line::from(Span::styled(
@@ -165,21 +153,59 @@ pub(super) fn draw_panel(
             "Ctrl+T hides this panel.",
             theme::dim(),
         )));
-        Paragraph::new(lines).render(
-            Rect {
-                x: inner.x + 1,
-                width: inner.width.saturating_sub(1),
-                ..inner
-            },
-            buf,
-        );
+        Paragraph::new(lines).render(area, buf);
         return;
     }
-    // Show the newest tasks when they don't all fit, and the selected one
-    // on top when it is above them. Only the tasks that can show are laid
-    // out: the newest that fill the panel, or the selected one and those
-    // after it.
     let height = inner.height as usize;
+    let (lines, selected_at) = shown_lines(state, selected, total, width, height, now);
+    let mut skip = lines.len().saturating_sub(height);
+    if let Some(at) = selected_at {
+        skip = skip.min(at);
+    }
+    for (y, line) in (area.y..area.bottom()).zip(lines.iter().skip(skip)) {
+        buf.set_line(area.x, y, line, area.width);
+    }
+}
+
+/// The panel's frame, titled with how many tasks run, wait and are done;
+/// bright while the panel has the keys.
+fn panel_block(state: &State, selected: Option<usize>) -> Block<'static> {
+    let (running, queued) = state.task_counts();
+    let title = if queued > 0 {
+        format!(
+            " Tasks · {running} running · {queued} queued · {} done ",
+            state.tasks.len() - running - queued
+        )
+    } else {
+        format!(
+            " Tasks · {running} running · {} done ",
+            state.tasks.len() - running
+        )
+    };
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(if selected.is_some() {
+            theme::bold()
+        } else {
+            theme::dim()
+        })
+        .title(Span::styled(title, theme::bold()))
+}
+
+/// The lines of the tasks that can show, and where the selected one
+/// starts among them. Show the newest tasks when they don't all fit, and
+/// the selected one on top when it is above them. Only the tasks that can
+/// show are laid out: the newest that fill the panel, or the selected one
+/// and those after it.
+fn shown_lines(
+    state: &State,
+    selected: Option<usize>,
+    total: Option<Line<'static>>,
+    width: usize,
+    height: usize,
+    now: u64,
+) -> (Vec<Line<'static>>, Option<usize>) {
     let count = state.tasks.len();
     let task = |i: usize| task_lines(&state.tasks[i], selected == Some(i), width, now);
     let mut newest = Vec::new();
@@ -216,18 +242,7 @@ pub(super) fn draw_panel(
             }
         }
     }
-    let mut skip = lines.len().saturating_sub(height);
-    if let Some(at) = selected_at {
-        skip = skip.min(at);
-    }
-    let area = Rect {
-        x: inner.x + 1,
-        width: inner.width.saturating_sub(1),
-        ..inner
-    };
-    for (y, line) in (area.y..area.bottom()).zip(lines.iter().skip(skip)) {
-        buf.set_line(area.x, y, line, area.width);
-    }
+    (lines, selected_at)
 }
 
 #[cfg(test)]

@@ -242,90 +242,102 @@ pub fn to_svg(buffer: &Buffer) -> String {
     );
     for (y, row) in rows(buffer).enumerate() {
         let top = y as f64 * CELL_HEIGHT;
-        let baseline = top + CELL_HEIGHT * 0.78;
         let style = |cell: &Cell| (cell.fg, cell.bg, cell.modifier);
         for run in row.chunk_by(|a, b| style(a.1) == style(b.1)) {
-            let (start, cell) = run[0];
-            let (last_col, last) = run[run.len() - 1];
-            let end = last_col + usize::from(last.cell_width().max(1));
-            let width = cell_x(end) - cell_x(start);
-            let (mut fg, mut bg) = (hex(cell.fg), hex(cell.bg));
-            if cell.modifier.contains(Modifier::REVERSED) {
-                std::mem::swap(&mut fg, &mut bg);
-                fg = fg.or(Some(BACKGROUND.into()));
-                bg = bg.or(Some(FOREGROUND.into()));
-            }
-            if let Some(bg) = bg {
-                let _ = writeln!(
-                    out,
-                    "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{width:.1}\" height=\"{CELL_HEIGHT:.1}\" fill=\"{bg}\"/>",
-                    cell_x(start),
-                );
-            }
-            let fg = fg.unwrap_or_else(|| FOREGROUND.into());
-            let m = cell.modifier;
-            let mut attrs = format!("y=\"{baseline:.1}\" fill=\"{fg}\"");
-            if m.contains(Modifier::BOLD) {
-                attrs.push_str(" font-weight=\"bold\"");
-            }
-            if m.contains(Modifier::ITALIC) {
-                attrs.push_str(" font-style=\"italic\"");
-            }
-            let opacity = if m.contains(Modifier::DIM) {
-                " opacity=\"0.6\""
-            } else {
-                ""
-            };
-            attrs.push_str(opacity);
-
-            // Words and the single spaces between them make one text; a
-            // longer gap (or the run's edge) ends it.
-            let (mut text, mut cols) = (String::new(), Vec::new());
-            let mut space: Option<usize> = None;
-            for &(col, cell) in run {
-                let symbol = cell.symbol();
-                if symbol.chars().all(char::is_whitespace) {
-                    if space.is_some() || text.is_empty() {
-                        text_element(&mut out, &cols, &text, &attrs);
-                        (text, cols, space) = (String::new(), Vec::new(), None);
-                    } else {
-                        space = Some(col);
-                    }
-                    continue;
-                }
-                let mut chars = symbol.chars();
-                let single = chars.next().is_some_and(|c| c.len_utf16() == 1);
-                if single && chars.next().is_none() && cell.cell_width() <= 1 {
-                    if let Some(space) = space.take() {
-                        text.push(' ');
-                        cols.push(space);
-                    }
-                    text.push_str(symbol);
-                    cols.push(col);
-                } else {
-                    text_element(&mut out, &cols, &text, &attrs);
-                    (text, cols, space) = (String::new(), Vec::new(), None);
-                    text_element(&mut out, &[col], symbol, &attrs);
-                }
-            }
-            text_element(&mut out, &cols, &text, &attrs);
-
-            for (flag, y) in [
-                (Modifier::UNDERLINED, baseline + 2.0),
-                (Modifier::CROSSED_OUT, baseline - FONT_SIZE * 0.3),
-            ] {
-                if m.contains(flag) {
-                    let _ = writeln!(
-                        out,
-                        "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"1\" fill=\"{fg}\"{opacity}/>",
-                        cell_x(start),
-                    );
-                }
-            }
+            write_run(&mut out, run, top);
         }
     }
     out.push_str("</g>\n</svg>\n");
     out
+}
+
+/// One run of cells of one style in the row at `top`: its background,
+/// its texts, and its underline or strike-through.
+fn write_run(out: &mut String, run: &[(usize, &Cell)], top: f64) {
+    let baseline = top + CELL_HEIGHT * 0.78;
+    let (start, cell) = run[0];
+    let (last_col, last) = run[run.len() - 1];
+    let end = last_col + usize::from(last.cell_width().max(1));
+    let width = cell_x(end) - cell_x(start);
+    let (mut fg, mut bg) = (hex(cell.fg), hex(cell.bg));
+    if cell.modifier.contains(Modifier::REVERSED) {
+        std::mem::swap(&mut fg, &mut bg);
+        fg = fg.or(Some(BACKGROUND.into()));
+        bg = bg.or(Some(FOREGROUND.into()));
+    }
+    if let Some(bg) = bg {
+        let _ = writeln!(
+            out,
+            "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{width:.1}\" height=\"{CELL_HEIGHT:.1}\" fill=\"{bg}\"/>",
+            cell_x(start),
+        );
+    }
+    let fg = fg.unwrap_or_else(|| FOREGROUND.into());
+    let m = cell.modifier;
+    let mut attrs = format!("y=\"{baseline:.1}\" fill=\"{fg}\"");
+    if m.contains(Modifier::BOLD) {
+        attrs.push_str(" font-weight=\"bold\"");
+    }
+    if m.contains(Modifier::ITALIC) {
+        attrs.push_str(" font-style=\"italic\"");
+    }
+    let opacity = if m.contains(Modifier::DIM) {
+        " opacity=\"0.6\""
+    } else {
+        ""
+    };
+    attrs.push_str(opacity);
+
+    write_texts(out, run, &attrs);
+
+    for (flag, y) in [
+        (Modifier::UNDERLINED, baseline + 2.0),
+        (Modifier::CROSSED_OUT, baseline - FONT_SIZE * 0.3),
+    ] {
+        if m.contains(flag) {
+            let _ = writeln!(
+                out,
+                "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"1\" fill=\"{fg}\"{opacity}/>",
+                cell_x(start),
+            );
+        }
+    }
+}
+
+/// A run's characters as `<text>`s: words and the single spaces between
+/// them make one text; a longer gap (or the run's edge) ends it. A
+/// character that is wide, of several code points or outside the Basic
+/// Multilingual Plane is a text of its own.
+fn write_texts(out: &mut String, run: &[(usize, &Cell)], attrs: &str) {
+    let (mut text, mut cols) = (String::new(), Vec::new());
+    let mut space: Option<usize> = None;
+    for &(col, cell) in run {
+        let symbol = cell.symbol();
+        if symbol.chars().all(char::is_whitespace) {
+            if space.is_some() || text.is_empty() {
+                text_element(out, &cols, &text, attrs);
+                (text, cols, space) = (String::new(), Vec::new(), None);
+            } else {
+                space = Some(col);
+            }
+            continue;
+        }
+        let mut chars = symbol.chars();
+        let single = chars.next().is_some_and(|c| c.len_utf16() == 1);
+        if single && chars.next().is_none() && cell.cell_width() <= 1 {
+            if let Some(space) = space.take() {
+                text.push(' ');
+                cols.push(space);
+            }
+            text.push_str(symbol);
+            cols.push(col);
+        } else {
+            text_element(out, &cols, &text, attrs);
+            (text, cols, space) = (String::new(), Vec::new(), None);
+            text_element(out, &[col], symbol, attrs);
+        }
+    }
+    text_element(out, &cols, &text, attrs);
 }
 
 /// `<text>` with one `x` per character of `text`, at the left edge of

@@ -592,6 +592,29 @@ fn draw_status(
     if !view.following() {
         spans.push(Span::styled(" · ↑ scrolled, End follows", theme::warning()));
     }
+    work_spans(state, now, &mut spans);
+    // The key hints that fit, in their order; the last one (how to quit)
+    // is kept whatever else gives way.
+    let used: usize = spans
+        .iter()
+        .map(|s| super::wrap::text_width(&s.content))
+        .sum();
+    let hints = fitting_hints(chrome.keys, (area.width as usize).saturating_sub(used));
+    if !hints.is_empty() {
+        spans.push(Span::styled(format!(" · {hints}"), theme::dim()));
+    }
+    let line = Line::from(truncate(
+        spans.into_iter().map(owned).collect(),
+        area.width as usize,
+    ));
+    buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
+    buf.set_line(area.x, area.y, &line, area.width);
+}
+
+/// What the session is doing, for the status line: the chat's turn, the
+/// model's retry, the calls cancelling, running, waiting for the person
+/// and queued, and what the agents cost.
+fn work_spans(state: &State, now: u64, spans: &mut Vec<Span<'_>>) {
     if state.turn_running {
         let doing = match state.writing_call {
             Some(bytes) => format!("chat writing a tool call ({})", size(bytes)),
@@ -643,22 +666,6 @@ fn draw_status(
             theme::dim(),
         ));
     }
-    // The key hints that fit, in their order; the last one (how to quit)
-    // is kept whatever else gives way.
-    let used: usize = spans
-        .iter()
-        .map(|s| super::wrap::text_width(&s.content))
-        .sum();
-    let hints = fitting_hints(chrome.keys, (area.width as usize).saturating_sub(used));
-    if !hints.is_empty() {
-        spans.push(Span::styled(format!(" · {hints}"), theme::dim()));
-    }
-    let line = Line::from(truncate(
-        spans.into_iter().map(owned).collect(),
-        area.width as usize,
-    ));
-    buf.set_style(area, Style::default().bg(ratatui::style::Color::Black));
-    buf.set_line(area.x, area.y, &line, area.width);
 }
 
 /// `bytes` for the status line: "812 B", "1.2 KB", "3.4 MB".

@@ -5,7 +5,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::markdown;
-use super::state::{BatchHeader, Cell, CellKind, Member, SubagentBox, UsageTotal};
+use super::state::{BatchHeader, Cell, CellKind, Grouped, Member, SubagentBox, UsageTotal};
 use super::theme;
 use super::wrap::{LLine, spans_width, text_width, wrap};
 use crate::event::{AgentRef, Cost, NoticeLevel, Severity, StopReason, TaskState, Usage};
@@ -43,94 +43,20 @@ pub fn render_asking(
     let width = width.max(8);
     let mut out = Vec::new();
     match &cell.kind {
-        CellKind::User { text } => {
-            let lines: Vec<LLine> = text
-                .split('\n')
-                .enumerate()
-                .map(|(i, l)| {
-                    let first = if i == 0 { "› " } else { "  " };
-                    LLine::prefixed(
-                        vec![Span::styled(first, theme::user())],
-                        vec![Span::raw("  ")],
-                        vec![Span::styled(l.to_string(), theme::bold())],
-                    )
-                })
-                .collect();
-            wrap(&lines, width, &mut out);
-        }
-        CellKind::Assistant { text, .. } => {
-            let mut lines = markdown::render(text);
-            for l in &mut lines {
-                l.first.insert(0, Span::raw("  "));
-                l.rest.insert(0, Span::raw("  "));
-            }
-            wrap(&lines, width, &mut out);
-        }
+        CellKind::User { text } => user(text, width, &mut out),
+        CellKind::Assistant { text, .. } => assistant(text, width, &mut out),
         CellKind::Tool {
             name,
             summary,
             result,
-        } => {
-            let mut spans = vec![
-                Span::styled(name.clone(), theme::bold()),
-                Span::raw(" "),
-                Span::styled(summary.clone(), theme::dim()),
-            ];
-            match result {
-                None => spans.push(Span::styled(" …", theme::dim())),
-                Some((true, s)) => {
-                    spans.push(Span::styled(" ✓ ", Style::default().fg(theme::GREEN)));
-                    spans.push(Span::styled(s.clone(), theme::dim()));
-                }
-                Some((false, s)) => {
-                    spans.push(Span::styled(" ✗ ", theme::error()));
-                    spans.push(Span::styled(s.clone(), Style::default().fg(theme::RED)));
-                }
-            }
-            let line = LLine::prefixed(
-                vec![Span::styled("  ⚙ ", theme::dim())],
-                vec![Span::raw("    ")],
-                spans,
-            );
-            wrap(&[line], width, &mut out);
-        }
+        } => tool(name, summary, result.as_ref(), width, &mut out),
         CellKind::ChatPermission {
             agent,
             title,
             options,
             answer,
             ..
-        } => {
-            let mut spans = vec![
-                Span::styled(format!("{agent} asks: "), theme::bold()),
-                Span::raw(title.clone()),
-            ];
-            match answer {
-                Some(a) => {
-                    spans.push(Span::styled(" → ", theme::dim()));
-                    spans.push(Span::styled(a.clone(), theme::dim()));
-                }
-                None => {
-                    let choices: Vec<String> = options
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| format!("{} {o}", i + 1))
-                        .collect();
-                    spans.push(Span::styled(
-                        format!("  [{}]", choices.join(" · ")),
-                        Style::default()
-                            .fg(theme::NEEDS_YOU)
-                            .add_modifier(ratatui::style::Modifier::BOLD),
-                    ));
-                }
-            }
-            let line = LLine::prefixed(
-                vec![Span::styled("  ? ", Style::default().fg(theme::NEEDS_YOU))],
-                vec![Span::raw("    ")],
-                spans,
-            );
-            wrap(&[line], width, &mut out);
-        }
+        } => chat_permission(agent, title, options, answer.as_deref(), width, &mut out),
         CellKind::Notice { level, text } => {
             let (mark, style) = match level {
                 NoticeLevel::Info => ("  ℹ ", theme::dim()),
@@ -142,21 +68,7 @@ pub fn render_asking(
         CellKind::Subagent(b) => match &b.batch {
             // Inside its batch's group: a gutter in the group's colour.
             Some(group) => {
-                let gutter = Style::default().fg(theme::group_color(group.tint));
-                let mut inner = Vec::new();
-                subagent(b, width.saturating_sub(2), now, draft, &mut inner);
-                for line in inner {
-                    let mut spans = vec![Span::styled("┃ ", gutter)];
-                    spans.extend(line.spans);
-                    out.push(Line::from(spans));
-                }
-                if group.last {
-                    let close = format!("┗{}", "━".repeat(width.saturating_sub(1)));
-                    out.push(Line::from(Span::styled(close, gutter)));
-                    out.push(Line::default());
-                } else {
-                    out.push(Line::from(Span::styled("┃", gutter)));
-                }
+                grouped_subagent(b, group, width, now, draft, &mut out);
                 return out;
             }
             None => subagent(b, width, now, draft, &mut out),
@@ -173,38 +85,175 @@ pub fn render_asking(
             output: _,
             stop_reason,
             severity,
-        } => {
-            let color = theme::box_color(agent, *severity);
-            let mut spans = vec![
-                Span::styled(
-                    format!("task {task_id}"),
-                    Style::default().fg(color).add_modifier(Modifier::BOLD),
-                ),
-                Span::styled(format!(" ({agent}) finished"), theme::dim()),
-            ];
-            if let Some(s) = severity {
-                spans.push(Span::styled(
-                    format!(" ● {}", s.as_str()),
-                    Style::default().fg(color),
-                ));
-            }
-            if *stop_reason != StopReason::EndTurn {
-                spans.push(Span::styled(
-                    format!(" · {stop_reason}"),
-                    stop_style(*stop_reason),
-                ));
-            }
-            spans.push(Span::styled(" — reported to the chat", theme::dim()));
-            let line = LLine::prefixed(
-                vec![Span::styled("  ↩ ", Style::default().fg(color))],
-                vec![Span::raw("    ")],
-                spans,
-            );
-            wrap(&[line], width, &mut out);
-        }
+        } => task_report(task_id, agent, *stop_reason, *severity, width, &mut out),
     }
     out.push(Line::default());
     out
+}
+
+/// `› text`: what the person wrote.
+fn user(text: &str, width: usize, out: &mut Vec<Line<'static>>) {
+    let lines: Vec<LLine> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            let first = if i == 0 { "› " } else { "  " };
+            LLine::prefixed(
+                vec![Span::styled(first, theme::user())],
+                vec![Span::raw("  ")],
+                vec![Span::styled(l.to_string(), theme::bold())],
+            )
+        })
+        .collect();
+    wrap(&lines, width, out);
+}
+
+/// The chat's answer, as markdown, indented.
+fn assistant(text: &str, width: usize, out: &mut Vec<Line<'static>>) {
+    let mut lines = markdown::render(text);
+    for l in &mut lines {
+        l.first.insert(0, Span::raw("  "));
+        l.rest.insert(0, Span::raw("  "));
+    }
+    wrap(&lines, width, out);
+}
+
+/// `⚙ name summary ✓ result`: one of the chat's own tool calls.
+fn tool(
+    name: &str,
+    summary: &str,
+    result: Option<&(bool, String)>,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    let mut spans = vec![
+        Span::styled(name.to_string(), theme::bold()),
+        Span::raw(" "),
+        Span::styled(summary.to_string(), theme::dim()),
+    ];
+    match result {
+        None => spans.push(Span::styled(" …", theme::dim())),
+        Some((true, s)) => {
+            spans.push(Span::styled(" ✓ ", Style::default().fg(theme::GREEN)));
+            spans.push(Span::styled(s.clone(), theme::dim()));
+        }
+        Some((false, s)) => {
+            spans.push(Span::styled(" ✗ ", theme::error()));
+            spans.push(Span::styled(s.clone(), Style::default().fg(theme::RED)));
+        }
+    }
+    let line = LLine::prefixed(
+        vec![Span::styled("  ⚙ ", theme::dim())],
+        vec![Span::raw("    ")],
+        spans,
+    );
+    wrap(&[line], width, out);
+}
+
+/// `? agent asks: title [1 yes · 2 no]`: the chat's agent asking for a
+/// permission, or `→ answer` once answered.
+fn chat_permission(
+    agent: &str,
+    title: &str,
+    options: &[String],
+    answer: Option<&str>,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    let mut spans = vec![
+        Span::styled(format!("{agent} asks: "), theme::bold()),
+        Span::raw(title.to_string()),
+    ];
+    match answer {
+        Some(a) => {
+            spans.push(Span::styled(" → ", theme::dim()));
+            spans.push(Span::styled(a.to_string(), theme::dim()));
+        }
+        None => {
+            let choices: Vec<String> = options
+                .iter()
+                .enumerate()
+                .map(|(i, o)| format!("{} {o}", i + 1))
+                .collect();
+            spans.push(Span::styled(
+                format!("  [{}]", choices.join(" · ")),
+                Style::default()
+                    .fg(theme::NEEDS_YOU)
+                    .add_modifier(ratatui::style::Modifier::BOLD),
+            ));
+        }
+    }
+    let line = LLine::prefixed(
+        vec![Span::styled("  ? ", Style::default().fg(theme::NEEDS_YOU))],
+        vec![Span::raw("    ")],
+        spans,
+    );
+    wrap(&[line], width, out);
+}
+
+/// A box inside its batch's group: a gutter in the group's colour, and the
+/// group's bottom edge after its last box.
+fn grouped_subagent(
+    b: &SubagentBox,
+    group: &Grouped,
+    width: usize,
+    now: u64,
+    draft: Option<&super::form::FormDraft>,
+    out: &mut Vec<Line<'static>>,
+) {
+    let gutter = Style::default().fg(theme::group_color(group.tint));
+    let mut inner = Vec::new();
+    subagent(b, width.saturating_sub(2), now, draft, &mut inner);
+    for line in inner {
+        let mut spans = vec![Span::styled("┃ ", gutter)];
+        spans.extend(line.spans);
+        out.push(Line::from(spans));
+    }
+    if group.last {
+        let close = format!("┗{}", "━".repeat(width.saturating_sub(1)));
+        out.push(Line::from(Span::styled(close, gutter)));
+        out.push(Line::default());
+    } else {
+        out.push(Line::from(Span::styled("┃", gutter)));
+    }
+}
+
+/// `↩ task t1 (agent) finished — reported to the chat`.
+fn task_report(
+    task_id: &str,
+    agent: &str,
+    stop_reason: StopReason,
+    severity: Option<Severity>,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    let color = theme::box_color(agent, severity);
+    let mut spans = vec![
+        Span::styled(
+            format!("task {task_id}"),
+            Style::default().fg(color).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(format!(" ({agent}) finished"), theme::dim()),
+    ];
+    if let Some(s) = severity {
+        spans.push(Span::styled(
+            format!(" ● {}", s.as_str()),
+            Style::default().fg(color),
+        ));
+    }
+    if stop_reason != StopReason::EndTurn {
+        spans.push(Span::styled(
+            format!(" · {stop_reason}"),
+            stop_style(stop_reason),
+        ));
+    }
+    spans.push(Span::styled(" — reported to the chat", theme::dim()));
+    let line = LLine::prefixed(
+        vec![Span::styled("  ↩ ", Style::default().fg(color))],
+        vec![Span::raw("    ")],
+        spans,
+    );
+    wrap(&[line], width, out);
 }
 
 fn note(text: &str, mark: &'static str, style: Style, width: usize, out: &mut Vec<Line<'static>>) {
@@ -389,6 +438,7 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
     Line::from(line)
 }
 
+/// A call's box: its title row, its body framed, and its footer.
 fn subagent(
     b: &SubagentBox,
     width: usize,
@@ -396,87 +446,17 @@ fn subagent(
     draft: Option<&super::form::FormDraft>,
     out: &mut Vec<Line<'static>>,
 ) {
-    let name = b.agent.name();
-    let color = theme::box_color(name, b.severity);
+    let color = theme::box_color(b.agent.name(), b.severity);
     let border = Style::default().fg(color);
     let inner = width.saturating_sub(4).max(1);
 
     // Title: ╭─ name · badges ──── status ─╮
-    // The internal agent's name already says what it is.
-    let mut badges = match b.agent {
-        AgentRef::Internal => vec![],
-        AgentRef::Acp(_) => vec!["acp"],
-    };
-    if b.code_review {
-        badges.push("review");
-    }
-    if b.background {
-        badges.push("background");
-    }
-    if let Some(kind) = b.session {
-        badges.push(kind.label());
-    }
-    let mut left = vec![
-        Span::styled("╭─ ", border),
-        Span::styled(name.to_string(), border.add_modifier(Modifier::BOLD)),
-    ];
-    if let Some(task) = &b.task_id {
-        left.push(Span::styled(format!(" [{task}]"), border));
-    }
-    // The agent's mode and options (model, effort, ...), as it announced them.
-    let announced = b.announced.badges();
-    for badge in badges
-        .into_iter()
-        .chain(announced.iter().map(String::as_str))
-    {
-        left.push(Span::styled(format!(" · {badge}"), theme::dim()));
-    }
-    left.push(Span::raw(" "));
-    let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
-    let right: Vec<Span<'static>> = match (b.finished, b.severity) {
-        (None, _) if b.queued() => vec![
-            Span::styled(format!(" {} queued ", theme::QUEUED), theme::dim()),
-            Span::styled(format!("{elapsed} "), theme::dim()),
-            Span::styled("─╮", border),
-        ],
-        (None, _) if b.summary.cancelling => vec![
-            Span::styled(" ⊘ cancelling… ", theme::warning()),
-            Span::styled(format!("{elapsed} "), theme::dim()),
-            Span::styled("─╮", border),
-        ],
-        (None, _) => vec![
-            Span::styled(
-                format!(" {} ", theme::spinner(now)),
-                border.add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(format!("{elapsed} "), theme::dim()),
-            Span::styled("─╮", border),
-        ],
-        (Some(_), Some(s)) => vec![
-            Span::styled(
-                format!(" ● {} ", s.as_str()),
-                border.add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(format!("{elapsed} "), theme::dim()),
-            Span::styled("─╮", border),
-        ],
-        (Some(_), None) => {
-            let (mark, style) = match b.stop_reason {
-                Some(StopReason::EndTurn) | None => ("✓", Style::default().fg(theme::GREEN)),
-                Some(StopReason::Cancelled) => ("⊘", theme::warning()),
-                Some(reason) => (
-                    if reason.is_failure() { "✗" } else { "!" },
-                    stop_style(reason),
-                ),
-            };
-            vec![
-                Span::styled(format!(" {mark} "), style),
-                Span::styled(format!("{elapsed} "), theme::dim()),
-                Span::styled("─╮", border),
-            ]
-        }
-    };
-    out.push(title_row(left, right, width, border));
+    out.push(title_row(
+        title_left(b, border),
+        title_right(b, now, border),
+        width,
+        border,
+    ));
 
     // Body rows, each at most `inner` wide: the turns before this one
     // (follow-ups), each its input above its output, then this turn's.
@@ -514,50 +494,139 @@ fn subagent(
             wrap(&super::form::lines(q, draft), inner, &mut body);
         }
     } else {
-        let output = b.output.as_deref().unwrap_or("");
-        if output.trim().is_empty() {
-            body.push(Line::from(Span::styled("(no output)", theme::dim())));
-        } else {
-            wrap(&markdown::render(output), inner, &mut body);
-        }
-        // What it changed stays visible when the box closes.
-        if let Some(changes) = b.changes.summary() {
-            wrap(
-                &[LLine::prefixed(
-                    vec![Span::styled("✎ ", theme::dim())],
-                    vec![Span::raw("  ")],
-                    vec![Span::styled(changes, theme::dim())],
-                )],
-                inner,
-                &mut body,
-            );
-        }
-        // So does what quorum had to say of it.
-        for notice in &b.notices {
-            wrap(
-                &[LLine::prefixed(
-                    vec![Span::styled("! ", theme::warning())],
-                    vec![Span::raw("  ")],
-                    vec![Span::styled(notice.clone(), theme::dim())],
-                )],
-                inner,
-                &mut body,
-            );
-        }
-        children(b, inner, now, &mut body);
-        if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
-            body.push(Line::from(vec![
-                Span::styled("stop reason: ", theme::dim()),
-                Span::styled(
-                    reason.as_str(),
-                    stop_style(reason).add_modifier(Modifier::BOLD),
-                ),
-            ]));
-        }
+        finished_body(b, inner, now, &mut body);
     }
     framed(body, inner, border, out);
 
     // Bottom: ╰──── 12.3k / 200k tokens · $0.04 · 3 tool calls ─╯
+    out.push(bottom_row(footer(b, width), width, border));
+}
+
+/// `╭─ name [task] · badges `: the internal agent's name already says
+/// what it is; the agent's mode and options (model, effort, ...) as it
+/// announced them.
+fn title_left(b: &SubagentBox, border: Style) -> Vec<Span<'static>> {
+    let mut badges = match b.agent {
+        AgentRef::Internal => vec![],
+        AgentRef::Acp(_) => vec!["acp"],
+    };
+    if b.code_review {
+        badges.push("review");
+    }
+    if b.background {
+        badges.push("background");
+    }
+    if let Some(kind) = b.session {
+        badges.push(kind.label());
+    }
+    let mut left = vec![
+        Span::styled("╭─ ", border),
+        Span::styled(
+            b.agent.name().to_string(),
+            border.add_modifier(Modifier::BOLD),
+        ),
+    ];
+    if let Some(task) = &b.task_id {
+        left.push(Span::styled(format!(" [{task}]"), border));
+    }
+    let announced = b.announced.badges();
+    for badge in badges
+        .into_iter()
+        .chain(announced.iter().map(String::as_str))
+    {
+        left.push(Span::styled(format!(" · {badge}"), theme::dim()));
+    }
+    left.push(Span::raw(" "));
+    left
+}
+
+/// ` ● verdict 12s ─╮`: the box's state (queued, cancelling, running, its
+/// verdict, how it ended) and its time.
+fn title_right(b: &SubagentBox, now: u64, border: Style) -> Vec<Span<'static>> {
+    let elapsed = theme::elapsed(b.finished.unwrap_or(now).saturating_sub(b.started));
+    let row = |mark: Span<'static>| {
+        vec![
+            mark,
+            Span::styled(format!("{elapsed} "), theme::dim()),
+            Span::styled("─╮", border),
+        ]
+    };
+    match (b.finished, b.severity) {
+        (None, _) if b.queued() => row(Span::styled(
+            format!(" {} queued ", theme::QUEUED),
+            theme::dim(),
+        )),
+        (None, _) if b.summary.cancelling => row(Span::styled(" ⊘ cancelling… ", theme::warning())),
+        (None, _) => row(Span::styled(
+            format!(" {} ", theme::spinner(now)),
+            border.add_modifier(Modifier::BOLD),
+        )),
+        (Some(_), Some(s)) => row(Span::styled(
+            format!(" ● {} ", s.as_str()),
+            border.add_modifier(Modifier::BOLD),
+        )),
+        (Some(_), None) => {
+            let (mark, style) = match b.stop_reason {
+                Some(StopReason::EndTurn) | None => ("✓", Style::default().fg(theme::GREEN)),
+                Some(StopReason::Cancelled) => ("⊘", theme::warning()),
+                Some(reason) => (
+                    if reason.is_failure() { "✗" } else { "!" },
+                    stop_style(reason),
+                ),
+            };
+            row(Span::styled(format!(" {mark} "), style))
+        }
+    }
+}
+
+/// A finished box's body: its report, what it changed, what quorum had
+/// to say of it, its child sessions and why it stopped.
+fn finished_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'static>>) {
+    let output = b.output.as_deref().unwrap_or("");
+    if output.trim().is_empty() {
+        body.push(Line::from(Span::styled("(no output)", theme::dim())));
+    } else {
+        wrap(&markdown::render(output), inner, body);
+    }
+    // What it changed stays visible when the box closes.
+    if let Some(changes) = b.changes.summary() {
+        wrap(
+            &[LLine::prefixed(
+                vec![Span::styled("✎ ", theme::dim())],
+                vec![Span::raw("  ")],
+                vec![Span::styled(changes, theme::dim())],
+            )],
+            inner,
+            body,
+        );
+    }
+    // So does what quorum had to say of it.
+    for notice in &b.notices {
+        wrap(
+            &[LLine::prefixed(
+                vec![Span::styled("! ", theme::warning())],
+                vec![Span::raw("  ")],
+                vec![Span::styled(notice.clone(), theme::dim())],
+            )],
+            inner,
+            body,
+        );
+    }
+    children(b, inner, now, body);
+    if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
+        body.push(Line::from(vec![
+            Span::styled("stop reason: ", theme::dim()),
+            Span::styled(
+                reason.as_str(),
+                stop_style(reason).add_modifier(Modifier::BOLD),
+            ),
+        ]));
+    }
+}
+
+/// ` 12.3k / 200k tokens · $0.04 · 3 tool calls `: the usage is dropped
+/// first when the box is too narrow for it.
+fn footer(b: &SubagentBox, width: usize) -> Vec<Span<'static>> {
     let counts = match b.summary.tool_calls {
         0 => String::new(),
         1 => "1 tool call".to_string(),
@@ -566,7 +635,6 @@ fn subagent(
     let mut footer: Vec<Span<'static>> = Vec::new();
     if let Some(u) = &b.summary.usage {
         footer.extend(usage_spans(u));
-        // Dropped first when the box is too narrow for it.
         if spans_width(&footer) + text_width(&counts) + 12 > width {
             footer.clear();
         }
@@ -581,7 +649,7 @@ fn subagent(
         footer.insert(0, Span::styled(" ", theme::dim()));
         footer.push(Span::styled(" ", theme::dim()));
     }
-    out.push(bottom_row(footer, width, border));
+    footer
 }
 
 /// `› input`, the first line of a turn's input (none when it is empty).

@@ -25,25 +25,7 @@ fn child_box(
 ) {
     let border = theme::dim();
     let inner = width.saturating_sub(4).max(1);
-    // Running while the agent says so (and its call runs).
-    let running = parent_running
-        && match c.state {
-            Some(ChildState::Running) => true,
-            Some(_) => false,
-            None => c.summary.state.active(),
-        };
-    let (mark, style) = match c.state {
-        _ if c.summary.waiting && parent_running => (
-            format!("? {}", ChildState::RequiresAction.as_str()),
-            theme::warning(),
-        ),
-        Some(ChildState::Idle) => ("✓ idle".to_string(), Style::default().fg(theme::GREEN)),
-        _ if running => (format!("{} running", theme::spinner(now)), theme::bold()),
-        // Its call ended: so did whatever it was doing.
-        _ if !parent_running => ("ended".to_string(), theme::dim()),
-        Some(state) => (state.as_str().to_string(), theme::dim()),
-        None => ("…".to_string(), theme::dim()),
-    };
+    let (mark, style) = child_mark(c, parent_running, now);
     let mut left = vec![
         Span::styled("╭─ ", border),
         Span::styled("↳ ", border),
@@ -69,6 +51,47 @@ fn child_box(
             inner,
         )));
     }
+    let activity = child_activity_rows(c, inner);
+    let skip = activity.len().saturating_sub(CHILD_ROWS);
+    rows.extend(activity.into_iter().skip(skip));
+    framed(rows, inner, border, out);
+    let counts = match c.summary.tool_calls {
+        0 => String::new(),
+        1 => " 1 tool call ".to_string(),
+        n => format!(" {n} tool calls "),
+    };
+    out.push(bottom_row(
+        vec![Span::styled(counts, theme::dim())],
+        width,
+        border,
+    ));
+}
+
+/// A child's state mark: waiting for the person, idle, running (while
+/// the agent says so and its call runs), or ended with its call.
+fn child_mark(c: &ChildBox, parent_running: bool, now: u64) -> (String, Style) {
+    let running = parent_running
+        && match c.state {
+            Some(ChildState::Running) => true,
+            Some(_) => false,
+            None => c.summary.state.active(),
+        };
+    match c.state {
+        _ if c.summary.waiting && parent_running => (
+            format!("? {}", ChildState::RequiresAction.as_str()),
+            theme::warning(),
+        ),
+        Some(ChildState::Idle) => ("✓ idle".to_string(), Style::default().fg(theme::GREEN)),
+        _ if running => (format!("{} running", theme::spinner(now)), theme::bold()),
+        // Its call ended: so did whatever it was doing.
+        _ if !parent_running => ("ended".to_string(), theme::dim()),
+        Some(state) => (state.as_str().to_string(), theme::dim()),
+        None => ("…".to_string(), theme::dim()),
+    }
+}
+
+/// A child's last lines of activity, each one row.
+fn child_activity_rows(c: &ChildBox, inner: usize) -> Vec<Line<'static>> {
     let mut activity: Vec<Line<'static>> = Vec::new();
     for line in &c.activity {
         match line {
@@ -78,20 +101,9 @@ fn child_box(
                 }
             }
             ActivityLine::Tool { title, status, .. } => {
-                let (mark, style) = tool_mark(*status);
-                activity.push(Line::from(truncate(
-                    vec![
-                        Span::styled("⚙ ", theme::dim()),
-                        Span::raw(title.clone()),
-                        Span::styled(format!(" {mark}"), style),
-                    ],
-                    inner,
-                )));
+                activity.push(tool_row(title, *status, inner))
             }
-            ActivityLine::Note(text) => activity.push(Line::from(truncate(
-                vec![Span::styled(text.clone(), theme::dim())],
-                inner,
-            ))),
+            ActivityLine::Note(text) => activity.push(note_row(text, inner)),
             ActivityLine::Terminal {
                 command,
                 tail,
@@ -107,19 +119,28 @@ fn child_box(
             )),
         }
     }
-    let skip = activity.len().saturating_sub(CHILD_ROWS);
-    rows.extend(activity.into_iter().skip(skip));
-    framed(rows, inner, border, out);
-    let counts = match c.summary.tool_calls {
-        0 => String::new(),
-        1 => " 1 tool call ".to_string(),
-        n => format!(" {n} tool calls "),
-    };
-    out.push(bottom_row(
-        vec![Span::styled(counts, theme::dim())],
-        width,
-        border,
-    ));
+    activity
+}
+
+/// `⚙ title ✓`: a tool call, one row.
+fn tool_row(title: &str, status: ToolStatus, inner: usize) -> Line<'static> {
+    let (mark, style) = tool_mark(status);
+    Line::from(truncate(
+        vec![
+            Span::styled("⚙ ", theme::dim()),
+            Span::raw(title.to_string()),
+            Span::styled(format!(" {mark}"), style),
+        ],
+        inner,
+    ))
+}
+
+/// A note, one row.
+fn note_row(text: &str, inner: usize) -> Line<'static> {
+    Line::from(truncate(
+        vec![Span::styled(text.to_string(), theme::dim())],
+        inner,
+    ))
 }
 
 /// Rows of a terminal's output a running box shows, at most: while it
@@ -189,6 +210,9 @@ pub(super) fn children(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<L
     }
 }
 
+/// A running box's body: its plan's progress, its last rows of
+/// activity, its child sessions, the permission it asks, and while it has
+/// nothing to show, what it waits for.
 pub(super) fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'static>>) {
     if !b.plan.is_empty() {
         let (done, total, current) = plan_progress(&b.plan);
@@ -198,97 +222,12 @@ pub(super) fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut V
         }
         body.push(Line::from(truncate(spans, inner)));
     }
-    let mut rows: Vec<Line<'static>> = Vec::new();
-    for line in &b.activity {
-        match line {
-            ActivityLine::Text(text) => {
-                let lines: Vec<LLine> = last_lines(text)
-                    .map(|l| LLine::plain(vec![Span::raw(l.to_string())]))
-                    .collect();
-                wrap(&lines, inner, &mut rows);
-            }
-            ActivityLine::Thought(text) => {
-                let style = theme::dim().add_modifier(Modifier::ITALIC);
-                let lines: Vec<LLine> = last_lines(text)
-                    .map(|l| LLine::plain(vec![Span::styled(l.to_string(), style)]))
-                    .collect();
-                wrap(&lines, inner, &mut rows);
-            }
-            ActivityLine::Tool { title, status, .. } => {
-                let (mark, style) = tool_mark(*status);
-                rows.push(Line::from(truncate(
-                    vec![
-                        Span::styled("⚙ ", theme::dim()),
-                        Span::raw(title.clone()),
-                        Span::styled(format!(" {mark}"), style),
-                    ],
-                    inner,
-                )));
-            }
-            ActivityLine::Note(text) => {
-                rows.push(Line::from(truncate(
-                    vec![Span::styled(text.clone(), theme::dim())],
-                    inner,
-                )));
-            }
-            ActivityLine::Terminal {
-                command,
-                tail,
-                exit,
-                under_tool,
-                ..
-            } => rows.extend(terminal_rows(
-                command,
-                tail,
-                exit.as_deref(),
-                *under_tool,
-                inner,
-            )),
-        }
-    }
+    let rows = activity_rows(b, inner);
     let skip = rows.len().saturating_sub(ACTIVITY_ROWS);
     body.extend(rows.into_iter().skip(skip));
     children(b, inner, now, body);
     if let Some((_, title, options)) = &b.permission {
-        let ask = Style::default()
-            .fg(Color::Yellow)
-            .add_modifier(Modifier::BOLD);
-        wrap(
-            &[LLine::prefixed(
-                vec![Span::styled("? ", ask)],
-                vec![Span::raw("  ")],
-                vec![Span::styled(format!("permission: {title}"), ask)],
-            )],
-            inner,
-            body,
-        );
-        // What is asked: the path, the command, the diff.
-        wrap(
-            &super::super::detail::info_lines(&b.permission_detail, "  ", false),
-            inner,
-            body,
-        );
-        let opts: Vec<Span<'static>> = options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| Span::styled(format!("[{}] {o}  ", i + 1), theme::warning()))
-            .collect();
-        wrap(
-            &[LLine::prefixed(
-                vec![Span::raw("  ")],
-                vec![Span::raw("  ")],
-                opts,
-            )],
-            inner,
-            body,
-        );
-        body.push(Line::from(Span::styled(
-            format!(
-                "  press 1-{} to answer · Esc cancels the call",
-                options.len().min(9)
-            ),
-            theme::dim(),
-        )));
+        permission_rows(b, title, options, inner, body);
     }
     if b.queued() {
         body.push(Line::from(truncate(
@@ -315,4 +254,92 @@ pub(super) fn running_body(b: &SubagentBox, inner: usize, now: u64, body: &mut V
             inner,
         )));
     }
+}
+
+/// A running box's last lines of activity as rows: text and thoughts
+/// wrapped, a tool call or a note a row each, terminals with their output.
+fn activity_rows(b: &SubagentBox, inner: usize) -> Vec<Line<'static>> {
+    let mut rows: Vec<Line<'static>> = Vec::new();
+    for line in &b.activity {
+        match line {
+            ActivityLine::Text(text) => {
+                let lines: Vec<LLine> = last_lines(text)
+                    .map(|l| LLine::plain(vec![Span::raw(l.to_string())]))
+                    .collect();
+                wrap(&lines, inner, &mut rows);
+            }
+            ActivityLine::Thought(text) => {
+                let style = theme::dim().add_modifier(Modifier::ITALIC);
+                let lines: Vec<LLine> = last_lines(text)
+                    .map(|l| LLine::plain(vec![Span::styled(l.to_string(), style)]))
+                    .collect();
+                wrap(&lines, inner, &mut rows);
+            }
+            ActivityLine::Tool { title, status, .. } => rows.push(tool_row(title, *status, inner)),
+            ActivityLine::Note(text) => rows.push(note_row(text, inner)),
+            ActivityLine::Terminal {
+                command,
+                tail,
+                exit,
+                under_tool,
+                ..
+            } => rows.extend(terminal_rows(
+                command,
+                tail,
+                exit.as_deref(),
+                *under_tool,
+                inner,
+            )),
+        }
+    }
+    rows
+}
+
+/// The permission the box's agent asks: its title, what is asked (the
+/// path, the command, the diff), the options and the keys that answer.
+fn permission_rows(
+    b: &SubagentBox,
+    title: &str,
+    options: &[String],
+    inner: usize,
+    body: &mut Vec<Line<'static>>,
+) {
+    let ask = Style::default()
+        .fg(Color::Yellow)
+        .add_modifier(Modifier::BOLD);
+    wrap(
+        &[LLine::prefixed(
+            vec![Span::styled("? ", ask)],
+            vec![Span::raw("  ")],
+            vec![Span::styled(format!("permission: {title}"), ask)],
+        )],
+        inner,
+        body,
+    );
+    wrap(
+        &super::super::detail::info_lines(&b.permission_detail, "  ", false),
+        inner,
+        body,
+    );
+    let opts: Vec<Span<'static>> = options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| Span::styled(format!("[{}] {o}  ", i + 1), theme::warning()))
+        .collect();
+    wrap(
+        &[LLine::prefixed(
+            vec![Span::raw("  ")],
+            vec![Span::raw("  ")],
+            opts,
+        )],
+        inner,
+        body,
+    );
+    body.push(Line::from(Span::styled(
+        format!(
+            "  press 1-{} to answer · Esc cancels the call",
+            options.len().min(9)
+        ),
+        theme::dim(),
+    )));
 }

@@ -5,8 +5,8 @@
 use std::collections::VecDeque;
 
 use super::lines::{ActivityLine, push_line};
-use super::{CellKind, ChildBox, LogEntry, State, ToolInfo, clean};
-use crate::event::{Activity, PlanEntry, ToolStatus};
+use super::{CellKind, ChildBox, LogEntry, State, SubagentBox, ToolInfo, clean};
+use crate::event::{Activity, PlanEntry, ToolDetail, ToolStatus};
 
 /// How much streamed text a running box keeps (bytes, from the end).
 const ACTIVITY_TEXT: usize = 2048;
@@ -47,6 +47,7 @@ impl State {
         }
     }
 
+    /// A call's activity, into its box: each kind to its part of the box.
     fn box_activity(&mut self, call_id: &str, activity: &Activity) {
         let Some(b) = self.subagent(call_id) else {
             return;
@@ -63,141 +64,21 @@ impl State {
                 title,
                 status,
                 detail,
-            } => {
-                push_line(
-                    &mut b.activity,
-                    ActivityLine::Tool {
-                        id: id.clone(),
-                        title: clean(title),
-                        status: *status,
-                    },
-                );
-                let info = ToolInfo::from_detail(detail);
-                b.changes.note(id, &info);
-                if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
-                    b.changes.finished(id);
-                }
-                b.terminals.embed(info.terminal_ids());
-                // Its terminals' output goes under it.
-                for t in info.terminal_ids() {
-                    under_tool(&mut b.activity, t, true);
-                }
-                b.log.push(LogEntry::Tool {
-                    id: id.clone(),
-                    title: clean(title),
-                    status: *status,
-                    info,
-                });
-            }
+            } => tool_call(b, id, title, *status, detail),
             Activity::ToolCallUpdate {
                 id,
                 title,
                 status,
                 detail,
-            } => {
-                let line = b.activity.iter_mut().rev().find_map(|l| match l {
-                    ActivityLine::Tool {
-                        id: lid,
-                        title,
-                        status,
-                    } if lid == id => Some((title, status)),
-                    _ => None,
-                });
-                if let Some((t, s)) = line {
-                    if let Some(title) = title {
-                        *t = clean(title);
-                    }
-                    if let Some(status) = status {
-                        *s = *status;
-                    }
-                }
-                let update = ToolInfo::from_detail(detail);
-                let mut merged = None;
-                b.log.update(|e| match e {
-                    LogEntry::Tool {
-                        id: eid,
-                        title: t,
-                        status: s,
-                        info,
-                    } if eid == id => {
-                        if let Some(title) = title {
-                            *t = clean(title);
-                        }
-                        if let Some(status) = status {
-                            *s = *status;
-                        }
-                        info.merge(update.clone());
-                        merged = Some(info.clone());
-                        true
-                    }
-                    _ => false,
-                });
-                // A call dropped from the log still counts in the summary.
-                let info = merged.unwrap_or(update);
-                b.changes.note(id, &info);
-                if matches!(status, Some(ToolStatus::Completed | ToolStatus::Failed)) {
-                    b.changes.finished(id);
-                }
-                b.terminals.embed(info.terminal_ids());
-                for t in info.terminal_ids() {
-                    under_tool(&mut b.activity, t, false);
-                }
-            }
-            Activity::Plan { entries } => {
-                b.plan = entries
-                    .iter()
-                    .map(|e| PlanEntry {
-                        content: clean(&e.content),
-                        status: e.status,
-                    })
-                    .collect();
-                let plan = b.plan.clone();
-                match b.log.entries.back_mut() {
-                    // A plan replaced at once replaces its entry.
-                    Some(LogEntry::Plan(p)) => *p = plan,
-                    _ => b.log.push(LogEntry::Plan(plan)),
-                }
-            }
+            } => tool_call_update(b, id, title.as_deref(), *status, detail),
+            Activity::Plan { entries } => plan(b, entries),
             Activity::PermissionRequest {
                 id,
                 title,
                 options,
                 detail,
-            } => {
-                let info = ToolInfo::from_detail(detail);
-                let options: Vec<String> = options.iter().map(|o| clean(o)).collect();
-                b.permission = Some((id.clone(), clean(title), options.clone()));
-                b.permission_detail = info.clone();
-                b.log.push(LogEntry::Permission {
-                    id: id.clone(),
-                    title: clean(title),
-                    options,
-                    info,
-                    outcome: None,
-                });
-            }
-            Activity::PermissionResolved { id, outcome } => {
-                let answer = clean(outcome);
-                b.log.update(|e| match e {
-                    LogEntry::Permission {
-                        id: eid,
-                        outcome: o,
-                        ..
-                    } if eid == id && o.is_none() => {
-                        *o = Some(answer.clone());
-                        true
-                    }
-                    _ => false,
-                });
-                if b.permission.as_ref().is_some_and(|p| &p.0 == id) {
-                    let title = b.permission.take().map(|p| p.1).unwrap_or_default();
-                    b.permission_detail = ToolInfo::default();
-                    push_line(
-                        &mut b.activity,
-                        ActivityLine::Note(format!("permission {answer}: {title}")),
-                    );
-                }
-            }
+            } => permission_request(b, id, title, options, detail),
+            Activity::PermissionResolved { id, outcome } => permission_resolved(b, id, outcome),
             // Its figures come with the board's snapshot.
             Activity::Usage { .. } => {}
             Activity::Elicitation { .. } | Activity::ElicitationResolved { .. } => {
@@ -206,75 +87,17 @@ impl State {
             Activity::Commands { .. } | Activity::Mode { .. } | Activity::Config { .. } => {
                 b.announced.apply(activity)
             }
-            Activity::Notice { text } => {
-                let text = clean(text);
-                push_line(&mut b.activity, ActivityLine::Note(text.clone()));
-                if b.notices.len() == NOTICES {
-                    b.notices.pop_front();
-                }
-                b.notices.push_back(text);
-            }
+            Activity::Notice { text } => notice(b, text),
             Activity::TerminalStarted {
                 terminal_id,
                 command,
-            } => {
-                b.terminals.started(terminal_id, command);
-                b.changes.started(terminal_id);
-                push_line(
-                    &mut b.activity,
-                    ActivityLine::Terminal {
-                        id: terminal_id.clone(),
-                        command: clean(command),
-                        tail: String::new(),
-                        exit: None,
-                        under_tool: false,
-                    },
-                );
-                b.log.push(LogEntry::Terminal(terminal_id.clone()));
-            }
-            Activity::TerminalOutput { terminal_id, text } => {
-                let text = clean(text);
-                b.terminals.output(terminal_id, &text);
-                match terminal_line(&mut b.activity, terminal_id) {
-                    Some((tail, _)) => {
-                        tail.push_str(&text);
-                        super::terminal::keep_newest(tail, super::terminal::TAIL_BYTES);
-                    }
-                    // Its line scrolled out of the box's last lines: a
-                    // new one, with what is known of it.
-                    None => {
-                        let command = b
-                            .terminals
-                            .get(terminal_id)
-                            .map(|t| t.command.clone())
-                            .unwrap_or_default();
-                        push_line(
-                            &mut b.activity,
-                            ActivityLine::Terminal {
-                                id: terminal_id.clone(),
-                                command,
-                                tail: text,
-                                exit: None,
-                                under_tool: b
-                                    .terminals
-                                    .get(terminal_id)
-                                    .is_some_and(|t| t.embedded),
-                            },
-                        );
-                    }
-                }
-            }
+            } => terminal_started(b, terminal_id, command),
+            Activity::TerminalOutput { terminal_id, text } => terminal_output(b, terminal_id, text),
             Activity::TerminalExit {
                 terminal_id,
                 exit_code,
                 signal,
-            } => {
-                let how = super::terminal::exit_words(*exit_code, signal.as_deref());
-                b.terminals.exited(terminal_id, how.clone());
-                if let Some((_, exit)) = terminal_line(&mut b.activity, terminal_id) {
-                    *exit = Some(how);
-                }
-            }
+            } => terminal_exit(b, terminal_id, *exit_code, signal.as_deref()),
         }
     }
 
@@ -283,6 +106,225 @@ impl State {
         if let Some(child) = self.child(call_id, child_id) {
             child_activity(child, activity);
         }
+    }
+}
+
+/// A tool call started: a line of the box's last lines, an entry of its
+/// log, and what it changes.
+fn tool_call(b: &mut SubagentBox, id: &str, title: &str, status: ToolStatus, detail: &ToolDetail) {
+    push_line(
+        &mut b.activity,
+        ActivityLine::Tool {
+            id: id.to_string(),
+            title: clean(title),
+            status,
+        },
+    );
+    let info = ToolInfo::from_detail(detail);
+    b.changes.note(id, &info);
+    if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
+        b.changes.finished(id);
+    }
+    b.terminals.embed(info.terminal_ids());
+    // Its terminals' output goes under it.
+    for t in info.terminal_ids() {
+        under_tool(&mut b.activity, t, true);
+    }
+    b.log.push(LogEntry::Tool {
+        id: id.to_string(),
+        title: clean(title),
+        status,
+        info,
+    });
+}
+
+/// A tool call updated: its line and its log entry, if the box still has
+/// them, and what it changes.
+fn tool_call_update(
+    b: &mut SubagentBox,
+    id: &str,
+    title: Option<&str>,
+    status: Option<ToolStatus>,
+    detail: &ToolDetail,
+) {
+    let line = b.activity.iter_mut().rev().find_map(|l| match l {
+        ActivityLine::Tool {
+            id: lid,
+            title,
+            status,
+        } if lid == id => Some((title, status)),
+        _ => None,
+    });
+    if let Some((t, s)) = line {
+        if let Some(title) = title {
+            *t = clean(title);
+        }
+        if let Some(status) = status {
+            *s = status;
+        }
+    }
+    let update = ToolInfo::from_detail(detail);
+    let mut merged = None;
+    b.log.update(|e| match e {
+        LogEntry::Tool {
+            id: eid,
+            title: t,
+            status: s,
+            info,
+        } if eid == id => {
+            if let Some(title) = title {
+                *t = clean(title);
+            }
+            if let Some(status) = status {
+                *s = status;
+            }
+            info.merge(update.clone());
+            merged = Some(info.clone());
+            true
+        }
+        _ => false,
+    });
+    // A call dropped from the log still counts in the summary.
+    let info = merged.unwrap_or(update);
+    b.changes.note(id, &info);
+    if matches!(status, Some(ToolStatus::Completed | ToolStatus::Failed)) {
+        b.changes.finished(id);
+    }
+    b.terminals.embed(info.terminal_ids());
+    for t in info.terminal_ids() {
+        under_tool(&mut b.activity, t, false);
+    }
+}
+
+/// The agent's plan, cleaned: the box's, and an entry of its log.
+fn plan(b: &mut SubagentBox, entries: &[PlanEntry]) {
+    b.plan = entries
+        .iter()
+        .map(|e| PlanEntry {
+            content: clean(&e.content),
+            status: e.status,
+        })
+        .collect();
+    let plan = b.plan.clone();
+    match b.log.entries.back_mut() {
+        // A plan replaced at once replaces its entry.
+        Some(LogEntry::Plan(p)) => *p = plan,
+        _ => b.log.push(LogEntry::Plan(plan)),
+    }
+}
+
+/// A permission asked: the box's prompt, and an entry of its log.
+fn permission_request(
+    b: &mut SubagentBox,
+    id: &str,
+    title: &str,
+    options: &[String],
+    detail: &ToolDetail,
+) {
+    let info = ToolInfo::from_detail(detail);
+    let options: Vec<String> = options.iter().map(|o| clean(o)).collect();
+    b.permission = Some((id.to_string(), clean(title), options.clone()));
+    b.permission_detail = info.clone();
+    b.log.push(LogEntry::Permission {
+        id: id.to_string(),
+        title: clean(title),
+        options,
+        info,
+        outcome: None,
+    });
+}
+
+/// A permission answered: its log entry takes the answer, and the prompt
+/// it answers gives way to a note.
+fn permission_resolved(b: &mut SubagentBox, id: &str, outcome: &str) {
+    let answer = clean(outcome);
+    b.log.update(|e| match e {
+        LogEntry::Permission {
+            id: eid,
+            outcome: o,
+            ..
+        } if eid == id && o.is_none() => {
+            *o = Some(answer.clone());
+            true
+        }
+        _ => false,
+    });
+    if b.permission.as_ref().is_some_and(|p| p.0 == id) {
+        let title = b.permission.take().map(|p| p.1).unwrap_or_default();
+        b.permission_detail = ToolInfo::default();
+        push_line(
+            &mut b.activity,
+            ActivityLine::Note(format!("permission {answer}: {title}")),
+        );
+    }
+}
+
+/// What quorum says of the call: a line, and one of its last notices.
+fn notice(b: &mut SubagentBox, text: &str) {
+    let text = clean(text);
+    push_line(&mut b.activity, ActivityLine::Note(text.clone()));
+    if b.notices.len() == NOTICES {
+        b.notices.pop_front();
+    }
+    b.notices.push_back(text);
+}
+
+fn terminal_started(b: &mut SubagentBox, terminal_id: &str, command: &str) {
+    b.terminals.started(terminal_id, command);
+    b.changes.started(terminal_id);
+    push_line(
+        &mut b.activity,
+        ActivityLine::Terminal {
+            id: terminal_id.to_string(),
+            command: clean(command),
+            tail: String::new(),
+            exit: None,
+            under_tool: false,
+        },
+    );
+    b.log.push(LogEntry::Terminal(terminal_id.to_string()));
+}
+
+fn terminal_output(b: &mut SubagentBox, terminal_id: &str, text: &str) {
+    let text = clean(text);
+    b.terminals.output(terminal_id, &text);
+    match terminal_line(&mut b.activity, terminal_id) {
+        Some((tail, _)) => {
+            tail.push_str(&text);
+            super::terminal::keep_newest(tail, super::terminal::TAIL_BYTES);
+        }
+        // Its line scrolled out of the box's last lines: a new one, with
+        // what is known of it.
+        None => {
+            let command = b
+                .terminals
+                .get(terminal_id)
+                .map(|t| t.command.clone())
+                .unwrap_or_default();
+            push_line(
+                &mut b.activity,
+                ActivityLine::Terminal {
+                    id: terminal_id.to_string(),
+                    command,
+                    tail: text,
+                    exit: None,
+                    under_tool: b.terminals.get(terminal_id).is_some_and(|t| t.embedded),
+                },
+            );
+        }
+    }
+}
+
+fn terminal_exit(
+    b: &mut SubagentBox,
+    terminal_id: &str,
+    exit_code: Option<u32>,
+    signal: Option<&str>,
+) {
+    let how = super::terminal::exit_words(exit_code, signal);
+    b.terminals.exited(terminal_id, how.clone());
+    if let Some((_, exit)) = terminal_line(&mut b.activity, terminal_id) {
+        *exit = Some(how);
     }
 }
 

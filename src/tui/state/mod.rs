@@ -174,14 +174,16 @@ impl State {
     }
 
     /// Applies one event: each kind goes to its handler, in the file of
-    /// its job.
+    /// its job, by way of the dispatch of its part of the session (the
+    /// chat, a call's box, its child sessions, batches, branches).
     pub fn apply(&mut self, stamped: &Stamped) {
         let t = stamped.t;
         self.now = self.now.max(t);
         self.applied += 1;
+        let event = &stamped.event;
         // The model answered (or failed for good): no retry is pending.
         if matches!(
-            stamped.event,
+            event,
             Event::AssistantDelta { .. }
                 | Event::Usage { .. }
                 | Event::Error { .. }
@@ -189,7 +191,57 @@ impl State {
         ) {
             self.retry = None;
         }
-        match &stamped.event {
+        match event {
+            Event::SessionInfo { .. }
+            | Event::UserMessage { .. }
+            | Event::AssistantDelta { .. }
+            | Event::TurnStarted
+            | Event::TurnEnded { .. }
+            | Event::AssistantWritingCall { .. }
+            | Event::AssistantEnd
+            | Event::ToolCallStarted { .. }
+            | Event::ToolCallFinished { .. }
+            | Event::ModelRetry { .. }
+            | Event::Usage { .. }
+            | Event::Notice { .. }
+            | Event::Error { .. }
+            | Event::SessionResumed { .. }
+            | Event::ChatMessage { .. }
+            | Event::ChatReset
+            | Event::AgentCommands { .. }
+            | Event::ConductorSession { .. }
+            | Event::ChatActivity { .. } => self.apply_chat(event),
+            Event::SubagentStarted { .. }
+            | Event::SubagentCancelling { .. }
+            | Event::SubagentDequeued { .. }
+            | Event::SubagentBackgrounded { .. }
+            | Event::SubagentSession { .. }
+            | Event::SubagentFollowup { .. }
+            | Event::SubagentActivity { .. }
+            | Event::SubagentFinished { .. }
+            | Event::TaskProgress { .. }
+            | Event::TaskReported { .. } => self.apply_call(t, event),
+            Event::SubagentChild { .. }
+            | Event::SubagentChildActivity { .. }
+            | Event::ChildProgress { .. } => self.apply_child(event),
+            Event::BatchStarted { .. }
+            | Event::BatchFinished { .. }
+            | Event::ReviewQuorum { .. } => self.apply_batch(event),
+            Event::WorktreeReady { .. }
+            | Event::WorktreeCommitted { .. }
+            | Event::BranchVerdict { .. }
+            | Event::BranchMerged { .. }
+            | Event::BranchDiscarded { .. } => self.apply_branch(event),
+        }
+        #[cfg(test)]
+        self.assert_tallies();
+    }
+
+    /// The chat's events: the session, the conversation, the chat's own
+    /// tool calls, the model's retries and usage, notices and errors.
+    /// (Only [`State::apply`] calls it, with those.)
+    fn apply_chat(&mut self, event: &Event) {
+        match event {
             Event::SessionInfo { model, agents } => self.on_session_info(model, agents),
             Event::UserMessage { text } => self.on_user_message(text),
             Event::AssistantDelta { text } => self.on_assistant_delta(text),
@@ -203,6 +255,38 @@ impl State {
             Event::ToolCallFinished { id, ok, summary } => {
                 self.on_tool_call_finished(id, *ok, summary)
             }
+            Event::ModelRetry {
+                attempt,
+                wait_ms,
+                reason,
+            } => self.on_model_retry(*attempt, *wait_ms, reason),
+            Event::Usage {
+                input_tokens,
+                output_tokens,
+            } => self.on_usage(*input_tokens, *output_tokens),
+            Event::Notice { level, text } => self.on_notice(*level, text),
+            Event::Error { text } => self.on_error(text),
+            Event::SessionResumed { at, quorum_version } => self.on_notice(
+                NoticeLevel::Info,
+                &format!("session continued {at} (quorum {quorum_version})"),
+            ),
+            // The model's context: the screen has the same conversation
+            // from the events above.
+            Event::ChatMessage { .. } | Event::ChatReset => {}
+            Event::AgentCommands { agent, commands } => {
+                let commands = announced::clean_commands(commands);
+                self.agent_commands.insert(clean(agent), commands);
+            }
+            Event::ConductorSession { agent, .. } => self.conductor = Some(clean(agent)),
+            Event::ChatActivity { activity } => self.on_chat_activity(activity),
+            _ => {}
+        }
+    }
+
+    /// A sub-agent call's events, into its box and its panel task. (Only
+    /// [`State::apply`] calls it, with those.)
+    fn apply_call(&mut self, t: u64, event: &Event) {
+        match event {
             started @ Event::SubagentStarted { .. } => self.on_subagent_started(t, started),
             // The board's snapshot that follows says so: the box and the
             // panel copy it, as they copy every count.
@@ -211,19 +295,6 @@ impl State {
             Event::SubagentBackgrounded { call_id, task_id } => {
                 self.on_subagent_backgrounded(call_id, task_id)
             }
-            Event::BatchStarted {
-                batch_id,
-                tasks,
-                review,
-            } => self.on_batch_started(batch_id, *tasks, *review),
-            Event::BatchFinished {
-                batch_id,
-                succeeded,
-                failed,
-                worst_verdict,
-                ..
-            } => self.on_batch_finished(batch_id, *succeeded, *failed, *worst_verdict),
-            Event::ReviewQuorum { batch_id, quorum } => self.on_review_quorum(batch_id, quorum),
             Event::SubagentSession {
                 call_id,
                 session,
@@ -231,6 +302,26 @@ impl State {
             } => self.on_subagent_session(call_id, *session, session_id.as_deref()),
             Event::SubagentFollowup { call_id, input } => self.on_subagent_followup(call_id, input),
             Event::SubagentActivity { call_id, activity } => self.on_activity(call_id, activity),
+            Event::SubagentFinished {
+                call_id,
+                output,
+                stop_reason,
+                severity,
+            } => self.on_subagent_finished(t, call_id, output, *stop_reason, *severity),
+            Event::TaskProgress {
+                call_id,
+                task_id,
+                summary,
+            } => self.on_task_progress(t, call_id, task_id.as_deref(), summary),
+            Event::TaskReported { task_id } => self.on_task_reported(task_id),
+            _ => {}
+        }
+    }
+
+    /// A call's child sessions' events, into their boxes inside its box.
+    /// (Only [`State::apply`] calls it, with those.)
+    fn apply_child(&mut self, event: &Event) {
+        match event {
             Event::SubagentChild {
                 call_id,
                 child_id,
@@ -256,42 +347,36 @@ impl State {
                 child_id,
                 summary,
             } => self.on_child_progress(call_id, child_id, summary),
-            Event::SubagentFinished {
-                call_id,
-                output,
-                stop_reason,
-                severity,
-            } => self.on_subagent_finished(t, call_id, output, *stop_reason, *severity),
-            Event::TaskProgress {
-                call_id,
-                task_id,
-                summary,
-            } => self.on_task_progress(t, call_id, task_id.as_deref(), summary),
-            Event::TaskReported { task_id } => self.on_task_reported(task_id),
-            Event::ModelRetry {
-                attempt,
-                wait_ms,
-                reason,
-            } => self.on_model_retry(*attempt, *wait_ms, reason),
-            Event::Usage {
-                input_tokens,
-                output_tokens,
-            } => self.on_usage(*input_tokens, *output_tokens),
-            Event::Notice { level, text } => self.on_notice(*level, text),
-            Event::Error { text } => self.on_error(text),
-            Event::SessionResumed { at, quorum_version } => self.on_notice(
-                NoticeLevel::Info,
-                &format!("session continued {at} (quorum {quorum_version})"),
-            ),
-            // The model's context: the screen has the same conversation
-            // from the events above.
-            Event::ChatMessage { .. } | Event::ChatReset => {}
-            Event::AgentCommands { agent, commands } => {
-                let commands = announced::clean_commands(commands);
-                self.agent_commands.insert(clean(agent), commands);
-            }
-            Event::ConductorSession { agent, .. } => self.conductor = Some(clean(agent)),
-            Event::ChatActivity { activity } => self.on_chat_activity(activity),
+            _ => {}
+        }
+    }
+
+    /// A batch's events, into its header. (Only [`State::apply`] calls
+    /// it, with those.)
+    fn apply_batch(&mut self, event: &Event) {
+        match event {
+            Event::BatchStarted {
+                batch_id,
+                tasks,
+                review,
+            } => self.on_batch_started(batch_id, *tasks, *review),
+            Event::BatchFinished {
+                batch_id,
+                succeeded,
+                failed,
+                worst_verdict,
+                ..
+            } => self.on_batch_finished(batch_id, *succeeded, *failed, *worst_verdict),
+            Event::ReviewQuorum { batch_id, quorum } => self.on_review_quorum(batch_id, quorum),
+            _ => {}
+        }
+    }
+
+    /// A worktree's and its branch's events: into the call's box, and a
+    /// verdict also as a notice. (Only [`State::apply`] calls it, with
+    /// those.)
+    fn apply_branch(&mut self, event: &Event) {
+        match event {
             Event::WorktreeReady {
                 call_id,
                 branch,
@@ -324,9 +409,8 @@ impl State {
             Event::BranchDiscarded { branch } => {
                 self.on_branch_fate(branch, "discarded".to_string())
             }
+            _ => {}
         }
-        #[cfg(test)]
-        self.assert_tallies();
     }
 
     /// The tallies read what a walk over every cell and task reads (the

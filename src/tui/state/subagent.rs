@@ -166,6 +166,54 @@ impl SubagentBox {
         self.running() && self.summary.state == TaskState::Queued
     }
 
+    /// A box as its call opens: who was asked what, when, and in what
+    /// state; nothing done yet.
+    fn new(
+        call_id: String,
+        agent: AgentRef,
+        input: String,
+        started: u64,
+        state: TaskState,
+    ) -> Self {
+        SubagentBox {
+            call_id,
+            task_id: None,
+            agent,
+            input,
+            code_review: false,
+            background: false,
+            session: None,
+            started,
+            finished: None,
+            activity: VecDeque::new(),
+            plan: Vec::new(),
+            permission: None,
+            permission_detail: ToolInfo::default(),
+            output: None,
+            stop_reason: None,
+            severity: None,
+            notices: VecDeque::new(),
+            session_id: None,
+            log: Log::default(),
+            changes: Changes::default(),
+            summary: Summary {
+                state,
+                ..Summary::default()
+            },
+            children: Vec::new(),
+            streams: Streams::default(),
+            worktree: None,
+            question: None,
+            earlier: VecDeque::new(),
+            earlier_dropped: 0,
+            turn_input: None,
+            opened: false,
+            terminals: super::Terminals::default(),
+            batch: None,
+            announced: super::Announced::default(),
+        }
+    }
+
     /// Keeps only what a finished box draws, each text in just the room
     /// it needs (text that streamed in grew by doubling): for a finished
     /// box that let its detail go, which seldom changes again. Its last
@@ -186,6 +234,33 @@ impl SubagentBox {
         self.earlier.shrink_to_fit();
         self.plan.shrink_to_fit();
         self.children.shrink_to_fit();
+    }
+}
+
+/// The panel's task for a call started in the background: its first
+/// line of input.
+fn started_task(
+    t: u64,
+    call_id: &str,
+    task_id: &str,
+    agent: &AgentRef,
+    input: &str,
+    code_review: bool,
+    state: TaskState,
+) -> Task {
+    Task {
+        task_id: clean(task_id),
+        call_id: call_id.to_string(),
+        agent: agent.name().to_string(),
+        input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
+        code_review,
+        started: t,
+        finished: None,
+        summary: Summary {
+            state,
+            ..Summary::default()
+        },
+        reported: false,
     }
 }
 
@@ -236,23 +311,8 @@ impl State {
             AgentRef::Acp(name) => AgentRef::Acp(clean(name)),
         };
         if let Some(task_id) = task_id {
-            self.push_task(
-                task_id,
-                Task {
-                    task_id: clean(task_id),
-                    call_id: call_id.clone(),
-                    agent: agent.name().to_string(),
-                    input: clean(input.lines().find(|l| !l.trim().is_empty()).unwrap_or("")),
-                    code_review: *code_review,
-                    started: t,
-                    finished: None,
-                    summary: Summary {
-                        state,
-                        ..Summary::default()
-                    },
-                    reported: false,
-                },
-            );
+            let task = started_task(t, call_id, task_id, &agent, input, *code_review, state);
+            self.push_task(task_id, task);
         }
         if let Some(header) = batch_id.as_deref().and_then(|id| self.batch(id)) {
             header.members.push(Member {
@@ -265,51 +325,24 @@ impl State {
             });
         }
         let internal = agent == AgentRef::Internal;
+        let batch = batch_id
+            .as_ref()
+            .filter(|id| self.batches.contains_key(*id))
+            .map(|id| Grouped {
+                batch_id: id.clone(),
+                tint: None,
+                last: false,
+            });
         let i = self.push_box(SubagentBox {
-            call_id: call_id.clone(),
             task_id: task_id.clone(),
-            agent,
-            input: clean(input),
             code_review: *code_review,
             background: *background,
             session: *session,
-            started: t,
-            finished: None,
-            activity: VecDeque::new(),
-            plan: Vec::new(),
-            permission: None,
-            permission_detail: ToolInfo::default(),
-            output: None,
-            stop_reason: None,
-            severity: None,
-            notices: VecDeque::new(),
-            session_id: None,
-            log: Log::default(),
-            changes: Changes::default(),
-            summary: Summary {
-                state,
-                ..Summary::default()
-            },
-            children: Vec::new(),
-            streams: Streams::default(),
-            worktree: None,
-            question: None,
-            earlier: VecDeque::new(),
-            earlier_dropped: 0,
-            turn_input: None,
             // The internal agent has no session to open: it asks its model
             // at once.
             opened: session.is_some() || internal,
-            terminals: super::Terminals::default(),
-            batch: batch_id
-                .as_ref()
-                .filter(|id| self.batches.contains_key(*id))
-                .map(|id| Grouped {
-                    batch_id: id.clone(),
-                    tint: None,
-                    last: false,
-                }),
-            announced: super::Announced::default(),
+            batch,
+            ..SubagentBox::new(call_id.clone(), agent, clean(input), t, state)
         });
         // A call id used twice replaces the older box's entry: the older
         // box counts no more.
