@@ -345,11 +345,21 @@ impl Adapter {
             .join("layer")
             .join(path.strip_prefix("/").unwrap());
         let kept = std::fs::read_to_string(&layer).unwrap_or_default();
-        assert!(
-            kept.ends_with(&format!("{content}\n")) && (append || kept == format!("{content}\n")),
-            "{}: {kept}",
-            layer.display()
-        );
+        // A JSON file the agent itself keeps (claude's `~/.claude.json`) it
+        // may write again after the shell did, in its own form and with its
+        // own keys added: what was written must still be there, as the
+        // agent's CLI reads it.
+        let as_json = |text: &str| serde_json::from_str::<Value>(text).ok();
+        let landed = match (as_json(content), as_json(&kept)) {
+            (Some(Value::Object(wrote)), Some(Value::Object(kept))) if !append => {
+                wrote.iter().all(|(k, v)| kept.get(k) == Some(v))
+            }
+            _ => {
+                kept.ends_with(&format!("{content}\n"))
+                    && (append || kept == format!("{content}\n"))
+            }
+        };
+        assert!(landed, "{}: {kept}", layer.display());
         // A later session sees its own write.
         let prompt = format!("run cat {}", path.display());
         let out = self
@@ -483,9 +493,7 @@ pub struct Announced {
     pub options: Vec<quorum::event::ConfigInfo>,
 }
 
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+pub use super::shell::text;
 
 pub fn json_lines(out: &Output) -> Vec<Value> {
     text(&out.stdout)

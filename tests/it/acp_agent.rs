@@ -4,7 +4,7 @@
 //! SIGTERM, killed). `quorum_acp_latency` (ignored; run it by name) measures
 //! what quorum adds between a sub-agent's chunk and the host.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};

@@ -3,7 +3,7 @@
 //! instead of vanishing, a resource's text as text; in `quorum call`'s
 //! output, in the box, and in a replay of the recorded session.
 
-mod common;
+use crate::common;
 
 use common::app::*;
 use common::shell::shell;

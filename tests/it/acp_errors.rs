@@ -5,7 +5,7 @@
 //! tool result the chat model reads. (Before, only `Invalid params` was
 //! shown.)
 
-mod common;
+use crate::common;
 
 use common::app::*;
 use common::shell::{shell, shell_with};

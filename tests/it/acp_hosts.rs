@@ -7,54 +7,13 @@
 //! the final text, answers a sub-agent's permission request, and loads the
 //! session again after the process restarts. Nothing is left running.
 
-mod common;
+use crate::common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use common::shell::{Shell, shell_with, text};
-
-/// How long one host run may take before it is a wedge.
-const LIMIT: Duration = Duration::from_secs(150);
-
-/// Runs `program` with `args` in the test's hermetic environment, in `dir`,
-/// killed (and the test failed) if it runs past [`LIMIT`].
-fn run_bounded(
-    shell: &Shell,
-    dir: &std::path::Path,
-    program: &std::path::Path,
-    args: &[&str],
-) -> std::process::Output {
-    let mut command = Command::new(program);
-    for name in common::inherited_git_vars() {
-        command.env_remove(name);
-    }
-    command
-        .args(args)
-        .envs(common::hermetic_env(shell.dir.path()))
-        .env_remove("QUORUM_MODEL")
-        .env_remove(quorum::serve::PROCESS_ENV)
-        .current_dir(dir)
-        .stdin(Stdio::null());
-    // Its output read as it comes: a chatty host never looks wedged.
-    common::shell::bounded(command, LIMIT).unwrap_or_else(|| {
-        panic!(
-            "{} {args:?} is wedged: killed after {LIMIT:?}",
-            program.display()
-        )
-    })
-}
-
-/// The client's steps, by name.
-fn steps(stdout: &[u8]) -> std::collections::HashMap<String, Value> {
-    text(stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| (v["step"].as_str().unwrap_or_default().to_string(), v))
-        .collect()
-}
+use common::shell::{shell_with, text};
 
 /// The updates of a step of one kind.
 fn of_kind<'a>(step: &'a Value, kind: &str) -> Vec<&'a Value> {
@@ -135,10 +94,10 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     };
     let first: Vec<String> = args("first");
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
-    let out = run_bounded(&shell, &work, &python, &first);
+    let out = shell.run_host(&work, &python, &first);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}");
-    let steps = self::steps(&out.stdout);
+    let steps = common::shell::steps(&out.stdout);
     assert!(
         steps.contains_key("closed"),
         "{stderr}\n{}",
@@ -297,10 +256,10 @@ fn the_acp_python_sdk_drives_quorum_acp_and_loads_its_session_after_a_restart() 
     // history again, and goes on with it.
     let again: Vec<String> = args("again").into_iter().chain([sid.clone()]).collect();
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
-    let out = run_bounded(&shell, &work, &python, &again);
+    let out = shell.run_host(&work, &python, &again);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}");
-    let steps = self::steps(&out.stdout);
+    let steps = common::shell::steps(&out.stdout);
     let load = &steps["load"];
     let asked: Vec<&str> = of_kind(load, "user_message_chunk")
         .iter()
@@ -379,10 +338,10 @@ fn sub_agents_read_and_write_through_a_host_that_offers_its_files() {
         "files".to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run_bounded(&shell, &work, &python, &args);
+    let out = shell.run_host(&work, &python, &args);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}");
-    let steps = self::steps(&out.stdout);
+    let steps = common::shell::steps(&out.stdout);
     assert!(
         steps.contains_key("files"),
         "{stderr}\n{}",
@@ -444,7 +403,7 @@ fn acpx_drives_quorum_acp_and_resumes_its_session_in_a_new_process() {
     std::fs::write(acpx_dir.join("config.json"), agent.to_string()).unwrap();
     let home = shell.dir.path().to_path_buf();
     let run = |args: &[&str]| -> (String, String) {
-        let out = run_bounded(&shell, &work, &acpx, args);
+        let out = shell.run_host(&work, &acpx, args);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert!(out.status.success(), "acpx {args:?}:\n{stdout}\n{stderr}");
         (stdout, stderr)

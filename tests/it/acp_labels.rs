@@ -5,7 +5,7 @@
 //! answer appeared under the first turn's input, and the first turn's
 //! output was gone).
 
-mod common;
+use crate::common;
 
 use common::app::*;
 use common::{rows, screen};

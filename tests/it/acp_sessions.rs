@@ -10,7 +10,7 @@
 //! `--double-on-reload` behaves so; `--sessions FILE` logs each session
 //! request it gets.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

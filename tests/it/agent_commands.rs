@@ -6,7 +6,7 @@
 //! (the agent's own report proves it), invalid values refused, and a
 //! model picked this way used by the agent's next session.
 
-mod common;
+use crate::common;
 
 use common::app::*;
 use quorum::agent::Permissions;

@@ -169,22 +169,13 @@ impl Rig {
     /// Events up to (and including) the first that matches `f`, the
     /// board's snapshots left out.
     async fn until(&mut self, f: impl Fn(&Event) -> bool) -> Vec<Event> {
-        let mut seen = Vec::new();
-        loop {
-            let event = tokio::time::timeout(Duration::from_secs(10), self.events.recv())
-                .await
-                .expect("in time")
-                .expect("open")
-                .event;
-            if matches!(event, Event::TaskProgress { .. }) {
-                continue;
-            }
-            let hit = f(&event);
-            seen.push(event);
-            if hit {
-                return seen;
-            }
-        }
+        let progress = |e: &Event| matches!(e, Event::TaskProgress { .. });
+        crate::common::events::until(&mut self.events, |e| !progress(e) && f(e))
+            .await
+            .into_iter()
+            .map(|s| s.event)
+            .filter(|e| !progress(e))
+            .collect()
     }
 
     fn seen(&self) -> Vec<Seen> {

@@ -1,7 +1,7 @@
 //! The app loop driven headlessly with `TestBackend`: replay keys, the
 //! composer, scrolling, and recording, as a person would use them.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -2,7 +2,7 @@
 //! queued box, and the header tinted with the quorum's verdict. Snapshots
 //! are of the buffer's Debug form, which lists every cell's colours.
 
-mod common;
+use crate::common;
 
 use common::*;
 use quorum::event::{AgentRef, Event, Stamped, Summary, TaskState, build};

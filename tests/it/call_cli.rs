@@ -1,6 +1,6 @@
 //! `quorum call` and `quorum agents` from the shell, against the fake agent.
 
-mod common;
+use crate::common;
 
 use common::Bounded;
 

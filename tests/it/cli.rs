@@ -1,7 +1,8 @@
 //! The `quorum` binary as scripts and docs use it: headless screenshots and
 //! clear errors for bad input.
 
-mod common;
+use crate::common;
+use common::shell::stderr;
 
 use common::Bounded;
 
@@ -19,10 +20,6 @@ fn quorum_in(dir: &std::path::Path, args: &[&str]) -> Command {
     let mut c = common::quorum(dir);
     c.args(args);
     c
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn shot(ext: &str, extra: &[&str]) -> String {

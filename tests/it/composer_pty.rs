@@ -4,7 +4,7 @@
 //! in the state directory.
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

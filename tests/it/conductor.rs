@@ -3,7 +3,7 @@
 //! chat's, its session is recorded and reattached by a continued session,
 //! and a bad name is a clear error.
 
-mod common;
+use crate::common;
 
 use common::shell::{shell_with, text};
 

@@ -3,7 +3,8 @@
 //! agent (which keeps its sessions on disk with `--store`, as real agents
 //! do, so a later process can resume them).
 
-mod common;
+use crate::common;
+use common::shell::stderr;
 
 use common::Bounded;
 
@@ -139,10 +140,6 @@ impl Home {
             stderr: std::fs::read(&err).unwrap(),
         }
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn events(path: &Path) -> Vec<Event> {

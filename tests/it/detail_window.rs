@@ -3,7 +3,7 @@
 //! older box opened by the person shows the same, read back from the
 //! transcript (issue 27, item 3).
 
-mod common;
+use crate::common;
 
 use common::app::*;
 use quorum::agent::Permissions;

@@ -5,7 +5,7 @@
 //! what came back. `--answers FILE` makes the fake agent write every answer
 //! it receives to FILE, also when its turn was cancelled.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

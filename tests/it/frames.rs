@@ -5,7 +5,7 @@
 //! No timed assertions: the frame bound is computed from the time the run
 //! actually took, and every wait is bounded.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

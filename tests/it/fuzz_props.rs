@@ -275,10 +275,10 @@ const SEVERITY_TEXT: &[&str] = &[
 // ----------------------------------------------------------- transcript
 
 const TRANSCRIPTS: [&str; 4] = [
-    include_str!("../assets/demo.jsonl"),
-    include_str!("fixtures/demo_v1.jsonl"),
-    include_str!("fixtures/batch.jsonl"),
-    include_str!("fixtures/colours.jsonl"),
+    include_str!("../../assets/demo.jsonl"),
+    include_str!("../fixtures/demo_v1.jsonl"),
+    include_str!("../fixtures/batch.jsonl"),
+    include_str!("../fixtures/colours.jsonl"),
 ];
 
 /// Every event line of the recorded transcripts.
@@ -1014,19 +1014,19 @@ fn stream_body(bodies: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>
 }
 
 const OPENAI: &[&str] = &[
-    include_str!("fixtures/sse/openai_text.sse"),
-    include_str!("fixtures/sse/openai_tool_call.sse"),
-    include_str!("fixtures/sse/openai_parallel_tool_calls.sse"),
-    include_str!("fixtures/sse/openai_length.sse"),
-    include_str!("fixtures/sse/openai_llamacpp_tool_as_text.sse"),
+    include_str!("../fixtures/sse/openai_text.sse"),
+    include_str!("../fixtures/sse/openai_tool_call.sse"),
+    include_str!("../fixtures/sse/openai_parallel_tool_calls.sse"),
+    include_str!("../fixtures/sse/openai_length.sse"),
+    include_str!("../fixtures/sse/openai_llamacpp_tool_as_text.sse"),
 ];
 
 const ANTHROPIC: &[&str] = &[
-    include_str!("fixtures/sse/anthropic_text.sse"),
-    include_str!("fixtures/sse/anthropic_tool_use.sse"),
-    include_str!("fixtures/sse/anthropic_parallel_tool_use.sse"),
-    include_str!("fixtures/sse/anthropic_max_tokens.sse"),
-    include_str!("fixtures/sse/anthropic_error_event.sse"),
+    include_str!("../fixtures/sse/anthropic_text.sse"),
+    include_str!("../fixtures/sse/anthropic_tool_use.sse"),
+    include_str!("../fixtures/sse/anthropic_parallel_tool_use.sse"),
+    include_str!("../fixtures/sse/anthropic_max_tokens.sse"),
+    include_str!("../fixtures/sse/anthropic_error_event.sse"),
 ];
 
 /// What a consumer gets from a body delivered in these pieces: every delta
@@ -1372,7 +1372,7 @@ fn regression_anthropic_deltas_before_an_error_in_the_same_read_are_kept() {
         check_stream(anthropic::decoder, body, &[cut]).unwrap();
     }
 
-    let body = include_bytes!("fixtures/sse/anthropic_error_event.sse");
+    let body = include_bytes!("../fixtures/sse/anthropic_error_event.sse");
     let (deltas, end) = outcome(anthropic::decoder(), &[body.to_vec()]);
     assert_eq!(deltas, vec![Delta::Text("Let me".into())]);
     assert_eq!(

@@ -2,7 +2,7 @@
 //! `quorum replay` as a person runs them: each case of the hardening issue
 //! that failed, kept as a regression test.
 
-mod common;
+use crate::common;
 
 use common::Bounded;
 

@@ -5,7 +5,8 @@
 //! draws: the prompt, the answer, a box per sub-agent with its report, and
 //! the review's verdict as the box's colour.
 
-mod common;
+use crate::common;
+use common::shell::text;
 
 use common::Bounded;
 
@@ -74,10 +75,6 @@ fn quorum(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env("XDG_STATE_HOME", dir.join("state"))
         .output_bounded()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// `quorum import TOOL FILE -o OUT` in a fresh directory: the transcript

@@ -5,7 +5,7 @@
 //! new quorum process, cancel, and nothing left running after any of it.
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 
 use common::adapter::Adapter;
 

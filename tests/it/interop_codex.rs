@@ -6,7 +6,7 @@
 //! process, cancel, and nothing left running after any of it.
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 
 use common::adapter::Adapter;
 

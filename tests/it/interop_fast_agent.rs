@@ -3,7 +3,8 @@
 //! makes it call a tool). `scripts/install-fast-agent.sh` installs it into
 //! `.tools/` the first time; a failed install fails these tests.
 
-mod common;
+use crate::common;
+use common::shell::stderr;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -76,10 +77,6 @@ impl Session {
             .collect();
         (out, results, events)
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! `scripts/install-opencode.sh` installs opencode into `.tools/` the first
 //! time; a failed install fails the test.
 
-mod common;
+use crate::common;
 
 use tokio::io::AsyncWriteExt;
 

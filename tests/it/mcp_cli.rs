@@ -5,51 +5,16 @@
 //! lists it, `quorum replay` draws its boxes and its task, and nothing it
 //! started is left running.
 
-mod common;
+use crate::common;
 
 use common::Bounded;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use common::shell::{Shell, shell_with, text};
-
-/// How long the whole host conversation may take before it is a wedge.
-const LIMIT: Duration = Duration::from_secs(120);
-
-/// Runs `program` with `args` in the test's hermetic environment, killed
-/// (and the test failed) if it runs past [`LIMIT`].
-fn run_bounded(shell: &Shell, program: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let mut command = Command::new(program);
-    for name in common::inherited_git_vars() {
-        command.env_remove(name);
-    }
-    command
-        .args(args)
-        .envs(common::hermetic_env(shell.dir.path()))
-        .env_remove("QUORUM_MODEL")
-        .env_remove(quorum::serve::PROCESS_ENV)
-        .current_dir(shell.dir.path())
-        .stdin(Stdio::null());
-    // Its output read as it comes: a chatty host never looks wedged.
-    common::shell::bounded(command, LIMIT).unwrap_or_else(|| {
-        panic!(
-            "{} {args:?} is wedged: killed after {LIMIT:?}",
-            program.display()
-        )
-    })
-}
-
-/// The client's steps, by name.
-fn steps(stdout: &[u8]) -> std::collections::HashMap<String, Value> {
-    text(stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| (v["step"].as_str().unwrap_or_default().to_string(), v))
-        .collect()
-}
+use common::shell::{shell_with, steps, text};
 
 fn reply(step: &Value) -> Value {
     assert_eq!(step["is_error"], false, "{step}");
@@ -63,8 +28,8 @@ fn an_mcp_host_lists_calls_and_waits_for_quorums_tools() {
     let work = shell.dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
     let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
-    let out = run_bounded(
-        &shell,
+    let out = shell.run_host(
+        shell.dir.path(),
         &python,
         &[
             client.to_str().unwrap(),

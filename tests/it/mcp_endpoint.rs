@@ -5,8 +5,6 @@
 //! with the spec's environment reaches the session's tools (its calls are
 //! the session's boxes). The endpoint ends with its value.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -123,7 +121,6 @@ async fn connect(env: &[(&str, &str)], lines: &[&str], wait_for: &str) -> String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_client_with_the_sessions_secret_reaches_its_tools() {
-    common::hermetic_process();
     let dir = tempfile::tempdir().unwrap();
     let (session, mut events) = session(dir.path());
     let endpoint = Endpoint::for_session(&session, McpOptions::default()).unwrap();

@@ -5,8 +5,6 @@
 //! the background (its tasks in the board and the transcript as tasks); a
 //! call its host cancels is cancelled.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,7 +59,6 @@ fn drain(events: &mut mpsc::UnboundedReceiver<Stamped>) -> Vec<Event> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_read_as_the_chat_reads_them() {
-    common::hermetic_process();
     let dir = tempfile::tempdir().unwrap();
     let (session, _events) = session(dir.path());
     let server = QuorumMcp::for_session(&session, McpOptions::default());
@@ -103,7 +100,6 @@ async fn failures_read_as_the_chat_reads_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_past_sync_seconds_goes_on_in_the_background() {
-    common::hermetic_process();
     let dir = tempfile::tempdir().unwrap();
     let (session, mut events) = session(dir.path());
     let options = McpOptions {
@@ -214,7 +210,6 @@ async fn a_batch_past_sync_seconds_goes_on_in_the_background() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_its_host_cancels_is_cancelled() {
-    common::hermetic_process();
     let dir = tempfile::tempdir().unwrap();
     let (session, _events) = session(dir.path());
     let server = QuorumMcp::for_session(&session, McpOptions::default());

@@ -3,7 +3,7 @@
 //! `mcp_servers = [...]` picks which; a server an agent cannot take is
 //! skipped with a notice naming it; bad config names file and field.
 
-mod common;
+use crate::common;
 
 use common::shell::{Shell, shell_with, text};
 use serde_json::{Value, json};

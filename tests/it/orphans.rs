@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::pty::{Terminal, wait_until};
 use nix::sys::signal::{Signal, kill};

@@ -1,5 +1,5 @@
 //! A panic that ends quorum (one on its main thread) ends every process it
-//! started first. A test binary of its own: the hook kills every group its
+//! started first. In a process of its own: the hook kills every group its
 //! process started.
 #![cfg(target_os = "linux")]
 
@@ -17,6 +17,10 @@ fn alive(pid: i32) -> bool {
 
 #[tokio::test]
 async fn a_panic_on_the_main_thread_ends_every_group() {
+    if !crate::common::in_a_process_of_its_own("panic::a_panic_on_the_main_thread_ends_every_group")
+    {
+        return;
+    }
     let sup = Supervisor::new();
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")

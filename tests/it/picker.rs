@@ -2,6 +2,8 @@
 //! headlessly, and the keys that move, pick and cancel.
 
 use std::path::PathBuf;
+
+use crate::common::app::key;
 use std::time::{Duration, SystemTime};
 
 use quorum::transcript::sessions::SessionInfo;
@@ -81,10 +83,6 @@ fn render(picker: &mut Picker, cols: u16, rows: u16) -> Buffer {
 
 fn text(buf: &Buffer) -> String {
     screenshot::to_text(buf)
-}
-
-fn key(code: KeyCode) -> Input {
-    Input::Key(KeyEvent::new(code, KeyModifiers::NONE))
 }
 
 #[test]

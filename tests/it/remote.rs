@@ -5,7 +5,9 @@
 //! the test, a free port, and the "host" side in a directory of its own,
 //! so that every path there differs from the person's.
 
-mod common;
+use crate::common;
+use common::events::next_of;
+use common::shell::text;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -23,23 +25,11 @@ use quorum::event::{Event, Op, Stamped, StopReason};
 use quorum::subagent::input::{Isolation, SubAgentCallInput};
 use tokio::sync::mpsc;
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// sshd, installed if it must be (as CI does), else the test fails here.
 fn sshd_program() -> &'static Path {
     static SSHD: OnceLock<PathBuf> = OnceLock::new();
     SSHD.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-sshd.sh");
-        let out = Command::new("bash").arg(&script).output_bounded();
-        assert!(
-            out.status.success(),
-            "{} failed: the remote tests need OpenSSH's server: {}",
-            script.display(),
-            text(&out.stderr)
-        );
-        let path = PathBuf::from(text(&out.stdout).lines().last().unwrap_or("").trim());
+        let path = common::install("install-sshd.sh");
         assert!(path.is_file(), "install-sshd.sh named no sshd: {path:?}");
         path
     })
@@ -83,7 +73,6 @@ impl Lab {
     /// As [`Lab::new`], `sshd_extra` added to sshd's config (`{lab}` in
     /// it: the lab's directory).
     fn with_sshd(extra: &str, sshd_extra: &str) -> Lab {
-        common::hermetic_process();
         sshd_program();
         // Not under /tmp: a sandbox's private /tmp would hide it.
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -333,23 +322,6 @@ fn reported_pids(text: &str) -> Option<(i32, i32)> {
     let re = regex::Regex::new(r"grandchild (\d+) agent (\d+)").unwrap();
     re.captures(text)
         .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))
-}
-
-/// The next event that `pick` takes, within 60 s.
-async fn next_of<T>(
-    events: &mut mpsc::UnboundedReceiver<Stamped>,
-    mut pick: impl FnMut(&Event) -> Option<T>,
-) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let e = tokio::time::timeout_at(deadline, events.recv())
-            .await
-            .expect("the event in time")
-            .expect("the session runs");
-        if let Some(t) = pick(&e.event) {
-            return t;
-        }
-    }
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! reviewers that answer every prompt with a set verdict, and the exit
 //! codes CI reads (0 green, 1 yellow, 2 red, 3 error).
 
-mod common;
+use crate::common;
+use common::shell::text;
 
 use common::Bounded;
 
@@ -53,10 +54,6 @@ fn repo() -> Repo {
     let path = dir.path().join(".git/quorum.toml");
     std::fs::write(&path, config).unwrap();
     Repo { dir, config: path }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 impl Repo {

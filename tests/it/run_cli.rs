@@ -1,7 +1,8 @@
 //! `quorum run`: the chat loop headless, on the scripted model and the
 //! fake ACP agent.
 
-mod common;
+use crate::common;
+use common::shell::stderr;
 
 use common::Bounded;
 
@@ -70,10 +71,6 @@ fn rand_suffix() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn assistant_text(events: &[Event]) -> String {

@@ -5,7 +5,7 @@
 //! a mark there could not tell confinement from escape.
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 
 use common::Bounded;
 

@@ -1,7 +1,7 @@
 //! The whole app rendered headlessly: snapshots of the buffer with its
 //! styles, and the colours a person reads verdicts from.
 
-mod common;
+use crate::common;
 
 use common::*;
 use quorum::tui::theme;

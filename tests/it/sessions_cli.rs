@@ -2,7 +2,8 @@
 //! directory, as a person reads them and as JSON lines; with a state, home
 //! and config of the test's own.
 
-mod common;
+use crate::common;
+use common::shell::stderr;
 
 use common::Bounded;
 
@@ -116,10 +117,6 @@ impl Home {
 fn stdout(o: &Output) -> String {
     assert!(o.status.success(), "{}", stderr(o));
     String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn json_lines(o: &Output) -> Vec<Value> {

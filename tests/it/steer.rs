@@ -84,19 +84,11 @@ impl Rig {
 
     /// Events up to (and including) the first that matches `f`.
     async fn until(&mut self, f: impl Fn(&Event) -> bool) -> Vec<Event> {
-        let mut seen = Vec::new();
-        loop {
-            let e = tokio::time::timeout(Duration::from_secs(30), self.events.recv())
-                .await
-                .expect("in time")
-                .expect("open")
-                .event;
-            let hit = f(&e);
-            seen.push(e);
-            if hit {
-                return seen;
-            }
-        }
+        crate::common::events::until(&mut self.events, f)
+            .await
+            .into_iter()
+            .map(|s| s.event)
+            .collect()
     }
 
     async fn steer(&self, input: StatusInput) -> serde_json::Value {

@@ -3,7 +3,7 @@
 //! the quit question, the opened box with a diff and a command, and the
 //! change summary a finished box keeps.
 
-mod common;
+use crate::common;
 
 use common::app::*;
 use common::*;

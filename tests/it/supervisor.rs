@@ -1,5 +1,5 @@
 //! `kill_all_blocking` ends the groups of every supervisor in the process.
-//! A test binary of its own: it kills every group its process started.
+//! In a process of its own: it kills every group its process started.
 #![cfg(target_os = "linux")]
 
 use std::os::unix::process::ExitStatusExt;
@@ -17,6 +17,11 @@ fn alive(pid: i32) -> bool {
 
 #[tokio::test]
 async fn kill_all_blocking_ends_the_groups_of_every_supervisor() {
+    if !crate::common::in_a_process_of_its_own(
+        "supervisor::kill_all_blocking_ends_the_groups_of_every_supervisor",
+    ) {
+        return;
+    }
     let mut started = Vec::new();
     for (sup, script) in [
         (Supervisor::new(), "sleep 600 & echo $!; wait"),

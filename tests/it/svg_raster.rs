@@ -6,7 +6,7 @@
 //! tests/fixtures/fonts (README there), so the picture is the same on every
 //! machine whatever fonts it has installed.
 
-mod common;
+use crate::common;
 
 use common::*;
 use quorum::tui::screenshot;
@@ -20,7 +20,7 @@ const SCALE: f32 = 2.5;
 const CELL_PX: usize = 21;
 const ROW_PX: f32 = 42.5;
 
-const FONT: &[u8] = include_bytes!("fixtures/fonts/DejaVuSansMono-subset.ttf");
+const FONT: &[u8] = include_bytes!("../fixtures/fonts/DejaVuSansMono-subset.ttf");
 
 #[derive(Debug, Clone, Copy)]
 enum Renderer {
@@ -44,6 +44,8 @@ struct Picture {
     buffer: Buffer,
     renderer: Renderer,
     pixmap: tiny_skia::Pixmap,
+    /// Each row's [`Picture::ink_columns`], found once.
+    ink: Vec<std::cell::OnceCell<Vec<usize>>>,
 }
 
 fn rasterise(buffer: Buffer, renderer: Renderer) -> Picture {
@@ -79,10 +81,12 @@ fn rasterise(buffer: Buffer, renderer: Renderer) -> Picture {
             .save_png(std::path::Path::new(&dir).join(name))
             .unwrap();
     }
+    let ink = vec![std::cell::OnceCell::new(); buffer.area.height as usize];
     Picture {
         buffer,
         renderer,
         pixmap,
+        ink,
     }
 }
 
@@ -102,10 +106,16 @@ impl Picture {
     /// The commonest colour of a cell: its background, since a glyph covers
     /// less than half of its cell.
     fn background(&self, col: u16, row: u16) -> [i32; 3] {
-        let mut counts = std::collections::HashMap::new();
+        // A cell has a few colours (its background, its glyph's shades):
+        // counted in a list.
+        let mut counts: Vec<([i32; 3], usize)> = Vec::new();
         for y in self.band(row) {
             for x in col as usize * CELL_PX..(col as usize + 1) * CELL_PX {
-                *counts.entry(self.rgb(x, y)).or_insert(0) += 1;
+                let p = self.rgb(x, y);
+                match counts.iter_mut().find(|(c, _)| *c == p) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((p, 1)),
+                }
             }
         }
         counts.into_iter().max_by_key(|&(_, n)| n).unwrap().0
@@ -114,6 +124,12 @@ impl Picture {
     /// The pixel columns of `row` where something stands out from the
     /// background of the cell under it.
     fn ink_columns(&self, row: u16) -> Vec<usize> {
+        self.ink[row as usize]
+            .get_or_init(|| self.find_ink(row))
+            .clone()
+    }
+
+    fn find_ink(&self, row: u16) -> Vec<usize> {
         let mut ink = Vec::new();
         for col in 0..self.buffer.area.width {
             let bg = self.background(col, row);

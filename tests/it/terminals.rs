@@ -3,7 +3,7 @@
 //! shows (live, opened, finished, replayed), confinement to the session
 //! directory, the sandbox, and that no command outlives its terminal.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

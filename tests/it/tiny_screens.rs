@@ -1,7 +1,7 @@
 //! No terminal is too small: the whole app renders at every size from 0x0
 //! up, at every step of the demo and the colours fixture, without a panic.
 
-mod common;
+use crate::common;
 
 use common::*;
 use quorum::tui::{app::App, screenshot};

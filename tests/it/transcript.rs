@@ -1,7 +1,7 @@
 //! Transcripts: recorder → player round trip, and a clear error for every
 //! kind of bad file.
 
-mod common;
+use crate::common;
 
 use common::*;
 use quorum::event::{Event, Stamped};

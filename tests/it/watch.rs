@@ -5,7 +5,7 @@
 //! when the writer lets the session go. The app loop runs on
 //! `TestBackend`, fed by the same follower `quorum watch` runs.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Duration;

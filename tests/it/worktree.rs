@@ -11,7 +11,8 @@
 //! diff, fsmonitor) that would leave a mark outside every session directory
 //! and outside `/tmp`, and the marks must never appear.
 
-mod common;
+use crate::common;
+use common::shell::text;
 
 use common::Bounded;
 
@@ -33,16 +34,11 @@ struct Scratch {
     config: PathBuf,
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// The fake agent under several names: `writer` writes `notes.txt`, `a`
 /// and `b` each write their own `same.txt`, reviewers answer `red` and
 /// `green`, `fake` runs whatever its prompt says, and so does `term`,
 /// whose terminal commands run unsandboxed (as an agent's own would).
 fn scratch() -> Scratch {
-    common::hermetic_process();
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -196,18 +192,7 @@ impl Events {
 
     /// Every event from now until one `done` says is the last (included).
     async fn until(&mut self, done: impl Fn(&Event) -> bool) -> Vec<Stamped> {
-        let mut seen = Vec::new();
-        loop {
-            let e = tokio::time::timeout(std::time::Duration::from_secs(30), self.0.recv())
-                .await
-                .expect("an event")
-                .expect("the session runs");
-            let last = done(&e.event);
-            seen.push(e);
-            if last {
-                return seen;
-            }
-        }
+        common::events::until(&mut self.0, done).await
     }
 
     /// The first notice or error after now whose text has `needle`.
