@@ -55,3 +55,17 @@ async fn next(events: &mut UnboundedReceiver<Stamped>, seen: &[Stamped]) -> Stam
         Err(_) => panic!("no event for {PATIENCE:?}; seen: {:#?}", kinds()),
     }
 }
+
+/// Whether `done` holds within [`PATIENCE`], checked every 20 ms while the
+/// runtime runs the test's other tasks (a test on tokio's current-thread
+/// runtime that slept in a blocking loop would starve them).
+pub async fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}

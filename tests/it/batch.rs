@@ -283,9 +283,13 @@ async fn max_parallel_queues_the_rest_and_never_runs_more() {
     }
     done.sort();
     assert_eq!(done, ids);
-    // Let the batch's end be emitted.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let events = r.drain();
+    // Every event of the batch, to its end.
+    let events: Vec<Event> =
+        crate::common::events::until(&mut r.events, |e| matches!(e, Event::BatchFinished { .. }))
+            .await
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
     assert_eq!(
         events
             .iter()
@@ -379,13 +383,17 @@ async fn a_queued_task_cancelled_before_its_turn_never_runs() {
     let status = r.session.dispatcher().status(Some("t2")).unwrap().to_json();
     assert_eq!(status["state"], "cancelled");
     assert_eq!(status["output"], "fake: cancelled while queued");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let events = r.drain();
-    assert!(
-        !events
-            .iter()
-            .any(|e| matches!(e, Event::SubagentDequeued { .. }))
-    );
+    // Every task of the batch has ended once the batch has: a dequeue, had
+    // there been one, is among the events before its end.
+    let events =
+        crate::common::events::until(&mut r.events, |e| matches!(e, Event::BatchFinished { .. }))
+            .await;
+    let dequeued: Vec<&Event> = events
+        .iter()
+        .map(|e| &e.event)
+        .filter(|e| matches!(e, Event::SubagentDequeued { .. }))
+        .collect();
+    assert!(dequeued.is_empty(), "{dequeued:?}");
 }
 
 #[tokio::test]

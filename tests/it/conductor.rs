@@ -319,19 +319,27 @@ fn a_background_report_reaches_the_conductor() {
 /// and the next message starts it again (said).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conductor_that_dies_is_named_and_started_again() {
-    use common::app::{drive, line, until};
+    use common::app::{drive, line, until, until_event};
+    use quorum::event::{Event, StopReason};
     let (_dir, session, mut app, mut events) = conducted_app();
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(150, 30)).unwrap();
     drive(&mut terminal, &mut app, line("crash"), vec![]).await;
+    // Its turn ends, an error...
+    let ended = until_event(&mut terminal, &mut app, &mut events, |e| {
+        matches!(e, Event::TurnEnded { .. })
+    })
+    .await;
+    assert!(
+        matches!(ended, Event::TurnEnded { stop_reason } if stop_reason == StopReason::Error),
+        "{ended:?}"
+    );
+    // ...that names it; the status line says no more that it works.
     until(&mut terminal, &mut app, &mut events, |s| {
         s.contains("✗ fake: ")
     })
     .await;
-    // Its turn has ended (the status line says no more that it works).
-    until(&mut terminal, &mut app, &mut events, |s| {
-        !s.contains("chat working")
-    })
-    .await;
+    let screen = common::app::text(&terminal);
+    assert!(!screen.contains("chat working"), "{screen}");
     drive(&mut terminal, &mut app, line("echo back again"), vec![]).await;
     // Its answer: a line of its own (the person's message says `echo`).
     until(&mut terminal, &mut app, &mut events, |s| {

@@ -211,11 +211,13 @@ async fn a_batch_past_sync_seconds_goes_on_in_the_background() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_its_host_cancels_is_cancelled() {
     let dir = tempfile::tempdir().unwrap();
-    let (session, _events) = session(dir.path());
+    let (session, mut events) = session(dir.path());
     let server = QuorumMcp::for_session(&session, McpOptions::default());
     let (cancel_tx, cancel) = watch::channel(false);
+    // The host cancels once the call runs (its box has started).
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        crate::common::events::until(&mut events, |e| matches!(e, Event::SubagentStarted { .. }))
+            .await;
         let _ = cancel_tx.send(true);
     });
     let text = tokio::time::timeout(

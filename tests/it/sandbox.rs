@@ -521,8 +521,21 @@ fn a_terminal_cannot_reach_the_persons_tmux_server() {
         ),
     );
     assert!(reply.starts_with("exit: 1"), "{reply}");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // `run-shell` (no `-b`) returns once its command has run: had the
+    // client reached the server, the mark would be there by its exit.
     assert!(!mark.exists(), "the person's tmux server ran the command");
+    // The probe fires: the same command, run outside the sandbox, leaves it.
+    let fired = std::process::Command::new(&tmux)
+        .arg("-S")
+        .arg(&socket)
+        .arg("run-shell")
+        .arg(format!("touch {}", mark.display()))
+        .output_bounded();
+    assert!(fired.status.success(), "{fired:?}");
+    assert!(
+        mark.exists(),
+        "tmux run-shell left no mark outside the sandbox"
+    );
 }
 
 /// Item 1: `command: "/tmp/../bin/sh"` bound `/tmp/..` (the host's `/`)

@@ -87,10 +87,22 @@ async fn the_screen_follows_a_session_as_it_is_recorded() {
         .open(&path)
         .unwrap();
     raw.write_all(&finished.as_bytes()[..20]).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(events.try_recv().is_err(), "half a line is not an event");
+    // Once the follower has read the half line, whatever it makes of it
+    // comes before what it makes of the rest.
+    assert!(
+        read_to_the_end(&path).await,
+        "the follower never read the half line"
+    );
     raw.write_all(format!("{}\n", &finished[20..]).as_bytes())
         .unwrap();
+    // The follower's next event is the whole line: nothing came of its
+    // first half alone.
+    let next = tokio::time::timeout(common::events::PATIENCE, events.recv())
+        .await
+        .expect("the line, once ended")
+        .unwrap();
+    assert_eq!(serde_json::to_string(&next).unwrap(), finished);
+    drive(&mut terminal, &mut app, vec![], vec![next]).await;
     until(&mut terminal, &mut app, &mut events, |s| {
         s.contains("The parser is fine.")
     })
@@ -129,4 +141,34 @@ async fn the_screen_follows_a_session_as_it_is_recorded() {
     .await;
     assert!(app.quitting());
     following.abort();
+}
+
+/// Waits (bounded) until this process's reader of `path` (the follower:
+/// the one descriptor of it opened read-only) has read it to its end.
+async fn read_to_the_end(path: &std::path::Path) -> bool {
+    let len = std::fs::metadata(path).unwrap().len();
+    let read_to = || -> Option<u64> {
+        std::fs::read_dir("/proc/self/fd")
+            .ok()?
+            .flatten()
+            .find_map(|fd| {
+                if std::fs::read_link(fd.path()).ok()? != path {
+                    return None;
+                }
+                let info = std::fs::read_to_string(format!(
+                    "/proc/self/fdinfo/{}",
+                    fd.file_name().to_string_lossy()
+                ))
+                .ok()?;
+                let field = |name: &str| {
+                    info.lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(str::trim)
+                };
+                let flags = u32::from_str_radix(field("flags:")?, 8).ok()?;
+                let read_only = flags & 0o3 == 0;
+                read_only.then(|| field("pos:")?.parse().ok())?
+            })
+    };
+    common::events::eventually(|| read_to() == Some(len)).await
 }
