@@ -235,11 +235,14 @@ impl Lab {
         self.command(args).output_bounded()
     }
 
-    /// The processes whose command line names this lab's directory (ssh
-    /// clients and the master at home, the proxies on the host), but the
-    /// lab's own sshd.
+    /// The processes of this lab but its own sshd: those whose command line
+    /// names its directory (ssh clients and the master at home, the
+    /// proxies on the host), and those working in it (the agents on the
+    /// host and whatever they started, which name nothing of it: their
+    /// working directory is the task's, under `host/`).
     fn strays(&self) -> Vec<String> {
-        let needle = self.dir.path().display().to_string();
+        let lab = self.dir.path();
+        let needle = lab.display().to_string();
         let sshd = self.sshd.as_ref().map(|c| c.id() as i32);
         let mut out = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -258,8 +261,15 @@ impl Lab {
                     .next()
                     .is_some_and(|r| r.trim_start().starts_with('Z'))
             });
-            if cmdline.contains(&needle) && !zombie {
-                out.push(format!("{pid}: {cmdline}"));
+            let working_here = std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .is_ok_and(|cwd| cwd.starts_with(lab));
+            if (cmdline.contains(&needle) || working_here) && !zombie {
+                let cwd = if working_here {
+                    " (working in the lab)"
+                } else {
+                    ""
+                };
+                out.push(format!("{pid}: {cmdline}{cwd}"));
             }
         }
         out
@@ -495,6 +505,45 @@ async fn a_worktree_task_on_the_host_comes_home_reviewed_and_merged() {
     );
     session.shutdown();
     drop(session);
+    lab.assert_nothing_left(&[]);
+}
+
+/// A worktree task's agent on a host runs in the sandbox there, as at
+/// home: its own shell (not quorum's terminals) writes its worktree, and
+/// nothing outside it (`Read-only file system`).
+#[test]
+fn a_worktree_tasks_agent_on_the_host_is_sandboxed_there() {
+    let lab = Lab::new("");
+    let outside = lab.host().join("outside.txt");
+    let o = lab.quorum(&[
+        "call",
+        "--agent",
+        "far",
+        "--worktree",
+        "--json",
+        "--input",
+        &format!(
+            "own run echo inside > inside.txt && echo wrote inside; echo outside > {}",
+            outside.display()
+        ),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let said = out["output"].as_str().unwrap_or_default();
+    assert!(said.contains("wrote inside"), "{out}");
+    assert!(
+        said.contains(&format!("{}: Read-only file system", outside.display())),
+        "{out}"
+    );
+    assert!(
+        !outside.exists(),
+        "the agent's own shell wrote outside its worktree"
+    );
+    let branch = out["branch"].as_str().unwrap();
+    assert_eq!(
+        lab.git(&["show", &format!("{branch}:inside.txt")]),
+        "inside"
+    );
     lab.assert_nothing_left(&[]);
 }
 
