@@ -7,6 +7,8 @@
 
 use crate::common;
 
+use std::path::Path;
+
 use common::adapter::Adapter;
 
 /// claude-agent-acp, its model the fake server, its home private (it
@@ -45,23 +47,25 @@ async fn claude_conducts_a_sub_agent_over_mcp() {
 
 /// Sandboxed (`sandbox = "bwrap"`: its process under bubblewrap, its
 /// `~/.claude` and `~/.claude.json` writable), claude still answers,
-/// reviews, and resumes its session in a new quorum process.
+/// reviews, and resumes its session in a new quorum process; its own Bash
+/// cannot write outside its session directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_sandboxed_answers_reviews_and_resumes_in_a_new_process() {
-    claude_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n")
-        .await
-        .answers_reviews_and_resumes_in_a_new_process()
-        .await;
+    let c = claude_with(Path::new("/var/tmp"), "sandbox = \"bwrap\"\n").await;
+    c.answers_reviews_and_resumes_in_a_new_process().await;
+    c.own_shell_cannot_write_outside().await;
 }
 
-/// Sandboxed, it still asks before writing, and writes when allowed.
+/// Sandboxed, it still asks before writing, and writes when allowed; its
+/// own Bash cannot write outside its session directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_sandboxed_asks_before_writing_and_writes() {
-    let c = claude_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n").await;
+    let c = claude_with(Path::new("/var/tmp"), "sandbox = \"bwrap\"\n").await;
     let target = c.work().join("out.txt");
     let prompt = format!("write {}", target.display());
     c.asks_before_writing(&prompt, &target, "written by claude\n", "written")
         .await;
+    c.own_shell_cannot_write_outside().await;
 }
 
 /// In a worktree, claude's own Bash cannot write the person's tree (it

@@ -8,6 +8,8 @@
 
 use crate::common;
 
+use std::path::Path;
+
 use common::adapter::Adapter;
 
 /// codex-acp with the fake server as a custom Responses provider.
@@ -32,20 +34,21 @@ async fn codex_conducts_a_sub_agent_over_mcp() {
 
 /// Sandboxed (`sandbox = "bwrap"`: its process under bubblewrap, its
 /// `CODEX_HOME` writable), codex still answers, reviews, and resumes its
-/// session in a new quorum process.
+/// session in a new quorum process; its own exec cannot write outside its
+/// session directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_sandboxed_answers_reviews_and_resumes_in_a_new_process() {
-    codex_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n")
-        .await
-        .answers_reviews_and_resumes_in_a_new_process()
-        .await;
+    let c = codex_with(Path::new("/var/tmp"), "sandbox = \"bwrap\"\n").await;
+    c.answers_reviews_and_resumes_in_a_new_process().await;
+    c.own_shell_cannot_write_outside().await;
 }
 
 /// Sandboxed, it still asks before running a command that writes, and
-/// runs it when allowed.
+/// runs it when allowed; its own exec cannot write outside its session
+/// directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_sandboxed_asks_before_running_a_command_and_runs_it() {
-    let c = codex_with(&std::env::temp_dir(), "sandbox = \"bwrap\"\n").await;
+    let c = codex_with(Path::new("/var/tmp"), "sandbox = \"bwrap\"\n").await;
     let target = c.work().join("out.txt");
     c.asks_before_writing(
         "run echo ran by codex > out.txt",
@@ -54,6 +57,7 @@ async fn codex_sandboxed_asks_before_running_a_command_and_runs_it() {
         "ran",
     )
     .await;
+    c.own_shell_cannot_write_outside().await;
 }
 
 /// In a worktree, codex's own exec cannot write the person's tree.
