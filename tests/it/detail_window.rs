@@ -130,3 +130,109 @@ async fn a_box_whose_transcript_is_gone_says_so_when_opened() {
         "{shown}"
     );
 }
+
+/// Through quorum's own start (the TUI in a terminal, its config's
+/// `[limits] max_transcript_line_bytes` read as it reads it): a session
+/// with more boxes than the window, recorded; the oldest box, opened, is
+/// read back from that transcript, with the configured limit: a line of
+/// its span longer than the limit (put there by the test, as a writer
+/// with a larger limit would have) is refused, naming the limit.
+#[cfg(unix)]
+#[test]
+fn the_tui_reads_an_old_box_back_from_its_recorded_transcript_within_the_configured_limit() {
+    use common::pty::Terminal as Pty;
+    use quorum::event::{Event, Stamped, build};
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 100_000;
+    let config = dir.path().join("quorum.toml");
+    // One task at a time: they finish in order, the first first.
+    std::fs::write(
+        &config,
+        format!(
+            "max_parallel = 1\n[limits]\nmax_transcript_line_bytes = {limit}\n\
+             [agents.fake]\ncommand = {:?}\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    let calls = DETAIL_WINDOW + 2;
+    let tasks: Vec<serde_json::Value> = (0..calls)
+        .map(|n| {
+            let input = match n {
+                0 => "diff src/first.rs".to_string(),
+                n => format!("echo call {n}"),
+            };
+            serde_json::json!({"agent": "fake", "input": input})
+        })
+        .collect();
+    let script = dir.path().join("model.json");
+    std::fs::write(
+        &script,
+        serde_json::json!([
+            {"tool_calls": [{"name": "subagent", "arguments": {"tasks": tasks}}]},
+            {"text": "All reported."}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let record = dir.path().join("s.jsonl");
+    let terminal = Pty::open(240, 50);
+    let mut quorum = common::quorum(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("--record")
+        .arg(&record)
+        .env("TERM", "xterm-256color")
+        .current_dir(dir.path())
+        .stdin(terminal.slave())
+        .stdout(terminal.slave())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    terminal.wait_for("Ctrl+C quits");
+    terminal.type_keys(b"go\r");
+    terminal.wait_for("All reported.");
+
+    // A line over the limit in the first box's span, right after its start.
+    let text = std::fs::read_to_string(&record).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let (at, call_id, t) = lines
+        .iter()
+        .enumerate()
+        .find_map(|(i, l)| {
+            let e: Stamped = serde_json::from_str(l).ok()?;
+            match e.event {
+                Event::SubagentStarted { call_id, input, .. } if input == "diff src/first.rs" => {
+                    Some((i, call_id, e.t))
+                }
+                _ => None,
+            }
+        })
+        .expect("the first box's start is recorded");
+    let long = Stamped::new(t, build::chunk(&call_id, "x".repeat(2 * limit)));
+    lines.insert(at + 1, serde_json::to_string(&long).unwrap());
+    std::fs::write(&record, lines.join("\n") + "\n").unwrap();
+
+    // Alt+↑ from the newest box to the first, and Enter.
+    for _ in 0..calls {
+        terminal.type_keys(b"\x1b[1;3A");
+    }
+    terminal.type_keys(b"\r");
+    // (It names the line 0: the read back seeks to the box's time, and
+    // counts no lines.)
+    let refused = format!(
+        "this call's detail could not be read back: {}:",
+        record.display()
+    );
+    let limit_named = format!(
+        "a line over {limit} bytes, read no further (max_transcript_line_bytes under [limits] in the config)"
+    );
+    terminal.wait_for_screen(|s| {
+        s.contents().contains(&refused) && s.contents().contains(&limit_named)
+    });
+    terminal.type_keys(b"\x1bq");
+    terminal.type_keys(b"\x03");
+    common::wait_bounded(&mut quorum, "quorum after Ctrl+C");
+}
