@@ -884,10 +884,19 @@ async fn a_repointed_dot_git_is_refused_and_its_fsmonitor_never_runs() {
         "{text}"
     );
     assert!(worktree.join("work.txt").exists());
+    assert_eq!(probe.ran(), Vec::<String>::new(), "quorum's /merge ran it");
+    // The probe fires: the person's own git in that worktree runs it.
+    s.git_in(&worktree, &["status", "--porcelain"]);
+    assert_eq!(probe.ran(), ["fsmonitor"], "the probe never fires");
+    let fired = std::fs::read_to_string(probe.marker("fsmonitor")).unwrap();
     ops.send(Op::Submit(format!("/discard {branch}"))).unwrap();
     events.said("worktree and branch removed").await;
     assert!(!worktree.exists());
-    assert_eq!(probe.ran(), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_to_string(probe.marker("fsmonitor")).unwrap(),
+        fired,
+        "quorum's /discard ran it"
+    );
     session.shutdown();
 }
 
@@ -957,6 +966,10 @@ async fn a_rewritten_in_tree_hook_never_runs_and_merge_names_it() {
         std::fs::read_to_string(s.repo().join("work.txt")).unwrap(),
         "kept\n"
     );
+    assert_eq!(probe.ran(), Vec::<String>::new(), "the merge ran the hook");
+    // The probe fires: the person's own next commit runs the hook.
+    s.git(&["commit", "-q", "--allow-empty", "-m", "the person's"]);
+    assert_eq!(probe.ran(), ["hook"], "the probe never fires");
     session.shutdown();
 }
 
@@ -1012,6 +1025,16 @@ fn quorums_git_on_a_worktree_runs_no_textconv_external_diff_or_fsmonitor() {
     assert_eq!(out["diffstat"], "+1 −0 in 1 file");
     let branch = out["branch"].as_str().unwrap();
     assert_eq!(s.git(&["show", &format!("{branch}:notes.txt")]), "hello");
+    // The probes fire: the person's own git runs each of them.
+    assert_eq!(probe.ran(), Vec::<String>::new());
+    s.git_in(&s.repo(), &["status"]);
+    s.git_in(&s.repo(), &["diff", "main", branch]);
+    s.git_in(&s.repo(), &["diff", "--no-ext-diff", "main", branch]);
+    assert_eq!(
+        probe.ran(),
+        ["external", "fsmonitor", "textconv"],
+        "a probe never fires"
+    );
 }
 
 /// A worktree task's session is its own: the agent's next call in the
@@ -1183,6 +1206,9 @@ async fn a_nested_repository_is_not_committed_and_its_filter_never_runs() {
     );
     assert_eq!(s.status(), "");
     assert!(!mark.exists());
+    // The probe fires: the person's own git in `sub` runs the filter.
+    s.git_in(&worktree.join("sub"), &["add", "x"]);
+    assert!(mark.exists(), "the probe never fires");
     session.shutdown();
 }
 
