@@ -5,10 +5,13 @@
 //! What a test changes of the process itself is therefore everyone's:
 //!
 //! - The environment is made hermetic once, before `main` and so before any
-//!   test thread starts ([`HERMETIC`]): `HOME`, `XDG_CONFIG_HOME`,
+//!   test thread starts ([`BEFORE_MAIN`]): `HOME`, `XDG_CONFIG_HOME`,
 //!   `XDG_STATE_HOME` and git's global config in a folder of this program's
 //!   own, no system git config, none of the inherited `GIT_*` variables.
 //!   No test sets a variable of the process.
+//! - Most tests wait on other processes (agents, ssh, git, a terminal):
+//!   unless told otherwise (`--test-threads`, `RUST_TEST_THREADS`), the
+//!   program runs three tests per core.
 //! - A test that acts on every process the test program started (the
 //!   supervisor's `kill_all_blocking`, the panic hook that calls it) runs
 //!   in a process of its own: [`common::in_a_process_of_its_own`].
@@ -75,20 +78,26 @@ mod transcript;
 mod watch;
 mod worktree;
 
-/// Makes the test program's environment hermetic before `main`: a
-/// constructor, run by the loader while the process has one thread, so no
-/// test ever sees the environment change under it (setting a variable
-/// while another thread reads the environment is what `set_var` cannot
-/// make safe).
+/// Before `main`, while the process has one thread (a constructor the
+/// loader runs): makes the environment hermetic ([`common::hermetic_process`]),
+/// so no test ever sees it change under it (setting a variable while
+/// another thread reads the environment is what `set_var` cannot make
+/// safe), and sets how many tests run at once, unless the person did:
+/// three per core, for tests that mostly wait.
 #[used]
 #[cfg_attr(not(target_vendor = "apple"), unsafe(link_section = ".init_array"))]
 #[cfg_attr(
     target_vendor = "apple",
     unsafe(link_section = "__DATA,__mod_init_func")
 )]
-static HERMETIC: extern "C" fn() = {
-    extern "C" fn hermetic() {
+static BEFORE_MAIN: extern "C" fn() = {
+    extern "C" fn before_main() {
         common::hermetic_process();
+        if std::env::var_os("RUST_TEST_THREADS").is_none() {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            // SAFETY: before `main`, on the only thread (see above).
+            unsafe { std::env::set_var("RUST_TEST_THREADS", (3 * cores).to_string()) };
+        }
     }
-    hermetic
+    before_main
 };
