@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Fuzzes each target of tests/fuzz_props.rs for a bounded time.
+# Fuzzes each target of tests/it/fuzz_props.rs for a bounded time.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
 # SECONDS_PER_TARGET defaults to 60; targets default to all of them.
-# Each target runs in batches (the release build of tests/fuzz_props.rs,
-# run for fuzz_TARGET with QUORUM_FUZZ_CASES set), every batch with fresh random
+# Each target runs in batches (the release build of the test program,
+# run for fuzz_props::fuzz_TARGET with QUORUM_FUZZ_CASES set), every batch with fresh random
 # seeds, sized from the speed of the ones before so that the last one ends
 # about when the time is up. Time running out is not a failure: only whole
 # batches are counted. A batch that fails stops its target; one that gives
 # no answer within its share of the time plus FUZZ_HANG_SECONDS (60) is
 # killed and counted as a failure (a hang). Failing inputs are printed and
-# kept by proptest in tests/fuzz_props.proptest-regressions.
+# kept by proptest in tests/it/fuzz_props.proptest-regressions.
 #
 # Exit status: 0 when no target failed, 1 when one did, 2 when the tests
 # do not build.
@@ -29,11 +29,11 @@ slice=10
 
 export RUST_BACKTRACE=0
 
-echo "building tests/fuzz_props.rs (release)..."
+echo "building the test program (release)..."
 # Built once; the batches run the test binary itself, so no batch waits on
 # cargo (its build lock, or a rebuild after an edit) and is taken for a hang.
-binary=$(cargo test --release --test fuzz_props --no-run --message-format=json 2>/dev/null \
-    | grep -o '"executable":"[^"]*fuzz_props[^"]*"' | tail -n 1 | cut -d'"' -f4)
+binary=$(cargo test --release --test it --no-run --message-format=json 2>/dev/null \
+    | grep -o '"executable":"[^"]*/it-[^"]*"' | tail -n 1 | cut -d'"' -f4)
 if [ -z "$binary" ] || [ ! -x "$binary" ]; then
     echo "fuzz: the tests do not build" >&2
     exit 2
@@ -44,7 +44,7 @@ now_ms() { date +%s%3N; }
 summary=()
 any_failed=0
 for target in "${targets[@]}"; do
-    name="fuzz_$target"
+    name="fuzz_props::fuzz_$target"
     deadline=$(( $(now_ms) + seconds * 1000 ))
     batch=32 run=0 passed=0 failed=0 note=""
     while :; do

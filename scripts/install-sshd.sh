@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install OpenSSH's server (Debian: openssh-server) and client, which the
-# tests of agents on other machines (tests/remote.rs) run against: each
+# tests of agents on other machines (tests/it/remote.rs) run against: each
 # test starts its own sshd on a loopback port with a key made for it.
 #
 # Idempotent: with sshd and ssh installed it does nothing. The last line of

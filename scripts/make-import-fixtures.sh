@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make the fixtures of tests/import.rs: session logs written by the agents'
+# Make the fixtures of tests/it/import.rs: session logs written by the agents'
 # own code, run offline against the test suite's fake model servers
 # (tests/common/models.rs, as the program quorum-fake-model):
 #

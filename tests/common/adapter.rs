@@ -280,6 +280,7 @@ impl Adapter {
             "run touch {}; echo made by the agent > made.txt",
             escaped.display()
         );
+        let before = self.requests();
         let out = self
             .call(&[
                 "--json",
@@ -300,9 +301,13 @@ impl Adapter {
             "{}",
             text(&out.stderr)
         );
-        // What its shell said came back to its model.
-        let said = serde_json::to_string(&*self.model.requests.lock().unwrap()).unwrap();
-        assert!(said.contains("Read-only file system"), "{said}");
+        // What its shell said came back to its model, in this call.
+        let said = self.requests_since(before);
+        let refused = format!(
+            "touch: cannot touch '{}': Read-only file system",
+            escaped.display()
+        );
+        assert!(said.contains(&refused), "{said}");
         let line = &json_lines(&out)[0];
         let branch = line["branch"].as_str().expect("a branch");
         assert_eq!(
@@ -314,6 +319,45 @@ impl Adapter {
             "",
             "the person's tree is clean"
         );
+    }
+
+    /// Sandboxed (`sandbox = "bwrap"` in its table), the agent's own shell
+    /// (not quorum's terminals) cannot write outside its session
+    /// directory: its `touch` of a file beside it fails with `Read-only
+    /// file system`, said in this call's requests to its model, and
+    /// nothing is made. The adapter must have been started outside `/tmp`
+    /// ([`Adapter::start_in`]: a sandbox's private `/tmp` would take the
+    /// write).
+    pub async fn own_shell_cannot_write_outside(&self) {
+        let outside = self.dir.path().join("outside.txt");
+        assert!(!outside.starts_with("/tmp"), "{}", outside.display());
+        let before = self.requests();
+        // The folder named from the shell (a path in the request itself
+        // quorum refuses before anything runs).
+        let prompt = "run touch \"$(dirname \"$PWD\")/outside.txt\"";
+        let out = self.call(&["--approve", "all", "--input", prompt]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", self.diagnose(&out));
+        assert!(
+            !outside.exists(),
+            "the agent's own shell wrote outside its session directory"
+        );
+        let said = self.requests_since(before);
+        let refused = format!(
+            "touch: cannot touch '{}': Read-only file system",
+            outside.display()
+        );
+        assert!(said.contains(&refused), "{said}");
+    }
+
+    /// How many requests its model has had.
+    pub fn requests(&self) -> usize {
+        self.model.requests.lock().unwrap().len()
+    }
+
+    /// The requests its model had after the first `from`, as JSON.
+    pub fn requests_since(&self, from: usize) -> String {
+        let requests = self.model.requests.lock().unwrap();
+        serde_json::to_string(&requests[from.min(requests.len())..]).unwrap()
     }
 
     /// In a worktree (after [`Adapter::own_shell_keeps_to_its_worktree`]
@@ -345,24 +389,56 @@ impl Adapter {
             .join("layer")
             .join(path.strip_prefix("/").unwrap());
         let kept = std::fs::read_to_string(&layer).unwrap_or_default();
-        assert!(
-            kept.ends_with(&format!("{content}\n")) && (append || kept == format!("{content}\n")),
-            "{}: {kept}",
-            layer.display()
-        );
-        // A later session sees its own write.
+        // A JSON file the agent itself keeps (claude's `~/.claude.json`) it
+        // may write again after the shell did, in its own form and with its
+        // own keys added: what was written must still be there, as the
+        // agent's CLI reads it.
+        let as_json = |text: &str| serde_json::from_str::<Value>(text).ok();
+        let landed = match (as_json(content), as_json(&kept)) {
+            (Some(Value::Object(wrote)), Some(Value::Object(kept))) if !append => {
+                wrote.iter().all(|(k, v)| kept.get(k) == Some(v))
+            }
+            _ => {
+                kept.ends_with(&format!("{content}\n"))
+                    && (append || kept == format!("{content}\n"))
+            }
+        };
+        assert!(landed, "{}: {kept}", layer.display());
+        // A later session sees its own write: its `cat` says it back (the
+        // prompt of that call does not hold it).
         let prompt = format!("run cat {}", path.display());
+        let before = self.requests();
         let out = self
             .call(&["--worktree", "--approve", "all", "--input", &prompt])
             .await;
         assert_eq!(out.status.code(), Some(0), "{}", self.diagnose(&out));
-        let said = serde_json::to_string(&*self.model.requests.lock().unwrap()).unwrap();
-        let quoted = serde_json::to_string(content).unwrap();
-        let quoted = quoted.trim_matches('"');
-        assert!(
-            said.matches(quoted).count() >= 2,
-            "the write was not seen again: {said}"
-        );
+        let said = self.requests_since(before);
+        // What was written, as the model gets it back (JSON-quoted); a JSON
+        // file the agent keeps in its own form: each of its strings.
+        fn strings(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(s.clone()),
+                Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+                Value::Object(o) => o.iter().for_each(|(k, v)| {
+                    out.push(k.clone());
+                    strings(v, out)
+                }),
+                _ => {}
+            }
+        }
+        let mut wrote = Vec::new();
+        match serde_json::from_str::<Value>(content) {
+            Ok(v @ Value::Object(_)) => strings(&v, &mut wrote),
+            _ => wrote.push(content.to_string()),
+        }
+        for piece in wrote {
+            let quoted = serde_json::to_string(&piece).unwrap();
+            let quoted = quoted.trim_matches('"');
+            assert!(
+                said.contains(quoted),
+                "the write was not seen again ({piece}): {said}"
+            );
+        }
     }
 }
 
@@ -400,10 +476,20 @@ impl Adapter {
             .find(|e| e["type"] == "subagent_finished")
             .expect("the box finished");
         assert_eq!(finished["output"], "from the conductor");
-        // The report reached the conductor's next model request.
+        // The tool's reply reached the conductor's next model request, as
+        // the tool result of its call (the prompt names the words too).
         let requests = self.model.requests.lock().unwrap().clone();
-        let last = serde_json::to_string(requests.last().expect("model requests")).unwrap();
-        assert!(last.contains("from the conductor"), "{last}");
+        let last = requests.last().expect("model requests");
+        let results = tool_results(last);
+        let reply: Vec<Value> = results
+            .iter()
+            .filter_map(|r| serde_json::from_str(r).ok())
+            .collect();
+        assert_eq!(
+            reply,
+            [serde_json::json!({"output": "from the conductor", "stop_reason": "end_turn"})],
+            "{results:#?}"
+        );
         let said: String = events
             .iter()
             .filter(|e| e["type"] == "assistant_delta")
@@ -483,8 +569,44 @@ pub struct Announced {
     pub options: Vec<quorum::event::ConfigInfo>,
 }
 
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+pub use super::shell::text;
+
+/// The text of every tool result a model request carries: Anthropic's
+/// `tool_result` blocks, the Responses API's `function_call_output` items.
+pub fn tool_results(request: &Value) -> Vec<String> {
+    fn text(content: &Value) -> String {
+        match content {
+            // codex gives an MCP tool's content blocks as JSON after the
+            // call's wall time: `Wall time: …\nOutput:\n[{"type": "text", …}]`.
+            Value::String(s) => match s.split_once("\nOutput:\n") {
+                Some((_, blocks)) => match serde_json::from_str::<Value>(blocks) {
+                    Ok(blocks @ Value::Array(_)) => text(&blocks),
+                    _ => s.clone(),
+                },
+                None => s.clone(),
+            },
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        }
+    }
+    let mut out = Vec::new();
+    for message in request["messages"].as_array().into_iter().flatten() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" {
+                out.push(text(&block["content"]));
+            }
+        }
+    }
+    for item in request["input"].as_array().into_iter().flatten() {
+        if item["type"] == "function_call_output" {
+            out.push(text(&item["output"]));
+        }
+    }
+    out
 }
 
 pub fn json_lines(out: &Output) -> Vec<Value> {

@@ -108,6 +108,27 @@ pub async fn until(
     }
 }
 
+/// Feeds engine events to the loop until one for which `done` holds has
+/// been drawn; that event.
+pub async fn until_event(
+    terminal: &mut Terminal<TestBackend>,
+    app: &mut App,
+    ev_rx: &mut mpsc::UnboundedReceiver<Stamped>,
+    mut done: impl FnMut(&quorum::event::Event) -> bool,
+) -> quorum::event::Event {
+    loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("timed out:\n{}", text(terminal)))
+            .expect("the session runs");
+        let last = done(&e.event).then(|| e.event.clone());
+        drive(terminal, app, vec![], vec![e]).await;
+        if let Some(event) = last {
+            return event;
+        }
+    }
+}
+
 /// Keys that type `line` and press Enter.
 pub fn line(text: &str) -> Vec<Input> {
     let mut keys = chars(text);

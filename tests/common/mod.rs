@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 pub mod adapter;
 pub mod app;
+pub mod events;
 pub mod models;
 #[cfg(unix)]
 pub mod pty;
@@ -174,10 +175,15 @@ pub fn install_with(script: &str, args: &[&str]) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
         .join(script);
-    let out = std::process::Command::new("bash")
-        .arg(&path)
-        .args(args)
-        .output_bounded();
+    let mut command = std::process::Command::new("bash");
+    command.arg(&path).args(args);
+    for (name, value) in original_env() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let out = command.output_bounded();
     assert!(
         out.status.success(),
         "{script} failed:\n{}",
@@ -271,11 +277,12 @@ pub fn git(home: &std::path::Path) -> std::process::Command {
 
 /// The environment of this test process itself, for the tests that run
 /// quorum's engine (and so its git) in process: `HOME`, `XDG_CONFIG_HOME`
-/// and `XDG_STATE_HOME` in a folder of this test binary's own under cargo's
-/// scratch directory, `GIT_CONFIG_GLOBAL` a file there, no system git
-/// config, and none of the inherited git variables. Done once, by the first
-/// test that asks; every test of a binary that uses it must ask first
-/// thing.
+/// and `XDG_STATE_HOME` in a folder of this test program's own under
+/// cargo's scratch directory, `GIT_CONFIG_GLOBAL` a file there, no system
+/// git config, and none of the inherited git variables. Called once, by
+/// the test program's constructor before `main` (`tests/it/main.rs`), when
+/// the process has a single thread: no test ever sees it change. What was
+/// there before is kept for the install scripts ([`original_env`]).
 pub fn hermetic_process() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -289,22 +296,73 @@ pub fn hermetic_process() {
         }
         std::fs::write(home.join(".gitconfig"), "").unwrap();
         let unset = inherited_git_vars();
-        // SAFETY: Rust's own reads and writes of the environment (every
-        // `Command` spawn, `env::var`) are serialised by std; what it cannot
-        // guard is C code calling `getenv` on another thread meanwhile.
-        // This runs once, as the first thing the first test does: the other
-        // tests that use it wait on this `Once` before they start anything.
+        let set: [(&str, std::ffi::OsString); 5] = [
+            ("HOME", home.clone().into()),
+            ("XDG_CONFIG_HOME", home.join("config").into()),
+            ("XDG_STATE_HOME", home.join("state").into()),
+            ("GIT_CONFIG_GLOBAL", home.join(".gitconfig").into()),
+            ("GIT_CONFIG_NOSYSTEM", "1".into()),
+        ];
+        let mut original: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> = unset
+            .iter()
+            .map(|name| (name.clone(), std::env::var_os(name)))
+            .collect();
+        for (name, _) in &set {
+            if !original.iter().any(|(n, _)| n == name) {
+                original.push((name.into(), std::env::var_os(name)));
+            }
+        }
+        let _ = ORIGINAL_ENV.set(original);
+        // SAFETY: called from the constructor that runs before `main`, while
+        // the process has one thread: nothing reads the environment meanwhile.
         unsafe {
             for name in unset {
                 std::env::remove_var(name);
             }
-            std::env::set_var("HOME", &home);
-            std::env::set_var("XDG_CONFIG_HOME", home.join("config"));
-            std::env::set_var("XDG_STATE_HOME", home.join("state"));
-            std::env::set_var("GIT_CONFIG_GLOBAL", home.join(".gitconfig"));
-            std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+            for (name, value) in set {
+                std::env::set_var(name, value);
+            }
         }
     });
+}
+
+static ORIGINAL_ENV: std::sync::OnceLock<Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>> =
+    std::sync::OnceLock::new();
+
+/// The variables [`hermetic_process`] changed, as they were when the test
+/// program started (`None`: unset): the install scripts run with them, so
+/// that they find what the person's own environment has (`~/.pyenv`,
+/// npm's cache).
+pub fn original_env() -> &'static [(std::ffi::OsString, Option<std::ffi::OsString>)] {
+    ORIGINAL_ENV.get().map_or(&[], Vec::as_slice)
+}
+
+/// For a test that acts on every process the test program started (ends
+/// every process group of its supervisors, installs a panic hook that
+/// does): runs the test `name` (its full name, `module::function`) alone
+/// in a process of its own, this program started again for it alone.
+/// Returns `true` in that process (the caller goes on with the test's
+/// body) and `false` in the first one, once the test passed there; a
+/// failure there, or no test of that name, fails the test here.
+pub fn in_a_process_of_its_own(name: &str) -> bool {
+    const ALONE: &str = "QUORUM_TEST_ALONE";
+    if std::env::var_os(ALONE).is_some_and(|v| v == name) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1"])
+        .env(ALONE, name)
+        .output_bounded();
+    let said = format!("{}{}", shell::text(&out.stdout), shell::text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{name}, in a process of its own:\n{said}"
+    );
+    assert!(
+        said.contains("test result: ok. 1 passed"),
+        "no test {name} ran in a process of its own:\n{said}"
+    );
+    false
 }
 
 /// A probe for code that git must not run: a fresh folder outside `/tmp`

@@ -66,6 +66,50 @@ impl Shell {
     }
 }
 
+/// How long a host program (an MCP or ACP client driving quorum) may run
+/// before it is a wedge.
+pub const HOST_LIMIT: std::time::Duration = std::time::Duration::from_secs(150);
+
+impl Shell {
+    /// Runs the host program `program` with `args` in the shell's hermetic
+    /// environment, in `dir`, killed (and the test failed) if it runs past
+    /// [`HOST_LIMIT`]. Its output is read as it comes: a chatty host never
+    /// looks wedged.
+    pub fn run_host(
+        &self,
+        dir: &std::path::Path,
+        program: &std::path::Path,
+        args: &[&str],
+    ) -> Output {
+        let mut command = Command::new(program);
+        for name in super::inherited_git_vars() {
+            command.env_remove(name);
+        }
+        command
+            .args(args)
+            .envs(super::hermetic_env(self.dir.path()))
+            .env_remove("QUORUM_MODEL")
+            .env_remove(quorum::serve::PROCESS_ENV)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null());
+        bounded(command, HOST_LIMIT).unwrap_or_else(|| {
+            panic!(
+                "{} {args:?} is wedged: killed after {HOST_LIMIT:?}",
+                program.display()
+            )
+        })
+    }
+}
+
+/// A host client's steps (its JSON lines, each named by `step`), by name.
+pub fn steps(stdout: &[u8]) -> std::collections::HashMap<String, serde_json::Value> {
+    text(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| (v["step"].as_str().unwrap_or_default().to_string(), v))
+        .collect()
+}
+
 /// Runs `command` to its end, its stdout and stderr read as they come; if
 /// it takes longer than `limit` it is killed and `None` is returned.
 pub fn bounded(mut command: Command, limit: std::time::Duration) -> Option<Output> {
@@ -115,6 +159,12 @@ pub fn bounded(mut command: Command, limit: std::time::Duration) -> Option<Outpu
     })
 }
 
+/// Bytes a program wrote, as text (what is not UTF-8 as U+FFFD).
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// What a program wrote on its stderr, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    text(&o.stderr)
 }
