@@ -43,6 +43,7 @@ mod conductor;
 mod continued;
 mod detail_window;
 mod dispatch;
+mod docs;
 mod elicitation;
 mod frames;
 mod fuzz_props;
