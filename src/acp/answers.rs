@@ -41,8 +41,9 @@ pub struct Answers {
     requests: mpsc::UnboundedSender<String>,
     /// The connection that answers them.
     local: JoinHandle<()>,
-    /// What goes home of the turns' boxes.
-    relayed: JoinHandle<()>,
+    /// The agent's lines for home, which pass through the same task as
+    /// what goes home of the turns' boxes ([`Answers::home`]).
+    agent_lines: mpsc::UnboundedSender<Vec<u8>>,
     /// The agent's lines answered here that were not UTF-8, so far.
     lossy_lines: AtomicU64,
 }
@@ -92,19 +93,14 @@ impl Answers {
             from_agent,
         );
         let local = tokio::spawn(local);
-        let (turns, mut turn_rx) = mpsc::unbounded_channel::<(String, Incoming)>();
+        let (turns, turn_rx) = mpsc::unbounded_channel::<(String, Incoming)>();
+        let (agent_lines, agent_rx) = mpsc::unbounded_channel::<Vec<u8>>();
         // What the handlers here would show in the task's box (a request
         // refused, a command's output) goes home, as `_quorum/relayed`
-        // notifications, where it is shown as a local agent's is.
-        let relayed = tokio::spawn(async move {
-            while let Some((session, incoming)) = turn_rx.recv().await {
-                if let Some(line) = relayed_line(&session, incoming)
-                    && to_home.send(line.into_bytes()).is_err()
-                {
-                    break;
-                }
-            }
-        });
+        // notifications, where it is shown as a local agent's is; in one
+        // task with the agent's own lines, so that it goes ahead of what the
+        // agent says after it (the end of the turn among them).
+        tokio::spawn(home(turn_rx, agent_rx, to_home));
         Arc::new(Self {
             name: spec.name.clone(),
             routes,
@@ -113,7 +109,7 @@ impl Answers {
             turns,
             requests,
             local,
-            relayed,
+            agent_lines,
             lossy_lines: AtomicU64::new(0),
         })
     }
@@ -180,6 +176,11 @@ impl Answers {
         }
     }
 
+    /// Sends one of the agent's lines home; false when home is gone.
+    pub fn home(&self, line: Vec<u8>) -> bool {
+        self.agent_lines.send(line).is_ok()
+    }
+
     /// No more requests are answered (home or the agent is gone).
     pub fn stop_answering(&self) {
         self.local.abort();
@@ -189,7 +190,41 @@ impl Answers {
 impl Drop for Answers {
     fn drop(&mut self) {
         self.local.abort();
-        self.relayed.abort();
+    }
+}
+
+/// Sends home the agent's lines and what the turns' boxes are told here,
+/// the latter first: what a handler here told a turn before the agent
+/// heard its answer reaches home before what the agent then said. Ends
+/// when the agent's lines end (its [`Answers`] dropped), with what was
+/// told until then.
+async fn home(
+    mut turn_rx: mpsc::UnboundedReceiver<(String, Incoming)>,
+    mut agent_rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    to_home: mpsc::UnboundedSender<Vec<u8>>,
+) {
+    let relayed = |(session, incoming): (String, Incoming)| {
+        relayed_line(&session, incoming).map(String::into_bytes)
+    };
+    loop {
+        let line = tokio::select! {
+            biased;
+            Some(told) = turn_rx.recv() => relayed(told),
+            line = agent_rx.recv() => match line {
+                Some(line) => Some(line),
+                None => break,
+            },
+        };
+        if let Some(line) = line
+            && to_home.send(line).is_err()
+        {
+            return;
+        }
+    }
+    while let Ok(told) = turn_rx.try_recv() {
+        if let Some(line) = relayed(told) {
+            let _ = to_home.send(line);
+        }
     }
 }
 
@@ -232,5 +267,39 @@ fn local_client(
         if let Err(e) = driver.await {
             tracing::warn!("the host's file and terminal answers ended: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal told here goes home ahead of the agent's lines that follow
+    /// it, the end of its turn among them (with two tasks the end could
+    /// overtake it, and home, the turn ended, dropped the refusal).
+    #[tokio::test]
+    async fn what_a_turn_is_told_here_goes_home_before_what_the_agent_says_next() {
+        let (turns, turn_rx) = mpsc::unbounded_channel();
+        let (agent_lines, agent_rx) = mpsc::unbounded_channel();
+        let (to_home, mut home_rx) = mpsc::unbounded_channel();
+        turns
+            .send(("s1".to_string(), Incoming::Notice("refused".into())))
+            .unwrap();
+        agent_lines
+            .send(b"{\"id\":7,\"result\":{}}".to_vec())
+            .unwrap();
+        turns
+            .send(("s1".to_string(), Incoming::Notice("told last".into())))
+            .unwrap();
+        drop(agent_lines);
+        home(turn_rx, agent_rx, to_home).await;
+        let mut got = Vec::new();
+        while let Ok(line) = home_rx.try_recv() {
+            got.push(String::from_utf8(line).unwrap());
+        }
+        assert_eq!(got.len(), 3, "{got:#?}");
+        assert!(got[0].contains("refused"), "{got:#?}");
+        assert!(got[1].contains("told last"), "{got:#?}");
+        assert_eq!(got[2], "{\"id\":7,\"result\":{}}");
     }
 }

@@ -184,10 +184,10 @@ pub async fn relay(
     // Lines for home: the agent's, as they came (not always UTF-8), and
     // what the answers here tell.
     let (to_home, home_writer) = writer(tokio::io::stdout(), |line: Vec<u8>| line);
-    let answers = Answers::start(&spec, &root, supervisor, to_agent.clone(), to_home.clone());
+    let answers = Answers::start(&spec, &root, supervisor, to_agent.clone(), to_home);
     let (max, name) = (hosted.max_frame, spec.name.clone());
     let home_reader = tokio::spawn(read_home(answers.clone(), to_agent, (max, name.clone())));
-    let agent_reader = tokio::spawn(read_agent(answers.clone(), agent_out, to_home, (max, name)));
+    let agent_reader = tokio::spawn(read_agent(answers.clone(), agent_out, (max, name)));
     let running = Running {
         child,
         group,
@@ -306,7 +306,6 @@ async fn read_home(
 async fn read_agent(
     answers: Arc<Answers>,
     agent_out: impl AsyncRead + Unpin,
-    to_home: mpsc::UnboundedSender<Vec<u8>>,
     (max, name): (u64, String),
 ) {
     let mut input = tokio::io::BufReader::with_capacity(64 * 1024, agent_out);
@@ -319,7 +318,7 @@ async fn read_agent(
             // agent of its own.
             Err(Some(e)) => {
                 tracing::warn!("{name} {e}");
-                let _ = to_home.send(std::mem::take(&mut buf));
+                let _ = answers.home(std::mem::take(&mut buf));
                 break;
             }
             Err(None) => break,
@@ -329,7 +328,7 @@ async fn read_agent(
         if !answers.from_agent(&line, bad) {
             continue;
         }
-        if to_home.send(body.to_vec()).is_err() {
+        if !answers.home(body.to_vec()) {
             break;
         }
     }
