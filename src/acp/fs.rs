@@ -152,232 +152,225 @@ pub(super) fn scope_of(
     (own.unwrap_or_else(|| root.clone()), scope.exclude)
 }
 
-/// `fs/read_text_file`: the read runs on a blocking thread, and the answer
-/// is sent from a task of its own; a refusal is shown in the session's box.
+/// Where a request's file is: on disk, or the editor's (its buffers).
+enum Backend {
+    Disk,
+    Editor(Arc<dyn HostFiles>),
+}
+
+/// Why a file request was not done, and so what the agent and the box are
+/// told.
+enum Failed {
+    /// Refused by the session's bounds, or the file could not be had: the
+    /// box says so, the agent gets the error.
+    Refused(FsError),
+    /// A part of the path swapped while the editor had it: said in the
+    /// box and to the agent.
+    Unsafe(String),
+    /// The editor's own error, handed to the agent as it came.
+    Editor(agent_client_protocol::Error),
+    /// The blocking work stopped (a panic): the agent only.
+    Stopped(String),
+}
+
+/// The one pipeline of both requests: the session's bounds, the backend
+/// chosen (the editor's for the session directory where it offers files,
+/// else the disk), the request run on a task of its own (its file I/O on a
+/// blocking thread, so the dispatch loop never waits on the disk), its
+/// refusal shown in the session's box, its answer sent.
+fn answer_from_task<Req, Resp, T>(
+    (connection, files): (&Root, &Files),
+    exclusions: &Exclusions,
+    routes: &Routes,
+    (req, session): (Req, String),
+    (responder, respond): (Responder<Resp>, fn(T) -> Resp),
+    verb: &'static str,
+    run: impl FnOnce(
+        Backend,
+        (Root, Option<Exclude>),
+        Routes,
+        Req,
+    ) -> BoxFuture<'static, Result<T, Failed>>,
+) -> Result<(), agent_client_protocol::Error>
+where
+    Resp: agent_client_protocol::JsonRpcResponse + Send + 'static,
+    T: Send + 'static,
+{
+    let (root, exclude) = scope_of(exclusions, routes, &session, connection);
+    let backend = match host_for(files, &root, connection) {
+        Some(host) => Backend::Editor(host),
+        None => Backend::Disk,
+    };
+    let routes = routes.clone();
+    let done = run(backend, (root, exclude), routes.clone(), req);
+    tokio::spawn(async move {
+        let error = match done.await {
+            Ok(answer) => return drop(responder.respond(respond(answer))),
+            Err(Failed::Refused(e)) => {
+                let _ = route(
+                    &routes,
+                    &session,
+                    Incoming::Notice(format!("refused to {verb} {e}")),
+                );
+                fs_error(&e)
+            }
+            Err(Failed::Unsafe(message)) => {
+                let _ = route(&routes, &session, Incoming::Notice(message.clone()));
+                agent_client_protocol::Error::new(
+                    agent_client_protocol::ErrorCode::INVALID_PARAMS,
+                    message,
+                )
+            }
+            Err(Failed::Editor(e)) => e,
+            Err(Failed::Stopped(what)) => agent_client_protocol::Error::internal_error().data(what),
+        };
+        let _ = responder.respond_with_error(error);
+    });
+    Ok(())
+}
+
+/// `fs/read_text_file`.
 pub(super) fn on_read_text_file(
-    (connection, files): (&Root, &Files),
+    at: (&Root, &Files),
     exclusions: &Exclusions,
     routes: &Routes,
     req: ReadTextFileRequest,
     responder: Responder<ReadTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), connection);
-    if let Some(host) = host_for(files, &root, connection) {
-        return read_from_host(host, (root, exclude), routes, req, responder);
-    }
-    // File I/O runs on a blocking thread, and the answer
-    // is sent from a task of its own: the dispatch loop
-    // never waits on the disk.
-    let routes = routes.clone();
-    tokio::spawn(async move {
-        let session = req.session_id.0.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            root.check(&req.path, exclude.as_ref())
-                .and_then(|()| root.read(&req.path, req.line, req.limit))
-        })
-        .await;
-        let _ = match read {
-            Ok(Ok(text)) => responder.respond(ReadTextFileResponse::new(text)),
-            Ok(Err(e)) => {
-                let _ = route(
-                    &routes,
-                    &session,
-                    Incoming::Notice(format!("refused to read {e}")),
-                );
-                responder.respond_with_error(fs_error(&e))
-            }
-            Err(e) => responder.respond_with_error(
-                agent_client_protocol::Error::internal_error()
-                    .data(format!("the read stopped: {e}")),
-            ),
-        };
-    });
-    Ok(())
+    let session = req.session_id.0.to_string();
+    answer_from_task(
+        at,
+        exclusions,
+        routes,
+        (req, session),
+        (responder, ReadTextFileResponse::new),
+        "read",
+        |backend, bounds, _, req| Box::pin(read(backend, bounds, req)),
+    )
 }
 
-/// `fs/write_text_file`: as a read, on a blocking thread and answered from
-/// a task of its own.
+/// `fs/write_text_file`: what the session may not read, it may not
+/// overwrite either; a file other programs run, only once the person
+/// allowed it.
 pub(super) fn on_write_text_file(
-    (connection, files): (&Root, &Files),
+    at: (&Root, &Files),
     exclusions: &Exclusions,
     routes: &Routes,
     req: WriteTextFileRequest,
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), agent_client_protocol::Error> {
-    let (root, exclude) = scope_of(exclusions, routes, req.session_id.0.as_ref(), connection);
-    if let Some(host) = host_for(files, &root, connection) {
-        return write_to_host(host, (root, exclude), routes, req, responder);
-    }
-    let routes = routes.clone();
-    tokio::spawn(async move {
-        let session = req.session_id.0.clone();
-        let path = req.path.clone();
-        // What the task may not read, it may not overwrite either; a file
-        // other programs run, only once the person allowed it.
-        let content = std::sync::Arc::new(req.content);
-        let written = with_leave(root, (&routes, &session), &content, {
-            let (path, content) = (req.path, content.clone());
-            move |root: &Root| {
-                root.check(&path, exclude.as_ref())
-                    .and_then(|()| root.write(&path, &content))
-            }
-        })
-        .await;
-        let _ = match written {
-            Ok(Ok(())) => responder.respond(WriteTextFileResponse::new()),
-            Ok(Err(e)) => {
-                let _ = route(
-                    &routes,
-                    &session,
-                    Incoming::Notice(format!("refused to write {e}")),
-                );
-                responder.respond_with_error(fs_error(&e))
-            }
-            Err(e) => responder.respond_with_error(
-                agent_client_protocol::Error::internal_error()
-                    .data(format!("the write to {} {e}", path.display())),
-            ),
-        };
-    });
-    Ok(())
+    let session = req.session_id.0.to_string();
+    answer_from_task(
+        at,
+        exclusions,
+        routes,
+        (req, session),
+        (responder, |()| WriteTextFileResponse::new()),
+        "write",
+        |backend, bounds, routes, req| Box::pin(write(backend, bounds, routes, req)),
+    )
 }
 
-/// A read of the session directory, from the editor: the path checked
-/// as a read of the disk is, then asked of the editor (pinned, and checked
-/// again when it answers: a part swapped for a link meanwhile keeps the
-/// text from the agent); a text over the read limit is refused as a file
-/// would be.
-fn read_from_host(
-    host: Arc<dyn HostFiles>,
+/// A read: from the disk, or from the editor, the path checked as a read
+/// of the disk is, then asked of the editor (pinned, and checked again
+/// when it answers: a part swapped for a link meanwhile keeps the text
+/// from the agent); a text over the read limit is refused as a file would
+/// be.
+async fn read(
+    backend: Backend,
     (root, exclude): (Root, Option<Exclude>),
-    routes: &Routes,
     req: ReadTextFileRequest,
-    responder: Responder<ReadTextFileResponse>,
-) -> Result<(), agent_client_protocol::Error> {
-    let routes = routes.clone();
-    tokio::spawn(async move {
-        let session = req.session_id.0.clone();
-        let path = req.path.clone();
-        let limit = root.max_read();
-        let asked = req.path.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            root.check(&asked, exclude.as_ref())
-                .and_then(|()| root.resolve_new(&asked))
-                .and_then(|real| Pinned::new(&root, &asked, &real))
-        })
-        .await;
-        let answer = match checked {
-            Ok(Ok(pinned)) => {
-                let read = host
-                    .read(pinned.path().to_path_buf(), req.line, req.limit)
-                    .await;
-                // Read through a part swapped meanwhile: not the agent's.
-                let read = match recheck(pinned).await {
-                    Ok(()) => read,
-                    Err(changed) => {
-                        let message = format!(
-                            "refused to read {changed}: the editor may have read a file \
-                             outside the session directory"
-                        );
-                        let _ = route(&routes, &session, Incoming::Notice(message.clone()));
-                        Err(agent_client_protocol::Error::new(
-                            agent_client_protocol::ErrorCode::INVALID_PARAMS,
-                            message,
-                        ))
-                    }
-                };
-                read.and_then(|text| {
-                    let size = text.len() as u64;
-                    if size > limit {
-                        let e = FsError::TooBig { path, size, limit };
-                        let _ = route(
-                            &routes,
-                            &session,
-                            Incoming::Notice(format!("refused to read {e}")),
-                        );
-                        return Err(fs_error(&e));
-                    }
-                    Ok(text)
-                })
-            }
-            Ok(Err(e)) => {
-                let _ = route(
-                    &routes,
-                    &session,
-                    Incoming::Notice(format!("refused to read {e}")),
-                );
-                Err(fs_error(&e))
-            }
-            Err(e) => Err(agent_client_protocol::Error::internal_error()
-                .data(format!("the read stopped: {e}"))),
-        };
-        let _ = match answer {
-            Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
-            Err(e) => responder.respond_with_error(e),
-        };
-    });
-    Ok(())
+) -> Result<String, Failed> {
+    let stopped = |e| Failed::Stopped(format!("the read stopped: {e}"));
+    let (asked, line, limit) = (req.path, req.line, req.limit);
+    let host = match backend {
+        Backend::Disk => {
+            return tokio::task::spawn_blocking(move || {
+                root.check(&asked, exclude.as_ref())
+                    .and_then(|()| root.read(&asked, line, limit))
+            })
+            .await
+            .map_err(stopped)?
+            .map_err(Failed::Refused);
+        }
+        Backend::Editor(host) => host,
+    };
+    let max = root.max_read();
+    let path = asked.clone();
+    let pinned = tokio::task::spawn_blocking(move || {
+        root.check(&asked, exclude.as_ref())
+            .and_then(|()| root.resolve_new(&asked))
+            .and_then(|real| Pinned::new(&root, &asked, &real))
+    })
+    .await
+    .map_err(stopped)?
+    .map_err(Failed::Refused)?;
+    let read = host.read(pinned.path().to_path_buf(), line, limit).await;
+    // Read through a part swapped meanwhile: not the agent's.
+    recheck(pinned).await.map_err(|changed| {
+        Failed::Unsafe(format!(
+            "refused to read {changed}: the editor may have read a file \
+             outside the session directory"
+        ))
+    })?;
+    let text = read.map_err(Failed::Editor)?;
+    let size = text.len() as u64;
+    if size > max {
+        return Err(Failed::Refused(FsError::TooBig {
+            path,
+            size,
+            limit: max,
+        }));
+    }
+    Ok(text)
 }
 
-/// A write to the session directory, by the editor: refused as a write
-/// to the disk is (outside, inside `.git`, a hooks folder, excluded),
-/// else asked of the editor, which writes it (quorum makes nothing), by a
-/// path with no link in it, pinned; a part of it swapped meanwhile is
-/// named to the agent and the person when the editor answers.
-fn write_to_host(
-    host: Arc<dyn HostFiles>,
+/// A write: to the disk, or by the editor, refused as a write to the disk
+/// is (outside, inside `.git`, a hooks folder, excluded), else asked of the
+/// editor, which writes it (quorum makes nothing), by a path with no link
+/// in it, pinned; a part of it swapped meanwhile is named to the agent and
+/// the person when the editor answers.
+async fn write(
+    backend: Backend,
     (root, exclude): (Root, Option<Exclude>),
-    routes: &Routes,
+    routes: Routes,
     req: WriteTextFileRequest,
-    responder: Responder<WriteTextFileResponse>,
-) -> Result<(), agent_client_protocol::Error> {
-    let routes = routes.clone();
-    tokio::spawn(async move {
-        let session = req.session_id.0.clone();
-        let content = req.content;
-        let path = req.path;
-        let checked = with_leave(root, (&routes, &session), &content, move |root: &Root| {
+) -> Result<(), Failed> {
+    let session = req.session_id.0.to_string();
+    let path = req.path;
+    let stopped = |e| Failed::Stopped(format!("the write to {} {e}", path.display()));
+    let content = Arc::new(req.content);
+    let host = match backend {
+        Backend::Disk => {
+            let (to, text) = (path.clone(), content.clone());
+            let written = with_leave(root, (&routes, &session), &content, move |root| {
+                root.check(&to, exclude.as_ref())
+                    .and_then(|()| root.write(&to, &text))
+            })
+            .await;
+            return written.map_err(stopped)?.map_err(Failed::Refused);
+        }
+        Backend::Editor(host) => host,
+    };
+    let checked = {
+        let path = path.clone();
+        with_leave(root, (&routes, &session), &content, move |root: &Root| {
             root.check(&path, exclude.as_ref())
                 .and_then(|()| root.resolve_write(&path))
                 .and_then(|real| Pinned::new(root, &path, &real))
         })
-        .await;
-        let answer = match checked {
-            Ok(Ok(pinned)) => {
-                let written = host.write(pinned.path().to_path_buf(), content).await;
-                match recheck(pinned).await {
-                    Ok(()) => written,
-                    Err(changed) => {
-                        let message = format!(
-                            "unsafe write to {changed}: the editor may have written \
-                             outside the session directory"
-                        );
-                        let _ = route(&routes, &session, Incoming::Notice(message.clone()));
-                        Err(agent_client_protocol::Error::new(
-                            agent_client_protocol::ErrorCode::INVALID_PARAMS,
-                            message,
-                        ))
-                    }
-                }
-            }
-            Ok(Err(e)) => {
-                let _ = route(
-                    &routes,
-                    &session,
-                    Incoming::Notice(format!("refused to write {e}")),
-                );
-                Err(fs_error(&e))
-            }
-            Err(e) => {
-                Err(agent_client_protocol::Error::internal_error().data(format!("the write {e}")))
-            }
-        };
-        let _ = match answer {
-            Ok(()) => responder.respond(WriteTextFileResponse::new()),
-            Err(e) => responder.respond_with_error(e),
-        };
-    });
-    Ok(())
+        .await
+    };
+    let pinned = checked.map_err(stopped)?.map_err(Failed::Refused)?;
+    let content = Arc::try_unwrap(content).unwrap_or_else(|c| c.as_ref().clone());
+    let written = host.write(pinned.path().to_path_buf(), content).await;
+    recheck(pinned).await.map_err(|changed| {
+        Failed::Unsafe(format!(
+            "unsafe write to {changed}: the editor may have written \
+             outside the session directory"
+        ))
+    })?;
+    written.map_err(Failed::Editor)
 }
 
 /// A pinned path checked again once the editor has answered, on a
