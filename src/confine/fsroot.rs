@@ -17,6 +17,7 @@
 
 mod walk;
 
+use super::lexical;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
@@ -73,21 +74,6 @@ pub enum FsError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// `path` with `.` and `..` applied to its text alone (no symlinks).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Paths a task may not read: `exclude_files_pattern`, a regular

@@ -16,9 +16,10 @@
 //! config (`branch.<B>.quorum*`), so plain git sees it, it survives a
 //! crash, and `git branch -D` takes it away with the branch.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::confine::lexical;
 use crate::event::{Diffstat, Severity};
 use crate::runtime::git as hardened;
 use crate::runtime::machinery;
@@ -676,8 +677,8 @@ impl Repo {
             ],
         )?;
         let hooks = hardened::hooks_path(&self.top).and_then(|h| {
-            normal(&h)
-                .strip_prefix(normal(&self.top))
+            lexical(&h)
+                .strip_prefix(lexical(&self.top))
                 .ok()
                 .map(Path::to_path_buf)
         });
@@ -784,26 +785,10 @@ pub struct Merged {
     pub kept: Option<PathBuf>,
 }
 
-/// `path` with its `.` and `..` taken out by name (what the file system
-/// says is not asked).
-fn normal(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 /// Whether `a` and `b` name the same file (as the file system resolves
 /// them, when it can).
 fn same_file(a: &Path, b: &Path) -> bool {
-    let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| normal(p));
+    let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| lexical(p));
     resolve(a) == resolve(b)
 }
 

@@ -27,7 +27,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Git worktrees for isolated writers (the git CLI, hardened): the
     // vocabulary's diffstat and severity, the hardened git, and what other
     // programs run from a tree (a nested `.git`, hooks, tool configs).
-    ("worktree", &["event", "runtime::git", "runtime::machinery"]),
+    (
+        "worktree",
+        &[
+            "event",
+            "confine::lexical",
+            "runtime::git",
+            "runtime::machinery",
+        ],
+    ),
     // Board, bus, supervisor, cancellation, PATH lookup.
     ("runtime", &["event", "confine"]),
     // The agent interface that ACP agents and the internal agent implement.
