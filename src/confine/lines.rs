@@ -9,6 +9,9 @@
 //!
 //! [`read_line`] reads a `BufRead`, [`read_line_async`] a tokio
 //! `AsyncBufRead`; both end in [`Line::of`], so they cut and report alike.
+//! A reader that goes on past a line too long skips the rest of it with
+//! [`skip_rest`] or [`skip_rest_async`] (`quorum acp`'s host, the listing
+//! of transcripts).
 
 use std::borrow::Cow;
 
@@ -90,6 +93,43 @@ where
         .read_until(b'\n', buf)
         .await?;
     Ok((n > 0).then(|| Line::of(buf, max)))
+}
+
+/// The rest of a line [`read_line`] found too long, read into nothing:
+/// whether a newline ended it (else the input did).
+pub fn skip_rest(input: &mut impl std::io::BufRead) -> std::io::Result<bool> {
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(false);
+        }
+        if let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+            input.consume(i + 1);
+            return Ok(true);
+        }
+        let len = chunk.len();
+        input.consume(len);
+    }
+}
+
+/// [`skip_rest`] for a tokio reader.
+pub async fn skip_rest_async<R>(input: &mut R) -> std::io::Result<bool>
+where
+    R: tokio::io::AsyncBufRead + Unpin + ?Sized,
+{
+    use tokio::io::AsyncBufReadExt as _;
+    loop {
+        let chunk = input.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(false);
+        }
+        if let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+            input.consume(i + 1);
+            return Ok(true);
+        }
+        let len = chunk.len();
+        input.consume(len);
+    }
 }
 
 /// `bytes` as text, and whether any were not UTF-8 (those show as U+FFFD).

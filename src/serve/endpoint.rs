@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::BufReader;
 use tokio::net::{UnixListener, UnixStream};
 
 use super::mcp::{McpOptions, QuorumMcp};
@@ -240,11 +240,11 @@ async fn admit(stream: UnixStream, secret: &str, owner: u32) -> Option<Halves> {
     let mut line = Vec::new();
     let hello = tokio::time::timeout(
         HELLO_TIMEOUT,
-        (&mut read).take(MAX_HELLO).read_until(b'\n', &mut line),
+        crate::confine::lines::read_line_async(&mut read, &mut line, MAX_HELLO),
     )
     .await;
     let said = match hello {
-        Ok(Ok(_)) => line.strip_suffix(b"\n").unwrap_or(&line),
+        Ok(Ok(_)) => crate::confine::lines::Line::body(&line),
         Ok(Err(e)) => {
             tracing::warn!(?pid, "MCP endpoint: a client was dropped: {e}");
             return None;
@@ -257,7 +257,6 @@ async fn admit(stream: UnixStream, secret: &str, owner: u32) -> Option<Halves> {
             return None;
         }
     };
-    let said = said.strip_suffix(b"\r").unwrap_or(said);
     if !same(said, secret.as_bytes()) {
         tracing::warn!(
             ?pid,

@@ -187,13 +187,12 @@ fn load_halves(path: &Path, max_line: u64) -> Result<Option<Loaded>, TranscriptE
     }
     let mut file = input.into_inner();
     file.seek(SeekFrom::Start(middle)).map_err(io)?;
-    let mut near = std::io::BufReader::with_capacity(64 * 1024, file.take(max_line + 1));
-    buf.clear();
-    let rest = std::io::BufRead::read_until(&mut near, b'\n', &mut buf).map_err(io)?;
-    if buf.last() != Some(&b'\n') {
+    let mut near = std::io::BufReader::with_capacity(64 * 1024, file);
+    let Some(Line { complete: true, .. }) = next_line(&mut near, &mut buf, max_line).map_err(io)?
+    else {
         return Ok(None);
-    }
-    let split = middle + rest as u64;
+    };
+    let split = middle + buf.len() as u64;
     let (first, second) = std::thread::scope(|scope| {
         let second = scope.spawn(|| {
             let mut events = Vec::new();

@@ -14,6 +14,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
+
+use crate::confine::lines;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -518,31 +520,16 @@ fn read_line(
     buf: &mut Vec<u8>,
     max: u64,
 ) -> std::io::Result<Option<(bool, bool)>> {
-    buf.clear();
-    let n = input.by_ref().take(max + 1).read_until(b'\n', buf)?;
-    if n == 0 {
+    let Some(line) = lines::read_line(input, buf, max)? else {
         return Ok(None);
+    };
+    if line.too_long {
+        return Ok(Some((lines::skip_rest(input)?, true)));
     }
-    if buf.last() == Some(&b'\n') {
+    if line.complete {
         buf.pop();
-        return Ok(Some((true, false)));
     }
-    if buf.len() as u64 <= max {
-        return Ok(Some((false, false)));
-    }
-    // Too long: skip to the end of the line without keeping it.
-    loop {
-        let chunk = input.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(Some((false, true)));
-        }
-        if let Some(i) = chunk.iter().position(|&b| b == b'\n') {
-            input.consume(i + 1);
-            return Ok(Some((true, true)));
-        }
-        let len = chunk.len();
-        input.consume(len);
-    }
+    Ok(Some((line.complete, false)))
 }
 
 /// Reads one transcript for its listing.

@@ -5,7 +5,9 @@
 
 use agent_client_protocol::Lines;
 use futures::StreamExt;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
+
+use crate::confine::lines::{self, Line};
 
 /// Standard input and output as the host's connection; `max` bytes a line.
 pub fn stdio(
@@ -39,36 +41,18 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
     max: u64,
 ) -> std::io::Result<Option<String>> {
     let mut buf = Vec::new();
-    let n = (&mut *reader)
-        .take(max.saturating_add(1))
-        .read_until(b'\n', &mut buf)
-        .await?;
-    if n == 0 {
+    let Some(line) = lines::read_line_async(reader, &mut buf, max).await? else {
         return Ok(None);
-    }
-    if buf.len() as u64 > max && buf.last() != Some(&b'\n') {
-        // The rest of the line goes unread into nothing.
-        let mut rest = Vec::new();
-        loop {
-            rest.clear();
-            let n = (&mut *reader)
-                .take(64 * 1024)
-                .read_until(b'\n', &mut rest)
-                .await?;
-            if n == 0 || rest.last() == Some(&b'\n') {
-                break;
-            }
-        }
+    };
+    if line.too_long {
+        lines::skip_rest_async(reader).await?;
         tracing::warn!("quorum acp: the host sent a message over {max} bytes; skipped");
         return Ok(Some(format!(
             "a message over {} (max_frame_bytes under [limits] in quorum's config), not read",
             crate::confine::limits::size(max)
         )));
     }
-    while matches!(buf.last(), Some(b'\n' | b'\r')) {
-        buf.pop();
-    }
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+    Ok(Some(lines::text(Line::body(&buf)).0.into_owned()))
 }
 
 #[cfg(test)]
