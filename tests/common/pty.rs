@@ -78,7 +78,8 @@ impl Terminal {
             // cells of a line does not write the line's text again.
             wait_until(PATIENCE, || self.output().contains(text)
                 || self.screen().contents().contains(text)),
-            "the screen never showed {text:?}"
+            "the screen never showed {text:?}; it shows:\n{}",
+            self.screen().contents()
         );
     }
 

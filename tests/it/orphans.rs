@@ -444,7 +444,8 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
     let mut quorum = common::quorum(dir.path())
         .arg("--model")
         .arg(format!("script:{}", script.display()))
-        .arg("--no-record")
+        .arg("--record")
+        .arg(dir.path().join("session.jsonl"))
         .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("TERM", "xterm-256color")
         .current_dir(dir.path())
@@ -487,6 +488,13 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
         "the shell's child outlived Esc"
     );
     assert!(quorum.try_wait().unwrap().is_none(), "quorum goes on");
+    // (The events, to say what happened if the turn's end is not shown.)
+    let events = dir.path().join("session.jsonl");
+    assert!(
+        wait_until(PATIENCE, || read(&events).contains("turn cancelled")),
+        "the chat's turn never ended as cancelled; the session's events:\n{}",
+        read(&events)
+    );
     terminal.wait_for("turn cancelled");
     terminal.type_keys(b"\x03");
     assert!(wait_until(PATIENCE, || quorum
