@@ -484,8 +484,10 @@ where
     let (mut dirty, mut urgent) = (true, true);
     let mut last_frame: Option<Instant> = None;
     let mut shown = None;
+    // The events applied when the screen was last looked at: one the wait
+    // below takes is applied there, and counts at the next look.
+    let mut applied = app.state.applied;
     loop {
-        let applied = app.state.applied;
         app.on_timer();
         // What the engine sent while a frame was held back.
         while events_open {
@@ -499,6 +501,7 @@ where
         if animation != shown || app.state.applied != applied {
             dirty = true;
         }
+        applied = app.state.applied;
         let due = last_frame.map(|t| t + FRAME);
         if dirty && (urgent || due.is_none_or(|d| Instant::now() >= d)) {
             frame(terminal, app)?;

@@ -314,3 +314,58 @@ fn a_long_stream_shows_its_last_lines_in_its_box() {
     let body = screen.lines().filter(|l| l.contains(" w")).count();
     assert_eq!(body, 5, "five rows of activity\n{screen}");
 }
+
+/// An event that comes alone while the screen is idle (the last of a turn:
+/// its "turn cancelled" notice, say) is drawn: the loop woke for it,
+/// applied it, and used to forget that it had, so nothing was drawn until
+/// something else changed (an Esc test saw the turn end without its
+/// notice).
+#[tokio::test]
+async fn an_event_that_comes_alone_while_idle_is_drawn() {
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Input>();
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let (backend, frames) = Watched::new(|_| {});
+    let watched = frames.clone();
+    let engine = tokio::spawn(async move {
+        // The first frame drawn, and then a while with nothing to draw.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while watched.lock().unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "no first frame");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(app::FRAME * 3).await;
+        let notice = Event::Notice {
+            level: quorum::event::NoticeLevel::Warning,
+            text: "turn cancelled".into(),
+        };
+        ev_tx.send(Stamped::new(5, notice)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let shown = loop {
+            if watched
+                .lock()
+                .unwrap()
+                .last()
+                .is_some_and(|f| f.contains("turn cancelled"))
+            {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        drop(in_tx);
+        drop(ev_tx);
+        shown
+    });
+    let mut terminal = Terminal::new(backend).unwrap();
+    let mut app = live();
+    app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx)
+        .await
+        .unwrap();
+    assert!(
+        engine.await.unwrap(),
+        "the notice was applied but not drawn while the loop ran; frames drawn: {}",
+        frames.lock().unwrap().len()
+    );
+}
