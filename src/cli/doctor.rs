@@ -190,8 +190,9 @@ fn config(location: &Location) -> (Check, ConfigFile, Registry) {
             (Check::ok("config", &detail), file, registry)
         }
         (Ok((file, registry)), None) => {
-            let default = crate::config::default_path()
-                .map_or("no HOME".to_string(), |p| format!("{} does not exist", p.display()));
+            let default = crate::config::default_path().map_or("no HOME".to_string(), |p| {
+                format!("{} does not exist", p.display())
+            });
             let detail = format!("none ({default}): quorum's defaults");
             (Check::ok("config", &detail), file, registry)
         }
@@ -275,10 +276,7 @@ fn chat_default() -> Check {
 /// of its repository run.
 fn git() -> Check {
     match probe::git() {
-        Some(git) => Check::ok(
-            "git",
-            &format!("{} ({})", git.version, git.path.display()),
-        ),
+        Some(git) => Check::ok("git", &format!("{} ({})", git.version, git.path.display())),
         None => Check::fail(
             "git",
             "not found on PATH: worktree tasks, `quorum review` and the checks of the session's repository need it",
@@ -339,7 +337,10 @@ fn state() -> Check {
             &format!("no state directory: {why}"),
             "set HOME, or XDG_STATE_HOME to a folder you can write",
         ),
-        StateDir::Unusable { dir: Some(dir), why } => Check::fail(
+        StateDir::Unusable {
+            dir: Some(dir),
+            why,
+        } => Check::fail(
             NAME,
             &format!("{}: {why}", dir.display()),
             "make it a folder you can write, or set XDG_STATE_HOME to one",
@@ -418,8 +419,8 @@ pub fn write_json(out: &mut impl Write, checks: &[Check]) -> std::io::Result<()>
         checks: &'a [Check],
     }
     let status = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
-    let text = serde_json::to_string_pretty(&Report { status, checks })
-        .map_err(std::io::Error::other)?;
+    let text =
+        serde_json::to_string_pretty(&Report { status, checks }).map_err(std::io::Error::other)?;
     writeln!(out, "{text}")
 }
 

@@ -272,15 +272,20 @@ pub async fn sandbox(root: &Path, supervisor: &Supervisor) -> Result<SandboxWork
         &policy,
         Env::Command(&[]),
     )?;
-    let out = output(supervisor, confined.cmd, "quorum doctor: bwrap", SANDBOX_WAIT)
-        .await
-        .map_err(|error| match error.kind() {
-            std::io::ErrorKind::TimedOut => SandboxFault::Timeout,
-            _ => SandboxFault::Start {
-                bwrap: bwrap.clone(),
-                error,
-            },
-        })?;
+    let out = output(
+        supervisor,
+        confined.cmd,
+        "quorum doctor: bwrap",
+        SANDBOX_WAIT,
+    )
+    .await
+    .map_err(|error| match error.kind() {
+        std::io::ErrorKind::TimedOut => SandboxFault::Timeout,
+        _ => SandboxFault::Start {
+            bwrap: bwrap.clone(),
+            error,
+        },
+    })?;
     if !out.status.success() {
         let said = said(&out.stderr, out.status);
         return Err(SandboxFault::Refused {

@@ -32,7 +32,10 @@ fn doctor(shell: &Shell) -> Output {
 fn line<'a>(stdout: &'a str, name: &str) -> &'a str {
     stdout
         .lines()
-        .find(|l| l.get(6..).is_some_and(|rest| rest.starts_with(&format!("{name} "))))
+        .find(|l| {
+            l.get(6..)
+                .is_some_and(|rest| rest.starts_with(&format!("{name} ")))
+        })
         .unwrap_or_else(|| panic!("no line for {name}:\n{stdout}"))
 }
 
@@ -87,7 +90,12 @@ fn on_this_machine_each_line_says_what_it_found_and_it_exits_0() {
             "it asks for no sign-in",
         ],
     );
-    says(&stdout, "terminal", "ok", &["TERM=\"xterm-256color\"", "256 colours"]);
+    says(
+        &stdout,
+        "terminal",
+        "ok",
+        &["TERM=\"xterm-256color\"", "256 colours"],
+    );
     says(&stdout, "tmux", "ok", &["not inside tmux"]);
     says(&stdout, "hosts", "ok", &["none configured"]);
     assert!(!stdout.contains('\x1b'), "colour on a pipe:\n{stdout}");
@@ -101,10 +109,7 @@ fn on_this_machine_each_line_says_what_it_found_and_it_exits_0() {
     for l in stdout.lines() {
         assert_eq!(column(l), first, "not aligned:\n{stdout}");
     }
-    assert!(
-        !stdout.lines().any(|l| l.starts_with("fail")),
-        "{stdout}"
-    );
+    assert!(!stdout.lines().any(|l| l.starts_with("fail")), "{stdout}");
 }
 
 /// A folder of links to `tools` alone, found on the test's `PATH`: a
@@ -139,7 +144,12 @@ fn without_bubblewrap_its_line_fails_saying_how_to_install_it_and_it_exits_1() {
     );
     // The rest goes on: git is there, the agent runs unsandboxed.
     says(&stdout, "git", "ok", &[]);
-    says(&stdout, "agent fake", "ok", &["(not sandboxed: no bubblewrap)"]);
+    says(
+        &stdout,
+        "agent fake",
+        "ok",
+        &["(not sandboxed: no bubblewrap)"],
+    );
 }
 
 #[test]
@@ -149,7 +159,12 @@ fn without_git_its_line_fails_saying_how_to_install_it() {
     let out = doctor_with(&shell, &[], &[("PATH", &path.path().display().to_string())]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
-    says(&stdout, "git", "fail", &["not found on PATH", "; fix: ", "install git"]);
+    says(
+        &stdout,
+        "git",
+        "fail",
+        &["not found on PATH", "; fix: ", "install git"],
+    );
     says(&stdout, "bubblewrap", "ok", &[]);
 }
 
@@ -220,9 +235,8 @@ fn unreachable_host(name: &str) -> (String, u16) {
         .local_addr()
         .unwrap()
         .port();
-    let table = format!(
-        "[hosts.{name}]\nssh = \"nobody@127.0.0.1\"\nssh_args = [\"-p\", \"{port}\"]\n"
-    );
+    let table =
+        format!("[hosts.{name}]\nssh = \"nobody@127.0.0.1\"\nssh_args = [\"-p\", \"{port}\"]\n");
     (table, port)
 }
 
@@ -260,7 +274,10 @@ fn json_carries_the_same_checks_as_the_lines() {
     let agent = named("agent fake");
     assert_eq!(agent["status"], "warn");
     assert!(
-        agent["detail"].as_str().unwrap().contains("API key (api-key)")
+        agent["detail"]
+            .as_str()
+            .unwrap()
+            .contains("API key (api-key)")
             && agent["fix"].as_str().unwrap().contains("login"),
         "{agent}"
     );

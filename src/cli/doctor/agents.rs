@@ -43,7 +43,9 @@ fn summary(registry: &Registry, installed: &[&AgentSpec]) -> Check {
             .collect();
         return Check::warn(
             "agents",
-            &format!("none of the {known} known agents is installed: the chat has no sub-agents but the internal one"),
+            &format!(
+                "none of the {known} known agents is installed: the chat has no sub-agents but the internal one"
+            ),
             &format!(
                 "install one: {}; `quorum agents` lists them all",
                 common.join(", ")
@@ -80,7 +82,9 @@ async fn check(spec: &AgentSpec, root: &Root, supervisor: &Supervisor) -> Check 
     if let Some(host) = &spec.host {
         return Check::ok(
             &name,
-            &format!("runs on host {host}: not started here (the host's line says whether ssh reaches it)"),
+            &format!(
+                "runs on host {host}: not started here (the host's line says whether ssh reaches it)"
+            ),
         );
     }
     let mut spec = spec.clone();
@@ -88,25 +92,26 @@ async fn check(spec: &AgentSpec, root: &Root, supervisor: &Supervisor) -> Check 
     let policy = spec.process_policy(true);
     // Sandboxed because quorum sandboxes worktree tasks' agents, not
     // because its table asks for it: outside the sandbox is worth a try.
-    let by_default =
-        spec.sandbox.is_none() && crate::runtime::path::locate("bwrap").is_some();
+    let by_default = spec.sandbox.is_none() && crate::runtime::path::locate("bwrap").is_some();
     match start(&spec, root, supervisor, policy.as_ref()).await {
         Ok(answer) => answered(&name, &spec, &answer),
         // One that did not answer in time is not waited for twice.
-        Err(e) if by_default && !matches!(e, AcpError::Timeout { .. }) => match start(&spec, root, supervisor, None).await {
-            Ok(answer) => Check::fail(
-                &name,
-                &format!(
-                    "{} answers outside the sandbox, but not inside it, where worktree tasks start it: {e}",
-                    answer.info
+        Err(e) if by_default && !matches!(e, AcpError::Timeout { .. }) => {
+            match start(&spec, root, supervisor, None).await {
+                Ok(answer) => Check::fail(
+                    &name,
+                    &format!(
+                        "{} answers outside the sandbox, but not inside it, where worktree tasks start it: {e}",
+                        answer.info
+                    ),
+                    &format!(
+                        "what it lacks there is in the message; `writable = [...]` under [agents.{0}] shares more with it, `sandbox = \"none\"` runs it unsandboxed",
+                        spec.name
+                    ),
                 ),
-                &format!(
-                    "what it lacks there is in the message; `writable = [...]` under [agents.{0}] shares more with it, `sandbox = \"none\"` runs it unsandboxed",
-                    spec.name
-                ),
-            ),
-            Err(_) => failed(&name, &spec, &e),
-        },
+                Err(_) => failed(&name, &spec, &e),
+            }
+        }
         Err(e) => failed(&name, &spec, &e),
     }
 }
@@ -126,7 +131,9 @@ async fn start(
         .init
         .agent_info
         .as_ref()
-        .map_or(spec.command.clone(), |i| format!("{} {}", i.name, i.version));
+        .map_or(spec.command.clone(), |i| {
+            format!("{} {}", i.name, i.version)
+        });
     let terminal_args = conn
         .init
         .auth_methods
@@ -217,9 +224,10 @@ fn failed(name: &str, spec: &AgentSpec, e: &AcpError) -> Check {
             "give its absolute path as agents.{}.command, or take that folder off PATH",
             spec.name
         ),
-        AcpError::NotInstalled { .. } => spec.install.clone().unwrap_or_else(|| {
-            format!("install it, or mend agents.{}.command", spec.name)
-        }),
+        AcpError::NotInstalled { .. } => spec
+            .install
+            .clone()
+            .unwrap_or_else(|| format!("install it, or mend agents.{}.command", spec.name)),
         AcpError::Spawn { .. } | AcpError::Protocol { .. } => {
             format!("run `{launch}` yourself to see why it stops")
         }

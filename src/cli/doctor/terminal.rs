@@ -44,7 +44,11 @@ fn colours(term: Option<&str>, colorterm: Option<&str>) -> Check {
     const FIX: &str =
         "run quorum in a terminal emulator, which sets TERM (xterm-256color, tmux-256color)";
     match term.filter(|t| !t.is_empty()) {
-        None => Check::warn(NAME, "TERM is not set: quorum's screen needs a terminal", FIX),
+        None => Check::warn(
+            NAME,
+            "TERM is not set: quorum's screen needs a terminal",
+            FIX,
+        ),
         Some("dumb") => Check::warn(
             NAME,
             "TERM=dumb: no cursor movement and no colour, which quorum's screen needs",
@@ -71,7 +75,8 @@ fn colours(term: Option<&str>, colorterm: Option<&str>) -> Check {
 /// terminal) through: `allow-passthrough` `on` or `all`.
 fn passthrough_check(value: Result<String, String>) -> Check {
     const NAME: &str = "tmux passthrough";
-    const FIX: &str = "set -g allow-passthrough on (in ~/.tmux.conf; then tmux source-file ~/.tmux.conf)";
+    const FIX: &str =
+        "set -g allow-passthrough on (in ~/.tmux.conf; then tmux source-file ~/.tmux.conf)";
     match value.as_deref().map(str::trim) {
         Ok(v @ ("on" | "all")) => Check::ok(
             NAME,
@@ -94,7 +99,10 @@ fn passthrough_check(value: Result<String, String>) -> Check {
 fn focus_check(value: Result<String, String>) -> Check {
     const NAME: &str = "tmux focus-events";
     match value.as_deref().map(str::trim) {
-        Ok("on") => Check::ok(NAME, "on: applications inside tmux learn when you switch to them"),
+        Ok("on") => Check::ok(
+            NAME,
+            "on: applications inside tmux learn when you switch to them",
+        ),
         Ok(v) => Check::warn(
             NAME,
             &format!("{v}: applications inside tmux do not learn when you switch to them"),
@@ -159,7 +167,11 @@ mod tests {
         assert_eq!(passthrough_check(Ok("all\n".into())).status, Status::Ok);
         let off = passthrough_check(Ok("off".into()));
         assert_eq!(off.status, Status::Warn);
-        assert!(off.detail.contains("allow-passthrough off"), "{}", off.detail);
+        assert!(
+            off.detail.contains("allow-passthrough off"),
+            "{}",
+            off.detail
+        );
         assert!(off.fix.unwrap().starts_with("set -g allow-passthrough on"));
         let old = passthrough_check(Err("invalid option: allow-passthrough".into()));
         assert!(old.fix.unwrap().contains("3.3"));
