@@ -240,17 +240,22 @@ fn config_fix(e: &ConfigError) -> String {
 /// does, the line names what it picked, from "quorum's default".
 fn chat(file: &ConfigFile, registry: &Registry, root: &Root, model: &ModelChoice) -> Check {
     let settings = ModelSettings::resolve(model, file, &env_var);
-    let from = settings
-        .spec
-        .map_or("quorum's default".to_string(), |(_, source)| {
-            source.to_string()
-        });
+    let (spec, from) = settings.spec.map_or(
+        (String::new(), "quorum's default".to_string()),
+        |(spec, source)| (spec, source.to_string()),
+    );
     let mut session = SessionConfig::new(registry.clone(), root.clone());
     session.take_settings(file);
     if let Err(e) = session.choose_model(model, file) {
         let detail = format!("{e} (from {from})");
-        let fix = "install it, or choose another chat: --model acp:NAME (an agent you have), --model PROVIDER:NAME with its API key, or [model] name in the config";
-        return Check::fail("chat", &detail, fix);
+        let first = match crate::engine::config::conductor_of(&spec) {
+            Some(_) => "install the agent (the line says how)",
+            None => "set the provider's key or base URL (the line says which)",
+        };
+        let fix = format!(
+            "{first}, or choose another chat: --model acp:NAME (an agent you have), --model PROVIDER:NAME, or [model] name in the config"
+        );
+        return Check::fail("chat", &detail, &fix);
     }
     match (&session.conductor, &session.model) {
         (Some(name), _) => Check::ok(

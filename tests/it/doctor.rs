@@ -152,6 +152,43 @@ fn without_bubblewrap_its_line_fails_saying_how_to_install_it_and_it_exits_1() {
     );
 }
 
+/// bubblewrap as a machine without user namespaces has it: it says so,
+/// and fails.
+#[test]
+fn a_bubblewrap_that_cannot_make_namespaces_fails_saying_what_it_said_and_what_to_set() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = path_of(&["git"]);
+    let bwrap = path.path().join("bwrap");
+    std::fs::write(
+        &bwrap,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.8.0'; exit 0; }\n\
+         echo 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shell = shell_with("");
+    let out = doctor_with(&shell, &[], &[("PATH", &path.path().display().to_string())]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    says(
+        &stdout,
+        "bubblewrap",
+        "fail",
+        &[
+            "bubblewrap 0.8.0 cannot make quorum's sandbox here: bwrap: No permissions to create new namespace",
+            "; fix: ",
+            "user namespaces",
+        ],
+    );
+    // Its agent, which worktree tasks start in the sandbox, cannot start there.
+    says(
+        &stdout,
+        "agent fake",
+        "fail",
+        &["answers outside the sandbox, but not inside it"],
+    );
+}
+
 #[test]
 fn without_git_its_line_fails_saying_how_to_install_it() {
     let shell = shell_with("");
@@ -198,6 +235,48 @@ fn an_agent_that_announces_a_sign_in_is_said_to_need_one_naming_its_methods() {
     );
 }
 
+/// An agent that starts only where it can write outside its session
+/// directory: outside the sandbox, not inside it.
+#[test]
+fn an_agent_that_answers_only_outside_the_sandbox_is_said_to() {
+    use std::os::unix::fs::PermissionsExt;
+    // Not under /tmp, which is the sandbox's own (and writable) inside.
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = outside.path().join("picky-agent");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nmark=$1; shift\n: > \"$mark\" || {{ echo \"cannot write $mark\" >&2; exit 3; }}\nexec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_quorum-fake-agent")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mark = outside.path().join("mark");
+    let shell = shell_with(&format!(
+        "[agents.picky]\ncommand = {:?}\nargs = [{:?}]\n",
+        script.display().to_string(),
+        mark.display().to_string()
+    ));
+    let out = doctor(&shell);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    says(
+        &stdout,
+        "agent picky",
+        "fail",
+        &[
+            "quorum-fake-agent 1.0.0 answers outside the sandbox, but not inside it, where worktree tasks start it",
+            "initialize failed: exited with code",
+            "Read-only file system",
+            "; fix: ",
+            "sandbox = \"none\"",
+        ],
+    );
+    assert!(mark.exists(), "it never ran outside the sandbox");
+    says(&stdout, "agent fake", "ok", &["(sandboxed)"]);
+}
+
 /// The config file with `typo` as its first line.
 fn with_typo(shell: &Shell, typo: &str) {
     let config = std::fs::read_to_string(&shell.config).unwrap();
@@ -238,6 +317,34 @@ fn unreachable_host(name: &str) -> (String, u16) {
     let table =
         format!("[hosts.{name}]\nssh = \"nobody@127.0.0.1\"\nssh_args = [\"-p\", \"{port}\"]\n");
     (table, port)
+}
+
+#[test]
+fn the_chat_line_names_the_chat_chosen_or_what_keeps_it_from_running() {
+    let shell = shell_with("");
+    let out = doctor_with(&shell, &["--model", "acp:fake"], &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    says(
+        &stdout,
+        "chat",
+        "ok",
+        &["acp:fake: the agent fake is the chat (from --model)"],
+    );
+    // Not installed here (the tests' PATH has none of the built-in agents).
+    let out = doctor_with(&shell, &["--model", "acp:claude"], &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    says(
+        &stdout,
+        "chat",
+        "fail",
+        &[
+            "claude is not installed",
+            "npm i -g @zed-industries/claude-agent-acp",
+            "; fix: install the agent",
+        ],
+    );
 }
 
 #[test]
