@@ -61,6 +61,12 @@ enum Command {
     Agents(cli::agents::AgentsArgs),
     /// Print the configuration in effect and where each value came from.
     Config(cli::config::ConfigArgs),
+    /// Check what quorum's features need here, line by line: the config, the chat,
+    /// git, bubblewrap, the state directory, each installed agent, the terminal,
+    /// ssh to each host; and what to do about what is missing.
+    ///
+    /// Exit code: 0 when nothing failed (warnings allowed), 1 when a check failed.
+    Doctor(cli::doctor::DoctorArgs),
     /// Run the chat loop without a terminal UI: one prompt, then the
     /// reports of background tasks.
     ///
@@ -127,6 +133,7 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
     let model = cli.model.choice();
     let code = match cli.command {
         Some(Command::Config(args)) => cli::config::command(args, &location, &model)?,
+        Some(Command::Doctor(a)) => with_runtime(cli::doctor::command(a, &location, model))?,
         Some(Command::Call(args)) => with_runtime(args.command(config))?,
         Some(Command::Run(a)) => with_runtime(cli::run::command(a, model, config))?,
         Some(Command::Agents(args)) => with_runtime(cli::agents::command(args, config))?,

@@ -174,6 +174,15 @@ impl AgentSpec {
         line
     }
 
+    /// Its `credentials` that are there (nothing made): a sign-in it keeps
+    /// in a file (claude's `~/.claude/.credentials.json`).
+    pub fn credentials_found(&self) -> Vec<PathBuf> {
+        self.paths(&self.credentials, Make::Nothing)
+            .into_iter()
+            .filter(|p| p.exists())
+            .collect()
+    }
+
     fn home_making(&self, make: Make) -> Option<crate::runtime::home::Home> {
         let store = crate::runtime::state_dir()?.join("homes").join(&self.name);
         let state = self.paths(&self.state, make);

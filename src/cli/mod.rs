@@ -8,6 +8,7 @@ pub mod acp;
 pub mod agents;
 mod call;
 pub mod config;
+pub mod doctor;
 pub mod import;
 pub mod mcp;
 pub mod mcp_connect;

@@ -361,6 +361,63 @@ fn private_dir_in(bases: &[PathBuf]) -> std::io::Result<PrivateDir> {
     Err(last.unwrap_or_else(|| std::io::Error::other("no directory for a short socket path")))
 }
 
+/// How long `ssh HOST true` may take in [`reachable`] before it is called
+/// unreachable (its own `ConnectTimeout` is 5 s; login takes the rest).
+const CHECK_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Whether `spec`'s host answers, for `quorum doctor`: `ssh HOST true`
+/// with no control master, as the master is started (the person's options
+/// first, then `BatchMode=yes`: no question asked of anyone, and a
+/// `ConnectTimeout` of 5 s), owned by `supervisor`, for at most
+/// [`CHECK_TIMEOUT`].
+pub async fn reachable(spec: &HostSpec, supervisor: &Supervisor) -> Result<(), Unreachable> {
+    let mut cmd = crate::runtime::supervisor::command(ssh_program());
+    // No control master, the person's own included (one their ssh config
+    // keeps alive would outlive the check).
+    cmd.args(["-o", "ControlPath=none"])
+        .args(&spec.ssh_args)
+        .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-T"])
+        .arg("--")
+        .arg(&spec.ssh)
+        .arg("true");
+    let label = format!("ssh {} true", spec.name);
+    let out = crate::runtime::probe::output(supervisor, cmd, &label, CHECK_TIMEOUT)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::TimedOut => Unreachable::NoAnswer {
+                secs: CHECK_TIMEOUT.as_secs(),
+            },
+            _ => Unreachable::NoSsh(Arc::new(e)),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(Unreachable::Refused {
+        status: out.status,
+        said: said(&out.stderr),
+    })
+}
+
+/// The OpenSSH client's version (`OpenSSH_9.2p1`), as `ssh -V` says it;
+/// `None` when there is no `ssh` on `PATH`, or it does not run.
+pub fn version() -> Option<String> {
+    let ssh = crate::runtime::path::locate("ssh")?;
+    let out = std::process::Command::new(ssh)
+        .arg("-V")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    // It says it on stderr: `OpenSSH_9.2p1 Debian-2+deb12u3, OpenSSL 3.0.15 3 Sep 2024`.
+    let text = String::from_utf8_lossy(if out.stderr.is_empty() {
+        &out.stdout
+    } else {
+        &out.stderr
+    })
+    .into_owned();
+    let first = text.split([',', ' ', '\n']).next()?.trim();
+    (!first.is_empty()).then(|| crate::confine::sanitize::one_line(first))
+}
+
 /// Starts the control master for `spec`, waits until it answers, then
 /// probes the host (and copies quorum there when it must).
 async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, RemoteError> {

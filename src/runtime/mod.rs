@@ -4,7 +4,8 @@
 //! cancellation, commands confined to the session directory (`sandbox`, with
 //! its `seccomp` filter and the private `home` of a sandboxed agent), the
 //! `git` quorum runs (hardened: `git`), what other programs run from a tree
-//! an agent writes (`machinery`), and where commands are found on `PATH`.
+//! an agent writes (`machinery`), where commands are found on `PATH`, and
+//! what quorum needs of the machine, asked of it (`probe`: `quorum doctor`).
 
 pub mod board;
 pub mod bus;
@@ -13,6 +14,7 @@ pub mod git;
 pub mod home;
 pub mod machinery;
 pub mod path;
+pub mod probe;
 pub mod reaper;
 pub mod sandbox;
 pub mod seccomp;

@@ -44,6 +44,7 @@ mod continued;
 mod detail_window;
 mod dispatch;
 mod docs;
+mod doctor;
 mod elicitation;
 mod frames;
 mod fuzz_props;

@@ -698,6 +698,50 @@ fn a_host_that_cannot_be_reached_is_a_clear_error() {
     lab.assert_nothing_left(&[]);
 }
 
+/// `quorum doctor` reaches a host the way quorum does (its `ssh_args`,
+/// no question asked), and says what ssh said of one that refuses it.
+#[test]
+fn doctor_says_a_host_answers_and_what_ssh_said_of_one_that_does_not() {
+    let lab = Lab::new("");
+    let d = lab.dir.path().display();
+    let config = std::fs::read_to_string(&lab.config).unwrap()
+        + &format!(
+            "\n[hosts.stranger]\nssh = \"lab\"\nssh_args = [\"-F\", \"{d}/stranger_config\"]\n"
+        );
+    let path = lab.path("config/doctor.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut c = lab.command_with(&path, &["doctor"]);
+    c.env_remove("TMUX");
+    let o = c.output_bounded();
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{}", text(&o.stderr));
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l[6..].starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name}:\n{stdout}"))
+            .to_string()
+    };
+    let lab_line = line("host lab");
+    assert!(
+        lab_line.starts_with("ok    ") && lab_line.contains("lab answers over ssh (OpenSSH_"),
+        "{stdout}"
+    );
+    let stranger = line("host stranger");
+    assert!(
+        stranger.starts_with("fail  ")
+            && stranger.contains("Permission denied")
+            && stranger.contains(&format!("; fix: `ssh -F {d}/stranger_config lab true`")),
+        "{stdout}"
+    );
+    // Its agents there are not started here.
+    assert!(
+        line("agent far").contains("runs on host lab: not started here"),
+        "{stdout}"
+    );
+    lab.assert_nothing_left(&[]);
+}
+
 #[test]
 fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
     // A host whose PATH has the shell's tools but no git.
