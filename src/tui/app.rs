@@ -538,8 +538,13 @@ where
                     return Ok(());
                 }
             },
+            // An event that comes alone is drawn too (the change is
+            // counted from the top of the loop, after it was applied).
             event = events.recv(), if events_open && held.is_none() => match event {
-                Some(event) => app.on_event(event),
+                Some(event) => {
+                    app.on_event(event);
+                    dirty = true;
+                }
                 None => events_open = false,
             },
             _ = sleep_until(deadline), if deadline.is_some() => {}

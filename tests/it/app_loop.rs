@@ -278,6 +278,31 @@ async fn live_events_are_recorded_and_shown() {
     assert_eq!(transcript::load(&path).unwrap().events, seen);
 }
 
+/// An engine event that comes alone while the screen is idle (no key, no
+/// spinner) is drawn: it was applied but not drawn until the next key (the
+/// app loop counted changes from the top of the loop, after it).
+#[tokio::test]
+async fn an_event_that_comes_alone_is_drawn() {
+    let mut app = App::live(mpsc::unbounded_channel().0, Instant::now());
+    let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
+    let (_in_tx, mut in_rx) = mpsc::unbounded_channel();
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let later = async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let notice = Event::Notice {
+            level: quorum::event::NoticeLevel::Info,
+            text: "said alone".into(),
+        };
+        ev_tx.send(Stamped::new(5, notice)).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    tokio::select! {
+        r = app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx) => panic!("ended: {r:?}"),
+        () = later => {}
+    }
+    assert!(text(&terminal).contains("said alone"), "{}", text(&terminal));
+}
+
 fn many_messages(n: usize) -> Vec<Stamped> {
     (0..n)
         .map(|i| {
