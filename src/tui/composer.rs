@@ -746,12 +746,13 @@ mod tests {
         let mut c = typed("/model acp:cl");
         assert!(complete(&mut c));
         assert_eq!(c.text(), "/model acp:claude ");
+        // Several: what they share is put, and they are shown.
         let mut c = typed("/model ");
         assert!(complete(&mut c));
         assert_eq!(
             (c.text(), c.hint()),
             (
-                "/model ",
+                "/model a",
                 Some("acp:claude  acp:codex  anthropic:claude-sonnet-4-5")
             )
         );
