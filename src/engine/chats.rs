@@ -104,7 +104,11 @@ pub fn welcome(registry: &Registry, nothing_found: bool) -> String {
     if nothing_found {
         text.push_str(" No agent is installed and no API key is set, so none was picked.");
     }
-    let installed: Vec<String> = registry.installed().iter().map(|a| a.name.clone()).collect();
+    let installed: Vec<String> = registry
+        .installed()
+        .iter()
+        .map(|a| a.name.clone())
+        .collect();
     let agents: Vec<String> = PREFERRED
         .iter()
         .filter_map(|name| {
@@ -226,7 +230,12 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
@@ -235,7 +244,10 @@ mod tests {
         let keys = env_of(&[("OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", "a")]);
         let agent = |n: &str| DefaultChat::Agent(n.into());
         assert_eq!(pick(&["codex", "claude"], &none), agent("claude"));
-        assert_eq!(pick(&["aider", "opencode", "gemini"], &keys), agent("gemini"));
+        assert_eq!(
+            pick(&["aider", "opencode", "gemini"], &keys),
+            agent("gemini")
+        );
         assert_eq!(pick(&["aider", "opencode"], &none), agent("opencode"));
         assert_eq!(pick(&["aider", "zed"], &keys), agent("aider"));
         assert_eq!(

@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-pub use config::{SessionConfig, SetupError};
 pub use chats::{DefaultChat, default_chat, is_welcome};
+pub use config::{SessionConfig, SetupError};
 pub use ops::{Mention, parse_mention};
 
 use crate::event::{Event, NoticeLevel, Op, Stamped, StopReason};

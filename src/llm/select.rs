@@ -251,7 +251,10 @@ mod tests {
             ]
         );
         let openai = env_of(&[("OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", " ")]);
-        assert_eq!(keyed_defaults(&openai), [("OPENAI_API_KEY", "openai:gpt-4o")]);
+        assert_eq!(
+            keyed_defaults(&openai),
+            [("OPENAI_API_KEY", "openai:gpt-4o")]
+        );
         // Each default is a model its key makes.
         for (variable, spec) in DEFAULT_MODELS {
             let pairs = [(variable, "k")];

@@ -436,7 +436,10 @@ impl Composer {
 /// and a space: the word is its argument.
 fn is_model_argument(before: &[char]) -> bool {
     let text: String = before.iter().collect();
-    text.trim_start().strip_suffix(char::is_whitespace).map(str::trim_end) == Some("/model")
+    text.trim_start()
+        .strip_suffix(char::is_whitespace)
+        .map(str::trim_end)
+        == Some("/model")
 }
 
 /// The one agent `before` mentions, when it is `@NAME` (marks allowed)

@@ -302,7 +302,11 @@ async fn an_event_that_comes_alone_is_drawn() {
         r = app::run(&mut terminal, &mut app, &mut in_rx, &mut ev_rx) => panic!("ended: {r:?}"),
         () = later => {}
     }
-    assert!(text(&terminal).contains("said alone"), "{}", text(&terminal));
+    assert!(
+        text(&terminal).contains("said alone"),
+        "{}",
+        text(&terminal)
+    );
 }
 
 fn many_messages(n: usize) -> Vec<Stamped> {

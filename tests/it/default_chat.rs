@@ -87,7 +87,13 @@ fn children(pid: u32) -> Vec<String> {
         .filter_map(|entry| {
             let child: u32 = entry.file_name().to_str()?.parse().ok()?;
             let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
-            let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            let ppid: u32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
             let cmd = std::fs::read(format!("/proc/{child}/cmdline")).ok()?;
             (ppid == pid).then(|| String::from_utf8_lossy(&cmd).replace('\0', " "))
         })
@@ -129,7 +135,10 @@ impl Tui {
         self.terminal.type_keys(b"\x15\x03");
         let child = &mut self.child;
         assert!(
-            wait_until(Duration::from_secs(30), || child.try_wait().unwrap().is_some()),
+            wait_until(Duration::from_secs(30), || child
+                .try_wait()
+                .unwrap()
+                .is_some()),
             "quorum did not quit"
         );
         self.terminal.assert_restored();
@@ -241,7 +250,10 @@ async fn with_no_agent_a_key_picks_its_providers_model() {
     let dir = Dir::new("");
     let url = model.url();
     let o = tokio::task::spawn_blocking(move || {
-        let env = [("ANTHROPIC_API_KEY", "fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+        let env = [
+            ("ANTHROPIC_API_KEY", "fake"),
+            ("ANTHROPIC_BASE_URL", url.as_str()),
+        ];
         dir.run(&["run", "--json", "--no-record", "-p", "plain"], &env)
     })
     .await
@@ -277,7 +289,11 @@ fn none_keeps_the_chat_off_however_it_is_given() {
         run.extend(["run", "--no-record", "-p", "echo hi"]);
         let o = dir.run(&run, &vars);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
-        assert!(text(&o.stderr).contains("no chat model"), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("no chat model"),
+            "{}",
+            text(&o.stderr)
+        );
         assert!(text(&o.stdout).is_empty(), "{}", text(&o.stdout));
         let mut config = args.clone();
         config.push("config");
@@ -294,7 +310,8 @@ fn none_keeps_the_chat_off_however_it_is_given() {
     assert!(
         text(&o.stdout)
             .lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["model.name", "acp:claude", "default"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["model.name", "acp:claude", "default"]),
         "{}",
         text(&o.stdout)
     );
@@ -311,12 +328,19 @@ fn model_server(models: &'static [&'static str]) -> String {
             let n = sock.read(&mut buf).unwrap_or(0);
             let head = String::from_utf8_lossy(&buf[..n]).into_owned();
             let body = if head.starts_with("GET /v1/models ") {
-                let data: Vec<_> = models.iter().map(|id| serde_json::json!({"id": id})).collect();
+                let data: Vec<_> = models
+                    .iter()
+                    .map(|id| serde_json::json!({"id": id}))
+                    .collect();
                 serde_json::json!({"object": "list", "data": data}).to_string()
             } else {
                 String::new()
             };
-            let status = if body.is_empty() { "404 Not Found" } else { "200 OK" };
+            let status = if body.is_empty() {
+                "404 Not Found"
+            } else {
+                "200 OK"
+            };
             let _ = write!(
                 sock,
                 "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\

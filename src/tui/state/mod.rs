@@ -761,7 +761,12 @@ mod tests {
     #[test]
     fn the_model_choices_are_kept_for_completion() {
         let mut s = State::new();
-        let specs = ["acp:claude", "openai:q\u{1b}[31mwen", "openai:two words", ""];
+        let specs = [
+            "acp:claude",
+            "openai:q\u{1b}[31mwen",
+            "openai:two words",
+            "",
+        ];
         let specs = specs.iter().map(|s| s.to_string()).collect();
         apply(&mut s, 1, Event::ModelChoices { specs });
         assert_eq!(s.model_choices, ["acp:claude", "openai:qwen"]);
