@@ -62,13 +62,20 @@ impl DefaultChat {
 /// on this machine (its command found; an agent of another machine,
 /// `host = "NAME"`, is not taken) of [`PREFERRED`], then of the rest of
 /// the registry; else the default model of the first provider whose key
-/// `env` has ([`select::DEFAULT_MODELS`]); else nothing. It starts
-/// nothing: an agent found is only named.
+/// `env` has ([`select::DEFAULT_MODELS`]); else nothing. quorum itself
+/// (`[agents.quorum] command = "quorum"`, `args = ["acp"]`) is never
+/// taken: its own default would be itself again. It starts nothing: an
+/// agent found is only named.
 pub fn default_chat(registry: &Registry, env: &dyn Fn(&str) -> Option<String>) -> DefaultChat {
+    let me = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let is_me = |command: &str| {
+        let found = crate::runtime::path::locate(command).and_then(|p| p.canonicalize().ok());
+        found.is_some() && found == me
+    };
     let installed: Vec<&str> = registry
         .installed()
         .into_iter()
-        .filter(|a| a.host.is_none())
+        .filter(|a| a.host.is_none() && !is_me(&a.command))
         .map(|a| a.name.as_str())
         .collect();
     pick(&installed, env)

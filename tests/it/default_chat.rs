@@ -242,6 +242,20 @@ fn quorum_run_takes_the_same_default() {
     );
 }
 
+/// quorum itself, configured as an agent (`quorum acp`), is never the
+/// default chat (its own default would be itself again, and so on): the
+/// next agent is. (Before: no default at all, exit 2.)
+#[test]
+fn quorum_itself_is_never_the_default_chat() {
+    let dir = Dir::new(&format!(
+        "[agents.aaa]\ncommand = {:?}\nargs = [\"acp\"]\n\n[agents.zzz]\ncommand = {FAKE:?}\n",
+        env!("CARGO_BIN_EXE_quorum")
+    ));
+    let o = dir.run(&["run", "--no-record", "-p", "echo from zzz"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "from zzz\n");
+}
+
 /// With no agent installed, a provider's key picks its default model: the
 /// fake Anthropic server answers as `anthropic:claude-sonnet-4-5`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
