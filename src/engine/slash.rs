@@ -12,8 +12,8 @@ const MORE_HELP: &str = "`@NAME message` calls an agent directly (`@NAME!` backg
 review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message` one review by \
 several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc \
 cancels the running turn or call, 1-9 answer a permission request, ↑/↓ recall the messages you \
-sent, Tab completes @NAME and /commands (after @NAME /, the agent's own), PgUp/PgDn scroll, \
-Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the tasks, Tab focuses them \
+sent, Tab completes @NAME and /commands (after @NAME /, the agent's own; after /model, the chats), \
+PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the tasks, Tab focuses them \
 (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
 /// `/help`: the table's commands, then `@NAME` and the keys.
