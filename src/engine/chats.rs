@@ -181,14 +181,18 @@ pub fn choices(registry: &Registry, env: &dyn Fn(&str) -> Option<String>) -> Vec
     out
 }
 
+/// The most models of a server `/model` offers (the first it lists).
+pub const MAX_SERVED: usize = 40;
+
 /// The models of the OpenAI-compatible server at `base_url` (a local
 /// one: llama-server, Ollama, vLLM), when it answers within
-/// [`PROBE_TIMEOUT`], as choices (`openai:ID`).
+/// [`PROBE_TIMEOUT`], as choices (`openai:ID`; the first [`MAX_SERVED`]).
 pub async fn served(base_url: &str) -> Vec<Choice> {
     let Some(ids) = crate::llm::openai::list_models(base_url, PROBE_TIMEOUT).await else {
         return Vec::new();
     };
     ids.into_iter()
+        .take(MAX_SERVED)
         .map(|id| Choice {
             spec: format!("openai:{id}"),
             why: format!("served at {base_url}"),

@@ -323,13 +323,14 @@ pub async fn list_models(base_url: &str, timeout: std::time::Duration) -> Option
 /// The ids of a model listing (`{"data": [{"id": ...}, ...]}`), in its
 /// order, each once; `None` when it is no listing.
 fn model_ids(listing: &Value) -> Option<Vec<String>> {
+    let mut seen = std::collections::HashSet::new();
     let mut ids: Vec<String> = Vec::new();
     for model in listing.get("data")?.as_array()? {
         let Some(id) = model.get("id").and_then(Value::as_str) else {
             continue;
         };
         let id = id.trim();
-        if !id.is_empty() && !ids.iter().any(|i| i == id) {
+        if !id.is_empty() && seen.insert(id) {
             ids.push(id.to_string());
         }
     }
@@ -437,4 +438,22 @@ pub(crate) fn clip(s: &str) -> String {
     let mut out: String = s.chars().take(200).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listings_ids_in_order_each_once() {
+        let listing = json!({"object": "list", "data": [
+            {"id": "qwen"}, {"id": " llama "}, {"id": "qwen"}, {"id": ""}, {"name": "x"}
+        ]});
+        assert_eq!(
+            model_ids(&listing),
+            Some(vec!["qwen".into(), "llama".into()])
+        );
+        assert_eq!(model_ids(&json!({"models": []})), None);
+        assert_eq!(model_ids(&json!({"data": {}})), None);
+    }
 }
