@@ -107,7 +107,8 @@ pub(super) struct Ops {
 /// What a plain message gets when no chat model is configured.
 pub const NO_MODEL: &str = "No chat model: nobody answers plain messages (`/model` says what you could have). `@agent message` talks to an agent.";
 
-/// The chats `/model` offers ([`super::chats::all_choices`]), sent as
+/// The chats `/model` offers ([`super::chats::choices`], then a local
+/// server's: [`super::chats::served`]), sent as
 /// `model_choices` for the composer's completion; with `listing`, said
 /// first, the chat in use (`Some(None)`: no chat) before them. A local
 /// server is asked in a task of its own, so the caller never waits for it.
