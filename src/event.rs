@@ -652,6 +652,13 @@ pub enum Event {
         agent: String,
         commands: Vec<AgentCommand>,
     },
+    /// The chats `/model` offers (`acp:NAME`, `PROVIDER:MODEL`): what Tab
+    /// completes after `/model `. Sent when the session is served, and
+    /// again each time `/model` lists them.
+    "model_choices" => ModelChoices {
+        #[serde(default)]
+        specs: Vec<String>,
+    },
     /// The chat's conductor (an ACP agent, `--model acp:NAME`) opened or
     /// reopened its session: recorded, so a continued session reattaches
     /// it.
@@ -956,6 +963,9 @@ pub(crate) mod tests {
                     description: "Review the changes".into(),
                     hint: None,
                 }],
+            },
+            Event::ModelChoices {
+                specs: vec!["acp:claude".into(), "openai:qwen".into()],
             },
             Event::ConductorSession {
                 agent: "claude".into(),

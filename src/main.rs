@@ -31,8 +31,10 @@ struct Cli {
 #[derive(clap::Args, Default, Clone)]
 struct ModelArgs {
     /// The chat: PROVIDER:NAME (openai:gpt-4o, anthropic:claude-sonnet-4-5,
-    /// openai:qwen with --base-url, script:FILE) or acp:NAME (an ACP agent of
-    /// yours as the chat). Default: $QUORUM_MODEL, else [model] name.
+    /// openai:qwen with --base-url, script:FILE), acp:NAME (an ACP agent of
+    /// yours as the chat) or none (no chat). Default: $QUORUM_MODEL, else
+    /// [model] name, else the first agent installed (claude, codex, gemini,
+    /// opencode, then the others), else a model whose API key is set.
     #[arg(long, global = true, value_name = "SPEC")]
     model: Option<String>,
     /// An OpenAI-compatible server (llama-server, Ollama, vLLM), e.g.
@@ -159,6 +161,7 @@ impl ModelArgs {
             spec: self.model.clone(),
             base_url: self.base_url.clone(),
             agent_depth: self.agent_depth,
+            chosen_only: false,
         }
     }
 }

@@ -67,23 +67,30 @@ fn rows(
             file.source(&["max_parallel"]),
         ),
     ];
-    model_rows(&mut rows, file, model, env);
+    model_rows(&mut rows, (file, &session.registry), model, env);
     section_rows(&mut rows, file, &session);
     named_rows(&mut rows, file, &session);
     Ok(rows)
 }
 
-/// `[model]` (its name and base URL) and `agent_depth`.
+/// `[model]` (its name, else the chat picked by default, and its base
+/// URL) and `agent_depth`.
 fn model_rows(
     rows: &mut Vec<Row>,
-    file: &ConfigFile,
+    (file, registry): (&ConfigFile, &Registry),
     model: &ModelChoice,
     env: &dyn Fn(&str) -> Option<String>,
 ) {
     let settings = ModelSettings::resolve(model, file, env);
-    rows.push(match &settings.spec {
-        Some((spec, source)) => row("model.name", spec, source.clone()),
-        None => row("model.name", "(none: no chat model)", Source::Default),
+    let picked = crate::engine::default_chat(registry, env);
+    rows.push(match (&settings.spec, picked.spec()) {
+        (Some((spec, source)), _) => row("model.name", spec, source.clone()),
+        (None, Some(spec)) => row("model.name", spec, Source::Default),
+        (None, None) => row(
+            "model.name",
+            "(none: no agent installed, no API key set)",
+            Source::Default,
+        ),
     });
     rows.push(match settings.base_url_in_effect(env) {
         Some((url, source)) => row("model.base_url", url, source),

@@ -234,10 +234,11 @@ fn config_fix(e: &ConfigError) -> String {
 /// The chat a session here would have, as a session chooses it (`--model`,
 /// `$QUORUM_MODEL`, `[model] name`).
 ///
-/// ISSUE 37 ITEM 1 (the chat by default): when nothing is chosen, the
-/// default chat picker decides (`SessionConfig::choose_model`, the other
-/// helper's). Until it picks one, [`chat_default`] is the line; once it
-/// does, the line names what it picked, from "quorum's default".
+/// The chat a session here would have: the one chosen (`--model`,
+/// `$QUORUM_MODEL`, `[model] name`), else quorum's default (the first
+/// installed of claude, codex, gemini, opencode, then the registry's order;
+/// else a provider whose key is set), as `SessionConfig::choose_model`
+/// decides it for a session.
 fn chat(file: &ConfigFile, registry: &Registry, root: &Root, model: &ModelChoice) -> Check {
     let settings = ModelSettings::resolve(model, file, &env_var);
     let (spec, from) = settings.spec.map_or(
@@ -263,17 +264,22 @@ fn chat(file: &ConfigFile, registry: &Registry, root: &Root, model: &ModelChoice
             &format!("acp:{name}: the agent {name} is the chat (from {from})"),
         ),
         (None, Some(m)) => Check::ok("chat", &format!("{} (from {from})", m.name())),
-        (None, None) => chat_default(),
+        (None, None) if crate::llm::select::is_none(&spec) => Check::ok(
+            "chat",
+            &format!(
+                "off (`none`, from {from}): plain messages have no one to answer; `@NAME message` talks to an agent"
+            ),
+        ),
+        (None, None) => no_chat(),
     }
 }
 
-/// ISSUE 37 ITEM 1: the line for "no chat chosen", until the default chat
-/// picker names one (the lead wires it after merging).
-fn chat_default() -> Check {
+/// Nothing chosen, no agent installed and no key set: no chat.
+fn no_chat() -> Check {
     Check::warn(
         "chat",
-        "none chosen (no --model, $QUORUM_MODEL or [model] name): the default chat is decided by issue 37 item 1",
-        "--model acp:NAME (an agent you have: `quorum agents`), or --model PROVIDER:NAME with its API key, or [model] name in the config",
+        "none: nothing chosen (no --model, $QUORUM_MODEL or [model] name), no agent installed to be the chat, and no API key set",
+        "install an agent (the agents line says how) and it is the chat, or --model PROVIDER:NAME with its API key, or [model] name in the config",
     )
 }
 

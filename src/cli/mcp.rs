@@ -54,6 +54,11 @@ pub async fn command(
     if setup.record.is_none() && !args.no_record {
         setup.record = config::default_record_path();
     }
+    // The host is the chat: no default one is picked.
+    let model = ModelChoice {
+        chosen_only: true,
+        ..model
+    };
     let prepared = setup.config_file().and_then(|file| {
         let options = McpOptions::from_config(&file);
         Ok((options, setup.session(&file, Some(&model))?))

@@ -108,7 +108,9 @@ pub async fn run(
 ) -> i32 {
     let Some(mut chat) = session.take_chat() else {
         crate::say!(
-            "quorum: no chat model: give --model PROVIDER:NAME (or set QUORUM_MODEL, or [model] in the config file)"
+            "quorum: no chat model: give --model acp:NAME (an agent you have installed) or \
+             PROVIDER:NAME, or set QUORUM_MODEL, or [model] name in the config file (without any, \
+             the first agent installed is the chat, else a model whose API key is set)"
         );
         return EXIT_CANNOT_RUN;
     };

@@ -78,6 +78,10 @@ pub struct SessionConfig {
     /// The chat's conductor instead of a model (`--model acp:NAME`): the
     /// registry's agent NAME.
     pub conductor: Option<String>,
+    /// When no chat was chosen: the one quorum picked (an installed agent,
+    /// a keyed provider's model, or nothing), said at the session's start.
+    /// `None`: a chat was chosen (`none` too), or none was looked for.
+    pub default_chat: Option<super::chats::DefaultChat>,
     /// For `/model SPEC`: the base URL new models use.
     pub base_url: Option<String>,
     /// How deep internal agents may nest sub-agent calls of their own.
@@ -125,6 +129,7 @@ impl SessionConfig {
             permissions: Permissions::Ask,
             model: None,
             conductor: None,
+            default_chat: None,
             base_url: None,
             agent_depth: 0,
             record: None,
@@ -189,6 +194,9 @@ pub struct ModelChoice {
     pub base_url: Option<String>,
     /// `--agent-depth N`.
     pub agent_depth: u32,
+    /// Take only a chat that was chosen, never the default one (`quorum
+    /// mcp`, whose host is the chat).
+    pub chosen_only: bool,
 }
 
 /// The agents: built in, with the config file's merged in.
@@ -286,34 +294,48 @@ impl ModelSettings {
 }
 
 impl SessionConfig {
-    /// Sets the chat model from the flags, the environment and the config
-    /// file (none when none is configured), the base URL `/model` uses, and
-    /// how deep internal agents may nest.
+    /// Sets the chat from the flags, the environment and the config file;
+    /// when none names one, the default ([`super::chats::default_chat`]:
+    /// an installed agent, else a keyed provider's model), unless
+    /// `choice.chosen_only`; `none` keeps the chat off. Also the base URL
+    /// `/model` uses, and how deep internal agents may nest.
     pub fn choose_model(&mut self, choice: &ModelChoice, file: &ConfigFile) -> Result<()> {
         let settings = ModelSettings::resolve(choice, file, &env_var);
-        let spec = settings.spec.map(|(spec, _)| spec);
         self.base_url = settings.base_url.map(|(url, _)| url);
         self.agent_depth = choice.agent_depth;
         self.model = None;
         self.conductor = None;
-        if let Some(spec) = spec {
-            match conductor_of(&spec) {
-                Some(name) => {
-                    self.registry
-                        .get(name)
-                        .map_err(|error| SetupError::Conductor {
-                            spec: spec.clone(),
-                            error,
-                        })?;
-                    self.conductor = Some(name.to_string());
-                }
-                None => {
-                    self.model = Some(crate::llm::select::from_spec(
-                        &spec,
-                        self.base_url.as_deref(),
-                        &env_var,
-                    )?)
-                }
+        self.default_chat = None;
+        let spec = match settings.spec {
+            Some((spec, _)) => spec,
+            None if choice.chosen_only => return Ok(()),
+            None => {
+                let picked = super::chats::default_chat(&self.registry, &env_var);
+                let spec = picked.spec();
+                self.default_chat = Some(picked);
+                let Some(spec) = spec else { return Ok(()) };
+                spec
+            }
+        };
+        if crate::llm::select::is_none(&spec) {
+            return Ok(());
+        }
+        match conductor_of(&spec) {
+            Some(name) => {
+                self.registry
+                    .get(name)
+                    .map_err(|error| SetupError::Conductor {
+                        spec: spec.clone(),
+                        error,
+                    })?;
+                self.conductor = Some(name.to_string());
+            }
+            None => {
+                self.model = Some(crate::llm::select::from_spec(
+                    &spec,
+                    self.base_url.as_deref(),
+                    &env_var,
+                )?)
             }
         }
         Ok(())
@@ -477,6 +499,7 @@ mod tests {
             spec: Some("openai:flag".into()),
             base_url: Some("http://flag/v1".into()),
             agent_depth: 0,
+            chosen_only: false,
         };
         let s = ModelSettings::resolve(&flags, &config, &env);
         assert_eq!(

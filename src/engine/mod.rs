@@ -7,6 +7,7 @@
 //!
 //! [`Op`]: crate::event::Op
 
+pub mod chats;
 mod conductor;
 pub mod config;
 mod internal;
@@ -23,8 +24,9 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+pub use chats::{DefaultChat, default_chat, is_welcome};
 pub use config::{SessionConfig, SetupError};
-pub use ops::{Mention, WELCOME, parse_mention};
+pub use ops::{Mention, parse_mention};
 
 use crate::event::{Event, NoticeLevel, Op, Stamped, StopReason};
 use crate::model_loop::chat::{Chat, ChatHandle};
@@ -63,6 +65,8 @@ pub struct Session {
     handed: conductor::HandedTools,
     /// Whether the chat is a conductor (it needs its tools handed).
     conducted: bool,
+    /// No chat was chosen and none could be picked: the welcome says so.
+    nothing_found: bool,
 }
 
 impl Session {
@@ -184,6 +188,7 @@ impl Session {
             (config.permissions, config.elicit),
         );
         let conducted = config.model.is_none() && config.conductor.is_some();
+        let nothing_found = config.default_chat == Some(chats::DefaultChat::Nothing);
         let (chat, completions) = match config.model {
             None if config.conductor.is_some() => {
                 let name = config.conductor.as_deref().unwrap_or_default();
@@ -225,6 +230,7 @@ impl Session {
             conductors,
             handed,
             conducted,
+            nothing_found,
         };
         if let Some((continued, cut)) = continued {
             session.carry_on(continued, cut, history, config.resume.as_deref());
@@ -340,9 +346,10 @@ impl Session {
         if chat.is_none() {
             self.emitter.emit(Event::Notice {
                 level: NoticeLevel::Warning,
-                text: WELCOME.into(),
+                text: chats::welcome(self.dispatcher.registry(), self.nothing_found),
             });
         }
+        ops::offer_choices(&self.dispatcher, &self.emitter, self.base_url.clone(), None);
         let (tx, rx) = mpsc::unbounded_channel();
         let ops = ops::Ops {
             emitter: self.emitter.clone(),
@@ -515,6 +522,12 @@ fn announce(emitter: &Emitter, config: &SessionConfig, resumed: bool) {
             .map(|a| a.name.clone())
             .collect(),
     });
+    if let Some(text) = config.default_chat.as_ref().and_then(|d| d.notice()) {
+        emitter.emit(Event::Notice {
+            level: NoticeLevel::Info,
+            text,
+        });
+    }
 }
 
 /// Makes a conductor by its agent's name (the session's chat, or

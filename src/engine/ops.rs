@@ -105,16 +105,41 @@ pub(super) struct Ops {
 }
 
 /// What a plain message gets when no chat model is configured.
-pub const NO_MODEL: &str = "No chat model: nobody answers plain messages. `/model PROVIDER:NAME` sets one; `@agent message` talks to an agent.";
+pub const NO_MODEL: &str = "No chat model: nobody answers plain messages (`/model` says what you could have). `@agent message` talks to an agent.";
 
-pub const WELCOME: &str = "No chat model is configured, so plain messages have no one to answer them. \
-Set one with `--model PROVIDER:NAME` (`openai:gpt-4o`, `anthropic:claude-sonnet-4-5`) and \
-OPENAI_API_KEY or ANTHROPIC_API_KEY; for a local server (llama-server, Ollama, vLLM) add \
-`--base-url http://127.0.0.1:8080/v1`; `--model script:FILE` plays a scripted model; \
-QUORUM_MODEL sets the default. Meanwhile `@NAME message` talks to an agent directly \
-(`@NAME!` in the background, `@NAME?` for a code review, `@A,B,C? message` for a review \
-by several agents at once), `/help` lists the commands, and `quorum replay FILE` replays a \
-recorded session.";
+/// The chats `/model` offers ([`super::chats::choices`], then a local
+/// server's: [`super::chats::served`]), sent as
+/// `model_choices` for the composer's completion; with `listing`, said
+/// first, the chat in use (`Some(None)`: no chat) before them. A local
+/// server is asked in a task of its own, so the caller never waits for it.
+pub(super) fn offer_choices(
+    dispatcher: &Arc<Dispatcher>,
+    emitter: &Emitter,
+    base_url: Option<String>,
+    listing: Option<Option<String>>,
+) {
+    let emitter = emitter.clone();
+    let offer = move |choices: Vec<super::chats::Choice>| {
+        if let Some(chat) = listing {
+            emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: super::chats::listing(chat.as_deref(), &choices),
+            });
+        }
+        emitter.emit(Event::ModelChoices {
+            specs: choices.into_iter().map(|c| c.spec).collect(),
+        });
+    };
+    let env = super::config::env_var;
+    let mut choices = super::chats::choices(dispatcher.registry(), &env);
+    let Some(url) = super::chats::probe_url(base_url.as_deref(), &env) else {
+        return offer(choices);
+    };
+    tokio::spawn(async move {
+        choices.extend(super::chats::served(&url).await);
+        offer(choices);
+    });
+}
 
 impl Ops {
     pub(super) fn notice(&self, text: impl Into<String>) {

@@ -2,7 +2,7 @@
 //! [`crate::event::SLASH_COMMANDS`] to its handler. `/agents NAME`, `/mode`
 //! and `/set` are in `settings`.
 
-use super::ops::{Ops, WELCOME};
+use super::ops::{Ops, offer_choices};
 use crate::event::{Event, NoticeLevel, Slash, slash_command, slash_help};
 use crate::subagent::dispatch::isolate::Discarded;
 use crate::subagent::dispatch::{FollowUp, Reply};
@@ -12,8 +12,8 @@ const MORE_HELP: &str = "`@NAME message` calls an agent directly (`@NAME!` backg
 review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message` one review by \
 several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc \
 cancels the running turn or call, 1-9 answer a permission request, ↑/↓ recall the messages you \
-sent, Tab completes @NAME and /commands (after @NAME /, the agent's own), PgUp/PgDn scroll, \
-Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the tasks, Tab focuses them \
+sent, Tab completes @NAME and /commands (after @NAME /, the agent's own; after /model, the chats), \
+PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the tasks, Tab focuses them \
 (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
 /// `/help`: the table's commands, then `@NAME` and the keys.
@@ -227,17 +227,24 @@ impl Ops {
         );
     }
 
-    /// `/model [SPEC]`: the chat model, shown or changed (`acp:NAME`: a
-    /// conductor).
+    /// `/model [SPEC]`: the chat, shown with the choices, or changed
+    /// (`acp:NAME`: a conductor).
     fn model(&self, arg: &str) {
-        let Some(chat) = &self.chat else {
-            if arg.is_empty() {
-                return self.notice(WELCOME);
-            }
-            return self.error("/model: restart quorum with --model SPEC to start a chat");
-        };
         if arg.is_empty() {
-            return self.notice(format!("Chat model: {}", chat.model_name()));
+            let chat = self.chat.as_ref().map(|c| c.model_name());
+            let base_url = self.base_url.clone();
+            return offer_choices(&self.dispatcher, &self.emitter, base_url, Some(chat));
+        }
+        let Some(chat) = &self.chat else {
+            return self.error(format!(
+                "/model: this session has no chat; restart quorum with --model {arg} to start one"
+            ));
+        };
+        if crate::llm::select::is_none(arg) {
+            return self.error(
+                "/model none: the chat stays until quorum restarts; --model none (or [model] \
+                 name = \"none\") starts quorum without one",
+            );
         }
         if let Some(name) = super::config::conductor_of(arg) {
             return match (self.conductors)(name) {

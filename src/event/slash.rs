@@ -144,7 +144,7 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         name: "model",
         usage: "/model [SPEC]",
         also: &[],
-        help: "show or change the chat model",
+        help: "show the chat and the choices, or change it",
         host: None,
     },
     SlashCommand {
@@ -276,7 +276,7 @@ mod tests {
     fn help_lists_usage_and_help_and_hosts_get_the_arguments() {
         let help = slash_help();
         assert!(help.starts_with("Commands: /agents [NAME] (the agents you can call;"));
-        assert!(help.contains(" · /model [SPEC] (show or change the chat model) · "));
+        assert!(help.contains(" · /model [SPEC] (show the chat and the choices, or change it) · "));
         assert!(help.ends_with(" · /record FILE (record this session) · /help."));
         let args = |name: &str| {
             let c = SLASH_COMMANDS.iter().find(|c| c.name == name).unwrap();

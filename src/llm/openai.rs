@@ -289,6 +289,54 @@ fn stream_error(json: &Value) -> LlmError {
     LlmError::Http { status, message }
 }
 
+/// The most of a model listing read (`GET {base}/models`).
+const MAX_LISTING: usize = 1 << 20;
+
+/// The models an OpenAI-compatible server at `base_url` lists (`GET
+/// {base_url}/models`: `data[].id`, as llama-server, Ollama and vLLM
+/// answer), or `None` when nothing answers so within `timeout`, or the
+/// answer is no listing. No key is sent: it asks a local server.
+pub async fn list_models(base_url: &str, timeout: std::time::Duration) -> Option<Vec<String>> {
+    let url = http::join_url(base_url.trim_end_matches("/chat/completions"), "models");
+    let ask = async {
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .user_agent(concat!("quorum/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .ok()?;
+        let mut response = client.get(&url).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.ok()? {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_LISTING {
+                return None;
+            }
+        }
+        model_ids(&serde_json::from_slice(&body).ok()?)
+    };
+    tokio::time::timeout(timeout, ask).await.ok().flatten()
+}
+
+/// The ids of a model listing (`{"data": [{"id": ...}, ...]}`), in its
+/// order, each once; `None` when it is no listing.
+fn model_ids(listing: &Value) -> Option<Vec<String>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut ids: Vec<String> = Vec::new();
+    for model in listing.get("data")?.as_array()? {
+        let Some(id) = model.get("id").and_then(Value::as_str) else {
+            continue;
+        };
+        let id = id.trim();
+        if !id.is_empty() && seen.insert(id) {
+            ids.push(id.to_string());
+        }
+    }
+    Some(ids)
+}
+
 pub fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "stop" | "end_turn" | "eos" => FinishReason::Stop,
@@ -390,4 +438,22 @@ pub(crate) fn clip(s: &str) -> String {
     let mut out: String = s.chars().take(200).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listings_ids_in_order_each_once() {
+        let listing = json!({"object": "list", "data": [
+            {"id": "qwen"}, {"id": " llama "}, {"id": "qwen"}, {"id": ""}, {"name": "x"}
+        ]});
+        assert_eq!(
+            model_ids(&listing),
+            Some(vec!["qwen".into(), "llama".into()])
+        );
+        assert_eq!(model_ids(&json!({"models": []})), None);
+        assert_eq!(model_ids(&json!({"data": {}})), None);
+    }
 }

@@ -6,6 +6,8 @@
 //! | `anthropic:NAME` | Messages | `--base-url`, else `ANTHROPIC_BASE_URL`, else Anthropic's | `ANTHROPIC_API_KEY`; optional with a base URL |
 //! | `script:FILE` | [`ScriptModel`] | | |
 //!
+//! | `none` | no chat at all | | |
+//!
 //! Without `--model`, `QUORUM_MODEL` is the spec.
 
 use std::path::Path;
@@ -18,6 +20,33 @@ use super::{LlmError, Model};
 
 /// The providers, as `--model` names them.
 pub const PROVIDERS: [&str; 3] = ["openai", "anthropic", "script"];
+
+/// The spec that keeps the chat off (`--model none`, `QUORUM_MODEL=none`,
+/// `[model] name = "none"`): no model and no conductor, not even the
+/// default one.
+pub const NONE: &str = "none";
+
+/// Whether `spec` is [`NONE`].
+pub fn is_none(spec: &str) -> bool {
+    spec.trim().eq_ignore_ascii_case(NONE)
+}
+
+/// Each provider's default model, and the variable whose key picks it
+/// when nothing else is chosen (in this order): what `/model` offers for
+/// a key that is set.
+pub const DEFAULT_MODELS: [(&str, &str); 2] = [
+    ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"),
+    ("OPENAI_API_KEY", "openai:gpt-4o"),
+];
+
+/// The default models whose key `env` has, each with its variable, in
+/// [`DEFAULT_MODELS`]' order.
+pub fn keyed_defaults(env: &dyn Fn(&str) -> Option<String>) -> Vec<(&'static str, &'static str)> {
+    DEFAULT_MODELS
+        .into_iter()
+        .filter(|(variable, _)| nonempty(env(variable)).is_some())
+        .collect()
+}
 
 /// The spec to use when `--model` is not given: `QUORUM_MODEL`.
 pub fn default_spec(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
@@ -43,6 +72,11 @@ pub fn from_spec(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn Model>, LlmError> {
     let spec = spec.trim();
+    if is_none(spec) {
+        return Err(LlmError::Config(format!(
+            "`{NONE}` is no model: it keeps the chat off (--model {NONE})"
+        )));
+    }
     let Some((provider, name)) = spec.split_once(':') else {
         return Err(LlmError::Config(format!(
             "the model {spec:?} names no provider: write PROVIDER:NAME, where PROVIDER is one of {} (e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, script:turns.json)",
@@ -201,6 +235,32 @@ mod tests {
         std::fs::write(&path, r#"[{"text": "hi"}]"#).unwrap();
         let m = from_spec(&format!("script:{}", path.display()), None, &env_of(&[])).unwrap();
         assert_eq!(m.name(), format!("script:{}", path.display()));
+    }
+
+    #[test]
+    fn none_is_no_model_and_keys_pick_their_providers_default() {
+        assert!(is_none("none") && is_none(" None ") && !is_none("openai:none"));
+        let e = error("none", None, &[("OPENAI_API_KEY", "k")]);
+        assert!(e.contains("keeps the chat off"), "{e}");
+        let both = env_of(&[("OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", "a")]);
+        assert_eq!(
+            keyed_defaults(&both),
+            [
+                ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"),
+                ("OPENAI_API_KEY", "openai:gpt-4o")
+            ]
+        );
+        let openai = env_of(&[("OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", " ")]);
+        assert_eq!(
+            keyed_defaults(&openai),
+            [("OPENAI_API_KEY", "openai:gpt-4o")]
+        );
+        // Each default is a model its key makes.
+        for (variable, spec) in DEFAULT_MODELS {
+            let pairs = [(variable, "k")];
+            let env = env_of(&pairs);
+            assert_eq!(from_spec(spec, None, &env).unwrap().name(), spec);
+        }
     }
 
     #[test]

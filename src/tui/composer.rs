@@ -290,16 +290,18 @@ impl Composer {
     /// puts each in turn. Returns false when there is nothing to complete
     /// at the cursor (Tab does something else).
     pub fn complete(&mut self, agents: &[String], commands: &[&str]) -> bool {
-        self.complete_with(agents, commands, &HashMap::new())
+        self.complete_with(agents, commands, &HashMap::new(), &[])
     }
 
     /// [`Composer::complete`], and after `@NAME /` the commands agent NAME
-    /// announced (`agent_commands`, by agent).
+    /// announced (`agent_commands`, by agent), after `/model ` the chats
+    /// it offers (`models`).
     pub fn complete_with(
         &mut self,
         agents: &[String],
         commands: &[&str],
         agent_commands: &HashMap<String, Vec<AgentCommand>>,
+        models: &[String],
     ) -> bool {
         if self.next_choice() {
             return true;
@@ -342,6 +344,19 @@ impl Composer {
                     announced.iter().map(|c| c.name.clone()).collect(),
                 )
             }
+            // `/model SPEC`: one of the chats it offers.
+            _ if is_model_argument(&chars[..word]) => {
+                if models.is_empty() {
+                    self.completion = Some(Completion {
+                        start: word,
+                        choices: Vec::new(),
+                        next: None,
+                        hint: "no chat to offer: `/model` says why".to_string(),
+                    });
+                    return true;
+                }
+                ('\0', word, models.to_vec())
+            }
             _ => return false,
         };
         self.complete_among(&chars, sigil, start, names);
@@ -372,9 +387,19 @@ impl Composer {
             .collect();
         matches.sort();
         matches.dedup();
+        // A `/model` choice has no sigil (`\0`).
+        let sigil = if sigil == '\0' {
+            String::new()
+        } else {
+            sigil.to_string()
+        };
         match matches.len() {
             0 => {
-                let what = if sigil == '@' { "agent" } else { "command" };
+                let what = match sigil.as_str() {
+                    "@" => "agent",
+                    "/" => "command",
+                    _ => "chat",
+                };
                 self.completion = Some(Completion {
                     start,
                     choices: Vec::new(),
@@ -405,6 +430,16 @@ impl Composer {
             }
         }
     }
+}
+
+/// Whether `before` (the draft before the word at the cursor) is `/model`
+/// and a space: the word is its argument.
+fn is_model_argument(before: &[char]) -> bool {
+    let text: String = before.iter().collect();
+    text.trim_start()
+        .strip_suffix(char::is_whitespace)
+        .map(str::trim_end)
+        == Some("/model")
 }
 
 /// The one agent `before` mentions, when it is `@NAME` (marks allowed)
@@ -656,17 +691,17 @@ mod tests {
         .into();
         let agents = ["fake".to_string()];
         let mut c = typed("@fake /");
-        assert!(c.complete_with(&agents, &[], &announced));
+        assert!(c.complete_with(&agents, &[], &announced, &[]));
         assert_eq!(c.text(), "@fake /");
         assert_eq!(c.hint(), Some("/compact  /review"));
         let mut c = typed("@fake! /r");
-        assert!(c.complete_with(&agents, &[], &announced));
+        assert!(c.complete_with(&agents, &[], &announced, &[]));
         assert_eq!(c.text(), "@fake! /review ");
         // Not after another word, nor for an agent that announced none.
         let mut c = typed("@fake look /r");
-        assert!(!c.complete_with(&agents, &[], &announced));
+        assert!(!c.complete_with(&agents, &[], &announced, &[]));
         let mut c = typed("@other /r");
-        assert!(c.complete_with(&agents, &[], &announced));
+        assert!(c.complete_with(&agents, &[], &announced, &[]));
         assert_eq!(c.hint(), Some("other has announced no commands yet"));
         assert_eq!(c.text(), "@other /r");
     }
@@ -700,6 +735,44 @@ mod tests {
         let mut c = typed("@x");
         assert!(c.complete(&agents, &commands));
         assert_eq!(c.hint(), Some("no agent starts with @x"));
+    }
+
+    /// After `/model `, Tab offers the chats the engine listed.
+    #[test]
+    fn completion_of_the_chats_after_model() {
+        let models = [
+            "acp:claude".to_string(),
+            "acp:codex".into(),
+            "anthropic:claude-sonnet-4-5".into(),
+        ];
+        let complete = |c: &mut Composer| c.complete_with(&[], &[], &HashMap::new(), &models);
+        let mut c = typed("/model acp:cl");
+        assert!(complete(&mut c));
+        assert_eq!(c.text(), "/model acp:claude ");
+        // Several: what they share is put, and they are shown.
+        let mut c = typed("/model ");
+        assert!(complete(&mut c));
+        assert_eq!(
+            (c.text(), c.hint()),
+            (
+                "/model a",
+                Some("acp:claude  acp:codex  anthropic:claude-sonnet-4-5")
+            )
+        );
+        let mut c = typed("/model a");
+        complete(&mut c);
+        assert_eq!(c.text(), "/model a");
+        complete(&mut c);
+        assert_eq!(c.text(), "/model acp:claude");
+        let mut c = typed("/model x");
+        assert!(complete(&mut c));
+        assert_eq!(c.hint(), Some("no chat starts with x"));
+        // Not in a message, nor after `/model`'s argument.
+        assert!(!complete(&mut typed("tell /model a")));
+        assert!(!complete(&mut typed("/model acp:claude more")));
+        let mut c = typed("/model ");
+        assert!(c.complete_with(&[], &[], &HashMap::new(), &[]));
+        assert_eq!(c.hint(), Some("no chat to offer: `/model` says why"));
     }
 
     #[test]

@@ -243,9 +243,10 @@ pub fn quorum(home: &std::path::Path) -> std::process::Command {
     for name in inherited_git_vars() {
         c.env_remove(name);
     }
-    // Not as if an agent of another quorum had started it.
+    // Not as if an agent of another quorum had started it; no chat unless
+    // the test chooses one.
     c.envs(hermetic_env(home))
-        .env_remove("QUORUM_MODEL")
+        .env("QUORUM_MODEL", NO_CHAT)
         .env_remove("QUORUM_PROCESS");
     c
 }
@@ -256,9 +257,10 @@ pub fn quorum_async(home: &std::path::Path) -> tokio::process::Command {
     for name in inherited_git_vars() {
         c.env_remove(name);
     }
-    // Not as if an agent of another quorum had started it.
+    // Not as if an agent of another quorum had started it; no chat unless
+    // the test chooses one.
     c.envs(hermetic_env(home))
-        .env_remove("QUORUM_MODEL")
+        .env("QUORUM_MODEL", NO_CHAT)
         .env_remove("QUORUM_PROCESS");
     c
 }
@@ -279,7 +281,8 @@ pub fn git(home: &std::path::Path) -> std::process::Command {
 /// quorum's engine (and so its git) in process: `HOME`, `XDG_CONFIG_HOME`
 /// and `XDG_STATE_HOME` in a folder of this test program's own under
 /// cargo's scratch directory, `GIT_CONFIG_GLOBAL` a file there, no system
-/// git config, and none of the inherited git variables. Called once, by
+/// git config, none of the inherited git variables, no chat by default
+/// (`QUORUM_MODEL` is [`NO_CHAT`], none of [`NO_KEYS`]). Called once, by
 /// the test program's constructor before `main` (`tests/it/main.rs`), when
 /// the process has a single thread: no test ever sees it change. What was
 /// there before is kept for the install scripts ([`original_env`]).
@@ -295,8 +298,13 @@ pub fn hermetic_process() {
             std::fs::create_dir_all(home.join(sub)).unwrap();
         }
         std::fs::write(home.join(".gitconfig"), "").unwrap();
-        let unset = inherited_git_vars();
-        let set: [(&str, std::ffi::OsString); 5] = [
+        let mut unset = inherited_git_vars();
+        // No provider's key picks a chat (see `QUORUM_MODEL` below).
+        unset.extend(NO_KEYS.iter().map(std::ffi::OsString::from));
+        let set: [(&str, std::ffi::OsString); 6] = [
+            // No chat unless a test chooses one: without it, the first agent
+            // a test configures (or finds on PATH) would be the chat.
+            ("QUORUM_MODEL", NO_CHAT.into()),
             ("HOME", home.clone().into()),
             ("XDG_CONFIG_HOME", home.join("config").into()),
             ("XDG_STATE_HOME", home.join("state").into()),
@@ -325,6 +333,16 @@ pub fn hermetic_process() {
         }
     });
 }
+
+/// What `QUORUM_MODEL` is in the tests' environment, unless a test
+/// chooses: `none`, no chat (quorum's default chat, the first agent
+/// installed, would otherwise be whichever agent a test configures).
+/// The tests of that default remove it.
+pub const NO_CHAT: &str = "none";
+
+/// The API keys that would pick a provider's model as the default chat:
+/// never inherited by the tests.
+pub const NO_KEYS: [&str; 2] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
 
 static ORIGINAL_ENV: std::sync::OnceLock<Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>> =
     std::sync::OnceLock::new();

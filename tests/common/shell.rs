@@ -88,7 +88,7 @@ impl Shell {
         command
             .args(args)
             .envs(super::hermetic_env(self.dir.path()))
-            .env_remove("QUORUM_MODEL")
+            .env("QUORUM_MODEL", super::NO_CHAT)
             .env_remove(quorum::serve::PROCESS_ENV)
             .current_dir(dir)
             .stdin(std::process::Stdio::null());

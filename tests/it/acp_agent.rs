@@ -32,8 +32,11 @@ impl Host {
     fn start(shell: &Shell, args: &[&str]) -> Self {
         let mut full = vec!["acp"];
         full.extend_from_slice(args);
-        let mut child = shell
-            .command(&full)
+        Self::spawn(shell.command(&full))
+    }
+
+    fn spawn(mut command: std::process::Command) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -678,6 +681,32 @@ fn a_conductor_chat_calls_quorums_tools_and_its_own_requests_reach_the_host() {
     assert!(host.ended(WAIT));
     let left = common::models::leftovers(shell.dir.path());
     assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// With no model chosen, `quorum acp`'s chat is the default one, as the
+/// TUI's: here the only agent installed, the fake one. (Before issue 37:
+/// no chat, and a plain prompt was told how to set one.)
+#[test]
+fn quorum_acp_takes_the_default_chat() {
+    let shell = shell_with("");
+    let work = work(&shell);
+    let mut command = shell.command(&["acp"]);
+    // The tests keep the chat off (`main.rs`): here it is the default's.
+    command.env_remove("QUORUM_MODEL");
+    let mut host = Host::spawn(command);
+    host.initialize(json!({}));
+    let sid = host.new_session(&work);
+    let id = host.prompt(&sid, "echo the default answers");
+    assert_eq!(host.answer(id)["result"]["stopReason"], "end_turn");
+    let said: String = host
+        .updates(&sid)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(said, "the default answers");
+    drop(host.stdin.take());
+    assert!(host.ended(WAIT));
 }
 
 #[test]

@@ -260,15 +260,17 @@ async fn live_events_are_recorded_and_shown() {
     let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
     drive(&mut terminal, &mut app, line("hello there"), vec![]).await;
     let mut seen = Vec::new();
-    while seen.len() < 4 {
+    while seen.len() < 5 {
         let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
             .await
             .unwrap()
             .unwrap();
         seen.push(e);
     }
-    // session_info, the welcome notice, the message, the notice again.
-    assert!(matches!(&seen[2].event, Event::UserMessage { text } if text == "hello there"));
+    // session_info, the welcome notice, the chats `/model` offers, the
+    // message, the notice again.
+    assert!(matches!(&seen[2].event, Event::ModelChoices { .. }));
+    assert!(matches!(&seen[3].event, Event::UserMessage { text } if text == "hello there"));
     drive(&mut terminal, &mut app, vec![], seen.clone()).await;
     assert!(
         text(&terminal).contains("› hello there"),
@@ -607,8 +609,9 @@ async fn slash_commands() {
         None,
     );
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
-    // The session opens with what it runs with, and the welcome notice.
-    for _ in 0..2 {
+    // The session opens with what it runs with, the welcome notice and the
+    // chats `/model` offers.
+    for _ in 0..3 {
         let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
             .await
             .expect("the session's first events within 20 s")
@@ -624,13 +627,18 @@ async fn slash_commands() {
         expect: &str,
     ) {
         drive(terminal, app, line(typed), vec![]).await;
-        // The model's context (not drawn) is skipped: what shows is next.
+        // The model's context and the chats offered (not drawn) are
+        // skipped: what shows is next.
         let e = loop {
             let e = tokio::time::timeout(std::time::Duration::from_secs(10), ev_rx.recv())
                 .await
                 .unwrap()
                 .unwrap();
-            if !matches!(e.event, Event::ChatReset | Event::ChatMessage { .. }) {
+            let unseen = matches!(
+                e.event,
+                Event::ChatReset | Event::ChatMessage { .. } | Event::ModelChoices { .. }
+            );
+            if !unseen {
                 break e;
             }
         };
@@ -667,7 +675,7 @@ async fn slash_commands() {
         &mut app,
         &mut ev_rx,
         "/model",
-        "No chat model is configured",
+        "No chat in this session",
     )
     .await;
     say(

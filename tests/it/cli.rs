@@ -295,7 +295,6 @@ fn an_unknown_model_key_is_an_error_with_its_line() {
         dir.path(),
         &["--config", file.to_str().unwrap(), "run", "-p", "hi"],
     )
-    .env_remove("QUORUM_MODEL")
     .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);

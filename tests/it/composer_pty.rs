@@ -43,7 +43,6 @@ fn three_hundred_typed_characters_all_show_wrapped_in_the_composer() {
         .arg("--no-record")
         .env("XDG_STATE_HOME", &state)
         .env("TERM", "xterm-256color")
-        .env_remove("QUORUM_MODEL")
         .current_dir(dir.path())
         .stdin(terminal.slave())
         .stdout(terminal.slave())

@@ -92,7 +92,6 @@ impl Home {
             .current_dir(cwd)
             .env("XDG_STATE_HOME", self.state())
             .env("HOME", self.path())
-            .env_remove("QUORUM_MODEL")
             .env_remove("QUORUM_CONFIG");
         cmd
     }

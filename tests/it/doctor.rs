@@ -331,6 +331,24 @@ fn the_chat_line_names_the_chat_chosen_or_what_keeps_it_from_running() {
         "ok",
         &["acp:fake: the agent fake is the chat (from --model)"],
     );
+    // Nothing chosen: quorum's default, the installed agent (the tests'
+    // environment keeps the chat off with QUORUM_MODEL=none; not here).
+    let mut command = shell.command(&["doctor"]);
+    command.env_remove("QUORUM_MODEL").env_remove("TMUX");
+    let out = common::shell::bounded(command, Duration::from_secs(90)).unwrap();
+    says(
+        &text(&out.stdout),
+        "chat",
+        "ok",
+        &["acp:fake: the agent fake is the chat (from quorum's default)"],
+    );
+    let out = doctor_with(&shell, &["--model", "none"], &[]);
+    says(
+        &text(&out.stdout),
+        "chat",
+        "ok",
+        &["off (`none`, from --model)"],
+    );
     // Not installed here (the tests' PATH has none of the built-in agents).
     let out = doctor_with(&shell, &["--model", "acp:claude"], &[]);
     let stdout = text(&out.stdout);

@@ -205,3 +205,40 @@ async fn claude_takes_mode_and_model_from_the_tui() {
     let left = common::models::leftovers(&c.home());
     assert!(left.is_empty(), "still running: {left:?}");
 }
+
+/// With claude-agent-acp installed and no model chosen, it is the chat
+/// (issue 37): `quorum run` without `--model` is answered by claude as
+/// the conductor, offline against the fake Anthropic server; the start
+/// says so. (Before: exit 2, no chat model.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_installed_is_the_chat_by_default() {
+    let c = claude().await;
+    let mut run = common::quorum_async(&c.home());
+    run.arg("--config")
+        .arg(c.config())
+        .args(["run", "--json", "--no-record", "--cwd"])
+        .arg(c.work())
+        .args(["-p", "plain"])
+        // The tests keep the chat off (`main.rs`): here it is the default's.
+        .env_remove("QUORUM_MODEL")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), run.output())
+        .await
+        .expect("quorum run ends")
+        .unwrap();
+    c.assert_nothing_left(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", c.diagnose(&out));
+    let lines = common::adapter::json_lines(&out);
+    assert_eq!(lines[0]["model"], "acp:claude", "{lines:?}");
+    let notice = lines[1]["text"].as_str().unwrap_or_default();
+    assert!(
+        notice.starts_with("the chat is claude (acp:claude), an agent you have installed"),
+        "{lines:?}"
+    );
+    let said: String = lines
+        .iter()
+        .filter(|l| l["type"] == "assistant_delta")
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert_eq!(said, "Plain answer.");
+}

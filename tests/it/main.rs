@@ -9,6 +9,13 @@
 //!   `XDG_STATE_HOME` and git's global config in a folder of this program's
 //!   own, no system git config, none of the inherited `GIT_*` variables.
 //!   No test sets a variable of the process.
+//! - No chat unless a test chooses one: `QUORUM_MODEL` is `none`
+//!   ([`common::NO_CHAT`], set there and on every quorum a test starts
+//!   through [`common::quorum`]) and no provider's API key is inherited
+//!   ([`common::NO_KEYS`]). Without it, quorum's default chat (the first
+//!   agent installed) would be whichever agent a test configures, or one
+//!   the machine has on `PATH`. The tests of that default (`default_chat`)
+//!   remove it from the quorum they start.
 //! - Most tests wait on other processes (agents, ssh, git, a terminal):
 //!   unless told otherwise (`--test-threads`, `RUST_TEST_THREADS`), the
 //!   program runs three tests per core.
@@ -41,6 +48,7 @@ mod cli;
 mod composer_pty;
 mod conductor;
 mod continued;
+mod default_chat;
 mod detail_window;
 mod dispatch;
 mod docs;

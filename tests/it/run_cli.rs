@@ -52,7 +52,6 @@ impl Dir {
             .arg("--cwd")
             .arg(self.dir.path())
             .args(extra)
-            .env_remove("QUORUM_MODEL")
             .output_bounded();
         let events = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -208,7 +207,6 @@ fn failures_have_their_exit_codes() {
     let o = d
         .quorum()
         .args(["run", "-p", "hi", "--model", "nosuch:thing"])
-        .env_remove("QUORUM_MODEL")
         .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("nosuch"), "{}", stderr(&o));
@@ -216,7 +214,6 @@ fn failures_have_their_exit_codes() {
     let o = d
         .quorum()
         .args(["run", "-p", "hi"])
-        .env_remove("QUORUM_MODEL")
         .env("XDG_CONFIG_HOME", d.dir.path())
         .output_bounded();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -253,7 +250,6 @@ fn global_model_options_apply_before_or_after_the_subcommand() {
             .args(&args)
             .arg("--cwd")
             .arg(d.dir.path())
-            .env_remove("QUORUM_MODEL")
             .env("XDG_STATE_HOME", d.dir.path().join("state"))
             .output_bounded();
         assert_eq!(

@@ -27,11 +27,13 @@ use crate::subagent::dispatch::Dispatcher;
 
 /// What a session without a chat says to a plain message.
 pub const NO_CHAT: &str = "quorum has no chat model, so nobody answers plain messages here. \
-Give `quorum acp` one: `--model PROVIDER:NAME` in the agent's arguments (`anthropic:claude-sonnet-4-5` \
-with ANTHROPIC_API_KEY, `openai:gpt-4o` with OPENAI_API_KEY, `openai:NAME --base-url URL` for a \
-local server, `acp:NAME` for an ACP agent as the chat), or QUORUM_MODEL, or `[model] name` in \
-quorum's config file. Meanwhile `@NAME message` talks to an agent directly (`@NAME?` a code \
-review, `@NAME!` in the background, `@A,B? message` a review quorum).";
+Give `quorum acp` one in the agent's arguments: `--model acp:NAME` (an ACP agent of yours as the \
+chat; without any choice the first one installed is, claude, codex, gemini or opencode first), \
+`--model PROVIDER:NAME` (`anthropic:claude-sonnet-4-5` with ANTHROPIC_API_KEY, `openai:gpt-4o` \
+with OPENAI_API_KEY, `openai:NAME --base-url URL` for a local server), or QUORUM_MODEL, or \
+`[model] name` in quorum's config file (`none` keeps the chat off). Meanwhile `@NAME message` \
+talks to an agent directly (`@NAME?` a code review, `@NAME!` in the background, `@A,B? message` \
+a review quorum).";
 
 /// How the host is asked, as `initialize` told.
 #[derive(Debug, Clone, Copy, Default)]

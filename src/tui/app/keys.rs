@@ -188,6 +188,7 @@ impl App {
                     &self.state.agents,
                     &slash_names(),
                     &self.state.agent_commands,
+                    &self.state.model_choices,
                 )
         }
     }

@@ -93,6 +93,9 @@ pub struct State {
     /// The commands each agent last announced (sanitised), by agent name:
     /// what Tab completes after `@NAME /`.
     pub agent_commands: HashMap<String, Vec<crate::event::AgentCommand>>,
+    /// The chats `/model` offers (sanitised, one word each): what Tab
+    /// completes after `/model `.
+    pub model_choices: Vec<String>,
     /// The chat's conductor (an ACP agent), once it opened a session.
     pub conductor: Option<String>,
     /// Its context and cost, as it last reported them.
@@ -209,6 +212,7 @@ impl State {
             | Event::ChatMessage { .. }
             | Event::ChatReset
             | Event::AgentCommands { .. }
+            | Event::ModelChoices { .. }
             | Event::ConductorSession { .. }
             | Event::ChatActivity { .. } => self.apply_chat(event),
             Event::SubagentStarted { .. }
@@ -276,6 +280,13 @@ impl State {
             Event::AgentCommands { agent, commands } => {
                 let commands = announced::clean_commands(commands);
                 self.agent_commands.insert(clean(agent), commands);
+            }
+            Event::ModelChoices { specs } => {
+                self.model_choices = specs
+                    .iter()
+                    .map(|s| clean(s))
+                    .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
+                    .collect();
             }
             Event::ConductorSession { agent, .. } => self.conductor = Some(clean(agent)),
             Event::ChatActivity { activity } => self.on_chat_activity(activity),
@@ -745,6 +756,22 @@ mod tests {
         assert_eq!(names, ["review"]);
     }
 
+    /// The chats `/model` offers are what Tab completes after `/model `:
+    /// cleaned for the screen, one word each (a server's odd ids left out).
+    #[test]
+    fn the_model_choices_are_kept_for_completion() {
+        let mut s = State::new();
+        let specs = [
+            "acp:claude",
+            "openai:q\u{1b}[31mwen",
+            "openai:two words",
+            "",
+        ];
+        let specs = specs.iter().map(|s| s.to_string()).collect();
+        apply(&mut s, 1, Event::ModelChoices { specs });
+        assert_eq!(s.model_choices, ["acp:claude", "openai:qwen"]);
+    }
+
     /// The chat's conductor: its name from its session, its permission
     /// request a cell the keys answer (as call `chat`) until it is
     /// resolved, its usage the status line's.
@@ -938,6 +965,7 @@ mod tests {
             "task_reported",
             "model_retry",
             "agent_commands",
+            "model_choices",
             "conductor_session",
             "chat_activity",
             "usage",

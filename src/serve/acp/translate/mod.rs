@@ -204,7 +204,7 @@ impl Translator {
             Event::AssistantEnd => {}
             Event::Error { text } => out.push(self.text(format!("\n\n⚠ error: {text}\n\n"))),
             // The TUI's welcome (no chat) is said to a prompt instead.
-            Event::Notice { text, .. } if text == crate::engine::WELCOME => {}
+            Event::Notice { text, .. } if crate::engine::is_welcome(text) => {}
             Event::Notice { level, text } => out.extend(self.notice(*level, text)),
             Event::ToolCallStarted { id, name, summary } => {
                 out.push(self.tool_started(id, name, summary))

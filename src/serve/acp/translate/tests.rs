@@ -186,7 +186,7 @@ fn notices_are_said_while_a_prompt_runs_and_warnings_always() {
     assert!(run(&mut t, &[info("continued")]).is_empty());
     let welcome = Event::Notice {
         level: NoticeLevel::Warning,
-        text: crate::engine::WELCOME.into(),
+        text: crate::engine::chats::welcome(&crate::acp::registry::Registry::builtin(), true),
     };
     assert!(
         run(&mut t, &[welcome]).is_empty(),
