@@ -264,7 +264,7 @@ fn chat(file: &ConfigFile, registry: &Registry, root: &Root, model: &ModelChoice
             &format!("acp:{name}: the agent {name} is the chat (from {from})"),
         ),
         (None, Some(m)) => Check::ok("chat", &format!("{} (from {from})", m.name())),
-        (None, None) if crate::llm::select::is_none(&spec) => Check::ok(
+        (None, None) if crate::engine::chats::is_off(&spec) => Check::ok(
             "chat",
             &format!(
                 "off (`none`, from {from}): plain messages have no one to answer; `@NAME message` talks to an agent"

@@ -58,6 +58,11 @@ impl DefaultChat {
     }
 }
 
+/// Whether `spec` keeps the chat off (`none`, however it is written).
+pub fn is_off(spec: &str) -> bool {
+    select::is_none(spec)
+}
+
 /// The chat quorum takes when none is chosen: the first agent installed
 /// on this machine (its command found; an agent of another machine,
 /// `host = "NAME"`, is not taken) of [`PREFERRED`], then of the rest of
