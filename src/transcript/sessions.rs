@@ -14,14 +14,13 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
-
-use crate::confine::lines;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use super::{FORMAT, Header};
+use crate::confine::lines;
 use crate::event::AgentRef;
 
 /// The first user message is kept to this many characters.
