@@ -137,6 +137,7 @@ impl Board {
                 output,
                 stop_reason,
                 severity,
+                ..
             } => {
                 let entry = self.entry_mut(call_id)?;
                 entry.finish(t, output, *stop_reason, *severity);

@@ -6,6 +6,7 @@
 
 use serde::{Serialize, Serializer};
 
+use crate::event::finding::{Finding, QuorumFinding};
 use crate::event::{Quorum, Severity, StopReason, Work};
 use crate::subagent::dispatch::Reply;
 use crate::subagent::dispatch::batch::{BatchResult, TaskResult, TaskStart};
@@ -35,6 +36,9 @@ enum ReplyJson<'a> {
 struct Done<'a> {
     output: &'a str,
     stop_reason: StopReason,
+    /// A code review's findings.
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    findings: &'a [Finding],
     /// A worktree task's branch, worktree and diffstat.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     work: Option<&'a Work>,
@@ -54,7 +58,7 @@ struct Batch<'a> {
     summary: BatchSummary,
     tasks: Vec<TaskEntry<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    quorum: Option<QuorumJson>,
+    quorum: Option<QuorumJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -77,6 +81,8 @@ struct TaskEntry<'a> {
     stop_reason: Option<StopReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     severity: Option<Severity>,
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    findings: &'a [Finding],
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -86,11 +92,14 @@ struct TaskEntry<'a> {
 /// A review batch's quorum: the worst verdict, how many reviewers gave
 /// it, of how many, and the line that says so.
 #[derive(Serialize)]
-struct QuorumJson {
+struct QuorumJson<'a> {
     verdict: Option<Severity>,
     agree: u32,
     total: u32,
     text: String,
+    /// The reviewers' findings, merged: who found each, of how many.
+    #[serde(skip_serializing_if = "<[QuorumFinding]>::is_empty")]
+    findings: &'a [QuorumFinding],
 }
 
 /// A background batch: its id, and each task's id at once.
@@ -120,6 +129,7 @@ impl<'a> ReplyJson<'a> {
             Reply::Done(o) => ReplyJson::Done(Done {
                 output: &o.output,
                 stop_reason: o.stop_reason,
+                findings: &o.findings,
                 work: o.work.as_ref(),
             }),
             Reply::Started { task_id, .. } => ReplyJson::Started(Started {
@@ -158,6 +168,7 @@ impl<'a> TaskEntry<'a> {
             output: None,
             stop_reason: None,
             severity: None,
+            findings: &[],
             error: None,
             work: task.result.as_ref().ok().and_then(|o| o.work.as_ref()),
         };
@@ -171,6 +182,7 @@ impl<'a> TaskEntry<'a> {
                 output: Some(severity::parse(&o.output).body),
                 stop_reason: Some(o.stop_reason),
                 severity: o.severity,
+                findings: &o.findings,
                 ..entry
             },
             Err(e) => Self {
@@ -181,13 +193,14 @@ impl<'a> TaskEntry<'a> {
     }
 }
 
-impl QuorumJson {
-    fn of(q: &Quorum) -> Self {
+impl<'a> QuorumJson<'a> {
+    fn of(q: &'a Quorum) -> Self {
         Self {
             verdict: q.verdict,
             agree: q.agree,
             total: q.total,
             text: q.label(),
+            findings: &q.findings,
         }
     }
 }

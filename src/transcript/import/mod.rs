@@ -499,6 +499,7 @@ impl Subagent {
                 output: clean(verdict.body),
                 stop_reason,
                 severity: if code_review { verdict.severity } else { None },
+                findings: Vec::new(),
             },
         );
     }

@@ -10,6 +10,7 @@ use super::theme;
 use super::wrap::{LLine, spans_width, text_width, wrap};
 use crate::event::{AgentRef, Cost, NoticeLevel, Severity, StopReason, TaskState, Usage};
 
+mod findings;
 mod running;
 
 use running::{children, running_body};
@@ -394,6 +395,7 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
                     (None, false) => Span::styled("– no verdict", theme::dim()),
                 });
             }
+            findings::quorum_findings(q, &mut spans);
         }
         (None, Some((succeeded, failed, worst))) => {
             spans.push(Span::styled(format!("batch of {}", h.tasks), strong));
@@ -588,6 +590,7 @@ fn finished_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'s
     } else {
         wrap(&markdown::render(output), inner, body);
     }
+    findings::box_findings(&b.findings, inner, body);
     // What it changed stays visible when the box closes.
     if let Some(changes) = b.changes.summary() {
         wrap(

@@ -231,7 +231,14 @@ impl Translator {
                 output,
                 stop_reason,
                 severity,
-            } => self.finished(&mut out, call_id, output, *stop_reason, *severity),
+                findings,
+            } => self.finished(
+                &mut out,
+                call_id,
+                output,
+                (*stop_reason, *severity),
+                findings,
+            ),
             Event::TaskProgress {
                 call_id,
                 task_id,
@@ -628,8 +635,8 @@ impl Translator {
         out: &mut Vec<Out>,
         call_id: &str,
         output: &str,
-        stop_reason: StopReason,
-        severity: Option<Severity>,
+        (stop_reason, severity): (StopReason, Option<Severity>),
+        findings: &[crate::event::finding::Finding],
     ) {
         let Some(call) = self.calls.get_mut(call_id) else {
             return;
@@ -654,6 +661,16 @@ impl Translator {
             content.push(ToolCallContent::from(SessionReference::new(child.clone())));
         }
         content.push(ToolCallContent::from(output.to_string()));
+        if !findings.is_empty() {
+            let lines: Vec<String> = findings
+                .iter()
+                .map(|f| format!("- {}", f.line_text()))
+                .collect();
+            content.push(ToolCallContent::from(format!(
+                "Findings:\n{}",
+                lines.join("\n")
+            )));
+        }
         let child = call.child.clone();
         let task = call.task_id.clone();
         let update = ToolCallUpdate::new(
@@ -666,6 +683,7 @@ impl Translator {
                     "output": output,
                     "stop_reason": stop_reason.as_str(),
                     "severity": severity.map(Severity::as_str),
+                    "findings": findings,
                 })),
         );
         out.push(self.update(SessionUpdate::ToolCallUpdate(update)));

@@ -1,0 +1,61 @@
+//! A review's findings as rows of its box, and a quorum's as the end of
+//! its header: drawn from the events, which carry them parsed.
+
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+
+use crate::confine::sanitize::one_line;
+use crate::event::Quorum;
+use crate::event::finding::Finding;
+use crate::tui::theme;
+use crate::tui::wrap::{LLine, wrap};
+
+/// The most findings a box lists (the rest are counted).
+pub const SHOWN: usize = 20;
+
+/// `● red  src/a.rs:3-5  the title`, one row (wrapped) each, under a
+/// `findings` heading; at most [`SHOWN`] of them.
+pub fn box_findings(findings: &[Finding], inner: usize, body: &mut Vec<Line<'static>>) {
+    if findings.is_empty() {
+        return;
+    }
+    let n = findings.len();
+    body.push(Line::from(Span::styled(
+        format!("{n} finding{}", if n == 1 { "" } else { "s" }),
+        theme::bold(),
+    )));
+    let lines: Vec<LLine> = findings
+        .iter()
+        .take(SHOWN)
+        .map(|f| {
+            let mark = Style::default()
+                .fg(theme::severity_color(f.severity))
+                .add_modifier(Modifier::BOLD);
+            LLine::prefixed(
+                vec![Span::styled(format!("● {:<6} ", f.severity.as_str()), mark)],
+                vec![Span::raw("         ")],
+                vec![
+                    Span::styled(one_line(&f.place()), theme::code()),
+                    Span::raw("  "),
+                    Span::raw(one_line(&f.title)),
+                ],
+            )
+        })
+        .collect();
+    wrap(&lines, inner, body);
+    if n > SHOWN {
+        body.push(Line::from(Span::styled(
+            format!("… and {} more", n - SHOWN),
+            theme::dim(),
+        )));
+    }
+}
+
+/// ` · 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`,
+/// for a quorum's header.
+pub fn quorum_findings(q: &Quorum, spans: &mut Vec<Span<'static>>) {
+    if let Some(label) = q.findings_label() {
+        spans.push(Span::styled(" · ", theme::dim()));
+        spans.push(Span::styled(one_line(&label), theme::bold()));
+    }
+}
