@@ -28,12 +28,14 @@ fn git(dir: &Path, args: &[&str]) {
 
 /// A repository with one commit and an uncommitted change, and a config
 /// with reviewers `green`, `yellow`, `red`, `red2`, `crash`, `silent` (no
-/// verdict) and `echo` (answers with the prompt it got).
+/// verdict), `echo` (answers with the prompt it got), and `fa` and `fb`
+/// (reviews with findings: the fake agent's `findings a` and `findings b`).
 fn repo() -> Repo {
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q"]);
     std::fs::write(dir.path().join("lib.rs"), "fn old() {}\n").unwrap();
-    git(dir.path(), &["add", "lib.rs"]);
+    std::fs::write(dir.path().join("notes.txt"), "a\nb\nteh c\nd\ne\n").unwrap();
+    git(dir.path(), &["add", "lib.rs", "notes.txt"]);
     git(dir.path(), &["commit", "-q", "-m", "first"]);
     std::fs::write(dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
@@ -46,6 +48,8 @@ fn repo() -> Repo {
         ("crash", "crash"),
         ("silent", "echo fine"),
         ("echo", "prompt"),
+        ("fa", "findings a"),
+        ("fb", "findings b"),
     ] {
         config.push_str(&format!(
             "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", \"{scenario}\"]\n"
@@ -317,5 +321,92 @@ fn a_base_that_looks_like_an_option_is_only_a_revision() {
         text(&o.stderr).contains(&format!("`git diff --output={}` failed", written.display())),
         "{}",
         text(&o.stderr)
+    );
+}
+
+/// Two reviewers' findings: each review's in `--json`, checked (a bad
+/// severity and a line past the end dropped with a notice in the box, an
+/// escape stripped), and the quorum's merged: the shared place once, at
+/// the worse severity, naming both; the notes' finding outside the diff.
+/// The text report's quorum line counts them; the recorded transcript
+/// replays to a screen that lists them.
+#[test]
+fn two_reviewers_findings_are_merged_and_shown() {
+    let r = repo();
+    let record = r.dir.path().join(".git/review.jsonl");
+    let o = r.review(&[
+        "--agents",
+        "fa,fb",
+        "--json",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let a = &v["tasks"][0]["findings"];
+    let b = &v["tasks"][1]["findings"];
+    assert_eq!(a.as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(b.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(b[0]["title"], "added() has no caller");
+    assert_eq!(b[0]["body"], "Dead code here.", "the escape is stripped");
+    let q = &v["quorum"]["findings"];
+    assert_eq!(q.as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(
+        (
+            &q[0]["file"],
+            &q[0]["line"],
+            &q[0]["end_line"],
+            &q[0]["severity"]
+        ),
+        (&"lib.rs".into(), &1.into(), &2.into(), &"red".into())
+    );
+    assert_eq!(q[0]["by"], serde_json::json!(["fa", "fb"]));
+    assert_eq!((&q[0]["of"], q[0].get("outside_diff")), (&2.into(), None));
+    assert_eq!(
+        (&q[1]["file"], &q[1]["outside_diff"]),
+        (&"notes.txt".into(), &true.into())
+    );
+    assert_eq!(
+        v["quorum"]["text"],
+        "red · 1 of 2 · 2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2"
+    );
+    let transcript = std::fs::read_to_string(&record).unwrap();
+    for notice in [
+        "fb: finding 2 dropped: severity \\\"orange\\\" is not green, yellow or red",
+        "fb: finding \\\"past the end\\\" at lib.rs:99 dropped: line 99 is past the end of lib.rs (2 lines)",
+    ] {
+        assert!(transcript.contains(notice), "{notice}\n{transcript}");
+    }
+    // The text report's quorum line says it too.
+    let o = r.review(&["--agents", "fa,fb"]);
+    assert!(
+        text(&o.stdout).ends_with(
+            "quorum: red · 1 of 2 · 2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2 (reviewers disagree)\n"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    // The recorded session replays to a screen listing them.
+    let shot = r.dir.path().join(".git/shot.txt");
+    let o = r
+        .quorum()
+        .args(["replay", record.to_str().unwrap(), "--screenshot"])
+        .arg(&shot)
+        .args(["--size", "120x80"])
+        .output_bounded();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let screen = std::fs::read_to_string(&shot).unwrap();
+    for line in [
+        "● red    lib.rs:2  added() is never called",
+        "● green  notes.txt:3  a typo in the notes",
+        "● yellow lib.rs:1-2  added() has no caller",
+        "2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2",
+        "finding 2 dropped: severity \"orange\"",
+    ] {
+        assert!(screen.contains(line), "{line}\n{screen}");
+    }
+    assert!(
+        !screen.contains("<!-- finding"),
+        "the comments are hidden: {screen}"
     );
 }

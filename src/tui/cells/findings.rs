@@ -51,11 +51,12 @@ pub fn box_findings(findings: &[Finding], inner: usize, body: &mut Vec<Line<'sta
     }
 }
 
-/// ` · 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`,
-/// for a quorum's header.
-pub fn quorum_findings(q: &Quorum, spans: &mut Vec<Span<'static>>) {
-    if let Some(label) = q.findings_label() {
-        spans.push(Span::styled(" · ", theme::dim()));
-        spans.push(Span::styled(one_line(&label), theme::bold()));
-    }
+/// `┃ 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`:
+/// the row under a quorum's header, when it has findings.
+pub fn quorum_findings(q: &Quorum, gutter: Style) -> Option<Line<'static>> {
+    let label = q.findings_label()?;
+    Some(Line::from(vec![
+        Span::styled("┃ ", gutter),
+        Span::styled(one_line(&label), theme::bold()),
+    ]))
 }

@@ -77,6 +77,9 @@ pub fn render_asking(
         CellKind::Batch(h) => {
             out.push(batch_header(h, width, now));
             let gutter = Style::default().fg(theme::group_color(h.tint()));
+            if let Some(q) = &h.quorum {
+                out.extend(findings::quorum_findings(q, gutter));
+            }
             out.push(Line::from(Span::styled("┃", gutter)));
             return out;
         }
@@ -395,7 +398,6 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
                     (None, false) => Span::styled("– no verdict", theme::dim()),
                 });
             }
-            findings::quorum_findings(q, &mut spans);
         }
         (None, Some((succeeded, failed, worst))) => {
             spans.push(Span::styled(format!("batch of {}", h.tasks), strong));
