@@ -439,7 +439,7 @@ impl Quorum {
                 None => agreed.push((f.by.len(), 1)),
             }
         }
-        agreed.sort_by(|a, b| b.0.cmp(&a.0));
+        agreed.sort_by_key(|&(by, _)| std::cmp::Reverse(by));
         let agreed: Vec<String> = agreed
             .iter()
             .map(|(by, k)| format!("{k} by {by} of {}", self.total))
@@ -888,6 +888,48 @@ pub(crate) mod tests {
     use super::*;
 
     /// An event of each type (in [`Event::TYPES`]' order).
+    fn sample_finding() -> finding::Finding {
+        finding::Finding {
+            file: "src/a.rs".into(),
+            line: 3,
+            end_line: Some(5),
+            severity: Severity::Red,
+            title: "retries a POST".into(),
+            body: "Not idempotent.".into(),
+        }
+    }
+
+    /// The quorum of `verdicts`, with a merged finding.
+    fn with_findings(verdicts: Vec<ReviewerVerdict>) -> Quorum {
+        let mut q = Quorum::of(verdicts);
+        q.findings = vec![finding::QuorumFinding {
+            finding: sample_finding(),
+            by: vec!["claude".into()],
+            of: 2,
+            outside_diff: true,
+            check: None,
+        }];
+        q
+    }
+
+    /// Transcripts written before findings still load: a review's end
+    /// and a quorum without them.
+    #[test]
+    fn events_without_findings_still_load() {
+        let finished: Event = serde_json::from_str(
+            r#"{"type":"subagent_finished","call_id":"c1","output":"ok","stop_reason":"end_turn","severity":"red"}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(finished, Event::SubagentFinished { findings, .. } if findings.is_empty())
+        );
+        let quorum: Event = serde_json::from_str(
+            r#"{"type":"review_quorum","batch_id":"b1","verdict":"red","agree":1,"total":2,"verdicts":[]}"#,
+        )
+        .unwrap();
+        assert!(matches!(quorum, Event::ReviewQuorum { quorum, .. } if quorum.findings.is_empty()));
+    }
+
     pub(crate) fn samples() -> Vec<Event> {
         vec![
             Event::SessionInfo {
@@ -930,7 +972,7 @@ pub(crate) mod tests {
                 .event(),
             Event::ReviewQuorum {
                 batch_id: "b1".into(),
-                quorum: Quorum::of(vec![
+                quorum: with_findings(vec![
                     ReviewerVerdict {
                         agent: "claude".into(),
                         call_id: Some("c1".into()),
@@ -983,7 +1025,10 @@ pub(crate) mod tests {
                     share: None,
                 },
             },
-            build::finished("c1", "ok").severity(Severity::Red).event(),
+            build::finished("c1", "ok")
+                .severity(Severity::Red)
+                .findings(vec![sample_finding()])
+                .event(),
             Event::TaskProgress {
                 call_id: "c1".into(),
                 task_id: Some("t1".into()),

@@ -84,7 +84,7 @@ pub fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Severity, StopReason};
+    use crate::event::{Activity, Severity, StopReason};
 
     fn finish(agent: &str, report: &str, code_review: bool) -> Vec<Event> {
         super::finish(
@@ -108,6 +108,45 @@ mod tests {
                 findings: Vec::new(),
             }]
         );
+    }
+
+    /// A review's findings ride on its end; one dropped is a notice in
+    /// its box (the review still counts); a call that is not a review
+    /// has none.
+    #[test]
+    fn a_reviews_findings_end_it_and_bad_ones_are_told_in_its_box() {
+        let report = "<!-- severity: red -->\nBad.\n\
+            <!-- finding: {\"file\": \"a.rs\", \"line\": 2, \"severity\": \"red\", \"title\": \"t\"} -->\nwhy\n\
+            <!-- finding: {\"file\": \"a.rs\", \"line\": 2, \"severity\": \"blue\", \"title\": \"u\"} -->\n";
+        let events = finish("claude", report, true);
+        match &events[..] {
+            [
+                Event::SubagentActivity {
+                    activity: Activity::Notice { text },
+                    ..
+                },
+                Event::SubagentFinished {
+                    severity: Some(Severity::Red),
+                    findings,
+                    ..
+                },
+            ] => {
+                assert_eq!(
+                    text,
+                    "claude: finding 2 dropped: severity \"blue\" is not green, yellow or red"
+                );
+                assert_eq!(findings.len(), 1);
+                assert_eq!(
+                    (findings[0].place(), findings[0].body.as_str()),
+                    ("a.rs:2".into(), "why")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            &finish("claude", report, false)[..],
+            [Event::SubagentFinished { findings, .. }] if findings.is_empty()
+        ));
     }
 
     #[test]

@@ -414,4 +414,52 @@ mod tests {
             )
         );
     }
+
+    /// A review's findings are in the tool's result: a call's, each
+    /// task's and the quorum's, merged.
+    #[test]
+    fn findings_are_in_the_result() {
+        use crate::event::finding::Finding;
+        let f = Finding {
+            file: "a.rs".into(),
+            line: 2,
+            end_line: None,
+            severity: Severity::Red,
+            title: "t".into(),
+            body: String::new(),
+        };
+        let mut outcome = reviewed(
+            StopReason::EndTurn,
+            "<!-- severity: red -->\nBad.",
+            Some(Severity::Red),
+        );
+        outcome.findings = vec![f.clone()];
+        let done = Reply::Done(outcome.clone()).to_json();
+        assert_eq!(done["findings"][0]["file"], "a.rs");
+        let mut quorum = Quorum::of(vec![crate::event::ReviewerVerdict {
+            agent: "fake".into(),
+            call_id: None,
+            severity: Some(Severity::Red),
+            failed: false,
+        }]);
+        quorum.findings = crate::subagent::findings::merge::merge(&[("fake", &[f])], 1, None);
+        let batch = Reply::Batch(BatchResult {
+            batch_id: "b1".into(),
+            tasks: vec![TaskResult {
+                index: 0,
+                agent: "fake".into(),
+                result: Ok(outcome),
+            }],
+            quorum: Some(quorum),
+        })
+        .to_json();
+        assert_eq!(batch["tasks"][0]["findings"][0]["line"], 2);
+        assert_eq!(batch["quorum"]["findings"][0]["by"][0], "fake");
+        assert!(
+            batch["quorum"]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("1 finding: 1 red · agreed: 1 by 1 of 1")
+        );
+    }
 }
