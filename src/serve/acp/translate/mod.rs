@@ -41,7 +41,7 @@ use crate::event::{
 use activity::child_update;
 pub use activity::{tool_content, tool_kind};
 use ask::Asking;
-use call::{CallView, TITLE_CHARS};
+use call::{CallView, TITLE_CHARS, raw_output};
 
 /// Something for the host.
 #[derive(Debug, Clone)]
@@ -679,12 +679,7 @@ impl Translator {
                 .title(title)
                 .status(status)
                 .content(content)
-                .raw_output(serde_json::json!({
-                    "output": output,
-                    "stop_reason": stop_reason.as_str(),
-                    "severity": severity.map(Severity::as_str),
-                    "findings": findings,
-                })),
+                .raw_output(raw_output(output, stop_reason, severity, findings)),
         );
         out.push(self.update(SessionUpdate::ToolCallUpdate(update)));
         if let Some(child) = child {
