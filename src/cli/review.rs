@@ -272,10 +272,13 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
     code
 }
 
-/// The first line of a report that says something: not blank, and not
-/// a heading when there is more.
+/// The first line of a report that says something: not blank, not an
+/// HTML comment (a finding's), and not a heading when there is more.
 fn first_line(report: &str) -> String {
-    let mut lines = report.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut lines = report
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("<!--"));
     let first = lines.clone().next().unwrap_or("");
     lines
         .find(|l| !l.starts_with('#'))

@@ -65,9 +65,7 @@ pub fn finish(
         for text in parsed.bounded_notices() {
             events.push(Event::SubagentActivity {
                 call_id: call_id.to_string(),
-                activity: Activity::Notice {
-                    text: format!("{agent}: {text}"),
-                },
+                activity: Activity::Notice { text },
             });
         }
     }
@@ -133,7 +131,7 @@ mod tests {
             ] => {
                 assert_eq!(
                     text,
-                    "claude: finding 2 dropped: severity \"blue\" is not green, yellow or red"
+                    "finding 2 dropped: severity \"blue\" is not green, yellow or red"
                 );
                 assert_eq!(findings.len(), 1);
                 assert_eq!(

@@ -372,13 +372,19 @@ fn two_reviewers_findings_are_merged_and_shown() {
     );
     let transcript = std::fs::read_to_string(&record).unwrap();
     for notice in [
-        "fb: finding 2 dropped: severity \\\"orange\\\" is not green, yellow or red",
-        "fb: finding \\\"past the end\\\" at lib.rs:99 dropped: line 99 is past the end of lib.rs (2 lines)",
+        "finding 2 dropped: severity \\\"orange\\\" is not green, yellow or red",
+        "finding \\\"past the end\\\" at lib.rs:99 dropped: line 99 is past the end of lib.rs (2 lines)",
     ] {
         assert!(transcript.contains(notice), "{notice}\n{transcript}");
     }
-    // The text report's quorum line says it too.
+    // The text report's quorum line says it too; a reviewer's line is its
+    // report's first line that says something (not a finding's comment).
     let o = r.review(&["--agents", "fa,fb"]);
+    assert!(
+        text(&o.stdout).starts_with("fa  red      Nothing calls it: remove it or call it.\n"),
+        "{}",
+        text(&o.stdout)
+    );
     assert!(
         text(&o.stdout).ends_with(
             "quorum: red · 1 of 2 · 2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2 (reviewers disagree)\n"
