@@ -117,10 +117,14 @@ pub fn parse(report: &str) -> Parsed {
         }
     }
     if total > MAX_FINDINGS {
-        parsed.notice(format!(
-            "{} findings past the first {MAX_FINDINGS} dropped",
-            total - MAX_FINDINGS
-        ));
+        // First, so bounding the notices never hides it.
+        parsed.notices.insert(
+            0,
+            format!(
+                "{} findings past the first {MAX_FINDINGS} dropped",
+                total - MAX_FINDINGS
+            ),
+        );
     }
     parsed
 }
@@ -156,10 +160,14 @@ fn json_blocks(report: &str, parsed: &mut Parsed) {
         }
     }
     if total > MAX_FINDINGS {
-        parsed.notice(format!(
-            "{} findings past the first {MAX_FINDINGS} dropped",
-            total - MAX_FINDINGS
-        ));
+        // First, so bounding the notices never hides it.
+        parsed.notices.insert(
+            0,
+            format!(
+                "{} findings past the first {MAX_FINDINGS} dropped",
+                total - MAX_FINDINGS
+            ),
+        );
     }
 }
 
