@@ -16,7 +16,7 @@ use crate::subagent::input::{MAX_WAIT_SECONDS, StatusInput};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Status {
-    Task(TaskStatus),
+    Task(Box<TaskStatus>),
     All { tasks: Vec<TaskStatus> },
 }
 
@@ -85,7 +85,10 @@ impl Status {
     /// The answer for one task, or for every task, from `board`.
     pub fn of(board: &Board, task_id: Option<&str>, now: u64) -> Result<Self, UnknownTask> {
         match task_id {
-            Some(id) => Ok(Status::Task(TaskStatus::of(board.known_task(id)?, now))),
+            Some(id) => Ok(Status::Task(Box::new(TaskStatus::of(
+                board.known_task(id)?,
+                now,
+            )))),
             None => Ok(Status::All {
                 tasks: board.tasks().map(|e| TaskStatus::of(e, now)).collect(),
             }),
