@@ -41,7 +41,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The agent interface that ACP agents and the internal agent implement.
     ("agent", &["event", "confine"]),
     // Recorder, reader, importers: the board makes the importers' summaries,
-    // the severity parser reads their reports.
+    // the severity and findings parsers read their reports.
     (
         "transcript",
         &[
@@ -50,6 +50,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "runtime::board",
             "runtime::bus",
             "subagent::severity",
+            "subagent::findings",
         ],
     ),
     ("acp", &["agent", "config", "event", "confine", "runtime"]),
