@@ -328,6 +328,16 @@ fn is_comment(html: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// A comment alone is hidden (a review's findings); other HTML, and a
+    /// comment with more after it, is shown.
+    #[test]
+    fn a_comment_alone_is_hidden() {
+        assert!(is_comment("<!-- finding: {\"file\": \"a.rs\"} -->\n"));
+        assert!(!is_comment("<!-- a --> and <b>more</b>"));
+        assert!(!is_comment("<b>bold</b>"));
+        assert!(!is_comment("<!-->"));
+    }
+
     use super::*;
     use crate::tui::wrap::wrap;
 

@@ -60,3 +60,43 @@ pub fn quorum_findings(q: &Quorum, gutter: Style) -> Option<Line<'static>> {
         Span::styled(one_line(&label), theme::bold()),
     ]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Severity;
+
+    fn text(lines: &[Line<'static>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    /// A box lists at most [`SHOWN`] findings and counts the rest; what a
+    /// transcript says is drawn without its escapes.
+    #[test]
+    fn a_box_lists_its_findings_bounded_and_clean() {
+        let findings: Vec<Finding> = (1..=25)
+            .map(|i| Finding {
+                file: "src/a.rs".into(),
+                line: i,
+                end_line: (i == 1).then_some(4),
+                severity: Severity::Yellow,
+                title: format!("issue {i}\u{1b}[2J"),
+                body: String::new(),
+            })
+            .collect();
+        let mut body = Vec::new();
+        box_findings(&findings, 60, &mut body);
+        let rows = text(&body);
+        assert_eq!(rows[0], "25 findings");
+        assert_eq!(rows[1], "● yellow src/a.rs:1-4  issue 1");
+        assert_eq!(rows.len(), 1 + SHOWN + 1, "{rows:?}");
+        assert_eq!(rows[SHOWN + 1], "… and 5 more");
+        assert!(rows.iter().all(|r| !r.contains('\u{1b}')), "{rows:?}");
+        let mut none = Vec::new();
+        box_findings(&[], 60, &mut none);
+        assert!(none.is_empty());
+    }
+}
