@@ -199,7 +199,15 @@ fn finding_of(v: &Value, body: &str) -> Result<Finding, String> {
     if !v.is_object() {
         return Err("not a JSON object".into());
     }
-    let file = match v.get("file").and_then(Value::as_str).map(one_line) {
+    // `./src/a.rs` is `src/a.rs`: one spelling, for the merge and the diff.
+    let file = v.get("file").and_then(Value::as_str).map(|f| {
+        let mut f = one_line(f);
+        while let Some(rest) = f.strip_prefix("./") {
+            f = rest.to_string();
+        }
+        f
+    });
+    let file = match file {
         Some(f) if !f.is_empty() && f.chars().count() <= MAX_FILE => f,
         Some(f) if !f.is_empty() => {
             return Err(format!("`file` is longer than {MAX_FILE} characters"));

@@ -18,7 +18,7 @@ fn the_comment_form_reads_each_finding_and_its_body() {
     let report = "## Review\nTwo problems.\n\n\
         <!-- finding: {\"file\": \"src/http.rs\", \"line\": 42, \"end_line\": 48, \"severity\": \"red\", \"title\": \"retries a POST\"} -->\n\
         A POST is not idempotent.\n\n\
-        <!--Finding:{\"file\":\"src/a.rs\",\"line\":\"7\",\"severity\":\"Yellow\",\"title\":\"naming\"}-->\nCall it `b`.\n";
+        <!--Finding:{\"file\":\"././src/a.rs\",\"line\":\"7\",\"severity\":\"Yellow\",\"title\":\"naming\"}-->\nCall it `b`.\n";
     let p = parse(report);
     assert_eq!(p.notices, Vec::<String>::new());
     assert_eq!(p.findings.len(), 2);
@@ -33,6 +33,7 @@ fn the_comment_form_reads_each_finding_and_its_body() {
         (b.line, b.severity, b.body.as_str()),
         (7, Severity::Yellow, "Call it `b`.")
     );
+    assert_eq!(b.file, "src/a.rs", "`./` dropped");
     // Other comments are not findings, and a report without any has none.
     assert!(parse("<!-- note: hi -->\nplain").findings.is_empty());
     assert_eq!(parse("no findings here"), Parsed::default());
