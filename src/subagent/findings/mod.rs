@@ -53,7 +53,7 @@ impl Parsed {
         }
         let mut kept = self.notices[..MAX_NOTICES - 1].to_vec();
         kept.push(format!(
-            "{} more findings dropped (see above for the kind of reasons)",
+            "and {} more findings dropped",
             self.notices.len() - (MAX_NOTICES - 1)
         ));
         kept

@@ -132,10 +132,7 @@ fn many_notices_are_bounded() {
     assert_eq!(p.notices.len(), 50);
     let shown = p.bounded_notices();
     assert_eq!(shown.len(), MAX_NOTICES);
-    assert!(
-        shown[MAX_NOTICES - 1].starts_with("41 more findings dropped"),
-        "{shown:?}"
-    );
+    assert_eq!(shown[MAX_NOTICES - 1], "and 41 more findings dropped");
 }
 
 #[test]
