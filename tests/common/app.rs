@@ -102,8 +102,8 @@ pub async fn until(
         assert!(Instant::now() < deadline, "timed out:\n{}", text(terminal));
         let e = tokio::time::timeout(std::time::Duration::from_secs(20), ev_rx.recv())
             .await
-            .unwrap()
-            .unwrap();
+            .unwrap_or_else(|_| panic!("no event for 20 s; the screen:\n{}", text(terminal)))
+            .expect("the session runs");
         drive(terminal, app, vec![], vec![e]).await;
     }
 }

@@ -112,6 +112,11 @@ impl Terminal {
     /// The terminal was given back: raw mode's alternate screen and mouse
     /// reporting are switched off after the last frame.
     pub fn assert_restored(&self) {
+        // The program may have ended before this end read its last bytes.
+        wait_until(PATIENCE, || {
+            let out = self.output();
+            out.rfind("\x1b[?1049l") > out.rfind("\x1b[?1049h")
+        });
         let out = self.output();
         let left = out
             .rfind("\x1b[?1049l")

@@ -948,8 +948,11 @@ async fn usage_updates_from_an_agent_reach_the_screen_and_the_replay() {
         s.contains("12.3k / 200k tokens · $0.04 ─╯")
     })
     .await;
-    until(&mut terminal, &mut app, &mut ev_rx, |s| {
-        s.contains("counted")
+    // The call ended (its session remembered) before the next is sent: a
+    // call sent while it still runs gets a fresh session, and the wait for
+    // "continued" below timed out under load.
+    until_event(&mut terminal, &mut app, &mut ev_rx, |e| {
+        matches!(e, Event::SubagentFinished { .. })
     })
     .await;
     // The same session, continued: $0.10 is its cost so far, not this call's.

@@ -582,3 +582,29 @@ fn no_source_file_is_over_900_lines_before_its_tests() {
     assert_eq!(lines_before_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
     assert_eq!(lines_before_tests("a\nb\nc\n"), 3);
 }
+
+/// Where `anyhow` may be named in code (not in a comment): the front
+/// ends; below them, errors are types a caller can tell apart.
+fn names_anyhow_in_code(text: &str) -> bool {
+    text.lines().any(|l| {
+        let code = l.split("//").next().unwrap_or("");
+        code.contains("anyhow")
+    })
+}
+
+#[test]
+fn anyhow_is_named_only_in_cli_and_main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let below: Vec<String> = sources(&root)
+        .into_iter()
+        .filter(|f| {
+            let rel = f.strip_prefix(&root).unwrap();
+            !rel.starts_with("cli") && rel != Path::new("main.rs")
+        })
+        .filter(|f| names_anyhow_in_code(&std::fs::read_to_string(f).unwrap()))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(below.is_empty(), "anyhow below the front ends: {below:#?}");
+    assert!(names_anyhow_in_code("fn f() -> anyhow::Result<()> {"));
+    assert!(!names_anyhow_in_code("/// as `anyhow` shows an error"));
+}
