@@ -1,0 +1,169 @@
+//! The body of GitHub's "create a review for a pull request" request
+//! (`POST /repos/O/R/pulls/N/reviews`), for
+//! `gh api repos/O/R/pulls/N/reviews --input -`: `event` from the verdict
+//! (`REQUEST_CHANGES` when it is red, `COMMENT` otherwise), a comment per
+//! finding whose lines the diff shows (`path`, `line`, `side: RIGHT`, and
+//! `start_line` for a range in one hunk), and the rest in the body: the
+//! verdict and the findings no line of the diff can take.
+
+use serde_json::{Value, json};
+
+use super::{Review, found_by, markdown, place, verified};
+use crate::event::Severity;
+use crate::event::finding::QuorumFinding;
+
+/// The request's body for a review.
+pub fn github(review: &Review) -> Value {
+    let event = if review.verdict == Some(Severity::Red) {
+        "REQUEST_CHANGES"
+    } else {
+        "COMMENT"
+    };
+    let mut comments = Vec::new();
+    let mut rest = Vec::new();
+    for q in review.findings() {
+        match comment(review, &q) {
+            Some(c) => comments.push(c),
+            None => rest.push(q),
+        }
+    }
+    let mut body = markdown::markdown(&Review {
+        merged: Vec::new(),
+        reviewers: review
+            .reviewers
+            .iter()
+            .map(|r| super::Reviewer {
+                findings: Vec::new(),
+                ..r.clone()
+            })
+            .collect(),
+        ..review.clone()
+    });
+    // The summary without its table: the findings are the comments, and
+    // what no line takes is listed here.
+    body = body
+        .trim_end()
+        .trim_end_matches("No findings.")
+        .trim_end()
+        .to_string();
+    body.push_str(&format!(
+        "\n\n{} findings on the diff's lines",
+        comments.len()
+    ));
+    if rest.is_empty() {
+        body.push_str(".\n");
+    } else {
+        body.push_str(&format!("; {} elsewhere:\n\n", rest.len()));
+        for q in &rest {
+            body.push_str(&format!("- {}\n", text(&q)));
+        }
+    }
+    json!({ "event": event, "body": body, "comments": comments })
+}
+
+/// A comment on the diff, when the finding's lines are in one of its hunks
+/// (else its first line, when only that is).
+fn comment(review: &Review, q: &QuorumFinding) -> Option<Value> {
+    let f = &q.finding;
+    let diff = review.diff.as_ref()?;
+    let end = f.end_line.unwrap_or(f.line).max(f.line);
+    let mut c = json!({ "path": f.file, "side": "RIGHT", "body": text(q) });
+    if end > f.line && diff.holds(&f.file, f.line, end) {
+        c["start_line"] = f.line.into();
+        c["start_side"] = "RIGHT".into();
+        c["line"] = end.into();
+    } else if diff.hunk(&f.file, f.line).is_some() {
+        c["line"] = f.line.into();
+    } else {
+        return None;
+    }
+    Some(c)
+}
+
+/// A finding as Markdown: severity, title (struck when refuted), place,
+/// who, verified, then its body.
+fn text(q: &QuorumFinding) -> String {
+    let f = &q.finding;
+    let title = if q.counts() {
+        f.title.clone()
+    } else {
+        format!("~~{}~~", f.title)
+    };
+    let mut s = format!(
+        "**{}** {title} (`{}`; {}; {})",
+        f.severity.as_str(),
+        place(f),
+        found_by(q),
+        verified(q)
+    );
+    if !f.body.is_empty() {
+        s.push_str("\n\n");
+        s.push_str(f.body.trim_end());
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sample;
+    use super::*;
+
+    #[test]
+    fn red_requests_changes_with_a_comment_per_finding_on_the_diff() {
+        let body = github(&sample::review());
+        assert_eq!(body["event"], "REQUEST_CHANGES");
+        let comments = body["comments"].as_array().unwrap();
+        assert_eq!(comments.len(), 2, "{body:#}");
+        assert_eq!(comments[0]["path"], "src/http.rs");
+        assert_eq!(
+            (
+                comments[0]["start_line"].as_u64(),
+                comments[0]["line"].as_u64()
+            ),
+            (Some(42), Some(48))
+        );
+        assert_eq!(comments[0]["side"], "RIGHT");
+        let first = comments[0]["body"].as_str().unwrap();
+        assert!(first.starts_with("**red** retries a POST that is not idempotent (`src/http.rs:42-48`; claude, codex · 2 of 2; not verified)\n\nWhy"), "{first}");
+        assert_eq!(
+            (comments[1]["path"].as_str(), comments[1]["line"].as_u64()),
+            (Some("src/lib.rs"), Some(3))
+        );
+        assert!(comments[1].get("start_line").is_none());
+        let text = body["body"].as_str().unwrap();
+        assert!(
+            text.contains("## quorum review: 🔴 **red** · 1 of 2"),
+            "{text}"
+        );
+        assert!(text.contains("2 findings on the diff's lines; 1 elsewhere:\n\n- **yellow** a name | with a pipe (`src/lib.rs:90`"), "{text}");
+        assert!(!text.contains("| severity |"), "no table: {text}");
+    }
+
+    #[test]
+    fn otherwise_a_comment_and_without_a_diff_everything_in_the_body() {
+        let mut review = sample::review();
+        review.verdict = Some(Severity::Yellow);
+        review.diff = None;
+        let body = github(&review);
+        assert_eq!(body["event"], "COMMENT");
+        assert_eq!(body["comments"], json!([]));
+        assert!(
+            body["body"]
+                .as_str()
+                .unwrap()
+                .contains("0 findings on the diff's lines; 3 elsewhere")
+        );
+        review.verdict = Some(Severity::Green);
+        review.merged.clear();
+        review.reviewers.clear();
+        let body = github(&review);
+        assert_eq!(body["event"], "COMMENT");
+        assert!(
+            body["body"]
+                .as_str()
+                .unwrap()
+                .ends_with("0 findings on the diff's lines.\n"),
+            "{body}"
+        );
+    }
+}
