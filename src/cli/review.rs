@@ -61,6 +61,10 @@ pub struct ReviewArgs {
     /// or a reviewer that failed, exits 3 either way.
     #[arg(long, value_enum, default_value = "yellow", value_name = "VERDICT")]
     pub fail_on: FailOn,
+    /// Also write the review in FORMAT to FILE (repeatable: one review,
+    /// `--write sarif=review.sarif --write markdown=comment.md`).
+    #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_write)]
+    pub write: Vec<(Format, PathBuf)>,
     /// Answer for permission requests of agents whose policy is `ask`.
     #[arg(long, value_enum, default_value = "none")]
     pub approve: Permissions,
@@ -100,6 +104,19 @@ impl FailOn {
             _ => code,
         }
     }
+}
+
+/// `FORMAT=FILE` of `--write`.
+fn parse_write(s: &str) -> Result<(Format, PathBuf), String> {
+    use clap::ValueEnum;
+    let (format, file) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: FORMAT=FILE, say `sarif=review.sarif`"))?;
+    let format = Format::from_str(format, false)?;
+    if file.is_empty() {
+        return Err(format!("`{s}`: no FILE after `=`"));
+    }
+    Ok((format, PathBuf::from(file)))
 }
 
 impl ReviewArgs {
@@ -198,18 +215,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
             label: "green · nothing to review".into(),
             ..Review::default()
         };
-        let out = match args.output() {
-            Format::Text => String::new(),
-            Format::Json => {
-                let v = serde_json::json!({
-                    "base": rev, "tasks": [], "findings": [], "exit_code": EXIT_GREEN
-                });
-                format!("{v}\n")
-            }
-            format => formatted(format, &empty),
-        };
-        write!(std::io::stdout(), "{out}")?;
-        return Ok(EXIT_GREEN);
+        return Ok(print(&args, None, &empty, EXIT_GREEN));
     }
     let input = review_input(&args, &agents, (&dir, &rev, &diff));
     let (session, events) = Session::start(session, Instant::now())?;
@@ -323,29 +329,7 @@ async fn run(
         .fail_on
         .exit(batch.quorum.as_ref().map_or(EXIT_ERROR, exit_code));
     let review = review_of(&batch, rev, diff);
-    let out = match args.output() {
-        Format::Text => report(&batch) + &crate::review::text::findings(&review),
-        Format::Json => {
-            let mut v = serde_json::to_value(&batch).expect("a batch is JSON");
-            v["base"] = rev.into();
-            v["exit_code"] = code.into();
-            v["findings"] = serde_json::to_value(review.findings()).expect("findings are JSON");
-            for (task, reviewer) in v["tasks"]
-                .as_array_mut()
-                .into_iter()
-                .flatten()
-                .zip(&review.reviewers)
-            {
-                task["findings"] =
-                    serde_json::to_value(&reviewer.findings).expect("findings are JSON");
-            }
-            format!("{}\n", crate::confine::sanitize::json(&v.to_string()))
-        }
-        format => formatted(format, &review),
-    };
-    // A reader gone (`| head`) leaves the exit code as it is.
-    let _ = write!(std::io::stdout(), "{out}");
-    code
+    print(args, Some(&batch), &review, code)
 }
 
 /// What the formats read of a finished review batch. Each reviewer's
@@ -372,18 +356,55 @@ fn review_of(batch: &BatchResult, rev: &str, diff: &str) -> Review {
     }
 }
 
-/// The review in one of the formats for other programs (SARIF and
-/// GitHub's JSON pretty-printed, made safe for a terminal).
-fn formatted(format: Format, review: &Review) -> String {
+/// Prints the review in `--format` and writes each `--write`; returns
+/// `code`, or [`EXIT_ERROR`] when a file could not be written.
+fn print(args: &ReviewArgs, batch: Option<&BatchResult>, review: &Review, code: i32) -> i32 {
+    // A reader gone (`| head`) leaves the exit code as it is.
+    let _ = write!(
+        std::io::stdout(),
+        "{}",
+        render(args.output(), batch, review, code)
+    );
+    for (format, file) in &args.write {
+        if let Err(e) = std::fs::write(file, render(*format, batch, review, code)) {
+            crate::say!("quorum: --write {}: {e}", file.display());
+            return EXIT_ERROR;
+        }
+    }
+    code
+}
+
+/// The review in `format` (SARIF and GitHub's JSON pretty-printed; all of
+/// it made safe for a terminal). `batch` is none when there was nothing
+/// to review.
+fn render(format: Format, batch: Option<&BatchResult>, review: &Review, code: i32) -> String {
     let json = |v: serde_json::Value| {
         let text = serde_json::to_string_pretty(&v).expect("JSON");
         format!("{}\n", crate::confine::sanitize::json(&text))
     };
     match format {
+        Format::Text => match batch {
+            Some(batch) => report(batch) + &crate::review::text::findings(review),
+            None => String::new(),
+        },
+        Format::Json => {
+            let mut v = match batch {
+                Some(batch) => serde_json::to_value(batch).expect("a batch is JSON"),
+                None => serde_json::json!({ "tasks": [] }),
+            };
+            v["base"] = review.base.as_str().into();
+            v["exit_code"] = code.into();
+            v["findings"] = serde_json::to_value(review.findings()).expect("findings are JSON");
+            let tasks = v["tasks"].as_array_mut().into_iter().flatten();
+            for (task, reviewer) in tasks.zip(&review.reviewers) {
+                task["findings"] =
+                    serde_json::to_value(&reviewer.findings).expect("findings are JSON");
+            }
+            format!("{}\n", crate::confine::sanitize::json(&v.to_string()))
+        }
         Format::Sarif => json(crate::review::sarif::sarif(review)),
         Format::Github => json(crate::review::github::github(review)),
         Format::Markdown => sanitize(&crate::review::markdown::markdown(review)).into_owned(),
-        Format::Text | Format::Json => unreachable!("printed by `run`"),
     }
 }
 

@@ -16,7 +16,25 @@ impl DiffLines {
     pub fn parse(diff: &str) -> Self {
         let mut files: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
         let mut file: Option<String> = None;
+        // The old and new lines the hunk being read has yet to show: its
+        // lines are never read as headers (an added `++ x` is `+++ x`).
+        let mut left = (0u32, 0u32);
         for line in diff.lines() {
+            if left != (0, 0) {
+                let in_hunk = match line.as_bytes().first() {
+                    Some(b' ') | None => Some((1, 1)),
+                    Some(b'-') => Some((1, 0)),
+                    Some(b'+') => Some((0, 1)),
+                    Some(b'\\') => Some((0, 0)),
+                    // A diff cut short: the hunk is over.
+                    Some(_) => None,
+                };
+                if let Some((old, new)) = in_hunk {
+                    left = (left.0.saturating_sub(old), left.1.saturating_sub(new));
+                    continue;
+                }
+                left = (0, 0);
+            }
             if let Some(path) = line.strip_prefix("+++ ") {
                 file = new_path(path);
                 if let Some(f) = &file {
@@ -24,8 +42,11 @@ impl DiffLines {
                 }
             } else if line.starts_with("diff ") {
                 file = None;
-            } else if let (Some(f), Some(hunk)) = (&file, line.strip_prefix("@@ ")) {
-                if let Some((start, count)) = new_range(hunk)
+            } else if let Some(hunk) = line.strip_prefix("@@ ")
+                && let Some((old, (start, count))) = ranges(hunk)
+            {
+                left = (old, count);
+                if let Some(f) = &file
                     && count > 0
                 {
                     let ranges = files.entry(f.clone()).or_default();
@@ -68,14 +89,20 @@ fn new_path(path: &str) -> Option<String> {
     Some(path.strip_prefix("b/").unwrap_or(path).to_string())
 }
 
-/// `-a,b +c,d @@ …` to `(c, d)`; `d` is 1 when left out.
-fn new_range(hunk: &str) -> Option<(u32, u32)> {
-    let new = hunk.split_whitespace().find_map(|w| w.strip_prefix('+'))?;
-    let (start, count) = match new.split_once(',') {
+/// `-a,b +c,d @@ …` to `(b, (c, d))`; a count left out is 1.
+fn ranges(hunk: &str) -> Option<(u32, (u32, u32))> {
+    let mut words = hunk.split_whitespace();
+    let (_, old) = range(words.next()?.strip_prefix('-')?)?;
+    let new = range(words.next()?.strip_prefix('+')?)?;
+    Some((old, new))
+}
+
+/// `c,d` (or `c`) to `(c, d)`.
+fn range(r: &str) -> Option<(u32, u32)> {
+    Some(match r.split_once(',') {
         Some((s, c)) => (s.parse().ok()?, c.parse().ok()?),
-        None => (new.parse().ok()?, 1),
-    };
-    Some((start, count))
+        None => (r.parse().ok()?, 1),
+    })
 }
 
 #[cfg(test)]
@@ -83,7 +110,7 @@ mod tests {
     use super::*;
 
     const DIFF: &str = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n\
-        @@ -1,3 +1,4 @@\n a\n+b\n c\n d\n@@ -20,2 +21,0 @@ fn g()\n-x\n-y\n@@ -30 +30 @@\n-p\n+q\n\
+        @@ -1,3 +1,4 @@\n a\n+++ b/added.rs\n c\n d\n@@ -20,2 +21,0 @@ fn g()\n-x\n-y\n@@ -30 +30 @@\n-p\n+q\n\\ No newline at end of file\n\
         diff --git a/gone.rs b/gone.rs\n--- a/gone.rs\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a\n-b\n\
         diff --git a/new.rs b/new.rs\n--- /dev/null\n+++ b/new.rs\n@@ -0,0 +1,2 @@\n+a\n+b\n";
 

@@ -55,7 +55,7 @@ pub fn github(review: &Review) -> Value {
     } else {
         body.push_str(&format!("; {} elsewhere:\n\n", rest.len()));
         for q in &rest {
-            body.push_str(&format!("- {}\n", text(&q)));
+            body.push_str(&format!("- {}\n", text(q)));
         }
     }
     json!({ "event": event, "body": body, "comments": comments })
