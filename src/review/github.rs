@@ -4,13 +4,19 @@
 //! (`REQUEST_CHANGES` when it is red, `COMMENT` otherwise), a comment per
 //! finding whose lines the diff shows (`path`, `line`, `side: RIGHT`, and
 //! `start_line` for a range in one hunk), and the rest in the body: the
-//! verdict and the findings no line of the diff can take.
+//! verdict and the findings no line of the diff can take. Bounded: at most
+//! [`MAX_COMMENTS`] comments (the worst findings), each comment and the
+//! body at most `markdown::MAX_BYTES`.
 
 use serde_json::{Value, json};
 
 use super::{Review, found_by, markdown, place, verified};
 use crate::event::Severity;
 use crate::event::finding::QuorumFinding;
+
+/// The most comments a review has; the other findings are listed in its
+/// body.
+pub const MAX_COMMENTS: usize = 50;
 
 /// The request's body for a review.
 pub fn github(review: &Review) -> Value {
@@ -23,8 +29,8 @@ pub fn github(review: &Review) -> Value {
     let mut rest = Vec::new();
     for q in review.findings() {
         match comment(review, &q) {
-            Some(c) => comments.push(c),
-            None => rest.push(q),
+            Some(c) if comments.len() < MAX_COMMENTS => comments.push(c),
+            _ => rest.push(q),
         }
     }
     let mut body = markdown::markdown(&Review {
@@ -54,8 +60,13 @@ pub fn github(review: &Review) -> Value {
         body.push_str(".\n");
     } else {
         body.push_str(&format!("; {} elsewhere:\n\n", rest.len()));
-        for q in &rest {
-            body.push_str(&format!("- {}\n", text(q)));
+        for (i, q) in rest.iter().enumerate() {
+            let line = format!("- {}\n", text(q));
+            if body.len() + line.len() + 100 > markdown::MAX_BYTES {
+                body.push_str(&format!("- and {} more: see the SARIF\n", rest.len() - i));
+                break;
+            }
+            body.push_str(&line);
         }
     }
     json!({ "event": event, "body": body, "comments": comments })
@@ -67,7 +78,16 @@ fn comment(review: &Review, q: &QuorumFinding) -> Option<Value> {
     let f = &q.finding;
     let diff = review.diff.as_ref()?;
     let end = f.end_line.unwrap_or(f.line).max(f.line);
-    let mut c = json!({ "path": f.file, "side": "RIGHT", "body": text(q) });
+    let mut body = text(q);
+    if body.len() > markdown::MAX_BYTES {
+        let mut cut = markdown::MAX_BYTES;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        body.truncate(cut);
+        body.push_str("\n\n(cut short)");
+    }
+    let mut c = json!({ "path": f.file, "side": "RIGHT", "body": body });
     if end > f.line && diff.holds(&f.file, f.line, end) {
         c["start_line"] = f.line.into();
         c["start_side"] = "RIGHT".into();
@@ -137,6 +157,34 @@ mod tests {
         );
         assert!(text.contains("2 findings on the diff's lines; 1 elsewhere:\n\n- **yellow** a name | with a pipe (`src/lib.rs:90`"), "{text}");
         assert!(!text.contains("| severity |"), "no table: {text}");
+    }
+
+    #[test]
+    fn a_review_is_bounded() {
+        let mut review = sample::review();
+        let red = review.merged[2].clone();
+        review.merged = (0..10_000)
+            .map(|i| {
+                let mut q = red.clone();
+                q.finding.line = 40 + i % 11;
+                q.finding.end_line = None;
+                q.finding.title = format!("finding {i}");
+                q
+            })
+            .collect();
+        review.merged[0].finding.body = "x".repeat(100_000);
+        let body = github(&review);
+        assert_eq!(body["comments"].as_array().unwrap().len(), MAX_COMMENTS);
+        let text = body["body"].as_str().unwrap();
+        assert!(text.len() <= markdown::MAX_BYTES, "{}", text.len());
+        assert!(
+            text.contains(" more: see the SARIF\n"),
+            "{}",
+            &text[text.len() - 300..]
+        );
+        for c in body["comments"].as_array().unwrap() {
+            assert!(c["body"].as_str().unwrap().len() <= markdown::MAX_BYTES + 20);
+        }
     }
 
     #[test]

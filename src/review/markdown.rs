@@ -11,8 +11,45 @@ use crate::event::finding::QuorumFinding;
 /// The comment's first line, hidden when rendered.
 pub const MARKER: &str = "<!-- quorum-review -->";
 
-/// The comment for a review.
+/// The longest comment, in bytes: GitHub takes at most 65,536 characters
+/// in a comment's or a review's body.
+pub const MAX_BYTES: usize = 60_000;
+
+/// The comment for a review, at most [`MAX_BYTES`]: the folded bodies are
+/// left out when they do not fit, then the table's last rows, and the
+/// comment says so.
 pub fn markdown(review: &Review) -> String {
+    let full = comment(review, true);
+    if full.len() <= MAX_BYTES {
+        return full;
+    }
+    let mut out = comment(review, false);
+    let mut note =
+        "\nThe findings' bodies did not fit: see the SARIF or `--format json`.\n".to_string();
+    if out.len() + note.len() > MAX_BYTES {
+        let mut kept = String::new();
+        let (mut rows, mut shown) = (0, 0);
+        for line in out.lines() {
+            let row = line.starts_with("| ") && !line.starts_with("| severity");
+            rows += usize::from(row);
+            if kept.len() + line.len() + 200 > MAX_BYTES {
+                continue;
+            }
+            shown += usize::from(row);
+            kept.push_str(line);
+            kept.push('\n');
+        }
+        out = kept;
+        note = format!(
+            "\n{} of {rows} findings shown: see the SARIF or `--format json`.\n",
+            shown
+        );
+    }
+    out.push_str(&note);
+    out
+}
+
+fn comment(review: &Review, bodies: bool) -> String {
     let mut out = format!("{MARKER}\n## quorum review: {}\n\n", headline(review));
     if !review.reviewers.is_empty() {
         let each: Vec<String> = review
@@ -43,7 +80,10 @@ pub fn markdown(review: &Review) -> String {
         out.push_str(&row(q));
     }
     out.push('\n');
-    for q in findings.iter().filter(|q| !q.finding.body.is_empty()) {
+    for q in findings
+        .iter()
+        .filter(|q| bodies && !q.finding.body.is_empty())
+    {
         out.push_str(&format!(
             "<details><summary>{} <code>{}</code> {}</summary>\n\n{}\n\n</details>\n",
             dot(q.finding.severity),
@@ -141,6 +181,43 @@ mod tests {
         assert!(
             md.contains("```rust\nlet x = 1;\n```\n\n</details>"),
             "{md}"
+        );
+    }
+
+    #[test]
+    fn a_long_comment_is_bounded() {
+        let mut review = sample::review();
+        let one = review.merged[0].clone(); // green
+        review.merged = (0..10_000)
+            .map(|i| {
+                let mut q = one.clone();
+                q.finding.line = i;
+                q.finding.body = "b".repeat(50);
+                q
+            })
+            .collect();
+        let md = markdown(&review);
+        assert!(md.len() <= MAX_BYTES, "{}", md.len());
+        assert!(!md.contains("<details>"), "bodies left out first");
+        let shown = md.lines().filter(|l| l.starts_with("| 🟢")).count();
+        assert!(shown > 100, "{shown}");
+        assert!(
+            md.ends_with(&format!(
+                "{shown} of 10000 findings shown: see the SARIF or `--format json`.\n"
+            )),
+            "{}",
+            &md[md.len() - 200..]
+        );
+        review.merged.truncate(300);
+        let md = markdown(&review);
+        assert!(
+            md.len() <= MAX_BYTES && !md.contains("<details>"),
+            "{}",
+            md.len()
+        );
+        assert_eq!(md.lines().filter(|l| l.starts_with("| 🟢")).count(), 300);
+        assert!(
+            md.ends_with("The findings' bodies did not fit: see the SARIF or `--format json`.\n")
         );
     }
 

@@ -102,7 +102,7 @@ fn result(f: &Finding, quorum: Option<&QuorumFinding>) -> Value {
         "level": level(f.severity),
         "message": { "text": f.title, "markdown": markdown },
         "locations": [{ "physicalLocation": {
-            "artifactLocation": { "uri": f.file, "uriBaseId": "%SRCROOT%" },
+            "artifactLocation": { "uri": uri(&f.file), "uriBaseId": "%SRCROOT%" },
             "region": { "startLine": start, "endLine": end },
         } }],
         "partialFingerprints": { FINGERPRINT: fingerprint(f) },
@@ -119,6 +119,20 @@ fn result(f: &Finding, quorum: Option<&QuorumFinding>) -> Value {
         }
     }
     r
+}
+
+/// A relative path as a URI reference: every byte but the unreserved ones
+/// and `/` percent-encoded (`src/a b.rs` is `src/a%20b.rs`).
+pub fn uri(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for &b in path.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// The finding's fingerprint (see the module's documentation).
@@ -228,6 +242,13 @@ mod tests {
         );
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn paths_are_uri_references() {
+        assert_eq!(uri("src/a.rs"), "src/a.rs");
+        assert_eq!(uri("src/a b#1%.rs"), "src/a%20b%231%25.rs");
+        assert_eq!(uri("é.rs"), "%C3%A9.rs");
     }
 
     #[test]
