@@ -89,7 +89,11 @@ fn comment(review: &Review, bodies: bool) -> String {
             dot(q.finding.severity),
             html(&place(&q.finding)),
             html(&q.finding.title),
-            q.finding.body.trim_end()
+            // A body cannot close the fold it is in.
+            q.finding
+                .body
+                .trim_end()
+                .replace("</details>", "&lt;/details&gt;")
         ));
     }
     out
