@@ -186,6 +186,10 @@ mod tests {
             md.contains("```rust\nlet x = 1;\n```\n\n</details>"),
             "{md}"
         );
+        let mut review = sample::review();
+        review.merged[0].finding.body = "a </details> b".into();
+        let md = markdown(&review);
+        assert!(md.contains("a &lt;/details&gt; b\n\n</details>"), "{md}");
     }
 
     #[test]
