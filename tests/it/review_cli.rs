@@ -472,3 +472,79 @@ fn an_empty_diff_in_each_format() {
         text(&o.stderr)
     );
 }
+
+/// The Action's review step (action.yml's `run:` of step `review`, read by
+/// PyPI yaml) run by bash as the runner would: `quorum` on `PATH`, the
+/// inputs in its environment. It writes the SARIF (valid), the comment and
+/// GitHub's review, and says their paths and the exit code in
+/// `$GITHUB_OUTPUT`; the step itself succeeds (the verdict step fails).
+#[cfg(unix)]
+#[test]
+fn the_actions_review_step_runs_quorum_review() {
+    let r = repo();
+    let tools = crate::review_formats::tools();
+    let action = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("action.yml");
+    let out = Command::new(tools.join("bin/python"))
+        .args([
+            "-c",
+            "import sys, yaml\n\
+             steps = yaml.safe_load(open(sys.argv[1]))['runs']['steps']\n\
+             print(next(s['run'] for s in steps if s.get('id') == 'review'))",
+        ])
+        .arg(&action)
+        .output_bounded();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let script = text(&out.stdout);
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_quorum"), bin.path().join("quorum")).unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let output = temp.path().join("github_output");
+    let mut bash = Command::new("bash");
+    let quorum = r.quorum();
+    for (name, value) in quorum.get_envs() {
+        match value {
+            Some(v) => bash.env(name, v),
+            None => bash.env_remove(name),
+        };
+    }
+    let path = quorum
+        .get_envs()
+        .find(|(n, _)| *n == "PATH")
+        .and_then(|(_, v)| v)
+        .map(|v| v.to_os_string())
+        .unwrap_or_else(|| std::env::var_os("PATH").unwrap());
+    let mut paths = vec![bin.path().to_path_buf()];
+    paths.extend(std::env::split_paths(&path));
+    let o = bash
+        .args(["-euo", "pipefail", "-c", &script])
+        .env("PATH", std::env::join_paths(paths).unwrap())
+        .env("AGENTS", "finder,green")
+        .env("FAIL_ON", "red")
+        .env("BASE", "HEAD")
+        .env("BASE_SHA", "")
+        .env("CONFIG", &r.config)
+        .env("OUT", temp.path().join("quorum-review"))
+        .env("GITHUB_OUTPUT", &output)
+        .current_dir(r.dir.path())
+        .output_bounded();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let said = std::fs::read_to_string(&output).unwrap();
+    let dir = temp.path().join("quorum-review");
+    assert!(said.contains("exit-code=2\n"), "{said}");
+    for (name, file) in [
+        ("sarif", "review.sarif"),
+        ("markdown", "comment.md"),
+        ("review", "review.json"),
+    ] {
+        let line = format!("{name}={}\n", dir.join(file).display());
+        assert!(said.contains(&line), "{line}: {said}");
+    }
+    crate::review_formats::valid_sarif(&dir.join("review.sarif"));
+    let md = std::fs::read_to_string(dir.join("comment.md")).unwrap();
+    assert!(md.contains("🔴 **red** · 1 of 2"), "{md}");
+}
