@@ -212,7 +212,7 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
         let empty = Review {
             base: rev.clone(),
             verdict: Some(Severity::Green),
-            label: "green · nothing to review".into(),
+            agreed: "nothing to review".into(),
             ..Review::default()
         };
         return Ok(print(&args, None, &empty, EXIT_GREEN));
@@ -340,7 +340,7 @@ fn review_of(batch: &BatchResult, rev: &str, diff: &str) -> Review {
     Review {
         base: rev.to_string(),
         verdict: quorum.and_then(|q| q.verdict),
-        label: quorum.map(Quorum::label).unwrap_or_default(),
+        agreed: quorum.map_or_else(String::new, |q| format!("{} of {}", q.agree, q.total)),
         reviewers: batch
             .tasks
             .iter()

@@ -101,7 +101,7 @@ fn comment(review: &Review, bodies: bool) -> String {
 
 /// `🔴 **red** · 1 of 2`.
 fn headline(review: &Review) -> String {
-    let label = review.label.split_once(" · ").map_or("", |(_, n)| n);
+    let label = review.agreed.as_str();
     let verdict = match review.verdict {
         Some(s) => format!("{} **{}**", dot(s), s.as_str()),
         None => "**no verdict**".to_string(),
@@ -234,7 +234,7 @@ mod tests {
         let md = markdown(&Review {
             base: "HEAD".into(),
             verdict: Some(Severity::Green),
-            label: "green · 2 of 2".into(),
+            agreed: "2 of 2".into(),
             ..Review::default()
         });
         assert_eq!(

@@ -38,8 +38,9 @@ pub struct Review {
     pub base: String,
     /// The quorum's verdict (`None`: no reviewer gave one).
     pub verdict: Option<Severity>,
-    /// The quorum's line, as the terminal shows it (`red · 2 of 3`).
-    pub label: String,
+    /// How many reviewers gave the verdict (`2 of 3`), or what else to
+    /// say after it (`nothing to review`).
+    pub agreed: String,
     /// The reviewers, in the order of the tasks.
     pub reviewers: Vec<Reviewer>,
     /// The quorum's merged findings.
@@ -164,7 +165,7 @@ pub(crate) mod sample {
         Review {
             base: "HEAD".into(),
             verdict: Some(Severity::Red),
-            label: "red · 1 of 2".into(),
+            agreed: "1 of 2".into(),
             reviewers: vec![
                 Reviewer {
                     name: "claude".into(),

@@ -106,7 +106,7 @@ fn review() -> Review {
     Review {
         base: "HEAD".into(),
         verdict: Some(Severity::Red),
-        label: "red · 2 of 2".into(),
+        agreed: "2 of 2".into(),
         reviewers: vec![
             reviewer("claude", Severity::Red, vec![red.clone(), green.clone()]),
             reviewer("codex", Severity::Red, vec![red.clone(), yellow.clone()]),
