@@ -3,8 +3,9 @@
 //! `gh api repos/O/R/pulls/N/reviews --input -`: `event` from the verdict
 //! (`REQUEST_CHANGES` when it is red, `COMMENT` otherwise), a comment per
 //! finding whose lines the diff shows (`path`, `line`, `side: RIGHT`, and
-//! `start_line` for a range in one hunk), and the rest in the body: the
-//! verdict and the findings no line of the diff can take. Bounded: at most
+//! `start_line` for a range in one hunk) unless a second reviewer refuted
+//! it, and the rest in the body: the verdict, then the other findings,
+//! each on a line and its body folded. Bounded: at most
 //! [`MAX_COMMENTS`] comments (the worst findings), each comment and the
 //! body at most `markdown::MAX_BYTES`.
 
@@ -28,8 +29,9 @@ pub fn github(review: &Review) -> Value {
     let mut comments = Vec::new();
     let mut rest = Vec::new();
     for q in review.findings() {
+        // A refuted finding is no line's comment: it is listed in the body.
         match comment(review, &q) {
-            Some(c) if comments.len() < MAX_COMMENTS => comments.push(c),
+            Some(c) if q.counts() && comments.len() < MAX_COMMENTS => comments.push(c),
             _ => rest.push(q),
         }
     }
@@ -61,7 +63,17 @@ pub fn github(review: &Review) -> Value {
     } else {
         body.push_str(&format!("; {} elsewhere:\n\n", rest.len()));
         for (i, q) in rest.iter().enumerate() {
-            let line = format!("- {}\n", text(q));
+            // Its line, then its body folded.
+            let mut line = format!("- {}\n", headline(q));
+            if !q.finding.body.is_empty() {
+                line.push_str(&format!(
+                    "\n<details><summary>details</summary>\n\n{}\n\n</details>\n\n",
+                    q.finding
+                        .body
+                        .trim_end()
+                        .replace("</details>", "&lt;/details&gt;")
+                ));
+            }
             if body.len() + line.len() + 100 > markdown::MAX_BYTES {
                 body.push_str(&format!("- and {} more: see the SARIF\n", rest.len() - i));
                 break;
@@ -104,23 +116,30 @@ fn comment(review: &Review, q: &QuorumFinding) -> Option<Value> {
 /// who, verified, then its body.
 fn text(q: &QuorumFinding) -> String {
     let f = &q.finding;
-    let title = if q.counts() {
-        f.title.clone()
-    } else {
-        format!("~~{}~~", f.title)
-    };
-    let mut s = format!(
-        "**{}** {title} (`{}`; {}; {})",
-        f.severity.as_str(),
-        place(f),
-        found_by(q),
-        verified(q)
-    );
+    let mut s = headline(q);
     if !f.body.is_empty() {
         s.push_str("\n\n");
         s.push_str(f.body.trim_end());
     }
     s
+}
+
+/// A finding on one line: severity, title (struck when refuted), place,
+/// who, verified.
+fn headline(q: &QuorumFinding) -> String {
+    let f = &q.finding;
+    let title = if q.counts() {
+        f.title.clone()
+    } else {
+        format!("~~{}~~", f.title)
+    };
+    format!(
+        "**{}** {title} (`{}`; {}; {})",
+        f.severity.as_str(),
+        place(f),
+        found_by(q),
+        verified(q)
+    )
 }
 
 #[cfg(test)]
@@ -130,7 +149,17 @@ mod tests {
 
     #[test]
     fn red_requests_changes_with_a_comment_per_finding_on_the_diff() {
-        let body = github(&sample::review());
+        let mut review = sample::review();
+        let refuted = github(&review);
+        assert_eq!(
+            refuted["comments"].as_array().unwrap().len(),
+            1,
+            "the refuted one is not"
+        );
+        let listed = refuted["body"].as_str().unwrap();
+        assert!(listed.contains("- **green** ~~could be shorter~~ (`src/lib.rs:3`; claude · 1 of 2; refuted by codex: it is short enough)\n\n<details><summary>details</summary>\n\nWhy could"), "{listed}");
+        review.merged[0].check = None;
+        let body = github(&review);
         assert_eq!(body["event"], "REQUEST_CHANGES");
         let comments = body["comments"].as_array().unwrap();
         assert_eq!(comments.len(), 2, "{body:#}");
@@ -155,7 +184,7 @@ mod tests {
             text.contains("## quorum review: 🔴 **red** · 1 of 2"),
             "{text}"
         );
-        assert!(text.contains("2 findings on the diff's lines; 1 elsewhere:\n\n- **yellow** a name | with a pipe (`src/lib.rs:90`"), "{text}");
+        assert!(text.contains("2 findings on the diff's lines; 1 elsewhere:\n\n- **yellow** a name | with a pipe (`src/lib.rs:90`; codex · 1 of 2; not verified)\n\n<details>"), "{text}");
         assert!(!text.contains("| severity |"), "no table: {text}");
     }
 
