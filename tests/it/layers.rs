@@ -74,6 +74,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The chat loop and its tools: nothing of the sub-agent tool or ACP,
     // which the engine plugs in.
     ("model_loop", &["event", "confine", "llm", "runtime"]),
+    // A review's findings in the forms code is reviewed in (SARIF, a pull
+    // request's comment and review, terminal lines): pure, over the
+    // vocabulary; the terminal's lines sanitised.
+    ("review", &["event", "confine"]),
     (
         "engine",
         &[
@@ -111,12 +115,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Every command's entry: the headless front ends, the TUI's start
     // (the session built here, the screen handed its channels: `tui`),
     // `quorum mcp` and `quorum acp` (on `serve`), `quorum proxy` and
-    // `quorum worktrees --fetch` (on `remote`).
+    // `quorum worktrees --fetch` (on `remote`), `quorum review --format`
+    // (on `review`).
     (
         "cli",
         &[
             "serve",
             "remote",
+            "review",
             "tui",
             "engine",
             "config",
