@@ -268,6 +268,12 @@ fn a_terminal_command_has_no_controlling_terminal() {
             .is_some()),
         "quorum call ended"
     );
+    // quorum may end before this end of the terminal has read its last
+    // bytes: one of the two outcomes is waited for.
+    common::pty::wait_until(std::time::Duration::from_secs(30), || {
+        let out = terminal.output();
+        out.contains("No such device or address") || out.contains("TTY-OPENED")
+    });
     let screen = terminal.output();
     assert!(screen.contains("exit: 1"), "{screen}");
     assert!(screen.contains("No such device or address"), "{screen}");
