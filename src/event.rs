@@ -175,6 +175,10 @@ pub struct Outcome {
     pub stop_reason: StopReason,
     /// A code review's verdict, parsed from the header.
     pub severity: Option<Severity>,
+    /// A code review's findings, parsed from the report (checked,
+    /// sanitised, bounded).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<finding::Finding>,
     /// How the session was opened (`None` if none was).
     pub session: Option<SessionKind>,
     pub session_id: Option<String>,
@@ -357,6 +361,9 @@ pub struct Quorum {
     pub total: u32,
     /// Each reviewer's verdict, in the order of the tasks.
     pub verdicts: Vec<ReviewerVerdict>,
+    /// The reviewers' findings, merged (none in older transcripts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<finding::QuorumFinding>,
 }
 
 impl Quorum {
@@ -375,6 +382,7 @@ impl Quorum {
             agree: agree as u32,
             total: verdicts.len() as u32,
             verdicts,
+            findings: Vec::new(),
         }
     }
 
@@ -390,14 +398,58 @@ impl Quorum {
             .any(|v| v.failed || v.severity.is_none())
     }
 
-    /// `red · 2 of 3` (`no verdict · 0 of 3` when no reviewer gave one).
+    /// `red · 2 of 3` (`no verdict · 0 of 3` when no reviewer gave one),
+    /// then its findings when it has any:
+    /// `red · 1 of 2 · 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`.
     pub fn label(&self) -> String {
-        format!(
+        let verdict = format!(
             "{} · {} of {}",
             self.verdict.map_or("no verdict", Severity::as_str),
             self.agree,
             self.total
-        )
+        );
+        match self.findings_label() {
+            Some(findings) => format!("{verdict} · {findings}"),
+            None => verdict,
+        }
+    }
+
+    /// `3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`:
+    /// how many of each severity, and how many reviewers found each.
+    pub fn findings_label(&self) -> Option<String> {
+        if self.findings.is_empty() {
+            return None;
+        }
+        let n = self.findings.len();
+        let mut counts = Vec::new();
+        for s in [Severity::Red, Severity::Yellow, Severity::Green] {
+            let k = self
+                .findings
+                .iter()
+                .filter(|f| f.finding.severity == s)
+                .count();
+            if k > 0 {
+                counts.push(format!("{k} {}", s.as_str()));
+            }
+        }
+        let mut agreed: Vec<(usize, usize)> = Vec::new();
+        for f in &self.findings {
+            match agreed.iter_mut().find(|(by, _)| *by == f.by.len()) {
+                Some((_, k)) => *k += 1,
+                None => agreed.push((f.by.len(), 1)),
+            }
+        }
+        agreed.sort_by_key(|&(by, _)| std::cmp::Reverse(by));
+        let agreed: Vec<String> = agreed
+            .iter()
+            .map(|(by, k)| format!("{k} by {by} of {}", self.total))
+            .collect();
+        Some(format!(
+            "{n} finding{}: {} · agreed: {}",
+            if n == 1 { "" } else { "s" },
+            counts.join(", "),
+            agreed.join(", ")
+        ))
     }
 }
 
@@ -624,6 +676,9 @@ pub enum Event {
         stop_reason: StopReason,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         severity: Option<Severity>,
+        /// A code review's findings (none in older transcripts).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        findings: Vec<finding::Finding>,
     },
     /// The task board's summary of a call (and of its background task, if
     /// it is one) changed. A complete snapshot: the screen copies it, and
@@ -833,6 +888,48 @@ pub(crate) mod tests {
     use super::*;
 
     /// An event of each type (in [`Event::TYPES`]' order).
+    fn sample_finding() -> finding::Finding {
+        finding::Finding {
+            file: "src/a.rs".into(),
+            line: 3,
+            end_line: Some(5),
+            severity: Severity::Red,
+            title: "retries a POST".into(),
+            body: "Not idempotent.".into(),
+        }
+    }
+
+    /// The quorum of `verdicts`, with a merged finding.
+    fn with_findings(verdicts: Vec<ReviewerVerdict>) -> Quorum {
+        let mut q = Quorum::of(verdicts);
+        q.findings = vec![finding::QuorumFinding {
+            finding: sample_finding(),
+            by: vec!["claude".into()],
+            of: 2,
+            outside_diff: true,
+            check: None,
+        }];
+        q
+    }
+
+    /// Transcripts written before findings still load: a review's end
+    /// and a quorum without them.
+    #[test]
+    fn events_without_findings_still_load() {
+        let finished: Event = serde_json::from_str(
+            r#"{"type":"subagent_finished","call_id":"c1","output":"ok","stop_reason":"end_turn","severity":"red"}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(finished, Event::SubagentFinished { findings, .. } if findings.is_empty())
+        );
+        let quorum: Event = serde_json::from_str(
+            r#"{"type":"review_quorum","batch_id":"b1","verdict":"red","agree":1,"total":2,"verdicts":[]}"#,
+        )
+        .unwrap();
+        assert!(matches!(quorum, Event::ReviewQuorum { quorum, .. } if quorum.findings.is_empty()));
+    }
+
     pub(crate) fn samples() -> Vec<Event> {
         vec![
             Event::SessionInfo {
@@ -875,7 +972,7 @@ pub(crate) mod tests {
                 .event(),
             Event::ReviewQuorum {
                 batch_id: "b1".into(),
-                quorum: Quorum::of(vec![
+                quorum: with_findings(vec![
                     ReviewerVerdict {
                         agent: "claude".into(),
                         call_id: Some("c1".into()),
@@ -928,7 +1025,10 @@ pub(crate) mod tests {
                     share: None,
                 },
             },
-            build::finished("c1", "ok").severity(Severity::Red).event(),
+            build::finished("c1", "ok")
+                .severity(Severity::Red)
+                .findings(vec![sample_finding()])
+                .event(),
             Event::TaskProgress {
                 call_id: "c1".into(),
                 task_id: Some("t1".into()),

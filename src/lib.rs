@@ -15,6 +15,7 @@ pub mod event;
 pub mod llm;
 pub mod model_loop;
 pub mod remote;
+pub mod review;
 pub mod runtime;
 pub mod serve;
 pub mod subagent;

@@ -689,6 +689,7 @@ impl<'a> Running<'a> {
             output,
             stop_reason,
             severity: None,
+            findings: Vec::new(),
             session: Some(kind),
             session_id: Some(self.session_id),
             work: None,

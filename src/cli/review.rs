@@ -1,7 +1,8 @@
 //! `quorum review`: the repository's changes (`git diff REV`) sent to
 //! several agents as one batch of code reviews; each verdict and their
-//! quorum are printed, and the exit code says the quorum's verdict, so CI
-//! can use it.
+//! quorum are printed (`--format`: text, JSON, SARIF, a pull request's
+//! comment or review, made by `crate::review`), and the exit code says the
+//! quorum's verdict (`--fail-on`), so CI can use it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use crate::agent::Permissions;
 use crate::confine::sanitize::sanitize;
 use crate::engine::{Session, config};
 use crate::event::{Quorum, Severity, StopReason};
+use crate::review::{DiffLines, Review, Reviewer};
 use crate::subagent::dispatch::Reply;
 use crate::subagent::dispatch::batch::BatchResult;
 use crate::subagent::input::{SubAgentCallInput, TaskInput};
@@ -44,10 +46,25 @@ pub struct ReviewArgs {
     /// (a red one keeps `/merge` from merging it).
     #[arg(long, value_name = "B", conflicts_with = "base")]
     pub branch: Option<String>,
-    /// Print one JSON object: the summary, each review, the quorum and
-    /// the exit code.
+    /// Print one JSON object: the summary, each review, the quorum, the
+    /// findings and the exit code (`--format json`).
     #[arg(long)]
     pub json: bool,
+    /// How to print the review: `text` (each verdict, the quorum, the
+    /// findings), `json` (as `--json`), `sarif` (SARIF 2.1.0, for code
+    /// scanning), `markdown` (a pull request's comment), `github` (the body
+    /// of GitHub's "create a review" request, for `gh api`).
+    #[arg(long, value_enum, default_value = "text", conflicts_with = "json")]
+    pub format: Format,
+    /// The verdict from which the exit code is not 0: `yellow` (yellow 1,
+    /// red 2) or `red` (yellow 0, red 2). A review that could not be made,
+    /// or a reviewer that failed, exits 3 either way.
+    #[arg(long, value_enum, default_value = "yellow", value_name = "VERDICT")]
+    pub fail_on: FailOn,
+    /// Also write the review in FORMAT to FILE (repeatable: one review,
+    /// `--write sarif=review.sarif --write markdown=comment.md`).
+    #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_write)]
+    pub write: Vec<(Format, PathBuf)>,
     /// Answer for permission requests of agents whose policy is `ask`.
     #[arg(long, value_enum, default_value = "none")]
     pub approve: Permissions,
@@ -58,6 +75,55 @@ pub struct ReviewArgs {
     /// Record the events to this transcript file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+}
+
+/// How `quorum review` prints the review.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+    Sarif,
+    Markdown,
+    Github,
+}
+
+/// The verdict from which `quorum review` exits non-zero.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FailOn {
+    #[default]
+    Yellow,
+    Red,
+}
+
+impl FailOn {
+    /// [`exit_code`]'s code as this makes it: with `red`, yellow exits 0.
+    pub fn exit(self, code: i32) -> i32 {
+        match (self, code) {
+            (FailOn::Red, EXIT_YELLOW) => EXIT_GREEN,
+            _ => code,
+        }
+    }
+}
+
+/// `FORMAT=FILE` of `--write`.
+fn parse_write(s: &str) -> Result<(Format, PathBuf), String> {
+    use clap::ValueEnum;
+    let (format, file) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: FORMAT=FILE, say `sarif=review.sarif`"))?;
+    let format = Format::from_str(format, false)?;
+    if file.is_empty() {
+        return Err(format!("`{s}`: no FILE after `=`"));
+    }
+    Ok((format, PathBuf::from(file)))
+}
+
+impl ReviewArgs {
+    /// `--format`, or `json` for `--json`.
+    fn output(&self) -> Format {
+        if self.json { Format::Json } else { self.format }
+    }
 }
 
 /// The exit code of a quorum: red wins; otherwise a failed reviewer (or
@@ -143,20 +209,19 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     };
     if diff.trim().is_empty() {
         crate::say!("quorum: nothing to review: `git diff {rev}` is empty");
-        if args.json {
-            writeln!(
-                std::io::stdout(),
-                "{}",
-                serde_json::json!({ "base": rev, "tasks": [], "exit_code": EXIT_GREEN })
-            )?;
-        }
-        return Ok(EXIT_GREEN);
+        let empty = Review {
+            base: rev.clone(),
+            verdict: Some(Severity::Green),
+            agreed: "nothing to review".into(),
+            ..Review::default()
+        };
+        return Ok(print(&args, None, &empty, EXIT_GREEN));
     }
     let input = review_input(&args, &agents, (&dir, &rev, &diff));
     let (session, events) = Session::start(session, Instant::now())?;
     let mut progress = Progress::default();
     let printer = Printer::spawn(events, move |event| progress.print(&event.event));
-    let code = run(&session, input, &rev, args.json).await;
+    let code = run(&session, input, (&rev, &diff), &args).await;
     session.close_agent_sessions().await;
     session.shutdown();
     printer.finish().await;
@@ -232,7 +297,12 @@ fn review_input(
 }
 
 /// Runs the review batch, prints its results and returns the exit code.
-async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool) -> i32 {
+async fn run(
+    session: &Session,
+    input: SubAgentCallInput,
+    (rev, diff): (&str, &str),
+    args: &ReviewArgs,
+) -> i32 {
     let mut interrupts = interrupts();
     let mut interrupted = false;
     let call = session.call(input);
@@ -255,27 +325,100 @@ async fn run(session: &Session, input: SubAgentCallInput, rev: &str, json: bool)
             return EXIT_ERROR;
         }
     };
-    let code = batch.quorum.as_ref().map_or(EXIT_ERROR, exit_code);
-    if json {
-        let mut v = serde_json::to_value(&batch).expect("a batch is JSON");
-        v["base"] = rev.into();
-        v["exit_code"] = code.into();
-        // A reader gone (`| head`) leaves the exit code as it is.
-        let _ = writeln!(
-            std::io::stdout(),
-            "{}",
-            crate::confine::sanitize::json(&v.to_string())
-        );
-    } else {
-        let _ = write!(std::io::stdout(), "{}", report(&batch));
+    let code = args
+        .fail_on
+        .exit(batch.quorum.as_ref().map_or(EXIT_ERROR, exit_code));
+    let review = review_of(&batch, rev, diff);
+    print(args, Some(&batch), &review, code)
+}
+
+/// What the formats read of a finished review batch. Each reviewer's
+/// findings and the quorum's merged ones are empty until reviews carry
+/// them (issue 38's findings in every review, and their merging).
+fn review_of(batch: &BatchResult, rev: &str, diff: &str) -> Review {
+    let quorum = batch.quorum.as_ref();
+    Review {
+        base: rev.to_string(),
+        verdict: quorum.and_then(|q| q.verdict),
+        agreed: quorum.map_or_else(String::new, |q| format!("{} of {}", q.agree, q.total)),
+        reviewers: batch
+            .tasks
+            .iter()
+            .map(|t| Reviewer {
+                name: t.agent.clone(),
+                verdict: t.severity(),
+                failed: !t.succeeded(),
+                findings: t
+                    .result
+                    .as_ref()
+                    .map(|o| o.findings.clone())
+                    .unwrap_or_default(),
+            })
+            .collect(),
+        merged: quorum.map(|q| q.findings.clone()).unwrap_or_default(),
+        diff: Some(DiffLines::parse(diff)),
+    }
+}
+
+/// Prints the review in `--format` and writes each `--write`; returns
+/// `code`, or [`EXIT_ERROR`] when a file could not be written.
+fn print(args: &ReviewArgs, batch: Option<&BatchResult>, review: &Review, code: i32) -> i32 {
+    // A reader gone (`| head`) leaves the exit code as it is.
+    let _ = write!(
+        std::io::stdout(),
+        "{}",
+        render(args.output(), batch, review, code)
+    );
+    for (format, file) in &args.write {
+        if let Err(e) = std::fs::write(file, render(*format, batch, review, code)) {
+            crate::say!("quorum: --write {}: {e}", file.display());
+            return EXIT_ERROR;
+        }
     }
     code
 }
 
-/// The first line of a report that says something: not blank, and not
-/// a heading when there is more.
+/// The review in `format` (SARIF and GitHub's JSON pretty-printed; all of
+/// it made safe for a terminal). `batch` is none when there was nothing
+/// to review.
+fn render(format: Format, batch: Option<&BatchResult>, review: &Review, code: i32) -> String {
+    let json = |v: serde_json::Value| {
+        let text = serde_json::to_string_pretty(&v).expect("JSON");
+        format!("{}\n", crate::confine::sanitize::json(&text))
+    };
+    match format {
+        Format::Text => match batch {
+            Some(batch) => report(batch) + &crate::review::text::findings(review),
+            None => String::new(),
+        },
+        Format::Json => {
+            let mut v = match batch {
+                Some(batch) => serde_json::to_value(batch).expect("a batch is JSON"),
+                None => serde_json::json!({ "tasks": [] }),
+            };
+            v["base"] = review.base.as_str().into();
+            v["exit_code"] = code.into();
+            v["findings"] = serde_json::to_value(review.findings()).expect("findings are JSON");
+            let tasks = v["tasks"].as_array_mut().into_iter().flatten();
+            for (task, reviewer) in tasks.zip(&review.reviewers) {
+                task["findings"] =
+                    serde_json::to_value(&reviewer.findings).expect("findings are JSON");
+            }
+            format!("{}\n", crate::confine::sanitize::json(&v.to_string()))
+        }
+        Format::Sarif => json(crate::review::sarif::sarif(review)),
+        Format::Github => json(crate::review::github::github(review)),
+        Format::Markdown => sanitize(&crate::review::markdown::markdown(review)).into_owned(),
+    }
+}
+
+/// The first line of a report that says something: not blank, not an
+/// HTML comment (a finding's), and not a heading when there is more.
 fn first_line(report: &str) -> String {
-    let mut lines = report.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut lines = report
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("<!--"));
     let first = lines.clone().next().unwrap_or("");
     lines
         .find(|l| !l.starts_with('#'))
@@ -369,6 +512,18 @@ mod tests {
             "a reviewer without a verdict"
         );
         assert_eq!(exit_code(&quorum(&[])), EXIT_ERROR);
+    }
+
+    #[test]
+    fn fail_on_red_lets_yellow_pass() {
+        for code in [EXIT_GREEN, EXIT_YELLOW, EXIT_RED, EXIT_ERROR] {
+            assert_eq!(FailOn::Yellow.exit(code), code);
+        }
+        let red: Vec<i32> = [EXIT_GREEN, EXIT_YELLOW, EXIT_RED, EXIT_ERROR]
+            .into_iter()
+            .map(|c| FailOn::Red.exit(c))
+            .collect();
+        assert_eq!(red, [EXIT_GREEN, EXIT_GREEN, EXIT_RED, EXIT_ERROR]);
     }
 
     #[test]

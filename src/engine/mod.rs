@@ -267,6 +267,7 @@ impl Session {
                 output: call.partial.clone(),
                 stop_reason: StopReason::Interrupted,
                 severity: None,
+                findings: Vec::new(),
             });
         }
         for (batch_id, calls) in &continued.open_batches {

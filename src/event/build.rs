@@ -112,6 +112,7 @@ pub struct Finished {
     output: String,
     stop_reason: StopReason,
     severity: Option<Severity>,
+    findings: Vec<crate::event::finding::Finding>,
 }
 
 /// Call `call_id` ended its turn normally (`end_turn`) with `output`, and
@@ -122,10 +123,17 @@ pub fn finished(call_id: impl Into<String>, output: impl Into<String>) -> Finish
         output: output.into(),
         stop_reason: StopReason::EndTurn,
         severity: None,
+        findings: Vec::new(),
     }
 }
 
 impl Finished {
+    /// A review's findings.
+    pub fn findings(mut self, findings: Vec<crate::event::finding::Finding>) -> Self {
+        self.findings = findings;
+        self
+    }
+
     /// Why the turn ended.
     pub fn stop(mut self, stop_reason: StopReason) -> Self {
         self.stop_reason = stop_reason;
@@ -146,6 +154,7 @@ impl From<Finished> for Event {
             output: f.output,
             stop_reason: f.stop_reason,
             severity: f.severity,
+            findings: f.findings,
         }
     }
 }
@@ -448,6 +457,7 @@ mod tests {
                 output: "ok".into(),
                 stop_reason: StopReason::EndTurn,
                 severity: None,
+                findings: Vec::new(),
             }
         );
         assert_eq!(
@@ -460,6 +470,7 @@ mod tests {
                 output: "no".into(),
                 stop_reason: StopReason::Refusal,
                 severity: Some(Severity::Red),
+                findings: Vec::new(),
             }
         );
         let none: Option<Severity> = None;

@@ -27,6 +27,21 @@ pub struct Finding {
     pub body: String,
 }
 
+impl Finding {
+    /// `src/a.rs:42` or `src/a.rs:42-48`.
+    pub fn place(&self) -> String {
+        match self.end_line {
+            Some(end) if end > self.line => format!("{}:{}-{end}", self.file, self.line),
+            _ => format!("{}:{}", self.file, self.line),
+        }
+    }
+
+    /// `red src/a.rs:42-48 retries a POST`: one line of a list.
+    pub fn line_text(&self) -> String {
+        format!("{} {} {}", self.severity.as_str(), self.place(), self.title)
+    }
+}
+
 /// What a second reviewer said of a finding (`verify`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "verdict")]
@@ -63,6 +78,11 @@ pub struct QuorumFinding {
 }
 
 impl QuorumFinding {
+    /// `claude, codex · 2 of 3`: who found it, of how many.
+    pub fn who(&self) -> String {
+        format!("{} · {} of {}", self.by.join(", "), self.by.len(), self.of)
+    }
+
     /// Whether it counts toward the verdict (a refuted finding does not).
     pub fn counts(&self) -> bool {
         !matches!(self.check, Some(Check::Refuted { .. }))

@@ -42,6 +42,8 @@ pub struct Entry {
     /// A background task's report, severity header stripped (kept for
     /// `subagent_status`; foreground calls return theirs at once).
     pub output: Option<String>,
+    /// A background review's findings, with its report.
+    pub findings: Vec<crate::event::finding::Finding>,
     /// A worktree task's branch, worktree and diffstat.
     pub work: Option<crate::event::Work>,
     /// The streamed text line not yet ended by a newline, and whether it
@@ -137,9 +139,10 @@ impl Board {
                 output,
                 stop_reason,
                 severity,
+                findings,
             } => {
                 let entry = self.entry_mut(call_id)?;
-                entry.finish(t, output, *stop_reason, *severity);
+                entry.finish(t, output, (*stop_reason, *severity), findings);
                 Some(entry.snapshot())
             }
             Event::SubagentChild {
@@ -357,6 +360,7 @@ impl Entry {
             summary: Summary::default(),
             stop_reason: None,
             output: None,
+            findings: Vec::new(),
             work: None,
             partial: String::new(),
             partial_prefix: "",
@@ -374,6 +378,7 @@ impl Entry {
         self.summary.cancelling = false;
         self.stop_reason = None;
         self.output = None;
+        self.findings.clear();
     }
 
     /// The person cancels it; true when that is news.
@@ -402,8 +407,8 @@ impl Entry {
         &mut self,
         t: u64,
         output: &str,
-        stop_reason: StopReason,
-        severity: Option<Severity>,
+        (stop_reason, severity): (StopReason, Option<Severity>),
+        findings: &[crate::event::finding::Finding],
     ) {
         self.finished = Some(t);
         self.summary.state = TaskState::from_stop_reason(stop_reason);
@@ -415,6 +420,7 @@ impl Entry {
         self.flush();
         if self.task_id.is_some() {
             self.output = Some(output.to_string());
+            self.findings = findings.to_vec();
         }
     }
 

@@ -300,7 +300,12 @@ pub fn input_schema() -> serde_json::Value {
 /// The review contract appended to a code-review request.
 pub const REVIEW_CONTRACT: &str = "\n\nThis is a code review. Begin your final report with exactly one line \
 `<!-- severity: green -->`, `<!-- severity: yellow -->` or `<!-- severity: red -->` \
-(green: good to go; yellow: fix soon, nothing blocking; red: must be fixed), then your findings.";
+(green: good to go; yellow: fix soon, nothing blocking; red: must be fixed), then your findings. \
+Write each problem you find as one finding: a line \
+`<!-- finding: {\"file\": \"src/http.rs\", \"line\": 42, \"end_line\": 48, \"severity\": \"red\", \"title\": \"retries a POST that is not idempotent\"} -->` \
+(`file` relative to the repository's top, `line` and the optional `end_line` the lines it is about, \
+`severity` green, yellow or red, `title` one line), followed by what is wrong and how to fix it in Markdown, \
+up to the next finding or the end of the report.";
 
 #[cfg(test)]
 mod tests {

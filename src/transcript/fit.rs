@@ -211,6 +211,7 @@ mod tests {
                 output: format!("{}{}", "a".repeat(5000), "\"".repeat(1000)),
                 stop_reason: crate::event::StopReason::EndTurn,
                 severity: None,
+                findings: Vec::new(),
             },
         );
         let (line, back) = fitted(&event, 1000);

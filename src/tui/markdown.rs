@@ -153,6 +153,9 @@ impl Renderer {
             Event::InlineMath(t) | Event::DisplayMath(t) => {
                 self.spans.push(Span::styled(t.to_string(), theme::code()))
             }
+            // A comment is hidden, as Markdown hides it (a review's
+            // `<!-- finding: ... -->`, drawn from its event instead).
+            Event::Html(t) | Event::InlineHtml(t) if is_comment(&t) => {}
             Event::Html(t) | Event::InlineHtml(t) => {
                 let t = t.trim_end_matches('\n');
                 self.spans.push(Span::styled(t.to_string(), theme::dim()));
@@ -314,8 +317,27 @@ impl Renderer {
     }
 }
 
+/// HTML that is one comment, `<!-- ... -->`, and nothing else.
+fn is_comment(html: &str) -> bool {
+    let t = html.trim();
+    t.len() >= 7
+        && t.starts_with("<!--")
+        && t.ends_with("-->")
+        && t[4..].find("-->") == Some(t.len() - 7)
+}
+
 #[cfg(test)]
 mod tests {
+    /// A comment alone is hidden (a review's findings); other HTML, and a
+    /// comment with more after it, is shown.
+    #[test]
+    fn a_comment_alone_is_hidden() {
+        assert!(is_comment("<!-- finding: {\"file\": \"a.rs\"} -->\n"));
+        assert!(!is_comment("<!-- a --> and <b>more</b>"));
+        assert!(!is_comment("<b>bold</b>"));
+        assert!(!is_comment("<!-->"));
+    }
+
     use super::*;
     use crate::tui::wrap::wrap;
 

@@ -580,6 +580,16 @@ async fn run_turn(
             turn.chunk(format!("<!-- severity: {value} -->\n"))?;
             turn.chunk(format!("## Review\nLooks {value}."))?;
         }
+        "findings" => {
+            // `findings a|b`: a review with findings (`FINDINGS_A`,
+            // `FINDINGS_B`), for quorum's parser and its merge.
+            let report = match rest.split_whitespace().next() {
+                Some("b") => FINDINGS_B,
+                _ => FINDINGS_A,
+            };
+            turn.thought("Reviewing.")?;
+            turn.chunk(report)?;
+        }
         "usage" => {
             // `usage USED SIZE [COST [CURRENCY]]`: one usage_update.
             let mut words = rest.split_whitespace();
@@ -2471,3 +2481,21 @@ mod terminals {
         Ok(StopReason::EndTurn)
     }
 }
+
+/// The `findings a` review: red, two findings (`lib.rs:2`, `notes.txt:3`).
+const FINDINGS_A: &str = "<!-- severity: red -->\n## Review\n\n\
+<!-- finding: {\"file\": \"lib.rs\", \"line\": 2, \"severity\": \"red\", \"title\": \"added() is never called\"} -->\n\
+Nothing calls it: remove it or call it.\n\n\
+<!-- finding: {\"file\": \"notes.txt\", \"line\": 3, \"severity\": \"green\", \"title\": \"a typo in the notes\"} -->\n\
+`teh` for `the`.\n";
+
+/// The `findings b` review: yellow; the same place as `findings a`'s
+/// first, a finding with a bad severity, one past its file's end, and a
+/// body with a terminal escape.
+const FINDINGS_B: &str = "<!-- severity: yellow -->\n## Review\n\n\
+<!-- finding: {\"file\": \"lib.rs\", \"line\": 1, \"end_line\": 2, \"severity\": \"yellow\", \"title\": \"added() has no caller\"} -->\n\
+Dead code \u{1b}[31mhere\u{1b}[0m.\n\n\
+<!-- finding: {\"file\": \"lib.rs\", \"line\": 1, \"severity\": \"orange\", \"title\": \"not a severity\"} -->\n\
+x\n\n\
+<!-- finding: {\"file\": \"lib.rs\", \"line\": 99, \"severity\": \"red\", \"title\": \"past the end\"} -->\n\
+y\n";

@@ -239,6 +239,7 @@ async fn a_call_returns_the_agents_report_and_its_box_shows_what_it_did() {
                 output: "did: look around".into(),
                 stop_reason: StopReason::EndTurn,
                 severity: None,
+                findings: Vec::new(),
             },
         ]
     );

@@ -690,3 +690,62 @@ async fn exclude_files_pattern_hides_a_secret_from_the_internal_agent() {
         "{results:?}"
     );
 }
+
+/// A review quorum with findings, live and replayed from its transcript,
+/// draws the same screen: each box lists its findings, the quorum's row
+/// counts the merged ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorums_findings_draw_the_same_screen_live_and_replayed() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("q.toml");
+    std::fs::write(
+        &config,
+        format!("[agents.fa]\ncommand = {fake:?}\n[agents.fb]\ncommand = {fake:?}\n"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "a\nb\nteh c\nd\ne\n").unwrap();
+    let record = dir.path().join("r.jsonl");
+    let mut session_config = SessionConfig::new(
+        Registry::load_only(&config).unwrap(),
+        Root::new(dir.path()).unwrap(),
+    );
+    session_config.record = Some(record.clone());
+    let (session, mut events) = Session::start(session_config, Instant::now()).unwrap();
+    let mut input = batch(vec![task("fa", "findings a"), task("fb", "findings b")]);
+    input.code_review = true;
+    let reply = tokio::time::timeout(Duration::from_secs(60), session.call(input))
+        .await
+        .expect("the call ends")
+        .expect("the batch runs");
+    let Reply::Batch(result) = reply else {
+        panic!("a foreground batch")
+    };
+    let quorum = result.quorum.expect("a review quorum");
+    assert_eq!(quorum.findings.len(), 2, "{:?}", quorum.findings);
+    assert_eq!(quorum.findings[0].who(), "fa, fb · 2 of 2");
+    session.shutdown();
+    let mut live = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        live.push(e);
+    }
+    let replayed = crate::common::events(&record);
+    let (a, b) = (
+        crate::common::screen(&live, 120, 60, Some(false)),
+        crate::common::screen(&replayed, 120, 60, Some(false)),
+    );
+    let text = crate::common::rows(&a).join("\n");
+    for shown in [
+        "● red    lib.rs:2  added() is never called",
+        "● yellow lib.rs:1-2  added() has no caller",
+        "2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2",
+    ] {
+        assert!(text.contains(shown), "{shown}\n{text}");
+    }
+    assert_eq!(
+        crate::common::rows(&a),
+        crate::common::rows(&b),
+        "the replay draws the live screen"
+    );
+}

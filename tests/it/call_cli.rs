@@ -557,3 +557,38 @@ fn a_git_step_that_fails_silently_is_said_plainly() {
         "{err}"
     );
 }
+
+/// `quorum call --code-review --json` carries the review's findings,
+/// checked against the directory it ran in: one at a line past its
+/// file's end and one with a severity not of the three are dropped, each
+/// told on stderr; the review still counts by its header.
+#[test]
+fn a_reviews_findings_are_in_json() {
+    let s = shell();
+    std::fs::write(s.dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "fake",
+        "--code-review",
+        "--json",
+        "--input",
+        "findings b",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(v["severity"], "yellow");
+    assert_eq!(
+        v["findings"],
+        serde_json::json!([{
+            "file": "lib.rs", "line": 1, "end_line": 2, "severity": "yellow",
+            "title": "added() has no caller", "body": "Dead code here."
+        }])
+    );
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains("severity \"orange\" is not green, yellow or red")
+            && stderr.contains("line 99 is past the end of lib.rs (2 lines)"),
+        "{stderr}"
+    );
+}

@@ -41,7 +41,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The agent interface that ACP agents and the internal agent implement.
     ("agent", &["event", "confine"]),
     // Recorder, reader, importers: the board makes the importers' summaries,
-    // the severity parser reads their reports.
+    // the severity and findings parsers read their reports.
     (
         "transcript",
         &[
@@ -50,6 +50,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "runtime::board",
             "runtime::bus",
             "subagent::severity",
+            "subagent::findings",
         ],
     ),
     ("acp", &["agent", "config", "event", "confine", "runtime"]),
@@ -73,6 +74,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The chat loop and its tools: nothing of the sub-agent tool or ACP,
     // which the engine plugs in.
     ("model_loop", &["event", "confine", "llm", "runtime"]),
+    // A review's findings in the forms code is reviewed in (SARIF, a pull
+    // request's comment and review, terminal lines): pure, over the
+    // vocabulary; the terminal's lines sanitised.
+    ("review", &["event", "confine"]),
     (
         "engine",
         &[
@@ -110,12 +115,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Every command's entry: the headless front ends, the TUI's start
     // (the session built here, the screen handed its channels: `tui`),
     // `quorum mcp` and `quorum acp` (on `serve`), `quorum proxy` and
-    // `quorum worktrees --fetch` (on `remote`).
+    // `quorum worktrees --fetch` (on `remote`), `quorum review --format`
+    // (on `review`).
     (
         "cli",
         &[
             "serve",
             "remote",
+            "review",
             "tui",
             "engine",
             "config",

@@ -74,6 +74,7 @@ mod panic;
 mod picker;
 mod remote;
 mod review_cli;
+mod review_formats;
 mod run_cli;
 mod sandbox;
 mod screen;

@@ -237,3 +237,27 @@ async fn a_call_its_host_cancels_is_cancelled() {
     assert!(!session.busy());
     session.shutdown();
 }
+
+/// A review over MCP answers with its findings, as the chat's tool does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_over_mcp_carries_its_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
+    let (session, _events) = session(dir.path());
+    let server = QuorumMcp::for_session(&session, McpOptions::default());
+    let arguments = json!({"agent": "fake", "input": "findings b", "code_review": true});
+    let answer = server
+        .call("subagent", args(arguments), never(), None)
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        v["findings"],
+        json!([{
+            "file": "lib.rs", "line": 1, "end_line": 2, "severity": "yellow",
+            "title": "added() has no caller", "body": "Dead code here."
+        }]),
+        "{answer}"
+    );
+    session.shutdown();
+}

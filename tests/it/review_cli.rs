@@ -28,12 +28,15 @@ fn git(dir: &Path, args: &[&str]) {
 
 /// A repository with one commit and an uncommitted change, and a config
 /// with reviewers `green`, `yellow`, `red`, `red2`, `crash`, `silent` (no
-/// verdict) and `echo` (answers with the prompt it got).
+/// verdict), `echo` (answers with the prompt it got), `finder` (red, with
+/// a finding on the added line, [`FINDER`]), and `fa` and `fb` (reviews
+/// with findings: the fake agent's `findings a` and `findings b`).
 fn repo() -> Repo {
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q"]);
     std::fs::write(dir.path().join("lib.rs"), "fn old() {}\n").unwrap();
-    git(dir.path(), &["add", "lib.rs"]);
+    std::fs::write(dir.path().join("notes.txt"), "a\nb\nteh c\nd\ne\n").unwrap();
+    git(dir.path(), &["add", "lib.rs", "notes.txt"]);
     git(dir.path(), &["commit", "-q", "-m", "first"]);
     std::fs::write(dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
@@ -46,15 +49,25 @@ fn repo() -> Repo {
         ("crash", "crash"),
         ("silent", "echo fine"),
         ("echo", "prompt"),
+        ("fa", "findings a"),
+        ("fb", "findings b"),
+        ("finder", FINDER),
     ] {
         config.push_str(&format!(
-            "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", \"{scenario}\"]\n"
+            "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", {}]\n",
+            toml::Value::String(scenario.into())
         ));
     }
     let path = dir.path().join(".git/quorum.toml");
     std::fs::write(&path, config).unwrap();
     Repo { dir, config: path }
 }
+
+/// The `finder` reviewer's report: red, a finding in the contract's form
+/// (issue 38) on the added line of `lib.rs`, with an escape in its body.
+const FINDER: &str = "echo <!-- severity: red -->\n\
+    <!-- finding: {\"file\": \"lib.rs\", \"line\": 2, \"severity\": \"red\", \"title\": \"added is never called\"} -->\n\
+    Nothing calls `added`.\x1b[31m\n";
 
 impl Repo {
     /// `quorum` at home inside `.git` (so its state is no change to review).
@@ -318,4 +331,315 @@ fn a_base_that_looks_like_an_option_is_only_a_revision() {
         "{}",
         text(&o.stderr)
     );
+}
+
+/// Two reviewers' findings: each review's in `--json`, checked (a bad
+/// severity and a line past the end dropped with a notice in the box, an
+/// escape stripped), and the quorum's merged: the shared place once, at
+/// the worse severity, naming both; the notes' finding outside the diff.
+/// The text report's quorum line counts them; the recorded transcript
+/// replays to a screen that lists them.
+#[test]
+fn two_reviewers_findings_are_merged_and_shown() {
+    let r = repo();
+    let record = r.dir.path().join(".git/review.jsonl");
+    let o = r.review(&[
+        "--agents",
+        "fa,fb",
+        "--json",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let a = &v["tasks"][0]["findings"];
+    let b = &v["tasks"][1]["findings"];
+    assert_eq!(a.as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(b.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(b[0]["title"], "added() has no caller");
+    assert_eq!(b[0]["body"], "Dead code here.", "the escape is stripped");
+    let q = &v["quorum"]["findings"];
+    assert_eq!(q.as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(
+        (
+            &q[0]["file"],
+            &q[0]["line"],
+            &q[0]["end_line"],
+            &q[0]["severity"]
+        ),
+        (&"lib.rs".into(), &1.into(), &2.into(), &"red".into())
+    );
+    assert_eq!(q[0]["by"], serde_json::json!(["fa", "fb"]));
+    assert_eq!((&q[0]["of"], q[0].get("outside_diff")), (&2.into(), None));
+    assert_eq!(
+        (&q[1]["file"], &q[1]["outside_diff"]),
+        (&"notes.txt".into(), &true.into())
+    );
+    assert_eq!(
+        v["quorum"]["text"],
+        "red · 1 of 2 · 2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2"
+    );
+    let transcript = std::fs::read_to_string(&record).unwrap();
+    for notice in [
+        "finding 2 dropped: severity \\\"orange\\\" is not green, yellow or red",
+        "finding \\\"past the end\\\" at lib.rs:99 dropped: line 99 is past the end of lib.rs (2 lines)",
+    ] {
+        assert!(transcript.contains(notice), "{notice}\n{transcript}");
+    }
+    // The text report's quorum line says it too; a reviewer's line is its
+    // report's first line that says something (not a finding's comment).
+    let o = r.review(&["--agents", "fa,fb"]);
+    assert!(
+        text(&o.stdout).starts_with("fa  red      Nothing calls it: remove it or call it.\n"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(
+        // (The findings' list follows the quorum line.)
+        text(&o.stdout).contains(
+            "quorum: red · 1 of 2 · 2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2 (reviewers disagree)\n"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    // The recorded session replays to a screen listing them.
+    let shot = r.dir.path().join(".git/shot.txt");
+    let o = r
+        .quorum()
+        .args(["replay", record.to_str().unwrap(), "--screenshot"])
+        .arg(&shot)
+        .args(["--size", "120x80"])
+        .output_bounded();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let screen = std::fs::read_to_string(&shot).unwrap();
+    for line in [
+        "● red    lib.rs:2  added() is never called",
+        "● green  notes.txt:3  a typo in the notes",
+        "● yellow lib.rs:1-2  added() has no caller",
+        "2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2",
+        "finding 2 dropped: severity \"orange\"",
+    ] {
+        assert!(screen.contains(line), "{line}\n{screen}");
+    }
+    assert!(
+        !screen.contains("<!-- finding"),
+        "the comments are hidden: {screen}"
+    );
+}
+/// `--fail-on red` lets a yellow quorum pass; red and errors keep their
+/// codes, and the default is yellow.
+#[test]
+fn fail_on_red_lets_yellow_pass() {
+    let r = repo();
+    for (agents, fail_on, code) in [
+        ("green,yellow", None, 1),
+        ("green,yellow", Some("yellow"), 1),
+        ("green,yellow", Some("red"), 0),
+        ("red,green", Some("red"), 2),
+        ("green,crash", Some("red"), 3),
+        ("green,green", Some("red"), 0),
+    ] {
+        let mut args = vec!["--agents", agents];
+        if let Some(v) = fail_on {
+            args.extend(["--fail-on", v]);
+        }
+        let o = r.review(&args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o.stderr));
+    }
+    let o = r.review(&["--agents", "green", "--fail-on", "green"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "clap refuses it: {}",
+        text(&o.stderr)
+    );
+}
+
+/// One review, every format: SARIF on stdout (valid against the official
+/// schema, read by sarif-tools: a run per reviewer and the quorum's), and
+/// the others written by `--write`. A reviewer's report holds a finding
+/// in the contract's form; until reviews parse findings there are none
+/// in the formats, and each still says the verdict.
+#[test]
+fn each_format_of_one_review() {
+    let r = repo();
+    let out = tempfile::tempdir().unwrap();
+    let file = |name: &str| out.path().join(name);
+    let write = |format: &str, name: &str| format!("{format}={}", file(name).display());
+    let o = r.review(&[
+        "--agents",
+        "finder,green",
+        "--format",
+        "sarif",
+        "--write",
+        &write("markdown", "comment.md"),
+        "--write",
+        &write("github", "review.json"),
+        "--write",
+        &write("json", "out.json"),
+        "--write",
+        &write("text", "out.txt"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    std::fs::write(file("review.sarif"), &o.stdout).unwrap();
+    crate::review_formats::valid_sarif(&file("review.sarif"));
+    crate::review_formats::summary(&file("review.sarif"));
+    let sarif: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs: Vec<&str> = sarif["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["properties"]["reviewer"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, ["finder", "green", "quorum"]);
+    assert_eq!(sarif["runs"][2]["properties"]["verdict"], "red");
+
+    let md = std::fs::read_to_string(file("comment.md")).unwrap();
+    assert!(
+        md.starts_with("<!-- quorum-review -->\n## quorum review: 🔴 **red** · 1 of 2\n"),
+        "{md}"
+    );
+    assert!(md.contains("finder red, green green"), "{md}");
+    let review: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file("review.json")).unwrap()).unwrap();
+    assert_eq!(review["event"], "REQUEST_CHANGES");
+    assert!(review["comments"].is_array(), "{review}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file("out.json")).unwrap()).unwrap();
+    assert_eq!(
+        (json["exit_code"].as_i64(), json["base"].as_str()),
+        (Some(2), Some("HEAD"))
+    );
+    assert!(
+        json["findings"].is_array() && json["tasks"][0]["findings"].is_array(),
+        "{json}"
+    );
+    let txt = std::fs::read_to_string(file("out.txt")).unwrap();
+    assert!(txt.starts_with("finder  red"), "{txt}");
+    // (Once reviews carry findings, the quorum's line counts them too.)
+    assert!(txt.contains("\nquorum: red · 1 of 2"), "{txt}");
+    assert!(!txt.contains('\x1b'), "sanitised: {txt:?}");
+
+    let o = r.review(&["--agents", "green", "--write", "sarif"]);
+    assert_eq!(o.status.code(), Some(2), "FORMAT=FILE: {}", text(&o.stderr));
+    let gone = out.path().join("no/such/dir/x.md");
+    let o = r.review(&[
+        "--agents",
+        "green",
+        "--write",
+        &format!("markdown={}", gone.display()),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--write"), "{}", text(&o.stderr));
+}
+
+/// An empty diff is green in every format, and its SARIF is valid with
+/// no results.
+#[test]
+fn an_empty_diff_in_each_format() {
+    let r = repo();
+    git(r.dir.path(), &["commit", "-qam", "second"]);
+    let o = r.review(&["--agents", "green", "--format", "sarif"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("empty.sarif");
+    std::fs::write(&log, &o.stdout).unwrap();
+    crate::review_formats::valid_sarif(&log);
+    let sarif: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(sarif["runs"][0]["results"], serde_json::json!([]));
+    let o = r.review(&["--agents", "green", "--format", "markdown"]);
+    assert!(
+        text(&o.stdout).contains("🟢 **green** · nothing to review"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = r.review(&["--agents", "green", "--format", "github"]);
+    let body: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(body["event"], "COMMENT");
+    let o = r.review(&["--agents", "green", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["findings"], serde_json::json!([]));
+    let o = r.review(&["--agents", "green", "--json", "--format", "sarif"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--json is --format json: {}",
+        text(&o.stderr)
+    );
+}
+
+/// The Action's review step (action.yml's `run:` of step `review`, read by
+/// PyPI yaml) run by bash as the runner would: `quorum` on `PATH`, the
+/// inputs in its environment. It writes the SARIF (valid), the comment and
+/// GitHub's review, and says their paths and the exit code in
+/// `$GITHUB_OUTPUT`; the step itself succeeds (the verdict step fails).
+#[cfg(unix)]
+#[test]
+fn the_actions_review_step_runs_quorum_review() {
+    let r = repo();
+    let tools = crate::review_formats::tools();
+    let action = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("action.yml");
+    let out = Command::new(tools.join("bin/python"))
+        .args([
+            "-c",
+            "import sys, yaml\n\
+             steps = yaml.safe_load(open(sys.argv[1]))['runs']['steps']\n\
+             print(next(s['run'] for s in steps if s.get('id') == 'review'))",
+        ])
+        .arg(&action)
+        .output_bounded();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let script = text(&out.stdout);
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_quorum"), bin.path().join("quorum")).unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let output = temp.path().join("github_output");
+    let mut bash = Command::new("bash");
+    let quorum = r.quorum();
+    for (name, value) in quorum.get_envs() {
+        match value {
+            Some(v) => bash.env(name, v),
+            None => bash.env_remove(name),
+        };
+    }
+    let path = quorum
+        .get_envs()
+        .find(|(n, _)| *n == "PATH")
+        .and_then(|(_, v)| v)
+        .map(|v| v.to_os_string())
+        .unwrap_or_else(|| std::env::var_os("PATH").unwrap());
+    let mut paths = vec![bin.path().to_path_buf()];
+    paths.extend(std::env::split_paths(&path));
+    let o = bash
+        .args(["-euo", "pipefail", "-c", &script])
+        .env("PATH", std::env::join_paths(paths).unwrap())
+        .env("AGENTS", "finder,green")
+        .env("FAIL_ON", "red")
+        .env("BASE", "HEAD")
+        .env("BASE_SHA", "")
+        .env("CONFIG", &r.config)
+        .env("OUT", temp.path().join("quorum-review"))
+        .env("GITHUB_OUTPUT", &output)
+        .current_dir(r.dir.path())
+        .output_bounded();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let said = std::fs::read_to_string(&output).unwrap();
+    let dir = temp.path().join("quorum-review");
+    assert!(said.contains("exit-code=2\n"), "{said}");
+    for (name, file) in [
+        ("sarif", "review.sarif"),
+        ("markdown", "comment.md"),
+        ("review", "review.json"),
+    ] {
+        let line = format!("{name}={}\n", dir.join(file).display());
+        assert!(said.contains(&line), "{line}: {said}");
+    }
+    crate::review_formats::valid_sarif(&dir.join("review.sarif"));
+    let md = std::fs::read_to_string(dir.join("comment.md")).unwrap();
+    assert!(md.contains("🔴 **red** · 1 of 2"), "{md}");
 }

@@ -11,7 +11,10 @@ use super::call::{Launch, Opened, Place, Prepared};
 use super::detach::Detachable;
 use super::{Dispatcher, Reply};
 use crate::confine::fsroot::Exclude;
+use crate::event::finding::{Finding, QuorumFinding};
 use crate::event::{Event, Outcome, Quorum, ReviewerVerdict, Severity, StopReason};
+use crate::subagent::findings::merge::merge;
+use crate::subagent::findings::place::DiffRanges;
 use crate::subagent::input::{SubAgentCallInput, TaskSpec};
 
 /// How one task of a batch ended.
@@ -82,6 +85,20 @@ fn verdicts(tasks: &[TaskResult], call_ids: &[Option<String>]) -> Vec<ReviewerVe
             failed: !t.succeeded(),
         })
         .collect()
+}
+
+/// The reviewers' findings, merged (see `findings::merge`).
+fn merged(tasks: &[TaskResult], diff: Option<&DiffRanges>) -> Vec<QuorumFinding> {
+    let reports: Vec<(&str, &[Finding])> = tasks
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.agent.as_str(),
+                t.result.as_ref().ok()?.findings.as_slice(),
+            ))
+        })
+        .collect();
+    merge(&reports, tasks.len(), diff)
 }
 
 /// A background batch's task, as the call returns it at once.
@@ -246,6 +263,11 @@ impl Dispatcher {
             .iter()
             .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
             .collect();
+        // The reviewed diff: the first a review's prompt holds.
+        let diff = runs
+            .iter()
+            .filter_map(|(_, _, run)| run.as_ref().ok())
+            .find_map(|o| DiffRanges::of_prompt(&o.job.prompt));
         let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
             let this = self.clone();
             async move {
@@ -261,7 +283,11 @@ impl Dispatcher {
             }
         }))
         .await;
-        let quorum = review.then(|| BatchResult::quorum_of(&tasks, &call_ids));
+        let quorum = review.then(|| {
+            let mut quorum = BatchResult::quorum_of(&tasks, &call_ids);
+            quorum.findings = merged(&tasks, diff.as_ref());
+            quorum
+        });
         // Each judged branch gets the verdict of its own reviewers.
         if branches.iter().any(Option::is_some) {
             let verdicts = verdicts(&tasks, &call_ids);

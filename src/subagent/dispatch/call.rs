@@ -418,24 +418,31 @@ impl Dispatcher {
                 busy.remove(&(job.agent.name().to_string(), id.clone()));
             }
         }
+        let mut outcome = result;
+        let events = self.finish_events(job, &outcome);
+        for event in &events {
+            if let Event::SubagentFinished {
+                severity, findings, ..
+            } = event
+            {
+                outcome.severity = *severity;
+                outcome.findings = findings.clone();
+            }
+        }
+        // Its caller, if waiting, knows it ended before its box says so.
+        if let Some(detach) = &job.detach {
+            detach.finished(&job.call_id, &outcome);
+        }
         // Only a turn that got an answer moves the session on; a worktree
         // task's session is its own (its agent's next call, elsewhere, does
         // not continue it: follow-ups reach it through its task).
-        // Its caller, if waiting, knows it ended before its box says so.
-        if let Some(detach) = &job.detach {
-            detach.finished(&job.call_id, &result);
-        }
-        if result.stop_reason.answered()
+        if outcome.stop_reason.answered()
             && job.worktree.is_none()
-            && let Some(id) = &result.session_id
+            && let Some(id) = &outcome.session_id
         {
             lock(&self.memory).store_session(job.agent.name(), id);
         }
-        let mut outcome = result;
-        for event in crate::subagent::finish(&job.call_id, &job.agent, &outcome, job.code_review) {
-            if let Event::SubagentFinished { severity, .. } = &event {
-                outcome.severity = *severity;
-            }
+        for event in events {
             self.emitter.emit(event);
         }
         if let Some(meta) = lock(&self.tasks).get_mut(&job.call_id)
@@ -444,6 +451,26 @@ impl Dispatcher {
             meta.session_id = outcome.session_id.clone();
         }
         outcome
+    }
+
+    /// The events that end a turn; a review's findings are checked
+    /// against its tree (a worktree task's, else the repository's top) and
+    /// the diff its prompt held.
+    fn finish_events(&self, job: &CallJob, outcome: &Outcome) -> Vec<Event> {
+        if !job.code_review {
+            return crate::subagent::finish(&job.call_id, &job.agent, outcome, None);
+        }
+        let tree = match &job.worktree {
+            Some(w) => w.path.clone(),
+            None => crate::worktree::Repo::find(self.root.path())
+                .map_or_else(|_| self.root.path().to_path_buf(), |r| r.top),
+        };
+        let diff = crate::subagent::findings::place::DiffRanges::of_prompt(&job.prompt);
+        let reviewed = crate::subagent::Reviewed {
+            tree: Some(&tree),
+            diff: diff.as_ref(),
+        };
+        crate::subagent::finish(&job.call_id, &job.agent, outcome, Some(reviewed))
     }
 
     /// Ends a call after its last turn: a background task reports (once),

@@ -6,6 +6,7 @@
 
 use serde::{Serialize, Serializer};
 
+use crate::event::finding::{Finding, QuorumFinding};
 use crate::event::{Quorum, Severity, StopReason, Work};
 use crate::subagent::dispatch::Reply;
 use crate::subagent::dispatch::batch::{BatchResult, TaskResult, TaskStart};
@@ -35,6 +36,9 @@ enum ReplyJson<'a> {
 struct Done<'a> {
     output: &'a str,
     stop_reason: StopReason,
+    /// A code review's findings.
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    findings: &'a [Finding],
     /// A worktree task's branch, worktree and diffstat.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     work: Option<&'a Work>,
@@ -54,7 +58,7 @@ struct Batch<'a> {
     summary: BatchSummary,
     tasks: Vec<TaskEntry<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    quorum: Option<QuorumJson>,
+    quorum: Option<QuorumJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -77,6 +81,8 @@ struct TaskEntry<'a> {
     stop_reason: Option<StopReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     severity: Option<Severity>,
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    findings: &'a [Finding],
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -86,11 +92,14 @@ struct TaskEntry<'a> {
 /// A review batch's quorum: the worst verdict, how many reviewers gave
 /// it, of how many, and the line that says so.
 #[derive(Serialize)]
-struct QuorumJson {
+struct QuorumJson<'a> {
     verdict: Option<Severity>,
     agree: u32,
     total: u32,
     text: String,
+    /// The reviewers' findings, merged: who found each, of how many.
+    #[serde(skip_serializing_if = "<[QuorumFinding]>::is_empty")]
+    findings: &'a [QuorumFinding],
 }
 
 /// A background batch: its id, and each task's id at once.
@@ -120,6 +129,7 @@ impl<'a> ReplyJson<'a> {
             Reply::Done(o) => ReplyJson::Done(Done {
                 output: &o.output,
                 stop_reason: o.stop_reason,
+                findings: &o.findings,
                 work: o.work.as_ref(),
             }),
             Reply::Started { task_id, .. } => ReplyJson::Started(Started {
@@ -158,6 +168,7 @@ impl<'a> TaskEntry<'a> {
             output: None,
             stop_reason: None,
             severity: None,
+            findings: &[],
             error: None,
             work: task.result.as_ref().ok().and_then(|o| o.work.as_ref()),
         };
@@ -171,6 +182,7 @@ impl<'a> TaskEntry<'a> {
                 output: Some(severity::parse(&o.output).body),
                 stop_reason: Some(o.stop_reason),
                 severity: o.severity,
+                findings: &o.findings,
                 ..entry
             },
             Err(e) => Self {
@@ -181,13 +193,14 @@ impl<'a> TaskEntry<'a> {
     }
 }
 
-impl QuorumJson {
-    fn of(q: &Quorum) -> Self {
+impl<'a> QuorumJson<'a> {
+    fn of(q: &'a Quorum) -> Self {
         Self {
             verdict: q.verdict,
             agree: q.agree,
             total: q.total,
             text: q.label(),
+            findings: &q.findings,
         }
     }
 }
@@ -399,6 +412,54 @@ mod tests {
                 r#"{"task":1,"agent":"fake","task_id":"t2","status":"queued"},"#,
                 r#"{"task":2,"agent":"internal","error":"tasks[2]: `input` is empty"}]}"#
             )
+        );
+    }
+
+    /// A review's findings are in the tool's result: a call's, each
+    /// task's and the quorum's, merged.
+    #[test]
+    fn findings_are_in_the_result() {
+        use crate::event::finding::Finding;
+        let f = Finding {
+            file: "a.rs".into(),
+            line: 2,
+            end_line: None,
+            severity: Severity::Red,
+            title: "t".into(),
+            body: String::new(),
+        };
+        let mut outcome = reviewed(
+            StopReason::EndTurn,
+            "<!-- severity: red -->\nBad.",
+            Some(Severity::Red),
+        );
+        outcome.findings = vec![f.clone()];
+        let done = Reply::Done(outcome.clone()).to_json();
+        assert_eq!(done["findings"][0]["file"], "a.rs");
+        let mut quorum = Quorum::of(vec![crate::event::ReviewerVerdict {
+            agent: "fake".into(),
+            call_id: None,
+            severity: Some(Severity::Red),
+            failed: false,
+        }]);
+        quorum.findings = crate::subagent::findings::merge::merge(&[("fake", &[f])], 1, None);
+        let batch = Reply::Batch(BatchResult {
+            batch_id: "b1".into(),
+            tasks: vec![TaskResult {
+                index: 0,
+                agent: "fake".into(),
+                result: Ok(outcome),
+            }],
+            quorum: Some(quorum),
+        })
+        .to_json();
+        assert_eq!(batch["tasks"][0]["findings"][0]["line"], 2);
+        assert_eq!(batch["quorum"]["findings"][0]["by"][0], "fake");
+        assert!(
+            batch["quorum"]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("1 finding: 1 red · agreed: 1 by 1 of 1")
         );
     }
 }

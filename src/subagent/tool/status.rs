@@ -16,7 +16,7 @@ use crate::subagent::input::{MAX_WAIT_SECONDS, StatusInput};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Status {
-    Task(TaskStatus),
+    Task(Box<TaskStatus>),
     All { tasks: Vec<TaskStatus> },
 }
 
@@ -41,6 +41,9 @@ pub struct TaskStatus {
     pub stop_reason: Option<StopReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
+    /// A review's findings, once done.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::event::finding::Finding>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// What became of the follow-up message the call sent.
@@ -69,6 +72,7 @@ impl TaskStatus {
             output: entry.output.clone(),
             stop_reason: entry.stop_reason,
             severity: s.severity,
+            findings: entry.findings.clone(),
             usage: s.usage.clone(),
             message: None,
             retry_of: None,
@@ -81,7 +85,10 @@ impl Status {
     /// The answer for one task, or for every task, from `board`.
     pub fn of(board: &Board, task_id: Option<&str>, now: u64) -> Result<Self, UnknownTask> {
         match task_id {
-            Some(id) => Ok(Status::Task(TaskStatus::of(board.known_task(id)?, now))),
+            Some(id) => Ok(Status::Task(Box::new(TaskStatus::of(
+                board.known_task(id)?,
+                now,
+            )))),
             None => Ok(Status::All {
                 tasks: board.tasks().map(|e| TaskStatus::of(e, now)).collect(),
             }),
@@ -196,6 +203,14 @@ mod tests {
             90,
             build::finished("c1", "Looks red.")
                 .severity(Severity::Red)
+                .findings(vec![crate::event::finding::Finding {
+                    file: "a.rs".into(),
+                    line: 4,
+                    end_line: None,
+                    severity: Severity::Red,
+                    title: "t".into(),
+                    body: String::new(),
+                }])
                 .event(),
         ));
         let Some(Event::TaskProgress { summary, .. }) = snap else {
@@ -209,6 +224,10 @@ mod tests {
         assert_eq!(status["elapsed_ms"], 80);
         assert_eq!(status["output"], "Looks red.");
         assert_eq!(status["severity"], "red");
+        assert_eq!(
+            status["findings"][0]["line"], 4,
+            "a background review's findings"
+        );
         assert_eq!(status["state"], "done");
     }
 

@@ -499,6 +499,12 @@ impl Subagent {
                 output: clean(verdict.body),
                 stop_reason,
                 severity: if code_review { verdict.severity } else { None },
+                // Read, not checked: the tree the log was made in is not here.
+                findings: if code_review {
+                    crate::subagent::findings::parse(verdict.body).findings
+                } else {
+                    Vec::new()
+                },
             },
         );
     }
@@ -762,6 +768,33 @@ mod tests {
         );
         assert_eq!(events[3], (7, build::finished("c1", "Hmm.").event()));
         assert!(!is_review("Hmm."));
+    }
+
+    /// An imported review's findings are read from its report.
+    #[test]
+    fn an_imported_reviews_findings_are_read() {
+        let mut sub = Subagent::start(
+            None,
+            "c1",
+            AgentRef::Acp("codex".into()),
+            "look".into(),
+            true,
+        );
+        let report = "<!-- severity: red -->\nBad.\n<!-- finding: {\"file\": \"a.rs\", \"line\": 3, \"severity\": \"red\", \"title\": \"t\"} -->\nwhy";
+        sub.finish(
+            None,
+            crate::subagent::severity::parse(report),
+            is_review(report),
+            StopReason::EndTurn,
+        );
+        let events = sub.into_stream().events;
+        let Some((_, Event::SubagentFinished { findings, .. })) = events.last() else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            (findings.len(), findings[0].place()),
+            (1, "a.rs:3".to_string())
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::theme;
 use super::wrap::{LLine, spans_width, text_width, wrap};
 use crate::event::{AgentRef, Cost, NoticeLevel, Severity, StopReason, TaskState, Usage};
 
+mod findings;
 mod running;
 
 use running::{children, running_body};
@@ -76,6 +77,9 @@ pub fn render_asking(
         CellKind::Batch(h) => {
             out.push(batch_header(h, width, now));
             let gutter = Style::default().fg(theme::group_color(h.tint()));
+            if let Some(q) = &h.quorum {
+                out.extend(findings::quorum_findings(q, gutter));
+            }
             out.push(Line::from(Span::styled("┃", gutter)));
             return out;
         }
@@ -588,6 +592,7 @@ fn finished_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'s
     } else {
         wrap(&markdown::render(output), inner, body);
     }
+    findings::box_findings(&b.findings, inner, body);
     // What it changed stays visible when the box closes.
     if let Some(changes) = b.changes.summary() {
         wrap(

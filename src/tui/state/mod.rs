@@ -318,7 +318,8 @@ impl State {
                 output,
                 stop_reason,
                 severity,
-            } => self.on_subagent_finished(t, call_id, output, *stop_reason, *severity),
+                findings,
+            } => self.on_subagent_finished(t, call_id, output, (*stop_reason, *severity), findings),
             Event::TaskProgress {
                 call_id,
                 task_id,
@@ -898,6 +899,7 @@ mod tests {
                     output: "done".into(),
                     stop_reason: StopReason::EndTurn,
                     severity: None,
+                    findings: Vec::new(),
                 },
             );
         }

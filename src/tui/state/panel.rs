@@ -72,6 +72,7 @@ mod tests {
                 output: "All good.".into(),
                 stop_reason: StopReason::EndTurn,
                 severity: Some(Severity::Green),
+                findings: Vec::new(),
             },
         );
         apply(

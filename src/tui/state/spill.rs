@@ -144,6 +144,7 @@ mod tests {
                 output: format!("done {id}"),
                 stop_reason: StopReason::EndTurn,
                 severity: None,
+                findings: Vec::new(),
             },
         ));
     }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{ActivityLine, CellKind, Changes, Log, LogEntry, Member, State, Task, ToolInfo, clean};
+use crate::event::finding::Finding;
 use crate::event::{
     AgentRef, ChildState, Event, PlanEntry, PlanStatus, SessionKind, Severity, StopReason, Summary,
     TaskState,
@@ -32,6 +33,8 @@ pub struct SubagentBox {
     pub output: Option<String>,
     pub stop_reason: Option<StopReason>,
     pub severity: Option<Severity>,
+    /// A review's findings, as its end carried them.
+    pub findings: Vec<Finding>,
     /// What quorum told of the call (the last few), kept when it ends.
     pub notices: VecDeque<String>,
     pub session_id: Option<String>,
@@ -176,6 +179,7 @@ impl SubagentBox {
         state: TaskState,
     ) -> Self {
         SubagentBox {
+            findings: Vec::new(),
             call_id,
             task_id: None,
             agent,
@@ -561,13 +565,14 @@ impl State {
         t: u64,
         call_id: &str,
         output: &str,
-        stop_reason: StopReason,
-        severity: Option<Severity>,
+        (stop_reason, severity): (StopReason, Option<Severity>),
+        findings: &[Finding],
     ) {
         let Some(&index) = self.calls.get(call_id) else {
             return;
         };
         self.edit_box(index, |b| {
+            b.findings = findings.to_vec();
             b.finished = Some(t);
             b.output = Some(clean(output));
             b.stop_reason = Some(stop_reason);
@@ -772,6 +777,7 @@ mod tests {
                 output: "b: cancelled while queued".into(),
                 stop_reason: StopReason::Cancelled,
                 severity: None,
+                findings: Vec::new(),
             },
         );
         assert_eq!((s.running(), s.queued()), (1, 0));
@@ -805,6 +811,7 @@ mod tests {
                 output: "first".into(),
                 stop_reason: StopReason::EndTurn,
                 severity: Some(Severity::Green),
+                findings: Vec::new(),
             },
         );
         apply(&mut s, 6, snapshot(0, TaskState::Done, false));
@@ -863,6 +870,7 @@ mod tests {
                 output: "Done.".into(),
                 stop_reason: StopReason::Refusal,
                 severity: Some(Severity::Red),
+                findings: Vec::new(),
             },
         );
         let b = the_box(&s);

@@ -202,6 +202,7 @@ mod tests {
             output: "done".into(),
             stop_reason,
             severity: None,
+            findings: Vec::new(),
         };
         apply(s, t, e);
     }

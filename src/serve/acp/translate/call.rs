@@ -116,3 +116,22 @@ impl CallView {
         text
     }
 }
+
+/// A finished call's raw output: its report, why it ended, its verdict,
+/// and a review's findings when it has any.
+pub(super) fn raw_output(
+    output: &str,
+    stop_reason: crate::event::StopReason,
+    severity: Option<crate::event::Severity>,
+    findings: &[crate::event::finding::Finding],
+) -> serde_json::Value {
+    let mut raw = serde_json::json!({
+        "output": output,
+        "stop_reason": stop_reason.as_str(),
+        "severity": severity.map(crate::event::Severity::as_str),
+    });
+    if !findings.is_empty() {
+        raw["findings"] = serde_json::json!(findings);
+    }
+    raw
+}

@@ -41,7 +41,7 @@ use crate::event::{
 use activity::child_update;
 pub use activity::{tool_content, tool_kind};
 use ask::Asking;
-use call::{CallView, TITLE_CHARS};
+use call::{CallView, TITLE_CHARS, raw_output};
 
 /// Something for the host.
 #[derive(Debug, Clone)]
@@ -231,7 +231,14 @@ impl Translator {
                 output,
                 stop_reason,
                 severity,
-            } => self.finished(&mut out, call_id, output, *stop_reason, *severity),
+                findings,
+            } => self.finished(
+                &mut out,
+                call_id,
+                output,
+                (*stop_reason, *severity),
+                findings,
+            ),
             Event::TaskProgress {
                 call_id,
                 task_id,
@@ -628,8 +635,8 @@ impl Translator {
         out: &mut Vec<Out>,
         call_id: &str,
         output: &str,
-        stop_reason: StopReason,
-        severity: Option<Severity>,
+        (stop_reason, severity): (StopReason, Option<Severity>),
+        findings: &[crate::event::finding::Finding],
     ) {
         let Some(call) = self.calls.get_mut(call_id) else {
             return;
@@ -654,6 +661,16 @@ impl Translator {
             content.push(ToolCallContent::from(SessionReference::new(child.clone())));
         }
         content.push(ToolCallContent::from(output.to_string()));
+        if !findings.is_empty() {
+            let lines: Vec<String> = findings
+                .iter()
+                .map(|f| format!("- {}", f.line_text()))
+                .collect();
+            content.push(ToolCallContent::from(format!(
+                "Findings:\n{}",
+                lines.join("\n")
+            )));
+        }
         let child = call.child.clone();
         let task = call.task_id.clone();
         let update = ToolCallUpdate::new(
@@ -662,11 +679,7 @@ impl Translator {
                 .title(title)
                 .status(status)
                 .content(content)
-                .raw_output(serde_json::json!({
-                    "output": output,
-                    "stop_reason": stop_reason.as_str(),
-                    "severity": severity.map(Severity::as_str),
-                })),
+                .raw_output(raw_output(output, stop_reason, severity, findings)),
         );
         out.push(self.update(SessionUpdate::ToolCallUpdate(update)));
         if let Some(child) = child {

@@ -67,6 +67,41 @@ fn a_review_is_a_tool_call_whose_title_takes_its_verdict() {
     assert_eq!(done["content"][0]["content"]["text"], "Bad.");
 }
 
+/// A review's findings are in its tool call: a text, one line each, and
+/// the raw output's `findings`.
+#[test]
+fn a_reviews_findings_are_in_its_tool_call() {
+    let mut t = Translator::new("s".into(), false);
+    let finding = crate::event::finding::Finding {
+        file: "src/a.rs".into(),
+        line: 3,
+        end_line: Some(5),
+        severity: Severity::Red,
+        title: "retries a POST".into(),
+        body: "why".into(),
+    };
+    run(
+        &mut t,
+        &[build::started("c1", AgentRef::Acp("claude".into()))
+            .input("look")
+            .review()
+            .event()],
+    );
+    let out = run(
+        &mut t,
+        &[build::finished("c1", "Bad.")
+            .severity(Severity::Red)
+            .findings(vec![finding])
+            .event()],
+    );
+    let done = &out[0]["update"];
+    assert_eq!(
+        done["content"][1]["content"]["text"],
+        "Findings:\n- red src/a.rs:3-5 retries a POST"
+    );
+    assert_eq!(done["rawOutput"]["findings"][0]["end_line"], 5);
+}
+
 #[test]
 fn background_tasks_are_the_plan_sent_when_it_changes() {
     let mut t = Translator::new("s".into(), false);

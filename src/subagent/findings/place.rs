@@ -1,0 +1,168 @@
+//! Where findings point: checked against the reviewed tree (a file that
+//! is not in the repository, a line past its end: dropped with a notice),
+//! and against the reviewed diff (a finding whose lines it does not touch
+//! is outside it).
+//!
+//! The reviewed diff is the ```` ```diff ```` block of the review's
+//! prompt, which both `quorum review` and a review of a branch send; a
+//! review whose prompt holds none has no known diff, and nothing of it is
+//! said to be outside.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Component, Path};
+
+use super::Parsed;
+use crate::event::finding::Finding;
+
+/// The largest file whose lines are counted (a larger one is not checked
+/// for a line past its end).
+const MAX_COUNTED_BYTES: u64 = 16 << 20;
+
+/// The lines a diff adds or changes, by file (the new side's hunks).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiffRanges {
+    files: BTreeMap<String, Vec<(u32, u32)>>,
+}
+
+impl DiffRanges {
+    /// The diff of a review's prompt: its first ```` ```diff ```` block.
+    pub fn of_prompt(prompt: &str) -> Option<Self> {
+        let open = prompt.find("```diff\n")?;
+        let body = &prompt[open + 8..];
+        let end = body
+            .split_inclusive('\n')
+            .scan(0, |at, l| {
+                let start = *at;
+                *at += l.len();
+                Some((start, l))
+            })
+            .find(|(_, l)| l.trim_end() == "```")
+            .map_or(body.len(), |(start, _)| start);
+        Some(Self::of_diff(&body[..end]))
+    }
+
+    /// The ranges of a unified diff (`git diff`'s).
+    pub fn of_diff(diff: &str) -> Self {
+        let mut files: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
+        let mut old: Option<String> = None;
+        let mut current: Option<String> = None;
+        for line in diff.lines() {
+            if let Some(path) = line.strip_prefix("--- ") {
+                old = path.strip_prefix("a/").map(str::to_string);
+            } else if let Some(path) = line.strip_prefix("+++ ") {
+                // A deleted file's findings name its old path.
+                current = path.strip_prefix("b/").map(str::to_string).or(old.take());
+                if let Some(f) = &current {
+                    files.entry(f.clone()).or_default();
+                }
+            } else if let (Some(f), Some(hunk)) = (&current, line.strip_prefix("@@ "))
+                && let Some(range) = new_range(hunk)
+            {
+                files.entry(f.clone()).or_default().push(range);
+            }
+        }
+        Self { files }
+    }
+
+    /// The diff changes `file`.
+    pub fn has(&self, file: &str) -> bool {
+        self.files.contains_key(file)
+    }
+
+    /// The diff's hunks touch lines `line..=end` of `file` (a hunk that
+    /// only removes lines touches the lines around where they were).
+    pub fn touches(&self, file: &str, line: u32, end: u32) -> bool {
+        self.files
+            .get(file)
+            .is_some_and(|hunks| hunks.iter().any(|&(a, b)| line <= b && a <= end))
+    }
+
+    /// The last line any hunk of `file` reaches.
+    fn last_line(&self, file: &str) -> u32 {
+        self.files
+            .get(file)
+            .and_then(|h| h.iter().map(|&(_, b)| b).max())
+            .unwrap_or(0)
+    }
+}
+
+/// `-a,b +c,d @@` to the new side's `c..=c+d-1` (`c..=c+1` for a hunk
+/// that removes only: the lines on either side of the cut).
+fn new_range(hunk: &str) -> Option<(u32, u32)> {
+    let plus = hunk.split_whitespace().find(|w| w.starts_with('+'))?;
+    let (start, len) = match plus[1..].split_once(',') {
+        Some((s, l)) => (s.parse::<u32>().ok()?, l.parse::<u32>().ok()?),
+        None => (plus[1..].parse::<u32>().ok()?, 1),
+    };
+    Some(match len {
+        0 => (start, start + 1),
+        n => (start, start + n - 1),
+    })
+}
+
+/// Keeps the findings that point into the repository at `root`: a path
+/// that leaves it (absolute, `..`, a link out), a file neither in it nor
+/// in the diff, or a line past the file's end (and past every hunk of the
+/// diff, for a file it changes) is dropped with a notice.
+pub fn check(parsed: &mut Parsed, root: &Path, diff: Option<&DiffRanges>) {
+    let Ok(root) = root.canonicalize() else {
+        return;
+    };
+    let findings = std::mem::take(&mut parsed.findings);
+    for f in findings {
+        match problem(&f, &root, diff) {
+            None => parsed.findings.push(f),
+            Some(why) => parsed.notices.push(format!(
+                "finding {:?} at {}:{} dropped: {why}",
+                f.title, f.file, f.line
+            )),
+        }
+    }
+}
+
+/// What is wrong with where `f` points, if anything.
+fn problem(f: &Finding, root: &Path, diff: Option<&DiffRanges>) -> Option<String> {
+    let rel = Path::new(&f.file);
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Some("the path leaves the repository".into());
+    }
+    let in_diff = diff.is_some_and(|d| d.has(&f.file));
+    let path = match root.join(rel).canonicalize() {
+        Ok(p) => p,
+        Err(_) if in_diff => return None,
+        Err(_) => return Some(format!("{} is not in the repository", f.file)),
+    };
+    if !path.starts_with(root) {
+        return Some("the path leaves the repository".into());
+    }
+    if !path.is_file() {
+        return Some(format!("{} is not a file", f.file));
+    }
+    let lines = count_lines(&path)?;
+    let last = lines.max(diff.map_or(0, |d| d.last_line(&f.file)));
+    (f.line > last.max(1)).then(|| {
+        format!(
+            "line {} is past the end of {} ({lines} lines)",
+            f.line, f.file
+        )
+    })
+}
+
+/// The number of lines of a file (`None`: too large to count, or
+/// unreadable).
+fn count_lines(path: &Path) -> Option<u32> {
+    let file = std::fs::File::open(path).ok()?;
+    if file.metadata().ok()?.len() > MAX_COUNTED_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_COUNTED_BYTES).read_to_end(&mut bytes).ok()?;
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+    let unterminated = usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
+    Some((newlines + unterminated) as u32)
+}

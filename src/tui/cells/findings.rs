@@ -1,0 +1,102 @@
+//! A review's findings as rows of its box, and a quorum's as the end of
+//! its header: drawn from the events, which carry them parsed.
+
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+
+use crate::confine::sanitize::one_line;
+use crate::event::Quorum;
+use crate::event::finding::Finding;
+use crate::tui::theme;
+use crate::tui::wrap::{LLine, wrap};
+
+/// The most findings a box lists (the rest are counted).
+pub const SHOWN: usize = 20;
+
+/// `● red  src/a.rs:3-5  the title`, one row (wrapped) each, under a
+/// `findings` heading; at most [`SHOWN`] of them.
+pub fn box_findings(findings: &[Finding], inner: usize, body: &mut Vec<Line<'static>>) {
+    if findings.is_empty() {
+        return;
+    }
+    let n = findings.len();
+    body.push(Line::from(Span::styled(
+        format!("{n} finding{}", if n == 1 { "" } else { "s" }),
+        theme::bold(),
+    )));
+    let lines: Vec<LLine> = findings
+        .iter()
+        .take(SHOWN)
+        .map(|f| {
+            let mark = Style::default()
+                .fg(theme::severity_color(f.severity))
+                .add_modifier(Modifier::BOLD);
+            LLine::prefixed(
+                vec![Span::styled(format!("● {:<6} ", f.severity.as_str()), mark)],
+                vec![Span::raw("         ")],
+                vec![
+                    Span::styled(one_line(&f.place()), theme::code()),
+                    Span::raw("  "),
+                    Span::raw(one_line(&f.title)),
+                ],
+            )
+        })
+        .collect();
+    wrap(&lines, inner, body);
+    if n > SHOWN {
+        body.push(Line::from(Span::styled(
+            format!("… and {} more", n - SHOWN),
+            theme::dim(),
+        )));
+    }
+}
+
+/// `┃ 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`:
+/// the row under a quorum's header, when it has findings.
+pub fn quorum_findings(q: &Quorum, gutter: Style) -> Option<Line<'static>> {
+    let label = q.findings_label()?;
+    Some(Line::from(vec![
+        Span::styled("┃ ", gutter),
+        Span::styled(one_line(&label), theme::bold()),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Severity;
+
+    fn text(lines: &[Line<'static>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    /// A box lists at most [`SHOWN`] findings and counts the rest; what a
+    /// transcript says is drawn without its escapes.
+    #[test]
+    fn a_box_lists_its_findings_bounded_and_clean() {
+        let findings: Vec<Finding> = (1..=25)
+            .map(|i| Finding {
+                file: "src/a.rs".into(),
+                line: i,
+                end_line: (i == 1).then_some(4),
+                severity: Severity::Yellow,
+                title: format!("issue {i}\u{1b}[2J"),
+                body: String::new(),
+            })
+            .collect();
+        let mut body = Vec::new();
+        box_findings(&findings, 60, &mut body);
+        let rows = text(&body);
+        assert_eq!(rows[0], "25 findings");
+        assert_eq!(rows[1], "● yellow src/a.rs:1-4  issue 1");
+        assert_eq!(rows.len(), 1 + SHOWN + 1, "{rows:?}");
+        assert_eq!(rows[SHOWN + 1], "… and 5 more");
+        assert!(rows.iter().all(|r| !r.contains('\u{1b}')), "{rows:?}");
+        let mut none = Vec::new();
+        box_findings(&[], 60, &mut none);
+        assert!(none.is_empty());
+    }
+}
