@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `plain` | `Plain answer.` |
 //! | `review V` | a review with `<!-- severity: V -->` |
+//! | `Review` (`quorum review`'s prompt) | a review of its diff: a finding per seeded bug on an added or context line, `SEEDED red: TITLE` (found by both), `SEEDED-claude ...` / `SEEDED-codex ...` (only by that one) |
 //! | `count` | `messages: N`, N = the prompts the request carries (a resumed session carries the earlier ones) |
 //! | `slow` | 40 words, 250 ms apart |
 //! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
@@ -271,6 +272,8 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
         },
         _ if results > 0 => text(if turn.codex { "ran" } else { "written" }),
         "plain" => text("Plain answer."),
+        // `quorum review`'s prompt: a review of the seeded bugs in its diff.
+        "Review" => text(&seeded_review(&turn.prompt, turn.codex)),
         "review" => {
             let v = words.get(1).copied().unwrap_or("green");
             text(&format!("<!-- severity: {v} -->\n## Review\nLooks {v}."))
@@ -294,6 +297,59 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
         },
         other => text(&format!("unknown: {other}")),
     }
+}
+
+/// A review of the diff in `prompt` that finds each seeded bug on an added
+/// line: `SEEDED SEVERITY: TITLE` (both agents find it), `SEEDED-claude
+/// ...` or `SEEDED-codex ...` (only that agent does). Each is a finding of
+/// the contract at its line of the new side; the header is the worst.
+fn seeded_review(prompt: &str, codex: bool) -> String {
+    let me = if codex {
+        "SEEDED-codex "
+    } else {
+        "SEEDED-claude "
+    };
+    let (mut file, mut line) = (String::new(), 0u32);
+    let mut found: Vec<(String, u32, String, String)> = Vec::new();
+    for l in prompt.lines() {
+        if let Some(path) = l.strip_prefix("+++ b/") {
+            file = path.to_string();
+        } else if let Some(h) = l.strip_prefix("@@ -") {
+            // `@@ -a,b +c,d @@`: the new side starts at c.
+            let new = h.split(" +").nth(1).unwrap_or("");
+            line = new
+                .split([',', ' '])
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+        } else if l.starts_with('+') || l.starts_with(' ') {
+            let seed = l
+                .split_once("SEEDED ")
+                .map(|(_, s)| s)
+                .or_else(|| l.split_once(me).map(|(_, s)| s));
+            if let Some((severity, title)) = seed.and_then(|s| s.split_once(": ")) {
+                found.push((
+                    file.clone(),
+                    line,
+                    severity.to_string(),
+                    title.trim().to_string(),
+                ));
+            }
+            line += 1;
+        }
+    }
+    let worst = ["red", "yellow"]
+        .into_iter()
+        .find(|s| found.iter().any(|f| f.2 == *s))
+        .unwrap_or("green");
+    let mut out = format!("<!-- severity: {worst} -->\n## Review\n");
+    for (file, line, severity, title) in found {
+        let finding = json!({"file": file, "line": line, "severity": severity, "title": title});
+        out.push_str(&format!(
+            "<!-- finding: {finding} -->\nSeen at {file}:{line}.\n\n"
+        ));
+    }
+    out
 }
 
 /// The agent id in a `spawn_agent` result (`{"agent_id": ...}`).

@@ -20,14 +20,20 @@ async fn claude() -> Adapter {
 /// [`claude`] in a folder under `base`, with `extra` in its table.
 async fn claude_with(base: &std::path::Path, extra: &'static str) -> Adapter {
     Adapter::start_in(base, "claude", move |dir, url, exe| {
-        let home = dir.join("home");
-        format!(
-            "[agents.claude]\ncommand = {exe:?}\nenv = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = \"fake\", \
-             IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_TELEMETRY = \"1\", \
-             DISABLE_AUTOUPDATER = \"1\", HOME = {home:?} }}\n{extra}"
-        )
+        format!("{}{extra}", claude_table(dir, url, exe))
     })
     .await
+}
+
+/// The `[agents.claude]` table of claude-agent-acp at `exe`, its model at
+/// `url`, its home `dir/home`.
+pub fn claude_table(dir: &Path, url: &str, exe: &Path) -> String {
+    let home = dir.join("home");
+    format!(
+        "[agents.claude]\ncommand = {exe:?}\nenv = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = \"fake\", \
+         IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_TELEMETRY = \"1\", \
+         DISABLE_AUTOUPDATER = \"1\", HOME = {home:?} }}\n"
+    )
 }
 
 /// Claude as the chat's conductor: its model calls

@@ -120,30 +120,37 @@ async fn codex_with(base: &std::path::Path, extra: &'static str) -> Adapter {
     codex_in_mode(base, extra, "danger-full-access").await
 }
 
+/// The `[agents.codex]` table of codex-acp at `exe`, its model the
+/// Responses server at `url` (a custom provider in `dir/codex-home`), its
+/// own `sandbox_mode` as given.
+pub fn codex_table(dir: &Path, url: &str, exe: &Path, mode: &str) -> String {
+    let (home, codex_home, work) = (dir.join("home"), dir.join("codex-home"), dir.join("work"));
+    std::fs::create_dir_all(&codex_home).unwrap();
+    // Commands run unsandboxed by codex (danger-full-access), but in
+    // the test of codex's own sandbox; `untrusted` makes codex ask
+    // before each one.
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.4\"\nmodel_provider = \"fake\"\napproval_policy = \"untrusted\"\n\
+             sandbox_mode = \"{mode}\"\n\n[model_providers.fake]\nname = \"fake\"\n\
+             base_url = \"{url}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n\
+             request_max_retries = 0\nstream_max_retries = 0\nsupports_websockets = false\n\n\
+             [projects.{work:?}]\ntrust_level = \"trusted\"\n",
+            work = work.display().to_string(),
+        ),
+    )
+    .unwrap();
+    format!(
+        "[agents.codex]\ncommand = {exe:?}\nenv = {{ CODEX_HOME = {codex_home:?}, OPENAI_API_KEY = \"fake\", \
+         HOME = {home:?} }}\n"
+    )
+}
+
 /// [`codex_with`], its own `sandbox_mode` as given.
 async fn codex_in_mode(base: &std::path::Path, extra: &'static str, mode: &'static str) -> Adapter {
     Adapter::start_in(base, "codex", move |dir, url, exe| {
-        let (home, codex_home, work) = (dir.join("home"), dir.join("codex-home"), dir.join("work"));
-        std::fs::create_dir_all(&codex_home).unwrap();
-        // Commands run unsandboxed by codex (danger-full-access), but in
-        // the test of codex's own sandbox; `untrusted` makes codex ask
-        // before each one.
-        std::fs::write(
-            codex_home.join("config.toml"),
-            format!(
-                "model = \"gpt-5.4\"\nmodel_provider = \"fake\"\napproval_policy = \"untrusted\"\n\
-                 sandbox_mode = \"{mode}\"\n\n[model_providers.fake]\nname = \"fake\"\n\
-                 base_url = \"{url}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n\
-                 request_max_retries = 0\nstream_max_retries = 0\nsupports_websockets = false\n\n\
-                 [projects.{work:?}]\ntrust_level = \"trusted\"\n",
-                work = work.display().to_string(),
-            ),
-        )
-        .unwrap();
-        format!(
-            "[agents.codex]\ncommand = {exe:?}\nenv = {{ CODEX_HOME = {codex_home:?}, OPENAI_API_KEY = \"fake\", \
-             HOME = {home:?} }}\n{extra}"
-        )
+        format!("{}{extra}", codex_table(dir, url, exe, mode))
     })
     .await
 }

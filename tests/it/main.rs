@@ -62,6 +62,7 @@ mod interop_claude;
 mod interop_codex;
 mod interop_fast_agent;
 mod interop_opencode;
+mod interop_review;
 mod layers;
 mod layout;
 mod llm_providers;
