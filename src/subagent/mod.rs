@@ -26,6 +26,8 @@ use findings::place::DiffRanges;
 pub struct Reviewed<'a> {
     pub tree: Option<&'a Path>,
     pub diff: Option<&'a DiffRanges>,
+    /// A review of a branch: the branch, whose files the findings name.
+    pub rev: Option<&'a str>,
 }
 
 /// The events that end a call: its `SubagentFinished`, preceded by a
@@ -60,7 +62,7 @@ pub fn finish(
         if let Some(tree) = review.tree
             && !parsed.findings.is_empty()
         {
-            findings::place::check(&mut parsed, tree, review.diff);
+            findings::place::check(&mut parsed, tree, review.diff, review.rev);
         }
         for text in parsed.bounded_notices() {
             events.push(Event::SubagentActivity {

@@ -643,3 +643,55 @@ fn the_actions_review_step_runs_quorum_review() {
     let md = std::fs::read_to_string(dir.join("comment.md")).unwrap();
     assert!(md.contains("🔴 **red** · 1 of 2"), "{md}");
 }
+
+/// A branch's review places its findings in the branch, not in the tree
+/// checked out: the branch put ten lines at the top of a 20-line file, and
+/// a finding at its line 28 (the old line 18, outside the diff's hunk) is
+/// kept, though the file checked out has 20 lines; one past the branch's
+/// end (31) is dropped, naming the branch's length.
+#[test]
+fn a_branch_reviews_findings_are_placed_in_the_branch() {
+    let r = repo();
+    let dir = r.dir.path();
+    let base: String = (1..=20).map(|i| format!("fn f{i}() {{}}\n")).collect();
+    std::fs::write(dir.join("big.rs"), &base).unwrap();
+    git(dir, &["add", "big.rs"]);
+    git(dir, &["commit", "-q", "-m", "big"]);
+    git(dir, &["checkout", "-q", "-b", "feature"]);
+    let top: String = (1..=10).map(|i| format!("fn new{i}() {{}}\n")).collect();
+    std::fs::write(dir.join("big.rs"), format!("{top}{base}")).unwrap();
+    git(dir, &["commit", "-q", "-am", "grow"]);
+    git(dir, &["checkout", "-q", "-"]);
+    let report = "echo <!-- severity: yellow -->\n\
+        <!-- finding: {\"file\": \"big.rs\", \"line\": 28, \"severity\": \"yellow\", \"title\": \"f18 is unused\"} -->\n\
+        Nothing calls f18.\n\
+        <!-- finding: {\"file\": \"big.rs\", \"line\": 31, \"severity\": \"yellow\", \"title\": \"past the end\"} -->\n";
+    let mut config = std::fs::read_to_string(&r.config).unwrap();
+    config.push_str(&format!(
+        "[agents.late]\ncommand = {:?}\nargs = [\"--scenario\", {}]\n",
+        env!("CARGO_BIN_EXE_quorum-fake-agent"),
+        toml::Value::String(report.into())
+    ));
+    std::fs::write(&r.config, config).unwrap();
+    let record = dir.join(".git/branch.jsonl");
+    let o = r.review(&[
+        "--branch",
+        "feature",
+        "--agents",
+        "late",
+        "--json",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let found = v["tasks"][0]["findings"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!(
+        (&found[0]["line"], &found[0]["title"]),
+        (&28.into(), &"f18 is unused".into())
+    );
+    let transcript = std::fs::read_to_string(&record).unwrap();
+    let notice = "line 31 is past the end of big.rs (30 lines on feature)";
+    assert!(transcript.contains(notice), "{transcript}");
+}

@@ -191,6 +191,7 @@ impl Dispatcher {
             depth: depth + 1,
             message,
             prompt_message,
+            reviewed: spec.branch.clone().filter(|_| spec.code_review),
             code_review: spec.code_review,
             requirements: spec.output_requirements,
             resume,
@@ -460,15 +461,17 @@ impl Dispatcher {
         if !job.code_review {
             return crate::subagent::finish(&job.call_id, &job.agent, outcome, None);
         }
-        let tree = match &job.worktree {
-            Some(w) => w.path.clone(),
-            None => crate::worktree::Repo::find(self.root.path())
+        // A reviewed branch's findings name the branch's files.
+        let tree = match (&job.worktree, &job.reviewed) {
+            (Some(w), None) => w.path.clone(),
+            _ => crate::worktree::Repo::find(self.root.path())
                 .map_or_else(|_| self.root.path().to_path_buf(), |r| r.top),
         };
         let diff = crate::subagent::findings::place::DiffRanges::of_prompt(&job.prompt);
         let reviewed = crate::subagent::Reviewed {
             tree: Some(&tree),
             diff: diff.as_ref(),
+            rev: job.reviewed.as_deref(),
         };
         crate::subagent::finish(&job.call_id, &job.agent, outcome, Some(reviewed))
     }
@@ -506,6 +509,8 @@ pub(in crate::subagent) struct CallJob {
     pub(in crate::subagent) task_id: Option<String>,
     pub(in crate::subagent) prompt: String,
     pub(in crate::subagent) code_review: bool,
+    /// A review of a branch: the branch.
+    pub(in crate::subagent) reviewed: Option<String>,
     pub(in crate::subagent) resume: Option<String>,
     pub(in crate::subagent) exclude: Option<Exclude>,
     /// A worktree task's worktree: its turns run there and are committed.
@@ -558,6 +563,7 @@ fn opened(
             task_id: task_id.clone(),
             prompt,
             code_review: task.code_review,
+            reviewed: task.reviewed,
             resume: task.resume,
             exclude: launch.exclude.cloned(),
             title: crate::worktree::first_line(&task.message).to_string(),
@@ -579,6 +585,8 @@ pub(in crate::subagent) struct Prepared {
     pub(in crate::subagent) message: String,
     /// What the agent is sent: the message, with a reviewed branch's diff.
     pub(in crate::subagent) prompt_message: String,
+    /// A review of a branch: the branch.
+    pub(in crate::subagent) reviewed: Option<String>,
     pub(in crate::subagent) code_review: bool,
     pub(in crate::subagent) requirements: Option<String>,
     pub(in crate::subagent) resume: Option<String>,

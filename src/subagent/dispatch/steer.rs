@@ -197,6 +197,8 @@ impl Dispatcher {
             task_id: Some(task_id.to_string()),
             prompt: prompt_for(message.to_string(), meta.code_review),
             code_review: meta.code_review,
+            // A follow-up's findings are placed in the tree it ran in.
+            reviewed: None,
             resume: Some(session_id),
             exclude: meta.exclude,
             worktree: meta.worktree,

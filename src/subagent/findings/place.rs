@@ -104,14 +104,20 @@ fn new_range(hunk: &str) -> Option<(u32, u32)> {
 /// Keeps the findings that point into the repository at `root`: a path
 /// that leaves it (absolute, `..`, a link out), a file neither in it nor
 /// in the diff, or a line past the file's end (and past every hunk of the
-/// diff, for a file it changes) is dropped with a notice.
-pub fn check(parsed: &mut Parsed, root: &Path, diff: Option<&DiffRanges>) {
+/// diff, for a file it changes) is dropped with a notice. With `rev` (a
+/// review of a branch) the files are the revision's, read from git, not
+/// the tree checked out.
+pub fn check(parsed: &mut Parsed, root: &Path, diff: Option<&DiffRanges>, rev: Option<&str>) {
     let Ok(root) = root.canonicalize() else {
         return;
     };
     let findings = std::mem::take(&mut parsed.findings);
     for f in findings {
-        match problem(&f, &root, diff) {
+        let problem = match rev {
+            Some(rev) => problem_at(&f, &root, rev, diff),
+            None => problem(&f, &root, diff),
+        };
+        match problem {
             None => parsed.findings.push(f),
             Some(why) => parsed.notices.push(format!(
                 "finding {:?} at {}:{} dropped: {why}",
@@ -121,14 +127,19 @@ pub fn check(parsed: &mut Parsed, root: &Path, diff: Option<&DiffRanges>) {
     }
 }
 
-/// What is wrong with where `f` points, if anything.
-fn problem(f: &Finding, root: &Path, diff: Option<&DiffRanges>) -> Option<String> {
-    let rel = Path::new(&f.file);
-    if rel.is_absolute()
+/// Whether a finding's path stays inside the repository (relative, no
+/// `..`).
+fn leaves(rel: &Path) -> bool {
+    rel.is_absolute()
         || rel
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
+}
+
+/// What is wrong with where `f` points, if anything.
+fn problem(f: &Finding, root: &Path, diff: Option<&DiffRanges>) -> Option<String> {
+    let rel = Path::new(&f.file);
+    if leaves(rel) {
         return Some("the path leaves the repository".into());
     }
     let in_diff = diff.is_some_and(|d| d.has(&f.file));
@@ -144,13 +155,48 @@ fn problem(f: &Finding, root: &Path, diff: Option<&DiffRanges>) -> Option<String
         return Some(format!("{} is not a file", f.file));
     }
     let lines = count_lines(&path)?;
+    past_end(f, lines, diff, "")
+}
+
+/// What is wrong with where `f` points in revision `rev` of the
+/// repository at `root`, if anything: its file is the blob git has there
+/// (hardened git, `cat-file`, which runs no filter of the tree).
+fn problem_at(f: &Finding, root: &Path, rev: &str, diff: Option<&DiffRanges>) -> Option<String> {
+    let rel = Path::new(&f.file);
+    if leaves(rel) {
+        return Some("the path leaves the repository".into());
+    }
+    if rev.starts_with('-') {
+        return None;
+    }
+    let out = crate::runtime::git::in_dir(root)
+        .args(["cat-file", "blob", &format!("{rev}:{}", f.file)])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return Some(format!("{} is not in {rev}", f.file));
+    }
+    let lines = lines_of(&out.stdout[..out.stdout.len().min(MAX_COUNTED_BYTES as usize)]);
+    past_end(f, lines, diff, &format!(" on {rev}"))
+}
+
+/// A line past the end of a file of `lines` lines (and of every hunk of
+/// the diff): `where_` says whose file (` on BRANCH`).
+fn past_end(f: &Finding, lines: u32, diff: Option<&DiffRanges>, where_: &str) -> Option<String> {
     let last = lines.max(diff.map_or(0, |d| d.last_line(&f.file)));
     (f.line > last.max(1)).then(|| {
         format!(
-            "line {} is past the end of {} ({lines} lines)",
+            "line {} is past the end of {} ({lines} lines{where_})",
             f.line, f.file
         )
     })
+}
+
+/// The lines of a file's bytes (its last one may lack its newline).
+fn lines_of(bytes: &[u8]) -> u32 {
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+    let unterminated = usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
+    (newlines + unterminated) as u32
 }
 
 /// The number of lines of a file (`None`: too large to count, or
@@ -162,7 +208,5 @@ fn count_lines(path: &Path) -> Option<u32> {
     }
     let mut bytes = Vec::new();
     file.take(MAX_COUNTED_BYTES).read_to_end(&mut bytes).ok()?;
-    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
-    let unterminated = usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
-    Some((newlines + unterminated) as u32)
+    Some(lines_of(&bytes))
 }

@@ -165,7 +165,7 @@ fn findings_are_checked_against_the_tree() {
         ],
         notices: vec![],
     };
-    check(&mut p, dir.path(), Some(&diff));
+    check(&mut p, dir.path(), Some(&diff), None);
     let kept: Vec<&str> = p.findings.iter().map(|f| f.title.as_str()).collect();
     assert_eq!(kept, ["kept", "deleted, in the diff"]);
     let n = &p.notices;
