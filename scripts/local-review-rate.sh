@@ -11,6 +11,7 @@
 # `generic.qwen` pointed at the server: the whole path, `quorum review` to
 # the SARIF it prints. Each run reviews the same diff: a new file whose
 # averaging loop skips the last element (`range(len(xs) - 1)`, line 4).
+# QUORUM_RATE_KEEP=DIR keeps each run's `--format json` there.
 # Prints one line per run (the findings' places) and then the rate:
 #   parsed: runs with any finding parsed
 #   at the line: runs with a finding whose lines hold line 4 of stats.py
@@ -35,6 +36,7 @@ quorum="${CARGO_TARGET_DIR:-target}/debug/quorum"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+keep=${QUORUM_RATE_KEEP:-}
 repo="$work/repo"
 mkdir -p "$repo" "$work/home"
 git -C "$repo" init -q
@@ -61,7 +63,9 @@ parsed=0 at=0 near=0
 for i in $(seq "$runs"); do
     code=0
     HOME="$work/home" "$quorum" --config "$work/quorum.toml" review --agents qwen \
-        --cwd "$repo" --format sarif >"$work/r.sarif" 2>"$work/r.err" || code=$?
+        --cwd "$repo" --format sarif --write "json=$work/r.json" >"$work/r.sarif" 2>"$work/r.err" || code=$?
+    # QUORUM_RATE_KEEP=DIR keeps each run's JSON (the reviews as written).
+    [ -n "$keep" ] && mkdir -p "$keep" && cp "$work/r.json" "$keep/run-$i.json"
     read -r p a n places < <(python3 - "$work/r.sarif" <<'EOF'
 import json, sys
 try:
