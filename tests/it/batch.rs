@@ -811,9 +811,17 @@ async fn a_refuted_finding_turns_the_verdict_live_and_replayed() {
     ] {
         assert!(text.contains(shown), "{shown}\n{text}");
     }
-    assert_eq!(
-        crate::common::rows(&a),
-        crate::common::rows(&b),
-        "the replay draws the live screen"
-    );
+    // The refuted finding's title is struck through; the kept one is not.
+    let struck = |title: &str| {
+        let rows = crate::common::rows(&a);
+        let y = rows.iter().position(|r| r.contains(title)).unwrap();
+        let at = rows[y].find(title).unwrap();
+        let col = rows[y][..at].chars().count() as u16;
+        a[(col, y as u16)]
+            .modifier
+            .contains(ratatui::style::Modifier::CROSSED_OUT)
+    };
+    assert!(struck("added() is never called"), "{text}");
+    assert!(!struck("a typo in the notes"), "{text}");
+    assert_eq!(a, b, "the replay draws the live screen, styles and all");
 }

@@ -722,3 +722,32 @@ fn verify_a_refuted_red_finding_turns_the_verdict() {
     let o = r.review(&["--agents", "fa,refuter"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
+
+/// `--verify` never stops a review: a checker that answers without the
+/// header, or no other reviewer to ask, leaves the finding unchecked and
+/// says why; the verdict stays as the reviewers gave it.
+#[test]
+fn verify_without_an_answer_leaves_the_finding_unchecked() {
+    let r = repo();
+    let o = r.review(&["--agents", "fa,green", "--verify", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(v["quorum"]["findings"][0].get("check"), None, "{v}");
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains(
+            "verify: green's check of the finding red lib.rs:2 has no \
+             `<!-- finding-check: confirmed|refuted -->` header; it stays unchecked"
+        ),
+        "{stderr}"
+    );
+    let o = r.review(&["--agents", "fa", "--verify"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains(
+            "verify: the finding red lib.rs:2 stays unchecked: no other reviewer to check it"
+        ),
+        "{stderr}"
+    );
+}
