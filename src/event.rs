@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 mod activity;
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
-/// What reviewers found, and where (a review's findings, a quorum's merged).
-pub mod finding;
 /// A quorum's verdict once it checked its own findings, and its labels.
 mod checked;
+/// What reviewers found, and where (a review's findings, a quorum's merged).
+pub mod finding;
 /// The forms agents ask the person to fill in, and their validation.
 pub mod form;
 /// The slash commands: one table of names, usage and help.

@@ -36,11 +36,7 @@ impl Quorum {
     /// A reviewer's verdict once its findings were checked.
     fn standing(&self, v: &ReviewerVerdict) -> Option<Severity> {
         let said = v.severity?;
-        let mine = || {
-            self.findings
-                .iter()
-                .filter(|f| f.by.iter().any(|b| *b == v.agent))
-        };
+        let mine = || self.findings.iter().filter(|f| f.by.contains(&v.agent));
         let refuted = mine().filter(|f| !f.counts()).map(severity).max();
         let kept = mine().filter(|f| f.counts()).map(severity).max();
         match refuted {
@@ -216,7 +212,10 @@ mod tests {
     #[test]
     fn a_red_that_still_counts_keeps_the_verdict() {
         let mut q = Quorum::of(vec![reviewer("a", Red), reviewer("b", Green)]);
-        q.findings = vec![found("a", 1, Red, Some(true)), found("a", 3, Red, Some(false))];
+        q.findings = vec![
+            found("a", 1, Red, Some(true)),
+            found("a", 3, Red, Some(false)),
+        ];
         q.checked();
         assert_eq!((q.verdict, q.before), (Some(Red), None));
         assert_eq!(

@@ -668,7 +668,11 @@ fn verify_a_refuted_red_finding_turns_the_verdict() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
     let q = &v["quorum"];
-    assert_eq!((&q["verdict"], &q["before"]), (&"green".into(), &"red".into()), "{v}");
+    assert_eq!(
+        (&q["verdict"], &q["before"]),
+        (&"green".into(), &"red".into()),
+        "{v}"
+    );
     let check = &q["findings"][0]["check"];
     assert_eq!(
         (&check["verdict"], &check["by"], &check["reason"]),
@@ -679,7 +683,11 @@ fn verify_a_refuted_red_finding_turns_the_verdict() {
         ),
         "{v}"
     );
-    assert_eq!(q["findings"][1].get("check"), None, "a green finding is not checked: {v}");
+    assert_eq!(
+        q["findings"][1].get("check"),
+        None,
+        "a green finding is not checked: {v}"
+    );
     assert_eq!(
         q["text"],
         "red → green after verification: 1 of 1 red finding refuted · 2 of 2 · \
@@ -690,10 +698,15 @@ fn verify_a_refuted_red_finding_turns_the_verdict() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let stdout = text(&o.stdout);
     assert!(
-        stdout.contains("quorum: red → green after verification: 1 of 1 red finding refuted · 2 of 2"),
+        stdout.contains(
+            "quorum: red → green after verification: 1 of 1 red finding refuted · 2 of 2"
+        ),
         "{stdout}"
     );
-    assert!(stdout.contains("added() is never called  (fa · 1 of 2) refuted by refuter"), "{stdout}");
+    assert!(
+        stdout.contains("added() is never called  (fa · 1 of 2) refuted by refuter"),
+        "{stdout}"
+    );
     // The recorded session replays to a screen that shows it.
     let shot = r.dir.path().join(".git/verify.txt");
     let o = r
@@ -716,7 +729,10 @@ fn verify_a_refuted_red_finding_turns_the_verdict() {
     let o = r.review(&["--agents", "fa,confirmer", "--verify", "--json"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
-    assert_eq!(v["quorum"]["findings"][0]["check"]["verdict"], "confirmed", "{v}");
+    assert_eq!(
+        v["quorum"]["findings"][0]["check"]["verdict"], "confirmed",
+        "{v}"
+    );
     assert_eq!(v["quorum"].get("before"), None, "{v}");
     // Without `--verify`, nothing is checked.
     let o = r.review(&["--agents", "fa,refuter"]);

@@ -309,7 +309,15 @@ impl Dispatcher {
         // Each judged branch gets the verdict of its own reviewers.
         if branches.iter().any(Option::is_some) {
             let verdicts = verdicts(&tasks, &call_ids);
-            for (branch, q) in super::isolate::branch_quorums(&branches, &verdicts) {
+            for (branch, mut q) in super::isolate::branch_quorums(&branches, &verdicts) {
+                // A branch every reviewer judged takes the quorum's verdict
+                // (after its checks, with `verify`).
+                if let Some(all) = quorum
+                    .as_ref()
+                    .filter(|_| branches.iter().all(|b| b.as_ref() == Some(&branch)))
+                {
+                    q = all.clone();
+                }
                 self.record_verdict(&branch, &batch_id, &q);
             }
         }

@@ -80,13 +80,12 @@ impl Dispatcher {
                 )),
             }
         }
-        let answers = futures::future::join_all(runs.into_iter().map(
-            |(index, checker, what, opened)| {
+        let answers =
+            futures::future::join_all(runs.into_iter().map(|(index, checker, what, opened)| {
                 let this = self.clone();
                 async move { (index, checker, what, this.run(opened).await) }
-            },
-        ))
-        .await;
+            }))
+            .await;
         for (index, checker, what, outcome) in answers {
             let answer = (outcome.stop_reason == StopReason::EndTurn)
                 .then(|| check::parse(&outcome.output, &checker))

@@ -144,7 +144,10 @@ mod tests {
                 reason: "It is called from main.".into()
             })
         );
-        let c = parse("Sure.\n\n  <!--Finding-Check :CONFIRMED-->  right\x1b[31m.", "b");
+        let c = parse(
+            "Sure.\n\n  <!--Finding-Check :CONFIRMED-->  right\x1b[31m.",
+            "b",
+        );
         assert_eq!(
             c,
             Some(Check::Confirmed {
@@ -160,7 +163,10 @@ mod tests {
         let Some(Check::Refuted { reason, .. }) = parse(&long, "b") else {
             panic!("refuted")
         };
-        assert!(reason.chars().count() <= MAX_REASON + 1 && reason.ends_with('…'), "{reason}");
+        assert!(
+            reason.chars().count() <= MAX_REASON + 1 && reason.ends_with('…'),
+            "{reason}"
+        );
         for garbled in [
             "",
             "I agree.",
@@ -202,7 +208,9 @@ mod tests {
         let f = finding(&["a"], Severity::Red).finding;
         let p = prompt("a", &f, Some("+fn added() {}\n"));
         assert!(
-            p.starts_with("Check a finding of a's code review: red lib.rs:2 added() is never called\n"),
+            p.starts_with(
+                "Check a finding of a's code review: red lib.rs:2 added() is never called\n"
+            ),
             "{p}"
         );
         assert!(p.contains("Nothing calls it."), "{p}");

@@ -47,10 +47,7 @@ pub fn box_findings(
             vec![Span::styled(format!("● {:<6} ", f.severity.as_str()), mark)],
             vec![Span::raw("         ")],
             vec![
-                Span::styled(
-                    one_line(&f.place()),
-                    theme::code().add_modifier(struck),
-                ),
+                Span::styled(one_line(&f.place()), theme::code().add_modifier(struck)),
                 Span::styled("  ", Style::default().add_modifier(struck)),
                 Span::styled(one_line(&f.title), Style::default().add_modifier(struck)),
             ],
