@@ -126,4 +126,49 @@ mod tests {
         box_findings(&[], &[], 60, &mut none);
         assert!(none.is_empty());
     }
+
+    /// A refuted finding is struck through and says who refuted it and
+    /// why; a confirmed one says who confirmed it; an unchecked one
+    /// nothing more.
+    #[test]
+    fn checks_strike_the_refuted_and_name_the_checker() {
+        let f = |line, title: &str| Finding {
+            file: "lib.rs".into(),
+            line,
+            end_line: None,
+            severity: Severity::Red,
+            title: title.into(),
+            body: String::new(),
+        };
+        let findings = vec![f(1, "wrong"), f(2, "right"), f(3, "unasked")];
+        let checks = vec![
+            Some(Check::Refuted {
+                by: "codex".into(),
+                reason: "it is called".into(),
+            }),
+            Some(Check::Confirmed {
+                by: "gemini".into(),
+                reason: "yes".into(),
+            }),
+        ];
+        let mut body = Vec::new();
+        box_findings(&findings, &checks, 80, &mut body);
+        assert_eq!(
+            text(&body),
+            [
+                "3 findings",
+                "● red    lib.rs:1  wrong",
+                "         refuted by codex: it is called",
+                "● red    lib.rs:2  right",
+                "         confirmed by gemini",
+                "● red    lib.rs:3  unasked",
+            ]
+        );
+        let struck = |row: &Line<'static>| {
+            row.spans
+                .iter()
+                .any(|s| s.style.add_modifier.contains(Modifier::CROSSED_OUT))
+        };
+        assert!(struck(&body[1]) && !struck(&body[3]) && !struck(&body[5]));
+    }
 }
