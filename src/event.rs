@@ -860,7 +860,10 @@ pub(crate) mod tests {
             by: vec!["claude".into()],
             of: 2,
             outside_diff: true,
-            check: None,
+            check: Some(finding::Check::Confirmed {
+                by: "codex".into(),
+                reason: "it is retried".into(),
+            }),
         }];
         q
     }
