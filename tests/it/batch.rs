@@ -825,3 +825,20 @@ async fn a_refuted_finding_turns_the_verdict_live_and_replayed() {
     assert!(!struck("a typo in the notes"), "{text}");
     assert_eq!(a, b, "the replay draws the live screen, styles and all");
 }
+
+/// `verify` on a call that is no batch of reviews is said, and the call
+/// runs as it would without it.
+#[tokio::test]
+async fn verify_outside_a_review_batch_is_said_and_ignored() {
+    let mut r = rig(4, None);
+    let mut call = batch(vec![task("fake", "echo one")]);
+    call.verify = true;
+    let result = r.batch(call).await;
+    assert!(result.quorum.is_none());
+    let events = r.drain();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Notice { text, .. }
+            if text.starts_with("verify: only a batch of code reviews"))),
+        "{events:?}"
+    );
+}
