@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 mod activity;
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
+/// A quorum's verdict once it checked its own findings, and its labels.
+mod checked;
 /// What reviewers found, and where (a review's findings, a quorum's merged).
 pub mod finding;
 /// The forms agents ask the person to fill in, and their validation.
@@ -364,6 +366,10 @@ pub struct Quorum {
     /// The reviewers' findings, merged (none in older transcripts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<finding::QuorumFinding>,
+    /// The verdict before the quorum checked its findings, when checking
+    /// changed it (`Quorum::checked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Severity>,
 }
 
 impl Quorum {
@@ -383,6 +389,7 @@ impl Quorum {
             total: verdicts.len() as u32,
             verdicts,
             findings: Vec::new(),
+            before: None,
         }
     }
 
@@ -396,60 +403,6 @@ impl Quorum {
         self.verdicts
             .iter()
             .any(|v| v.failed || v.severity.is_none())
-    }
-
-    /// `red · 2 of 3` (`no verdict · 0 of 3` when no reviewer gave one),
-    /// then its findings when it has any:
-    /// `red · 1 of 2 · 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`.
-    pub fn label(&self) -> String {
-        let verdict = format!(
-            "{} · {} of {}",
-            self.verdict.map_or("no verdict", Severity::as_str),
-            self.agree,
-            self.total
-        );
-        match self.findings_label() {
-            Some(findings) => format!("{verdict} · {findings}"),
-            None => verdict,
-        }
-    }
-
-    /// `3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`:
-    /// how many of each severity, and how many reviewers found each.
-    pub fn findings_label(&self) -> Option<String> {
-        if self.findings.is_empty() {
-            return None;
-        }
-        let n = self.findings.len();
-        let mut counts = Vec::new();
-        for s in [Severity::Red, Severity::Yellow, Severity::Green] {
-            let k = self
-                .findings
-                .iter()
-                .filter(|f| f.finding.severity == s)
-                .count();
-            if k > 0 {
-                counts.push(format!("{k} {}", s.as_str()));
-            }
-        }
-        let mut agreed: Vec<(usize, usize)> = Vec::new();
-        for f in &self.findings {
-            match agreed.iter_mut().find(|(by, _)| *by == f.by.len()) {
-                Some((_, k)) => *k += 1,
-                None => agreed.push((f.by.len(), 1)),
-            }
-        }
-        agreed.sort_by_key(|&(by, _)| std::cmp::Reverse(by));
-        let agreed: Vec<String> = agreed
-            .iter()
-            .map(|(by, k)| format!("{k} by {by} of {}", self.total))
-            .collect();
-        Some(format!(
-            "{n} finding{}: {} · agreed: {}",
-            if n == 1 { "" } else { "s" },
-            counts.join(", "),
-            agreed.join(", ")
-        ))
     }
 }
 
@@ -907,7 +860,10 @@ pub(crate) mod tests {
             by: vec!["claude".into()],
             of: 2,
             outside_diff: true,
-            check: None,
+            check: Some(finding::Check::Confirmed {
+                by: "codex".into(),
+                reason: "it is retried".into(),
+            }),
         }];
         q
     }

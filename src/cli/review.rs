@@ -46,6 +46,12 @@ pub struct ReviewArgs {
     /// (a red one keeps `/merge` from merging it).
     #[arg(long, value_name = "B", conflicts_with = "base")]
     pub branch: Option<String>,
+    /// The quorum checks itself: each red or yellow finding only one
+    /// reviewer made goes to another reviewer, who confirms or refutes it;
+    /// a refuted finding is shown struck and does not count toward the
+    /// verdict (nor the exit code).
+    #[arg(long)]
+    pub verify: bool,
     /// Print one JSON object: the summary, each review, the quorum, the
     /// findings and the exit code (`--format json`).
     #[arg(long)]
@@ -289,6 +295,7 @@ fn review_input(
                 .collect(),
         ),
         code_review: true,
+        verify: args.verify,
         branch: args.branch.clone(),
         // Sessions last one invocation: every reviewer starts fresh.
         continue_session: false,
@@ -340,7 +347,11 @@ fn review_of(batch: &BatchResult, rev: &str, diff: &str) -> Review {
     Review {
         base: rev.to_string(),
         verdict: quorum.and_then(|q| q.verdict),
-        agreed: quorum.map_or_else(String::new, |q| format!("{} of {}", q.agree, q.total)),
+        agreed: quorum.map_or_else(String::new, |q| match q.refuted_label() {
+            // What checking refuted, and how the verdict changed.
+            Some(_) => format!("{} of {} · {}", q.agree, q.total, q.verdict_text()),
+            None => format!("{} of {}", q.agree, q.total),
+        }),
         reviewers: batch
             .tasks
             .iter()

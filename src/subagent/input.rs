@@ -37,6 +37,13 @@ pub struct SubAgentCallInput {
     /// `<!-- severity: green|yellow|red -->`.
     #[serde(default)]
     pub code_review: bool,
+    /// With `tasks` of code reviews: the quorum checks itself. Each red or
+    /// yellow finding only one reviewer made goes to another reviewer of
+    /// the batch (never its author), with the diff, to confirm or refute
+    /// with a reason; a refuted finding stays listed, struck, and no
+    /// longer counts toward the verdict, which says so.
+    #[serde(default)]
+    pub verify: bool,
     /// Resume this agent's last successful session (false: a fresh one).
     /// Ignored for the internal agent.
     #[serde(default = "yes")]
@@ -122,6 +129,7 @@ impl Default for SubAgentCallInput {
             input: None,
             tasks: None,
             code_review: false,
+            verify: false,
             continue_session: true,
             run_in_background: false,
             output_requirements: None,
@@ -495,6 +503,7 @@ mod tests {
             "input",
             "tasks",
             "code_review",
+            "verify",
             "continue_session",
             "run_in_background",
             "output_requirements",
@@ -507,6 +516,7 @@ mod tests {
         }
         assert_eq!(props["continue_session"]["default"], true);
         assert_eq!(props["code_review"]["default"], false);
+        assert_eq!(props["verify"]["default"], false);
         assert_eq!(props["include_main_summary"]["default"], false);
         // A task's fields, and only `input` is required of it.
         let text = schema.to_string();

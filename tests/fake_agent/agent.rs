@@ -53,6 +53,11 @@ const REPEAT_MARKER: &str = "_quorum_fake_agent/repeat";
 /// whatever its first word.
 static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// `--check VERDICT`: a prompt that asks to check a finding (it holds
+/// `finding-check`) is answered `<!-- finding-check: VERDICT -->` and a
+/// reason, whatever the scenario.
+static CHECK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// `--store DIR`: sessions are kept on disk there (one file per session,
 /// its turns as JSON lines), as real agents keep theirs, so a later process
 /// of the agent can load or resume them.
@@ -428,6 +433,14 @@ async fn run_turn(
             () = request_cancellation.cancelled() => {}
         }
     };
+    if let Some(verdict) = CHECK.get().filter(|_| text.contains("finding-check")) {
+        turn.thought("Checking.")?;
+        turn.chunk(format!(
+            "<!-- finding-check: {verdict} -->\nThe finding is {verdict}: added() is \
+             called from main.\n\nMore detail."
+        ))?;
+        return Ok(StopReason::EndTurn);
+    }
     let (word, rest) = match SCENARIO.get() {
         Some(scenario) => first_word(scenario),
         None => first_word(text),
@@ -1474,6 +1487,11 @@ fn parse_options() -> Options {
             }
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
+            "--check" => {
+                if let Some(verdict) = args.next() {
+                    let _ = CHECK.set(verdict);
+                }
+            }
             "--mcp-http" => MCP_HTTP.store(true, std::sync::atomic::Ordering::SeqCst),
             "--mcp-log" => {
                 if let Some(file) = args.next() {

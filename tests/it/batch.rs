@@ -749,3 +749,96 @@ async fn a_quorums_findings_draw_the_same_screen_live_and_replayed() {
         "the replay draws the live screen"
     );
 }
+
+/// A quorum that checks itself (`verify`): `fa`'s lone red finding goes
+/// to `fr`, which refutes it; the verdict turns, the finding stays in
+/// `fa`'s box, struck, with the reason, and the check has a box of its
+/// own. Live and replayed from its transcript, the screen is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refuted_finding_turns_the_verdict_live_and_replayed() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.fa]\ncommand = {fake:?}\n\
+             [agents.fr]\ncommand = {fake:?}\nargs = [\"--check\", \"refuted\"]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "a\nb\nteh c\nd\ne\n").unwrap();
+    let record = dir.path().join("r.jsonl");
+    let mut session_config = SessionConfig::new(
+        Registry::load_only(&config).unwrap(),
+        Root::new(dir.path()).unwrap(),
+    );
+    session_config.record = Some(record.clone());
+    let (session, mut events) = Session::start(session_config, Instant::now()).unwrap();
+    let mut input = batch(vec![task("fa", "findings a"), task("fr", "review green")]);
+    input.code_review = true;
+    input.verify = true;
+    let reply = tokio::time::timeout(Duration::from_secs(60), session.call(input))
+        .await
+        .expect("the call ends")
+        .expect("the batch runs");
+    let Reply::Batch(result) = reply else {
+        panic!("a foreground batch")
+    };
+    let quorum = result.quorum.expect("a review quorum");
+    assert_eq!(
+        (quorum.verdict, quorum.before),
+        (Some(Severity::Green), Some(Severity::Red)),
+        "{quorum:?}"
+    );
+    session.shutdown();
+    let mut live = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        live.push(e);
+    }
+    let replayed = crate::common::events(&record);
+    let (a, b) = (
+        crate::common::screen(&live, 120, 80, Some(false)),
+        crate::common::screen(&replayed, 120, 80, Some(false)),
+    );
+    let text = crate::common::rows(&a).join("\n");
+    for shown in [
+        "quorum ● red → green after verification: 1 of 1 red finding refuted · 2 of 2",
+        "● red    lib.rs:2  added() is never called",
+        "refuted by fr: The finding is refuted: added() is called from main.",
+        "Check a finding of fa's code review",
+    ] {
+        assert!(text.contains(shown), "{shown}\n{text}");
+    }
+    // The refuted finding's title is struck through; the kept one is not.
+    let struck = |title: &str| {
+        let rows = crate::common::rows(&a);
+        let y = rows.iter().position(|r| r.contains(title)).unwrap();
+        let at = rows[y].find(title).unwrap();
+        let col = rows[y][..at].chars().count() as u16;
+        a[(col, y as u16)]
+            .modifier
+            .contains(ratatui::style::Modifier::CROSSED_OUT)
+    };
+    assert!(struck("added() is never called"), "{text}");
+    assert!(!struck("a typo in the notes"), "{text}");
+    assert_eq!(a, b, "the replay draws the live screen, styles and all");
+}
+
+/// `verify` on a call that is no batch of reviews is said, and the call
+/// runs as it would without it.
+#[tokio::test]
+async fn verify_outside_a_review_batch_is_said_and_ignored() {
+    let mut r = rig(4, None);
+    let mut call = batch(vec![task("fake", "echo one")]);
+    call.verify = true;
+    let result = r.batch(call).await;
+    assert!(result.quorum.is_none());
+    let events = r.drain();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Notice { text, .. }
+            if text.starts_with("verify: only a batch of code reviews"))),
+        "{events:?}"
+    );
+}

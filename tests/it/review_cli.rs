@@ -30,7 +30,9 @@ fn git(dir: &Path, args: &[&str]) {
 /// with reviewers `green`, `yellow`, `red`, `red2`, `crash`, `silent` (no
 /// verdict), `echo` (answers with the prompt it got), `finder` (red, with
 /// a finding on the added line, [`FINDER`]), and `fa` and `fb` (reviews
-/// with findings: the fake agent's `findings a` and `findings b`).
+/// with findings: the fake agent's `findings a` and `findings b`), and
+/// `refuter` and `confirmer` (green, no findings; a finding they are asked
+/// to check they refute, or confirm).
 fn repo() -> Repo {
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q"]);
@@ -41,20 +43,23 @@ fn repo() -> Repo {
     std::fs::write(dir.path().join("lib.rs"), "fn old() {}\nfn added() {}\n").unwrap();
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let mut config = String::new();
-    for (name, scenario) in [
-        ("green", "review green"),
-        ("yellow", "review yellow"),
-        ("red", "review red"),
-        ("red2", "review red"),
-        ("crash", "crash"),
-        ("silent", "echo fine"),
-        ("echo", "prompt"),
-        ("fa", "findings a"),
-        ("fb", "findings b"),
-        ("finder", FINDER),
+    for (name, scenario, check) in [
+        ("green", "review green", None),
+        ("yellow", "review yellow", None),
+        ("red", "review red", None),
+        ("red2", "review red", None),
+        ("crash", "crash", None),
+        ("silent", "echo fine", None),
+        ("echo", "prompt", None),
+        ("fa", "findings a", None),
+        ("fb", "findings b", None),
+        ("finder", FINDER, None),
+        ("refuter", "review green", Some("refuted")),
+        ("confirmer", "review green", Some("confirmed")),
     ] {
+        let check = check.map_or(String::new(), |v| format!(", \"--check\", \"{v}\""));
         config.push_str(&format!(
-            "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", {}]\n",
+            "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", {}{check}]\n",
             toml::Value::String(scenario.into())
         ));
     }
@@ -642,6 +647,125 @@ fn the_actions_review_step_runs_quorum_review() {
     crate::review_formats::valid_sarif(&dir.join("review.sarif"));
     let md = std::fs::read_to_string(dir.join("comment.md")).unwrap();
     assert!(md.contains("🔴 **red** · 1 of 2"), "{md}");
+}
+
+/// `--verify`: `fa`'s lone red finding goes to the other reviewer; refuted,
+/// it stays listed, struck, and no longer counts: the verdict turns green
+/// and says so, in the exit code, the JSON, the text, and the replayed
+/// screen. Confirmed, the verdict stays red.
+#[test]
+fn verify_a_refuted_red_finding_turns_the_verdict() {
+    let r = repo();
+    let record = r.dir.path().join(".git/verify.jsonl");
+    let o = r.review(&[
+        "--agents",
+        "fa,refuter",
+        "--verify",
+        "--json",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let q = &v["quorum"];
+    assert_eq!(
+        (&q["verdict"], &q["before"]),
+        (&"green".into(), &"red".into()),
+        "{v}"
+    );
+    let check = &q["findings"][0]["check"];
+    assert_eq!(
+        (&check["verdict"], &check["by"], &check["reason"]),
+        (
+            &"refuted".into(),
+            &"refuter".into(),
+            &"The finding is refuted: added() is called from main.".into()
+        ),
+        "{v}"
+    );
+    assert_eq!(
+        q["findings"][1].get("check"),
+        None,
+        "a green finding is not checked: {v}"
+    );
+    assert_eq!(
+        q["text"],
+        "red → green after verification: 1 of 1 red finding refuted · 2 of 2 · \
+         2 findings: 1 red, 1 green · agreed: 2 by 1 of 2"
+    );
+    // The text report strikes nothing it cannot: it says who refuted it.
+    let o = r.review(&["--agents", "fa,refuter", "--verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains(
+            "quorum: red → green after verification: 1 of 1 red finding refuted · 2 of 2"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("added() is never called  (fa · 1 of 2) refuted by refuter"),
+        "{stdout}"
+    );
+    // The recorded session replays to a screen that shows it.
+    let shot = r.dir.path().join(".git/verify.txt");
+    let o = r
+        .quorum()
+        .args(["replay", record.to_str().unwrap(), "--screenshot"])
+        .arg(&shot)
+        .args(["--size", "140x80"])
+        .output_bounded();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let screen = std::fs::read_to_string(&shot).unwrap();
+    for line in [
+        "quorum ● red → green after verification: 1 of 1 red finding refuted · 2 of 2",
+        "● red    lib.rs:2  added() is never called",
+        "refuted by refuter: The finding is refuted: added() is called from main.",
+        "Check a finding of fa's code review",
+    ] {
+        assert!(screen.contains(line), "{line}\n{screen}");
+    }
+    // Confirmed, the finding counts: red, as before.
+    let o = r.review(&["--agents", "fa,confirmer", "--verify", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(
+        v["quorum"]["findings"][0]["check"]["verdict"], "confirmed",
+        "{v}"
+    );
+    assert_eq!(v["quorum"].get("before"), None, "{v}");
+    // Without `--verify`, nothing is checked.
+    let o = r.review(&["--agents", "fa,refuter"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+/// `--verify` never stops a review: a checker that answers without the
+/// header, or no other reviewer to ask, leaves the finding unchecked and
+/// says why; the verdict stays as the reviewers gave it.
+#[test]
+fn verify_without_an_answer_leaves_the_finding_unchecked() {
+    let r = repo();
+    let o = r.review(&["--agents", "fa,green", "--verify", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(v["quorum"]["findings"][0].get("check"), None, "{v}");
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains(
+            "verify: green's check of the finding red lib.rs:2 has no \
+             `<!-- finding-check: confirmed|refuted -->` header; it stays unchecked"
+        ),
+        "{stderr}"
+    );
+    let o = r.review(&["--agents", "fa", "--verify"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains(
+            "verify: the finding red lib.rs:2 stays unchecked: no other reviewer to check it"
+        ),
+        "{stderr}"
+    );
 }
 
 /// A branch's review places its findings in the branch, not in the tree

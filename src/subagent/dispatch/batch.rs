@@ -9,12 +9,13 @@ use tokio::sync::{Semaphore, watch};
 
 use super::call::{Launch, Opened, Place, Prepared};
 use super::detach::Detachable;
+use super::verify::Verify;
 use super::{Dispatcher, Reply};
 use crate::confine::fsroot::Exclude;
 use crate::event::finding::{Finding, QuorumFinding};
 use crate::event::{Event, Outcome, Quorum, ReviewerVerdict, Severity, StopReason};
 use crate::subagent::findings::merge::merge;
-use crate::subagent::findings::place::DiffRanges;
+use crate::subagent::findings::place::{DiffRanges, diff_of_prompt};
 use crate::subagent::input::{SubAgentCallInput, TaskSpec};
 
 /// How one task of a batch ended.
@@ -159,6 +160,12 @@ impl Dispatcher {
             index,
         };
         let runs = self.open_all(prepared, detach, launch);
+        // A quorum that checks itself runs its checks as its caller would.
+        let verify = (review && input.verify).then(|| Verify {
+            depth,
+            cancel: cancel.clone(),
+            exclude: exclude.clone(),
+        });
         let starts: Vec<TaskStart> = runs
             .iter()
             .map(|(index, agent, run)| TaskStart {
@@ -175,7 +182,7 @@ impl Dispatcher {
             .collect();
         let all = self
             .clone()
-            .run_all(batch_id.clone(), runs, review, branches);
+            .run_all(batch_id.clone(), runs, (review, verify), branches);
         if input.run_in_background {
             tokio::spawn(all);
             Reply::BatchStarted {
@@ -250,13 +257,14 @@ impl Dispatcher {
     }
 
     /// Runs the opened tasks to their ends: their results in task order,
-    /// the quorum of a review batch, each judged branch's verdict
-    /// recorded, and the batch's end told.
+    /// the quorum of a review batch (its findings checked, with
+    /// `verify`), each judged branch's verdict recorded, and the batch's
+    /// end told.
     async fn run_all(
         self: Arc<Self>,
         batch_id: String,
         runs: Vec<Task<Opened>>,
-        review: bool,
+        (review, verify): (bool, Option<Verify>),
         branches: Vec<Option<String>>,
     ) -> BatchResult {
         let call_ids: Vec<Option<String>> = runs
@@ -264,10 +272,11 @@ impl Dispatcher {
             .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
             .collect();
         // The reviewed diff: the first a review's prompt holds.
-        let diff = runs
+        let diff_text = runs
             .iter()
             .filter_map(|(_, _, run)| run.as_ref().ok())
-            .find_map(|o| DiffRanges::of_prompt(&o.job.prompt));
+            .find_map(|o| diff_of_prompt(&o.job.prompt).map(str::to_string));
+        let diff = diff_text.as_deref().map(DiffRanges::of_diff);
         let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
             let this = self.clone();
             async move {
@@ -283,15 +292,32 @@ impl Dispatcher {
             }
         }))
         .await;
-        let quorum = review.then(|| {
+        let mut quorum = review.then(|| {
             let mut quorum = BatchResult::quorum_of(&tasks, &call_ids);
             quorum.findings = merged(&tasks, diff.as_ref());
             quorum
         });
+        if let (Some(quorum), Some(verify)) = (&mut quorum, &verify) {
+            let reviewers: Vec<String> = tasks
+                .iter()
+                .filter(|t| t.succeeded())
+                .map(|t| t.agent.clone())
+                .collect();
+            self.verify(quorum, &reviewers, diff_text.as_deref(), verify)
+                .await;
+        }
         // Each judged branch gets the verdict of its own reviewers.
         if branches.iter().any(Option::is_some) {
             let verdicts = verdicts(&tasks, &call_ids);
-            for (branch, q) in super::isolate::branch_quorums(&branches, &verdicts) {
+            for (branch, mut q) in super::isolate::branch_quorums(&branches, &verdicts) {
+                // A branch every reviewer judged takes the quorum's verdict
+                // (after its checks, with `verify`).
+                if let Some(all) = quorum
+                    .as_ref()
+                    .filter(|_| branches.iter().all(|b| b.as_ref() == Some(&branch)))
+                {
+                    q = all.clone();
+                }
                 self.record_verdict(&branch, &batch_id, &q);
             }
         }

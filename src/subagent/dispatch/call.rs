@@ -51,6 +51,14 @@ impl Dispatcher {
         if specs.iter().any(|s| s.isolation) {
             self.repo()?;
         }
+        if input.verify && !(input.is_batch() && specs.iter().all(|s| s.code_review)) {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: "verify: only a batch of code reviews (`tasks`, each a `code_review`) \
+                       checks its findings; this call is not one, and runs unchecked"
+                    .into(),
+            });
+        }
         if input.is_batch() {
             return Ok(self
                 .batch(&input, specs, cancel, depth, exclude, detach)

@@ -3,7 +3,8 @@
 //! [`Agent`] interface, and remembers their sessions. This file holds its
 //! state and what is asked of it as a whole; a call's life is in
 //! `call.rs`, batches in `batch.rs`, steering running calls in `steer.rs`,
-//! a foreground call sent to the background in `detach.rs`, worktree tasks
+//! a foreground call sent to the background in `detach.rs`, a review quorum
+//! that checks its findings in `verify.rs`, worktree tasks
 //! in `isolate.rs`, what a turn leaves in the person's tree that other
 //! programs run in `planted.rs`, the person's settings in `settings.rs`: its parts, which
 //! use its state here and one another, never round in a circle.
@@ -28,6 +29,7 @@ mod planted;
 mod remote;
 pub mod settings;
 mod steer;
+mod verify;
 
 pub use steer::FollowUp;
 

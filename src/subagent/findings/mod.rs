@@ -8,8 +8,10 @@
 //! never the review; everything kept is sanitised and bounded.
 //!
 //! `place` checks the findings against the reviewed tree and its diff;
-//! `merge` makes a quorum's findings of its reviewers'.
+//! `merge` makes a quorum's findings of its reviewers'; `check` asks
+//! another reviewer about a finding and reads its answer (`verify`).
 
+pub mod check;
 pub mod merge;
 pub mod place;
 

@@ -41,7 +41,9 @@ impl ToolDescription {
                    few at a time while the rest wait queued; the result is a summary (total, \
                    succeeded, failed, worst verdict) and one entry per task, and a batch of \
                    code reviews also gets a quorum: the worst verdict and how many reviewers \
-                   agree. `output_requirements` is added to the sub-agent's message under its \
+                   agree; with `verify`, the quorum checks itself: each red or yellow finding \
+                   only one reviewer made goes to another reviewer to confirm or refute, and a \
+                   refuted one no longer counts toward the verdict. `output_requirements` is added to the sub-agent's message under its \
                    own heading; `include_main_summary` puts a short summary of this \
                    conversation before it. `exclude_files_pattern` (a regex on paths relative \
                    to the session directory) keeps matching files out of what the internal \
@@ -111,6 +113,7 @@ mod tests {
             "quorum",
             "`output_requirements`",
             "`include_main_summary`",
+            "with `verify`, the quorum checks itself",
             "it does not cover agents that read the disk on their own",
         ] {
             assert!(woven.contains(said), "{said}: {woven}");

@@ -97,6 +97,10 @@ struct QuorumJson<'a> {
     agree: u32,
     total: u32,
     text: String,
+    /// The verdict before the quorum checked its findings, when that
+    /// changed it (`verify`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before: Option<Severity>,
     /// The reviewers' findings, merged: who found each, of how many.
     #[serde(skip_serializing_if = "<[QuorumFinding]>::is_empty")]
     findings: &'a [QuorumFinding],
@@ -200,6 +204,7 @@ impl<'a> QuorumJson<'a> {
             agree: q.agree,
             total: q.total,
             text: q.label(),
+            before: q.before,
             findings: &q.findings,
         }
     }

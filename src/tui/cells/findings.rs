@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 
 use crate::confine::sanitize::one_line;
 use crate::event::Quorum;
-use crate::event::finding::Finding;
+use crate::event::finding::{Check, Finding};
 use crate::tui::theme;
 use crate::tui::wrap::{LLine, wrap};
 
@@ -14,8 +14,16 @@ use crate::tui::wrap::{LLine, wrap};
 pub const SHOWN: usize = 20;
 
 /// `● red  src/a.rs:3-5  the title`, one row (wrapped) each, under a
-/// `findings` heading; at most [`SHOWN`] of them.
-pub fn box_findings(findings: &[Finding], inner: usize, body: &mut Vec<Line<'static>>) {
+/// `findings` heading; at most [`SHOWN`] of them. With `checks` (what
+/// another reviewer said of each, in the same order), a refuted finding
+/// is struck through and followed by `refuted by X: reason`, a confirmed
+/// one by `confirmed by X`.
+pub fn box_findings(
+    findings: &[Finding],
+    checks: &[Option<Check>],
+    inner: usize,
+    body: &mut Vec<Line<'static>>,
+) {
     if findings.is_empty() {
         return;
     }
@@ -24,30 +32,49 @@ pub fn box_findings(findings: &[Finding], inner: usize, body: &mut Vec<Line<'sta
         format!("{n} finding{}", if n == 1 { "" } else { "s" }),
         theme::bold(),
     )));
-    let lines: Vec<LLine> = findings
-        .iter()
-        .take(SHOWN)
-        .map(|f| {
-            let mark = Style::default()
-                .fg(theme::severity_color(f.severity))
-                .add_modifier(Modifier::BOLD);
-            LLine::prefixed(
-                vec![Span::styled(format!("● {:<6} ", f.severity.as_str()), mark)],
+    let mut lines: Vec<LLine> = Vec::new();
+    for (i, f) in findings.iter().enumerate().take(SHOWN) {
+        let check = checks.get(i).and_then(Option::as_ref);
+        let struck = if matches!(check, Some(Check::Refuted { .. })) {
+            Modifier::CROSSED_OUT
+        } else {
+            Modifier::empty()
+        };
+        let mark = Style::default()
+            .fg(theme::severity_color(f.severity))
+            .add_modifier(Modifier::BOLD | struck);
+        lines.push(LLine::prefixed(
+            vec![Span::styled(format!("● {:<6} ", f.severity.as_str()), mark)],
+            vec![Span::raw("         ")],
+            vec![
+                Span::styled(one_line(&f.place()), theme::code().add_modifier(struck)),
+                Span::styled("  ", Style::default().add_modifier(struck)),
+                Span::styled(one_line(&f.title), Style::default().add_modifier(struck)),
+            ],
+        ));
+        if let Some(check) = check {
+            lines.push(LLine::prefixed(
                 vec![Span::raw("         ")],
-                vec![
-                    Span::styled(one_line(&f.place()), theme::code()),
-                    Span::raw("  "),
-                    Span::raw(one_line(&f.title)),
-                ],
-            )
-        })
-        .collect();
+                vec![Span::raw("         ")],
+                vec![Span::styled(one_line(&said(check)), theme::dim())],
+            ));
+        }
+    }
     wrap(&lines, inner, body);
     if n > SHOWN {
         body.push(Line::from(Span::styled(
             format!("… and {} more", n - SHOWN),
             theme::dim(),
         )));
+    }
+}
+
+/// `refuted by codex: REASON`, `confirmed by codex`.
+fn said(check: &Check) -> String {
+    match check {
+        Check::Confirmed { by, .. } => format!("confirmed by {by}"),
+        Check::Refuted { by, reason } if reason.is_empty() => format!("refuted by {by}"),
+        Check::Refuted { by, reason } => format!("refuted by {by}: {reason}"),
     }
 }
 
@@ -88,7 +115,7 @@ mod tests {
             })
             .collect();
         let mut body = Vec::new();
-        box_findings(&findings, 60, &mut body);
+        box_findings(&findings, &[], 60, &mut body);
         let rows = text(&body);
         assert_eq!(rows[0], "25 findings");
         assert_eq!(rows[1], "● yellow src/a.rs:1-4  issue 1");
@@ -96,7 +123,52 @@ mod tests {
         assert_eq!(rows[SHOWN + 1], "… and 5 more");
         assert!(rows.iter().all(|r| !r.contains('\u{1b}')), "{rows:?}");
         let mut none = Vec::new();
-        box_findings(&[], 60, &mut none);
+        box_findings(&[], &[], 60, &mut none);
         assert!(none.is_empty());
+    }
+
+    /// A refuted finding is struck through and says who refuted it and
+    /// why; a confirmed one says who confirmed it; an unchecked one
+    /// nothing more.
+    #[test]
+    fn checks_strike_the_refuted_and_name_the_checker() {
+        let f = |line, title: &str| Finding {
+            file: "lib.rs".into(),
+            line,
+            end_line: None,
+            severity: Severity::Red,
+            title: title.into(),
+            body: String::new(),
+        };
+        let findings = vec![f(1, "wrong"), f(2, "right"), f(3, "unasked")];
+        let checks = vec![
+            Some(Check::Refuted {
+                by: "codex".into(),
+                reason: "it is called".into(),
+            }),
+            Some(Check::Confirmed {
+                by: "gemini".into(),
+                reason: "yes".into(),
+            }),
+        ];
+        let mut body = Vec::new();
+        box_findings(&findings, &checks, 80, &mut body);
+        assert_eq!(
+            text(&body),
+            [
+                "3 findings",
+                "● red    lib.rs:1  wrong",
+                "         refuted by codex: it is called",
+                "● red    lib.rs:2  right",
+                "         confirmed by gemini",
+                "● red    lib.rs:3  unasked",
+            ]
+        );
+        let struck = |row: &Line<'static>| {
+            row.spans
+                .iter()
+                .any(|s| s.style.add_modifier.contains(Modifier::CROSSED_OUT))
+        };
+        assert!(struck(&body[1]) && !struck(&body[3]) && !struck(&body[5]));
     }
 }

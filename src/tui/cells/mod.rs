@@ -368,9 +368,10 @@ fn batch_header(h: &BatchHeader, width: usize, now: u64) -> Line<'static> {
             if let Some(branch) = &h.branch {
                 spans.push(Span::styled(format!("on {branch} "), strong));
             }
-            let verdict = q
-                .verdict
-                .map_or("no verdict".to_string(), |v| format!("● {}", v.as_str()));
+            let verdict = match q.verdict {
+                Some(_) => format!("● {}", q.verdict_text()),
+                None => q.verdict_text(),
+            };
             spans.push(Span::styled(
                 format!("{verdict} · {} of {}", q.agree, q.total),
                 strong,
@@ -592,7 +593,7 @@ fn finished_body(b: &SubagentBox, inner: usize, now: u64, body: &mut Vec<Line<'s
     } else {
         wrap(&markdown::render(output), inner, body);
     }
-    findings::box_findings(&b.findings, inner, body);
+    findings::box_findings(&b.findings, &b.checks, inner, body);
     // What it changed stays visible when the box closes.
     if let Some(changes) = b.changes.summary() {
         wrap(

@@ -3,6 +3,7 @@
 //! added up over calls (a batch's, the session's).
 
 use super::{CellKind, State, clean};
+use crate::event::finding::{Check, Finding, QuorumFinding};
 use crate::event::{Cost, Quorum, Severity, Summary, UsageShare};
 
 /// One task of a batch, in its header.
@@ -156,7 +157,43 @@ impl State {
             header.quorum = Some(quorum);
         }
         self.tint_batch(batch_id);
+        // Each reviewer's box learns what was said of its findings.
+        for v in &quorum.verdicts {
+            let Some(&index) = v.call_id.as_ref().and_then(|c| self.calls.get(c)) else {
+                continue;
+            };
+            self.edit_box(index, |b| {
+                b.checks = b
+                    .findings
+                    .iter()
+                    .map(|f| check_of(&quorum.findings, &v.agent, f))
+                    .collect();
+            });
+        }
     }
+}
+
+/// What was said of `agent`'s finding `f`: the check of the quorum's
+/// finding it is part of (the same file, lines that overlap, `agent`
+/// among who found it), its words sanitised.
+fn check_of(merged: &[QuorumFinding], agent: &str, f: &Finding) -> Option<Check> {
+    let end = |f: &Finding| f.end_line.unwrap_or(f.line).max(f.line);
+    let q = merged.iter().find(|q| {
+        q.by.iter().any(|b| b == agent)
+            && q.finding.file == f.file
+            && f.line <= end(&q.finding)
+            && q.finding.line <= end(f)
+    })?;
+    Some(match q.check.as_ref()? {
+        Check::Confirmed { by, reason } => Check::Confirmed {
+            by: clean(by),
+            reason: clean(reason),
+        },
+        Check::Refuted { by, reason } => Check::Refuted {
+            by: clean(by),
+            reason: clean(reason),
+        },
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{ActivityLine, CellKind, Changes, Log, LogEntry, Member, State, Task, ToolInfo, clean};
-use crate::event::finding::Finding;
+use crate::event::finding::{Check, Finding};
 use crate::event::{
     AgentRef, ChildState, Event, PlanEntry, PlanStatus, SessionKind, Severity, StopReason, Summary,
     TaskState,
@@ -35,6 +35,9 @@ pub struct SubagentBox {
     pub severity: Option<Severity>,
     /// A review's findings, as its end carried them.
     pub findings: Vec<Finding>,
+    /// What another reviewer said of each of `findings` (the same order),
+    /// once its quorum checked itself; empty until then.
+    pub checks: Vec<Option<Check>>,
     /// What quorum told of the call (the last few), kept when it ends.
     pub notices: VecDeque<String>,
     pub session_id: Option<String>,
@@ -180,6 +183,7 @@ impl SubagentBox {
     ) -> Self {
         SubagentBox {
             findings: Vec::new(),
+            checks: Vec::new(),
             call_id,
             task_id: None,
             agent,
