@@ -71,11 +71,30 @@ pub fn finish(
             });
         }
     }
+    // A header milder than its own worst finding counts as that finding.
+    let worst = parsed.findings.iter().map(|f| f.severity).max();
+    let severity = match (review.and(verdict.severity), worst) {
+        (Some(said), Some(worst)) if worst > said => {
+            events.push(Event::SubagentActivity {
+                call_id: call_id.to_string(),
+                activity: Activity::Notice {
+                    text: format!(
+                        "{agent}: the header says {}, but a finding is {}: counted {}",
+                        said.as_str(),
+                        worst.as_str(),
+                        worst.as_str()
+                    ),
+                },
+            });
+            Some(worst)
+        }
+        (said, _) => said,
+    };
     events.push(Event::SubagentFinished {
         call_id: call_id.to_string(),
         output: verdict.body.to_string(),
         stop_reason: outcome.stop_reason,
-        severity: review.and(verdict.severity),
+        severity,
         findings: parsed.findings,
     });
     events

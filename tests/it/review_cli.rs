@@ -819,3 +819,35 @@ fn a_branch_reviews_findings_are_placed_in_the_branch() {
     let notice = "line 31 is past the end of big.rs (30 lines on feature)";
     assert!(transcript.contains(notice), "{transcript}");
 }
+
+/// A reviewer whose header says green but whose findings hold a red one
+/// is counted red, and its box says why: a gate never passes a change
+/// its own reviewer found a red problem in.
+#[test]
+fn a_green_header_over_a_red_finding_counts_red() {
+    let r = repo();
+    let report = "echo <!-- severity: green -->\n\
+        <!-- finding: {\"file\": \"lib.rs\", \"line\": 2, \"severity\": \"red\", \"title\": \"added is never called\"} -->\n\
+        Nothing calls it.\n";
+    let mut config = std::fs::read_to_string(&r.config).unwrap();
+    config.push_str(&format!(
+        "[agents.mixed]\ncommand = {:?}\nargs = [\"--scenario\", {}]\n",
+        env!("CARGO_BIN_EXE_quorum-fake-agent"),
+        toml::Value::String(report.into())
+    ));
+    std::fs::write(&r.config, config).unwrap();
+    let record = r.dir.path().join(".git/mixed.jsonl");
+    let o = r.review(&[
+        "--agents",
+        "mixed",
+        "--json",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(v["tasks"][0]["severity"], "red", "{v}");
+    let transcript = std::fs::read_to_string(&record).unwrap();
+    let notice = "mixed: the header says green, but a finding is red: counted red";
+    assert!(transcript.contains(notice), "{transcript}");
+}
