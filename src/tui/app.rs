@@ -96,6 +96,8 @@ pub struct App {
     /// The transcript of what is shown, which older boxes' detail is read
     /// back from when opened ([`App::set_transcript`]).
     transcript: Option<(std::path::PathBuf, u64)>,
+    /// The agent last named for a findings view's follow-up.
+    last_named: Option<String>,
 }
 
 impl App {
@@ -115,6 +117,7 @@ impl App {
             rows: 0,
             stats: FrameStats::default(),
             transcript: None,
+            last_named: None,
         }
     }
 
@@ -379,6 +382,9 @@ impl App {
                     Span::styled("◉ watching", theme::bold()),
                     Span::raw(format!(" {name} · {} events", self.state.applied)),
                 ];
+                if self.view.findings.is_some() {
+                    return (spans, "findings view · q back");
+                }
                 if self.view.opened.is_some() {
                     return (spans, "↑/↓ PgUp/PgDn scroll · Esc back");
                 }
@@ -409,6 +415,7 @@ impl App {
                 }
                 let question = self.view.form.as_ref().and(self.state.pending_question());
                 let keys = match self.mode {
+                    _ if self.view.findings.is_some() => "findings view · q back",
                     Mode::Live { .. } if self.view.opened.is_some() => {
                         "↑/↓ PgUp/PgDn scroll · Esc back"
                     }

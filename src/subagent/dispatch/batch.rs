@@ -14,7 +14,7 @@ use crate::confine::fsroot::Exclude;
 use crate::event::finding::{Finding, QuorumFinding};
 use crate::event::{Event, Outcome, Quorum, ReviewerVerdict, Severity, StopReason};
 use crate::subagent::findings::merge::merge;
-use crate::subagent::findings::place::DiffRanges;
+use crate::subagent::findings::place::{DiffRanges, diff_of_prompt};
 use crate::subagent::input::{SubAgentCallInput, TaskSpec};
 
 /// How one task of a batch ended.
@@ -264,10 +264,12 @@ impl Dispatcher {
             .map(|(_, _, run)| run.as_ref().ok().map(|o| o.job.call_id.clone()))
             .collect();
         // The reviewed diff: the first a review's prompt holds.
-        let diff = runs
+        let diff_text = runs
             .iter()
             .filter_map(|(_, _, run)| run.as_ref().ok())
-            .find_map(|o| DiffRanges::of_prompt(&o.job.prompt));
+            .find_map(|o| diff_of_prompt(&o.job.prompt));
+        let diff = diff_text.map(DiffRanges::of_diff);
+        let diff_text = diff_text.map(crate::event::bounded_diff);
         let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
             let this = self.clone();
             async move {
@@ -304,6 +306,7 @@ impl Dispatcher {
             self.emitter.emit(Event::ReviewQuorum {
                 batch_id: result.batch_id.clone(),
                 quorum: quorum.clone(),
+                diff: diff_text,
             });
         }
         self.emitter.emit(Event::BatchFinished {

@@ -19,6 +19,22 @@ use crate::event::finding::Finding;
 /// for a line past its end).
 const MAX_COUNTED_BYTES: u64 = 16 << 20;
 
+/// The diff a review's prompt holds: its first ```` ```diff ```` block.
+pub fn diff_of_prompt(prompt: &str) -> Option<&str> {
+    let open = prompt.find("```diff\n")?;
+    let body = &prompt[open + 8..];
+    let end = body
+        .split_inclusive('\n')
+        .scan(0, |at, l| {
+            let start = *at;
+            *at += l.len();
+            Some((start, l))
+        })
+        .find(|(_, l)| l.trim_end() == "```")
+        .map_or(body.len(), |(start, _)| start);
+    Some(&body[..end])
+}
+
 /// The lines a diff adds or changes, by file (the new side's hunks).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DiffRanges {
@@ -28,18 +44,7 @@ pub struct DiffRanges {
 impl DiffRanges {
     /// The diff of a review's prompt: its first ```` ```diff ```` block.
     pub fn of_prompt(prompt: &str) -> Option<Self> {
-        let open = prompt.find("```diff\n")?;
-        let body = &prompt[open + 8..];
-        let end = body
-            .split_inclusive('\n')
-            .scan(0, |at, l| {
-                let start = *at;
-                *at += l.len();
-                Some((start, l))
-            })
-            .find(|(_, l)| l.trim_end() == "```")
-            .map_or(body.len(), |(start, _)| start);
-        Some(Self::of_diff(&body[..end]))
+        Some(Self::of_diff(diff_of_prompt(prompt)?))
     }
 
     /// The ranges of a unified diff (`git diff`'s).
