@@ -108,7 +108,7 @@ pub fn quorum_findings(q: &Quorum, gutter: Style, width: usize) -> Vec<Line<'sta
     out.push(Line::from(vec![
         bar(),
         Span::styled(
-            format!("{more}Alt+↑/↓ to this header, Enter: the findings under their diff lines"),
+            format!("{more}Alt+↑/↓ here, Enter: the findings view"),
             theme::dim(),
         ),
     ]));

@@ -277,11 +277,12 @@ impl FindingsView {
             Target::Ask { .. } => None,
         };
         let text = followup::text(&self.files, &findings, &comments, branch);
-        let what = format!(
-            "{} and {} sent to {to}",
-            count(findings.len(), "finding"),
-            count(comments.len(), "comment")
-        );
+        let parts: Vec<String> = [(findings.len(), "finding"), (comments.len(), "comment")]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| count(n, what))
+            .collect();
+        let what = format!("{} sent to {to}", parts.join(" and "));
         ViewKey::Send {
             text: format!("{lead}{text}"),
             what,
