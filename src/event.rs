@@ -113,27 +113,6 @@ impl Severity {
 /// answered (`Op::Answer`): it has no box of its own.
 pub const CHAT_CALL: &str = "chat";
 
-/// The most of a reviewed diff a `review_quorum` event carries.
-pub const MAX_REVIEWED_DIFF: usize = 256 * 1024;
-
-/// `diff` bounded for a `review_quorum` event: cut at a line's end within
-/// [`MAX_REVIEWED_DIFF`], with a note of what was left out.
-pub fn bounded_diff(diff: &str) -> String {
-    if diff.len() <= MAX_REVIEWED_DIFF {
-        return diff.to_string();
-    }
-    let mut end = MAX_REVIEWED_DIFF;
-    while !diff.is_char_boundary(end) {
-        end -= 1;
-    }
-    let end = diff[..end].rfind('\n').map_or(end, |n| n + 1);
-    format!(
-        "{}(the diff is cut here: {} more bytes were reviewed)\n",
-        &diff[..end],
-        diff.len() - end
-    )
-}
-
 /// Why a turn ended: the ACP stop reasons, plus `error` for a turn that
 /// failed (the agent died, a request failed, the model could not answer).
 ///
@@ -636,7 +615,7 @@ pub enum Event {
         #[serde(flatten)]
         quorum: Quorum,
         /// The reviewed diff, as the reviewers' prompts held it (at most
-        /// [`MAX_REVIEWED_DIFF`] bytes, a note at its end when cut): what
+        /// [`finding::MAX_REVIEWED_DIFF`] bytes, a note at its end when cut): what
         /// the findings view shows (none in older transcripts).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<String>,

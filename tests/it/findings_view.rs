@@ -59,7 +59,12 @@ fn quorum_events(branch: Option<&str>) -> Vec<Stamped> {
         verdict("beta", Severity::Yellow),
     ]);
     quorum.findings = vec![
-        finding(2, Severity::Red, "added() is never called", &["alpha", "beta"]),
+        finding(
+            2,
+            Severity::Red,
+            "added() is never called",
+            &["alpha", "beta"],
+        ),
         finding(3, Severity::Yellow, "other() needs a doc", &["beta"]),
     ];
     let mut events = vec![
@@ -100,7 +105,13 @@ async fn open_and_select(
     terminal: &mut Terminal<TestBackend>,
     app: &mut quorum::tui::app::App,
 ) -> String {
-    drive(terminal, app, vec![alt(KeyCode::Up), key(KeyCode::Enter)], vec![]).await;
+    drive(
+        terminal,
+        app,
+        vec![alt(KeyCode::Up), key(KeyCode::Enter)],
+        vec![],
+    )
+    .await;
     let screen = text(terminal);
     assert!(screen.contains("findings · review b9"), "{screen}");
     assert!(screen.contains("│+pub fn added() {}"), "{screen}");
@@ -177,17 +188,29 @@ async fn the_selected_findings_go_to_the_branchs_writer_with_their_hunk() {
     );
     let screen = open_and_select(&mut terminal, &mut app).await;
     assert!(screen.contains("→ fake (t1)"), "{screen}");
-    drive(&mut terminal, &mut app, vec![key(KeyCode::Char('s'))], vec![]).await;
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('s'))],
+        vec![],
+    )
+    .await;
     let screen = text(&terminal);
     assert!(screen.contains("1 finding sent to t1"), "{screen}");
     assert!(!screen.contains("findings · review b9"), "closed: {screen}");
     let prompt = next_prompt(&mut terminal, &mut app, &mut ev_rx, 0).await;
-    assert!(prompt.contains("your branch `quorum/t1-write-it`"), "{prompt}");
+    assert!(
+        prompt.contains("your branch `quorum/t1-write-it`"),
+        "{prompt}"
+    );
     assert!(
         prompt.contains("## 1. lib.rs:2 (red): added() is never called"),
         "{prompt}"
     );
-    assert!(prompt.contains("Found by alpha, beta · 2 of 2."), "{prompt}");
+    assert!(
+        prompt.contains("Found by alpha, beta · 2 of 2."),
+        "{prompt}"
+    );
     assert!(prompt.contains(QUOTED), "{prompt}");
     assert!(!prompt.contains("other() needs a doc"), "{prompt}");
 }

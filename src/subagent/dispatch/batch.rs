@@ -269,7 +269,7 @@ impl Dispatcher {
             .filter_map(|(_, _, run)| run.as_ref().ok())
             .find_map(|o| diff_of_prompt(&o.job.prompt));
         let diff = diff_text.map(DiffRanges::of_diff);
-        let diff_text = diff_text.map(crate::event::bounded_diff);
+        let diff_text = diff_text.map(crate::event::finding::bounded_diff);
         let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
             let this = self.clone();
             async move {

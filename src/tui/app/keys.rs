@@ -130,7 +130,10 @@ impl App {
             ViewKey::Close => self.view.findings = None,
             ViewKey::Send { text, what } => {
                 if let Mode::Live { ops, .. } = &self.mode {
-                    if let Some(name) = text.strip_prefix('@').and_then(|t| t.split_whitespace().next()) {
+                    if let Some(name) = text
+                        .strip_prefix('@')
+                        .and_then(|t| t.split_whitespace().next())
+                    {
                         self.last_named = Some(name.to_string());
                     }
                     let _ = ops.send(Op::Submit(text));

@@ -89,9 +89,8 @@ mod tests {
 
     #[test]
     fn the_follow_up_quotes_each_place_its_hunk_and_the_finding() {
-        let files = parse(
-            "--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,3 +1,3 @@\n one\n-two\n+deux\n three\n",
-        );
+        let files =
+            parse("--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,3 +1,3 @@\n one\n-two\n+deux\n three\n");
         let q = QuorumFinding {
             finding: Finding {
                 file: "src/a.rs".into(),
@@ -114,7 +113,10 @@ mod tests {
             text: "and keep three".into(),
         };
         let t = text(&files, &[(&q, at)], &[&c], Some("quorum/t1-x"));
-        assert!(t.starts_with("The review of your branch `quorum/t1-x`"), "{t}");
+        assert!(
+            t.starts_with("The review of your branch `quorum/t1-x`"),
+            "{t}"
+        );
         assert!(
             t.contains(
                 "## 1. src/a.rs:2 (red): deux is French\n\nFound by a, b · 2 of 2.\n\n\

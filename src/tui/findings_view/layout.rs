@@ -88,7 +88,10 @@ pub fn rows(v: &FindingsView, width: usize) -> Vec<Row> {
                 }
             }
         }
-        let loose: Vec<usize> = v.unplaced().filter(|&i| v.findings[i].finding.file == file.path).collect();
+        let loose: Vec<usize> = v
+            .unplaced()
+            .filter(|&i| v.findings[i].finding.file == file.path)
+            .collect();
         if !loose.is_empty() {
             out.push(Row::plain(Line::from(Span::styled(
                 "  not on the lines of its hunks:",
@@ -122,7 +125,8 @@ impl FindingsView {
     /// Findings placed in file `f`.
     fn placed_in(&self, f: usize) -> impl Iterator<Item = usize> + '_ {
         (0..self.findings.len()).filter(move |&i| {
-            self.placed[i].is_some_and(|a| a.file == f) || self.findings[i].finding.file == self.files[f].path
+            self.placed[i].is_some_and(|a| a.file == f)
+                || self.findings[i].finding.file == self.files[f].path
         })
     }
 
@@ -169,12 +173,23 @@ fn finding_rows(
     let q = &v.findings[i];
     let f = &q.finding;
     let color = theme::severity_color(f.severity);
-    let gutter = || Span::styled(format!("{:w$}┃ ", "", w = NUMBERS), Style::default().fg(color));
+    let gutter = || {
+        Span::styled(
+            format!("{:w$}┃ ", "", w = NUMBERS),
+            Style::default().fg(color),
+        )
+    };
     let refuted = matches!(q.check, Some(Check::Refuted { .. }));
-    let mark = if v.selected.contains(&i) { "[x] " } else { "[ ] " };
+    let mark = if v.selected.contains(&i) {
+        "[x] "
+    } else {
+        "[ ] "
+    };
     let mut title = Style::default().add_modifier(Modifier::BOLD);
     if refuted {
-        title = title.add_modifier(Modifier::CROSSED_OUT).fg(Color::DarkGray);
+        title = title
+            .add_modifier(Modifier::CROSSED_OUT)
+            .fg(Color::DarkGray);
     }
     let mut lines = vec![LLine::prefixed(
         vec![gutter(), Span::styled(mark, theme::bold())],
@@ -195,12 +210,17 @@ fn finding_rows(
             format!(" · refuted by {}: {}", one_line(by), one_line(reason)),
             theme::warning(),
         )),
-        Some(Check::Confirmed { by, .. }) => {
-            who.push(Span::styled(format!(" · confirmed by {}", one_line(by)), theme::dim()))
-        }
+        Some(Check::Confirmed { by, .. }) => who.push(Span::styled(
+            format!(" · confirmed by {}", one_line(by)),
+            theme::dim(),
+        )),
         None => {}
     }
-    lines.push(LLine::prefixed(vec![gutter(), Span::raw("    ")], vec![gutter(), Span::raw("    ")], who));
+    lines.push(LLine::prefixed(
+        vec![gutter(), Span::raw("    ")],
+        vec![gutter(), Span::raw("    ")],
+        who,
+    ));
     for body in f.body.lines().filter(|l| !l.trim().is_empty()) {
         lines.push(LLine::prefixed(
             vec![gutter(), Span::raw("    ")],

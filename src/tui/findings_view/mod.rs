@@ -159,11 +159,9 @@ impl FindingsView {
 
     /// The cursor to the next (or previous) finding's first row.
     fn jump(&mut self, forward: bool) {
-        let starts = self
-            .rows
-            .iter()
-            .enumerate()
-            .filter(|(i, r)| r.finding.is_some() && (*i == 0 || self.rows[i - 1].finding != r.finding));
+        let starts = self.rows.iter().enumerate().filter(|(i, r)| {
+            r.finding.is_some() && (*i == 0 || self.rows[i - 1].finding != r.finding)
+        });
         let to = if forward {
             starts.map(|(i, _)| i).find(|&i| i > self.cursor)
         } else {

@@ -143,7 +143,10 @@ fn n_and_shift_n_go_to_the_next_and_previous_finding_and_space_selects() {
 fn s_sends_the_selected_findings_and_the_comments_to_the_writer() {
     let mut v = FindingsView::new(&header(), writer());
     screen(&mut v);
-    assert!(matches!(press(&mut v, KeyCode::Char('s')), ViewKey::Handled));
+    assert!(matches!(
+        press(&mut v, KeyCode::Char('s')),
+        ViewKey::Handled
+    ));
     press(&mut v, KeyCode::Char('n'));
     press(&mut v, KeyCode::Char(' '));
     // A comment on the line under the cursor (the finding's line).
@@ -157,10 +160,22 @@ fn s_sends_the_selected_findings_and_the_comments_to_the_writer() {
     let ViewKey::Send { text, what } = press(&mut v, KeyCode::Char('s')) else {
         panic!("not sent")
     };
-    assert!(text.starts_with("/msg t1 The review of your branch `quorum/t1-fix`"), "{text}");
-    assert!(text.contains("## 1. src/a.rs:2 (red): deux is French"), "{text}");
-    assert!(text.contains("```diff\n@@ -1,4 +1,5 @@\n one\n-two\n+deux\n+zwei\n three\n```"), "{text}");
-    assert!(text.contains("## 2. src/a.rs:2 (a comment from the person)"), "{text}");
+    assert!(
+        text.starts_with("/msg t1 The review of your branch `quorum/t1-fix`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("## 1. src/a.rs:2 (red): deux is French"),
+        "{text}"
+    );
+    assert!(
+        text.contains("```diff\n@@ -1,4 +1,5 @@\n one\n-two\n+deux\n+zwei\n three\n```"),
+        "{text}"
+    );
+    assert!(
+        text.contains("## 2. src/a.rs:2 (a comment from the person)"),
+        "{text}"
+    );
     assert!(!text.contains("so is vingt"), "only the selected: {text}");
     assert_eq!(what, "1 finding and 1 comment sent to t1");
 }

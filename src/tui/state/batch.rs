@@ -150,12 +150,7 @@ impl State {
         }
     }
 
-    pub(super) fn on_review_quorum(
-        &mut self,
-        batch_id: &str,
-        quorum: &Quorum,
-        diff: Option<&str>,
-    ) {
+    pub(super) fn on_review_quorum(&mut self, batch_id: &str, quorum: &Quorum, diff: Option<&str>) {
         if let Some(header) = self.batch(batch_id) {
             let mut quorum = quorum.clone();
             for v in &mut quorum.verdicts {
@@ -178,12 +173,17 @@ impl State {
     /// Who wrote `branch`: the worktree task's id (when it has one) and
     /// its agent.
     pub fn branch_writer(&self, branch: &str) -> Option<(Option<String>, String)> {
-        self.boxes.iter().rev().find_map(|&i| match &self.cells[i].kind {
-            CellKind::Subagent(b) if b.worktree.as_ref().is_some_and(|w| w.branch == branch) => {
-                Some((b.task_id.clone(), b.agent.name().to_string()))
-            }
-            _ => None,
-        })
+        self.boxes
+            .iter()
+            .rev()
+            .find_map(|&i| match &self.cells[i].kind {
+                CellKind::Subagent(b)
+                    if b.worktree.as_ref().is_some_and(|w| w.branch == branch) =>
+                {
+                    Some((b.task_id.clone(), b.agent.name().to_string()))
+                }
+                _ => None,
+            })
     }
 
     /// The cells the focus moves through: the boxes, and the headers of
