@@ -119,12 +119,12 @@ async fn open_and_select(
     drive(terminal, app, keys, vec![]).await;
     let screen = text(terminal);
     assert!(
-        screen.contains("[x] ● red lib.rs:2  added() is never called"),
+        screen.contains("[x] ● red    lib.rs:2  added() is never called"),
         "{screen}"
     );
     assert!(screen.contains("[ ] ● yellow lib.rs:3"), "{screen}");
     assert!(screen.contains("alpha, beta · 2 of 2"), "{screen}");
-    assert!(screen.contains("1 selected finding"), "{screen}");
+    assert!(screen.contains("1 selected · "), "{screen}");
     screen
 }
 

@@ -196,7 +196,7 @@ fn finding_rows(
         vec![gutter(), Span::raw("    ")],
         vec![
             Span::styled(
-                format!("● {} ", f.severity.as_str()),
+                format!("● {:<6} ", f.severity.as_str()),
                 Style::default().fg(color).add_modifier(Modifier::BOLD),
             ),
             Span::styled(f.place(), theme::code()),

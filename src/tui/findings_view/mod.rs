@@ -372,8 +372,8 @@ impl FindingsView {
         };
         let mut spans = vec![Span::styled(
             format!(
-                "{} · {} → {to}",
-                count(self.selected.len(), "selected finding"),
+                "{} selected · {} → {to}",
+                self.selected.len(),
                 count(self.comments.len(), "comment")
             ),
             theme::bold(),
@@ -382,7 +382,7 @@ impl FindingsView {
             spans.push(Span::styled(format!("  {note}"), theme::warning()));
         }
         spans.push(Span::styled(
-            "  j/k move · n/N next/prev finding · space select · c comment · s send · q back",
+            "  n/N finding · space select · c comment · s send · j/k move · q back",
             theme::dim(),
         ));
         Line::from(spans)

@@ -109,7 +109,7 @@ fn the_diff_is_shown_file_by_file_with_each_finding_under_its_line() {
     assert!(rows[at("so is vingt") + 1].contains("refuted by a: it is a name"));
     assert!(at("━━ outside the diff") < at("a typo"), "{rows:#?}");
     assert!(rows.iter().all(|r| !r.contains('\u{1b}')), "sanitised");
-    assert!(rows[28].contains("no selected finding"), "{rows:#?}");
+    assert!(rows[28].contains("0 selected · no comment"), "{rows:#?}");
     assert!(rows[28].contains("claude (t1)"), "{rows:#?}");
 }
 
@@ -134,7 +134,7 @@ fn n_and_shift_n_go_to_the_next_and_previous_finding_and_space_selects() {
     assert_eq!(v.selected(), 1);
     let rows = screen(&mut v);
     assert!(rows.iter().any(|r| r.contains("[x] ● red")), "{rows:#?}");
-    assert!(rows[28].contains("1 selected finding"), "{rows:#?}");
+    assert!(rows[28].contains("1 selected · "), "{rows:#?}");
     press(&mut v, KeyCode::Char(' '));
     assert_eq!(v.selected(), 0, "space again unselects");
 }
