@@ -165,7 +165,7 @@ impl FindingsView {
         let to = if forward {
             starts.map(|(i, _)| i).find(|&i| i > self.cursor)
         } else {
-            starts.map(|(i, _)| i).filter(|&i| i < self.cursor).last()
+            starts.map(|(i, _)| i).rfind(|&i| i < self.cursor)
         };
         match to {
             Some(i) => {
