@@ -355,6 +355,9 @@ impl App {
 
     fn status(&self) -> (Vec<Span<'static>>, &'static str) {
         match &self.mode {
+            Mode::Replay(_) if self.view.findings.is_some() => {
+                (vec![Span::styled("findings view", theme::bold())], "q back")
+            }
             Mode::Replay(p) => {
                 let (mark, word) = if p.finished() {
                     ("■", "replay done")

@@ -368,7 +368,7 @@ impl FindingsView {
         }
         let to = match &self.target {
             Target::Writer { task, agent, .. } => format!("{agent} ({task})"),
-            Target::Ask { .. } => "an agent you name".to_string(),
+            Target::Ask { .. } => "the agent you name".to_string(),
         };
         let mut spans = vec![Span::styled(
             format!(
@@ -382,7 +382,7 @@ impl FindingsView {
             spans.push(Span::styled(format!("  {note}"), theme::warning()));
         }
         spans.push(Span::styled(
-            "  n/N finding · space select · c comment · s send · j/k move · q back",
+            "  n/N finding · space select · c comment · s send · q back · j/k move",
             theme::dim(),
         ));
         Line::from(spans)
