@@ -98,6 +98,9 @@ pub struct App {
     transcript: Option<(std::path::PathBuf, u64)>,
     /// The agent last named for a findings view's follow-up.
     last_named: Option<String>,
+    /// The banner to put back at the next key (a findings view's word on
+    /// what it sent shows until then).
+    banner_back: Option<Option<String>>,
 }
 
 impl App {
@@ -118,6 +121,7 @@ impl App {
             stats: FrameStats::default(),
             transcript: None,
             last_named: None,
+            banner_back: None,
         }
     }
 

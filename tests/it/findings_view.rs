@@ -213,6 +213,10 @@ async fn the_selected_findings_go_to_the_branchs_writer_with_their_hunk() {
     );
     assert!(prompt.contains(QUOTED), "{prompt}");
     assert!(!prompt.contains("other() needs a doc"), "{prompt}");
+    // The word on what was sent goes at the next key.
+    drive(&mut terminal, &mut app, vec![key(KeyCode::PageUp)], vec![]).await;
+    let screen = text(&terminal);
+    assert!(!screen.contains("1 finding sent to t1"), "{screen}");
 }
 
 #[tokio::test]

@@ -129,6 +129,7 @@ impl App {
             ViewKey::Handled => {}
             ViewKey::Close => self.view.findings = None,
             ViewKey::Send { text, what } => {
+                self.banner_back = Some(self.banner.take());
                 if let Mode::Live { ops, .. } = &self.mode {
                     if let Some(name) = text
                         .strip_prefix('@')
@@ -216,6 +217,9 @@ impl App {
     /// mode's own keys.
     fn key(&mut self, key: KeyEvent) {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if let Some(banner) = self.banner_back.take() {
+            self.banner = banner;
+        }
         // Any key but Ctrl+C/Ctrl+D takes back a quit question.
         if !(ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d'))) {
             self.quit_asked = None;
