@@ -382,7 +382,7 @@ impl FindingsView {
             spans.push(Span::styled(format!("  {note}"), theme::warning()));
         }
         spans.push(Span::styled(
-            "  n/N finding · space select · c comment · s send · q back · j/k move",
+            "  n/N next · space select · c comment · s send · q back",
             theme::dim(),
         ));
         Line::from(spans)
