@@ -567,6 +567,11 @@ pub enum Event {
         batch_id: String,
         #[serde(flatten)]
         quorum: Quorum,
+        /// The reviewed diff, as the reviewers' prompts held it (at most
+        /// [`finding::MAX_REVIEWED_DIFF`] bytes, a note at its end when cut): what
+        /// the findings view shows (none in older transcripts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
     /// The call's session is open (sent when it was not known at start).
     "subagent_session" => SubagentSession {
@@ -942,6 +947,7 @@ pub(crate) mod tests {
                         failed: true,
                     },
                 ]),
+                diff: Some("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n".into()),
             },
             build::session("c1", SessionKind::Loaded).id("s").event(),
             build::followup("c1", "and now?"),
@@ -1242,6 +1248,7 @@ pub(crate) mod tests {
         let json = serde_json::to_value(Event::ReviewQuorum {
             batch_id: "b1".into(),
             quorum: Quorum::of(vec![v(Some(Red), false)]),
+            diff: None,
         })
         .unwrap();
         assert_eq!(

@@ -13,7 +13,7 @@ review, `@NAME+` in a git worktree of its own on a new branch, `@A,B,C? message`
 several agents, with their quorum; `@A,B,C+ message` best of N, each in its worktree). Keys: Esc \
 cancels the running turn or call, 1-9 answer a permission request, ↑/↓ recall the messages you \
 sent, Tab completes @NAME and /commands (after @NAME /, the agent's own; after /model, the chats), \
-PgUp/PgDn scroll, Alt+↑/↓ focus a box and Enter opens it (Esc closes), Ctrl+T shows the tasks, Tab focuses them \
+PgUp/PgDn scroll, Alt+↑/↓ focus a box or a review quorum and Enter opens it (a quorum: its findings view; Esc closes), Ctrl+T shows the tasks, Tab focuses them \
 (↑/↓ select, Enter open, m message, c cancel, Esc back), Ctrl+C quits.";
 
 /// `/help`: the table's commands, then `@NAME` and the keys.

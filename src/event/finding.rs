@@ -89,6 +89,27 @@ impl QuorumFinding {
     }
 }
 
+/// The most of a reviewed diff a `review_quorum` event carries.
+pub const MAX_REVIEWED_DIFF: usize = 256 * 1024;
+
+/// `diff` bounded for a `review_quorum` event: cut at a line's end within
+/// [`MAX_REVIEWED_DIFF`], with a note of what was left out.
+pub fn bounded_diff(diff: &str) -> String {
+    if diff.len() <= MAX_REVIEWED_DIFF {
+        return diff.to_string();
+    }
+    let mut end = MAX_REVIEWED_DIFF;
+    while !diff.is_char_boundary(end) {
+        end -= 1;
+    }
+    let end = diff[..end].rfind('\n').map_or(end, |n| n + 1);
+    format!(
+        "{}(the diff is cut here: {} more bytes were reviewed)\n",
+        &diff[..end],
+        diff.len() - end
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +161,16 @@ mod tests {
         let json = serde_json::to_value(&q).unwrap();
         assert_eq!(json["file"], "a.rs");
         assert_eq!(json["check"]["verdict"], "refuted");
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_at_a_line_with_a_note() {
+        assert_eq!(bounded_diff("+a\n"), "+a\n");
+        let long = "+ééé\n".repeat(MAX_REVIEWED_DIFF / 4);
+        let cut = bounded_diff(&long);
+        assert!(cut.len() < MAX_REVIEWED_DIFF + 100);
+        let (kept, note) = cut.rsplit_once("+ééé\n").unwrap();
+        assert!(kept.ends_with('\n') || kept.is_empty());
+        assert!(note.starts_with("(the diff is cut here: "), "{note}");
     }
 }

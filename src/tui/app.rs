@@ -96,6 +96,11 @@ pub struct App {
     /// The transcript of what is shown, which older boxes' detail is read
     /// back from when opened ([`App::set_transcript`]).
     transcript: Option<(std::path::PathBuf, u64)>,
+    /// The agent last named for a findings view's follow-up.
+    last_named: Option<String>,
+    /// The banner to put back at the next key (a findings view's word on
+    /// what it sent shows until then).
+    banner_back: Option<Option<String>>,
 }
 
 impl App {
@@ -115,6 +120,8 @@ impl App {
             rows: 0,
             stats: FrameStats::default(),
             transcript: None,
+            last_named: None,
+            banner_back: None,
         }
     }
 
@@ -352,6 +359,9 @@ impl App {
 
     fn status(&self) -> (Vec<Span<'static>>, &'static str) {
         match &self.mode {
+            Mode::Replay(_) if self.view.findings.is_some() => {
+                (vec![Span::styled("findings view", theme::bold())], "q back")
+            }
             Mode::Replay(p) => {
                 let (mark, word) = if p.finished() {
                     ("■", "replay done")
@@ -379,6 +389,9 @@ impl App {
                     Span::styled("◉ watching", theme::bold()),
                     Span::raw(format!(" {name} · {} events", self.state.applied)),
                 ];
+                if self.view.findings.is_some() {
+                    return (spans, "findings view · q back");
+                }
                 if self.view.opened.is_some() {
                     return (spans, "↑/↓ PgUp/PgDn scroll · Esc back");
                 }
@@ -409,6 +422,7 @@ impl App {
                 }
                 let question = self.view.form.as_ref().and(self.state.pending_question());
                 let keys = match self.mode {
+                    _ if self.view.findings.is_some() => "findings view · q back",
                     Mode::Live { .. } if self.view.opened.is_some() => {
                         "↑/↓ PgUp/PgDn scroll · Esc back"
                     }

@@ -7,6 +7,7 @@ pub mod composer;
 pub mod detail;
 pub mod diff;
 pub mod earlier;
+pub mod findings_view;
 pub mod form;
 pub mod history;
 pub mod markdown;

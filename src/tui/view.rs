@@ -70,6 +70,8 @@ pub struct View {
     pub panel_focus: Option<usize>,
     /// A box opened full screen.
     pub opened: Option<Opened>,
+    /// A review quorum's findings view, full screen.
+    pub findings: Option<super::findings_view::FindingsView>,
     /// Cells laid out so far (cache misses).
     laid_out: u64,
     /// The composer's first visible row, when its draft is taller than
@@ -439,6 +441,11 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
         Some((state.subagent_box(&o.call_id)?, state.cells[i].rev))
     });
     match (opened, view.opened.as_mut()) {
+        _ if view.findings.is_some() => {
+            if let Some(f) = view.findings.as_mut() {
+                f.draw(main, frame.buffer_mut());
+            }
+        }
         (Some((b, rev)), Some(o)) => draw_opened(b, rev, o, main, frame.buffer_mut(), now),
         _ => {
             view.opened = None;

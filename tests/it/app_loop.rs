@@ -905,6 +905,7 @@ fn usage_on_boxes_and_totals_in_status_line_panel_and_quorum() {
             Event::ReviewQuorum {
                 batch_id: "b1".into(),
                 quorum: Quorum::of(vec![verdict("claude", "r1"), verdict("codex", "r2")]),
+                diff: None,
             },
         ),
         (

@@ -54,6 +54,7 @@ mod dispatch;
 mod docs;
 mod doctor;
 mod elicitation;
+mod findings_view;
 mod frames;
 mod fuzz_props;
 mod hardening;

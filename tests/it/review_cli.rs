@@ -385,6 +385,14 @@ fn two_reviewers_findings_are_merged_and_shown() {
         "red · 1 of 2 · 2 findings: 1 red, 1 green · agreed: 1 by 2 of 2, 1 by 1 of 2"
     );
     let transcript = std::fs::read_to_string(&record).unwrap();
+    // The quorum's event carries the reviewed diff, for the findings view.
+    let quorum: serde_json::Value = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "review_quorum")
+        .expect("a review_quorum event");
+    let diff = quorum["diff"].as_str().unwrap_or_default();
+    assert!(diff.contains("+++ b/lib.rs"), "{quorum}");
     for notice in [
         "finding 2 dropped: severity \\\"orange\\\" is not green, yellow or red",
         "finding \\\"past the end\\\" at lib.rs:99 dropped: line 99 is past the end of lib.rs (2 lines)",

@@ -7,6 +7,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, M
 
 use super::{App, Input, Mode, WHEEL_ROWS};
 use crate::event::{Op, slash_names};
+use crate::tui::findings_view::{FindingsView, Target, ViewKey};
 use crate::tui::view::Opened;
 
 impl App {
@@ -43,6 +44,11 @@ impl App {
                     _ => {}
                 }
             }
+            Input::Paste(text) if self.view.findings.is_some() => {
+                if let Some(view) = &mut self.view.findings {
+                    view.paste(&text);
+                }
+            }
             Input::Paste(text) => {
                 if let Mode::Live { composer, .. } = &mut self.mode {
                     composer.end_completion();
@@ -55,7 +61,7 @@ impl App {
     /// Alt+↑/↓: moves the focus to the box before (`up`) or after; past the
     /// newest box the focus goes back to the composer.
     fn move_focus(&mut self, up: bool) {
-        let boxes = self.state.boxes();
+        let boxes = self.state.focusable();
         // Where the focus would go among the boxes, oldest first.
         let at = |f: usize| boxes.partition_point(|&i| i < f);
         let next = match (self.view.focus, up) {
@@ -71,6 +77,11 @@ impl App {
     }
 
     fn open_cell(&mut self, i: usize) {
+        if let Some(header) = self.state.batch_at(i) {
+            let target = self.target_of(header);
+            self.view.findings = Some(FindingsView::new(header, target));
+            return;
+        }
         if let Some(crate::tui::state::Cell {
             kind: crate::tui::state::CellKind::Subagent(b),
             ..
@@ -80,6 +91,61 @@ impl App {
             self.state.pin_detail(Some(i));
             self.read_back(i);
         }
+    }
+
+    /// Where a review's follow-up goes: the writer of the branch it
+    /// judged, else the agent the person names (the last one named, or
+    /// the first agent, offered).
+    fn target_of(&self, header: &crate::tui::state::BatchHeader) -> Target {
+        let writer = header
+            .branch
+            .as_deref()
+            .and_then(|b| Some((b, self.state.branch_writer(b)?)));
+        match writer {
+            Some((branch, (Some(task), agent))) => Target::Writer {
+                task,
+                agent,
+                branch: branch.to_string(),
+            },
+            Some((_, (None, agent))) => Target::Ask { default: agent },
+            None => Target::Ask {
+                default: self
+                    .last_named
+                    .clone()
+                    .or_else(|| self.state.agents.first().cloned())
+                    .unwrap_or_default(),
+            },
+        }
+    }
+
+    /// Keys of the findings view; a follow-up it sends goes out as the
+    /// person's message.
+    fn findings_key(&mut self, key: KeyEvent) -> bool {
+        let Some(view) = &mut self.view.findings else {
+            return false;
+        };
+        match view.key(key) {
+            ViewKey::Ignored => return false,
+            ViewKey::Handled => {}
+            ViewKey::Close => self.view.findings = None,
+            ViewKey::Send { text, what } => {
+                self.banner_back = Some(self.banner.take());
+                if let Mode::Live { ops, .. } = &self.mode {
+                    if let Some(name) = text
+                        .strip_prefix('@')
+                        .and_then(|t| t.split_whitespace().next())
+                    {
+                        self.last_named = Some(name.to_string());
+                    }
+                    let _ = ops.send(Op::Submit(text));
+                    self.banner = Some(what);
+                } else {
+                    self.banner = Some("nothing is sent from a replay".into());
+                }
+                self.view.findings = None;
+            }
+        }
+        true
     }
 
     /// Keys of an opened box: scrolling, and Esc back.
@@ -151,11 +217,18 @@ impl App {
     /// mode's own keys.
     fn key(&mut self, key: KeyEvent) {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if let Some(banner) = self.banner_back.take() {
+            self.banner = banner;
+        }
         // Any key but Ctrl+C/Ctrl+D takes back a quit question.
         if !(ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d'))) {
             self.quit_asked = None;
         }
-        if self.opened_key(key) || self.panel_key(key) || self.form_key(key) {
+        if self.findings_key(key)
+            || self.opened_key(key)
+            || self.panel_key(key)
+            || self.form_key(key)
+        {
             return;
         }
         let composer_empty = match &self.mode {

@@ -78,14 +78,72 @@ fn said(check: &Check) -> String {
     }
 }
 
-/// `┃ 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`:
-/// the row under a quorum's header, when it has findings.
-pub fn quorum_findings(q: &Quorum, gutter: Style) -> Option<Line<'static>> {
-    let label = q.findings_label()?;
-    Some(Line::from(vec![
-        Span::styled("┃ ", gutter),
+/// The most findings a quorum's header lists (the rest are counted).
+pub const QUORUM_SHOWN: usize = 8;
+
+/// `┃ 3 findings: 1 red, 2 yellow · agreed: 1 by 2 of 2, 2 by 1 of 2`,
+/// then each finding (`┃ ● red  src/a.rs:3  the title  claude, codex · 2
+/// of 2`, at most [`QUORUM_SHOWN`]) and the key that opens the findings
+/// view: the rows under a quorum's header, when it has findings.
+pub fn quorum_findings(q: &Quorum, gutter: Style, width: usize) -> Vec<Line<'static>> {
+    let Some(label) = q.findings_label() else {
+        return Vec::new();
+    };
+    let bar = || Span::styled("┃ ", gutter);
+    let mut out = vec![Line::from(vec![
+        bar(),
         Span::styled(one_line(&label), theme::bold()),
-    ]))
+    ])];
+    let mut lines: Vec<LLine> = Vec::new();
+    for qf in q.findings.iter().take(QUORUM_SHOWN) {
+        let f = &qf.finding;
+        let mut title = Style::default();
+        if !qf.counts() {
+            title = title.add_modifier(Modifier::CROSSED_OUT);
+        }
+        lines.push(LLine::prefixed(
+                vec![
+                    bar(),
+                    Span::styled(
+                        format!("● {:<6} ", f.severity.as_str()),
+                        Style::default()
+                            .fg(theme::severity_color(f.severity))
+                            .add_modifier(Modifier::BOLD),
+                    ),
+                ],
+                vec![bar(), Span::raw("         ")],
+                vec![
+                    Span::styled(one_line(&f.place()), theme::code()),
+                    Span::raw("  "),
+                    Span::styled(one_line(&f.title), title),
+                    Span::raw("  "),
+                    Span::styled(one_line(&qf.who()), theme::dim()),
+                ],
+        ));
+        // What the second reviewer said of it.
+        if let Some(check) = &qf.check {
+            lines.push(LLine::prefixed(
+                vec![bar(), Span::raw("         ")],
+                vec![bar(), Span::raw("         ")],
+                vec![Span::styled(one_line(&said(check)), theme::dim())],
+            ));
+        }
+    }
+    wrap(&lines, width.saturating_sub(2), &mut out);
+    let n = q.findings.len();
+    let more = if n > QUORUM_SHOWN {
+        format!("… and {} more · ", n - QUORUM_SHOWN)
+    } else {
+        String::new()
+    };
+    out.push(Line::from(vec![
+        bar(),
+        Span::styled(
+            format!("{more}Alt+↑/↓ here, Enter: the findings view"),
+            theme::dim(),
+        ),
+    ]));
+    out
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ pub fn render_asking(
             out.push(batch_header(h, width, now));
             let gutter = Style::default().fg(theme::group_color(h.tint()));
             if let Some(q) = &h.quorum {
-                out.extend(findings::quorum_findings(q, gutter));
+                out.extend(findings::quorum_findings(q, gutter, width));
             }
             out.push(Line::from(Span::styled("┃", gutter)));
             return out;

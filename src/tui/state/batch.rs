@@ -58,6 +58,8 @@ pub struct BatchHeader {
     pub quorum: Option<Quorum>,
     /// The branch a review batch judged (its verdict is recorded there).
     pub branch: Option<String>,
+    /// The reviewed diff, sanitised (none in older transcripts).
+    pub diff: Option<String>,
 }
 
 impl BatchHeader {
@@ -117,6 +119,7 @@ impl State {
         self.open_assistant = None;
         let i = self.push(CellKind::Batch(Box::new(BatchHeader {
             branch: None,
+            diff: None,
             batch_id: clean(batch_id),
             tasks,
             review,
@@ -148,13 +151,14 @@ impl State {
         }
     }
 
-    pub(super) fn on_review_quorum(&mut self, batch_id: &str, quorum: &Quorum) {
+    pub(super) fn on_review_quorum(&mut self, batch_id: &str, quorum: &Quorum, diff: Option<&str>) {
         if let Some(header) = self.batch(batch_id) {
             let mut quorum = quorum.clone();
             for v in &mut quorum.verdicts {
                 v.agent = clean(&v.agent);
             }
             header.quorum = Some(quorum);
+            header.diff = diff.map(|d| crate::confine::sanitize::sanitize(d).into_owned());
         }
         self.tint_batch(batch_id);
         // Each reviewer's box learns what was said of its findings.
@@ -170,6 +174,44 @@ impl State {
                     .collect();
             });
         }
+    }
+
+    /// The batch header at cell `index`, if it is one.
+    pub fn batch_at(&self, index: usize) -> Option<&BatchHeader> {
+        match &self.cells.get(index)?.kind {
+            CellKind::Batch(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Who wrote `branch`: the worktree task's id (when it has one) and
+    /// its agent.
+    pub fn branch_writer(&self, branch: &str) -> Option<(Option<String>, String)> {
+        self.boxes
+            .iter()
+            .rev()
+            .find_map(|&i| match &self.cells[i].kind {
+                CellKind::Subagent(b)
+                    if b.worktree.as_ref().is_some_and(|w| w.branch == branch) =>
+                {
+                    Some((b.task_id.clone(), b.agent.name().to_string()))
+                }
+                _ => None,
+            })
+    }
+
+    /// The cells the focus moves through: the boxes, and the headers of
+    /// review quorums that have findings (Enter opens their findings
+    /// view), in order.
+    pub fn focusable(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self.boxes.clone();
+        out.extend(self.batches.values().copied().filter(|&i| {
+            self.batch_at(i)
+                .and_then(|b| b.quorum.as_ref())
+                .is_some_and(|q| !q.findings.is_empty())
+        }));
+        out.sort_unstable();
+        out
     }
 }
 
@@ -431,6 +473,7 @@ mod tests {
                     verdict("a\x1b[2J", Severity::Red),
                     verdict("b", Severity::Green),
                 ]),
+                diff: None,
             },
         );
         let h = header(&s);

@@ -379,7 +379,11 @@ impl State {
                 worst_verdict,
                 ..
             } => self.on_batch_finished(batch_id, *succeeded, *failed, *worst_verdict),
-            Event::ReviewQuorum { batch_id, quorum } => self.on_review_quorum(batch_id, quorum),
+            Event::ReviewQuorum {
+                batch_id,
+                quorum,
+                diff,
+            } => self.on_review_quorum(batch_id, quorum, diff.as_deref()),
             _ => {}
         }
     }

@@ -249,7 +249,9 @@ impl Translator {
                 tasks,
                 review: true,
             } => out.push(self.quorum_started(batch_id, *tasks)),
-            Event::ReviewQuorum { batch_id, quorum } if self.quorums.contains_key(batch_id) => {
+            Event::ReviewQuorum {
+                batch_id, quorum, ..
+            } if self.quorums.contains_key(batch_id) => {
                 out.push(self.quorum_reached(batch_id, quorum))
             }
             Event::BatchFinished {
