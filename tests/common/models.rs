@@ -8,6 +8,7 @@
 //! | `plain` | `Plain answer.` |
 //! | `review V` | a review with `<!-- severity: V -->` |
 //! | `Review` (`quorum review`'s prompt) | a review of its diff: a finding per seeded bug on an added or context line, `SEEDED red: TITLE` (found by both), `SEEDED-claude ...` / `SEEDED-codex ...` (only by that one) |
+//! | `Check` (a `--verify` check of a finding) | claude: `<!-- finding-check: confirmed -->`; codex: `refuted`, each with a reason |
 //! | `count` | `messages: N`, N = the prompts the request carries (a resumed session carries the earlier ones) |
 //! | `slow` | 40 words, 250 ms apart |
 //! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
@@ -274,6 +275,12 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
         "plain" => text("Plain answer."),
         // `quorum review`'s prompt: a review of the seeded bugs in its diff.
         "Review" => text(&seeded_review(&turn.prompt, turn.codex)),
+        // A check of another reviewer's finding (`--verify`): claude
+        // confirms it, codex refutes it.
+        "Check" if turn.codex => text(
+            "<!-- finding-check: refuted -->\nThe loop returns on the first success; nothing retries forever.",
+        ),
+        "Check" => text("<!-- finding-check: confirmed -->\nYes: nothing bounds the tries."),
         "review" => {
             let v = words.get(1).copied().unwrap_or("green");
             text(&format!("<!-- severity: {v} -->\n## Review\nLooks {v}."))

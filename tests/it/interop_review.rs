@@ -123,3 +123,68 @@ async fn claude_and_codex_review_to_sarif_and_their_shared_finding_is_one() {
     assert!(md.contains("claude, codex"), "{md}");
     assert!(md.contains("retries a POST that is not idempotent"), "{md}");
 }
+
+/// `--verify` with the real adapters: each lone finding goes to the other
+/// vendor's reviewer. codex refutes claude's (struck, not counted), claude
+/// confirms codex's; the shared red one needs no check, so the verdict
+/// stays red. The recorded session replays to a screen that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_and_codex_check_each_others_lone_findings() {
+    let a = reviewers().await;
+    let record = a.dir.path().join("verify.jsonl");
+    let mut c = common::quorum_async(&a.home());
+    c.arg("--config")
+        .arg(a.config())
+        .args(["review", "--agents", "claude,codex", "--verify", "--json"])
+        .arg("--cwd")
+        .arg(a.work())
+        .arg("--record")
+        .arg(&record)
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(240), c.output())
+        .await
+        .expect("quorum review ends")
+        .unwrap();
+    a.assert_nothing_left(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", a.diagnose(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = v["quorum"]["findings"].as_array().unwrap();
+    let check = |title: &str| {
+        let f = found.iter().find(|f| f["title"] == title).unwrap();
+        (f["check"]["verdict"].clone(), f["check"]["by"].clone())
+    };
+    assert_eq!(
+        check("no backoff between tries"),
+        ("refuted".into(), "codex".into()),
+        "{v:#}"
+    );
+    assert_eq!(
+        check("the loop never gives up"),
+        ("confirmed".into(), "claude".into()),
+        "{v:#}"
+    );
+    assert_eq!(
+        check("retries a POST that is not idempotent").0,
+        serde_json::Value::Null
+    );
+    assert_eq!(v["quorum"]["verdict"], "red");
+
+    let shot = a.dir.path().join("shot.txt");
+    let o = common::quorum(&a.home())
+        .arg("replay")
+        .arg(&record)
+        .arg("--screenshot")
+        .arg(&shot)
+        .args(["--size", "140x100"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let screen = std::fs::read_to_string(&shot).unwrap();
+    for said in [
+        "refuted by codex: The loop returns on the first success",
+        "confirmed by claude",
+        "retries a POST that is not idempotent  claude, codex · 2 of 2",
+    ] {
+        assert!(screen.contains(said), "{said}\n{screen}");
+    }
+}

@@ -277,7 +277,9 @@ impl Dispatcher {
             .filter_map(|(_, _, run)| run.as_ref().ok())
             .find_map(|o| diff_of_prompt(&o.job.prompt).map(str::to_string));
         let diff = diff_text.as_deref().map(DiffRanges::of_diff);
-        let diff_text = diff_text.as_deref().map(crate::event::finding::bounded_diff);
+        let diff_text = diff_text
+            .as_deref()
+            .map(crate::event::finding::bounded_diff);
         let tasks = futures::future::join_all(runs.into_iter().map(|(index, agent, run)| {
             let this = self.clone();
             async move {

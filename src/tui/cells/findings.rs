@@ -102,23 +102,23 @@ pub fn quorum_findings(q: &Quorum, gutter: Style, width: usize) -> Vec<Line<'sta
             title = title.add_modifier(Modifier::CROSSED_OUT);
         }
         lines.push(LLine::prefixed(
-                vec![
-                    bar(),
-                    Span::styled(
-                        format!("● {:<6} ", f.severity.as_str()),
-                        Style::default()
-                            .fg(theme::severity_color(f.severity))
-                            .add_modifier(Modifier::BOLD),
-                    ),
-                ],
-                vec![bar(), Span::raw("         ")],
-                vec![
-                    Span::styled(one_line(&f.place()), theme::code()),
-                    Span::raw("  "),
-                    Span::styled(one_line(&f.title), title),
-                    Span::raw("  "),
-                    Span::styled(one_line(&qf.who()), theme::dim()),
-                ],
+            vec![
+                bar(),
+                Span::styled(
+                    format!("● {:<6} ", f.severity.as_str()),
+                    Style::default()
+                        .fg(theme::severity_color(f.severity))
+                        .add_modifier(Modifier::BOLD),
+                ),
+            ],
+            vec![bar(), Span::raw("         ")],
+            vec![
+                Span::styled(one_line(&f.place()), theme::code()),
+                Span::raw("  "),
+                Span::styled(one_line(&f.title), title),
+                Span::raw("  "),
+                Span::styled(one_line(&qf.who()), theme::dim()),
+            ],
         ));
         // What the second reviewer said of it.
         if let Some(check) = &qf.check {
