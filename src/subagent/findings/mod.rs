@@ -47,6 +47,18 @@ impl Parsed {
         self.notices.push(text);
     }
 
+    /// Says, first (so bounding the notices never hides it), how many of
+    /// `total` findings were past [`MAX_FINDINGS`] and dropped.
+    fn past_the_most(&mut self, total: usize) {
+        if total > MAX_FINDINGS {
+            let text = format!(
+                "{} findings past the first {MAX_FINDINGS} dropped",
+                total - MAX_FINDINGS
+            );
+            self.notices.insert(0, text);
+        }
+    }
+
     /// The notices bounded to [`MAX_NOTICES`]: the last one says how many
     /// more there were.
     pub fn bounded_notices(&self) -> Vec<String> {
@@ -118,16 +130,7 @@ pub fn parse(report: &str) -> Parsed {
             Err(why) => parsed.notice(format!("finding {} dropped: {why}", i + 1)),
         }
     }
-    if total > MAX_FINDINGS {
-        // First, so bounding the notices never hides it.
-        parsed.notices.insert(
-            0,
-            format!(
-                "{} findings past the first {MAX_FINDINGS} dropped",
-                total - MAX_FINDINGS
-            ),
-        );
-    }
+    parsed.past_the_most(total);
     parsed
 }
 
@@ -161,16 +164,7 @@ fn json_blocks(report: &str, parsed: &mut Parsed) {
             Err(why) => parsed.notice(format!("finding {} dropped: {why}", i + 1)),
         }
     }
-    if total > MAX_FINDINGS {
-        // First, so bounding the notices never hides it.
-        parsed.notices.insert(
-            0,
-            format!(
-                "{} findings past the first {MAX_FINDINGS} dropped",
-                total - MAX_FINDINGS
-            ),
-        );
-    }
+    parsed.past_the_most(total);
 }
 
 fn looks_like_finding(v: &Value) -> bool {
