@@ -219,6 +219,62 @@ async fn the_selected_findings_go_to_the_branchs_writer_with_their_hunk() {
     assert!(!screen.contains("1 finding sent to t1"), "{screen}");
 }
 
+/// A foreground writer (`@NAME+`, a best-of-N writer: no task id) is
+/// named by its call, `c1`, which `/msg` takes: the view sends to it, not
+/// to an agent the person must name.
+#[tokio::test]
+async fn a_foreground_writer_is_sent_to_by_its_calls_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_session, mut app, mut ev_rx) =
+        live_session(dir.path(), ECHO, None, Permissions::Ask, None);
+    let mut terminal = Terminal::new(TestBackend::new(100, 40)).unwrap();
+    drive(&mut terminal, &mut app, line("@fake write it"), vec![]).await;
+    let Event::SubagentStarted { call_id, .. } =
+        until_event(&mut terminal, &mut app, &mut ev_rx, |e| {
+            matches!(e, Event::SubagentStarted { .. })
+        })
+        .await
+    else {
+        unreachable!()
+    };
+    next_prompt(&mut terminal, &mut app, &mut ev_rx, 0).await;
+    let label = call_id.replace("call-", "c");
+    let mut events = vec![Stamped {
+        t: 1,
+        event: Event::WorktreeReady {
+            call_id,
+            task_id: None,
+            branch: "quorum/c1-write-it".into(),
+            path: dir.path().display().to_string(),
+            base: "head".into(),
+            base_commit: "abc".into(),
+        },
+    }];
+    events.extend(quorum_events(Some("quorum/c1-write-it")));
+    drive(&mut terminal, &mut app, vec![], events).await;
+    let screen = open_and_select(&mut terminal, &mut app).await;
+    assert!(screen.contains(&format!("→ fake ({label})")), "{screen}");
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![key(KeyCode::Char('s'))],
+        vec![],
+    )
+    .await;
+    let Event::UserMessage { text: sent } = until_event(
+        &mut terminal,
+        &mut app,
+        &mut ev_rx,
+        |e| matches!(e, Event::UserMessage { text } if text.starts_with("/msg")),
+    )
+    .await
+    else {
+        unreachable!()
+    };
+    assert!(sent.starts_with(&format!("/msg {label} ")), "{sent}");
+    assert!(sent.contains(QUOTED), "{sent}");
+}
+
 #[tokio::test]
 async fn in_your_own_tree_the_follow_up_goes_to_the_agent_you_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -580,6 +580,55 @@ async fn a_follow_up_commits_in_the_same_worktree_and_a_continued_session_finds_
     session.shutdown();
 }
 
+/// A foreground worktree call (`@NAME+`, a best-of-N writer) takes a
+/// follow-up by its call's name, `/msg c1`, as a task takes one: the same
+/// agent, in the same worktree, committed to the same branch; and so does
+/// the continued session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_worktree_call_takes_a_follow_up_by_its_name() {
+    let s = scratch();
+    let record = s.dir.path().join("session.jsonl");
+    let (session, ops, mut events) = s.session_with(Some(record.clone()), None);
+    ops.send(Op::Submit("@fake+ write notes.txt first".into()))
+        .unwrap();
+    let (branch, first) = events.committed().await;
+    assert_eq!(branch, "quorum/c1-write-notes-txt-first");
+    assert!(first.is_some());
+    events
+        .until(|e| matches!(e, Event::SubagentFinished { .. }))
+        .await;
+    ops.send(Op::Submit("/msg c1 write more.txt second".into()))
+        .unwrap();
+    let (again, second) = events.committed().await;
+    assert_eq!(again, branch, "the same branch");
+    assert_ne!(second, first, "a new commit");
+    assert_eq!(s.git(&["show", &format!("{branch}:more.txt")]), "second");
+    // A second one, never followed up before quorum ends.
+    ops.send(Op::Submit("@fake+ write b.txt b".into())).unwrap();
+    let (other, _) = events.committed().await;
+    events
+        .until(|e| matches!(e, Event::SubagentFinished { .. }))
+        .await;
+    session.shutdown();
+    drop((session, ops, events));
+
+    let (session, ops, mut events) = s.session_with(None, Some(record));
+    // (The two calls' notices come in either order.)
+    events.said("/discard c2 or /msg c2 to go on").await;
+    ops.send(Op::Submit("/msg c1 write third.txt 3".into()))
+        .unwrap();
+    let (branch3, _) = events.committed().await;
+    assert_eq!(branch3, branch);
+    assert_eq!(s.git(&["show", &format!("{branch}:third.txt")]), "3");
+    ops.send(Op::Submit("/msg c2 write c.txt c".into()))
+        .unwrap();
+    let (other2, _) = events.committed().await;
+    assert_eq!(other2, other, "c2 goes on in its own worktree");
+    assert_eq!(s.git(&["show", &format!("{other}:c.txt")]), "c");
+    assert_eq!(s.status(), "");
+    session.shutdown();
+}
+
 /// The screen: `@NAME+` in the composer, the box names the branch and its
 /// diffstat, the opened box shows the diff; `/help` lists the spelling
 /// and the merge commands.

@@ -247,6 +247,10 @@ impl Dispatcher {
             worktree: worktree.clone(),
             title: crate::worktree::first_line(&task.message).to_string(),
         };
+        if task_id.is_none() && worktree.is_some() {
+            // A follow-up may name it once it is done (`/msg c4`).
+            lock(&self.foreground).insert(call_id.clone(), meta.clone());
+        }
         if task_id.is_some() {
             lock(&self.tasks).insert(call_id.clone(), meta);
         } else if let Some(detach) = detach {
@@ -454,10 +458,12 @@ impl Dispatcher {
         for event in events {
             self.emitter.emit(event);
         }
-        if let Some(meta) = lock(&self.tasks).get_mut(&job.call_id)
-            && outcome.session_id.is_some()
-        {
-            meta.session_id = outcome.session_id.clone();
+        if outcome.session_id.is_some() {
+            for map in [&self.tasks, &self.foreground] {
+                if let Some(meta) = lock(map).get_mut(&job.call_id) {
+                    meta.session_id = outcome.session_id.clone();
+                }
+            }
         }
         outcome
     }

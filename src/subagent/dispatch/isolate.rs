@@ -192,7 +192,7 @@ impl Dispatcher {
 
     /// The worktree task named `id`: a task id (`t3`), a call id, `c4`
     /// for a foreground call, or its branch.
-    fn find_isolated(&self, id: &str) -> Option<(String, Isolated)> {
+    pub(super) fn find_isolated(&self, id: &str) -> Option<(String, Isolated)> {
         let id = id.trim();
         let w = lock(&self.worktrees);
         w.by_call
@@ -386,7 +386,7 @@ impl Dispatcher {
                     "{name}: its worktree is still there ({}, branch {}); /merge {name}, /discard {name}{}",
                     i.worktree.path.display(),
                     i.worktree.branch,
-                    if i.task_id.is_some() {
+                    if i.task_id.is_some() || lock(&self.foreground).contains_key(&call) {
                         format!(" or /msg {name} to go on")
                     } else {
                         String::new()
@@ -405,6 +405,9 @@ impl Dispatcher {
             });
             crate::runtime::machinery::mark_worktree(&i.worktree.path);
             if let Some(meta) = lock(&self.tasks).get_mut(&call) {
+                meta.worktree = Some(i.worktree.clone());
+            }
+            if let Some(meta) = lock(&self.foreground).get_mut(&call) {
                 meta.worktree = Some(i.worktree.clone());
             }
             lock(&self.worktrees).by_call.insert(call, i);

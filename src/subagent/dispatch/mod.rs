@@ -226,6 +226,9 @@ pub struct Dispatcher {
     pub(super) completions: mpsc::UnboundedSender<String>,
     /// Background calls, by call id: what a follow-up turn needs.
     pub(super) tasks: Mutex<HashMap<String, TaskMeta>>,
+    /// Foreground worktree calls, by call id: what one needs to become a
+    /// task when a follow-up names it (`/msg c4`).
+    pub(super) foreground: Mutex<HashMap<String, TaskMeta>>,
     /// The internal agent, once there is one.
     pub(super) internal: Mutex<Option<Arc<dyn Agent>>>,
     /// Writes the main conversation's summary for `include_main_summary`.
@@ -275,6 +278,7 @@ impl Dispatcher {
             next_task: AtomicU64::new(1),
             completions,
             tasks: Default::default(),
+            foreground: Default::default(),
             internal: Mutex::new(None),
             main_summary: Mutex::new(None),
             max_parallel: max_parallel.max(1),
@@ -420,6 +424,17 @@ impl Dispatcher {
             }
         }
         drop(tasks);
+        // Calls that stayed in the foreground: a worktree call's becomes a
+        // task when a follow-up names it (`restore_worktrees` keeps those
+        // whose worktree is still there).
+        let mut kept = lock(&self.foreground);
+        for (call_id, (agent, code_review, input)) in foreground {
+            let session = sessions.get(call_id.as_str()).cloned();
+            if let Some(meta) = self.task_meta(agent, code_review, input, session) {
+                kept.insert(call_id.clone(), meta);
+            }
+        }
+        drop(kept);
         self.restore_worktrees(events);
     }
 

@@ -159,9 +159,15 @@ impl Dispatcher {
         if message.is_empty() {
             return Err(DispatchError::EmptyMessage);
         }
-        let call_id = self
+        let known = self
             .emitter
-            .board(|b| b.known_task(task_id).map(|t| t.call_id.clone()))?;
+            .board(|b| b.known_task(task_id).map(|t| t.call_id.clone()));
+        // A foreground worktree call (`c4`) becomes a task to go on.
+        let (call_id, task_id) = match known {
+            Ok(call_id) => (call_id, task_id.to_string()),
+            Err(unknown) => self.worktree_call_as_task(task_id)?.ok_or(unknown)?,
+        };
+        let task_id = task_id.as_str();
         let meta = lock(&self.tasks).get(&call_id).cloned();
         let Some(meta) = meta else {
             return Err(DispatchError::NoSession(task_id.to_string()));
@@ -214,6 +220,44 @@ impl Dispatcher {
         let this = self.clone();
         tokio::spawn(async move { this.run(opened).await });
         Ok(FollowUp::Sent)
+    }
+
+    /// The foreground worktree call `id` names (`c4`, its branch) as a
+    /// task, to take a follow-up: one made a task already, or, finished,
+    /// made one now (a task id of its own, `subagent_backgrounded`).
+    /// `None`: `id` names no such call.
+    fn worktree_call_as_task(&self, id: &str) -> Result<Option<(String, String)>, DispatchError> {
+        let Some((call_id, isolated)) = self.find_isolated(id) else {
+            return Ok(None);
+        };
+        // Made a task already (here, or in the session continued).
+        let task_id = isolated.task_id.or_else(|| {
+            self.emitter
+                .board(|b| b.call(&call_id).and_then(|e| e.task_id.clone()))
+        });
+        if let Some(task_id) = task_id {
+            return Ok(Some((call_id, task_id)));
+        }
+        if lock(&self.running).contains_key(&call_id) {
+            return Err(DispatchError::StillRunning(id.to_string()));
+        }
+        let Some(meta) = lock(&self.foreground).remove(&call_id) else {
+            return Ok(None);
+        };
+        let task_id = format!(
+            "t{}",
+            self.next_task
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
+        lock(&self.tasks).insert(call_id.clone(), meta);
+        if let Some(i) = lock(&self.worktrees).by_call.get_mut(&call_id) {
+            i.task_id = Some(task_id.clone());
+        }
+        self.emitter.emit(Event::SubagentBackgrounded {
+            call_id: call_id.clone(),
+            task_id: task_id.clone(),
+        });
+        Ok(Some((call_id, task_id)))
     }
 
     /// Waits until the task (or every task) is no longer running.

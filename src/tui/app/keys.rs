@@ -94,7 +94,8 @@ impl App {
     }
 
     /// Where a review's follow-up goes: the writer of the branch it
-    /// judged, else the agent the person names (the last one named, or
+    /// judged (a task, or a foreground call: `/msg` takes both), else the
+    /// agent the person names (the last one named, or
     /// the first agent, offered).
     fn target_of(&self, header: &crate::tui::state::BatchHeader) -> Target {
         let writer = header
@@ -102,12 +103,11 @@ impl App {
             .as_deref()
             .and_then(|b| Some((b, self.state.branch_writer(b)?)));
         match writer {
-            Some((branch, (Some(task), agent))) => Target::Writer {
+            Some((branch, (task, agent))) => Target::Writer {
                 task,
                 agent,
                 branch: branch.to_string(),
             },
-            Some((_, (None, agent))) => Target::Ask { default: agent },
             None => Target::Ask {
                 default: self
                     .last_named

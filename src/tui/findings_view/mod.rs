@@ -34,8 +34,7 @@ pub enum Target {
         agent: String,
         branch: String,
     },
-    /// The person names the agent (their own tree, or a writer without a
-    /// task id); `default` is offered.
+    /// The person names the agent (their own tree); `default` is offered.
     Ask { default: String },
 }
 

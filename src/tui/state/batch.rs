@@ -184,9 +184,9 @@ impl State {
         }
     }
 
-    /// Who wrote `branch`: the worktree task's id (when it has one) and
-    /// its agent.
-    pub fn branch_writer(&self, branch: &str) -> Option<(Option<String>, String)> {
+    /// Who wrote `branch`: the name `/msg` takes for it (its task id, or
+    /// `c4` for a foreground call) and its agent.
+    pub fn branch_writer(&self, branch: &str) -> Option<(String, String)> {
         self.boxes
             .iter()
             .rev()
@@ -194,7 +194,11 @@ impl State {
                 CellKind::Subagent(b)
                     if b.worktree.as_ref().is_some_and(|w| w.branch == branch) =>
                 {
-                    Some((b.task_id.clone(), b.agent.name().to_string()))
+                    let name = b
+                        .task_id
+                        .clone()
+                        .unwrap_or_else(|| b.call_id.replace("call-", "c"));
+                    Some((name, b.agent.name().to_string()))
                 }
                 _ => None,
             })
