@@ -8,12 +8,16 @@
 # The model is ../shared/tools/local-llm.sh's llama-server (Qwen2.5-Coder
 # 0.5B), started here when nothing answers at PORT. The reviewer is the real
 # fast-agent (scripts/install-fast-agent.sh) over ACP, its model
-# `generic.qwen` pointed at the server: the whole path, `quorum review` to
+# `generic.qwen` pointed at the server, its answers cut at 1,024 tokens (the
+# small model can run on to the end of its context): the whole path,
+# `quorum review` to
 # the SARIF it prints. Each run reviews the same diff: a new file whose
 # averaging loop skips the last element (`range(len(xs) - 1)`, line 4).
 # QUORUM_RATE_KEEP=DIR keeps each run's `--format json` there.
 # Prints one line per run (the findings' places) and then the rate:
-#   parsed: runs with any finding parsed
+#   wrote findings: runs whose report holds a `<!-- finding: ... -->`
+#   kept: runs with a finding parsed and placed (a file of the repository,
+#     a line inside it: quorum drops the others with a notice)
 #   at the line: runs with a finding whose lines hold line 4 of stats.py
 #   near: within two lines of it
 set -euo pipefail
@@ -55,23 +59,25 @@ git -C "$repo" add -N stats.py
 cat >"$work/quorum.toml" <<EOF
 [agents.qwen]
 command = "$fast"
-args = ["--no-update-check", "acp", "--model", "generic.qwen"]
+args = ["--no-update-check", "acp", "--model", "generic.qwen?max_tokens=1024"]
 env = { GENERIC_BASE_URL = "$url/v1", GENERIC_API_KEY = "none", HOME = "$work/home" }
 EOF
 
-parsed=0 at=0 near=0
+wrote=0 parsed=0 at=0 near=0
 for i in $(seq "$runs"); do
     code=0
     HOME="$work/home" "$quorum" --config "$work/quorum.toml" review --agents qwen \
         --cwd "$repo" --format sarif --write "json=$work/r.json" >"$work/r.sarif" 2>"$work/r.err" || code=$?
     # QUORUM_RATE_KEEP=DIR keeps each run's JSON (the reviews as written).
     [ -n "$keep" ] && mkdir -p "$keep" && cp "$work/r.json" "$keep/run-$i.json"
-    read -r p a n places < <(python3 - "$work/r.sarif" <<'EOF'
-import json, sys
+    read -r w p a n places < <(python3 - "$work/r.sarif" "$work/r.json" <<'EOF'
+import json, re, sys
 try:
     runs = json.load(open(sys.argv[1]))["runs"]
+    report = json.load(open(sys.argv[2]))["tasks"][0]["output"]
 except Exception:
-    print(0, 0, 0, "(no SARIF)"); sys.exit()
+    print(0, 0, 0, 0, "(no review)"); sys.exit()
+written = len(re.findall(r"<!--\s*finding\s*:", report, re.I))
 found = []
 for r in runs[0]["results"]:
     loc = r["locations"][0]["physicalLocation"]
@@ -79,10 +85,10 @@ for r in runs[0]["results"]:
     found.append((loc["artifactLocation"]["uri"], g["startLine"], g.get("endLine", g["startLine"])))
 at = any(f == "stats.py" and s <= 4 <= e for f, s, e in found)
 near = any(f == "stats.py" and s - 2 <= 4 <= e + 2 for f, s, e in found)
-print(int(bool(found)), int(at), int(near), " ".join(f"{f}:{s}-{e}" for f, s, e in found) or "-")
+print(written, int(bool(found)), int(at), int(near), " ".join(f"{f}:{s}-{e}" for f, s, e in found) or "-")
 EOF
 )
-    parsed=$((parsed + p)) at=$((at + a)) near=$((near + n))
-    echo "run $i: exit $code, findings: $places"
+    wrote=$((wrote + (w > 0))) parsed=$((parsed + p)) at=$((at + a)) near=$((near + n))
+    echo "run $i: exit $code, finding comments written: $w, kept: $places"
 done
-echo "parsed: $parsed of $runs · at the line: $at of $runs · near (±2): $near of $runs"
+echo "wrote findings: $wrote of $runs · kept (placed in the repository): $parsed of $runs · at the line: $at of $runs · near (±2): $near of $runs"
