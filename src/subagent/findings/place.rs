@@ -114,11 +114,15 @@ fn new_range(hunk: &str) -> Option<(u32, u32)> {
 /// review of a branch) the files are the revision's, read from git, not
 /// the tree checked out.
 pub fn check(parsed: &mut Parsed, root: &Path, diff: Option<&DiffRanges>, rev: Option<&str>) {
+    let given = root;
     let Ok(root) = root.canonicalize() else {
         return;
     };
     let findings = std::mem::take(&mut parsed.findings);
-    for f in findings {
+    for mut f in findings {
+        if let Some(rel) = inside(&f.file, [given, root.as_path()]) {
+            f.file = rel;
+        }
         let problem = match rev {
             Some(rev) => problem_at(&f, &root, rev, diff),
             None => problem(&f, &root, diff),
@@ -131,6 +135,18 @@ pub fn check(parsed: &mut Parsed, root: &Path, diff: Option<&DiffRanges>, rev: O
             )),
         }
     }
+}
+
+/// An absolute `file` under one of `tops` (the repository's top as
+/// given, and its canonical path), relative to it; `None` for any other
+/// (a relative one, one outside, one that climbs out with `..`).
+fn inside<'a>(file: &str, tops: impl IntoIterator<Item = &'a Path>) -> Option<String> {
+    let path = Path::new(file);
+    if !path.is_absolute() {
+        return None;
+    }
+    let rel = tops.into_iter().find_map(|t| path.strip_prefix(t).ok())?;
+    (!leaves(rel) && rel.components().next().is_some()).then(|| rel.to_string_lossy().into_owned())
 }
 
 /// Whether a finding's path stays inside the repository (relative, no

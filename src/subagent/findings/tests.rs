@@ -235,3 +235,56 @@ fn overlapping_findings_of_two_reviewers_merge_at_the_worst_severity() {
             .all(|q| !q.outside_diff)
     );
 }
+
+/// Reviewers told where the repository is write absolute paths (the
+/// local model, and agents that read files by absolute path): a path
+/// inside the repository is taken relative to its top; one outside it,
+/// or one that only looks inside (`..`), still leaves it.
+#[test]
+fn an_absolute_path_inside_the_repository_is_taken_relative() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "1\n2\n3\n").unwrap();
+    let top = dir.path().display().to_string();
+    let canonical = dir.path().canonicalize().unwrap().display().to_string();
+    let mut p = Parsed {
+        findings: vec![
+            finding(
+                &format!("{top}/src/a.rs"),
+                2,
+                None,
+                Severity::Red,
+                "as given",
+            ),
+            finding(
+                &format!("{canonical}/src/a.rs"),
+                3,
+                None,
+                Severity::Red,
+                "canonical",
+            ),
+            finding(
+                &format!("{top}/../x/src/a.rs"),
+                1,
+                None,
+                Severity::Red,
+                "climbs",
+            ),
+            finding("/etc/passwd", 1, None, Severity::Red, "outside"),
+        ],
+        notices: vec![],
+    };
+    check(&mut p, dir.path(), None, None);
+    let kept: Vec<(&str, &str)> = p
+        .findings
+        .iter()
+        .map(|f| (f.file.as_str(), f.title.as_str()))
+        .collect();
+    assert_eq!(kept, [("src/a.rs", "as given"), ("src/a.rs", "canonical")]);
+    assert_eq!(p.notices.len(), 2, "{:?}", p.notices);
+    assert!(
+        p.notices
+            .iter()
+            .all(|n| n.contains("leaves the repository"))
+    );
+}
