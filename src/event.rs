@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 mod activity;
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
+/// A writer's check: its counts and its box line.
+mod check;
 /// A quorum's verdict once it checked its own findings, and its labels.
 mod checked;
 /// What reviewers found, and where (a review's findings, a quorum's merged).
@@ -25,6 +27,7 @@ pub mod form;
 mod slash;
 
 pub use activity::*;
+pub use check::*;
 pub use slash::*;
 
 /// An event with its time: milliseconds since the session started.
@@ -743,6 +746,26 @@ pub enum Event {
         diffstat: Diffstat,
         #[serde(default)]
         diff: String,
+    },
+    /// `[worktree] check` ran on a writer's commit, in a fresh checkout
+    /// of it: passed or not, the runner's counts, the seconds it was
+    /// allowed when it ran out of time, its output (bounded), and what the
+    /// branch changes of the tests or the check's configuration.
+    "check_finished" => CheckFinished {
+        call_id: String,
+        branch: String,
+        #[serde(default)]
+        commit: String,
+        #[serde(default)]
+        passed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counts: Option<CheckCounts>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timed_out: Option<u64>,
+        #[serde(default)]
+        output: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        touches_tests: Vec<String>,
     },
     /// A review quorum's verdict, recorded against the branch it judged.
     "branch_verdict" => BranchVerdict {

@@ -48,6 +48,23 @@ pub struct AcpSection {
     pub share_mcp_servers: Option<bool>,
 }
 
+/// `[worktree]`: isolated writers' worktrees, made ready and checked.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeSection {
+    /// Sign quorum's commits of each turn too (default false: unsigned).
+    pub sign: Option<bool>,
+    /// A command run in each new worktree before its agent starts.
+    pub setup: Option<String>,
+    /// Caches shared writable with the sandboxed setup and check.
+    pub share: Option<Vec<String>>,
+    /// The project's test command, run on each committed turn.
+    pub check: Option<String>,
+    /// Seconds the check may run (at least 1).
+    #[serde(default, deserialize_with = "check_seconds")]
+    pub check_timeout: Option<u64>,
+}
+
 /// `[agents.NAME]`: a new agent, or a built-in one changed field by field.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +144,17 @@ fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
         return Err(serde::de::Error::custom(
             "sync_seconds must be at least 1 (how long a call runs before it goes on in the \
              background)",
+        ));
+    }
+    Ok(Some(n))
+}
+
+/// `check_timeout`: at least 1.
+fn check_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let n = <u64 as Deserialize>::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom(
+            "check_timeout must be at least 1 (seconds the check may run)",
         ));
     }
     Ok(Some(n))

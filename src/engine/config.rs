@@ -107,6 +107,8 @@ pub struct SessionConfig {
     /// How the internal agent's shell commands are confined (`[internal]`
     /// in the config file: `terminal_sandbox`, `terminal_network`).
     pub internal_shell: crate::runtime::sandbox::Policy,
+    /// `[worktree]`: isolated writers' setup, check, signing and caches.
+    pub worktree: crate::worktree::Settings,
     /// What a front end does with a continued session's recorded events
     /// (its screen takes them up): called once, on a thread of its own
     /// while the engine takes them up too. With it, the session keeps
@@ -140,6 +142,7 @@ impl SessionConfig {
             resume: None,
             elicit: crate::agent::Elicit::Ask,
             internal_shell: internal_policy(None),
+            worktree: crate::worktree::Settings::default(),
             on_history: None,
         }
     }
@@ -151,6 +154,7 @@ impl SessionConfig {
             .max_parallel
             .unwrap_or(crate::subagent::dispatch::MAX_PARALLEL);
         self.internal_shell = internal_policy(file.internal.as_ref());
+        self.worktree = worktree_settings(file);
         let limits = file.limits();
         self.limits = limits;
         self.registry.set_limits(limits);
@@ -223,6 +227,34 @@ pub fn env_var(name: &str) -> Option<String> {
 
 /// How the internal agent's shell commands are confined (`[internal]`),
 /// as `terminal_sandbox` and `terminal_network` do for an ACP agent's.
+/// `[worktree]` as the dispatcher takes it: `share`'s `~/` expanded (a
+/// path that is not absolute then is left out), `check_timeout` in
+/// seconds.
+pub fn worktree_settings(file: &ConfigFile) -> crate::worktree::Settings {
+    let section = file.worktree.clone().unwrap_or_default();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let share = section
+        .share
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|entry| match entry.strip_prefix("~/") {
+            Some(rest) => home.as_ref().map(|h| h.join(rest)),
+            None => Some(PathBuf::from(entry)),
+        })
+        .filter(|p| p.is_absolute())
+        .collect();
+    let defaults = crate::worktree::Settings::default();
+    crate::worktree::Settings {
+        sign: section.sign.unwrap_or(false),
+        setup: section.setup.filter(|s| !s.trim().is_empty()),
+        share,
+        check: section.check.filter(|s| !s.trim().is_empty()),
+        check_timeout: section
+            .check_timeout
+            .map_or(defaults.check_timeout, std::time::Duration::from_secs),
+    }
+}
+
 fn internal_policy(section: Option<&InternalSection>) -> crate::runtime::sandbox::Policy {
     let section = section.cloned().unwrap_or_default();
     crate::runtime::sandbox::Policy {

@@ -178,6 +178,7 @@ impl Session {
             config.max_parallel,
         );
         dispatcher.set_worktrees(config::state_dir(), transcript);
+        dispatcher.set_worktree_settings(config.worktree.clone());
         dispatcher.set_elicit(config.elicit);
         let chat_answers: conductor::ChatAnswers = Arc::default();
         let handed: conductor::HandedTools = Arc::default();

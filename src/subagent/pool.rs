@@ -91,6 +91,11 @@ struct AcpAgent {
 }
 
 impl Pool {
+    /// The supervisor every process of the session is started under.
+    pub(in crate::subagent) fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
     /// Whether a person answers what a turn asks (the session's policy is
     /// `ask`: the TUI, or an editor through `quorum acp`).
     pub fn asks_person(&self) -> bool {

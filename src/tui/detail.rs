@@ -280,6 +280,19 @@ pub fn render(b: &SubagentBox, width: usize, now: u64) -> Vec<Line<'static>> {
     if let Some(w) = b.worktree.as_ref().filter(|w| !w.diff.is_empty()) {
         branch_diff_lines(&w.branch, &w.diff, head_style, &mut lines);
     }
+    if let Some(check) = b.worktree.as_ref().and_then(|w| w.check.as_ref()) {
+        lines.push(LLine::default());
+        lines.push(LLine::plain(vec![Span::styled(
+            format!("── check of {} · {} ──", check.commit, check.line),
+            head_style,
+        )]));
+        lines.extend(
+            check
+                .output
+                .lines()
+                .map(|l| LLine::plain(vec![Span::raw(l.to_string())])),
+        );
+    }
     if let Some(reason) = b.stop_reason.filter(|r| *r != StopReason::EndTurn) {
         lines.push(LLine::plain(vec![
             Span::styled("stop reason: ", theme::dim()),

@@ -25,7 +25,10 @@ use crate::runtime::git as hardened;
 use crate::runtime::machinery;
 
 pub mod list;
+pub mod ready;
 mod tree;
+
+pub use ready::Settings;
 
 /// The longest diff an opened box keeps.
 pub const MAX_DIFF_BYTES: usize = 64 * 1024;
@@ -424,7 +427,10 @@ impl Repo {
         let commit = self.git(
             "committing your uncommitted changes for the worktree (git commit-tree)",
             &[
+                "-c",
+                "commit.gpgsign=false",
                 "commit-tree",
+                "--no-gpg-sign",
                 &tree,
                 "-p",
                 &head,
@@ -935,17 +941,21 @@ mod repo_tests {
             .unwrap();
         assert_eq!(w.base, Base::Head);
         std::fs::write(w.path.join("b.txt"), "two\n").unwrap();
-        assert!(w.commit("Fix it (fake)").unwrap().is_some());
+        assert!(w.commit("Fix it (fake)", false).unwrap().is_some());
         std::fs::write(w.path.join("b.txt"), "two\nthree\n").unwrap();
-        assert!(w.commit("Fix it (fake)").unwrap().is_some());
-        assert_eq!(w.commit("Fix it (fake)").unwrap(), None, "nothing changed");
+        assert!(w.commit("Fix it (fake)", false).unwrap().is_some());
+        assert_eq!(
+            w.commit("Fix it (fake)", false).unwrap(),
+            None,
+            "nothing changed"
+        );
         let stat = repo.diffstat(&w.base_commit, &w.branch).unwrap();
         assert_eq!(stat.to_string(), "+2 −0 in 1 file");
         assert_eq!(repo.unmerged(&w.branch).unwrap(), 2);
         assert_eq!(repo.get(&w.branch, "task").as_deref(), Some("t3"));
         assert_eq!(repo.worktree(&w.branch), Some(w.clone()));
         std::fs::remove_dir_all(&w.path).unwrap();
-        let e = w.commit("again").unwrap_err();
+        let e = w.commit("again", false).unwrap_err();
         assert!(matches!(e, WorktreeError::Gone(_)), "{e}");
     }
 
@@ -971,13 +981,13 @@ mod repo_tests {
         );
         for changed in ["gitdir: .evil\n", &format!("{made}\n")] {
             std::fs::write(w.path.join(".git"), changed).unwrap();
-            let e = w.commit("x").unwrap_err();
+            let e = w.commit("x", false).unwrap_err();
             assert!(matches!(e, WorktreeError::Repointed { .. }), "{e}");
             assert_eq!(e.to_string(), refused);
         }
         std::fs::remove_file(w.path.join(".git")).unwrap();
         std::fs::create_dir(w.path.join(".git")).unwrap();
-        assert_eq!(w.commit("x").unwrap_err().to_string(), refused);
+        assert_eq!(w.commit("x", false).unwrap_err().to_string(), refused);
         assert_eq!(repo.unmerged(&w.branch).unwrap(), 0, "nothing committed");
         assert_eq!(
             std::fs::read_to_string(w.path.join("work.txt")).unwrap(),
@@ -985,7 +995,7 @@ mod repo_tests {
         );
         std::fs::remove_dir(w.path.join(".git")).unwrap();
         std::fs::write(w.path.join(".git"), &made).unwrap();
-        assert!(w.commit("x").unwrap().is_some());
+        assert!(w.commit("x", false).unwrap().is_some());
         assert_eq!(repo.unmerged(&w.branch).unwrap(), 1);
     }
 
@@ -1015,19 +1025,19 @@ mod repo_tests {
             recorded.canonicalize().unwrap()
         );
         std::fs::write(w.path.join("b.txt"), "b").unwrap();
-        assert!(w.commit("old").unwrap().is_some());
+        assert!(w.commit("old", false).unwrap().is_some());
 
         // Its `.git` points elsewhere.
         let made = std::fs::read_to_string(w.path.join(".git")).unwrap();
         std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
-        let e = w.commit("x").unwrap_err();
+        let e = w.commit("x", false).unwrap_err();
         assert!(matches!(e, WorktreeError::Repointed { .. }), "{e}");
         std::fs::write(w.path.join(".git"), &made).unwrap();
         // The git directory points at another worktree.
         let back = recorded.join("gitdir");
         let was = std::fs::read_to_string(&back).unwrap();
         std::fs::write(&back, "/elsewhere/.git\n").unwrap();
-        let e = w.commit("x").unwrap_err();
+        let e = w.commit("x", false).unwrap_err();
         assert!(
             e.to_string().contains("none recorded, and")
                 && e.to_string().contains("does not point back at it"),
@@ -1035,7 +1045,7 @@ mod repo_tests {
         );
         std::fs::write(&back, was).unwrap();
         std::fs::write(w.path.join("c.txt"), "c").unwrap();
-        assert!(w.commit("again").unwrap().is_some());
+        assert!(w.commit("again", false).unwrap().is_some());
     }
 
     /// A worktree whose `.git` was changed: `/discard` still removes it
@@ -1053,7 +1063,7 @@ mod repo_tests {
 
         let w = repo.create(&state, "quorum/t7-kept", &[]).unwrap();
         std::fs::write(w.path.join("b.txt"), "b").unwrap();
-        w.commit("b").unwrap();
+        w.commit("b", false).unwrap();
         std::fs::write(w.path.join("left.txt"), "left").unwrap();
         std::fs::write(w.path.join(".git"), "gitdir: .evil\n").unwrap();
         let merged = repo.merge(&w.branch, "merge t7").unwrap();
@@ -1097,7 +1107,7 @@ mod repo_tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, "x").unwrap();
         }
-        w.commit("names").unwrap();
+        w.commit("names", false).unwrap();
         assert_eq!(
             repo.files_run_later(&w.branch).unwrap(),
             [

@@ -139,7 +139,14 @@ impl Worktree {
     /// is made from the index alone (`write-tree`, `commit-tree`,
     /// `update-ref`), never by `git commit`, which would ask each
     /// submodule for its status.
-    pub fn commit(&self, message: &str) -> Result<Option<String>> {
+    ///
+    /// The commit is quorum's scratch commit: unsigned whatever the
+    /// person's config says (`commit.gpgsign`, `tag.gpgsign` off, and
+    /// `--no-gpg-sign`), so no signing program runs or asks for a
+    /// passphrase in the middle of the screen; with `sign` (`[worktree]
+    /// sign = true`) it is signed (`-S`), and a signing failure is git's
+    /// error, the work left in the worktree.
+    pub fn commit(&self, message: &str, sign: bool) -> Result<Option<String>> {
         let git_dir = self.git_dir()?;
         let (nested, _) = machinery::nested_gits(&self.path, machinery::COMMIT_LIMIT);
         if !nested.is_empty() {
@@ -181,7 +188,9 @@ impl Worktree {
         tree.arg("write-tree");
         let tree = run(tree, "writing the staged tree (git write-tree)")?;
         let mut commit = self.command(&git_dir);
-        commit.args(["commit-tree", &tree, "-p", "HEAD", "-m", message]);
+        commit.args(signing(sign)).arg("commit-tree");
+        commit.arg(if sign { "-S" } else { "--no-gpg-sign" });
+        commit.args([&tree, "-p", "HEAD", "-m", message]);
         let commit = run(
             commit,
             &format!("committing to {} (git commit-tree)", self.branch),
@@ -272,5 +281,15 @@ impl Worktree {
         let mut head = self.command(&git_dir);
         head.args(["rev-parse", "--short", "HEAD"]);
         run(head, "reading the fetched commit")
+    }
+}
+
+/// The configuration a scratch commit is made with: signing off
+/// (`commit.gpgsign`, `tag.gpgsign`) unless `sign` asks for it.
+pub fn signing(sign: bool) -> &'static [&'static str] {
+    if sign {
+        &[]
+    } else {
+        &["-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"]
     }
 }

@@ -1396,3 +1396,65 @@ async fn a_write_of_envrc_in_the_persons_tree_is_asked_first() {
     let out = s.call("fake", "write .envrc export X=1");
     assert_eq!(out["output"], "wrote");
 }
+
+/// Issue 39 (1): a person who signs every commit (`commit.gpgsign =
+/// true`) still gets each turn's work on the branch: quorum's scratch
+/// commits are never signed, and never run their signing program; `[worktree]
+/// sign = true` signs them too, and a signing failure then leaves the work
+/// in the worktree, naming the cause.
+#[test]
+fn scratch_commits_are_unsigned_whatever_the_persons_config_says() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = scratch();
+    let (probe, _) = marks("unused");
+    let gpg = probe.path().join("gpg.sh");
+    let called = probe.path().join("gpg.called");
+    std::fs::write(
+        &gpg,
+        format!(
+            "#!/bin/sh\necho called >> '{}'\necho 'no secret key' >&2\nexit 2\n",
+            called.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gpg, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.git(&["config", "commit.gpgsign", "true"]);
+    s.git(&["config", "tag.gpgsign", "true"]);
+    s.git(&["config", "gpg.program", &gpg.display().to_string()]);
+
+    let out = s.call("fake", "write notes.txt hello from the agent");
+    let branch = out["branch"].as_str().unwrap();
+    assert_eq!(out["diffstat"], "+1 −0 in 1 file", "{out}");
+    assert_eq!(
+        s.git(&["log", "-1", "--format=%s", branch]),
+        "write notes.txt hello from the agent (fake)"
+    );
+    assert!(!called.exists(), "the signing program ran");
+
+    // `sign = true`: signed too; a failing signer names the cause and
+    // leaves the work uncommitted in the worktree.
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str("[worktree]\nsign = true\n");
+    std::fs::write(&s.config, config).unwrap();
+    let o = s.quorum(&[
+        "call",
+        "--agent",
+        "fake",
+        "--worktree",
+        "--json",
+        "--input",
+        "write more.txt signed",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(called.exists(), "the signing program did not run");
+    assert!(
+        stderr.contains("gpg failed to sign the data") || stdout.contains("gpg failed to sign"),
+        "{stdout}\n{stderr}"
+    );
+    let out: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let worktree = PathBuf::from(out["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("more.txt")).unwrap(),
+        "signed"
+    );
+}

@@ -398,6 +398,11 @@ impl Dispatcher {
                 .map(|e| e.to_string()),
             (_, gone) => gone.map(|e| e.to_string()),
         };
+        // A new worktree's setup, before its agent's first turn.
+        let there = match (there, &job.worktree) {
+            (None, Some(w)) => self.set_up(&job.call_id, w).await,
+            (there, _) => there,
+        };
         // In the person's own tree, what the turn leaves there that other
         // programs run is named after it.
         let before = match there {

@@ -25,6 +25,10 @@ pub(in crate::subagent) struct Worktrees {
     /// Branches whose `/discard` was asked once (they have unmerged
     /// commits): asked again, they go.
     pub(in crate::subagent) asked: HashSet<String>,
+    /// `[worktree]`: setup, check, signing, shared caches.
+    pub(in crate::subagent) settings: worktree::Settings,
+    /// Branches whose worktree ran its setup.
+    pub(in crate::subagent) set_up: HashSet<String>,
 }
 
 /// A worktree task.
@@ -146,9 +150,10 @@ impl Dispatcher {
         outcome: &mut Outcome,
     ) {
         let message = format!("{} ({agent})", worktree::first_line(title));
+        let sign = self.worktree_settings().sign;
         let wt = w.clone();
         let done = tokio::task::spawn_blocking(move || {
-            let commit = wt.commit(&message)?;
+            let commit = wt.commit(&message, sign)?;
             let repo = wt.repo();
             let stat = repo.diffstat(&wt.base_commit, &wt.branch)?;
             let diff = repo.diff(&wt.base_commit, &wt.branch)?;
@@ -161,10 +166,13 @@ impl Dispatcher {
                 self.emitter.emit(Event::WorktreeCommitted {
                     call_id: call_id.to_string(),
                     branch: w.branch.clone(),
-                    commit,
+                    commit: commit.clone(),
                     diffstat: stat,
                     diff,
                 });
+                if let Some(commit) = commit {
+                    self.check_commit(call_id, w, &commit).await;
+                }
                 stat.to_string()
             }
             Err(e) => {

@@ -26,6 +26,7 @@ mod call;
 pub mod detach;
 pub mod isolate;
 mod planted;
+mod ready;
 mod remote;
 pub mod settings;
 mod steer;

@@ -490,6 +490,9 @@ fn subagent(
             inner,
             &mut body,
         );
+        if let Some(check) = &w.check {
+            check_rows(check, inner, &mut body);
+        }
     }
     if b.running() {
         running_body(b, inner, now, &mut body);
@@ -823,6 +826,27 @@ pub(super) fn last_lines(text: &str) -> impl Iterator<Item = &str> {
 /// Severity colour or the agent's, for other widgets.
 pub fn verdict_style(agent: &str, severity: Option<Severity>) -> Style {
     Style::default().fg(theme::box_color(agent, severity))
+}
+
+/// A writer's check in its box: what it found, tinted, and the tests or
+/// check configuration its branch changes.
+fn check_rows(check: &crate::tui::state::CheckLine, inner: usize, body: &mut Vec<Line<'static>>) {
+    let style = if check.passed {
+        Style::default().fg(theme::GREEN)
+    } else {
+        theme::error()
+    };
+    let mut rows = vec![LLine::plain(vec![Span::styled(check.line.clone(), style)])];
+    if !check.touches_tests.is_empty() {
+        rows.push(LLine::plain(vec![Span::styled(
+            format!(
+                "⚠ changes tests or the check's configuration: {}",
+                check.touches_tests.join(", ")
+            ),
+            theme::warning(),
+        )]));
+    }
+    wrap(&rows, inner, body);
 }
 
 #[cfg(test)]

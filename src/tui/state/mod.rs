@@ -38,7 +38,9 @@ pub use lines::{ACTIVITY_LINES, ActivityLine};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
 pub use panel::Task;
 pub use spill::DETAIL_WINDOW;
-pub use subagent::{ChildBox, EARLIER_TURNS, EarlierTurn, Grouped, SubagentBox, plan_progress};
+pub use subagent::{
+    CheckLine, ChildBox, EARLIER_TURNS, EarlierTurn, Grouped, SubagentBox, plan_progress,
+};
 pub use terminal::{TerminalView, Terminals, exit_words};
 
 /// Everything the screen shows, as built from events.
@@ -233,6 +235,7 @@ impl State {
             | Event::ReviewQuorum { .. } => self.apply_batch(event),
             Event::WorktreeReady { .. }
             | Event::WorktreeCommitted { .. }
+            | Event::CheckFinished { .. }
             | Event::BranchVerdict { .. }
             | Event::BranchMerged { .. }
             | Event::BranchDiscarded { .. } => self.apply_branch(event),
@@ -405,6 +408,25 @@ impl State {
                 diff,
                 ..
             } => self.on_worktree_committed(call_id, *diffstat, diff),
+            Event::CheckFinished {
+                call_id,
+                commit,
+                passed,
+                counts,
+                timed_out,
+                output,
+                touches_tests,
+                ..
+            } => {
+                let check = subagent::CheckLine {
+                    line: crate::event::check_line(*passed, *counts, *timed_out),
+                    passed: *passed,
+                    commit: clean(commit),
+                    output: clean(output),
+                    touches_tests: touches_tests.iter().map(|t| clean(t)).collect(),
+                };
+                self.on_check_finished(call_id, check)
+            }
             Event::BranchVerdict {
                 branch,
                 verdict,

@@ -104,6 +104,23 @@ pub struct WorktreeLine {
     pub diff: String,
     /// `merged into main`, `discarded`, once it is.
     pub fate: Option<String>,
+    /// What `[worktree] check` found on its latest commit.
+    pub check: Option<CheckLine>,
+}
+
+/// A writer's check, as its box shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckLine {
+    /// `✓ check passed · 12 passed`, `✗ check failed · 2 failed of 14`,
+    /// `⏱ check timed out after 600 s`.
+    pub line: String,
+    pub passed: bool,
+    /// The commit it checked.
+    pub commit: String,
+    /// Its output (sanitised), for the opened box.
+    pub output: String,
+    /// The tests and check configuration the branch changes.
+    pub touches_tests: Vec<String>,
 }
 
 /// A box's two streams of text, each cleaned across its chunks.
@@ -539,6 +556,19 @@ impl State {
             if let Some(w) = &mut b.worktree {
                 w.diffstat = Some(diffstat);
                 w.diff = diff;
+            }
+        });
+    }
+
+    /// A writer's check finished: its box says what it found, the opened
+    /// box its output.
+    pub(super) fn on_check_finished(&mut self, call_id: &str, check: CheckLine) {
+        let Some(i) = self.box_index(call_id) else {
+            return;
+        };
+        self.edit_box(i, |b| {
+            if let Some(w) = &mut b.worktree {
+                w.check = Some(check);
             }
         });
     }

@@ -1,0 +1,259 @@
+//! Worktrees made ready and checked (`[worktree]`): the setup command run
+//! in each new worktree before its agent's first turn, and the project's
+//! check run on each turn's commit in a fresh checkout of it. Both run
+//! sandboxed as an agent's terminal commands are (`runtime::sandbox`:
+//! bubblewrap when it is installed, the directory writable and the caches
+//! `share` names, no network for the check), in a process group the
+//! supervisor owns, ended at its time limit; their output goes in the box,
+//! bounded.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::Dispatcher;
+use crate::confine::limits::Tail;
+use crate::event::{Activity, Event};
+use crate::runtime::sandbox::{self, Policy};
+use crate::runtime::supervisor::{self, Supervisor};
+use crate::subagent::lock;
+use crate::worktree::{self, Settings, Worktree};
+
+/// The most of a setup's or check's output kept for the box.
+pub const MAX_OUTPUT: usize = 16 * 1024;
+
+/// How long a setup may run.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// How a sandboxed command ended.
+#[derive(Debug)]
+pub struct Ran {
+    pub success: bool,
+    /// Its exit code, `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub timed_out: bool,
+    /// Its output (stderr with stdout), its newest [`MAX_OUTPUT`] bytes.
+    pub output: String,
+}
+
+impl Dispatcher {
+    /// Takes `[worktree]`'s settings.
+    pub fn set_worktree_settings(&self, settings: Settings) {
+        lock(&self.worktrees).settings = settings;
+    }
+
+    pub(super) fn worktree_settings(&self) -> Settings {
+        lock(&self.worktrees).settings.clone()
+    }
+
+    /// Runs `[worktree] setup` in a new worktree (once per worktree),
+    /// before its agent's first turn; its output in the box. A failure is
+    /// the reason the task stops.
+    pub(super) async fn set_up(&self, call_id: &str, w: &Worktree) -> Option<String> {
+        let settings = self.worktree_settings();
+        let setup = settings.setup.clone()?;
+        if !lock(&self.worktrees).set_up.insert(w.branch.clone()) {
+            return None;
+        }
+        self.box_notice(call_id, format!("setup: running `{setup}` in the worktree"));
+        let policy = policy(&settings, true, "setup");
+        let ran = run_confined(
+            self.pool.supervisor(),
+            &setup,
+            &w.path,
+            &policy,
+            SETUP_TIMEOUT,
+        )
+        .await;
+        let ran = match ran {
+            Ok(ran) => ran,
+            Err(e) => return Some(format!("setup `{setup}` could not run: {e}")),
+        };
+        let tail = last_lines(&ran.output, 8);
+        if ran.success {
+            self.box_notice(call_id, format!("setup: `{setup}` done\n{tail}"));
+            return None;
+        }
+        let how = match (ran.timed_out, ran.code) {
+            (true, _) => format!("ran out of time after {} s", SETUP_TIMEOUT.as_secs()),
+            (false, Some(code)) => format!("exit status {code}"),
+            (false, None) => "ended by a signal".to_string(),
+        };
+        Some(format!(
+            "setup `{setup}` failed ({how}), so the agent did not start:\n{tail}"
+        ))
+    }
+
+    /// Runs `[worktree] check` on `commit` of a writer's branch, in a
+    /// fresh checkout of it (removed afterwards), and says what it found.
+    pub(super) async fn check_commit(&self, call_id: &str, w: &Worktree, commit: &str) {
+        let settings = self.worktree_settings();
+        let Some(check) = settings.check.clone() else {
+            return;
+        };
+        self.box_notice(call_id, format!("check: running `{check}` on {commit}"));
+        let state = lock(&self.worktrees).state.clone();
+        let (repo, c, base, branch) = (
+            w.repo(),
+            commit.to_string(),
+            w.base_commit.clone(),
+            w.branch.clone(),
+        );
+        let made = tokio::task::spawn_blocking(move || {
+            let parent = state
+                .unwrap_or_else(std::env::temp_dir)
+                .join("quorum/checks");
+            std::fs::create_dir_all(&parent).map_err(|e| e.to_string())?;
+            let dir = Checkout::new(&parent)?;
+            repo.export(&c, &dir.0).map_err(|e| e.to_string())?;
+            let changed: Vec<String> = repo.changed_files(&base, &branch).unwrap_or_default();
+            Ok::<_, String>((dir, changed))
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        let (dir, changed) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                self.box_notice(call_id, format!("check: no checkout of {commit}: {e}"));
+                return;
+            }
+        };
+        let policy = policy(&settings, false, "check");
+        let timeout = settings.check_timeout;
+        let ran = run_confined(self.pool.supervisor(), &check, &dir.0, &policy, timeout).await;
+        let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
+        let ran = ran.unwrap_or_else(|e| Ran {
+            success: false,
+            code: None,
+            timed_out: false,
+            output: format!("`{check}` could not run: {e}"),
+        });
+        self.emitter.emit(Event::CheckFinished {
+            call_id: call_id.to_string(),
+            branch: w.branch.clone(),
+            commit: commit.to_string(),
+            passed: ran.success,
+            counts: worktree::ready::counts(&ran.output),
+            timed_out: ran.timed_out.then_some(timeout.as_secs()),
+            output: ran.output,
+            touches_tests: worktree::ready::touches_tests(&changed, None),
+        });
+    }
+
+    fn box_notice(&self, call_id: &str, text: String) {
+        self.emitter.emit(Event::SubagentActivity {
+            call_id: call_id.to_string(),
+            activity: Activity::Notice { text },
+        });
+    }
+}
+
+/// A fresh folder for a commit's checkout, removed when dropped.
+struct Checkout(std::path::PathBuf);
+
+impl Checkout {
+    fn new(parent: &Path) -> Result<Self, String> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = parent.join(format!("check-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for Checkout {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The sandbox of a setup or a check: as an agent's terminal commands
+/// (bubblewrap when installed), the caches `share` names writable; the
+/// setup reaches the network (it installs: `npm ci`, `uv sync`), the check
+/// does not.
+fn policy(settings: &Settings, network: bool, setting: &'static str) -> Policy {
+    Policy {
+        network,
+        writable: settings.share.clone(),
+        setting,
+        ..Policy::default()
+    }
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `sh -c command` in `dir`, confined as `policy` says, in a process
+/// group of its own that is ended when it exits or at `timeout` (nothing
+/// it started outlives it); its output bounded.
+pub async fn run_confined(
+    supervisor: &Supervisor,
+    command: &str,
+    dir: &Path,
+    policy: &Policy,
+    timeout: Duration,
+) -> Result<Ran, String> {
+    use tokio::io::AsyncReadExt;
+    let script = format!("exec 2>&1\n{command}");
+    let confined = sandbox::command(
+        "sh",
+        ["-c", script.as_str()],
+        (dir, dir),
+        policy,
+        sandbox::Env::Command(&[]),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut cmd = confined.cmd;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let (mut child, group) = supervisor
+        .spawn(cmd, "worktree command")
+        .map_err(|e| format!("cannot run sh: {e}"))?;
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(Tail::new(MAX_OUTPUT)));
+    let reader = {
+        let (kept, stdout) = (kept.clone(), child.stdout.take());
+        tokio::spawn(async move {
+            let Some(mut pipe) = stdout else { return };
+            let mut buf = vec![0; 16 * 1024];
+            while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+                lock(&kept).push(&buf[..n]);
+            }
+        })
+    };
+    let ended = tokio::time::timeout(timeout, child.wait()).await;
+    supervisor.terminate(&group, supervisor::GRACE).await;
+    if tokio::time::timeout(Duration::from_secs(2), reader)
+        .await
+        .is_err()
+    {
+        tracing::warn!("a worktree command's output did not end with it");
+    }
+    let tail = std::mem::replace(&mut *lock(&kept), Tail::new(0));
+    let (mut output, cut) = tail.into_text();
+    if cut > 0 {
+        output = format!("[quorum: the first {cut} bytes of output were cut]\n{output}");
+    }
+    let output = crate::confine::sanitize::sanitize(&output).into_owned();
+    let status = match ended {
+        Ok(status) => status.map_err(|e| e.to_string())?,
+        Err(_) => {
+            return Ok(Ran {
+                success: false,
+                code: None,
+                timed_out: true,
+                output: format!("{output}\n[quorum: stopped after {} s]", timeout.as_secs()),
+            });
+        }
+    };
+    Ok(Ran {
+        success: status.success(),
+        code: status.code(),
+        timed_out: false,
+        output,
+    })
+}
