@@ -1458,3 +1458,213 @@ fn scratch_commits_are_unsigned_whatever_the_persons_config_says() {
         "signed"
     );
 }
+
+/// A scratch repository holding a tiny Rust crate (`adder`: `add` and
+/// two tests of it, `tests/add.rs`), with `[worktree]` set to `worktree`
+/// (the check given as `CHECK`: `cargo test` of the crate, offline, with
+/// the toolchain that builds these tests).
+fn crate_scratch(worktree: &str) -> Scratch {
+    let s = scratch();
+    let repo = s.repo();
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"adder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    std::fs::write(
+        repo.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("tests/add.rs"),
+        "#[test]\nfn adds() {\n    assert_eq!(adder::add(2, 2), 4);\n}\n\n\
+         #[test]\nfn adds_a_negative() {\n    assert_eq!(adder::add(-1, 1), 0);\n}\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join(".gitignore"), "target/\n.cargo-home/\n").unwrap();
+    s.git(&["add", "-A"]);
+    s.git(&["commit", "-q", "-m", "adder"]);
+    let cargo = PathBuf::from(env!("CARGO"));
+    let rustc = cargo.with_file_name("rustc");
+    let check = format!(
+        "CARGO_HOME=$PWD/.cargo-home RUSTC={} RUSTDOC={} {} test --offline",
+        rustc.display(),
+        cargo.with_file_name("rustdoc").display(),
+        cargo.display()
+    );
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str("[worktree]\n");
+    config.push_str(&worktree.replace("CHECK", &check.replace('"', "\\\"")));
+    std::fs::write(&s.config, config).unwrap();
+    s
+}
+
+impl Scratch {
+    /// As [`Scratch::session`], with the config file's settings taken
+    /// (`[worktree]`), as every front end takes them.
+    fn configured_session(&self) -> (Session, mpsc::UnboundedSender<Op>, Events) {
+        let registry = Registry::load_only(&self.config).unwrap();
+        let mut config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
+        config.read_settings(Some(&self.config)).unwrap();
+        let (mut session, events) = Session::start(config, Instant::now()).unwrap();
+        session.dispatcher().set_worktrees(Some(self.state()), None);
+        let ops = session.serve();
+        (session, ops, Events(events))
+    }
+}
+
+/// The check a turn's events say finished: its event.
+fn check_of(events: &[Stamped]) -> Event {
+    events
+        .iter()
+        .find(|e| matches!(e.event, Event::CheckFinished { .. }))
+        .map(|e| e.event.clone())
+        .expect("a check_finished")
+}
+
+/// Issue 39 (2): `[worktree] check` (the crate's `cargo test`) runs on
+/// each writer's commit, in a fresh checkout: a writer that breaks a
+/// test gets `✗ check failed · 1 failed of 2` in its box (drawn), with the
+/// output in the opened box; one whose change passes gets `✓ check passed ·
+/// 2 passed`; one that deletes the test file passes and is marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_runs_on_each_writers_commit_and_its_box_says_what_it_found() {
+    use common::app::{alt, drive, key, line, text, until};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::KeyCode;
+
+    let s = crate_scratch("check = \"CHECK\"\n");
+    let (_session, ops, events) = s.configured_session();
+    let mut app = quorum::tui::app::App::live(ops.clone(), Instant::now());
+    let mut ev_rx = events.0;
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    drive(
+        &mut terminal,
+        &mut app,
+        line("@fake+ write src/lib.rs pub fn add(a: i32, b: i32) -> i32 { a * b }"),
+        vec![],
+    )
+    .await;
+    until(&mut terminal, &mut app, &mut ev_rx, |s| {
+        s.contains("check failed")
+    })
+    .await;
+    let screen = text(&terminal);
+    assert!(
+        screen.contains("✗ check failed · 1 failed of 2"),
+        "{screen}"
+    );
+    assert!(!screen.contains("changes tests"), "{screen}");
+    drive(
+        &mut terminal,
+        &mut app,
+        vec![alt(KeyCode::Up), key(KeyCode::Enter)],
+        vec![],
+    )
+    .await;
+    let screen = text(&terminal);
+    assert!(screen.contains("── check of "), "{screen}");
+    // The person's tree is as it was.
+    assert_eq!(s.status(), "");
+    assert!(
+        std::fs::read_dir(s.state().join("quorum/checks"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "the checkout is left behind"
+    );
+}
+
+/// A writer whose change passes, and one that deletes the failing test:
+/// both pass, the second is marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passing_writer_passes_and_one_deleting_a_test_is_marked() {
+    let s = crate_scratch("check = \"CHECK\"\ncheck_timeout = 300\n");
+    let (_session, ops, mut events) = s.configured_session();
+    ops.send(Op::Submit(
+        "@fake+ write src/lib.rs pub fn add(a: i32, b: i32) -> i32 { b + a }".into(),
+    ))
+    .unwrap();
+    let seen = one_turn(&mut events).await;
+    let Event::CheckFinished {
+        passed,
+        counts,
+        touches_tests,
+        timed_out,
+        output,
+        ..
+    } = check_of(&seen)
+    else {
+        unreachable!()
+    };
+    assert!(passed, "{output}");
+    assert_eq!(timed_out, None);
+    assert_eq!(
+        quorum::event::check_line(passed, counts, timed_out),
+        "✓ check passed · 2 passed"
+    );
+    assert!(touches_tests.is_empty(), "{touches_tests:?}");
+    let b = the_box(&seen);
+    let check = b.worktree.unwrap().check.unwrap();
+    assert_eq!(check.line, "✓ check passed · 2 passed");
+
+    need_bwrap();
+    ops.send(Op::Submit(
+        "@fake+ term run rm tests/add.rs && echo 'pub fn add(a: i32, b: i32) -> i32 { a * b }' > src/lib.rs".into(),
+    ))
+    .unwrap();
+    let seen = one_turn(&mut events).await;
+    let Event::CheckFinished {
+        passed,
+        touches_tests,
+        ..
+    } = check_of(&seen)
+    else {
+        unreachable!()
+    };
+    assert!(passed, "no test is left to fail");
+    assert_eq!(touches_tests, vec!["tests/add.rs".to_string()]);
+}
+
+/// A check that hangs is killed at `check_timeout`, with what it started,
+/// and said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_that_hangs_is_killed_at_its_time_limit() {
+    let s = crate_scratch("check = \"echo started; sleep 617 & sleep 618\"\ncheck_timeout = 2\n");
+    let (_session, ops, mut events) = s.configured_session();
+    let started = Instant::now();
+    ops.send(Op::Submit("@fake+ write notes.txt x".into()))
+        .unwrap();
+    let seen = one_turn(&mut events).await;
+    assert!(started.elapsed().as_secs() < 25, "{:?}", started.elapsed());
+    let Event::CheckFinished {
+        passed,
+        counts,
+        timed_out,
+        output,
+        ..
+    } = check_of(&seen)
+    else {
+        unreachable!()
+    };
+    assert!(!passed);
+    assert_eq!(timed_out, Some(2));
+    assert!(output.contains("started"), "{output}");
+    assert_eq!(
+        quorum::event::check_line(passed, counts, timed_out),
+        "⏱ check timed out after 2 s"
+    );
+    assert_eq!(
+        the_box(&seen).worktree.unwrap().check.unwrap().line,
+        "⏱ check timed out after 2 s"
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 61[78]"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "{}", text(&left.stdout));
+}
