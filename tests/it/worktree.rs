@@ -1668,3 +1668,91 @@ async fn a_check_that_hangs_is_killed_at_its_time_limit() {
         .unwrap();
     assert!(left.stdout.is_empty(), "{}", text(&left.stdout));
 }
+
+/// The final output of the box a turn's events closed.
+fn finished_output(events: &[Stamped]) -> String {
+    events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::SubagentFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .expect("a finished box")
+}
+
+/// Issue 39 (1): `[worktree] setup` runs sandboxed in each new worktree
+/// before its agent's first turn, its output in the box; the caches
+/// `share` names are writable to it. Without the cache shared, its write
+/// there is refused by the sandbox: the setup fails, the task stops with
+/// the reason, and the agent never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_runs_sandboxed_before_the_agent_and_a_failed_one_stops_the_task() {
+    need_bwrap();
+    let (probe, _) = marks("unused");
+    let cache = probe.path().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    let setup = format!(
+        "setup = \"echo setting up; echo made > made.txt; echo cached > {}/file\"\n",
+        cache.display()
+    );
+    let shared = format!("{setup}share = [{:?}]\n", cache.display().to_string());
+    let s = crate_scratch(&shared);
+    let (_session, ops, mut events) = s.configured_session();
+    ops.send(Op::Submit("@fake+ write notes.txt x".into()))
+        .unwrap();
+    let seen = one_turn(&mut events).await;
+    let notices = box_notices(&seen);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.starts_with("setup: `echo setting up;") && n.contains("done\nsetting up")),
+        "{notices:?}"
+    );
+    let (_, worktree) = ready(&seen);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cache.join("file")).unwrap(),
+        "cached\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("notes.txt")).unwrap(),
+        "x"
+    );
+    // Before the agent's turn: the setup's notice comes before its write.
+    let setup_at = seen
+        .iter()
+        .position(|e| matches!(&e.event, Event::SubagentActivity { activity: Activity::Notice { text }, .. } if text.contains("done")))
+        .unwrap();
+    let wrote_at = seen
+        .iter()
+        .position(|e| {
+            matches!(
+                &e.event,
+                Event::SubagentActivity {
+                    activity: Activity::MessageChunk { .. },
+                    ..
+                }
+            )
+        })
+        .unwrap();
+    assert!(setup_at < wrote_at);
+    std::fs::remove_file(cache.join("file")).unwrap();
+
+    // Not shared: refused, and the task stops with the reason.
+    let s = crate_scratch(&setup);
+    let (_session, ops, mut events) = s.configured_session();
+    ops.send(Op::Submit("@fake+ write notes.txt x".into()))
+        .unwrap();
+    let seen = one_turn(&mut events).await;
+    let said = finished_output(&seen);
+    assert!(said.contains("setup `echo setting up;"), "{said}");
+    assert!(said.contains("failed (exit status"), "{said}");
+    assert!(said.contains("so the agent did not start"), "{said}");
+    assert!(said.contains("Read-only file system"), "{said}");
+    let (_, worktree) = ready(&seen);
+    assert!(!worktree.join("notes.txt").exists());
+    assert!(!cache.join("file").exists());
+}

@@ -65,14 +65,20 @@ impl Dispatcher {
         )
         .await;
         let ran = match ran {
+            Ok(ran) if ran.success => {
+                let tail = last_lines(&ran.output, 8);
+                self.box_notice(call_id, format!("setup: `{setup}` done\n{tail}"));
+                return None;
+            }
             Ok(ran) => ran,
-            Err(e) => return Some(format!("setup `{setup}` could not run: {e}")),
+            Err(e) => {
+                lock(&self.worktrees).set_up.remove(&w.branch);
+                return Some(format!("setup `{setup}` could not run: {e}"));
+            }
         };
+        // A follow-up tries it again.
+        lock(&self.worktrees).set_up.remove(&w.branch);
         let tail = last_lines(&ran.output, 8);
-        if ran.success {
-            self.box_notice(call_id, format!("setup: `{setup}` done\n{tail}"));
-            return None;
-        }
         let how = match (ran.timed_out, ran.code) {
             (true, _) => format!("ran out of time after {} s", SETUP_TIMEOUT.as_secs()),
             (false, Some(code)) => format!("exit status {code}"),
