@@ -145,6 +145,23 @@ fn section_rows(rows: &mut Vec<Row>, file: &ConfigFile, session: &SessionConfig)
         shell.network,
         file.source(&["internal", "terminal_network"]),
     ));
+    worktree_rows(rows, file, &session.worktree);
+}
+
+/// `[worktree]`, as the session takes it.
+fn worktree_rows(rows: &mut Vec<Row>, file: &ConfigFile, w: &crate::worktree::Settings) {
+    let source = |key: &str| file.source(&["worktree", key]);
+    let unset = |v: &Option<String>| v.clone().unwrap_or_else(|| "(unset)".to_string());
+    rows.push(row("worktree.sign", w.sign, source("sign")));
+    rows.push(row("worktree.setup", unset(&w.setup), source("setup")));
+    let share: Vec<String> = w.share.iter().map(|p| p.display().to_string()).collect();
+    rows.push(row("worktree.share", format!("{share:?}"), source("share")));
+    rows.push(row("worktree.check", unset(&w.check), source("check")));
+    rows.push(row(
+        "worktree.check_timeout",
+        w.check_timeout.as_secs(),
+        source("check_timeout"),
+    ));
 }
 
 /// A line per host, MCP server and agent (an agent built in says so, and

@@ -391,6 +391,15 @@ mod tests {
              did you mean `sync_seconds`?"
         );
         assert_eq!(
+            error("[worktree]\nchek = \"cargo test\"\n"),
+            "/c/quorum.toml: line 2, column 1: unknown field `chek` in [worktree]; \
+             did you mean `check`?"
+        );
+        assert_eq!(
+            error("[worktre]\ncheck = \"x\"\n"),
+            "/c/quorum.toml: line 1, column 2: unknown section [worktre]; did you mean [worktree]?"
+        );
+        assert_eq!(
             error("# mine\n[model]\nnmae = \"openai:x\"\n"),
             "/c/quorum.toml: line 3, column 1: unknown field `nmae` in [model]; did you mean `name`?"
         );
@@ -418,6 +427,11 @@ mod tests {
              of a batch run at once)"
         );
         assert!(error("[mcp]\nsync_seconds = 0\n").contains("line 2, column 16: sync_seconds"));
+        assert!(
+            error("[worktree]\ncheck_timeout = 0\n")
+                .contains("line 2, column 17: check_timeout must be at least 1")
+        );
+        assert!(error("[worktree]\nsign = \"yes\"\n").contains("line 2"));
         assert!(error("bell = \"yes\"\n").contains("line 1, column 8"));
         assert!(error("[model\n").contains("line 1"));
     }

@@ -369,7 +369,8 @@ fn config_prints_each_setting_and_where_it_came_from() {
     std::fs::write(
         &file,
         "max_parallel = 2\n\n[limits]\nmax_read_bytes = 1000\n\n[agents.gemini]\n\
-         permissions = \"allow\"\n\n[agents.mine]\ncommand = \"/bin/true\"\n",
+         permissions = \"allow\"\n\n[agents.mine]\ncommand = \"/bin/true\"\n\n\
+         [worktree]\ncheck = \"cargo test\"\ncheck_timeout = 120\n",
     )
     .unwrap();
     let f = file.display().to_string();
@@ -408,6 +409,11 @@ fn config_prints_each_setting_and_where_it_came_from() {
         "agents.claude claude-agent-acp built in".to_string(),
         format!("agents.gemini gemini --acp built in, changed at {f}:6"),
         format!("agents.mine /bin/true {f}:9"),
+        "worktree.sign false default".to_string(),
+        "worktree.setup (unset) default".to_string(),
+        "worktree.share [] default".to_string(),
+        format!("worktree.check cargo test {f}:13"),
+        format!("worktree.check_timeout 120 {f}:14"),
     ] {
         assert!(lines.contains(&want), "no line {want:?} in {lines:#?}");
     }
