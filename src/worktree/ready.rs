@@ -157,26 +157,14 @@ fn write_entry(dir: &Path, path: &str, mode: &str, bytes: &[u8]) -> std::io::Res
         std::fs::create_dir_all(parent)?;
     }
     if mode == "120000" {
-        let target = std::ffi::OsStr::from_encoded_bytes_unchecked_safe(bytes);
-        return std::os::unix::fs::symlink(target, &to);
+        use std::os::unix::ffi::OsStrExt;
+        return std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), &to);
     }
     std::fs::write(&to, bytes)?;
     if mode == "100755" {
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755))?;
     }
     Ok(())
-}
-
-/// What `from` bytes name as a link's target.
-trait FromBytes {
-    fn from_encoded_bytes_unchecked_safe(bytes: &[u8]) -> &std::ffi::OsStr;
-}
-
-impl FromBytes for std::ffi::OsStr {
-    fn from_encoded_bytes_unchecked_safe(bytes: &[u8]) -> &std::ffi::OsStr {
-        use std::os::unix::ffi::OsStrExt;
-        std::ffi::OsStr::from_bytes(bytes)
-    }
 }
 
 /// The counts a test runner printed, summed over its summary lines: cargo
@@ -217,7 +205,7 @@ pub fn counts(output: &str) -> Option<CheckCounts> {
     found.then_some(total)
 }
 
-/// `ok  	example.com/x	0.01s` or `FAIL	example.com/x	0.01s`: go test's
+/// `ok  <TAB>example.com/x<TAB>0.01s` or `FAIL<TAB>example.com/x<TAB>0.01s`: go test's
 /// line for a package (not the lone `FAIL` or `ok` of a run).
 fn is_go_package(line: &str, word: &str) -> bool {
     line.strip_prefix(word)
