@@ -213,6 +213,10 @@ pub async fn run_confined(
         sandbox::Env::Command(&[]),
     )
     .map_err(|e| e.to_string())?;
+    let note = (!confined.sandboxed).then_some(
+        "[not sandboxed: bubblewrap (bwrap) is not installed, so this command could write \
+         outside its directory]\n",
+    );
     let mut cmd = confined.cmd;
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -244,7 +248,11 @@ pub async fn run_confined(
     if cut > 0 {
         output = format!("[quorum: the first {cut} bytes of output were cut]\n{output}");
     }
-    let output = crate::confine::sanitize::sanitize(&output).into_owned();
+    let output = format!(
+        "{}{}",
+        note.unwrap_or_default(),
+        crate::confine::sanitize::sanitize(&output)
+    );
     let status = match ended {
         Ok(status) => status.map_err(|e| e.to_string())?,
         Err(_) => {
