@@ -834,6 +834,13 @@ pub struct Work {
     pub branch: String,
     pub worktree: String,
     pub diffstat: String,
+    /// What `[worktree] check` found on the turn's commit, as its box says
+    /// it (`✗ check failed · 2 failed of 14`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    /// The tests and check configuration the branch changes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub touches_tests: Vec<String>,
 }
 
 /// One message of the chat model's context ([`Event::ChatMessage`]).
@@ -1108,6 +1115,19 @@ pub(crate) mod tests {
                 },
                 diff: "+x".into(),
             },
+            Event::CheckFinished {
+                call_id: "call-1".into(),
+                branch: "quorum/t1-fix".into(),
+                commit: "def".into(),
+                passed: false,
+                counts: Some(CheckCounts {
+                    passed: 12,
+                    failed: 2,
+                }),
+                timed_out: None,
+                output: "test result: FAILED. 12 passed; 2 failed".into(),
+                touches_tests: vec!["tests/a.rs".into()],
+            },
             Event::BranchVerdict {
                 branch: "quorum/t1-fix".into(),
                 batch_id: Some("b1".into()),
@@ -1156,6 +1176,21 @@ pub(crate) mod tests {
                 reason
             );
         }
+    }
+
+    /// A check's line with only its call and branch (a transcript written
+    /// by a quorum that said less) loads with every other field empty.
+    #[test]
+    fn a_short_check_finished_still_loads() {
+        let e: Event = serde_json::from_str(
+            r#"{"type":"check_finished","call_id":"call-1","branch":"quorum/c1"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            e,
+            Event::CheckFinished { passed: false, counts: None, timed_out: None, ref touches_tests, .. }
+                if touches_tests.is_empty()
+        ));
     }
 
     #[test]

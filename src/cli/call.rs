@@ -190,10 +190,14 @@ pub async fn call(
                 }
                 if let (false, Some(work)) = (request.json, &outcome.work) {
                     crate::say!(
-                        "quorum: {} · {} · worktree {}",
+                        "quorum: {} · {} · worktree {}{}",
                         sanitize(&work.branch),
                         work.diffstat,
-                        sanitize(&work.worktree)
+                        sanitize(&work.worktree),
+                        work.check
+                            .as_ref()
+                            .map(|c| format!(" · {c}"))
+                            .unwrap_or_default()
                     );
                 }
                 if let Some(error) = &failed {

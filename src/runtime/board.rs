@@ -430,6 +430,7 @@ impl Entry {
             branch: branch.to_string(),
             worktree: worktree.to_string(),
             diffstat: "nothing committed yet".into(),
+            ..Default::default()
         });
     }
 

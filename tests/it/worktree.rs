@@ -1756,3 +1756,20 @@ async fn setup_runs_sandboxed_before_the_agent_and_a_failed_one_stops_the_task()
     assert!(!worktree.join("notes.txt").exists());
     assert!(!cache.join("file").exists());
 }
+
+/// `quorum call --worktree --json` (and the tool's answer) says what the
+/// check found on the turn's commit, and what of the tests the branch
+/// changes.
+#[test]
+fn the_calls_answer_says_what_the_check_found() {
+    let s = crate_scratch("check = \"CHECK\"\n");
+    let out = s.call(
+        "fake",
+        "write src/lib.rs pub fn add(a: i32, b: i32) -> i32 { a * b }",
+    );
+    assert_eq!(out["check"], "✗ check failed · 1 failed of 2", "{out}");
+    assert!(out.get("touches_tests").is_none(), "{out}");
+    let out = s.call("fake", "write tests/add.rs #[test] fn nothing() {}");
+    assert_eq!(out["check"], "✓ check passed · 1 passed", "{out}");
+    assert_eq!(out["touches_tests"], serde_json::json!(["tests/add.rs"]));
+}

@@ -161,6 +161,7 @@ impl Dispatcher {
         })
         .await
         .unwrap_or_else(|e| Err(WorktreeError::Io(format!("the commit stopped: {e}"))));
+        let mut check = None;
         let stat = match done {
             Ok((commit, stat, diff)) => {
                 self.emitter.emit(Event::WorktreeCommitted {
@@ -171,7 +172,7 @@ impl Dispatcher {
                     diff,
                 });
                 if let Some(commit) = commit {
-                    self.check_commit(call_id, w, &commit).await;
+                    check = self.check_commit(call_id, w, &commit).await;
                 }
                 stat.to_string()
             }
@@ -191,10 +192,13 @@ impl Dispatcher {
                 format!("unknown ({e})")
             }
         };
+        let (check, touches_tests) = check.unzip();
         outcome.work = Some(Work {
             branch: w.branch.clone(),
             worktree: w.path.display().to_string(),
             diffstat: stat,
+            check,
+            touches_tests: touches_tests.unwrap_or_default(),
         });
     }
 

@@ -90,12 +90,17 @@ impl Dispatcher {
     }
 
     /// Runs `[worktree] check` on `commit` of a writer's branch, in a
-    /// fresh checkout of it (removed afterwards), and says what it found.
-    pub(super) async fn check_commit(&self, call_id: &str, w: &Worktree, commit: &str) {
+    /// fresh checkout of it (removed afterwards), and says what it found:
+    /// its box line and the tests the branch touches (`None`: no check,
+    /// or no checkout to run it in, said in the box).
+    pub(super) async fn check_commit(
+        &self,
+        call_id: &str,
+        w: &Worktree,
+        commit: &str,
+    ) -> Option<(String, Vec<String>)> {
         let settings = self.worktree_settings();
-        let Some(check) = settings.check.clone() else {
-            return;
-        };
+        let check = settings.check.clone()?;
         self.box_notice(call_id, format!("check: running `{check}` on {commit}"));
         let state = lock(&self.worktrees).state.clone();
         let (repo, c, base, branch) = (
@@ -120,7 +125,7 @@ impl Dispatcher {
             Ok(made) => made,
             Err(e) => {
                 self.box_notice(call_id, format!("check: no checkout of {commit}: {e}"));
-                return;
+                return None;
             }
         };
         let policy = policy(&settings, false, "check");
@@ -133,16 +138,21 @@ impl Dispatcher {
             timed_out: false,
             output: format!("`{check}` could not run: {e}"),
         });
+        let counts = worktree::ready::counts(&ran.output);
+        let timed_out = ran.timed_out.then_some(timeout.as_secs());
+        let touches_tests = worktree::ready::touches_tests(&changed, None);
+        let line = crate::event::check_line(ran.success, counts, timed_out);
         self.emitter.emit(Event::CheckFinished {
             call_id: call_id.to_string(),
             branch: w.branch.clone(),
             commit: commit.to_string(),
             passed: ran.success,
-            counts: worktree::ready::counts(&ran.output),
-            timed_out: ran.timed_out.then_some(timeout.as_secs()),
+            counts,
+            timed_out,
             output: ran.output,
-            touches_tests: worktree::ready::touches_tests(&changed, None),
+            touches_tests: touches_tests.clone(),
         });
+        Some((line, touches_tests))
     }
 
     fn box_notice(&self, call_id: &str, text: String) {
