@@ -294,6 +294,7 @@ mod tests {
             branch: "quorum/t3-fix-retries".into(),
             worktree: "/state/worktrees/r/quorum-t3-fix-retries".into(),
             diffstat: "+42 −7 in 3 files".into(),
+            ..Default::default()
         });
         assert_eq!(
             text(&Reply::Done(worked)),
