@@ -893,6 +893,51 @@ mod repo_tests {
         (dir, repo)
     }
 
+    /// A commit written out for its check: its files, an executable, a
+    /// link, from git's objects alone: a clean or smudge filter the
+    /// configuration defines for the tree's `.gitattributes` never runs,
+    /// no hook runs, and no `.git` is made.
+    #[test]
+    fn a_commit_is_written_out_without_filters_hooks_or_dot_git() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, repo) = scratch();
+        let top = repo.top.clone();
+        std::fs::create_dir_all(top.join("tests")).unwrap();
+        std::fs::write(top.join("tests/run.sh"), "#!/bin/sh\necho ok\n").unwrap();
+        std::fs::set_permissions(
+            top.join("tests/run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("a.txt", top.join("link")).unwrap();
+        std::fs::write(top.join(".gitattributes"), "*.txt filter=mark\n").unwrap();
+        git(&top, "setup", &["add", "-A"]).unwrap();
+        git(&top, "setup", &["commit", "-q", "-m", "second"]).unwrap();
+        let mark = dir.path().join("filter.ran");
+        let filter = format!("sh -c 'echo ran >> {}; cat'", mark.display());
+        for key in ["filter.mark.smudge", "filter.mark.clean"] {
+            git(&top, "setup", &["config", key, &filter]).unwrap();
+        }
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let head = git(&top, "setup", &["rev-parse", "HEAD"]).unwrap();
+        repo.export(&head, &out).unwrap();
+        assert_eq!(std::fs::read_to_string(out.join("a.txt")).unwrap(), "one\n");
+        let mode = std::fs::metadata(out.join("tests/run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111, "{mode:o}");
+        assert_eq!(
+            std::fs::read_link(out.join("link")).unwrap(),
+            Path::new("a.txt")
+        );
+        assert!(!out.join(".git").exists());
+        assert!(!mark.exists(), "a filter ran");
+        let changed = repo.changed_files("HEAD~1", "HEAD").unwrap();
+        assert_eq!(changed, [".gitattributes", "link", "tests/run.sh"]);
+    }
+
     #[test]
     fn an_existing_branch_is_refused_and_nothing_is_made() {
         let (dir, repo) = scratch();

@@ -57,7 +57,7 @@ impl Repo {
                 commit,
             ],
         )?;
-        let entries: Vec<(&str, &str, &str)> = listed
+        let mut entries: Vec<(&str, &str, &str)> = listed
             .split('\0')
             .filter_map(|e| {
                 let (meta, path) = e.split_once('\t')?;
@@ -66,6 +66,8 @@ impl Repo {
                 (kind == "blob").then_some((mode, oid, path))
             })
             .collect();
+        // Links last: nothing is ever written through one.
+        entries.sort_by_key(|(mode, _, _)| *mode == "120000");
         let mut cat = hardened::in_dir(&self.top);
         cat.args(["cat-file", "--batch"])
             .stdin(Stdio::piped())
@@ -89,13 +91,17 @@ impl Repo {
             }
         });
         let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
-        for (mode, _, path) in &entries {
-            let bytes = read_object(&mut out).map_err(io)?;
-            write_entry(dir, path, mode, &bytes).map_err(io)?;
+        let written = entries.iter().try_for_each(|(mode, _, path)| {
+            let bytes = read_object(&mut out)?;
+            write_entry(dir, path, mode, &bytes)
+        });
+        drop(out);
+        if written.is_err() {
+            let _ = child.kill();
         }
         let _ = feeder.join();
         let _ = child.wait();
-        Ok(())
+        written.map_err(io)
     }
 
     /// The files `branch` changes (added, changed, deleted) since `base`.

@@ -1004,6 +1004,7 @@ mod tests {
             "chat_reset",
             "worktree_ready",
             "worktree_committed",
+            "check_finished",
             "branch_verdict",
             "branch_merged",
             "branch_discarded",

@@ -695,7 +695,7 @@ mod tests {
             &mut s,
             3,
             Event::WorktreeCommitted {
-                call_id,
+                call_id: call_id.clone(),
                 branch: "quorum/t1-fix\u{1b}[31m".into(),
                 commit: Some("def".into()),
                 diffstat: crate::event::Diffstat {
@@ -709,6 +709,27 @@ mod tests {
         let w = the_box(&s).worktree.clone().unwrap();
         assert_eq!(w.diffstat.unwrap().to_string(), "+42 −7 in 3 files");
         assert!(!w.diff.contains('\u{1b}'), "{:?}", w.diff);
+        apply(
+            &mut s,
+            4,
+            Event::CheckFinished {
+                call_id: call_id.clone(),
+                branch: "quorum/t1-fix".into(),
+                commit: "def".into(),
+                passed: false,
+                counts: Some(crate::event::CheckCounts {
+                    passed: 12,
+                    failed: 2,
+                }),
+                timed_out: None,
+                output: "FAILED\u{1b}[2J".into(),
+                touches_tests: vec!["tests/a.rs".into()],
+            },
+        );
+        let check = the_box(&s).worktree.clone().unwrap().check.unwrap();
+        assert_eq!(check.line, "✗ check failed · 2 failed of 14");
+        assert!(!check.output.contains('\u{1b}'), "{:?}", check.output);
+        assert_eq!(check.touches_tests, ["tests/a.rs"]);
         apply(
             &mut s,
             4,
