@@ -1773,3 +1773,46 @@ fn the_calls_answer_says_what_the_check_found() {
     assert_eq!(out["check"], "✓ check passed · 1 passed", "{out}");
     assert_eq!(out["touches_tests"], serde_json::json!(["tests/add.rs"]));
 }
+
+/// A check whose call is cancelled while it runs is stopped at once,
+/// with what it started, and the box says so (no verdict of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_calls_check_is_stopped_and_said() {
+    let s = crate_scratch("check = \"echo started; sleep 627\"\n");
+    let (_session, ops, mut events) = s.configured_session();
+    ops.send(Op::Submit("@fake+ write notes.txt x".into()))
+        .unwrap();
+    let mut seen = Vec::new();
+    let call = loop {
+        let e = events.next().await;
+        if let Event::SubagentActivity {
+            call_id,
+            activity: Activity::Notice { text },
+        } = &e
+            && text.starts_with("check: running")
+        {
+            break call_id.clone();
+        }
+        seen.push(e);
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = Instant::now();
+    ops.send(Op::Cancel(call)).unwrap();
+    let seen = one_turn(&mut events).await;
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+    assert!(
+        box_notices(&seen).contains(&"check: `echo started; sleep 627` cancelled".to_string()),
+        "{:?}",
+        box_notices(&seen)
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e.event, Event::CheckFinished { .. }))
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 627"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "{}", text(&left.stdout));
+}

@@ -400,7 +400,7 @@ impl Dispatcher {
         };
         // A new worktree's setup, before its agent's first turn.
         let there = match (there, &job.worktree) {
-            (None, Some(w)) => self.set_up(&job.call_id, w).await,
+            (None, Some(w)) => self.set_up(&job.call_id, w, control.cancel.clone()).await,
             (there, _) => there,
         };
         // In the person's own tree, what the turn leaves there that other
@@ -421,8 +421,15 @@ impl Dispatcher {
         if let Some(w) = &job.worktree {
             self.remote_finish(&job.call_id, job.agent.name(), &job.title, w, &mut result)
                 .await;
-            self.commit_work(&job.call_id, job.agent.name(), &job.title, w, &mut result)
-                .await;
+            let cancel = control.cancel.clone();
+            self.commit_work(
+                &job.call_id,
+                (job.agent.name(), &job.title),
+                w,
+                cancel,
+                &mut result,
+            )
+            .await;
         }
         self.finish_turn(job, result)
     }

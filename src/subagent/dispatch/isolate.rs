@@ -144,9 +144,9 @@ impl Dispatcher {
     pub(in crate::subagent) async fn commit_work(
         &self,
         call_id: &str,
-        agent: &str,
-        title: &str,
+        (agent, title): (&str, &str),
         w: &Worktree,
+        cancel: tokio::sync::watch::Receiver<bool>,
         outcome: &mut Outcome,
     ) {
         let message = format!("{} ({agent})", worktree::first_line(title));
@@ -172,7 +172,7 @@ impl Dispatcher {
                     diff,
                 });
                 if let Some(commit) = commit {
-                    check = self.check_commit(call_id, w, &commit).await;
+                    check = self.check_commit(call_id, w, &commit, cancel).await;
                 }
                 stat.to_string()
             }

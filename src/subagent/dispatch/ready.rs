@@ -13,6 +13,9 @@ use std::time::Duration;
 use super::Dispatcher;
 use crate::confine::limits::Tail;
 use crate::event::{Activity, Event};
+use tokio::sync::watch;
+
+use crate::runtime::cancel::cancelled;
 use crate::runtime::sandbox::{self, Policy};
 use crate::runtime::supervisor::{self, Supervisor};
 use crate::subagent::lock;
@@ -31,6 +34,8 @@ pub struct Ran {
     /// Its exit code, `None` when a signal ended it.
     pub code: Option<i32>,
     pub timed_out: bool,
+    /// Stopped because its call was cancelled.
+    pub cancelled: bool,
     /// Its output (stderr with stdout), its newest [`MAX_OUTPUT`] bytes.
     pub output: String,
 }
@@ -48,7 +53,12 @@ impl Dispatcher {
     /// Runs `[worktree] setup` in a new worktree (once per worktree),
     /// before its agent's first turn; its output in the box. A failure is
     /// the reason the task stops.
-    pub(super) async fn set_up(&self, call_id: &str, w: &Worktree) -> Option<String> {
+    pub(super) async fn set_up(
+        &self,
+        call_id: &str,
+        w: &Worktree,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<String> {
         let settings = self.worktree_settings();
         let setup = settings.setup.clone()?;
         if !lock(&self.worktrees).set_up.insert(w.branch.clone()) {
@@ -61,7 +71,7 @@ impl Dispatcher {
             &setup,
             &w.path,
             &policy,
-            SETUP_TIMEOUT,
+            (SETUP_TIMEOUT, cancel),
         )
         .await;
         let ran = match ran {
@@ -80,6 +90,7 @@ impl Dispatcher {
         lock(&self.worktrees).set_up.remove(&w.branch);
         let tail = last_lines(&ran.output, 8);
         let how = match (ran.timed_out, ran.code) {
+            _ if ran.cancelled => "its call was cancelled".to_string(),
             (true, _) => format!("ran out of time after {} s", SETUP_TIMEOUT.as_secs()),
             (false, Some(code)) => format!("exit status {code}"),
             (false, None) => "ended by a signal".to_string(),
@@ -98,6 +109,7 @@ impl Dispatcher {
         call_id: &str,
         w: &Worktree,
         commit: &str,
+        cancel: watch::Receiver<bool>,
     ) -> Option<(String, Vec<String>)> {
         let settings = self.worktree_settings();
         let check = settings.check.clone()?;
@@ -130,14 +142,26 @@ impl Dispatcher {
         };
         let policy = policy(&settings, false, "check");
         let timeout = settings.check_timeout;
-        let ran = run_confined(self.pool.supervisor(), &check, &dir.0, &policy, timeout).await;
+        let ran = run_confined(
+            self.pool.supervisor(),
+            &check,
+            &dir.0,
+            &policy,
+            (timeout, cancel),
+        )
+        .await;
         let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
         let ran = ran.unwrap_or_else(|e| Ran {
             success: false,
             code: None,
             timed_out: false,
+            cancelled: false,
             output: format!("`{check}` could not run: {e}"),
         });
+        if ran.cancelled {
+            self.box_notice(call_id, format!("check: `{check}` cancelled"));
+            return None;
+        }
         let counts = worktree::ready::counts(&ran.output);
         let timed_out = ran.timed_out.then_some(timeout.as_secs());
         let touches_tests = worktree::ready::touches_tests(&changed, None);
@@ -204,14 +228,14 @@ fn last_lines(text: &str, n: usize) -> String {
 }
 
 /// `sh -c command` in `dir`, confined as `policy` says, in a process
-/// group of its own that is ended when it exits or at `timeout` (nothing
-/// it started outlives it); its output bounded.
+/// group of its own that is ended when it exits, at `timeout`, or when
+/// `cancel` is set (nothing it started outlives it); its output bounded.
 pub async fn run_confined(
     supervisor: &Supervisor,
     command: &str,
     dir: &Path,
     policy: &Policy,
-    timeout: Duration,
+    (timeout, mut cancel): (Duration, watch::Receiver<bool>),
 ) -> Result<Ran, String> {
     use tokio::io::AsyncReadExt;
     let script = format!("exec 2>&1\n{command}");
@@ -245,7 +269,10 @@ pub async fn run_confined(
             }
         })
     };
-    let ended = tokio::time::timeout(timeout, child.wait()).await;
+    let ended = tokio::select! {
+        ended = tokio::time::timeout(timeout, child.wait()) => Some(ended),
+        _ = cancelled(&mut cancel) => None,
+    };
     supervisor.terminate(&group, supervisor::GRACE).await;
     if tokio::time::timeout(Duration::from_secs(2), reader)
         .await
@@ -264,13 +291,20 @@ pub async fn run_confined(
         crate::confine::sanitize::sanitize(&output)
     );
     let status = match ended {
-        Ok(status) => status.map_err(|e| e.to_string())?,
-        Err(_) => {
+        Some(Ok(status)) => status.map_err(|e| e.to_string())?,
+        stopped => {
+            let cancelled = stopped.is_none();
+            let why = if cancelled {
+                "[quorum: stopped: its call was cancelled]".to_string()
+            } else {
+                format!("[quorum: stopped after {} s]", timeout.as_secs())
+            };
             return Ok(Ran {
                 success: false,
                 code: None,
-                timed_out: true,
-                output: format!("{output}\n[quorum: stopped after {} s]", timeout.as_secs()),
+                timed_out: !cancelled,
+                cancelled,
+                output: format!("{output}\n{why}"),
             });
         }
     };
@@ -278,6 +312,7 @@ pub async fn run_confined(
         success: status.success(),
         code: status.code(),
         timed_out: false,
+        cancelled: false,
         output,
     })
 }
