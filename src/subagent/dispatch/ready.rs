@@ -10,11 +10,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use super::Dispatcher;
 use crate::confine::limits::Tail;
 use crate::event::{Activity, Event};
-use tokio::sync::watch;
-
 use crate::runtime::cancel::cancelled;
 use crate::runtime::sandbox::{self, Policy};
 use crate::runtime::supervisor::{self, Supervisor};
