@@ -400,7 +400,10 @@ impl Dispatcher {
         };
         // A new worktree's setup, before its agent's first turn.
         let there = match (there, &job.worktree) {
-            (None, Some(w)) => self.set_up(&job.call_id, w, control.cancel.clone()).await,
+            // (A host's task works there: the setup is for worktrees here.)
+            (None, Some(w)) if self.pool.host_of(job.agent.name()).is_none() => {
+                self.set_up(&job.call_id, w, control.cancel.clone()).await
+            }
             (there, _) => there,
         };
         // In the person's own tree, what the turn leaves there that other
