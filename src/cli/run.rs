@@ -168,30 +168,13 @@ pub async fn run(
             code = EXIT_TASKS_RUNNING;
             break;
         }
-        // A background task's report: the chat answers it in a turn. The
-        // last tasks may also end with their reports already delivered (a
-        // turn took them as they came): then there is nothing to wait for.
-        let next = loop {
-            tokio::select! {
-                c = chat.next_completion() => break c,
-                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
-                    if !session.busy() {
-                        break chat.try_completion();
-                    }
-                }
-                Some(interrupt) = interrupts.recv() => {
-                    // Waiting is all there is to cancel: any interrupt ends it.
-                    code = match interrupt {
-                        Interrupt::Cancel => EXIT_INTERRUPTED,
-                        Interrupt::Quit(exit) => exit,
-                    };
-                    break 'turns;
-                }
+        match next_report(&mut chat, session, &mut interrupts).await {
+            Ok(Some(c)) => completion = Some(c),
+            Ok(None) => break,
+            Err(exit) => {
+                code = exit;
+                break;
             }
-        };
-        match next {
-            Some(c) => completion = Some(c),
-            None => break,
         }
     }
     session.close_agent_sessions().await;
@@ -199,6 +182,34 @@ pub async fn run(
     drop(chat);
     printer.finish().await;
     code
+}
+
+/// A background task's report, for the chat to answer in a turn. The last
+/// tasks may also end with their reports already delivered (a turn took
+/// them as they came): then there is nothing to wait for (`None`). An
+/// interrupt ends the wait (waiting is all there is to cancel): its exit
+/// code.
+async fn next_report(
+    chat: &mut crate::engine::Chat,
+    session: &Session,
+    interrupts: &mut mpsc::UnboundedReceiver<Interrupt>,
+) -> Result<Option<String>, i32> {
+    loop {
+        tokio::select! {
+            c = chat.next_completion() => return Ok(c),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                if !session.busy() {
+                    return Ok(chat.try_completion());
+                }
+            }
+            Some(interrupt) = interrupts.recv() => {
+                return Err(match interrupt {
+                    Interrupt::Cancel => EXIT_INTERRUPTED,
+                    Interrupt::Quit(exit) => exit,
+                });
+            }
+        }
+    }
 }
 
 /// `quorum run`'s output: the chat's text on stdout and progress on

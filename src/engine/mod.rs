@@ -29,7 +29,8 @@ pub use config::{SessionConfig, SetupError};
 pub use ops::{Mention, parse_mention};
 
 use crate::event::{Event, NoticeLevel, Op, Stamped, StopReason};
-use crate::model_loop::chat::{Chat, ChatHandle};
+pub use crate::model_loop::chat::Chat;
+use crate::model_loop::chat::ChatHandle;
 use crate::runtime::bus::Emitter;
 use crate::runtime::supervisor::Supervisor;
 use crate::subagent::dispatch::{DispatchError, Dispatcher, Reply};

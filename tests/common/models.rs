@@ -562,10 +562,16 @@ pub fn processes_with_home(home: &std::path::Path) -> Vec<String> {
                 .rsplit_once(')')
                 .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
             let ours = environ.split(|b| *b == 0).any(|v| v == wanted.as_slice());
-            (ours && !zombie).then(|| {
-                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                format!("{pid} {}", String::from_utf8_lossy(&cmd).replace('\0', " "))
-            })
+            if !ours || zombie {
+                return None;
+            }
+            // A process whose memory is gone (no command line any more) is
+            // in the middle of exiting: killed, and as good as ended. (A
+            // loaded run caught one so, between its environment and its
+            // command line: `left running: ["9770 "]`.)
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (!cmd.is_empty())
+                .then(|| format!("{pid} {}", String::from_utf8_lossy(&cmd).replace('\0', " ")))
         })
         .collect()
 }
