@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 /// What a sub-agent does, streamed into its box: its activity and what
 /// that carries (tool calls' detail, plans, usage, commands, modes).
 mod activity;
+/// The arena: writers compared, and the winner rule.
+pub mod arena;
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
 /// A quorum's verdict once it checked its own findings, and its labels.
@@ -761,6 +763,13 @@ pub enum Event {
     /// A task's worktree and branch were thrown away (`/discard`).
     "branch_discarded" => BranchDiscarded {
         branch: String,
+    },
+    /// An arena's writers (batch `batch_id`), each branch reviewed, compared
+    /// by the winner rule (`arena::Comparison::decide`).
+    "arena_compared" => ArenaCompared {
+        batch_id: String,
+        #[serde(default)]
+        comparison: arena::Comparison,
     },
 }
 }

@@ -21,7 +21,8 @@ use serde::Deserialize;
 pub use error::{ConfigError, UnknownField, distance, nearest};
 pub use hosts::{HostError, HostSpec, check_host};
 pub use sections::{
-    AcpSection, AgentEntry, HostEntry, InternalSection, McpSection, McpServerEntry, ModelSection,
+    AcpSection, AgentEntry, ArenaSection, HostEntry, InternalSection, McpSection, McpServerEntry,
+    ModelSection,
 };
 
 use crate::confine::limits::Limits;
@@ -43,6 +44,7 @@ pub struct ConfigFile {
     pub internal: Option<InternalSection>,
     pub mcp: Option<McpSection>,
     pub acp: Option<AcpSection>,
+    pub arena: Option<ArenaSection>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentEntry>,
     #[serde(default)]
@@ -87,6 +89,7 @@ const SECTIONS: &[&str] = &[
     "internal",
     "mcp",
     "acp",
+    "arena",
     "agents",
     "hosts",
     "mcp_servers",

@@ -137,6 +137,11 @@ impl Dispatcher {
             .iter()
             .map(|s| s.branch.clone().filter(|_| s.code_review))
             .collect();
+        let all_isolated = specs.iter().all(|s| s.isolation);
+        let task = specs
+            .first()
+            .and_then(|s| s.input.clone())
+            .unwrap_or_default();
         let prepared = self.prepare_all(specs, input.continue_session, depth);
         let summary = self
             .summary_for(input.include_main_summary, cancel.as_ref())
@@ -183,6 +188,17 @@ impl Dispatcher {
         let all = self
             .clone()
             .run_all(batch_id.clone(), runs, (review, verify), branches);
+        // An arena: once every writer has finished, their branches are
+        // reviewed and compared.
+        let arena =
+            (input.compare && !review && all_isolated).then(|| (task, cancel, self.clone()));
+        let all = async move {
+            let result = all.await;
+            if let Some((task, cancel, this)) = arena {
+                this.compare(&task, &result, cancel, depth).await;
+            }
+            result
+        };
         if input.run_in_background {
             tokio::spawn(all);
             Reply::BatchStarted {
