@@ -8,8 +8,11 @@
 //! one that passed and before one that failed or timed out), then no red
 //! finding, then fewer yellow findings, then the smaller diff (lines added
 //! and removed), then the lower cost (a row without a cost after one with
-//! one). Rows equal on all of these are ties: the first of them is not
-//! chosen over the others, and they are named.
+//! one). A red verdict without a red finding counts as one red finding, a
+//! yellow one without findings as one yellow. Rows equal on all of these
+//! are ties: the first of them is not chosen over the others, and they
+//! are named; a writer whose turn failed or that changed nothing never
+//! wins.
 
 use std::cmp::Ordering;
 
@@ -136,6 +139,17 @@ impl ArenaRow {
         }
     }
 
+    /// A red finding, or a red verdict.
+    pub fn red(&self) -> bool {
+        self.findings.red > 0 || self.verdict == Some(Severity::Red)
+    }
+
+    /// Yellow findings (a yellow verdict without any counts as one).
+    pub fn yellow(&self) -> u32 {
+        let verdict = u32::from(self.verdict == Some(Severity::Yellow));
+        self.findings.yellow.max(verdict)
+    }
+
     /// The winner rule, one row against another (`Less`: `self` is better).
     pub fn rank(&self, other: &Self) -> Ordering {
         let cost = |r: &Self| r.cost.unwrap_or(f64::INFINITY);
@@ -143,8 +157,8 @@ impl ArenaRow {
             .is_some()
             .cmp(&other.failed.is_some())
             .then(self.check_rank().cmp(&other.check_rank()))
-            .then((self.findings.red > 0).cmp(&(other.findings.red > 0)))
-            .then(self.findings.yellow.cmp(&other.findings.yellow))
+            .then(self.red().cmp(&other.red()))
+            .then(self.yellow().cmp(&other.yellow()))
             .then(self.diff_size().cmp(&other.diff_size()))
             .then(cost(self).total_cmp(&cost(other)))
     }
@@ -212,9 +226,9 @@ impl Comparison {
 fn decided_by(a: &ArenaRow, b: &ArenaRow) -> &'static str {
     if a.check_rank() != b.check_rank() {
         "its check passed"
-    } else if (a.findings.red > 0) != (b.findings.red > 0) {
+    } else if a.red() != b.red() {
         "no red finding"
-    } else if a.findings.yellow != b.findings.yellow {
+    } else if a.yellow() != b.yellow() {
         "fewer yellow findings"
     } else if a.diff_size() != b.diff_size() {
         "the smaller diff"
@@ -283,6 +297,11 @@ mod tests {
             winner(vec![red.clone(), yellow2.clone()]),
             (Some("y2".into()), "no red finding".into())
         );
+        // A red verdict without findings is red all the same.
+        let mut said_red = row("said");
+        said_red.verdict = Some(Severity::Red);
+        said_red.diffstat.added = 1;
+        assert_eq!(winner(vec![said_red, row("b")]).0.as_deref(), Some("b"));
         let mut yellow1 = row("y1");
         yellow1.findings.yellow = 1;
         yellow1.diffstat.added = 50;
