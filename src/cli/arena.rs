@@ -130,11 +130,12 @@ async fn run(session: &Session, args: &ArenaArgs) -> Result<Comparison, String> 
             }
         }
     };
-    reply.map_err(|e| e.to_string())?;
-    session
-        .dispatcher()
-        .last_arena()
-        .ok_or_else(|| "the writers could not be compared".to_string())
+    match reply.map_err(|e| e.to_string())? {
+        crate::subagent::dispatch::Reply::Batch(batch) => batch
+            .comparison
+            .ok_or_else(|| "the writers could not be compared".to_string()),
+        other => Err(format!("not an arena: {other:?}")),
+    }
 }
 
 /// Prints the comparison (text or JSON); returns the exit code.

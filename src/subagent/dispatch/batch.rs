@@ -41,12 +41,14 @@ impl TaskResult {
 }
 
 /// A batch's results, in the order of its tasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BatchResult {
     pub batch_id: String,
     pub tasks: Vec<TaskResult>,
     /// A review batch's quorum (every task a code review).
     pub quorum: Option<Quorum>,
+    /// An arena's comparison (`compare`): its writers, reviewed and ranked.
+    pub comparison: Option<crate::event::arena::Comparison>,
 }
 
 impl BatchResult {
@@ -193,9 +195,9 @@ impl Dispatcher {
         let arena =
             (input.compare && !review && all_isolated).then(|| (task, cancel, self.clone()));
         let all = async move {
-            let result = all.await;
+            let mut result = all.await;
             if let Some((task, cancel, this)) = arena {
-                this.compare(&task, &result, cancel, depth).await;
+                result.comparison = Some(this.compare(&task, &result, cancel, depth).await);
             }
             result
         };
@@ -344,6 +346,7 @@ impl Dispatcher {
             batch_id,
             tasks,
             quorum,
+            comparison: None,
         };
         if let Some(quorum) = &result.quorum {
             self.emitter.emit(Event::ReviewQuorum {

@@ -130,7 +130,7 @@ pub trait MainSummary: Send + Sync {
 
 /// What a call returns: its outcome at once, or a task id for later; a
 /// batch's results, or a task id for each of its tasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Done(Outcome),
     Started {
