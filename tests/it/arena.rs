@@ -4,7 +4,7 @@
 //! the rest (asking once); `quorum arena --json` says the same; the
 //! transcript replays to the same comparison box. The fake agent writes
 //! (`write`), and reviews with `--review-red-if`: a branch whose diff says
-//! `from alpha` gets a red finding, the others are green.
+//! `+hello from alpha` gets a red finding, the others are green.
 
 use crate::common;
 use common::Bounded;
@@ -27,7 +27,8 @@ struct Scratch {
 }
 
 /// A repository and a config of three writers: `alpha` and `beta` write
-/// one line, `gamma` two (a bigger diff); each reviews the others'.
+/// one line, `gamma` two (a bigger diff), `delta` what it is told; each
+/// reviews the others' (`[arena] reviewers`: alpha, beta, gamma).
 fn scratch() -> Scratch {
     let dir = tempfile::tempdir().unwrap();
     for sub in ["repo", "home", "state", "config"] {
@@ -42,9 +43,13 @@ fn scratch() -> Scratch {
     ] {
         config.push_str(&format!(
             "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", \"write greet.txt \
-             {content}\", \"--review-red-if\", \"from alpha\"]\n"
+             {content}\", \"--review-red-if\", \"+hello from alpha\"]\n"
         ));
     }
+    // `delta` writes what its prompt says (`write PATH CONTENT`).
+    config.push_str(&format!(
+        "[agents.delta]\ncommand = {fake:?}\nargs = [\"--review-red-if\", \"+hello from alpha\"]\n"
+    ));
     let path = dir.path().join("config/quorum.toml");
     std::fs::write(&path, config).unwrap();
     let s = Scratch { dir, config: path };
@@ -213,6 +218,28 @@ async fn three_writers_compared_the_winner_merged_the_others_discarded_and_repla
     let screen = rows.join("\n");
     assert!(screen.contains("★ beta c2"), "{screen}");
     assert!(screen.contains("● 1 red"), "{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_of_a_writer_updates_the_comparison() {
+    let s = scratch();
+    let record = s.dir.path().join("arena.jsonl");
+    let (session, ops, mut events) = s.session(&record);
+    ops.send(Op::Submit(
+        "@delta,beta+ write greet.txt hello from alpha".into(),
+    ))
+    .unwrap();
+    let c = events.compared().await;
+    assert_eq!(c.rows[0].verdict, Some(Severity::Red), "{c:#?}");
+    assert_eq!(c.best().map(|r| r.agent.as_str()), Some("beta"), "{c:#?}");
+    // delta mends its branch: reviewed again, now equal to beta's.
+    ops.send(Op::Submit("/msg c1 write greet.txt hello, mended".into()))
+        .unwrap();
+    let c = events.compared().await;
+    assert_eq!(c.rows[0].verdict, Some(Severity::Green), "{c:#?}");
+    assert_eq!((c.winner, c.ties.clone()), (None, vec![0, 1]), "{c:#?}");
+    assert_eq!(c.reason, "tied: delta, beta");
+    session.shutdown();
 }
 
 #[test]

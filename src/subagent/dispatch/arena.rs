@@ -42,7 +42,7 @@ impl Dispatcher {
 
     /// The last arena's comparison, if there was one.
     pub fn last_arena(&self) -> Option<Comparison> {
-        lock(&self.arena).clone()
+        lock(&self.arena).clone().map(|(_, c)| c)
     }
 
     /// The reviewers of `writer`'s branch: the configured ones, or every
@@ -85,13 +85,46 @@ impl Dispatcher {
                 .map(|(t, q)| self.row(t, q.as_ref()))
                 .collect();
             let comparison = Comparison::decide(crate::worktree::first_line(task), rows);
-            *lock(&self.arena) = Some(comparison.clone());
-            self.emitter.emit(Event::ArenaCompared {
-                batch_id: writers.batch_id.clone(),
-                comparison: comparison.clone(),
-            });
+            self.told(&writers.batch_id, &comparison);
             comparison
         })
+    }
+
+    /// Keeps `comparison` as the last arena and tells it.
+    fn told(&self, batch_id: &str, comparison: &Comparison) {
+        *lock(&self.arena) = Some((batch_id.to_string(), comparison.clone()));
+        self.emitter.emit(Event::ArenaCompared {
+            batch_id: batch_id.to_string(),
+            comparison: comparison.clone(),
+        });
+    }
+
+    /// A writer of the last arena committed again (a follow-up, `/msg
+    /// c3 …`): its branch is reviewed again, its row measured again, and
+    /// the comparison told anew (in the background).
+    pub(in crate::subagent) fn recompare(self: &Arc<Self>, branch: &str) {
+        let Some((batch_id, c)) = lock(&self.arena).clone() else {
+            return;
+        };
+        let Some(i) = c.rows.iter().position(|r| r.branch == branch) else {
+            return;
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut row = c.rows[i].clone();
+            let q = this
+                .review_branch(&c.task, &row.agent, &row.branch, None, 0)
+                .await;
+            row.verdict = q.as_ref().and_then(|q| q.verdict);
+            row.findings = q
+                .as_ref()
+                .map_or_else(FindingCounts::default, |q| FindingCounts::of(&q.findings));
+            this.measure(&mut row);
+            row.failed = (row.diffstat.files == 0).then(|| "it changed nothing".to_string());
+            let mut rows = c.rows;
+            rows[i] = row;
+            this.told(&batch_id, &Comparison::decide(&c.task, rows));
+        });
     }
 
     /// `branch` reviewed by a quorum of the agents other than `writer`.
@@ -156,36 +189,7 @@ impl Dispatcher {
             return row;
         };
         row.branch = branch.clone();
-        let found = self.find_isolated(&branch);
-        if let Some((call, isolated)) = &found {
-            row.label = isolated
-                .task_id
-                .clone()
-                .unwrap_or_else(|| call.replace("call-", "c"));
-            let w = &isolated.worktree;
-            let repo = w.repo();
-            if let Ok(stat) = repo.diffstat(&w.base_commit, &w.branch) {
-                row.diffstat = stat;
-            }
-            if let Ok(diff) = repo.diff(&w.base_commit, &w.branch) {
-                row.tests_touched = tests_touched(&diff);
-            }
-            self.emitter.board(|b| {
-                if let Some(e) = b.call(call) {
-                    row.ms = e.finished.unwrap_or(e.started).saturating_sub(e.started);
-                    let share = e.summary.share.as_ref();
-                    let usage = e.summary.usage.as_ref();
-                    row.tokens = share
-                        .map(|s| s.tokens.max(0) as u64)
-                        .or(usage.map(|u| u.used))
-                        .unwrap_or(0);
-                    row.cost = share
-                        .and_then(|s| s.cost.as_ref())
-                        .or(usage.and_then(|u| u.cost.as_ref()))
-                        .map(|c| c.amount);
-                }
-            });
-        }
+        self.measure(&mut row);
         if !t.succeeded() {
             row.failed = Some(match &t.result {
                 Ok(o) => format!("its turn ended: {}", o.stop_reason),
@@ -195,6 +199,42 @@ impl Dispatcher {
             row.failed = Some("it changed nothing".into());
         }
         row
+    }
+
+    /// A row's branch measured (diffstat, tests touched) and its writer's
+    /// call read off the board (time, tokens, cost).
+    fn measure(&self, row: &mut ArenaRow) {
+        let Some((call, isolated)) = self.find_isolated(&row.branch) else {
+            return;
+        };
+        row.label = isolated
+            .task_id
+            .clone()
+            .unwrap_or_else(|| call.replace("call-", "c"));
+        let w = &isolated.worktree;
+        let repo = w.repo();
+        if let Ok(stat) = repo.diffstat(&w.base_commit, &w.branch) {
+            row.diffstat = stat;
+        }
+        if let Ok(diff) = repo.diff(&w.base_commit, &w.branch) {
+            row.tests_touched = tests_touched(&diff);
+        }
+        self.emitter.board(|b| {
+            let Some(e) = b.call(&call) else {
+                return;
+            };
+            row.ms = e.finished.unwrap_or(e.started).saturating_sub(e.started);
+            let share = e.summary.share.as_ref();
+            let usage = e.summary.usage.as_ref();
+            row.tokens = share
+                .map(|s| s.tokens.max(0) as u64)
+                .or(usage.map(|u| u.used))
+                .unwrap_or(0);
+            row.cost = share
+                .and_then(|s| s.cost.as_ref())
+                .or(usage.and_then(|u| u.cost.as_ref()))
+                .map(|c| c.amount);
+        });
     }
 
     /// The last arena's row named by `which`: `best` (the winner), else
@@ -234,7 +274,10 @@ impl Dispatcher {
     /// Goes on from a recorded session: its last arena.
     pub(in crate::subagent) fn restore_arena(&self, events: &[Stamped]) {
         let last = events.iter().rev().find_map(|s| match &s.event {
-            Event::ArenaCompared { comparison, .. } => Some(comparison.clone()),
+            Event::ArenaCompared {
+                batch_id,
+                comparison,
+            } => Some((batch_id.clone(), comparison.clone())),
             _ => None,
         });
         if last.is_some() {

@@ -418,6 +418,8 @@ impl Dispatcher {
                 .await;
             self.commit_work(&job.call_id, job.agent.name(), &job.title, w, &mut result)
                 .await;
+            // A writer of the last arena: compared again.
+            self.recompare(&w.branch);
         }
         self.finish_turn(job, result)
     }

@@ -251,7 +251,7 @@ pub struct Dispatcher {
     /// Who reviews an arena's branches (`None`: every installed agent).
     pub(super) arena_reviewers: Mutex<Option<Vec<String>>>,
     /// The session's last arena, for `/merge best` and `/discard others`.
-    pub(super) arena: Mutex<Option<crate::event::arena::Comparison>>,
+    pub(super) arena: Mutex<Option<(String, crate::event::arena::Comparison)>>,
 }
 
 impl Dispatcher {
