@@ -1106,6 +1106,19 @@ pub(crate) mod tests {
             Event::BranchDiscarded {
                 branch: "quorum/t1-fix".into(),
             },
+            Event::ArenaCompared {
+                batch_id: "b1".into(),
+                comparison: arena::Comparison::decide(
+                    "fix",
+                    vec![arena::ArenaRow {
+                        agent: "claude".into(),
+                        label: "c1".into(),
+                        branch: "quorum/c1-fix".into(),
+                        cost: Some(0.25),
+                        ..arena::ArenaRow::default()
+                    }],
+                ),
+            },
         ]
     }
 

@@ -991,6 +991,7 @@ mod tests {
             "branch_verdict",
             "branch_merged",
             "branch_discarded",
+            "arena_compared",
         ];
         assert_eq!(covered, Event::TYPES);
     }
