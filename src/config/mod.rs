@@ -411,6 +411,19 @@ mod tests {
     }
 
     #[test]
+    fn the_arena_section_takes_its_reviewers_and_refuses_other_names() {
+        let f = ConfigFile::parse(
+            Path::new("q.toml"),
+            "[arena]\nreviewers = [\"claude\", \"codex\"]\n",
+        )
+        .unwrap();
+        let reviewers = f.arena.and_then(|a| a.reviewers).unwrap();
+        assert_eq!(reviewers, ["claude", "codex"]);
+        let e = error("[arena]\nreviewer = [\"claude\"]\n");
+        assert!(e.contains("line 2") && e.contains("`reviewers`"), "{e}");
+    }
+
+    #[test]
     fn other_mistakes_name_their_line() {
         assert_eq!(
             error("\nmax_parallel = 0\n"),
