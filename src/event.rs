@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 /// What a sub-agent does, streamed into its box: its activity and what
 /// that carries (tool calls' detail, plans, usage, commands, modes).
 mod activity;
+/// The arena: writers compared, and the winner rule.
+pub mod arena;
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
 /// A writer's check: its counts and its box line.
@@ -785,6 +787,13 @@ pub enum Event {
     "branch_discarded" => BranchDiscarded {
         branch: String,
     },
+    /// An arena's writers (batch `batch_id`), each branch reviewed, compared
+    /// by the winner rule (`arena::Comparison::decide`).
+    "arena_compared" => ArenaCompared {
+        batch_id: String,
+        #[serde(default)]
+        comparison: arena::Comparison,
+    },
 }
 }
 
@@ -1139,6 +1148,19 @@ pub(crate) mod tests {
             },
             Event::BranchDiscarded {
                 branch: "quorum/t1-fix".into(),
+            },
+            Event::ArenaCompared {
+                batch_id: "b1".into(),
+                comparison: arena::Comparison::decide(
+                    "fix",
+                    vec![arena::ArenaRow {
+                        agent: "claude".into(),
+                        label: "c1".into(),
+                        branch: "quorum/c1-fix".into(),
+                        cost: Some(0.25),
+                        ..arena::ArenaRow::default()
+                    }],
+                ),
             },
         ]
     }

@@ -80,6 +80,11 @@ enum Command {
     ///
     /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict).
     Review(cli::review::ReviewArgs),
+    /// One task to several writers, each in a worktree; each branch reviewed
+    /// by the others; the writers compared and the winner named.
+    ///
+    /// Exit code: 0 a winner, 3 none could be chosen (ties, every writer failed) or an error.
+    Arena(cli::arena::ArenaArgs),
     /// Turn a Claude Code session log or a Codex rollout into a quorum
     /// transcript (`quorum import claude FILE`, `quorum import codex FILE`).
     ///
@@ -140,6 +145,7 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
         Some(Command::Run(a)) => with_runtime(cli::run::command(a, model, config))?,
         Some(Command::Agents(args)) => with_runtime(cli::agents::command(args, config))?,
         Some(Command::Review(args)) => with_runtime(cli::review::command(args, config))?,
+        Some(Command::Arena(args)) => with_runtime(cli::arena::command(args, config))?,
         Some(Command::Import(args)) => cli::import::command(args)?,
         Some(Command::Sessions(args)) => cli::sessions::command(args)?,
         Some(Command::Worktrees(a)) => with_runtime(cli::worktrees::command(a, config))?,

@@ -6,6 +6,7 @@
 
 pub mod acp;
 pub mod agents;
+pub mod arena;
 mod call;
 pub mod config;
 pub mod doctor;

@@ -21,8 +21,8 @@ use serde::Deserialize;
 pub use error::{ConfigError, UnknownField, distance, nearest};
 pub use hosts::{HostError, HostSpec, check_host};
 pub use sections::{
-    AcpSection, AgentEntry, HostEntry, InternalSection, McpSection, McpServerEntry, ModelSection,
-    WorktreeSection,
+    AcpSection, AgentEntry, ArenaSection, HostEntry, InternalSection, McpSection, McpServerEntry,
+    ModelSection, WorktreeSection,
 };
 
 use crate::confine::limits::Limits;
@@ -45,6 +45,7 @@ pub struct ConfigFile {
     pub mcp: Option<McpSection>,
     pub acp: Option<AcpSection>,
     pub worktree: Option<WorktreeSection>,
+    pub arena: Option<ArenaSection>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentEntry>,
     #[serde(default)]
@@ -90,6 +91,7 @@ const SECTIONS: &[&str] = &[
     "mcp",
     "acp",
     "worktree",
+    "arena",
     "agents",
     "hosts",
     "mcp_servers",
@@ -417,6 +419,19 @@ mod tests {
             error("[hosts.\"a b\"]\nssh = \"x\"\nport = 22\n")
                 .contains("unknown field `port` in [hosts.\"a b\"]; known: ssh, ssh_args, dir"),
         );
+    }
+
+    #[test]
+    fn the_arena_section_takes_its_reviewers_and_refuses_other_names() {
+        let f = ConfigFile::parse(
+            Path::new("q.toml"),
+            "[arena]\nreviewers = [\"claude\", \"codex\"]\n",
+        )
+        .unwrap();
+        let reviewers = f.arena.and_then(|a| a.reviewers).unwrap();
+        assert_eq!(reviewers, ["claude", "codex"]);
+        let e = error("[arena]\nreviewer = [\"claude\"]\n");
+        assert!(e.contains("line 2") && e.contains("`reviewers`"), "{e}");
     }
 
     #[test]

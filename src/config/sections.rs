@@ -39,6 +39,15 @@ pub struct McpSection {
     pub sync_seconds: Option<u64>,
 }
 
+/// `[arena]`: best of N compared (`@A,B,C+ task`, `quorum arena`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArenaSection {
+    /// Who reviews each writer's branch (default: every installed agent;
+    /// a writer never reviews its own).
+    pub reviewers: Option<Vec<String>>,
+}
+
 /// `[acp]`: `quorum acp`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -96,6 +96,9 @@ pub struct SessionConfig {
     /// How many tasks of one batch run at once (`max_parallel` in the
     /// config file).
     pub max_parallel: usize,
+    /// Who reviews an arena's branches (`[arena] reviewers`; `None`:
+    /// every installed agent).
+    pub arena_reviewers: Option<Vec<String>>,
     /// The config file's `[limits]`.
     pub limits: Limits,
     /// Go on with this recorded session (`--continue`, `--resume`): it is
@@ -138,6 +141,7 @@ impl SessionConfig {
             terminal: TerminalSize { cols: 0, rows: 0 },
             model_picks: None,
             max_parallel: crate::subagent::dispatch::MAX_PARALLEL,
+            arena_reviewers: None,
             limits: Limits::default(),
             resume: None,
             elicit: crate::agent::Elicit::Ask,
@@ -155,6 +159,7 @@ impl SessionConfig {
             .unwrap_or(crate::subagent::dispatch::MAX_PARALLEL);
         self.internal_shell = internal_policy(file.internal.as_ref());
         self.worktree = worktree_settings(file);
+        self.arena_reviewers = file.arena.as_ref().and_then(|a| a.reviewers.clone());
         let limits = file.limits();
         self.limits = limits;
         self.registry.set_limits(limits);

@@ -181,6 +181,7 @@ impl Session {
         dispatcher.set_worktrees(config::state_dir(), transcript);
         dispatcher.set_worktree_settings(config.worktree.clone());
         dispatcher.set_elicit(config.elicit);
+        dispatcher.set_arena_reviewers(config.arena_reviewers);
         let chat_answers: conductor::ChatAnswers = Arc::default();
         let handed: conductor::HandedTools = Arc::default();
         let conductors = conductor_factory(

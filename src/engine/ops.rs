@@ -47,6 +47,8 @@ impl Mention {
                 call.input = Some(self.message);
             }
             agents => {
+                // Several writers, each in a worktree: an arena, compared.
+                call.compare = self.worktree && !self.review;
                 call.tasks = Some(
                     agents
                         .iter()

@@ -161,7 +161,9 @@ impl Ops {
         self.emitter.emit(Event::UserMessage {
             text: format!("{spelling} {arg}"),
         });
-        match self.dispatcher.merge(arg, force) {
+        // `/merge best`: the last arena's winner.
+        let picked = self.dispatcher.arena_pick(arg);
+        match picked.and_then(|branch| self.dispatcher.merge(&branch, force)) {
             Ok(text) => self.notice(text),
             Err(e) => self.error(format!("{spelling} {arg}: {e}")),
         }
@@ -178,6 +180,9 @@ impl Ops {
         self.emitter.emit(Event::UserMessage {
             text: format!("/discard {arg}"),
         });
+        if arg == "others" {
+            return self.discard_others();
+        }
         match self.dispatcher.discard(arg) {
             Ok(Discarded::Asked { branch, commits }) => self.emitter.emit(Event::Notice {
                 level: NoticeLevel::Warning,
@@ -193,6 +198,40 @@ impl Ops {
                 self.notice(format!("{branch}: worktree and branch removed"))
             }
             Err(e) => self.error(format!("/discard {arg}: {e}")),
+        }
+    }
+
+    /// `/discard others`: every writer of the last arena but its winner,
+    /// asking once for those with commits never merged.
+    fn discard_others(&self) {
+        match self.dispatcher.discard_others() {
+            Ok(d) => {
+                if !d.done.is_empty() {
+                    self.notice(format!(
+                        "{}: worktrees and branches removed",
+                        d.done.join(", ")
+                    ));
+                }
+                if !d.asked.is_empty() {
+                    let names: Vec<String> = d
+                        .asked
+                        .iter()
+                        .map(|(b, n)| format!("{b} ({n} commit{})", if *n == 1 { "" } else { "s" }))
+                        .collect();
+                    self.emitter.emit(Event::Notice {
+                        level: NoticeLevel::Warning,
+                        text: format!(
+                            "{} never merged: /discard others again to throw them away with \
+                             their worktrees",
+                            names.join(", ")
+                        ),
+                    });
+                }
+                if d.done.is_empty() && d.asked.is_empty() {
+                    self.notice("no other writer's branch is left".to_string());
+                }
+            }
+            Err(e) => self.error(format!("/discard others: {e}")),
         }
     }
 

@@ -119,8 +119,8 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         name: "merge",
         usage: "/merge TASK",
         also: &["/merge! TASK"],
-        help: "merge a worktree task's branch into your branch; refused while its review \
-               quorum is red, /merge! TASK merges anyway",
+        help: "merge a worktree task's branch into your branch (/merge best: the last arena's \
+               winner); refused while its review quorum is red, /merge! TASK merges anyway",
         host: None,
     },
     SlashCommand {
@@ -128,7 +128,8 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         name: "discard",
         usage: "/discard TASK",
         also: &[],
-        help: "remove a worktree task's worktree and branch",
+        help: "remove a worktree task's worktree and branch (/discard others: every writer of \
+               the last arena but its winner)",
         host: None,
     },
     SlashCommand {

@@ -81,6 +81,14 @@ pub struct SubAgentCallInput {
     /// every task's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// With `tasks` and `isolation: "worktree"`: an arena. Once every
+    /// writer has finished, each branch is reviewed by a quorum of the
+    /// other agents (`[arena] reviewers`), and the writers are compared:
+    /// check, verdict, findings, diffstat, cost; the winner is the one
+    /// whose check passed, with no red finding, fewer yellow ones, then
+    /// the smaller diff, then the lower cost.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compare: bool,
 }
 
 /// Where a sub-agent writes.
@@ -137,6 +145,7 @@ impl Default for SubAgentCallInput {
             exclude_files_pattern: None,
             isolation: None,
             branch: None,
+            compare: false,
         }
     }
 }
@@ -511,6 +520,7 @@ mod tests {
             "exclude_files_pattern",
             "isolation",
             "branch",
+            "compare",
         ] {
             assert!(props.get(field).is_some(), "{field} in {schema}");
         }

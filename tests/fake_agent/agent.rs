@@ -58,6 +58,13 @@ static SCENARIO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// reason, whatever the scenario.
 static CHECK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// `--review-red-if TEXT`: a prompt that holds quorum's review contract
+/// (`<!-- severity: `) is answered as a review, whatever the scenario: red,
+/// with a red finding at line 1 of the first file its diff changes, when
+/// the prompt holds TEXT; else green (a writer of an arena that reviews
+/// the others' branches).
+static REVIEW_RED_IF: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// `--store DIR`: sessions are kept on disk there (one file per session,
 /// its turns as JSON lines), as real agents keep theirs, so a later process
 /// of the agent can load or resume them.
@@ -439,6 +446,26 @@ async fn run_turn(
             "<!-- finding-check: {verdict} -->\nThe finding is {verdict}: added() is \
              called from main.\n\nMore detail."
         ))?;
+        return Ok(StopReason::EndTurn);
+    }
+    if let Some(red_if) = REVIEW_RED_IF
+        .get()
+        .filter(|_| text.contains("<!-- severity: "))
+    {
+        turn.thought("Reviewing.")?;
+        if text.contains(red_if.as_str()) {
+            let file = text
+                .lines()
+                .find_map(|l| l.strip_prefix("+++ b/"))
+                .unwrap_or("lib.rs");
+            turn.chunk(format!(
+                "<!-- severity: red -->\n## Review\n<!-- finding: {{\"file\": \"{file}\", \
+                 \"line\": 1, \"severity\": \"red\", \"title\": \"{red_if} is wrong\"}} -->\n\
+                 It must not say {red_if}.\n"
+            ))?;
+        } else {
+            turn.chunk("<!-- severity: green -->\n## Review\nLooks green.")?;
+        }
         return Ok(StopReason::EndTurn);
     }
     let (word, rest) = match SCENARIO.get() {
@@ -1487,6 +1514,11 @@ fn parse_options() -> Options {
             }
             "--scenario" => options.scenario = args.next(),
             "--review" => options.scenario = args.next().map(|v| format!("review {v}")),
+            "--review-red-if" => {
+                if let Some(text) = args.next() {
+                    let _ = REVIEW_RED_IF.set(text);
+                }
+            }
             "--check" => {
                 if let Some(verdict) = args.next() {
                     let _ = CHECK.set(verdict);

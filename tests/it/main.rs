@@ -41,6 +41,7 @@ mod acp_sessions;
 mod agent_commands;
 mod agent_double;
 mod app_loop;
+mod arena;
 mod batch;
 mod batch_screen;
 mod call_cli;

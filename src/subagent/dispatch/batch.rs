@@ -41,12 +41,14 @@ impl TaskResult {
 }
 
 /// A batch's results, in the order of its tasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BatchResult {
     pub batch_id: String,
     pub tasks: Vec<TaskResult>,
     /// A review batch's quorum (every task a code review).
     pub quorum: Option<Quorum>,
+    /// An arena's comparison (`compare`): its writers, reviewed and ranked.
+    pub comparison: Option<crate::event::arena::Comparison>,
 }
 
 impl BatchResult {
@@ -137,6 +139,11 @@ impl Dispatcher {
             .iter()
             .map(|s| s.branch.clone().filter(|_| s.code_review))
             .collect();
+        let all_isolated = specs.iter().all(|s| s.isolation);
+        let task = specs
+            .first()
+            .and_then(|s| s.input.clone())
+            .unwrap_or_default();
         let prepared = self.prepare_all(specs, input.continue_session, depth);
         let summary = self
             .summary_for(input.include_main_summary, cancel.as_ref())
@@ -183,6 +190,17 @@ impl Dispatcher {
         let all = self
             .clone()
             .run_all(batch_id.clone(), runs, (review, verify), branches);
+        // An arena: once every writer has finished, their branches are
+        // reviewed and compared.
+        let arena =
+            (input.compare && !review && all_isolated).then(|| (task, cancel, self.clone()));
+        let all = async move {
+            let mut result = all.await;
+            if let Some((task, cancel, this)) = arena {
+                result.comparison = Some(this.compare(&task, &result, cancel, depth).await);
+            }
+            result
+        };
         if input.run_in_background {
             tokio::spawn(all);
             Reply::BatchStarted {
@@ -328,6 +346,7 @@ impl Dispatcher {
             batch_id,
             tasks,
             quorum,
+            comparison: None,
         };
         if let Some(quorum) = &result.quorum {
             self.emitter.emit(Event::ReviewQuorum {

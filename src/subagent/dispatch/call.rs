@@ -433,6 +433,8 @@ impl Dispatcher {
                 &mut result,
             )
             .await;
+            // A writer of the last arena: compared again.
+            self.recompare(&w.branch);
         }
         self.finish_turn(job, result)
     }

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
+pub mod arena;
 pub mod batch;
 mod call;
 pub mod detach;
@@ -114,6 +115,10 @@ pub enum DispatchError {
         files: String,
         id: String,
     },
+    #[error("no arena in this session yet: `@A,B,C+ task` runs one")]
+    NoArena,
+    #[error("the last arena has no winner ({0}): name the writer, `/merge c2`")]
+    NoWinner(String),
 }
 
 /// Writes the short summary of the main conversation that
@@ -126,7 +131,7 @@ pub trait MainSummary: Send + Sync {
 
 /// What a call returns: its outcome at once, or a task id for later; a
 /// batch's results, or a task id for each of its tasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Done(Outcome),
     Started {
@@ -244,6 +249,10 @@ pub struct Dispatcher {
     pub(super) closed: std::sync::atomic::AtomicBool,
     /// Whether the check after a turn said it stopped at its bound (once).
     pub(super) cut_said: std::sync::atomic::AtomicBool,
+    /// Who reviews an arena's branches (`None`: every installed agent).
+    pub(super) arena_reviewers: Mutex<Option<Vec<String>>>,
+    /// The session's last arena, for `/merge best` and `/discard others`.
+    pub(super) arena: Mutex<Option<(String, crate::event::arena::Comparison)>>,
 }
 
 impl Dispatcher {
@@ -287,6 +296,8 @@ impl Dispatcher {
             worktrees: Default::default(),
             closed: Default::default(),
             cut_said: Default::default(),
+            arena_reviewers: Default::default(),
+            arena: Default::default(),
         };
         (Arc::new(d), rx)
     }
@@ -437,6 +448,7 @@ impl Dispatcher {
         }
         drop(kept);
         self.restore_worktrees(events);
+        self.restore_arena(events);
     }
 
     /// What a recorded background task's follow-ups need: its agent (if it

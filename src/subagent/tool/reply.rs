@@ -59,6 +59,9 @@ struct Batch<'a> {
     tasks: Vec<TaskEntry<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     quorum: Option<QuorumJson<'a>>,
+    /// An arena's comparison: a row per writer, the winner and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comparison: Option<&'a crate::event::arena::Comparison>,
 }
 
 #[derive(Serialize)]
@@ -160,6 +163,7 @@ impl<'a> Batch<'a> {
             },
             tasks: batch.tasks.iter().map(TaskEntry::of).collect(),
             quorum: batch.quorum.as_ref().map(QuorumJson::of),
+            comparison: batch.comparison.as_ref(),
         }
     }
 }
@@ -346,6 +350,7 @@ mod tests {
             batch_id: "b1".into(),
             tasks,
             quorum,
+            comparison: None,
         };
         assert_eq!(
             text(&Reply::Batch(batch)),
@@ -370,6 +375,7 @@ mod tests {
             batch_id: "b2".into(),
             tasks,
             quorum,
+            comparison: None,
         };
         assert_eq!(
             text(&Reply::Batch(batch.clone())),
@@ -457,6 +463,7 @@ mod tests {
                 result: Ok(outcome),
             }],
             quorum: Some(quorum),
+            comparison: None,
         })
         .to_json();
         assert_eq!(batch["tasks"][0]["findings"][0]["line"], 2);

@@ -10,6 +10,7 @@ use super::theme;
 use super::wrap::{LLine, spans_width, text_width, wrap};
 use crate::event::{AgentRef, Cost, NoticeLevel, Severity, StopReason, TaskState, Usage};
 
+mod arena;
 mod findings;
 mod running;
 
@@ -83,6 +84,7 @@ pub fn render_asking(
             out.push(Line::from(Span::styled("┃", gutter)));
             return out;
         }
+        CellKind::Arena(a) => arena::arena(a, width, &mut out),
         CellKind::TaskReport {
             task_id,
             agent,

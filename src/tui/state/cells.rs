@@ -47,6 +47,8 @@ pub enum CellKind {
     },
     /// The header of a batch: its tasks' boxes follow, grouped under it.
     Batch(Box<BatchHeader>),
+    /// An arena's comparison: a row per writer, the winner marked.
+    Arena(Box<super::ArenaCell>),
     /// A background task's completion, reported back into the chat.
     TaskReport {
         task_id: String,

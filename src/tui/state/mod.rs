@@ -15,6 +15,7 @@ use crate::event::{Event, NoticeLevel, Stamped};
 
 mod activity;
 mod announced;
+mod arena;
 mod batch;
 mod cells;
 mod elicit;
@@ -31,6 +32,7 @@ mod terminal;
 mod fixtures;
 
 pub use announced::Announced;
+pub use arena::ArenaCell;
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use cells::{Cell, CellKind};
 pub use elicit::{Question, answer_line};
@@ -239,6 +241,10 @@ impl State {
             | Event::BranchVerdict { .. }
             | Event::BranchMerged { .. }
             | Event::BranchDiscarded { .. } => self.apply_branch(event),
+            Event::ArenaCompared {
+                batch_id,
+                comparison,
+            } => self.on_arena_compared(batch_id, comparison),
         }
         #[cfg(test)]
         self.assert_tallies();
@@ -1008,6 +1014,7 @@ mod tests {
             "branch_verdict",
             "branch_merged",
             "branch_discarded",
+            "arena_compared",
         ];
         assert_eq!(covered, Event::TYPES);
     }

@@ -1,0 +1,380 @@
+//! The arena: several writers given the same task, each on a branch of its
+//! own, compared once every one of them has finished (issue 39). This
+//! module holds the vocabulary (a row per writer, the comparison) and the
+//! winner rule, which is pure: the dispatcher fills the rows, the screen
+//! and `quorum arena` show them.
+//!
+//! The rule, in order: the check passed (a row without a check ranks after
+//! one that passed and before one that failed or timed out), then no red
+//! finding, then fewer yellow findings, then the smaller diff (lines added
+//! and removed), then the lower cost (a row without a cost after one with
+//! one). A red verdict without a red finding counts as one red finding, a
+//! yellow one without findings as one yellow. Rows equal on all of these
+//! are ties: the first of them is not chosen over the others, and they
+//! are named; a writer whose turn failed or that changed nothing never
+//! wins.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Diffstat, Severity};
+
+/// What a writer's check said: `[worktree] check` run on the branch's
+/// commit. Filled by the check's event when checks run (issue 39 item 2);
+/// until then every row's `check` is `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CheckCell {
+    pub outcome: CheckOutcome,
+    /// Tests that passed and failed, where the runner printed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u32>,
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckOutcome {
+    Passed,
+    #[default]
+    Failed,
+    /// Killed at its time limit.
+    TimedOut,
+}
+
+impl CheckCell {
+    /// `pass 12`, `fail 1/12`, `timed out`.
+    pub fn label(&self) -> String {
+        match self.outcome {
+            CheckOutcome::Passed => match self.passed {
+                Some(n) => format!("pass {n}"),
+                None => "pass".into(),
+            },
+            CheckOutcome::Failed => match (self.failed, self.passed) {
+                (Some(f), Some(p)) => format!("fail {f}/{}", f + p),
+                (Some(f), None) => format!("fail {f}"),
+                _ => "fail".into(),
+            },
+            CheckOutcome::TimedOut => "timed out".into(),
+        }
+    }
+}
+
+/// Findings that still count (not refuted), by severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FindingCounts {
+    #[serde(default)]
+    pub red: u32,
+    #[serde(default)]
+    pub yellow: u32,
+    #[serde(default)]
+    pub green: u32,
+}
+
+impl FindingCounts {
+    /// The counts of `findings` that still count (`QuorumFinding::counts`).
+    pub fn of(findings: &[super::finding::QuorumFinding]) -> Self {
+        let mut c = Self::default();
+        for f in findings.iter().filter(|f| f.counts()) {
+            match f.finding.severity {
+                Severity::Red => c.red += 1,
+                Severity::Yellow => c.yellow += 1,
+                Severity::Green => c.green += 1,
+            }
+        }
+        c
+    }
+}
+
+/// One writer of an arena, as compared.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ArenaRow {
+    /// The agent that wrote it.
+    pub agent: String,
+    /// Its call's or task's name (`c4`, `t3`): what `/merge` and `/msg` take.
+    pub label: String,
+    /// Its branch (none when its worktree could not be made).
+    #[serde(default)]
+    pub branch: String,
+    /// Its check (none until checks run, or when none is configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckCell>,
+    /// Its review quorum's verdict (none: no reviewer gave one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Severity>,
+    #[serde(default)]
+    pub findings: FindingCounts,
+    #[serde(default)]
+    pub diffstat: Diffstat,
+    /// Test files (or the check's configuration) it changed or deleted.
+    #[serde(default)]
+    pub tests_touched: u32,
+    /// What the writer cost, as its agent reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    #[serde(default)]
+    pub tokens: u64,
+    /// How long the writer ran, in milliseconds.
+    #[serde(default)]
+    pub ms: u64,
+    /// Why it cannot win (its turn failed, no commit), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl ArenaRow {
+    /// Lines added and removed.
+    pub fn diff_size(&self) -> u64 {
+        self.diffstat.added + self.diffstat.removed
+    }
+
+    /// The check's rank: passed, none, failed or timed out.
+    fn check_rank(&self) -> u8 {
+        match self.check.map(|c| c.outcome) {
+            Some(CheckOutcome::Passed) => 0,
+            None => 1,
+            Some(_) => 2,
+        }
+    }
+
+    /// A red finding, or a red verdict.
+    pub fn red(&self) -> bool {
+        self.findings.red > 0 || self.verdict == Some(Severity::Red)
+    }
+
+    /// Yellow findings (a yellow verdict without any counts as one).
+    pub fn yellow(&self) -> u32 {
+        let verdict = u32::from(self.verdict == Some(Severity::Yellow));
+        self.findings.yellow.max(verdict)
+    }
+
+    /// The winner rule, one row against another (`Less`: `self` is better).
+    pub fn rank(&self, other: &Self) -> Ordering {
+        let cost = |r: &Self| r.cost.unwrap_or(f64::INFINITY);
+        self.failed
+            .is_some()
+            .cmp(&other.failed.is_some())
+            .then(self.check_rank().cmp(&other.check_rank()))
+            .then(self.red().cmp(&other.red()))
+            .then(self.yellow().cmp(&other.yellow()))
+            .then(self.diff_size().cmp(&other.diff_size()))
+            .then(cost(self).total_cmp(&cost(other)))
+    }
+}
+
+/// The writers of an arena compared, and the winner.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The writers' task, its first line.
+    #[serde(default)]
+    pub task: String,
+    pub rows: Vec<ArenaRow>,
+    /// The row that won, if one could be chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winner: Option<usize>,
+    /// Rows tied for the best place (no winner then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ties: Vec<usize>,
+    /// Why: what decided it, or why none could be chosen.
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Comparison {
+    /// The rows compared by the winner rule.
+    pub fn decide(task: &str, rows: Vec<ArenaRow>) -> Self {
+        let mut order: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].failed.is_none())
+            .collect();
+        order.sort_by(|&a, &b| rows[a].rank(&rows[b]));
+        let (winner, ties, reason) = match order.as_slice() {
+            [] => (None, vec![], "no writer finished with a branch".to_string()),
+            [only] => (Some(*only), vec![], "the only writer with a branch".into()),
+            [best, next, ..] => {
+                let (a, b) = (&rows[*best], &rows[*next]);
+                if a.rank(b) == Ordering::Equal {
+                    let ties: Vec<usize> = order
+                        .iter()
+                        .copied()
+                        .filter(|&i| rows[i].rank(a) == Ordering::Equal)
+                        .collect();
+                    let names: Vec<&str> = ties.iter().map(|&i| rows[i].agent.as_str()).collect();
+                    (None, ties, format!("tied: {}", names.join(", ")))
+                } else {
+                    (Some(*best), vec![], decided_by(a, b).to_string())
+                }
+            }
+        };
+        Self {
+            task: task.to_string(),
+            rows,
+            winner,
+            ties,
+            reason,
+        }
+    }
+
+    /// The winning row.
+    pub fn best(&self) -> Option<&ArenaRow> {
+        self.winner.and_then(|i| self.rows.get(i))
+    }
+}
+
+/// The criterion that put `a` before `b`.
+fn decided_by(a: &ArenaRow, b: &ArenaRow) -> &'static str {
+    if a.check_rank() != b.check_rank() {
+        "its check passed"
+    } else if a.red() != b.red() {
+        "no red finding"
+    } else if a.yellow() != b.yellow() {
+        "fewer yellow findings"
+    } else if a.diff_size() != b.diff_size() {
+        "the smaller diff"
+    } else {
+        "the lower cost"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(agent: &str) -> ArenaRow {
+        ArenaRow {
+            agent: agent.into(),
+            label: agent.into(),
+            branch: format!("quorum/{agent}"),
+            diffstat: Diffstat {
+                added: 10,
+                removed: 0,
+                files: 1,
+            },
+            cost: Some(0.1),
+            ..ArenaRow::default()
+        }
+    }
+
+    fn check(outcome: CheckOutcome) -> Option<CheckCell> {
+        Some(CheckCell {
+            outcome,
+            ..CheckCell::default()
+        })
+    }
+
+    fn winner(rows: Vec<ArenaRow>) -> (Option<String>, String) {
+        let c = Comparison::decide("t", rows);
+        (c.best().map(|r| r.agent.clone()), c.reason)
+    }
+
+    #[test]
+    fn a_passed_check_wins_and_no_check_ranks_between_pass_and_fail() {
+        let mut a = row("a");
+        a.check = check(CheckOutcome::Failed);
+        a.diffstat.added = 1;
+        let b = row("b");
+        let mut c = row("c");
+        c.check = check(CheckOutcome::Passed);
+        c.diffstat.added = 100;
+        assert_eq!(
+            winner(vec![a.clone(), b.clone(), c]),
+            (Some("c".into()), "its check passed".into())
+        );
+        let mut t = row("t");
+        t.check = check(CheckOutcome::TimedOut);
+        assert_eq!(winner(vec![a, t, b]).0.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn then_no_red_then_fewer_yellow_then_the_smaller_diff_then_the_lower_cost() {
+        let mut red = row("red");
+        red.findings.red = 1;
+        red.diffstat.added = 1;
+        let mut yellow2 = row("y2");
+        yellow2.findings.yellow = 2;
+        assert_eq!(
+            winner(vec![red.clone(), yellow2.clone()]),
+            (Some("y2".into()), "no red finding".into())
+        );
+        // A red verdict without findings is red all the same.
+        let mut said_red = row("said");
+        said_red.verdict = Some(Severity::Red);
+        said_red.diffstat.added = 1;
+        assert_eq!(winner(vec![said_red, row("b")]).0.as_deref(), Some("b"));
+        let mut yellow1 = row("y1");
+        yellow1.findings.yellow = 1;
+        yellow1.diffstat.added = 50;
+        assert_eq!(
+            winner(vec![red.clone(), yellow2, yellow1]),
+            (Some("y1".into()), "fewer yellow findings".into())
+        );
+        let mut small = row("small");
+        small.diffstat.removed = 0;
+        small.diffstat.added = 3;
+        assert_eq!(
+            winner(vec![row("big"), small]),
+            (Some("small".into()), "the smaller diff".into())
+        );
+        let mut cheap = row("cheap");
+        cheap.cost = Some(0.01);
+        let mut unknown = row("unknown");
+        unknown.cost = None;
+        assert_eq!(
+            winner(vec![unknown, row("dear"), cheap]),
+            (Some("cheap".into()), "the lower cost".into())
+        );
+    }
+
+    #[test]
+    fn equal_rows_are_ties_named_and_a_failed_writer_never_wins() {
+        let mut failed = row("failed");
+        failed.failed = Some("no commit".into());
+        failed.diffstat.added = 0;
+        let c = Comparison::decide("t", vec![row("a"), failed.clone(), row("b")]);
+        assert_eq!((c.winner, c.ties.clone()), (None, vec![0, 2]));
+        assert_eq!(c.reason, "tied: a, b");
+        let c = Comparison::decide("t", vec![failed.clone()]);
+        assert_eq!(c.winner, None);
+        let c = Comparison::decide("t", vec![failed, row("only")]);
+        assert_eq!(c.winner, Some(1));
+    }
+
+    #[test]
+    fn the_counts_leave_out_refuted_findings_and_the_check_reads_short() {
+        use crate::event::finding::{Check, Finding, QuorumFinding};
+        let f = |severity, refuted: bool| QuorumFinding {
+            finding: Finding {
+                file: "a.rs".into(),
+                line: 1,
+                end_line: None,
+                severity,
+                title: "t".into(),
+                body: String::new(),
+            },
+            by: vec!["x".into()],
+            of: 2,
+            outside_diff: false,
+            check: refuted.then(|| Check::Refuted {
+                by: "y".into(),
+                reason: String::new(),
+            }),
+        };
+        let c = FindingCounts::of(&[
+            f(Severity::Red, true),
+            f(Severity::Yellow, false),
+            f(Severity::Yellow, false),
+        ]);
+        assert_eq!((c.red, c.yellow), (0, 2));
+        let cell = CheckCell {
+            outcome: CheckOutcome::Failed,
+            passed: Some(11),
+            failed: Some(1),
+        };
+        assert_eq!(cell.label(), "fail 1/12");
+        let json = serde_json::to_value(Comparison::decide("t", vec![row("a")])).unwrap();
+        assert_eq!(json["winner"], 0);
+        let back: Comparison = serde_json::from_value(json).unwrap();
+        assert_eq!(back.rows[0].agent, "a");
+    }
+}

@@ -1,0 +1,273 @@
+//! The arena (issue 39): one task to three writers, each in a worktree of
+//! its own; each branch reviewed by the other two; the writers compared,
+//! the winner named; `/merge best` merges it, `/discard others` removes
+//! the rest (asking once); `quorum arena --json` says the same; the
+//! transcript replays to the same comparison box. The fake agent writes
+//! (`write`), and reviews with `--review-red-if`: a branch whose diff says
+//! `+hello from alpha` gets a red finding, the others are green.
+
+use crate::common;
+use common::Bounded;
+use common::shell::text;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use quorum::acp::registry::Registry;
+use quorum::confine::fsroot::Root;
+use quorum::engine::{Session, SessionConfig};
+use quorum::event::arena::Comparison;
+use quorum::event::{Event, Op, Severity, Stamped};
+use tokio::sync::mpsc;
+
+struct Scratch {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+/// A repository and a config of three writers: `alpha` and `beta` write
+/// one line, `gamma` two (a bigger diff), `delta` what it is told; each
+/// reviews the others' (`[arena] reviewers`: alpha, beta, gamma).
+fn scratch() -> Scratch {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["repo", "home", "state", "config"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let mut config = String::from("[arena]\nreviewers = [\"alpha\", \"beta\", \"gamma\"]\n");
+    for (name, content) in [
+        ("alpha", "hello from alpha"),
+        ("beta", "hello from beta"),
+        ("gamma", "hello from gamma\\nand more"),
+    ] {
+        config.push_str(&format!(
+            "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", \"write greet.txt \
+             {content}\", \"--review-red-if\", \"+hello from alpha\"]\n"
+        ));
+    }
+    // `delta` writes what its prompt says (`write PATH CONTENT`).
+    config.push_str(&format!(
+        "[agents.delta]\ncommand = {fake:?}\nargs = [\"--review-red-if\", \"+hello from alpha\"]\n"
+    ));
+    let path = dir.path().join("config/quorum.toml");
+    std::fs::write(&path, config).unwrap();
+    let s = Scratch { dir, config: path };
+    s.git(&["init", "-q", "-b", "main"]);
+    s.git(&["config", "user.name", "Person"]);
+    s.git(&["config", "user.email", "person@example.com"]);
+    std::fs::write(s.repo().join("lib.rs"), "fn old() {}\n").unwrap();
+    s.git(&["add", "lib.rs"]);
+    s.git(&["commit", "-q", "-m", "first"]);
+    s
+}
+
+impl Scratch {
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    fn env(&self, c: &mut Command) {
+        for name in common::inherited_git_vars() {
+            c.env_remove(name);
+        }
+        c.envs(common::hermetic_env(&self.dir.path().join("home")))
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("GIT_AUTHOR_NAME", "Person")
+            .env("GIT_AUTHOR_EMAIL", "person@example.com")
+            .env("GIT_COMMITTER_NAME", "Person")
+            .env("GIT_COMMITTER_EMAIL", "person@example.com");
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let mut c = Command::new("git");
+        c.args(args).current_dir(self.repo());
+        self.env(&mut c);
+        let out = c.output_bounded();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        text(&out.stdout).trim_end().to_string()
+    }
+
+    fn quorum(&self, args: &[&str]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_quorum"));
+        c.arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(self.repo());
+        self.env(&mut c);
+        c.output_bounded()
+    }
+
+    /// A session in the repository, as the TUI starts one, recorded.
+    fn session(&self, record: &Path) -> (Session, mpsc::UnboundedSender<Op>, Events) {
+        let registry = Registry::load_only(&self.config).unwrap();
+        let mut config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
+        config.record = Some(record.to_path_buf());
+        config.read_settings(Some(&self.config)).unwrap();
+        let (mut session, events) = Session::start(config, Instant::now()).unwrap();
+        session
+            .dispatcher()
+            .set_worktrees(Some(self.dir.path().join("state")), None);
+        let ops = session.serve();
+        (session, ops, Events(events))
+    }
+}
+
+struct Events(mpsc::UnboundedReceiver<Stamped>);
+
+impl Events {
+    async fn compared(&mut self) -> Comparison {
+        let events =
+            common::events::until(&mut self.0, |e| matches!(e, Event::ArenaCompared { .. })).await;
+        match &events.last().unwrap().event {
+            Event::ArenaCompared { comparison, .. } => comparison.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The first notice or error whose text has `needle`.
+    async fn said(&mut self, needle: &str) -> String {
+        loop {
+            let e = tokio::time::timeout(std::time::Duration::from_secs(30), self.0.recv())
+                .await
+                .expect("an answer")
+                .expect("the session runs");
+            match e.event {
+                Event::Notice { text, .. } | Event::Error { text } if text.contains(needle) => {
+                    return text;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_writers_compared_the_winner_merged_the_others_discarded_and_replayed() {
+    let s = scratch();
+    let record = s.dir.path().join("arena.jsonl");
+    let (session, ops, mut events) = s.session(&record);
+    ops.send(Op::Submit("@alpha,beta,gamma+ Write a greeting".into()))
+        .unwrap();
+    let c = events.compared().await;
+    let agents: Vec<&str> = c.rows.iter().map(|r| r.agent.as_str()).collect();
+    assert_eq!(agents, ["alpha", "beta", "gamma"], "{c:#?}");
+    // alpha's branch has a red finding from each of its two reviewers
+    // (merged as one); beta's diff is smaller than gamma's.
+    assert_eq!(c.rows[0].verdict, Some(Severity::Red), "{c:#?}");
+    assert_eq!(c.rows[0].findings.red, 1, "{c:#?}");
+    assert_eq!(c.rows[1].verdict, Some(Severity::Green), "{c:#?}");
+    assert_eq!(c.rows[1].diffstat.added, 1, "{c:#?}");
+    assert_eq!(c.rows[2].diffstat.added, 2, "{c:#?}");
+    assert_eq!(c.best().map(|r| r.agent.as_str()), Some("beta"), "{c:#?}");
+    assert_eq!(c.reason, "the smaller diff");
+    let labels: Vec<&str> = c.rows.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["c1", "c2", "c3"]);
+
+    ops.send(Op::Submit("/merge best".into())).unwrap();
+    let merged = events.said("merged into main").await;
+    assert!(merged.contains(&c.rows[1].branch), "{merged}");
+    let greet = std::fs::read_to_string(s.repo().join("greet.txt")).unwrap();
+    assert_eq!(greet.trim(), "hello from beta");
+
+    ops.send(Op::Submit("/discard others".into())).unwrap();
+    let asked = events.said("never merged").await;
+    assert!(
+        asked.contains(&c.rows[0].branch) && asked.contains(&c.rows[2].branch),
+        "{asked}"
+    );
+    ops.send(Op::Submit("/discard others".into())).unwrap();
+    events.said("worktrees and branches removed").await;
+    for row in [&c.rows[0], &c.rows[2]] {
+        assert_eq!(
+            s.git(&["branch", "--list", &row.branch]),
+            "",
+            "{}",
+            row.branch
+        );
+    }
+    assert_eq!(
+        s.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    session.shutdown();
+    drop(session);
+
+    // The transcript replays to the same comparison box.
+    let loaded = quorum::transcript::load(&record).unwrap();
+    let mut state = quorum::tui::state::State::new();
+    for e in &loaded.events {
+        state.apply(e);
+    }
+    let cell = state
+        .cells
+        .iter()
+        .find(|cell| matches!(cell.kind, quorum::tui::state::CellKind::Arena(_)))
+        .expect("the comparison box");
+    let quorum::tui::state::CellKind::Arena(a) = &cell.kind else {
+        unreachable!()
+    };
+    assert_eq!(a.comparison, c);
+    let rows: Vec<String> = quorum::tui::cells::render(cell, 100, 0)
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .collect();
+    let screen = rows.join("\n");
+    assert!(screen.contains("★ beta c2"), "{screen}");
+    assert!(screen.contains("● 1 red"), "{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_of_a_writer_updates_the_comparison() {
+    let s = scratch();
+    let record = s.dir.path().join("arena.jsonl");
+    let (session, ops, mut events) = s.session(&record);
+    ops.send(Op::Submit(
+        "@delta,beta+ write greet.txt hello from alpha".into(),
+    ))
+    .unwrap();
+    let c = events.compared().await;
+    assert_eq!(c.rows[0].verdict, Some(Severity::Red), "{c:#?}");
+    assert_eq!(c.best().map(|r| r.agent.as_str()), Some("beta"), "{c:#?}");
+    // delta mends its branch: reviewed again, now equal to beta's.
+    ops.send(Op::Submit("/msg c1 write greet.txt hello, mended".into()))
+        .unwrap();
+    let c = events.compared().await;
+    assert_eq!(c.rows[0].verdict, Some(Severity::Green), "{c:#?}");
+    assert_eq!((c.winner, c.ties.clone()), (None, vec![0, 1]), "{c:#?}");
+    assert_eq!(c.reason, "tied: delta, beta");
+    session.shutdown();
+}
+
+#[test]
+fn quorum_arena_json_names_the_winner_and_a_row_per_writer() {
+    let s = scratch();
+    let out = s.quorum(&[
+        "arena",
+        "--agents",
+        "alpha,beta,gamma",
+        "--json",
+        "Write a greeting",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(v["winner"]["agent"], "beta", "{v:#}");
+    assert!(
+        v["winner"]["branch"]
+            .as_str()
+            .unwrap()
+            .starts_with("quorum/"),
+        "{v:#}"
+    );
+    assert_eq!(v["rows"].as_array().unwrap().len(), 3, "{v:#}");
+    assert_eq!(v["rows"][0]["verdict"], "red", "{v:#}");
+    // The text table: a row per writer, the winner starred.
+    let out = s.quorum(&["arena", "--agents", "alpha,beta", "Write a greeting"]);
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}{}", text(&out.stderr));
+    assert!(table.contains("★ beta"), "{table}");
+    assert!(table.contains("winner: beta"), "{table}");
+}
