@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use super::{Diffstat, Severity};
 
 /// What a writer's check said: `[worktree] check` run on the branch's
-/// commit. Filled by the check's event when checks run (issue 39 item 2);
-/// until then every row's `check` is `None`.
+/// commit, from its `check_finished` ([`CheckCell::of`]); `None` in a row
+/// whose branch was never checked (no `check` configured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CheckCell {
     pub outcome: CheckOutcome,
@@ -45,6 +45,26 @@ pub enum CheckOutcome {
 }
 
 impl CheckCell {
+    /// The cell of a `check_finished`: timed out, else passed or failed,
+    /// with the counts the runner printed.
+    pub fn of(
+        passed: bool,
+        counts: Option<super::check::CheckCounts>,
+        timed_out: Option<u64>,
+    ) -> Self {
+        let outcome = match (timed_out, passed) {
+            (Some(_), _) => CheckOutcome::TimedOut,
+            (None, true) => CheckOutcome::Passed,
+            (None, false) => CheckOutcome::Failed,
+        };
+        let n = |k: u64| u32::try_from(k).unwrap_or(u32::MAX);
+        Self {
+            outcome,
+            passed: counts.map(|c| n(c.passed)),
+            failed: counts.map(|c| n(c.failed)),
+        }
+    }
+
     /// `pass 12`, `fail 1/12`, `timed out`.
     pub fn label(&self) -> String {
         match self.outcome {

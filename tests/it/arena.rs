@@ -271,3 +271,37 @@ fn quorum_arena_json_names_the_winner_and_a_row_per_writer() {
     assert!(table.contains("★ beta"), "{table}");
     assert!(table.contains("winner: beta"), "{table}");
 }
+
+/// With `[worktree] check`, each writer's check is in its row and ranks
+/// first: beta, the winner without checks, fails the project's check here
+/// (its greeting is refused), so gamma, whose check passed and whose
+/// branch has no red finding, wins, its bigger diff notwithstanding.
+#[test]
+fn a_failed_check_loses_the_arena() {
+    let s = scratch();
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str("[worktree]\ncheck = \"! grep -q beta greet.txt\"\ncheck_timeout = 60\n");
+    std::fs::write(&s.config, config).unwrap();
+    let out = s.quorum(&[
+        "arena",
+        "--agents",
+        "alpha,beta,gamma",
+        "--json",
+        "Write a greeting",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(v["winner"]["agent"], "gamma", "{v:#}");
+    let row = |agent: &str| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["agent"] == agent)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("beta")["check"]["outcome"], "failed", "{v:#}");
+    assert_eq!(row("gamma")["check"]["outcome"], "passed", "{v:#}");
+    assert_eq!(row("alpha")["check"]["outcome"], "passed", "{v:#}");
+}

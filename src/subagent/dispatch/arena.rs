@@ -6,9 +6,10 @@
 //! comparison told (`arena_compared`). `/merge best` and `/discard others`
 //! act on the last one.
 //!
-//! Checks (`[worktree] check`, issue 39 item 2) are not run here yet: each
-//! row's `check` stays `None` until they are; the rule already ranks a row
-//! without a check between one that passed and one that failed.
+//! Each row's check is its branch's last `check_finished` (a writer's check
+//! runs before its box closes, so it is there when the writers are
+//! compared); without `[worktree] check` a row has none, which the rule
+//! ranks between a check that passed and one that failed.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use tokio::sync::watch;
 use super::batch::{BatchResult, TaskResult};
 use super::isolate::Discarded;
 use super::{DispatchError, Dispatcher, Reply};
-use crate::event::arena::{ArenaRow, Comparison, FindingCounts};
+use crate::event::arena::{ArenaRow, CheckCell, Comparison, FindingCounts};
 use crate::event::{Event, Quorum, Stamped};
 use crate::subagent::input::{SubAgentCallInput, TaskInput};
 use crate::subagent::lock;
@@ -219,6 +220,10 @@ impl Dispatcher {
         if let Ok(diff) = repo.diff(&w.base_commit, &w.branch) {
             row.tests_touched = tests_touched(&diff);
         }
+        if let Some((cell, touched)) = lock(&self.checks).get(&row.branch) {
+            row.check = Some(*cell);
+            row.tests_touched = row.tests_touched.max(touched.len() as u32);
+        }
         self.emitter.board(|b| {
             let Some(e) = b.call(&call) else {
                 return;
@@ -283,6 +288,31 @@ impl Dispatcher {
         if last.is_some() {
             *lock(&self.arena) = last;
         }
+        let mut checks = lock(&self.checks);
+        for s in events {
+            if let Event::CheckFinished {
+                branch,
+                passed,
+                counts,
+                timed_out,
+                touches_tests,
+                ..
+            } = &s.event
+            {
+                let cell = CheckCell::of(*passed, *counts, *timed_out);
+                checks.insert(branch.clone(), (cell, touches_tests.clone()));
+            }
+        }
+    }
+
+    /// A branch's check, as the next comparison takes it.
+    pub(in crate::subagent) fn record_check(
+        &self,
+        branch: &str,
+        cell: CheckCell,
+        touched: Vec<String>,
+    ) {
+        lock(&self.checks).insert(branch.to_string(), (cell, touched));
     }
 }
 

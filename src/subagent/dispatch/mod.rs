@@ -253,6 +253,8 @@ pub struct Dispatcher {
     pub(super) arena_reviewers: Mutex<Option<Vec<String>>>,
     /// The session's last arena, for `/merge best` and `/discard others`.
     pub(super) arena: Mutex<Option<(String, crate::event::arena::Comparison)>>,
+    /// Each writer branch's last check, and the test files it touched.
+    pub(super) checks: Mutex<HashMap<String, (crate::event::arena::CheckCell, Vec<String>)>>,
 }
 
 impl Dispatcher {
@@ -298,6 +300,7 @@ impl Dispatcher {
             cut_said: Default::default(),
             arena_reviewers: Default::default(),
             arena: Default::default(),
+            checks: Default::default(),
         };
         (Arc::new(d), rx)
     }

@@ -166,6 +166,8 @@ impl Dispatcher {
         let timed_out = ran.timed_out.then_some(timeout.as_secs());
         let touches_tests = worktree::ready::touches_tests(&changed, None);
         let line = crate::event::check_line(ran.success, counts, timed_out);
+        let cell = crate::event::arena::CheckCell::of(ran.success, counts, timed_out);
+        self.record_check(&w.branch, cell, touches_tests.clone());
         self.emitter.emit(Event::CheckFinished {
             call_id: call_id.to_string(),
             branch: w.branch.clone(),
