@@ -667,21 +667,7 @@ impl Repo {
     /// `.gitattributes` and `.gitmodules`.
     pub fn files_run_later(&self, branch: &str) -> Result<Vec<String>> {
         let base = self.fork_point(branch)?;
-        let names = self.git(
-            &format!("listing what {branch} changes (git diff --name-only)"),
-            &[
-                "diff",
-                "--name-only",
-                "-z",
-                "--no-renames",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--end-of-options",
-                &base,
-                branch,
-                "--",
-            ],
-        )?;
+        let names = self.changed_files(&base, branch)?;
         let hooks = hardened::hooks_path(&self.top).and_then(|h| {
             lexical(&h)
                 .strip_prefix(lexical(&self.top))
@@ -689,11 +675,8 @@ impl Repo {
                 .map(Path::to_path_buf)
         });
         Ok(names
-            .split('\0')
-            .filter(|n| {
-                !n.is_empty() && machinery::runs_later(Path::new(n), hooks.as_deref()).is_some()
-            })
-            .map(str::to_string)
+            .into_iter()
+            .filter(|n| machinery::runs_later(Path::new(n), hooks.as_deref()).is_some())
             .collect())
     }
 
