@@ -644,6 +644,14 @@ async fn a_connection_lost_mid_turn_is_interrupted_and_retry_fetches_the_work() 
     })
     .await;
     assert_eq!(lab.git(&["show", &format!("{branch}:made.txt")]), "kept");
+    // The retry is a new task with a worktree of its own: quorum is ended
+    // once that is made (a CI run ended it while its `git worktree add`
+    // ran, and that git was still there 15 s later).
+    next_of(&mut events, |e| match e {
+        Event::WorktreeReady { branch: b, .. } if *b != branch => Some(()),
+        _ => None,
+    })
+    .await;
     session.shutdown();
     drop(session);
     lab.assert_nothing_left(&[]);
