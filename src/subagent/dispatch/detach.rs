@@ -7,11 +7,10 @@
 //! longer reaches them. An MCP host that would time a long call out gets
 //! the task ids instead of waiting (`[mcp] sync_seconds`).
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::Dispatcher;
-use crate::event::{Event, Outcome};
+use crate::event::Outcome;
 use crate::subagent::lock;
 
 /// The calls of one `subagent` invocation, for its caller to send to the
@@ -172,17 +171,12 @@ impl Dispatcher {
             let task_id = match (&handle.task_id, handle.meta.take()) {
                 (Some(task_id), _) => task_id.clone(),
                 (None, Some(meta)) => {
-                    let task_id = format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst));
-                    lock(&self.tasks).insert(call.call_id.clone(), meta);
-                    handle.task_id = Some(task_id.clone());
                     // The caller's cancel reaches it no more.
                     if let Some(forward) = handle.forward.take() {
                         forward.abort();
                     }
-                    self.emitter.emit(Event::SubagentBackgrounded {
-                        call_id: call.call_id.clone(),
-                        task_id: task_id.clone(),
-                    });
+                    let task_id = self.make_task(&call.call_id, meta);
+                    handle.task_id = Some(task_id.clone());
                     task_id
                 }
                 // Not a call that can go on alone.

@@ -493,6 +493,22 @@ impl Dispatcher {
         self.pool.shutdown();
     }
 
+    /// Makes call `call_id` a background task (its caller stopped waiting,
+    /// or a follow-up named a finished foreground worktree call): a task
+    /// id of its own, what its follow-ups need (`meta`), and
+    /// `subagent_backgrounded` said. Its task id.
+    pub(super) fn make_task(&self, call_id: &str, meta: TaskMeta) -> String {
+        let task_id = format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst));
+        lock(&self.tasks).insert(call_id.to_string(), meta);
+        // A task now: its meta has one home.
+        lock(&self.foreground).remove(call_id);
+        self.emitter.emit(Event::SubagentBackgrounded {
+            call_id: call_id.to_string(),
+            task_id: task_id.clone(),
+        });
+        task_id
+    }
+
     /// Refused once the session is shut down.
     pub(super) fn open_for_calls(&self) -> Result<(), DispatchError> {
         if self.closed.load(Ordering::SeqCst) {

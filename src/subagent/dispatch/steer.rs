@@ -241,22 +241,13 @@ impl Dispatcher {
         if lock(&self.running).contains_key(&call_id) {
             return Err(DispatchError::StillRunning(id.to_string()));
         }
-        let Some(meta) = lock(&self.foreground).remove(&call_id) else {
+        let Some(meta) = lock(&self.foreground).get(&call_id).cloned() else {
             return Ok(None);
         };
-        let task_id = format!(
-            "t{}",
-            self.next_task
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-        );
-        lock(&self.tasks).insert(call_id.clone(), meta);
+        let task_id = self.make_task(&call_id, meta);
         if let Some(i) = lock(&self.worktrees).by_call.get_mut(&call_id) {
             i.task_id = Some(task_id.clone());
         }
-        self.emitter.emit(Event::SubagentBackgrounded {
-            call_id: call_id.clone(),
-            task_id: task_id.clone(),
-        });
         Ok(Some((call_id, task_id)))
     }
 
