@@ -210,10 +210,14 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
     // picked (its mode and effort are that session's own again).
     drive(&mut terminal, &mut app, line("/new"), vec![]).await;
     // The session is forgotten: there is none to change until the next
-    // call opens one.
+    // call opens one. (An earlier refusal is on screen too: this waits
+    // for the one under this command, so it is answered before the next
+    // call opens a session it could change.)
     drive(&mut terminal, &mut app, line("/mode fake code"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
-        s.contains("/mode: fake has no open session to change")
+        s.split("› /mode fake code")
+            .nth(1)
+            .is_some_and(|after| after.contains("/mode: fake has no open session to change"))
     })
     .await;
     drive(&mut terminal, &mut app, line("@fake settings"), vec![]).await;
