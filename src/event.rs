@@ -554,6 +554,10 @@ pub enum Event {
         /// Every task is a code review: a quorum comes at the end.
         #[serde(default)]
         review: bool,
+        /// An arena's writers: compared (`arena_compared`) once every one
+        /// has finished; a continued session compares one it did not.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        arena: bool,
     },
     /// Every task of a batch has ended.
     "batch_finished" => BatchFinished {
@@ -768,6 +772,13 @@ pub enum Event {
         output: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         touches_tests: Vec<String>,
+        /// The program the check needs that is not there (`pytest`): it
+        /// could not run, which says nothing of the branch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        missing: Option<String>,
+        /// How long it ran, in milliseconds (none in older transcripts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ms: Option<u64>,
     },
     /// A review quorum's verdict, recorded against the branch it judged.
     "branch_verdict" => BranchVerdict {
@@ -1136,6 +1147,8 @@ pub(crate) mod tests {
                 timed_out: None,
                 output: "test result: FAILED. 12 passed; 2 failed".into(),
                 touches_tests: vec!["tests/a.rs".into()],
+                missing: None,
+                ms: Some(1200),
             },
             Event::BranchVerdict {
                 branch: "quorum/t1-fix".into(),

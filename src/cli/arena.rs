@@ -15,7 +15,7 @@ use super::progress::{Printer, Progress};
 use super::{Setup, interrupts};
 use crate::agent::Permissions;
 use crate::engine::{Session, config};
-use crate::event::arena::{ArenaRow, Comparison};
+use crate::event::arena::{ArenaRow, CheckCell, Comparison};
 use crate::subagent::input::{Isolation, SubAgentCallInput, TaskInput};
 
 /// Exit code: a winner was chosen.
@@ -198,7 +198,7 @@ fn cells(r: &ArenaRow) -> String {
     };
     format!(
         "{:<10}{:<9}{:<12}{:<18}{:>6}{:>8}{:>9}{:>7}\n",
-        r.check.map_or("-".to_string(), |c| c.label()),
+        r.check.as_ref().map_or("-".to_string(), CheckCell::label),
         r.verdict.map_or("-", |v| v.as_str()),
         findings,
         r.diffstat.to_string(),

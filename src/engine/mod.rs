@@ -354,6 +354,8 @@ impl Session {
             });
         }
         ops::offer_choices(&self.dispatcher, &self.emitter, self.base_url.clone(), None);
+        // A continued session compares the arenas it left uncompared.
+        self.dispatcher.resume_arenas();
         let (tx, rx) = mpsc::unbounded_channel();
         let ops = ops::Ops {
             emitter: self.emitter.clone(),

@@ -18,12 +18,14 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Diffstat, Severity};
+use std::collections::{HashMap, HashSet};
+
+use super::{Diffstat, Event, Quorum, Severity, Stamped, StopReason};
 
 /// What a writer's check said: `[worktree] check` run on the branch's
 /// commit, from its `check_finished` ([`CheckCell::of`]); `None` in a row
 /// whose branch was never checked (no `check` configured).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CheckCell {
     pub outcome: CheckOutcome,
     /// Tests that passed and failed, where the runner printed them.
@@ -31,6 +33,12 @@ pub struct CheckCell {
     pub passed: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<u32>,
+    /// The program it needs that is not installed (`could_not_run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+    /// How long it ran, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
 }
 
 /// How a check ended.
@@ -42,6 +50,9 @@ pub enum CheckOutcome {
     Failed,
     /// Killed at its time limit.
     TimedOut,
+    /// A program it needs is not installed: it says nothing of the
+    /// branch, and ranks as no check.
+    CouldNotRun,
 }
 
 impl CheckCell {
@@ -51,23 +62,38 @@ impl CheckCell {
         passed: bool,
         counts: Option<super::check::CheckCounts>,
         timed_out: Option<u64>,
+        missing: Option<&str>,
     ) -> Self {
-        let outcome = match (timed_out, passed) {
-            (Some(_), _) => CheckOutcome::TimedOut,
-            (None, true) => CheckOutcome::Passed,
-            (None, false) => CheckOutcome::Failed,
+        let outcome = match (timed_out, passed, missing) {
+            (Some(_), _, _) => CheckOutcome::TimedOut,
+            (None, true, _) => CheckOutcome::Passed,
+            (None, false, Some(_)) => CheckOutcome::CouldNotRun,
+            (None, false, None) => CheckOutcome::Failed,
         };
         let n = |k: u64| u32::try_from(k).unwrap_or(u32::MAX);
         Self {
-            outcome,
             passed: counts.map(|c| n(c.passed)),
             failed: counts.map(|c| n(c.failed)),
+            missing: missing
+                .filter(|_| outcome == CheckOutcome::CouldNotRun)
+                .map(str::to_string),
+            outcome,
+            ms: None,
         }
     }
 
-    /// `pass 12`, `fail 1/12`, `timed out`.
+    /// The same cell, with how long the check ran.
+    pub fn took(mut self, ms: Option<u64>) -> Self {
+        self.ms = ms;
+        self
+    }
+
+    /// `pass 12`, `fail 1/12`, `timed out`, `no pytest`.
     pub fn label(&self) -> String {
         match self.outcome {
+            CheckOutcome::CouldNotRun => {
+                format!("no {}", self.missing.as_deref().unwrap_or("tool"))
+            }
             CheckOutcome::Passed => match self.passed {
                 Some(n) => format!("pass {n}"),
                 None => "pass".into(),
@@ -150,12 +176,13 @@ impl ArenaRow {
         self.diffstat.added + self.diffstat.removed
     }
 
-    /// The check's rank: passed, none, failed or timed out.
+    /// The check's rank: passed, none (or one that could not run),
+    /// failed or timed out.
     fn check_rank(&self) -> u8 {
-        match self.check.map(|c| c.outcome) {
+        match self.check.as_ref().map(|c| c.outcome) {
             Some(CheckOutcome::Passed) => 0,
-            None => 1,
-            Some(_) => 2,
+            None | Some(CheckOutcome::CouldNotRun) => 1,
+            Some(CheckOutcome::Failed | CheckOutcome::TimedOut) => 2,
         }
     }
 
@@ -200,6 +227,10 @@ pub struct Comparison {
     /// Why: what decided it, or why none could be chosen.
     #[serde(default)]
     pub reason: String,
+    /// How long the branches' reviews took, from the last writer's end to
+    /// the comparison, in milliseconds (each row's check says its own).
+    #[serde(default)]
+    pub reviews_ms: u64,
 }
 
 impl Comparison {
@@ -233,6 +264,7 @@ impl Comparison {
             winner,
             ties,
             reason,
+            reviews_ms: 0,
         }
     }
 
@@ -255,6 +287,136 @@ fn decided_by(a: &ArenaRow, b: &ArenaRow) -> &'static str {
     } else {
         "the lower cost"
     }
+}
+
+/// An arena its session ended before comparing: what a continued
+/// session needs to compare it ([`unfinished`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Unfinished {
+    pub batch_id: String,
+    /// The writers' task (the first writer's message).
+    pub task: String,
+    pub writers: Vec<Writer>,
+}
+
+/// A writer of an unfinished arena, as the transcript left it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Writer {
+    pub call_id: String,
+    pub agent: String,
+    /// Its branch (none: its worktree was never made).
+    pub branch: Option<String>,
+    /// Its branch's last commit (none: it committed nothing).
+    pub commit: Option<String>,
+    /// The check ran on that commit.
+    pub checked: bool,
+    /// How its turn ended (none: it was running when the session ended).
+    pub ended: Option<StopReason>,
+    /// Its branch's review quorum, when one finished after that commit.
+    pub reviewed: Option<Quorum>,
+}
+
+/// The arenas of `events` (a recorded session) that were never compared:
+/// each writer with what was done of it (committed, checked, reviewed), so
+/// a continued session runs only what is missing.
+pub fn unfinished(events: &[Stamped]) -> Vec<Unfinished> {
+    let mut arenas: Vec<Unfinished> = Vec::new();
+    let mut compared: HashSet<&str> = HashSet::new();
+    // Writers by call and by branch: (arena, writer).
+    let mut calls: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut branches: HashMap<&str, (usize, usize)> = HashMap::new();
+    // Review batches by the branch they judged.
+    let mut judged: HashMap<&str, &str> = HashMap::new();
+    for s in events {
+        let at = |key: &str, map: &HashMap<&str, (usize, usize)>| map.get(key).copied();
+        match &s.event {
+            Event::BatchStarted {
+                batch_id,
+                arena: true,
+                ..
+            } => arenas.push(Unfinished {
+                batch_id: batch_id.clone(),
+                ..Unfinished::default()
+            }),
+            Event::SubagentStarted {
+                call_id,
+                agent,
+                input,
+                batch_id: Some(b),
+                ..
+            } => {
+                let Some(a) = arenas.iter().rposition(|u| &u.batch_id == b) else {
+                    continue;
+                };
+                let arena = &mut arenas[a];
+                if arena.task.is_empty() {
+                    arena.task = input.clone();
+                }
+                calls.insert(call_id, (a, arena.writers.len()));
+                arena.writers.push(Writer {
+                    call_id: call_id.clone(),
+                    agent: agent.name().to_string(),
+                    ..Writer::default()
+                });
+            }
+            Event::WorktreeReady {
+                call_id, branch, ..
+            } => {
+                if let Some((a, w)) = at(call_id, &calls) {
+                    arenas[a].writers[w].branch = Some(branch.clone());
+                    branches.insert(branch, (a, w));
+                }
+            }
+            Event::WorktreeCommitted {
+                branch,
+                commit: Some(commit),
+                ..
+            } => {
+                if let Some((a, w)) = at(branch, &branches) {
+                    let writer = &mut arenas[a].writers[w];
+                    writer.commit = Some(commit.clone());
+                    writer.checked = false;
+                    writer.reviewed = None;
+                }
+            }
+            Event::CheckFinished { branch, commit, .. } => {
+                if let Some((a, w)) = at(branch, &branches) {
+                    let writer = &mut arenas[a].writers[w];
+                    writer.checked |= writer.commit.as_ref() == Some(commit);
+                }
+            }
+            Event::SubagentFinished {
+                call_id,
+                stop_reason,
+                ..
+            } => {
+                if let Some((a, w)) = at(call_id, &calls) {
+                    arenas[a].writers[w].ended = Some(*stop_reason);
+                }
+            }
+            Event::BranchVerdict {
+                branch,
+                batch_id: Some(b),
+                ..
+            } => {
+                judged.insert(b, branch);
+            }
+            Event::ReviewQuorum {
+                batch_id, quorum, ..
+            } => {
+                let writer = judged.get(batch_id.as_str()).and_then(|b| at(b, &branches));
+                if let Some((a, w)) = writer {
+                    arenas[a].writers[w].reviewed = Some(quorum.clone());
+                }
+            }
+            Event::ArenaCompared { batch_id, .. } => {
+                compared.insert(batch_id);
+            }
+            _ => {}
+        }
+    }
+    arenas.retain(|a| !compared.contains(a.batch_id.as_str()));
+    arenas
 }
 
 #[cfg(test)]
@@ -304,6 +466,32 @@ mod tests {
         let mut t = row("t");
         t.check = check(CheckOutcome::TimedOut);
         assert_eq!(winner(vec![a, t, b]).0.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_check_that_could_not_run_ranks_as_none_and_names_the_program() {
+        let cell = CheckCell::of(false, None, None, Some("pytest"));
+        assert_eq!(cell.outcome, CheckOutcome::CouldNotRun);
+        assert_eq!(cell.label(), "no pytest");
+        // It says nothing of the branch: the smaller diff wins over a
+        // failed check, and loses to a passed one.
+        let mut missing = row("missing");
+        missing.check = Some(cell);
+        missing.diffstat.added = 1;
+        let mut failed = row("failed");
+        failed.check = check(CheckOutcome::Failed);
+        assert_eq!(
+            winner(vec![failed, missing.clone()]).0.as_deref(),
+            Some("missing")
+        );
+        let mut passed = row("passed");
+        passed.check = check(CheckOutcome::Passed);
+        assert_eq!(winner(vec![missing, passed]).0.as_deref(), Some("passed"));
+        // A failed check that printed no such line is a failure.
+        assert_eq!(
+            CheckCell::of(false, None, None, None).outcome,
+            CheckOutcome::Failed
+        );
     }
 
     #[test]
@@ -390,6 +578,8 @@ mod tests {
             outcome: CheckOutcome::Failed,
             passed: Some(11),
             failed: Some(1),
+            missing: None,
+            ms: None,
         };
         assert_eq!(cell.label(), "fail 1/12");
         let json = serde_json::to_value(Comparison::decide("t", vec![row("a")])).unwrap();

@@ -306,6 +306,7 @@ impl From<BatchStarted> for Event {
             batch_id: b.batch_id,
             tasks: b.tasks,
             review: b.review,
+            arena: false,
         }
     }
 }
@@ -569,6 +570,7 @@ mod tests {
                 batch_id: "b1".into(),
                 tasks: 3,
                 review: false,
+                arena: false,
             }
         );
         assert!(matches!(

@@ -17,10 +17,19 @@ pub struct CheckCounts {
 }
 
 /// A check as its box line says it: `✓ check passed · 12 passed`, `✗ check
-/// failed · 2 failed of 14`, `⏱ check timed out after 600 s`.
-pub fn check_line(passed: bool, counts: Option<CheckCounts>, timed_out: Option<u64>) -> String {
+/// failed · 2 failed of 14`, `⏱ check timed out after 600 s`, `✗ check
+/// could not run: pytest is not installed`.
+pub fn check_line(
+    passed: bool,
+    counts: Option<CheckCounts>,
+    timed_out: Option<u64>,
+    missing: Option<&str>,
+) -> String {
     if let Some(seconds) = timed_out {
         return format!("⏱ check timed out after {seconds} s");
+    }
+    if let Some(tool) = missing {
+        return format!("✗ check could not run: {tool} is not installed");
     }
     match (passed, counts) {
         (true, Some(c)) => format!("✓ check passed · {} passed", c.passed),
@@ -42,17 +51,21 @@ mod tests {
     fn the_line_says_what_the_check_found() {
         let c = |passed, failed| Some(CheckCounts { passed, failed });
         assert_eq!(
-            check_line(true, c(12, 0), None),
+            check_line(true, c(12, 0), None, None),
             "✓ check passed · 12 passed"
         );
         assert_eq!(
-            check_line(false, c(12, 2), None),
+            check_line(false, c(12, 2), None, None),
             "✗ check failed · 2 failed of 14"
         );
-        assert_eq!(check_line(false, None, None), "✗ check failed");
+        assert_eq!(check_line(false, None, None, None), "✗ check failed");
         assert_eq!(
-            check_line(false, None, Some(600)),
+            check_line(false, None, Some(600), None),
             "⏱ check timed out after 600 s"
+        );
+        assert_eq!(
+            check_line(false, None, None, Some("pytest")),
+            "✗ check could not run: pytest is not installed"
         );
     }
 }

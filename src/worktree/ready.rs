@@ -239,6 +239,36 @@ fn number_before(text: &str, word: &str) -> Option<u64> {
         .and_then(|w| w[0].parse().ok())
 }
 
+/// The program a command that ended with `code` and printed `output`
+/// could not find: the shell's `NAME: not found` (dash) or `NAME: command
+/// not found` (bash) when it ended with 127, or Python's `No module named
+/// NAME` (`python -m pytest` without pytest). `None`: it ran.
+pub fn missing_tool(code: Option<i32>, output: &str) -> Option<String> {
+    let name = |s: &str| {
+        let s = s.trim().trim_matches(|c| c == '\'' || c == '"');
+        (!s.is_empty() && s.len() <= 120 && !s.contains(char::is_whitespace)).then(|| s.to_string())
+    };
+    if code == Some(127) {
+        let found = output.lines().find_map(|line| {
+            let before = line
+                .trim_end()
+                .strip_suffix(": command not found")
+                .or_else(|| line.trim_end().strip_suffix(": not found"))?;
+            name(before.rsplit(": ").next()?)
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    if code.is_some_and(|c| c != 0) {
+        return output.lines().find_map(|line| {
+            let (_, module) = line.split_once("No module named ")?;
+            name(module.split(['.', ' ']).next()?)
+        });
+    }
+    None
+}
+
 /// What of `changed` (a branch's changed files) is a test or the check's
 /// own configuration: tests under `tests/`, `test/`, `__tests__/`,
 /// `*_test.go`, `test_*.py`, `*_test.py`, `*.test.js|ts`, `*.spec.*`, and
@@ -297,6 +327,25 @@ mod tests {
 
     fn c(passed: u64, failed: u64) -> Option<CheckCounts> {
         Some(CheckCounts { passed, failed })
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        assert_eq!(
+            missing_tool(Some(127), "sh: 1: pytest: not found\n").as_deref(),
+            Some("pytest")
+        );
+        assert_eq!(
+            missing_tool(Some(127), "sh: line 1: npx: command not found\n").as_deref(),
+            Some("npx")
+        );
+        assert_eq!(
+            missing_tool(Some(1), "/usr/bin/python3: No module named pytest\n").as_deref(),
+            Some("pytest")
+        );
+        // A test that failed is not a missing program.
+        assert_eq!(missing_tool(Some(1), "1 failed, 2 passed in 0.1s\n"), None);
+        assert_eq!(missing_tool(Some(0), "No module named x (handled)\n"), None);
     }
 
     #[test]

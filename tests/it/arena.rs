@@ -101,9 +101,20 @@ impl Scratch {
 
     /// A session in the repository, as the TUI starts one, recorded.
     fn session(&self, record: &Path) -> (Session, mpsc::UnboundedSender<Op>, Events) {
+        self.session_with(Some(record), None)
+    }
+
+    /// As [`Scratch::session`], recording to `record`, or continuing
+    /// `resume` (`--continue`).
+    fn session_with(
+        &self,
+        record: Option<&Path>,
+        resume: Option<&Path>,
+    ) -> (Session, mpsc::UnboundedSender<Op>, Events) {
         let registry = Registry::load_only(&self.config).unwrap();
         let mut config = SessionConfig::new(registry, Root::new(&self.repo()).unwrap());
-        config.record = Some(record.to_path_buf());
+        config.record = record.map(Path::to_path_buf);
+        config.resume = resume.map(Path::to_path_buf);
         config.read_settings(Some(&self.config)).unwrap();
         let (mut session, events) = Session::start(config, Instant::now()).unwrap();
         session
@@ -304,4 +315,107 @@ fn a_failed_check_loses_the_arena() {
     assert_eq!(row("beta")["check"]["outcome"], "failed", "{v:#}");
     assert_eq!(row("gamma")["check"]["outcome"], "passed", "{v:#}");
     assert_eq!(row("alpha")["check"]["outcome"], "passed", "{v:#}");
+}
+
+/// The events of `record` before the first for which `cut` holds, written
+/// to `to`: the transcript of a session that ended (killed) there.
+fn cut_before(record: &Path, to: &Path, mut cut: impl FnMut(&Event) -> bool) {
+    let text = std::fs::read_to_string(record).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        // (The first line is the transcript's header, not an event.)
+        .take_while(|line| serde_json::from_str::<Stamped>(line).map_or(true, |e| !cut(&e.event)))
+        .collect();
+    std::fs::write(to, kept.join("\n") + "\n").unwrap();
+}
+
+/// The checks that finished and the review batches that started.
+fn checks_and_reviews(events: &[Stamped]) -> (usize, usize) {
+    let count = |f: fn(&Event) -> bool| events.iter().filter(|e| f(&e.event)).count();
+    (
+        count(|e| matches!(e, Event::CheckFinished { .. })),
+        count(|e| matches!(e, Event::BatchStarted { review: true, .. })),
+    )
+}
+
+/// An arena whose session ended before its comparison is compared when
+/// the session is continued, running again only what had not finished:
+/// cut before the last writer's check, that check runs (and no other);
+/// cut after the first branch's review, the other two branches are
+/// reviewed and the first is not. Either way the comparison is the one
+/// the whole session made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfinished_arena_is_compared_when_its_session_is_continued() {
+    let s = scratch();
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str("[worktree]\ncheck = \"! grep -q beta greet.txt\"\ncheck_timeout = 60\n");
+    std::fs::write(&s.config, config).unwrap();
+    let record = s.dir.path().join("arena.jsonl");
+    let (session, ops, mut events) = s.session(&record);
+    ops.send(Op::Submit("@alpha,beta,gamma+ Write a greeting".into()))
+        .unwrap();
+    let whole = events.compared().await;
+    assert_eq!(whole.best().map(|r| r.agent.as_str()), Some("gamma"));
+    session.shutdown();
+    drop(session);
+    assert_eq!(checks_and_reviews(&common::events(&record)), (3, 3));
+
+    // Killed before the last check finished.
+    let before_check = s.dir.path().join("before-check.jsonl");
+    let mut checks = 0;
+    cut_before(&record, &before_check, |e| {
+        checks += usize::from(matches!(e, Event::CheckFinished { .. }));
+        checks == 3
+    });
+    // Killed after the first branch's review.
+    let after_review = s.dir.path().join("after-review.jsonl");
+    let mut reviewed = false;
+    cut_before(&record, &after_review, |e| {
+        let cut = reviewed && matches!(e, Event::BatchFinished { .. });
+        reviewed |= matches!(e, Event::ReviewQuorum { .. });
+        cut
+    });
+    for (file, again) in [(&before_check, (1, 3)), (&after_review, (0, 2))] {
+        assert!(
+            !common::events(file)
+                .iter()
+                .any(|e| matches!(e.event, Event::ArenaCompared { .. }))
+        );
+        let (session, _ops, mut events) = s.session_with(None, Some(file));
+        let c = events.compared().await;
+        session.shutdown();
+        drop(session);
+        // The same rows, but for how long things took.
+        let timeless = |rows: &[quorum::event::arena::ArenaRow]| {
+            let mut rows = rows.to_vec();
+            for r in &mut rows {
+                r.ms = 0;
+                if let Some(c) = &mut r.check {
+                    c.ms = None;
+                }
+            }
+            rows
+        };
+        assert_eq!(
+            timeless(&c.rows),
+            timeless(&whole.rows),
+            "{}",
+            file.display()
+        );
+        assert_eq!((c.winner, &c.reason), (whole.winner, &whole.reason));
+        // What the continued session did is recorded after its start.
+        let recorded = common::events(file);
+        let continued = recorded
+            .iter()
+            .position(|e| matches!(e.event, Event::SessionResumed { .. }))
+            .expect("the continued session is recorded");
+        let continued = &recorded[continued..];
+        assert_eq!(checks_and_reviews(continued), again, "{}", file.display());
+        assert!(
+            continued
+                .iter()
+                .any(|e| matches!(e.event, Event::ArenaCompared { .. })),
+            "the comparison is recorded"
+        );
+    }
 }

@@ -72,6 +72,7 @@ fn quorum_events(branch: Option<&str>) -> Vec<Stamped> {
             batch_id: "b9".into(),
             tasks: 2,
             review: true,
+            arena: false,
         },
         Event::ReviewQuorum {
             batch_id: "b9".into(),

@@ -1604,7 +1604,7 @@ async fn a_passing_writer_passes_and_one_deleting_a_test_is_marked() {
     assert!(passed, "{output}");
     assert_eq!(timed_out, None);
     assert_eq!(
-        quorum::event::check_line(passed, counts, timed_out),
+        quorum::event::check_line(passed, counts, timed_out, None),
         "✓ check passed · 2 passed"
     );
     assert!(touches_tests.is_empty(), "{touches_tests:?}");
@@ -1655,7 +1655,7 @@ async fn a_check_that_hangs_is_killed_at_its_time_limit() {
     assert_eq!(timed_out, Some(2));
     assert!(output.contains("started"), "{output}");
     assert_eq!(
-        quorum::event::check_line(passed, counts, timed_out),
+        quorum::event::check_line(passed, counts, timed_out, None),
         "⏱ check timed out after 2 s"
     );
     assert_eq!(

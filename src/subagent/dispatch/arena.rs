@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use super::batch::{BatchResult, TaskResult};
 use super::isolate::Discarded;
 use super::{DispatchError, Dispatcher, Reply};
-use crate::event::arena::{ArenaRow, CheckCell, Comparison, FindingCounts};
-use crate::event::{Event, Quorum, Stamped};
+use crate::event::arena::{ArenaRow, CheckCell, Comparison, FindingCounts, Unfinished, Writer};
+use crate::event::{Event, Quorum, Stamped, StopReason};
 use crate::subagent::input::{SubAgentCallInput, TaskInput};
 use crate::subagent::lock;
 
@@ -60,8 +60,7 @@ impl Dispatcher {
     }
 
     /// The writers of `writers` (a finished batch) compared: each branch
-    /// reviewed, the rows filled, the winner chosen and told. (A boxed
-    /// future: the reviews are batches, and this runs at a batch's end.)
+    /// reviewed, the rows filled, the winner chosen and told.
     pub(in crate::subagent) fn compare<'a>(
         self: &'a Arc<Self>,
         task: &'a str,
@@ -69,24 +68,45 @@ impl Dispatcher {
         cancel: Option<watch::Receiver<bool>>,
         depth: u32,
     ) -> BoxFuture<'a, Comparison> {
+        let entries = writers.tasks.iter().map(Entry::of).collect();
+        self.compare_entries(task, &writers.batch_id, entries, cancel, depth)
+    }
+
+    /// `entries` compared: each row measured, each branch that can still
+    /// win and has no review yet reviewed (a writer that failed or changed
+    /// nothing is not), the winner chosen and told. (A boxed future: the
+    /// reviews are batches, and this runs at a batch's end.)
+    fn compare_entries<'a>(
+        self: &'a Arc<Self>,
+        task: &'a str,
+        batch_id: &'a str,
+        entries: Vec<Entry>,
+        cancel: Option<watch::Receiver<bool>>,
+        depth: u32,
+    ) -> BoxFuture<'a, Comparison> {
         Box::pin(async move {
-            let reviews = writers.tasks.iter().map(|t| {
+            let started = std::time::Instant::now();
+            let mut rows: Vec<ArenaRow> = entries.iter().map(|e| self.row(e)).collect();
+            let reviews = entries.into_iter().zip(&rows).map(|(entry, row)| {
                 let cancel = cancel.clone();
                 async move {
-                    let branch = branch_of(t)?;
-                    self.review_branch(task, &t.agent, &branch, cancel, depth)
+                    if entry.reviewed.is_some() || row.failed.is_some() {
+                        return entry.reviewed;
+                    }
+                    self.review_branch(task, &row.agent, &row.branch, cancel, depth)
                         .await
                 }
             });
             let quorums = futures::future::join_all(reviews).await;
-            let rows = writers
-                .tasks
-                .iter()
-                .zip(quorums)
-                .map(|(t, q)| self.row(t, q.as_ref()))
-                .collect();
-            let comparison = Comparison::decide(crate::worktree::first_line(task), rows);
-            self.told(&writers.batch_id, &comparison);
+            for (row, q) in rows.iter_mut().zip(quorums) {
+                if let Some(q) = q {
+                    row.verdict = q.verdict;
+                    row.findings = FindingCounts::of(&q.findings);
+                }
+            }
+            let mut comparison = Comparison::decide(crate::worktree::first_line(task), rows);
+            comparison.reviews_ms = started.elapsed().as_millis() as u64;
+            self.told(batch_id, &comparison);
             comparison
         })
     }
@@ -172,31 +192,20 @@ impl Dispatcher {
         })
     }
 
-    /// One writer's row: its branch measured, its review and its usage.
-    fn row(&self, t: &TaskResult, quorum: Option<&Quorum>) -> ArenaRow {
+    /// One writer's row before its review: its branch measured and its
+    /// usage; why it cannot win, if so.
+    fn row(&self, entry: &Entry) -> ArenaRow {
         let mut row = ArenaRow {
-            agent: t.agent.clone(),
+            agent: entry.agent.clone(),
+            failed: entry.failed.clone(),
             ..ArenaRow::default()
         };
-        if let Some(q) = quorum {
-            row.verdict = q.verdict;
-            row.findings = FindingCounts::of(&q.findings);
-        }
-        let Some(branch) = branch_of(t) else {
-            row.failed = Some(match &t.result {
-                Err(e) => e.clone(),
-                Ok(o) => format!("no branch ({})", o.stop_reason),
-            });
+        let Some(branch) = &entry.branch else {
             return row;
         };
         row.branch = branch.clone();
         self.measure(&mut row);
-        if !t.succeeded() {
-            row.failed = Some(match &t.result {
-                Ok(o) => format!("its turn ended: {}", o.stop_reason),
-                Err(e) => e.clone(),
-            });
-        } else if row.diffstat.files == 0 {
+        if row.failed.is_none() && row.diffstat.files == 0 {
             row.failed = Some("it changed nothing".into());
         }
         row
@@ -217,11 +226,11 @@ impl Dispatcher {
         if let Ok(stat) = repo.diffstat(&w.base_commit, &w.branch) {
             row.diffstat = stat;
         }
-        if let Ok(diff) = repo.diff(&w.base_commit, &w.branch) {
-            row.tests_touched = tests_touched(&diff);
+        if let Ok(changed) = repo.changed_files(&w.base_commit, &w.branch) {
+            row.tests_touched = crate::worktree::ready::touches_tests(&changed, None).len() as u32;
         }
         if let Some((cell, touched)) = lock(&self.checks).get(&row.branch) {
-            row.check = Some(*cell);
+            row.check = Some(cell.clone());
             row.tests_touched = row.tests_touched.max(touched.len() as u32);
         }
         self.emitter.board(|b| {
@@ -276,8 +285,71 @@ impl Dispatcher {
         Ok(out)
     }
 
-    /// Goes on from a recorded session: its last arena.
+    /// Compares the arenas a continued session's transcript left
+    /// uncompared (its session ended first), in the background: the
+    /// checks and reviews that did not finish run again, those that did
+    /// are kept. A writer that was still running is a row that cannot win
+    /// (`/msg` goes on with it, and the comparison updates).
+    pub fn resume_arenas(self: &Arc<Self>) {
+        let unfinished = std::mem::take(&mut *lock(&self.unfinished));
+        for arena in unfinished {
+            let this = self.clone();
+            self.emitter.emit(Event::Notice {
+                level: crate::event::NoticeLevel::Info,
+                text: format!(
+                    "the arena of {} writers ({}) was not compared when its session ended: \
+                     comparing it now",
+                    arena.writers.len(),
+                    crate::worktree::first_line(&arena.task)
+                ),
+            });
+            tokio::spawn(async move { this.resume_arena(arena).await });
+        }
+    }
+
+    /// One unfinished arena: its pending checks, then its comparison.
+    async fn resume_arena(self: Arc<Self>, arena: Unfinished) {
+        let checks = arena.writers.iter().map(|w| self.check_again(w));
+        futures::future::join_all(checks).await;
+        let entries = arena
+            .writers
+            .into_iter()
+            .map(|w| Entry {
+                // A writer whose work was committed had ended its turn (its
+                // check was pending); one still running cannot win.
+                failed: match (&w.branch, w.ended) {
+                    (None, _) => Some("its worktree was never made".into()),
+                    (Some(_), None) if w.commit.is_some() => None,
+                    (Some(_), None) => Some("its turn ended: interrupted".into()),
+                    (Some(_), Some(StopReason::EndTurn)) => None,
+                    (Some(_), Some(stop)) => Some(format!("its turn ended: {stop}")),
+                },
+                agent: w.agent,
+                branch: w.branch,
+                reviewed: w.reviewed,
+            })
+            .collect();
+        self.compare_entries(&arena.task, &arena.batch_id, entries, None, 0)
+            .await;
+    }
+
+    /// A writer's check again, when its last commit was never checked.
+    async fn check_again(&self, w: &Writer) {
+        let (Some(branch), Some(commit), false) = (&w.branch, &w.commit, w.checked) else {
+            return;
+        };
+        let Some((call_id, isolated)) = self.find_isolated(branch) else {
+            return;
+        };
+        let (_keep, cancel) = watch::channel(false);
+        self.check_commit(&call_id, &isolated.worktree, commit, cancel)
+            .await;
+    }
+
+    /// Goes on from a recorded session: its last arena, and those it left
+    /// uncompared ([`Dispatcher::resume_arenas`] takes them up).
     pub(in crate::subagent) fn restore_arena(&self, events: &[Stamped]) {
+        *lock(&self.unfinished) = crate::event::arena::unfinished(events);
         let last = events.iter().rev().find_map(|s| match &s.event {
             Event::ArenaCompared {
                 batch_id,
@@ -296,10 +368,13 @@ impl Dispatcher {
                 counts,
                 timed_out,
                 touches_tests,
+                missing,
+                ms,
                 ..
             } = &s.event
             {
-                let cell = CheckCell::of(*passed, *counts, *timed_out);
+                let cell =
+                    CheckCell::of(*passed, *counts, *timed_out, missing.as_deref()).took(*ms);
                 checks.insert(branch.clone(), (cell, touches_tests.clone()));
             }
         }
@@ -316,54 +391,37 @@ impl Dispatcher {
     }
 }
 
-/// The branch a writer's work went to.
-fn branch_of(t: &TaskResult) -> Option<String> {
-    let work = t.result.as_ref().ok()?.work.as_ref()?;
-    Some(work.branch.clone())
+/// A writer as a comparison takes it: its agent, its branch, why it
+/// cannot win, and its branch's review when one is done already.
+pub(super) struct Entry {
+    pub agent: String,
+    pub branch: Option<String>,
+    pub failed: Option<String>,
+    pub reviewed: Option<Quorum>,
 }
 
-/// Files of `diff` (a `git diff`) that are tests or a test runner's
-/// configuration: what a writer could pass a check by changing.
-pub fn tests_touched(diff: &str) -> u32 {
-    diff.lines()
-        .filter_map(|l| l.strip_prefix("diff --git a/"))
-        .filter_map(|l| l.split(" b/").next())
-        .filter(|path| is_test_file(path))
-        .count() as u32
-}
-
-/// A test file or a test runner's configuration, by its path.
-fn is_test_file(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let in_tests = path
-        .split('/')
-        .any(|d| matches!(d, "tests" | "test" | "__tests__" | "spec"));
-    in_tests
-        || name.starts_with("test_")
-        || name.contains("_test.")
-        || name.contains(".test.")
-        || name.contains(".spec.")
-        || matches!(
-            name,
-            "conftest.py" | "pytest.ini" | "tox.ini" | "jest.config.js" | "vitest.config.ts"
-        )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn test_files_and_runner_configuration_are_counted() {
-        let diff = "diff --git a/src/x.rs b/src/x.rs\n+a\n\
-                    diff --git a/tests/it/x.rs b/tests/it/x.rs\n-b\n\
-                    diff --git a/pkg/test_greet.py b/pkg/test_greet.py\n\
-                    diff --git a/conftest.py b/conftest.py\n\
-                    diff --git a/web/a.spec.ts b/web/a.spec.ts\n";
-        assert_eq!(tests_touched(diff), 4);
-        assert_eq!(
-            tests_touched("diff --git a/src/latest.rs b/src/latest.rs\n"),
-            0
-        );
+impl Entry {
+    /// A writer of a batch that just finished.
+    fn of(t: &TaskResult) -> Self {
+        let branch = t
+            .result
+            .as_ref()
+            .ok()
+            .and_then(|o| o.work.as_ref())
+            .map(|w| w.branch.clone());
+        let failed = match (&t.result, &branch) {
+            (Err(e), _) => Some(e.clone()),
+            (Ok(o), None) => Some(format!("no branch ({})", o.stop_reason)),
+            (Ok(o), Some(_)) if !t.succeeded() => {
+                Some(format!("its turn ended: {}", o.stop_reason))
+            }
+            _ => None,
+        };
+        Self {
+            agent: t.agent.clone(),
+            branch,
+            failed,
+            reviewed: None,
+        }
     }
 }

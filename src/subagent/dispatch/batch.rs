@@ -148,10 +148,14 @@ impl Dispatcher {
         let summary = self
             .summary_for(input.include_main_summary, cancel.as_ref())
             .await;
+        // An arena: once every writer has finished, their branches are
+        // reviewed and compared.
+        let arena = input.compare && !review && all_isolated;
         self.emitter.emit(Event::BatchStarted {
             batch_id: batch_id.clone(),
             tasks: total as u32,
             review,
+            arena,
         });
         if let Some(detach) = detach {
             detach.batch(&batch_id);
@@ -190,10 +194,7 @@ impl Dispatcher {
         let all = self
             .clone()
             .run_all(batch_id.clone(), runs, (review, verify), branches);
-        // An arena: once every writer has finished, their branches are
-        // reviewed and compared.
-        let arena =
-            (input.compare && !review && all_isolated).then(|| (task, cancel, self.clone()));
+        let arena = arena.then(|| (task, cancel, self.clone()));
         let all = async move {
             let mut result = all.await;
             if let Some((task, cancel, this)) = arena {

@@ -255,6 +255,9 @@ pub struct Dispatcher {
     pub(super) arena: Mutex<Option<(String, crate::event::arena::Comparison)>>,
     /// Each writer branch's last check, and the test files it touched.
     pub(super) checks: Mutex<HashMap<String, (crate::event::arena::CheckCell, Vec<String>)>>,
+    /// Arenas a continued session's transcript left uncompared, until
+    /// [`Dispatcher::resume_arenas`] takes them up.
+    pub(super) unfinished: Mutex<Vec<crate::event::arena::Unfinished>>,
 }
 
 impl Dispatcher {
@@ -301,6 +304,7 @@ impl Dispatcher {
             arena_reviewers: Default::default(),
             arena: Default::default(),
             checks: Default::default(),
+            unfinished: Default::default(),
         };
         (Arc::new(d), rx)
     }

@@ -142,6 +142,7 @@ impl Dispatcher {
         };
         let policy = policy(&settings, false, "check");
         let timeout = settings.check_timeout;
+        let started = std::time::Instant::now();
         let ran = run_confined(
             self.pool.supervisor(),
             &check,
@@ -162,11 +163,15 @@ impl Dispatcher {
             self.box_notice(call_id, format!("check: `{check}` cancelled"));
             return None;
         }
+        let ms = started.elapsed().as_millis() as u64;
         let counts = worktree::ready::counts(&ran.output);
         let timed_out = ran.timed_out.then_some(timeout.as_secs());
+        let missing = worktree::ready::missing_tool(ran.code, &ran.output);
         let touches_tests = worktree::ready::touches_tests(&changed, None);
-        let line = crate::event::check_line(ran.success, counts, timed_out);
-        let cell = crate::event::arena::CheckCell::of(ran.success, counts, timed_out);
+        let line = crate::event::check_line(ran.success, counts, timed_out, missing.as_deref());
+        let cell =
+            crate::event::arena::CheckCell::of(ran.success, counts, timed_out, missing.as_deref())
+                .took(Some(ms));
         self.record_check(&w.branch, cell, touches_tests.clone());
         self.emitter.emit(Event::CheckFinished {
             call_id: call_id.to_string(),
@@ -177,6 +182,8 @@ impl Dispatcher {
             timed_out,
             output: ran.output,
             touches_tests: touches_tests.clone(),
+            missing,
+            ms: Some(ms),
         });
         Some((line, touches_tests))
     }

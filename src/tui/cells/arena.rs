@@ -133,12 +133,13 @@ fn table_row(
 
 /// `pass 12`, `fail 1/12`, `timed out`, or `–` before checks run.
 fn check(row: &ArenaRow, w: usize) -> Span<'static> {
-    match row.check {
+    match &row.check {
         None => Span::styled(pad("–", w), theme::dim()),
         Some(c) => {
             let color = match c.outcome {
                 CheckOutcome::Passed => theme::GREEN,
-                _ => theme::RED,
+                CheckOutcome::CouldNotRun => theme::YELLOW,
+                CheckOutcome::Failed | CheckOutcome::TimedOut => theme::RED,
             };
             Span::styled(pad(&c.label(), w), Style::default().fg(color))
         }

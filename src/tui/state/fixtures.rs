@@ -38,6 +38,7 @@ pub(super) fn batch_started() -> Event {
         batch_id: "b1".into(),
         tasks: 3,
         review: true,
+        arena: false,
     }
 }
 

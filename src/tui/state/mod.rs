@@ -380,6 +380,7 @@ impl State {
                 batch_id,
                 tasks,
                 review,
+                ..
             } => self.on_batch_started(batch_id, *tasks, *review),
             Event::BatchFinished {
                 batch_id,
@@ -422,10 +423,16 @@ impl State {
                 timed_out,
                 output,
                 touches_tests,
+                missing,
                 ..
             } => {
                 let check = subagent::CheckLine {
-                    line: crate::event::check_line(*passed, *counts, *timed_out),
+                    line: crate::event::check_line(
+                        *passed,
+                        *counts,
+                        *timed_out,
+                        missing.as_deref().map(clean).as_deref(),
+                    ),
                     passed: *passed,
                     commit: clean(commit),
                     output: clean(output),

@@ -724,6 +724,8 @@ mod tests {
                 timed_out: None,
                 output: "FAILED\u{1b}[2J".into(),
                 touches_tests: vec!["tests/a.rs".into()],
+                missing: None,
+                ms: None,
             },
         );
         let check = the_box(&s).worktree.clone().unwrap().check.unwrap();

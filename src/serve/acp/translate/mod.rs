@@ -248,6 +248,7 @@ impl Translator {
                 batch_id,
                 tasks,
                 review: true,
+                ..
             } => out.push(self.quorum_started(batch_id, *tasks)),
             Event::ReviewQuorum {
                 batch_id, quorum, ..
