@@ -12,6 +12,7 @@
 //! | `count` | `messages: N`, N = the prompts the request carries (a resumed session carries the earlier ones) |
 //! | `slow` | 40 words, 250 ms apart |
 //! | `write PATH` (claude) | a `Write` tool call for PATH, then `written` once its result comes back |
+//! | `greet PATH` | PATH (relative) written in the session's directory with the agent's own edit tool, each its own content: claude a `Write` of `hello from claude`; codex an `apply_patch` adding `hello from codex` and `and more`; then `written` / `ran` |
 //! | `run CMD` (codex) | an `exec_command` call of CMD, then `ran` once its output comes back |
 //! | `inspect WORDS` | a shell call (claude `Bash`, codex `exec_command`) of `ls`, then the answer to WORDS |
 //! | `conduct AGENT WORDS` | a call of quorum's `subagent` tool over MCP (claude `mcp__quorum__subagent`; codex `subagent` in the namespace `mcp__quorum`) with `{"agent": AGENT, "input": WORDS}`, then `Conducted: ` and what the tool returned, on one line |
@@ -114,7 +115,9 @@ async fn handle(mut sock: tokio::net::TcpStream, requests: Arc<Mutex<Vec<Value>>
     };
     let calls = events.iter().any(|(_, _, data)| {
         let text = data.to_string();
-        text.contains("\"tool_use\"") || text.contains("\"function_call\"")
+        text.contains("\"tool_use\"")
+            || text.contains("\"function_call\"")
+            || text.contains("\"custom_tool_call\"")
     });
     for (delay, name, data) in events {
         if !delay.is_zero() {
@@ -154,6 +157,12 @@ enum Answer {
         name: &'static str,
         input: Value,
     },
+    /// A freeform tool of the Responses API (codex's `apply_patch`):
+    /// its input is plain text.
+    Custom {
+        name: &'static str,
+        input: String,
+    },
 }
 
 /// What a request carries, as far as the answer depends on it.
@@ -167,6 +176,11 @@ struct Turn {
     /// The text of the newest tool result.
     last_output: String,
     codex: bool,
+    /// The session's directory, as the agent tells its model (claude's
+    /// `Working directory:`, codex's `<cwd>`); empty if it did not.
+    cwd: String,
+    /// How codex offers `apply_patch`: freeform (`custom`) or as a function.
+    custom_patch: bool,
 }
 
 /// Ids unique in the server's life: agents keep a session's messages and
@@ -294,6 +308,33 @@ fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
             name: "Write",
             input: json!({"file_path": words.get(1).copied().unwrap_or(""), "content": "written by claude\n"}),
         },
+        "greet" if turn.codex => {
+            let path = words.get(1).copied().unwrap_or("greet.txt");
+            let patch = format!(
+                "*** Begin Patch\n*** Add File: {path}\n+hello from codex\n+and more\n*** End Patch\n"
+            );
+            match turn.custom_patch {
+                true => Answer::Custom {
+                    name: "apply_patch",
+                    input: patch,
+                },
+                false => Answer::Tool {
+                    name: "apply_patch",
+                    input: json!({"input": patch}),
+                },
+            }
+        }
+        "greet" => {
+            let path = words.get(1).copied().unwrap_or("greet.txt");
+            let path = match turn.cwd.is_empty() {
+                true => path.to_string(),
+                false => format!("{}/{path}", turn.cwd.trim_end_matches('/')),
+            };
+            Answer::Tool {
+                name: "Write",
+                input: json!({"file_path": path, "content": "hello from claude\n"}),
+            }
+        }
         "run" if turn.codex => Answer::Tool {
             name: "exec_command",
             input: json!({"cmd": rest()}),
@@ -367,6 +408,32 @@ fn agent_id(output: &str) -> String {
         .unwrap_or_else(|| output.trim().to_string())
 }
 
+/// The session's directory as the agent tells its model in `body`: a line
+/// `Working directory: DIR` (claude's system prompt) or `<cwd>DIR</cwd>`
+/// (codex's environment context).
+fn cwd_of(body: &Value) -> String {
+    fn walk(v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) => {
+                if let Some((_, rest)) = s.split_once("<cwd>") {
+                    return rest.split_once("</cwd>").map(|(d, _)| d.trim().to_string());
+                }
+                s.lines().find_map(|l| {
+                    let at = l.to_ascii_lowercase().find("working directory: ")?;
+                    Some(l[at + "working directory: ".len()..].trim().to_string())
+                })
+            }
+            Value::Array(a) => a.iter().find_map(walk),
+            Value::Object(o) => o.values().find_map(walk),
+            _ => None,
+        }
+    }
+    walk(&body["system"])
+        .or_else(|| walk(&body["messages"]))
+        .or_else(|| walk(&body["input"]))
+        .unwrap_or_default()
+}
+
 /// Text blocks of one message's `content` (a string or a list of blocks).
 fn texts(content: &Value) -> Vec<String> {
     match content {
@@ -417,6 +484,8 @@ fn anthropic(body: &Value) -> Sse {
             .map(|r| texts(&r["content"]).join("\n"))
             .unwrap_or_default(),
         codex: false,
+        cwd: cwd_of(body),
+        custom_patch: false,
     };
     let z = Duration::ZERO;
     let mut out: Sse = vec![(
@@ -447,6 +516,8 @@ fn anthropic(body: &Value) -> Sse {
             ));
             "tool_use"
         }
+        // Never asked of claude: a freeform tool is the Responses API's.
+        Answer::Custom { name, .. } => panic!("a freeform {name} call to claude"),
     };
     out.push((z, "message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}})));
     out.push((z, "message_stop", json!({"type": "message_stop"})));
@@ -455,17 +526,12 @@ fn anthropic(body: &Value) -> Sse {
 
 fn responses(body: &Value) -> Sse {
     let items = body["input"].as_array().cloned().unwrap_or_default();
-    let tool_result = items
-        .last()
-        .is_some_and(|i| i["type"] == "function_call_output");
+    let tool_result = items.last().is_some_and(|i| is_output(&i["type"]));
     let prompt =
         |i: &Value| i["type"] == "message" && i["role"] == "user" && is_prompt(&i["content"]);
     let at = items.iter().rposition(prompt);
     let after = at.map_or(&items[..], |i| &items[i + 1..]);
-    let results: Vec<&Value> = after
-        .iter()
-        .filter(|i| i["type"] == "function_call_output")
-        .collect();
+    let results: Vec<&Value> = after.iter().filter(|i| is_output(&i["type"])).collect();
     let turn = Turn {
         prompt: at
             .and_then(|i| texts(&items[i]["content"]).last().cloned())
@@ -480,6 +546,12 @@ fn responses(body: &Value) -> Sse {
             })
             .unwrap_or_default(),
         codex: true,
+        cwd: cwd_of(body),
+        custom_patch: body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["name"] == "apply_patch" && t["type"] == "custom"),
     };
     let z = Duration::ZERO;
     let id = format!("resp_{}", std::process::id());
@@ -524,7 +596,7 @@ fn responses(body: &Value) -> Sse {
                     input,
                 } => (Some(namespace), name, input),
                 Answer::Tool { name, input } => (None, name, input),
-                Answer::Text(..) => unreachable!(),
+                Answer::Text(..) | Answer::Custom { .. } => unreachable!(),
             };
             let mut item = json!({"type": "function_call", "id": format!("fc_{call}"), "call_id": format!("call_{call}"), "name": name, "arguments": input.to_string(), "status": "completed"});
             if let Some(namespace) = namespace {
@@ -541,9 +613,28 @@ fn responses(body: &Value) -> Sse {
                 json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
             ));
         }
+        Answer::Custom { name, input } => {
+            let item = json!({"type": "custom_tool_call", "id": format!("ctc_{call}"), "call_id": format!("call_{call}"), "name": name, "input": input, "status": "completed"});
+            out.push((
+                first,
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+            ));
+            out.push((
+                z,
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            ));
+        }
     }
     out.push((z, "response.completed", json!({"type": "response.completed", "response": {"id": id, "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}})));
     out
+}
+
+/// A Responses input item that is a tool's output: a function's, or a
+/// freeform tool's (`apply_patch`).
+fn is_output(kind: &Value) -> bool {
+    kind == "function_call_output" || kind == "custom_tool_call_output"
 }
 
 /// Processes whose environment holds `HOME=home`: what an adapter run

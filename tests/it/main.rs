@@ -60,6 +60,7 @@ mod frames;
 mod fuzz_props;
 mod hardening;
 mod import;
+mod interop_arena;
 mod interop_claude;
 mod interop_codex;
 mod interop_fast_agent;
