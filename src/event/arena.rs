@@ -4,8 +4,10 @@
 //! winner rule, which is pure: the dispatcher fills the rows, the screen
 //! and `quorum arena` show them.
 //!
-//! The rule, in order: the check passed (a row without a check ranks after
-//! one that passed and before one that failed or timed out), then no red
+//! The rule, in order: the check passed (a row without a check, or whose
+//! check could not run, or that passed on a branch that changed or
+//! deleted tests or the check's configuration, ranks after one that passed
+//! and before one that failed or timed out), then no red
 //! finding, then fewer yellow findings, then the smaller diff (lines added
 //! and removed), then the lower cost (a row without a cost after one with
 //! one). A red verdict without a red finding counts as one red finding, a
@@ -176,12 +178,13 @@ impl ArenaRow {
         self.diffstat.added + self.diffstat.removed
     }
 
-    /// The check's rank: passed, none (or one that could not run),
-    /// failed or timed out.
+    /// The check's rank: passed, none (or one that could not run, or
+    /// passed on a branch that changed the tests: a writer cannot win by
+    /// weakening the check), failed or timed out.
     fn check_rank(&self) -> u8 {
         match self.check.as_ref().map(|c| c.outcome) {
-            Some(CheckOutcome::Passed) => 0,
-            None | Some(CheckOutcome::CouldNotRun) => 1,
+            Some(CheckOutcome::Passed) if self.tests_touched == 0 => 0,
+            Some(CheckOutcome::Passed) | None | Some(CheckOutcome::CouldNotRun) => 1,
             Some(CheckOutcome::Failed | CheckOutcome::TimedOut) => 2,
         }
     }
@@ -491,6 +494,27 @@ mod tests {
         assert_eq!(
             CheckCell::of(false, None, None, None).outcome,
             CheckOutcome::Failed
+        );
+    }
+
+    #[test]
+    fn a_pass_on_a_branch_that_changed_the_tests_counts_as_no_check() {
+        let mut weakened = row("weakened");
+        weakened.check = check(CheckOutcome::Passed);
+        weakened.tests_touched = 1;
+        weakened.diffstat.added = 1;
+        let mut honest = row("honest");
+        honest.check = check(CheckOutcome::Passed);
+        assert_eq!(
+            winner(vec![weakened.clone(), honest]),
+            (Some("honest".into()), "its check passed".into())
+        );
+        // Over a failed check it still wins.
+        let mut failed = row("failed");
+        failed.check = check(CheckOutcome::Failed);
+        assert_eq!(
+            winner(vec![failed, weakened]).0.as_deref(),
+            Some("weakened")
         );
     }
 

@@ -34,6 +34,11 @@ pub struct Link {
     pub quorum: String,
     /// `git` there, if it has one.
     pub git: Option<String>,
+    /// Owns every ssh run through the master: a session that ends ends them.
+    supervisor: Supervisor,
+    /// The hosts were closed (the session ended): an ssh still running
+    /// through the master is ended, and none starts.
+    closed: tokio::sync::watch::Receiver<bool>,
     _master: Group,
     _private: PrivateDir,
 }
@@ -47,8 +52,9 @@ pub struct Hosts {
     supervisor: Supervisor,
     links: Mutex<HashMap<String, Arc<Connecting>>>,
     /// Closed with the session: no connection is made any more (a turn
-    /// winding down must not start a master nothing would end).
-    closed: std::sync::atomic::AtomicBool,
+    /// winding down must not start a master nothing would end), and one
+    /// being made is given up, its master ended.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Hosts {
@@ -57,7 +63,7 @@ impl Hosts {
             specs,
             supervisor,
             links: Mutex::default(),
-            closed: std::sync::atomic::AtomicBool::new(false),
+            closed: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -67,7 +73,7 @@ impl Hosts {
         let closing = || RemoteError::Closing {
             host: name.to_string(),
         };
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+        if *self.closed.borrow() {
             return Err(closing());
         }
         if let Some(link) = self.live(name) {
@@ -89,11 +95,21 @@ impl Hosts {
             .entry(name.to_string())
             .or_default()
             .clone();
+        let mut closed = self.closed.subscribe();
         let link = cell
-            .get_or_init(|| async { connect(spec, &self.supervisor).await.map(Arc::new) })
+            .get_or_init(|| async {
+                tokio::select! {
+                    made = connect(spec, &self.supervisor, self.closed.subscribe()) => {
+                        made.map(Arc::new)
+                    }
+                    // Closed while it connects: the master being made goes
+                    // with the connection's future.
+                    _ = closed.wait_for(|c| *c) => Err(closing()),
+                }
+            })
             .await
             .clone();
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+        if *self.closed.borrow() {
             // Closed while it connected: its master, made after the others
             // were ended, is ended too (with the last of it, dropped here).
             drop(link);
@@ -110,7 +126,7 @@ impl Hosts {
     /// Ends every host's connection (its master, asked to exit: it would
     /// take its time over a signal), and with it every session on it.
     pub fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.closed.send_replace(true);
         let links: Vec<_> = lock(&self.links)
             .drain()
             .filter_map(|(_, cell)| cell.get().and_then(|l| l.as_ref().ok()).cloned())
@@ -154,18 +170,54 @@ impl Link {
         cmd
     }
 
+    /// Starts `cmd` (one of [`Link::command`]'s) as a process the
+    /// supervisor owns: a session that ends ends it. Once the master is
+    /// gone (the session closed its hosts) it is not started: ssh would
+    /// connect on its own.
+    fn spawn(
+        &self,
+        cmd: tokio::process::Command,
+    ) -> std::io::Result<(tokio::process::Child, Group)> {
+        if *self.closed.borrow() || !self.socket.exists() {
+            return Err(closed_error());
+        }
+        self.supervisor.spawn(cmd, "ssh")
+    }
+
+    /// [`Link::spawn`], run to its end, its stderr (and stdout, when
+    /// piped) collected; ended (an error) when the hosts are closed.
+    pub async fn output(
+        &self,
+        mut cmd: tokio::process::Command,
+    ) -> std::io::Result<std::process::Output> {
+        cmd.stderr(Stdio::piped());
+        let (child, _group) = self.spawn(cmd)?;
+        self.until_closed(child.wait_with_output()).await?
+    }
+
+    /// `work`, or an error once the hosts are closed (what it held, its
+    /// ssh among it, dropped and so ended).
+    async fn until_closed<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> std::io::Result<T> {
+        let mut closed = self.closed.clone();
+        tokio::select! {
+            done = work => Ok(done),
+            _ = closed.wait_for(|c| *c) => Err(closed_error()),
+        }
+    }
+
     /// Runs `remote` there; its stdout, or an error naming the host, what
     /// was done (`what`) and what was said.
     pub async fn run(&self, what: &'static str, remote: &str) -> Result<String, RemoteError> {
-        let out = self
-            .command(remote)
-            .output()
-            .await
-            .map_err(|e| RemoteError::Ssh {
-                host: self.host.name.clone(),
-                what,
-                error: Arc::new(e),
-            })?;
+        let mut cmd = self.command(remote);
+        cmd.stdout(Stdio::piped());
+        let out = self.output(cmd).await.map_err(|e| RemoteError::Ssh {
+            host: self.host.name.clone(),
+            what,
+            error: Arc::new(e),
+        })?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
@@ -193,16 +245,17 @@ impl Link {
             path: path.to_string(),
             why,
         };
-        let mut child = cmd.spawn().map_err(|e| fail(e.to_string()))?;
+        let (mut child, _group) = self.spawn(cmd).map_err(|e| fail(e.to_string()))?;
         let mut stdin = child.stdin.take().expect("piped");
-        stdin
-            .write_all(bytes)
+        let written = async move {
+            stdin.write_all(bytes).await?;
+            drop(stdin);
+            child.wait_with_output().await
+        };
+        let out = self
+            .until_closed(written)
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        drop(stdin);
-        let out = child
-            .wait_with_output()
-            .await
+            .and_then(|out| out)
             .map_err(|e| fail(e.to_string()))?;
         if out.status.success() {
             Ok(())
@@ -267,6 +320,11 @@ impl Drop for Link {
             self.exit();
         }
     }
+}
+
+/// What an ssh step says when the session closed its hosts under it.
+fn closed_error() -> std::io::Error {
+    std::io::Error::other("the connection to the host is closed")
 }
 
 /// `ssh` as found on `PATH`.
@@ -420,7 +478,11 @@ pub fn version() -> Option<String> {
 
 /// Starts the control master for `spec`, waits until it answers, then
 /// probes the host (and copies quorum there when it must).
-async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, RemoteError> {
+async fn connect(
+    spec: HostSpec,
+    supervisor: &Supervisor,
+    closed: tokio::sync::watch::Receiver<bool>,
+) -> Result<Link, RemoteError> {
     let unreachable = |why: Unreachable| RemoteError::Unreachable {
         host: spec.name.clone(),
         ssh: spec.ssh.clone(),
@@ -439,6 +501,8 @@ async fn connect(spec: HostSpec, supervisor: &Supervisor) -> Result<Link, Remote
         dir: String::new(),
         quorum: String::new(),
         git: None,
+        supervisor: supervisor.clone(),
+        closed,
         _master: group,
         _private: private,
     };
@@ -689,11 +753,9 @@ async fn copy_self(link: &Link, build: &str) -> Result<(), RemoteError> {
         old = quote(OLD_BUILDS)
     );
     let mut cmd = link.command(&remote);
-    cmd.stdin(Stdio::from(file))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let out = cmd
-        .output()
+    cmd.stdin(Stdio::from(file)).stdout(Stdio::null());
+    let out = link
+        .output(cmd)
         .await
         .map_err(|e| failed(CopyFailure::Ssh(Arc::new(e))))?;
     if !out.status.success() {

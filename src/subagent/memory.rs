@@ -17,6 +17,9 @@ pub struct NoInput;
 pub struct SubAgent {
     last_input: Option<String>,
     sessions: HashMap<String, String>,
+    /// How many times it was cleared: a call that started before the last
+    /// `/new` keeps its session to itself ([`SubAgent::store_session_of`]).
+    era: u64,
 }
 
 impl SubAgent {
@@ -43,6 +46,19 @@ impl SubAgent {
             .insert(agent.to_string(), session_id.to_string());
     }
 
+    /// The conversation a call starting now belongs to.
+    pub fn era(&self) -> u64 {
+        self.era
+    }
+
+    /// [`SubAgent::store_session`] for a call that started in `era`: a
+    /// call that ends after a `/new` is not remembered.
+    pub fn store_session_of(&mut self, era: u64, agent: &str, session_id: &str) {
+        if era == self.era {
+            self.store_session(agent, session_id);
+        }
+    }
+
     pub fn stored_session(&self, agent: &str) -> Option<&str> {
         self.sessions.get(agent).map(String::as_str)
     }
@@ -67,7 +83,13 @@ impl SubAgent {
         let mut agents: HashMap<&str, &str> = HashMap::new();
         for event in events {
             match event {
-                Event::ChatReset => memory.clear(),
+                // Calls that started before it are forgotten with it, as
+                // their sessions were then.
+                Event::ChatReset => {
+                    memory.clear();
+                    on.clear();
+                    agents.clear();
+                }
                 // A worktree task's session is its own, not its agent's.
                 Event::WorktreeReady { call_id, .. } => {
                     agents.remove(call_id.as_str());
@@ -111,7 +133,10 @@ impl SubAgent {
 
     /// Forgets every session and the last input (`/new`).
     pub fn clear(&mut self) {
-        *self = Self::default();
+        *self = Self {
+            era: self.era + 1,
+            ..Self::default()
+        };
     }
 }
 
@@ -143,6 +168,51 @@ mod tests {
         assert_eq!(m.stored_session("gemini"), Some("g1"));
         m.store_session("claude", "s2");
         assert_eq!(m.stored_session("claude"), Some("s2"));
+    }
+
+    #[test]
+    fn a_call_that_ends_after_new_is_not_remembered() {
+        let mut m = SubAgent::new();
+        let before = m.era();
+        m.clear();
+        m.store_session_of(before, "claude", "old");
+        assert_eq!(m.stored_session("claude"), None);
+        m.store_session_of(m.era(), "claude", "new");
+        assert_eq!(m.stored_session("claude"), Some("new"));
+        // So read back from a transcript, too.
+        let started = |id: &str| Event::SubagentStarted {
+            call_id: id.into(),
+            task_id: None,
+            agent: AgentRef::Acp("claude".into()),
+            input: "x".into(),
+            code_review: false,
+            background: false,
+            session: None,
+            batch_id: None,
+            queued: false,
+        };
+        let session = |id: &str, s: &str| Event::SubagentSession {
+            call_id: id.into(),
+            session_id: Some(s.into()),
+            session: crate::event::SessionKind::Fresh,
+        };
+        let finished = |id: &str| Event::SubagentFinished {
+            call_id: id.into(),
+            output: String::new(),
+            stop_reason: crate::event::StopReason::EndTurn,
+            severity: None,
+            findings: Vec::new(),
+        };
+        let events = [
+            started("call-1"),
+            session("call-1", "old"),
+            Event::ChatReset,
+            finished("call-1"),
+        ];
+        assert_eq!(
+            SubAgent::from_events(&events).stored_session("claude"),
+            None
+        );
     }
 
     #[test]

@@ -106,11 +106,30 @@ impl Repo {
 
     /// The files `branch` changes (added, changed, deleted) since `base`.
     pub fn changed_files(&self, base: &str, branch: &str) -> Result<Vec<String>> {
+        self.diff_names(base, branch, "--diff-filter=ACDMRTUXB")
+    }
+
+    /// What `branch` does to the tests and the check's configuration since
+    /// `base`: the test files it changes or deletes (one it adds cannot
+    /// weaken the check) and the configuration it adds, changes or
+    /// deletes ([`touches_tests`]).
+    pub fn tests_touched(&self, base: &str, branch: &str) -> Result<Vec<String>> {
+        let changed = self.changed_files(base, branch)?;
+        let added = self.diff_names(base, branch, "--diff-filter=A")?;
+        Ok(touches_tests(&changed, None)
+            .into_iter()
+            .filter(|path| !added.contains(path) || is_check_config(path, None))
+            .collect())
+    }
+
+    /// `git diff --name-only` of `base..branch`, with `filter`.
+    fn diff_names(&self, base: &str, branch: &str, filter: &str) -> Result<Vec<String>> {
         let names = self.git(
             &format!("listing what {branch} changes (git diff --name-only)"),
             &[
                 "diff",
                 "--name-only",
+                filter,
                 "-z",
                 "--no-renames",
                 "--no-ext-diff",
@@ -284,6 +303,11 @@ pub fn touches_tests(changed: &[String], config: Option<&str>) -> Vec<String> {
 }
 
 fn is_test_or_check_config(path: &str, config: Option<&str>) -> bool {
+    is_test_file(path) || is_check_config(path, config)
+}
+
+/// A test, by its path.
+fn is_test_file(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
     let name = parts.last().copied().unwrap_or_default();
     let folders = &parts[..parts.len().saturating_sub(1)];
@@ -293,7 +317,7 @@ fn is_test_or_check_config(path: &str, config: Option<&str>) -> bool {
     {
         return true;
     }
-    let test_file = name.ends_with("_test.go")
+    name.ends_with("_test.go")
         || (name.starts_with("test_") && name.ends_with(".py"))
         || name.ends_with("_test.py")
         || [
@@ -305,8 +329,13 @@ fn is_test_or_check_config(path: &str, config: Option<&str>) -> bool {
         ]
         .iter()
         .any(|s| name.ends_with(s))
-        || name.contains(".spec.");
-    let check_config = matches!(
+        || name.contains(".spec.")
+}
+
+/// A test runner's or the check's configuration, by its path.
+fn is_check_config(path: &str, config: Option<&str>) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(
         name,
         "pytest.ini"
             | "pyproject.toml"
@@ -317,8 +346,7 @@ fn is_test_or_check_config(path: &str, config: Option<&str>) -> bool {
             | "Cargo.toml"
             | "go.mod"
     ) || name.starts_with("jest.config.")
-        || config.is_some_and(|c| !c.is_empty() && name == c);
-    test_file || check_config
+        || config.is_some_and(|c| !c.is_empty() && name == c)
 }
 
 #[cfg(test)]

@@ -194,9 +194,13 @@ async fn mode_and_set_change_the_agents_session_and_a_model_is_remembered() {
 
     // The agent's session has them: its report says so, and so do the
     // new box's badges.
+    // (Waited for until its box closes: a call still running when
+    // `/new` comes keeps its session, and `/mode` would change it.)
     drive(&mut terminal, &mut app, line("@fake settings"), vec![]).await;
     until(&mut terminal, &mut app, &mut ev_rx, |s| {
         s.contains("received \"settings\"; mode plan; model smart; effort high")
+            && s.lines()
+                .any(|l| l.contains("continued · mode Plan") && l.contains('✓'))
     })
     .await;
     assert!(

@@ -419,3 +419,167 @@ async fn an_unfinished_arena_is_compared_when_its_session_is_continued() {
         );
     }
 }
+
+/// The clean writer's `add`: right, and said at length (its diff is
+/// bigger than the cheater's).
+const CLEAN_ADD: &str = "def add(a, b):\\n    # a + b: the sum the tests expect.\\n\
+    # one\\n    # two\\n    # three\\n    # four\\n    # five\\n    # six\\n    # seven\\n\
+    # eight\\n    # nine\\n    # ten\\n    # eleven\\n    # twelve\\n    return a + b\\n";
+
+/// A small Python project whose `add` is wrong, and four writers told to
+/// fix it: `breaker` multiplies (a test fails), `risky` adds with `sum`
+/// (the tests pass; its reviewers find it red), `clean` adds, `cheater`
+/// leaves `add` wrong and rewrites the failing test into one that passes,
+/// in a smaller diff than the clean one.
+/// The check is pytest, installed by scripts/install-review-tools.sh.
+fn python_scratch() -> Scratch {
+    let s = scratch();
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let home = s.dir.path().join("home");
+    let python = crate::review_formats::tools().join("bin/python");
+    let mut config = format!(
+        "[arena]\nreviewers = [\"breaker\", \"clean\"]\n\
+         [worktree]\ncheck = \"{} -m pytest -q -p no:cacheprovider\"\ncheck_timeout = 120\n",
+        python.display()
+    );
+    for (name, path, content) in [
+        ("breaker", "calc.py", "def add(a, b):\\n    return a * b\\n"),
+        (
+            "risky",
+            "calc.py",
+            "def add(a, b):\\n    return sum([a, b])\\n",
+        ),
+        ("clean", "calc.py", CLEAN_ADD),
+        (
+            "cheater",
+            "test_calc.py",
+            "def test_nothing():\\n    pass\\n",
+        ),
+    ] {
+        config.push_str(&format!(
+            "[agents.{name}]\ncommand = {fake:?}\nargs = [\"--scenario\", \"write {path} \
+             {content}\", \"--review-red-if\", \"sum([a, b])\"]\nenv = {{ HOME = {home:?} }}\n"
+        ));
+    }
+    std::fs::write(&s.config, config).unwrap();
+    std::fs::write(
+        s.repo().join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        s.repo().join("test_calc.py"),
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n\
+         def test_zero():\n    assert add(0, 0) == 0\n",
+    )
+    .unwrap();
+    s.git(&["add", "calc.py", "test_calc.py"]);
+    s.git(&["commit", "-q", "-m", "add, wrong"]);
+    s
+}
+
+/// Best of four on a real project with a real test command: each branch
+/// checked by pytest in a fresh checkout and reviewed; the one that broke
+/// a test fails its check, the one with a red finding and the one that
+/// rewrote the failing test do not win, the clean one does; `/merge best`
+/// merges it, `/discard others` removes the rest, and nothing is left
+/// running or behind (no agent, no checkout, no worktree).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_of_four_on_a_python_project_checked_by_pytest() {
+    use quorum::event::arena::CheckOutcome;
+    let s = python_scratch();
+    let record = s.dir.path().join("arena.jsonl");
+    let (session, ops, mut events) = s.session(&record);
+    ops.send(Op::Submit(
+        "@breaker,risky,clean,cheater+ Fix add() in calc.py".into(),
+    ))
+    .unwrap();
+    let c = events.compared().await;
+    let row = |agent: &str| c.rows.iter().find(|r| r.agent == agent).unwrap();
+    let (breaker, risky, clean, cheater) =
+        (row("breaker"), row("risky"), row("clean"), row("cheater"));
+    let check = |r: &quorum::event::arena::ArenaRow| {
+        let c = r.check.clone().expect("checked");
+        (c.outcome, c.passed, c.failed)
+    };
+    assert_eq!(
+        check(breaker),
+        (CheckOutcome::Failed, Some(1), Some(1)),
+        "{c:#?}"
+    );
+    assert_eq!(check(risky), (CheckOutcome::Passed, Some(2), Some(0)));
+    assert_eq!(check(clean), (CheckOutcome::Passed, Some(2), Some(0)));
+    // The cheater's check passes: on the test it wrote.
+    assert_eq!(check(cheater), (CheckOutcome::Passed, Some(1), Some(0)));
+    assert_eq!(cheater.tests_touched, 1, "{c:#?}");
+    assert_eq!((clean.tests_touched, risky.tests_touched), (0, 0));
+    assert_eq!(risky.verdict, Some(Severity::Red), "{c:#?}");
+    assert_eq!(risky.findings.red, 1, "{c:#?}");
+    assert_eq!(clean.verdict, Some(Severity::Green), "{c:#?}");
+    // The cheater's diff is the smaller: only its changed test keeps it
+    // from winning.
+    assert!(cheater.diff_size() < clean.diff_size(), "{c:#?}");
+    assert_eq!(cheater.rank(clean), std::cmp::Ordering::Greater);
+    assert_eq!(c.best().map(|r| r.agent.as_str()), Some("clean"), "{c:#?}");
+    assert_eq!(c.reason, "no red finding");
+    // The table says the same, the cheater's changed test counted.
+    let table = quorum::cli::arena::table(&c);
+    assert!(table.contains("fail 1/2"), "{table}");
+    assert!(table.contains("★ clean"), "{table}");
+
+    ops.send(Op::Submit("/merge best".into())).unwrap();
+    events.said("merged into main").await;
+    let merged = std::fs::read_to_string(s.repo().join("calc.py")).unwrap();
+    assert!(merged.contains("return a + b"), "{merged}");
+    ops.send(Op::Submit("/discard others".into())).unwrap();
+    events.said("never merged").await;
+    ops.send(Op::Submit("/discard others".into())).unwrap();
+    events.said("worktrees and branches removed").await;
+    session.shutdown();
+    drop(session);
+    for r in [breaker, risky, cheater] {
+        assert_eq!(s.git(&["branch", "--list", &r.branch]), "", "{}", r.branch);
+    }
+    let worktrees = s.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(worktrees.matches("worktree ").count(), 1, "{worktrees}");
+    let checks = s.dir.path().join("state/quorum/checks");
+    let left: Vec<_> = std::fs::read_dir(&checks)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "checkouts left behind: {left:?}");
+    let running = common::models::leftovers(&s.dir.path().join("home"));
+    assert!(running.is_empty(), "still running: {running:?}");
+}
+
+/// A check whose program is not installed says so in each row (`no
+/// NAME`) instead of failing every writer, and the writers are compared
+/// on the rest.
+#[test]
+fn a_check_whose_program_is_missing_is_named_and_the_rest_compared() {
+    let s = scratch();
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str("[worktree]\ncheck = \"no-such-test-runner --all\"\ncheck_timeout = 60\n");
+    std::fs::write(&s.config, config).unwrap();
+    let out = s.quorum(&[
+        "arena",
+        "--agents",
+        "alpha,beta,gamma",
+        "--format",
+        "markdown",
+        "Write a greeting",
+    ]);
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}{}", text(&out.stderr));
+    assert_eq!(
+        table.matches("| no no-such-test-runner |").count(),
+        3,
+        "{table}"
+    );
+    // beta wins as it does without a check: no red finding, the smaller diff.
+    assert!(table.contains("| ★ | **beta c2** |"), "{table}");
+    assert!(table.contains("winner: beta"), "{table}");
+    assert!(
+        table.starts_with("### Arena: Write a greeting\n"),
+        "{table}"
+    );
+}

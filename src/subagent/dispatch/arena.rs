@@ -226,8 +226,8 @@ impl Dispatcher {
         if let Ok(stat) = repo.diffstat(&w.base_commit, &w.branch) {
             row.diffstat = stat;
         }
-        if let Ok(changed) = repo.changed_files(&w.base_commit, &w.branch) {
-            row.tests_touched = crate::worktree::ready::touches_tests(&changed, None).len() as u32;
+        if let Ok(touched) = repo.tests_touched(&w.base_commit, &w.branch) {
+            row.tests_touched = touched.len() as u32;
         }
         if let Some((cell, touched)) = lock(&self.checks).get(&row.branch) {
             row.check = Some(cell.clone());

@@ -275,13 +275,15 @@ impl Dispatcher {
         if let Some(w) = &worktree {
             self.worktree_ready(&call_id, task_id.as_deref(), w);
         }
-        Ok(opened(
+        let mut opened = opened(
             task,
             launch,
             (call_id, task_id),
             control,
             (worktree, detach),
-        ))
+        );
+        opened.job.era = lock(&self.memory).era();
+        Ok(opened)
     }
 
     /// Runs a call: it waits for its place in a batch first, then its
@@ -470,7 +472,7 @@ impl Dispatcher {
             && job.worktree.is_none()
             && let Some(id) = &outcome.session_id
         {
-            lock(&self.memory).store_session(job.agent.name(), id);
+            lock(&self.memory).store_session_of(job.era, job.agent.name(), id);
         }
         for event in events {
             self.emitter.emit(event);
@@ -550,6 +552,9 @@ pub(in crate::subagent) struct CallJob {
     pub(in crate::subagent) title: String,
     /// Its caller may stop waiting for it.
     pub(in crate::subagent) detach: Option<Detachable>,
+    /// The conversation it started in (`SubAgent::era`): after a `/new`
+    /// its session is not remembered.
+    pub(in crate::subagent) era: u64,
 }
 
 /// Passes the caller's `outer` cancel on to a call's turn (until the call
@@ -600,6 +605,7 @@ fn opened(
             title: crate::worktree::first_line(&task.message).to_string(),
             worktree,
             detach: detach.cloned(),
+            era: 0,
         },
         control,
         task_id,

@@ -128,12 +128,12 @@ impl Dispatcher {
             std::fs::create_dir_all(&parent).map_err(|e| e.to_string())?;
             let dir = Checkout::new(&parent)?;
             repo.export(&c, &dir.0).map_err(|e| e.to_string())?;
-            let changed: Vec<String> = repo.changed_files(&base, &branch).unwrap_or_default();
-            Ok::<_, String>((dir, changed))
+            let touched: Vec<String> = repo.tests_touched(&base, &branch).unwrap_or_default();
+            Ok::<_, String>((dir, touched))
         })
         .await
         .unwrap_or_else(|e| Err(e.to_string()));
-        let (dir, changed) = match made {
+        let (dir, touches_tests) = match made {
             Ok(made) => made,
             Err(e) => {
                 self.box_notice(call_id, format!("check: no checkout of {commit}: {e}"));
@@ -167,7 +167,6 @@ impl Dispatcher {
         let counts = worktree::ready::counts(&ran.output);
         let timed_out = ran.timed_out.then_some(timeout.as_secs());
         let missing = worktree::ready::missing_tool(ran.code, &ran.output);
-        let touches_tests = worktree::ready::touches_tests(&changed, None);
         let line = crate::event::check_line(ran.success, counts, timed_out, missing.as_deref());
         let cell =
             crate::event::arena::CheckCell::of(ran.success, counts, timed_out, missing.as_deref())

@@ -210,6 +210,7 @@ impl Dispatcher {
             worktree: meta.worktree,
             title: meta.title,
             detach: None,
+            era: lock(&self.memory).era(),
         };
         let opened = Opened {
             job,
