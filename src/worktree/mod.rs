@@ -409,7 +409,17 @@ impl Repo {
 
     /// What `branch` starts from, and its commit: `HEAD`, or a commit on
     /// it of the person's uncommitted changes when there are any.
+    ///
+    /// The index is refreshed first (as `git status` does): files touched
+    /// but unchanged (a checkout, a copy, `touch`) would make `git stash
+    /// create` find changes, then nothing to save, and fail saying nothing.
+    /// One at a time: writers of one arena start together, and a refresh
+    /// takes the index's lock.
     fn base(&self, branch: &str) -> Result<(Base, String)> {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        // Its exit status says whether files changed: not an error here.
+        let _ = git_ok(&self.top, &["update-index", "-q", "--refresh"]);
         let head = self.git("reading HEAD", &["rev-parse", "HEAD"])?;
         let stash = self.git(
             "saving your uncommitted changes (git stash create)",
@@ -874,6 +884,27 @@ mod repo_tests {
         git(&top, "setup", &["commit", "-q", "-m", "first"]).unwrap();
         let repo = Repo::find(&top).unwrap();
         (dir, repo)
+    }
+
+    /// A file touched but unchanged is no uncommitted change: the branch
+    /// starts from HEAD (`git stash create` alone failed here, saying
+    /// nothing).
+    #[test]
+    fn a_touched_but_unchanged_file_is_no_uncommitted_change() {
+        let (_dir, repo) = scratch();
+        let file = std::fs::File::options()
+            .write(true)
+            .open(repo.top.join("a.txt"))
+            .unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        file.set_modified(later).unwrap();
+        drop(file);
+        let (base, commit) = repo.base("quorum/t1").unwrap();
+        assert!(matches!(base, Base::Head), "{base:?}");
+        assert_eq!(
+            commit,
+            git(&repo.top, "test", &["rev-parse", "HEAD"]).unwrap()
+        );
     }
 
     /// A commit written out for its check: its files, an executable, a
