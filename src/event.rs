@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 mod activity;
 /// The arena: writers compared, and the winner rule.
 pub mod arena;
+/// Spending caps: what may be spent, what was, and what a cap reached says.
+pub mod budget;
 /// Builders of events for tests, benchmarks and importers.
 pub mod build;
 /// A writer's check: its counts and its box line.
@@ -25,11 +27,14 @@ mod checked;
 pub mod finding;
 /// The forms agents ask the person to fill in, and their validation.
 pub mod form;
+/// A review quorum: each reviewer's verdict, and the one they make.
+mod quorum;
 /// The slash commands: one table of names, usage and help.
 mod slash;
 
 pub use activity::*;
 pub use check::*;
+pub use quorum::*;
 pub use slash::*;
 
 /// An event with its time: milliseconds since the session started.
@@ -340,77 +345,6 @@ impl ChildState {
     }
 }
 
-/// One reviewer's verdict in a review quorum.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReviewerVerdict {
-    pub agent: String,
-    /// The reviewer's box (none when its task could not run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
-    /// `None`: the reviewer gave no verdict.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub severity: Option<Severity>,
-    /// The review failed (could not run, or its turn did not end normally).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub failed: bool,
-}
-
-/// Several reviewers, one verdict: the worst verdict any reviewer gave,
-/// and how many of them gave it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quorum {
-    /// The worst verdict (`None`: no reviewer gave one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<Severity>,
-    /// Reviewers whose verdict is `verdict`.
-    pub agree: u32,
-    /// Every reviewer, failed ones included.
-    pub total: u32,
-    /// Each reviewer's verdict, in the order of the tasks.
-    pub verdicts: Vec<ReviewerVerdict>,
-    /// The reviewers' findings, merged (none in older transcripts).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<finding::QuorumFinding>,
-    /// The verdict before the quorum checked its findings, when checking
-    /// changed it (`Quorum::checked`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<Severity>,
-}
-
-impl Quorum {
-    /// The quorum of `verdicts`.
-    pub fn of(verdicts: Vec<ReviewerVerdict>) -> Self {
-        let verdict = verdicts.iter().filter_map(|v| v.severity).max();
-        let agree = match verdict {
-            Some(worst) => verdicts
-                .iter()
-                .filter(|v| v.severity == Some(worst))
-                .count(),
-            None => 0,
-        };
-        Self {
-            verdict,
-            agree: agree as u32,
-            total: verdicts.len() as u32,
-            verdicts,
-            findings: Vec::new(),
-            before: None,
-        }
-    }
-
-    /// Every reviewer gave the same verdict.
-    pub fn unanimous(&self) -> bool {
-        self.verdict.is_some() && self.agree == self.total
-    }
-
-    /// Whether a reviewer failed or gave no verdict.
-    pub fn incomplete(&self) -> bool {
-        self.verdicts
-            .iter()
-            .any(|v| v.failed || v.severity.is_none())
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoticeLevel {
@@ -527,6 +461,9 @@ pub enum Event {
         /// `subagent_dequeued` says when it starts.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         queued: bool,
+        /// Its own cap, in USD (`max_cost`, else `[budget] task_usd`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_cost: Option<f64>,
     },
     /// A queued call got its place and runs from now.
     "subagent_dequeued" => SubagentDequeued {
@@ -797,6 +734,35 @@ pub enum Event {
     /// A task's worktree and branch were thrown away (`/discard`).
     "branch_discarded" => BranchDiscarded {
         branch: String,
+    },
+    /// What the session has spent so far (the board's snapshot, after
+    /// each change): the chat, every agent, nested sub-agents; and per
+    /// agent (`chat` for the chat's model).
+    "session_spend" => SessionSpend {
+        spent: budget::Spent,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        by_agent: std::collections::BTreeMap<String, budget::Spent>,
+    },
+    /// The session's spending caps (at its start, and when continued):
+    /// the board counts against them.
+    "budget_set" => BudgetSet {
+        caps: budget::Caps,
+    },
+    /// Spending passed 80 % of a cap (said once per cap).
+    "budget_warning" => BudgetWarning {
+        unit: budget::Unit,
+        spent: f64,
+        cap: f64,
+    },
+    /// A cap was reached: the session's (no new call, queued task or
+    /// follow-up starts; calls in a turn finish it), or a task's own
+    /// (`call_id`: nothing more of it starts).
+    "budget_reached" => BudgetReached {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        unit: budget::Unit,
+        spent: f64,
+        cap: f64,
     },
     /// An arena's writers (batch `batch_id`), each branch reviewed, compared
     /// by the winner rule (`arena::Comparison::decide`).
@@ -1161,6 +1127,37 @@ pub(crate) mod tests {
             },
             Event::BranchDiscarded {
                 branch: "quorum/t1-fix".into(),
+            },
+            Event::SessionSpend {
+                spent: budget::Spent {
+                    cost: 0.9,
+                    tokens: 3_000,
+                },
+                by_agent: [(
+                    "fake".to_string(),
+                    budget::Spent {
+                        cost: 0.9,
+                        tokens: 3_000,
+                    },
+                )]
+                .into(),
+            },
+            Event::BudgetSet {
+                caps: budget::Caps {
+                    session_usd: Some(1.0),
+                    ..budget::Caps::default()
+                },
+            },
+            Event::BudgetWarning {
+                unit: budget::Unit::Usd,
+                spent: 0.9,
+                cap: 1.0,
+            },
+            Event::BudgetReached {
+                call_id: Some("call-2".into()),
+                unit: budget::Unit::Usd,
+                spent: 1.2,
+                cap: 1.0,
             },
             Event::ArenaCompared {
                 batch_id: "b1".into(),

@@ -25,6 +25,8 @@ struct Cli {
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
+    budget: cli::BudgetArgs,
+    #[command(flatten)]
     tui: cli::tui::TuiArgs,
 }
 
@@ -136,8 +138,10 @@ fn run(cli: Cli, outer: Option<String>) -> Result<i32> {
     quorum::runtime::supervisor::kill_all_on_panic();
     let location = Location::find(cli.config.clone());
     let config = location.path.clone();
-    // The model options are global: they apply wherever they are given.
+    // The model and budget options are global: they apply wherever they
+    // are given.
     let model = cli.model.choice();
+    cli.budget.apply();
     let code = match cli.command {
         Some(Command::Config(args)) => cli::config::command(args, &location, &model)?,
         Some(Command::Doctor(a)) => with_runtime(cli::doctor::command(a, &location, model))?,

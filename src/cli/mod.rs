@@ -45,6 +45,9 @@ pub const EXIT_STOPPED: i32 = 1;
 pub const EXIT_CANNOT_RUN: i32 = 2;
 /// Exit code for `quorum run --no-wait` with tasks still running.
 pub const EXIT_TASKS_RUNNING: i32 = 3;
+/// Exit code: a spending cap stopped work (`--max-cost`, `--max-tokens`,
+/// `[budget]`, a call's `max_cost`).
+pub const EXIT_BUDGET: i32 = 4;
 /// Exit code after a second Ctrl+C.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -78,6 +81,41 @@ impl HeadlessArgs {
             elicit: self.elicit,
         }
     }
+}
+
+/// The spending caps of the command line: over the config file's
+/// `[budget]`, for whichever command runs a session.
+#[derive(clap::Args, Default, Clone)]
+pub struct BudgetArgs {
+    /// The most the whole session may cost, in USD (the chat, every agent,
+    /// nested sub-agents): once reached, no new call starts. Over
+    /// [budget] session_usd.
+    #[arg(long, global = true, value_name = "USD", value_parser = usd)]
+    pub max_cost: Option<f64>,
+    /// The most tokens the session may use. Over [budget] tokens.
+    #[arg(long, global = true, value_name = "N", value_parser = tokens)]
+    pub max_tokens: Option<u64>,
+}
+
+impl BudgetArgs {
+    /// Hands them to every session this process builds.
+    pub fn apply(&self) {
+        crate::engine::config::set_command_line_caps(self.max_cost, self.max_tokens);
+    }
+}
+
+fn usd(s: &str) -> Result<f64, String> {
+    let value: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not an amount in USD, like 2.50"))?;
+    crate::event::budget::check_usd("--max-cost", value)
+}
+
+fn tokens(s: &str) -> Result<u64, String> {
+    let value: u64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of tokens"))?;
+    crate::event::budget::check_tokens("--max-tokens", value)
 }
 
 /// Where and how a headless session runs.

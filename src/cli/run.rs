@@ -181,6 +181,10 @@ pub async fn run(
     session.shutdown();
     drop(chat);
     printer.finish().await;
+    // A signal's code (130, 143, 129) says more.
+    if session.budget_stopped() && code < 100 {
+        return super::EXIT_BUDGET;
+    }
     code
 }
 

@@ -21,8 +21,8 @@ use serde::Deserialize;
 pub use error::{ConfigError, UnknownField, distance, nearest};
 pub use hosts::{HostError, HostSpec, check_host};
 pub use sections::{
-    AcpSection, AgentEntry, ArenaSection, HostEntry, InternalSection, McpSection, McpServerEntry,
-    ModelSection, WorktreeSection,
+    AcpSection, AgentEntry, ArenaSection, BudgetSection, HostEntry, InternalSection, McpSection,
+    McpServerEntry, ModelSection, WorktreeSection,
 };
 
 use crate::confine::limits::Limits;
@@ -46,6 +46,7 @@ pub struct ConfigFile {
     pub acp: Option<AcpSection>,
     pub worktree: Option<WorktreeSection>,
     pub arena: Option<ArenaSection>,
+    pub budget: Option<BudgetSection>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentEntry>,
     #[serde(default)]
@@ -92,6 +93,7 @@ const SECTIONS: &[&str] = &[
     "acp",
     "worktree",
     "arena",
+    "budget",
     "agents",
     "hosts",
     "mcp_servers",
@@ -432,6 +434,29 @@ mod tests {
         assert_eq!(reviewers, ["claude", "codex"]);
         let e = error("[arena]\nreviewer = [\"claude\"]\n");
         assert!(e.contains("line 2") && e.contains("`reviewers`"), "{e}");
+    }
+
+    #[test]
+    fn the_budget_section_takes_positive_caps_and_names_a_bad_one() {
+        let f = ConfigFile::parse(
+            Path::new("q.toml"),
+            "[budget]\nsession_usd = 2.5\ntask_usd = 0.5\ntokens = 100000\n",
+        )
+        .unwrap();
+        let b = f.budget.unwrap();
+        assert_eq!(
+            (b.session_usd, b.task_usd, b.tokens),
+            (Some(2.5), Some(0.5), Some(100_000))
+        );
+        let e = error("[budget]\nsession_usd = 0.0\n");
+        assert!(
+            e.contains("line 2") && e.contains("session_usd must be an amount above 0"),
+            "{e}"
+        );
+        let e = error("[budget]\ntask_usd = -1.0\n");
+        assert!(e.contains("line 2") && e.contains("task_usd"), "{e}");
+        let e = error("[budget]\nsesion_usd = 1.0\n");
+        assert!(e.contains("line 2") && e.contains("`session_usd`"), "{e}");
     }
 
     #[test]

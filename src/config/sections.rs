@@ -48,6 +48,44 @@ pub struct ArenaSection {
     pub reviewers: Option<Vec<String>>,
 }
 
+/// `[budget]`: what the session, and each task, may spend (the command
+/// line's `--max-cost` and `--max-tokens` go over it).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSection {
+    /// The whole session, in USD.
+    #[serde(default, deserialize_with = "session_usd")]
+    pub session_usd: Option<f64>,
+    /// Each task (a call and its follow-ups), in USD.
+    #[serde(default, deserialize_with = "task_usd")]
+    pub task_usd: Option<f64>,
+    /// The whole session, in tokens.
+    #[serde(default, deserialize_with = "tokens")]
+    pub tokens: Option<u64>,
+}
+
+fn usd<'de, D: serde::Deserializer<'de>>(d: D, what: &str) -> Result<Option<f64>, D::Error> {
+    let value = <f64 as Deserialize>::deserialize(d)?;
+    crate::event::budget::check_usd(what, value)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn session_usd<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    usd(d, "session_usd")
+}
+
+fn task_usd<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    usd(d, "task_usd")
+}
+
+fn tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let value = <u64 as Deserialize>::deserialize(d)?;
+    crate::event::budget::check_tokens("tokens", value)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
 /// `[acp]`: `quorum acp`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -101,6 +101,9 @@ pub struct SessionConfig {
     pub arena_reviewers: Option<Vec<String>>,
     /// The config file's `[limits]`.
     pub limits: Limits,
+    /// Spending caps (`[budget]`, `--max-cost`, `--max-tokens`); none set:
+    /// a continued session keeps those it recorded.
+    pub caps: crate::event::budget::Caps,
     /// Go on with this recorded session (`--continue`, `--resume`): it is
     /// read back, and the session appends to it.
     pub resume: Option<PathBuf>,
@@ -119,6 +122,16 @@ pub struct SessionConfig {
     ///
     /// [`Session::take_history`]: super::Session::take_history
     pub on_history: Option<OnHistory>,
+}
+
+/// `--max-cost` and `--max-tokens`, once for the process: over `[budget]`.
+static COMMAND_LINE_CAPS: std::sync::OnceLock<(Option<f64>, Option<u64>)> =
+    std::sync::OnceLock::new();
+
+/// Sets the command line's caps (once, at start) for every session the
+/// process builds.
+pub fn set_command_line_caps(max_cost: Option<f64>, max_tokens: Option<u64>) {
+    let _ = COMMAND_LINE_CAPS.set((max_cost, max_tokens));
 }
 
 /// See [`SessionConfig::on_history`].
@@ -143,6 +156,7 @@ impl SessionConfig {
             max_parallel: crate::subagent::dispatch::MAX_PARALLEL,
             arena_reviewers: None,
             limits: Limits::default(),
+            caps: crate::event::budget::Caps::default(),
             resume: None,
             elicit: crate::agent::Elicit::Ask,
             internal_shell: internal_policy(None),
@@ -160,6 +174,13 @@ impl SessionConfig {
         self.internal_shell = internal_policy(file.internal.as_ref());
         self.worktree = worktree_settings(file);
         self.arena_reviewers = file.arena.as_ref().and_then(|a| a.reviewers.clone());
+        let b = file.budget.clone().unwrap_or_default();
+        let (max_cost, max_tokens) = *COMMAND_LINE_CAPS.get().unwrap_or(&(None, None));
+        self.caps = crate::event::budget::Caps {
+            session_usd: max_cost.or(b.session_usd),
+            task_usd: b.task_usd,
+            tokens: max_tokens.or(b.tokens),
+        };
         let limits = file.limits();
         self.limits = limits;
         self.registry.set_limits(limits);

@@ -154,6 +154,11 @@ impl Session {
             let _ = emitter.record(recorder);
         }
         announce(&emitter, &config, continued.is_some());
+        // The caps, counted against what was spent (a continued session's
+        // too); none given: those it recorded stay.
+        if !config.caps.is_empty() {
+            emitter.emit(Event::BudgetSet { caps: config.caps });
+        }
         let session = Self::wire(config, (emitter, clock), history, continued)?;
         Ok((session, events))
     }
@@ -378,6 +383,12 @@ impl Session {
     /// Cancels every running call.
     pub fn cancel_all(&self) {
         self.dispatcher.cancel_all();
+    }
+
+    /// Whether a spending cap was reached (the session's, or a task's):
+    /// headless commands exit 4 then.
+    pub fn budget_stopped(&self) -> bool {
+        self.emitter.board(|b| b.ledger().stopped())
     }
 
     /// Whether any call is still running.

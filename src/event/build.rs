@@ -100,6 +100,7 @@ impl From<Started> for Event {
             session: s.session,
             batch_id: s.batch_id,
             queued: s.queued,
+            max_cost: None,
         }
     }
 }
@@ -402,6 +403,7 @@ mod tests {
                 session: None,
                 batch_id: None,
                 queued: false,
+                max_cost: None,
             }
         );
     }
@@ -428,6 +430,7 @@ mod tests {
                 session: Some(SessionKind::NewAfterStale),
                 batch_id: Some("b1".into()),
                 queued: true,
+                max_cost: None,
             }
         );
         // A task need not be in the background; a review can be worked out.

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use crate::event::{
     Activity, AgentRef, ChildState, Cost, Event, Severity, Stamped, StopReason, Summary, TaskState,
-    Usage, UsageShare,
+    Usage, UsageShare, budget::Spent,
 };
 
 /// Longest summary line kept (chars).
@@ -75,6 +75,9 @@ pub struct UnknownTask {
     pub known: Vec<String>,
 }
 
+/// The ledger's name for the chat's own spending.
+const CHAT: &str = "chat";
+
 #[derive(Debug, Default, Clone)]
 pub struct Board {
     entries: Vec<Entry>,
@@ -86,6 +89,8 @@ pub struct Board {
     /// The child sessions calls' agents announced, by call and child id:
     /// summed up like calls.
     children: HashMap<(String, String), Entry>,
+    /// The session's spending, against its caps.
+    ledger: super::ledger::Ledger,
 }
 
 impl Board {
@@ -97,6 +102,31 @@ impl Board {
     pub fn observe(&mut self, stamped: &Stamped) -> Option<Event> {
         let t = stamped.t;
         match &stamped.event {
+            Event::BudgetSet { caps } => {
+                self.ledger.set_caps(*caps);
+                None
+            }
+            Event::Usage {
+                input_tokens,
+                output_tokens,
+            } => {
+                self.ledger.chat_tokens(input_tokens + output_tokens);
+                None
+            }
+            Event::ChatActivity {
+                activity: Activity::Usage { usage },
+            } => {
+                // A conductor's session reports its cumulative cost.
+                self.ledger.call_started_once(CHAT, "chat");
+                self.ledger.call_spent(
+                    CHAT,
+                    Spent {
+                        cost: usage.cost.as_ref().map_or(0.0, |c| c.amount),
+                        tokens: usage.used,
+                    },
+                );
+                None
+            }
             started @ Event::SubagentStarted { .. } => {
                 self.start(t, started);
                 // The screen opens the box and the task from the start
@@ -186,11 +216,13 @@ impl Board {
             code_review,
             queued,
             input,
+            max_cost,
             ..
         } = started
         else {
             return;
         };
+        self.ledger.call_started(call_id, agent.name(), *max_cost);
         let state = if *queued {
             TaskState::Queued
         } else {
@@ -242,9 +274,27 @@ impl Board {
             entry.base = self.sessions.get(&key).cloned();
         }
         self.sessions.insert(key, usage.clone());
-        entry.summary.share = Some(share(entry.base.as_ref(), usage));
+        let part = share(entry.base.as_ref(), usage);
+        let spent = Spent {
+            cost: part.cost.as_ref().map_or(0.0, |c| c.amount),
+            tokens: part.tokens.max(0) as u64,
+        };
+        entry.summary.share = Some(part);
         entry.summary.usage = Some(usage.clone());
-        Some(entry.snapshot())
+        let snapshot = entry.snapshot();
+        self.ledger.call_spent(call_id, spent);
+        Some(snapshot)
+    }
+
+    /// The session's spending and caps.
+    pub fn ledger(&self) -> &super::ledger::Ledger {
+        &self.ledger
+    }
+
+    /// What the last events made the ledger say (spending, caps warned
+    /// of or reached), to send after them.
+    pub fn take_said(&mut self) -> Vec<Event> {
+        self.ledger.take_said()
     }
 
     /// A child session a call's agent announced, or its new state: its

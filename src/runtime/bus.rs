@@ -111,6 +111,12 @@ impl Emitter {
         if let Some(snapshot) = snapshot {
             inner.held.push(Stamped::new(t, snapshot));
         }
+        // What it made the spending ledger say (never streamed text).
+        let said = inner.board.take_said();
+        let streamed = streamed && said.is_empty();
+        for event in said {
+            inner.held.push(Stamped::new(t, event));
+        }
         if streamed && inner.due {
             return;
         }
@@ -136,6 +142,8 @@ impl Emitter {
         for stamped in events {
             inner.board.observe(stamped);
         }
+        // What they made the ledger say was said then.
+        inner.board.take_said();
     }
 
     /// Reads the task board.

@@ -12,6 +12,7 @@ pub mod bus;
 pub mod cancel;
 pub mod git;
 pub mod home;
+pub mod ledger;
 pub mod machinery;
 pub mod path;
 pub mod probe;

@@ -12,7 +12,7 @@ fn yes() -> bool {
 }
 
 /// Arguments of a `subagent` call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubAgentCallInput {
     /// The ACP agent to run, by name. Omit (or leave empty) to run the
@@ -89,6 +89,11 @@ pub struct SubAgentCallInput {
     /// the smaller diff, then the lower cost.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compare: bool,
+    /// The most this call may cost, in USD (for a batch: each of its
+    /// tasks); when it is reached, nothing more of it starts. The
+    /// session's own cap (`--max-cost`) applies as well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 /// Where a sub-agent writes.
@@ -146,6 +151,7 @@ impl Default for SubAgentCallInput {
             isolation: None,
             branch: None,
             compare: false,
+            max_cost: None,
         }
     }
 }
@@ -164,7 +170,7 @@ pub enum InputError {
 }
 
 /// One task as the dispatcher runs it: the call's defaults applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
     /// The ACP agent's name, or `None` for the internal agent.
     pub agent: Option<String>,
@@ -176,6 +182,8 @@ pub struct TaskSpec {
     pub isolation: bool,
     /// The branch it reviews.
     pub branch: Option<String>,
+    /// Its own spending cap, in USD.
+    pub max_cost: Option<f64>,
 }
 
 /// `Some(text)` unless `text` is missing or blank.
@@ -201,6 +209,7 @@ impl SubAgentCallInput {
                 output_requirements: requirements,
                 isolation: self.isolation == Some(Isolation::Worktree),
                 branch: given(self.branch.as_deref()).map(str::to_string),
+                max_cost: self.max_cost,
             }]);
         };
         if given(self.input.as_deref()).is_some() {
@@ -224,6 +233,7 @@ impl SubAgentCallInput {
                 branch: given(t.branch.as_deref())
                     .or(given(self.branch.as_deref()))
                     .map(str::to_string),
+                max_cost: self.max_cost,
             })
             .collect())
     }
@@ -380,6 +390,7 @@ mod tests {
                     output_requirements: Some("A list.".into()),
                     isolation: false,
                     branch: None,
+                    max_cost: None,
                 },
                 TaskSpec {
                     agent: Some("codex".into()),
@@ -388,6 +399,7 @@ mod tests {
                     output_requirements: Some("A table.".into()),
                     isolation: false,
                     branch: None,
+                    max_cost: None,
                 },
                 TaskSpec {
                     agent: Some("claude".into()),
@@ -396,6 +408,7 @@ mod tests {
                     output_requirements: Some("A list.".into()),
                     isolation: false,
                     branch: None,
+                    max_cost: None,
                 },
             ]
         );

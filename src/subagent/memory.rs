@@ -190,6 +190,7 @@ mod tests {
             session: None,
             batch_id: None,
             queued: false,
+            max_cost: None,
         };
         let session = |id: &str, s: &str| Event::SubagentSession {
             call_id: id.into(),

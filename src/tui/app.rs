@@ -420,6 +420,9 @@ impl App {
                         theme::dim(),
                     ));
                 }
+                if let Some(span) = spending_span(&self.state.spending) {
+                    spans.push(span);
+                }
                 let question = self.view.form.as_ref().and(self.state.pending_question());
                 let keys = match self.mode {
                     _ if self.view.findings.is_some() => "findings view · q back",
@@ -584,6 +587,33 @@ async fn sleep_until(deadline: Option<Instant>) {
     if let Some(d) = deadline {
         tokio::time::sleep_until(d.into()).await;
     }
+}
+
+/// The session's spending on the status line (` · spent $0.42 · 1.2k tok
+/// of $1.00`): dim, yellow past 80 % of a cap, red once one is reached;
+/// nothing before anything cost money, or while no cap is set.
+fn spending_span(s: &crate::tui::state::Spending) -> Option<Span<'static>> {
+    // (The chat's own tokens are on the line already.)
+    if s.spent.cost == 0.0 && s.caps.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        " · spent ${:.2} · {} tok",
+        s.spent.cost,
+        crate::tui::cells::tokens(s.spent.tokens as i64)
+    );
+    if let Some(cap) = s.caps.session_usd {
+        text.push_str(&format!(" of ${cap:.2}"));
+    }
+    if let Some(cap) = s.caps.tokens {
+        text.push_str(&format!(" of {cap} tok"));
+    }
+    let style = match s.share_of_cap() {
+        _ if s.reached => ratatui::style::Style::default().fg(theme::RED),
+        Some(share) if share >= 0.8 => ratatui::style::Style::default().fg(theme::YELLOW),
+        _ => theme::dim(),
+    };
+    Some(Span::styled(text, style))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The one config file, typed and checked: its sections use the
     // permission policy, the caps and the sandbox modes; the registry, the
     // session and `serve` take their parts of it.
-    ("config", &["agent", "confine", "runtime::sandbox"]),
+    ("config", &["agent", "confine", "event", "runtime::sandbox"]),
     // The model providers (and the one lock helper, in `confine`).
     ("llm", &["confine::lock"]),
     // Git worktrees for isolated writers (the git CLI, hardened): the

@@ -44,6 +44,7 @@ mod app_loop;
 mod arena;
 mod batch;
 mod batch_screen;
+mod budget;
 mod call_cli;
 mod cli;
 mod composer_pty;

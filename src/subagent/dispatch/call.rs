@@ -131,6 +131,13 @@ impl Dispatcher {
         depth: u32,
         in_batch: bool,
     ) -> Result<Prepared, DispatchError> {
+        // A cap reached: no new call starts.
+        if let Some(why) = self.emitter.board(|b| b.ledger().refusal()) {
+            return Err(DispatchError::Budget(why));
+        }
+        if let Some(cap) = spec.max_cost {
+            crate::event::budget::check_usd("max_cost", cap).map_err(DispatchError::Budget)?;
+        }
         let (agent, runner) = match spec.agent.as_deref() {
             Some(agent) => {
                 let runner =
@@ -204,6 +211,7 @@ impl Dispatcher {
             requirements: spec.output_requirements,
             resume,
             isolation: spec.isolation,
+            max_cost: spec.max_cost,
         })
     }
 
@@ -271,6 +279,7 @@ impl Dispatcher {
             session: None,
             batch_id: launch.batch_id.map(str::to_string),
             queued,
+            max_cost: task.max_cost,
         });
         if let Some(w) = &worktree {
             self.worktree_ready(&call_id, task_id.as_deref(), w);
@@ -306,6 +315,17 @@ impl Dispatcher {
                     _ = cancelled(&mut control.cancel) => None,
                     permit = places.acquire_owned() => permit.ok(),
                 };
+                // A cap reached while it waited: it does not start.
+                let refused = self.emitter.board(|b| b.ledger().refusal());
+                if let (Some(why), Some(_)) = (refused, &permit) {
+                    let outcome = Outcome::new(
+                        StopReason::Cancelled,
+                        format!("{why}; {} was queued, and did not start", job.agent.name()),
+                    );
+                    let outcome = self.finish_turn(&job, outcome);
+                    self.close(&job);
+                    return outcome;
+                }
                 match permit {
                     Some(permit) => {
                         self.emitter.emit(Event::SubagentDequeued {
@@ -335,7 +355,19 @@ impl Dispatcher {
                     .get_mut(&job.call_id)
                     .map(|h| std::mem::take(&mut h.followups))
                     .unwrap_or_default();
+                let refused = (!queued.is_empty())
+                    .then(|| self.emitter.board(|b| b.ledger().refusal_of(&job.call_id)))
+                    .flatten();
+                if let Some(why) = &refused {
+                    self.emitter.emit(Event::SubagentActivity {
+                        call_id: job.call_id.clone(),
+                        activity: crate::event::Activity::Notice {
+                            text: format!("{why}: its follow-up was not sent"),
+                        },
+                    });
+                }
                 if queued.is_empty()
+                    || refused.is_some()
                     || !outcome.stop_reason.answered()
                     || outcome.stop_reason == StopReason::Cancelled
                     || outcome.session_id.is_none()
@@ -629,6 +661,8 @@ pub(in crate::subagent) struct Prepared {
     pub(in crate::subagent) resume: Option<String>,
     /// Runs in a worktree of its own.
     pub(in crate::subagent) isolation: bool,
+    /// Its own spending cap, in USD.
+    pub(in crate::subagent) max_cost: Option<f64>,
 }
 
 /// A batch task's place among the `max_parallel` that run at once: held

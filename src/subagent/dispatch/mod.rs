@@ -61,6 +61,9 @@ pub enum DispatchError {
     EmptyInput,
     #[error("the session is ending: no new call")]
     Closed,
+    /// A spending cap was reached: what was spent, of which cap.
+    #[error("{0}")]
+    Budget(String),
     #[error("{source}{}", if *internal { "; to run the task on the internal agent instead, omit `agent` (leave it out of the call)" } else { "" })]
     UnknownAgent {
         source: UnknownAgent,

@@ -55,6 +55,7 @@ impl Dispatcher {
                 output_requirements: None,
                 isolation: false,
                 branch: None,
+                max_cost: None,
             };
             let place = match places.clone().try_acquire_owned() {
                 Ok(permit) => Place::Held(permit),

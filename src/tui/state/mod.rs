@@ -17,6 +17,7 @@ mod activity;
 mod announced;
 mod arena;
 mod batch;
+mod budget;
 mod cells;
 mod elicit;
 mod lines;
@@ -34,6 +35,7 @@ mod fixtures;
 pub use announced::Announced;
 pub use arena::ArenaCell;
 pub use batch::{BatchHeader, Member, UsageTotal};
+pub use budget::Spending;
 pub use cells::{Cell, CellKind};
 pub use elicit::{Question, answer_line};
 pub use lines::{ACTIVITY_LINES, ActivityLine};
@@ -56,6 +58,8 @@ pub struct State {
     pub agents: Vec<String>,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The session's spending and caps.
+    pub spending: Spending,
     /// How many events were applied.
     pub applied: u64,
     /// Whether the chat model is working on a turn.
@@ -245,6 +249,10 @@ impl State {
                 batch_id,
                 comparison,
             } => self.on_arena_compared(batch_id, comparison),
+            Event::SessionSpend { .. }
+            | Event::BudgetSet { .. }
+            | Event::BudgetWarning { .. }
+            | Event::BudgetReached { .. } => self.apply_budget(event),
         }
         #[cfg(test)]
         self.assert_tallies();
@@ -1021,6 +1029,10 @@ mod tests {
             "branch_verdict",
             "branch_merged",
             "branch_discarded",
+            "session_spend",
+            "budget_set",
+            "budget_warning",
+            "budget_reached",
             "arena_compared",
         ];
         assert_eq!(covered, Event::TYPES);

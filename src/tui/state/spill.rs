@@ -126,6 +126,7 @@ mod tests {
                 session: None,
                 batch_id: None,
                 queued: false,
+                max_cost: None,
             },
         ));
         s.apply(&ev(

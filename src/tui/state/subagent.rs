@@ -319,6 +319,7 @@ impl State {
             session,
             batch_id,
             queued,
+            ..
         } = started
         else {
             return;

@@ -1,0 +1,114 @@
+//! Spending caps (issue 40): what a session, or one task, may spend, and
+//! what was spent. The caps come from the command line (`--max-cost`,
+//! `--max-tokens`), the config file's `[budget]` and a `subagent` call's
+//! `max_cost`; the spending from what agents and the chat's model report
+//! (a call's part of its agent session's cost, the chat's tokens). The
+//! task board keeps the ledger (`runtime::ledger`); these are its words.
+
+use serde::{Deserialize, Serialize};
+
+/// The caps of a session: none set is no cap.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Caps {
+    /// What the whole session may cost, in USD: the chat, every agent,
+    /// nested sub-agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_usd: Option<f64>,
+    /// What one task (a call and its follow-ups) may cost, in USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_usd: Option<f64>,
+    /// How many tokens the session may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
+impl Caps {
+    pub fn is_empty(&self) -> bool {
+        self.session_usd.is_none() && self.task_usd.is_none() && self.tokens.is_none()
+    }
+}
+
+/// What was spent: the cost agents reported (in their currency, USD by
+/// default) and tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Spent {
+    #[serde(default)]
+    pub cost: f64,
+    #[serde(default)]
+    pub tokens: u64,
+}
+
+/// What a cap counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Usd,
+    Tokens,
+}
+
+impl Unit {
+    /// `$1.20`, `120k tokens`.
+    pub fn amount(self, value: f64) -> String {
+        match self {
+            Unit::Usd => format!("${value:.2}"),
+            Unit::Tokens => format!("{} tokens", value as u64),
+        }
+    }
+}
+
+/// What a cap reached says: `the session has spent $1.20 of its $1.00 cap`
+/// (or a task, `c3`).
+pub fn reached_text(call_id: Option<&str>, unit: Unit, spent: f64, cap: f64) -> String {
+    let who = match call_id {
+        Some(call) => format!("task {}", call.replace("call-", "c")),
+        None => "the session".to_string(),
+    };
+    format!(
+        "budget: {who} has spent {} of its {} cap",
+        unit.amount(spent),
+        unit.amount(cap)
+    )
+}
+
+/// A cap that is not a positive number is refused (`--max-cost 0`,
+/// `session_usd = -1`): named, with what it takes.
+pub fn check_usd(what: &str, value: f64) -> Result<f64, String> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{what} must be an amount above 0 (in USD, like 2.50), not {value}"
+        ))
+    }
+}
+
+/// [`check_usd`] for a token cap.
+pub fn check_tokens(what: &str, value: u64) -> Result<u64, String> {
+    if value > 0 {
+        Ok(value)
+    } else {
+        Err(format!("{what} must be a number of tokens above 0, not 0"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cap_says_who_spent_what() {
+        assert_eq!(
+            reached_text(None, Unit::Usd, 1.2, 1.0),
+            "budget: the session has spent $1.20 of its $1.00 cap"
+        );
+        assert_eq!(
+            reached_text(Some("call-3"), Unit::Tokens, 1200.0, 1000.0),
+            "budget: task c3 has spent 1200 tokens of its 1000 tokens cap"
+        );
+        assert!(check_usd("--max-cost", 0.0).is_err());
+        assert!(check_usd("--max-cost", -1.0).is_err());
+        assert!(check_usd("--max-cost", f64::NAN).is_err());
+        assert_eq!(check_usd("--max-cost", 2.5), Ok(2.5));
+        assert!(check_tokens("--max-tokens", 0).is_err());
+    }
+}

@@ -1,0 +1,248 @@
+//! Spending caps (issue 40): the fake agent reports usage (`usage USED
+//! SIZE COST`, a session's cumulative cost), and the session's spending
+//! is counted against `--max-cost`, `[budget]` and a call's `max_cost`.
+
+use crate::common;
+
+use std::time::Instant;
+
+use common::shell::{shell, shell_with, text};
+use quorum::event::budget::Unit;
+use quorum::event::{Event, Stamped};
+
+/// One call's turn: a fresh session of the fake agent that reports it cost
+/// $0.30.
+const THIRTY_CENTS: &str = "usage 1000 200000 0.30";
+
+/// Five calls in turn, each a fresh session costing $0.30, under a $1.00
+/// cap: the third passes 80 % (a warning), the fourth reaches the cap, the
+/// fifth does not start; quorum says so on stderr and exits 4. The
+/// transcript holds the spending and the cap reached.
+#[test]
+fn quorum_call_stops_at_the_cap_and_exits_4() {
+    let s = shell();
+    let record = s.dir.path().join("spent.jsonl");
+    let mut args = vec![
+        "call",
+        "--agent",
+        "fake",
+        "--new-session",
+        "--max-cost",
+        "1.00",
+        "--record",
+        record.to_str().unwrap(),
+    ];
+    for _ in 0..5 {
+        args.extend(["--input", THIRTY_CENTS]);
+    }
+    let o = s.run(&args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("budget: $0.90 of the session's $1.00 cap spent"),
+        "{err}"
+    );
+    assert!(
+        err.contains("budget: the session has spent $1.20 of its $1.00 cap"),
+        "{err}"
+    );
+    assert!(err.contains("no new call starts"), "{err}");
+    let events = common::events(&record);
+    let started = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::SubagentStarted { .. }))
+        .count();
+    assert_eq!(started, 4, "the fifth call never started");
+    let last_spend = events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            Event::SessionSpend { spent, by_agent } => Some((*spent, by_agent.clone())),
+            _ => None,
+        })
+        .expect("the spending is recorded");
+    assert!((last_spend.0.cost - 1.2).abs() < 1e-9, "{last_spend:?}");
+    assert!((last_spend.1["fake"].cost - 1.2).abs() < 1e-9);
+    assert!(events.iter().any(|e| matches!(
+        e.event,
+        Event::BudgetReached {
+            call_id: None,
+            unit: Unit::Usd,
+            ..
+        }
+    )));
+}
+
+/// Without a cap the same calls all run and exit 0; a cap of 0, a
+/// negative one or a bad `[budget]` value is refused before anything
+/// runs, naming what is wrong.
+#[test]
+fn no_cap_runs_everything_and_a_bad_cap_is_refused() {
+    let s = shell();
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "fake",
+        "--new-session",
+        "--input",
+        THIRTY_CENTS,
+        "--input",
+        THIRTY_CENTS,
+        "--input",
+        THIRTY_CENTS,
+        "--input",
+        THIRTY_CENTS,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for bad in ["0", "-1", "lots"] {
+        let flag = format!("--max-cost={bad}");
+        let o = s.run(&["call", "--agent", "fake", &flag, "--input", "x"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            text(&o.stderr).contains("--max-cost"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    let o = s.run(&[
+        "call",
+        "--agent",
+        "fake",
+        "--max-tokens",
+        "0",
+        "--input",
+        "x",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--max-tokens must be a number of tokens above 0"));
+    let s = shell_with("[budget]\nsession_usd = 0\n");
+    let o = s.run(&["call", "--agent", "fake", "--input", "x"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("line") && err.contains("session_usd"), "{err}");
+}
+
+/// A batch of background tasks, one at a time (`max_parallel = 1`), each
+/// costing $0.30 under `[budget] session_usd = 1.0`: the fourth reaches
+/// the cap and the two still queued do not start, each saying why; the
+/// spending the panel shows is the sum of the boxes'; a continued session
+/// keeps the spending, and its first call is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_stops_at_the_cap_and_a_continued_session_keeps_the_spend() {
+    use quorum::acp::registry::Registry;
+    use quorum::confine::fsroot::Root;
+    use quorum::engine::{Session, SessionConfig};
+    use quorum::subagent::input::{SubAgentCallInput, TaskInput};
+
+    let s = shell_with("[budget]\nsession_usd = 1.0\n");
+    let record = s.dir.path().join("batch.jsonl");
+    let start = |resume: Option<std::path::PathBuf>| {
+        let registry = Registry::load_only(&s.config).unwrap();
+        let mut config = SessionConfig::new(registry, Root::new(s.dir.path()).unwrap());
+        config.read_settings(Some(&s.config)).unwrap();
+        config.max_parallel = 1;
+        if resume.is_some() {
+            config.resume = resume;
+        } else {
+            config.record = Some(record.clone());
+        }
+        Session::start(config, Instant::now()).unwrap()
+    };
+    let (session, mut events) = start(None);
+    let batch = SubAgentCallInput {
+        tasks: Some(
+            (0..6)
+                .map(|_| TaskInput {
+                    agent: Some("fake".into()),
+                    input: THIRTY_CENTS.into(),
+                    ..TaskInput::default()
+                })
+                .collect(),
+        ),
+        continue_session: false,
+        ..SubAgentCallInput::default()
+    };
+    let reply = session.call(batch).await.expect("the batch runs");
+    let quorum::subagent::dispatch::Reply::Batch(result) = reply else {
+        panic!("a foreground batch")
+    };
+    let stopped: Vec<String> = result
+        .tasks
+        .iter()
+        .filter_map(|t| t.result.as_ref().ok())
+        .filter(|o| o.output.contains("did not start"))
+        .map(|o| o.output.clone())
+        .collect();
+    assert_eq!(stopped.len(), 2, "{:#?}", result.tasks);
+    assert!(stopped[0].contains("budget: the session has spent $1.20 of its $1.00 cap"));
+    assert!(session.budget_stopped());
+    session.shutdown();
+    drop(session);
+    let mut live: Vec<Stamped> = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        live.push(e);
+    }
+    // The panel's total is the sum of the boxes' parts.
+    let mut state = quorum::tui::state::State::new();
+    for e in &live {
+        state.apply(e);
+    }
+    let boxes: f64 = live
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TaskProgress {
+                call_id, summary, ..
+            } => Some((call_id.clone(), summary)),
+            _ => None,
+        })
+        .fold(std::collections::HashMap::new(), |mut m, (c, s)| {
+            m.insert(
+                c,
+                s.share
+                    .as_ref()
+                    .and_then(|s| s.cost.as_ref())
+                    .map_or(0.0, |c| c.amount),
+            );
+            m
+        })
+        .values()
+        .sum();
+    assert!((state.spending.spent.cost - boxes).abs() < 1e-9);
+    assert!((boxes - 1.2).abs() < 1e-9, "{boxes}");
+    // The screen says it: the panel's title, the status line (red: the
+    // cap is reached), and the transcript's line.
+    let screen = common::rows(&common::screen(&live, 140, 40, Some(true))).join("\n");
+    assert!(screen.contains("agents Σ 4k tokens · $1.20"), "{screen}");
+    assert!(screen.contains("spent $1.20 · 4k tok of $1.00"), "{screen}");
+    assert!(
+        screen.contains("budget: the session has spent $1.20 of its $1.00 cap: no new call"),
+        "{screen}"
+    );
+
+    // Continued: the spending is read back, the cap still holds.
+    let (session, mut events) = start(Some(record.clone()));
+    let refused = session
+        .call(SubAgentCallInput {
+            agent: Some("fake".into()),
+            input: Some(THIRTY_CENTS.into()),
+            ..SubAgentCallInput::default()
+        })
+        .await;
+    let e = refused.expect_err("over the cap");
+    assert!(
+        e.to_string()
+            .contains("the session has spent $1.20 of its $1.00 cap"),
+        "{e}"
+    );
+    session.shutdown();
+    drop(session);
+    let mut said = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        said.push(e);
+    }
+    assert!(
+        said.iter()
+            .any(|e| matches!(e.event, Event::BudgetReached { .. })),
+        "the continued session says the cap is reached"
+    );
+}
