@@ -22,7 +22,7 @@ pub use error::{ConfigError, UnknownField, distance, nearest};
 pub use hosts::{HostError, HostSpec, check_host};
 pub use sections::{
     AcpSection, AgentEntry, ArenaSection, HostEntry, InternalSection, McpSection, McpServerEntry,
-    ModelSection, WorktreeSection,
+    ModelSection, NotifySection, WorktreeSection,
 };
 
 use crate::confine::limits::Limits;
@@ -46,6 +46,7 @@ pub struct ConfigFile {
     pub acp: Option<AcpSection>,
     pub worktree: Option<WorktreeSection>,
     pub arena: Option<ArenaSection>,
+    pub notify: Option<NotifySection>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentEntry>,
     #[serde(default)]
@@ -92,6 +93,7 @@ const SECTIONS: &[&str] = &[
     "acp",
     "worktree",
     "arena",
+    "notify",
     "agents",
     "hosts",
     "mcp_servers",
@@ -126,7 +128,7 @@ impl ConfigFile {
         index(document.get_ref(), &mut Vec::new(), &mut keys);
         let mut file: ConfigFile = toml::from_str(text).map_err(|e| {
             unknown_field(path, text, &keys, &e)
-                .unwrap_or_else(|| bad(describe_toml_error(text, &e)))
+                .unwrap_or_else(|| bad(describe_toml_error(text, &e) + &unknown_value(&e)))
         })?;
         file.origin = Some(Origin {
             path: path.to_path_buf(),
@@ -329,6 +331,25 @@ fn unknown_field(
         nearest,
         known: candidates,
     })))
+}
+
+/// For a serde "unknown variant" error (a value none of a setting's names,
+/// `[notify] events = ["need_you"]`): `; did you mean `needs_you`?` when
+/// one is near; else nothing (the error lists the names).
+fn unknown_value(e: &toml::de::Error) -> String {
+    let Some(rest) = e.message().strip_prefix("unknown variant `") else {
+        return String::new();
+    };
+    let Some((value, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let known: Vec<String> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    nearest(value, &known).map_or_else(String::new, |n| format!("; did you mean `{n}`?"))
 }
 
 /// A key as TOML writes it: bare when it can be, else quoted.

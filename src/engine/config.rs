@@ -112,6 +112,8 @@ pub struct SessionConfig {
     pub internal_shell: crate::runtime::sandbox::Policy,
     /// `[worktree]`: isolated writers' setup, check, signing and caches.
     pub worktree: crate::worktree::Settings,
+    /// `[notify]`: which events notify, and the program run for them.
+    pub notify: super::notify::Settings,
     /// What a front end does with a continued session's recorded events
     /// (its screen takes them up): called once, on a thread of its own
     /// while the engine takes them up too. With it, the session keeps
@@ -148,11 +150,12 @@ impl SessionConfig {
             internal_shell: internal_policy(None),
             worktree: crate::worktree::Settings::default(),
             on_history: None,
+            notify: super::notify::Settings::default(),
         }
     }
 
     /// Takes the config file's top-level settings (`max_parallel`), its
-    /// `[limits]` and its `[internal]`.
+    /// `[limits]`, `[internal]`, `[worktree]`, `[arena]` and `[notify]`.
     pub fn take_settings(&mut self, file: &ConfigFile) {
         self.max_parallel = file
             .max_parallel
@@ -160,6 +163,10 @@ impl SessionConfig {
         self.internal_shell = internal_policy(file.internal.as_ref());
         self.worktree = worktree_settings(file);
         self.arena_reviewers = file.arena.as_ref().and_then(|a| a.reviewers.clone());
+        self.notify = super::notify::Settings {
+            kinds: file.notify.clone().unwrap_or_default().kinds(),
+            command: file.notify.as_ref().and_then(|n| n.command.clone()),
+        };
         let limits = file.limits();
         self.limits = limits;
         self.registry.set_limits(limits);

@@ -51,6 +51,14 @@ struct Inner {
     held: Vec<Stamped>,
     /// A timer will flush `held`.
     due: bool,
+    /// Who else is sent the events (those each wants), after the front end.
+    taps: Vec<Tap>,
+}
+
+/// A second reader of the bus's events: only those `wants` takes.
+struct Tap {
+    wants: fn(&Event) -> bool,
+    tx: mpsc::UnboundedSender<Stamped>,
 }
 
 /// Emits events. Cheap to clone; sending never blocks, and a closed
@@ -83,6 +91,7 @@ impl Emitter {
                 recorder: None,
                 held: Vec::new(),
                 due: false,
+                taps: Vec::new(),
             })),
         }
     }
@@ -156,6 +165,16 @@ impl Emitter {
         Ok(())
     }
 
+    /// Every event from now on that `wants` takes, sent on the returned
+    /// channel too, in the same order, after the front end has it (the
+    /// engine's notifier reads them: a reader of its own that never
+    /// holds the bus up).
+    pub fn tap(&self, wants: fn(&Event) -> bool) -> mpsc::UnboundedReceiver<Stamped> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().taps.push(Tap { wants, tx });
+        rx
+    }
+
     /// Where events are being recorded, if they are.
     pub fn recording(&self) -> Option<PathBuf> {
         self.lock()
@@ -191,8 +210,14 @@ impl Inner {
         };
         let t = self.held.last().map_or(0, |s| s.t);
         for stamped in self.held.drain(..) {
+            for tap in &self.taps {
+                if (tap.wants)(&stamped.event) {
+                    let _ = tap.tx.send(stamped.clone());
+                }
+            }
             let _ = self.tx.send(stamped);
         }
+        self.taps.retain(|tap| !tap.tx.is_closed());
         if let Some(text) = failed {
             tracing::warn!("{text}");
             self.recorder = None;

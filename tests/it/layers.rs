@@ -19,9 +19,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Untrusted input kept in bounds; below everything that reads it.
     ("confine", &[]),
     // The one config file, typed and checked: its sections use the
-    // permission policy, the caps and the sandbox modes; the registry, the
-    // session and `serve` take their parts of it.
-    ("config", &["agent", "confine", "runtime::sandbox"]),
+    // permission policy, the caps, the sandbox modes and the kinds of
+    // notification (`[notify] events`); the registry, the session and
+    // `serve` take their parts of it.
+    ("config", &["agent", "confine", "runtime::sandbox", "event::notify"]),
     // The model providers (and the one lock helper, in `confine`).
     ("llm", &["confine::lock"]),
     // Git worktrees for isolated writers (the git CLI, hardened): the
