@@ -456,6 +456,29 @@ mod tests {
     }
 
     #[test]
+    fn notify_takes_its_events_and_refuses_unknown_names() {
+        use crate::event::notify::NotifyKind;
+        let f = ConfigFile::parse(
+            Path::new("q.toml"),
+            "[notify]\nevents = [\"task_done\", \"all_idle\"]\ndesktop = false\ncommand = [\"ntfy\", \"publish\", \"me\"]\n",
+        )
+        .unwrap();
+        let n = f.notify.unwrap();
+        assert_eq!(n.kinds(), [NotifyKind::TaskDone, NotifyKind::AllIdle]);
+        assert_eq!((n.desktop, n.command.unwrap().len()), (Some(false), 3));
+        assert_eq!(NotifySection::default().kinds(), NotifyKind::ALL);
+        let e = error("[notify]\nevents = [\"task_done\",\n  \"need_you\"]\n");
+        assert!(
+            e.starts_with("/c/quorum.toml: line 3, column 3: unknown variant `need_you`")
+                && e.ends_with("; did you mean `needs_you`?"),
+            "{e}"
+        );
+        assert!(error("[notify]\nevent = []\n").contains("did you mean `events`?"));
+        assert!(error("[notify]\ncommand = []\n").contains("line 2, column 11: command needs a program"));
+        assert!(error("[notfy]\n").contains("did you mean [notify]?"));
+    }
+
+    #[test]
     fn other_mistakes_name_their_line() {
         assert_eq!(
             error("\nmax_parallel = 0\n"),

@@ -311,3 +311,156 @@ impl Watch {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{AgentRef, StopReason, Summary};
+
+    fn started(call: &str, task: Option<&str>) -> Event {
+        Event::SubagentStarted {
+            call_id: call.into(),
+            task_id: task.map(str::to_string),
+            agent: AgentRef::Acp("fake".into()),
+            input: "slow 1".into(),
+            code_review: false,
+            background: task.is_some(),
+            session: None,
+            batch_id: None,
+            queued: false,
+        }
+    }
+
+    fn finished(call: &str) -> Event {
+        Event::SubagentFinished {
+            call_id: call.into(),
+            output: "working\n done".into(),
+            stop_reason: StopReason::EndTurn,
+            severity: None,
+            findings: Vec::new(),
+        }
+    }
+
+    fn kinds(watch: &mut Watch, events: &[Event]) -> Vec<NotifyKind> {
+        events
+            .iter()
+            .flat_map(|e| watch.observe(e))
+            .map(|n| n.event)
+            .collect()
+    }
+
+    /// A chat that is told each report in a turn of its own: `all_idle`
+    /// once, after the last report's turn, not when the tasks end.
+    #[test]
+    fn all_idle_fires_once_when_the_tasks_and_the_chat_are_done() {
+        use NotifyKind::{AllIdle, TaskDone};
+        let mut w = Watch::new();
+        let events = [
+            Event::SessionInfo {
+                model: Some("script:x".into()),
+                agents: vec![],
+            },
+            Event::TurnStarted,
+            started("c1", Some("t1")),
+            started("c2", Some("t2")),
+            Event::TurnEnded {
+                stop_reason: StopReason::EndTurn,
+            },
+            finished("c1"),
+            Event::TurnStarted,
+            Event::TaskReported {
+                task_id: "t1".into(),
+            },
+            finished("c2"),
+            Event::TurnEnded {
+                stop_reason: StopReason::EndTurn,
+            },
+        ];
+        assert_eq!(kinds(&mut w, &events), [TaskDone, TaskDone]);
+        // The second report's turn: then all is idle, once.
+        let last = [
+            Event::TurnStarted,
+            Event::TaskReported {
+                task_id: "t2".into(),
+            },
+            Event::TurnEnded {
+                stop_reason: StopReason::EndTurn,
+            },
+        ];
+        assert_eq!(kinds(&mut w, &last), [AllIdle]);
+        assert_eq!(
+            kinds(&mut w, &[Event::TurnEnded {
+                stop_reason: StopReason::EndTurn
+            }]),
+            []
+        );
+        // Only after something ran again.
+        let again = [started("c3", None), finished("c3")];
+        assert_eq!(kinds(&mut w, &again), [AllIdle]);
+    }
+
+    #[test]
+    fn without_a_chat_the_last_task_ending_is_all_idle() {
+        use NotifyKind::{AllIdle, TaskDone};
+        let mut w = Watch::new();
+        let events = [
+            started("c1", Some("t1")),
+            started("c2", Some("t2")),
+            finished("c2"),
+            finished("c1"),
+        ];
+        assert_eq!(kinds(&mut w, &events), [TaskDone, TaskDone, AllIdle]);
+    }
+
+    #[test]
+    fn needs_you_once_per_wait_and_errors() {
+        let mut w = Watch::new();
+        let progress = |waiting| Event::TaskProgress {
+            call_id: "c1".into(),
+            task_id: Some("t1".into()),
+            summary: Summary {
+                waiting,
+                ..Summary::default()
+            },
+        };
+        let events = [
+            started("c1", Some("t1")),
+            progress(true),
+            progress(true),
+            progress(false),
+            progress(true),
+            Event::Error {
+                text: "boom\x1b[31m\nline".into(),
+            },
+        ];
+        let out: Vec<Notification> = events.iter().flat_map(|e| w.observe(e)).collect();
+        let got: Vec<NotifyKind> = out.iter().map(|n| n.event).collect();
+        use NotifyKind::{Error, NeedsYou};
+        assert_eq!(got, [NeedsYou, NeedsYou, Error]);
+        assert_eq!(out[0].task.as_deref(), Some("t1"));
+        assert_eq!(out[0].agent.as_deref(), Some("fake"));
+        // One line, control characters gone (the terminal's writer
+        // sanitises the rest).
+        assert!(!out[2].text.contains(['\n', '\x1b']), "{:?}", out[2].text);
+    }
+
+    #[test]
+    fn a_notification_is_one_json_object_with_every_field() {
+        let mut n = Notification::budget("80 % of $1.00 spent", Some(0.8));
+        n.session = Some("2026-01-01-abc".into());
+        let v = serde_json::to_value(&n).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "event": "budget", "session": "2026-01-01-abc", "task": null,
+                "agent": null, "text": "80 % of $1.00 spent", "cost": 0.8
+            })
+        );
+        let long = Notification::budget("y".repeat(1000), None);
+        assert_eq!(long.text.chars().count(), MAX_TEXT + 1);
+        let names: Vec<&str> = NotifyKind::ALL.iter().map(|k| k.as_str()).collect();
+        for (k, name) in NotifyKind::ALL.iter().zip(&names) {
+            assert_eq!(serde_json::to_value(k).unwrap(), *name);
+        }
+    }
+}
