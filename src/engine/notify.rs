@@ -26,6 +26,9 @@ use crate::runtime::supervisor::{self, Supervisor};
 /// How long the program may run before it is ended.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a program past its [`TIMEOUT`] has to end after `SIGTERM`.
+const KILL_GRACE: Duration = Duration::from_millis(250);
+
 /// How long the end of a session waits for the notifications still due.
 const DRAIN: Duration = Duration::from_secs(6);
 
@@ -174,7 +177,8 @@ impl Runner {
             Ok(Ok(status)) => Err(exit_words(program, status)),
             Ok(Err(e)) => Err(format!("{program}: {e}")),
             Err(_) => {
-                self.supervisor.terminate(&group, supervisor::GRACE).await;
+                // No grace to speak of: it had its seconds.
+                self.supervisor.terminate(&group, KILL_GRACE).await;
                 Err(format!(
                     "{program} was still running after {} s and was ended",
                     TIMEOUT.as_secs()

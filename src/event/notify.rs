@@ -211,8 +211,11 @@ impl Watch {
                 stop_reason,
                 ..
             } => out.extend(self.finished(call_id, output, stop_reason.as_str())),
+            // The chat is told a report as its turn starts (just before
+            // the turn's `turn_started`): it is busy from here.
             Event::TaskReported { task_id } => {
                 self.unreported.remove(task_id);
+                self.chat_busy = true;
             }
             Event::TurnStarted => (self.chat_busy, self.ran) = (true, true),
             Event::TurnEnded { .. } => self.chat_busy = false,
@@ -367,10 +370,11 @@ mod tests {
                 stop_reason: StopReason::EndTurn,
             },
             finished("c1"),
-            Event::TurnStarted,
+            // As the chat tells them: the report, then the turn.
             Event::TaskReported {
                 task_id: "t1".into(),
             },
+            Event::TurnStarted,
             finished("c2"),
             Event::TurnEnded {
                 stop_reason: StopReason::EndTurn,
@@ -379,10 +383,10 @@ mod tests {
         assert_eq!(kinds(&mut w, &events), [TaskDone, TaskDone]);
         // The second report's turn: then all is idle, once.
         let last = [
-            Event::TurnStarted,
             Event::TaskReported {
                 task_id: "t2".into(),
             },
+            Event::TurnStarted,
             Event::TurnEnded {
                 stop_reason: StopReason::EndTurn,
             },
