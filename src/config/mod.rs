@@ -474,7 +474,10 @@ mod tests {
             "{e}"
         );
         assert!(error("[notify]\nevent = []\n").contains("did you mean `events`?"));
-        assert!(error("[notify]\ncommand = []\n").contains("line 2, column 11: command needs a program"));
+        assert!(
+            error("[notify]\ncommand = []\n")
+                .contains("line 2, column 11: command needs a program")
+        );
         assert!(error("[notfy]\n").contains("did you mean [notify]?"));
     }
 

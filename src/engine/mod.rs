@@ -159,7 +159,9 @@ impl Session {
         // The notifier reads the session's events from its first.
         let supervisor = Supervisor::new();
         let name = config.resume.as_ref().or(config.record.as_ref());
-        let name = name.and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
+        let name = name
+            .and_then(|p| p.file_stem())
+            .map(|s| s.to_string_lossy().into_owned());
         let notifier = notify::Notifier::start(config.notify.clone(), &emitter, &supervisor, name);
         announce(&emitter, &config, continued.is_some());
         let mut session = Self::wire(config, (emitter, clock, supervisor), history, continued)?;

@@ -3,6 +3,11 @@
 //! them off the event stream. Pure: no I/O, no clock. The engine runs
 //! `[notify] command` for them (`engine::notify`); the screen sends them
 //! to the desktop through the terminal (`tui::notify`).
+//!
+//! `budget` is the budget's to make: when its events (a cap reached, the
+//! 80 % warning) exist, [`Watch::wants`] takes them and [`Watch::observe`]
+//! turns each into [`Notification::budget`]; the kind, its name in the
+//! config and its JSON are here already.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -296,9 +301,8 @@ impl Watch {
 
     /// `all_idle`, once, when nothing runs any more and something ran.
     fn idle(&mut self) -> Option<Notification> {
-        let busy = self.chat_busy
-            || !self.unreported.is_empty()
-            || self.calls.values().any(|c| c.running);
+        let busy =
+            self.chat_busy || !self.unreported.is_empty() || self.calls.values().any(|c| c.running);
         if busy || !self.ran {
             return None;
         }
@@ -393,9 +397,12 @@ mod tests {
         ];
         assert_eq!(kinds(&mut w, &last), [AllIdle]);
         assert_eq!(
-            kinds(&mut w, &[Event::TurnEnded {
-                stop_reason: StopReason::EndTurn
-            }]),
+            kinds(
+                &mut w,
+                &[Event::TurnEnded {
+                    stop_reason: StopReason::EndTurn
+                }]
+            ),
             []
         );
         // Only after something ran again.

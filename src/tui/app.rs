@@ -92,7 +92,7 @@ pub struct App {
     /// Writes the bell to the terminal (the live terminal's writer).
     bell_writer: Option<Box<dyn FnMut() + Send>>,
     /// Desktop notifications, and what writes them to the terminal.
-    desktop: Option<(super::notify::Desktop, Box<dyn FnMut(&[u8]) + Send>)>,
+    desktop: Option<(super::notify::Desktop, super::notify::Write)>,
     /// The terminal size at the last frame.
     cols: u16,
     rows: u16,
@@ -220,11 +220,7 @@ impl App {
     /// Desktop notifications (`[notify] desktop`), written by `write`
     /// (the terminal's own writer) between frames while the terminal does
     /// not have the focus.
-    pub fn set_desktop(
-        &mut self,
-        desktop: super::notify::Desktop,
-        write: Box<dyn FnMut(&[u8]) + Send>,
-    ) {
+    pub fn set_desktop(&mut self, desktop: super::notify::Desktop, write: super::notify::Write) {
         self.desktop = Some((desktop, write));
     }
 

@@ -94,6 +94,9 @@ pub fn clean(text: &str) -> String {
     sanitize::clip(line.trim(), MAX_TEXT)
 }
 
+/// What writes a notification's bytes to the terminal.
+pub type Write = Box<dyn FnMut(&[u8]) + Send>;
+
 /// How the live screen tells the person: the bell (config `bell`) when a
 /// task starts waiting, and desktop notifications of `desktop`'s kinds
 /// (`None`: `[notify] desktop = false`).
@@ -159,7 +162,12 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
     }
 
     fn flavor(pairs: &[(&str, &str)]) -> Option<Flavor> {
@@ -178,7 +186,10 @@ mod tests {
             Some(Flavor::Osc99)
         );
         assert_eq!(flavor(&[("TERM", "foot")]), Some(Flavor::Osc777));
-        assert_eq!(flavor(&[("TERM", "rxvt-unicode-256color")]), Some(Flavor::Osc777));
+        assert_eq!(
+            flavor(&[("TERM", "rxvt-unicode-256color")]),
+            Some(Flavor::Osc777)
+        );
         assert_eq!(
             flavor(&[("TERM", "xterm-256color"), ("VTE_VERSION", "7600")]),
             Some(Flavor::Osc777)
@@ -200,7 +211,10 @@ mod tests {
             t(Flavor::Osc99, true),
             b"\x1bPtmux;\x1b\x1b]99;;done\x1b\x1b\\\x1b\\"
         );
-        assert_eq!(t(Flavor::Osc9, true), b"\x1bPtmux;\x1b\x1b]9;done\x07\x1b\\");
+        assert_eq!(
+            t(Flavor::Osc9, true),
+            b"\x1bPtmux;\x1b\x1b]9;done\x07\x1b\\"
+        );
     }
 
     #[test]

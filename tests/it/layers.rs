@@ -22,7 +22,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // permission policy, the caps, the sandbox modes and the kinds of
     // notification (`[notify] events`); the registry, the session and
     // `serve` take their parts of it.
-    ("config", &["agent", "confine", "runtime::sandbox", "event::notify"]),
+    (
+        "config",
+        &["agent", "confine", "runtime::sandbox", "event::notify"],
+    ),
     // The model providers (and the one lock helper, in `confine`).
     ("llm", &["confine::lock"]),
     // Git worktrees for isolated writers (the git CLI, hardened): the

@@ -106,14 +106,17 @@ fn desktop_notifications_go_out_only_while_the_focus_is_elsewhere() {
     let out = terminal.output();
     let at = out.find("\x1b]9;").unwrap();
     let end = at + out[at..].find('\x07').expect("ended by BEL");
-    assert_eq!(&out[at..end], "\x1b]9;quorum: fake finished t2: second-done");
+    assert_eq!(
+        &out[at..end],
+        "\x1b]9;quorum: fake finished t2: second-done"
+    );
 
     // A permission request, still out of focus: needs_you.
     terminal.type_keys(b"@fake permission\r");
     assert!(
-        wait_until(Duration::from_secs(30), || terminal
-            .output()
-            .contains("\x1b]9;quorum: fake needs you: ? permission: Delete build/\x07")),
+        wait_until(Duration::from_secs(30), || terminal.output().contains(
+            "\x1b]9;quorum: fake needs you: ? permission: Delete build/\x07"
+        )),
         "no OSC 9 for the permission: {:?}",
         terminal.output()
     );
@@ -177,7 +180,10 @@ fn the_notify_program_gets_one_json_line_per_event_and_all_idle_once() {
     tasks.sort();
     assert_eq!(tasks, ["t1", "t2"]);
     assert!(lines[..2].iter().all(|l| l["agent"] == "fake"));
-    assert!(lines.iter().any(|l| l["text"] == "fake finished t1: one"), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l["text"] == "fake finished t1: one"),
+        "{lines:#?}"
+    );
     assert!(lines[2]["task"].is_null() && lines[2]["agent"].is_null());
     // Recorded sessions are named by their transcript.
     assert!(lines.iter().all(|l| l["session"].is_string()), "{lines:#?}");
@@ -210,7 +216,10 @@ fn a_notify_program_that_hangs_is_ended_with_one_notice() {
     std::fs::write(&script, "#!/bin/sh\nexec /bin/sleep 987.25\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let s = shell_with(&format!("[notify]\ncommand = [{:?}]\n", script.display().to_string()));
+    let s = shell_with(&format!(
+        "[notify]\ncommand = [{:?}]\n",
+        script.display().to_string()
+    ));
     let started = Instant::now();
     let o = s.run(&[
         "call", "--agent", "fake", "--input", "echo one", "--input", "echo two",
