@@ -141,6 +141,8 @@ impl Runner {
         for mut notification in watch.observe(event) {
             if self.kinds.contains(&notification.event) {
                 notification.session = self.session.clone();
+                // Agent text, for a program that may show it on a screen.
+                notification.text = crate::confine::sanitize::one_line(&notification.text);
                 if let Err(why) = self.run(&notification).await {
                     self.fail(&why);
                 }

@@ -221,7 +221,11 @@ impl Inner {
         if let Some(text) = failed {
             tracing::warn!("{text}");
             self.recorder = None;
-            let _ = self.tx.send(Stamped::new(t, Event::Error { text }));
+            let error = Stamped::new(t, Event::Error { text });
+            for tap in self.taps.iter().filter(|tap| (tap.wants)(&error.event)) {
+                let _ = tap.tx.send(error.clone());
+            }
+            let _ = self.tx.send(error);
         }
     }
 }
@@ -274,6 +278,31 @@ mod tests {
         let writes = Writes::default();
         emitter.record(writes.clone()).unwrap();
         (emitter, rx, writes)
+    }
+
+    /// A tap gets what it wants of every event, in the bus's order, with
+    /// the board's snapshots; streamed text it does not want never
+    /// reaches it; a closed tap is dropped.
+    #[tokio::test]
+    async fn a_tap_reads_the_events_it_wants_in_order() {
+        let (emitter, mut rx, _writes) = bus();
+        let mut tap = emitter.tap(|e| !e.is_streamed_text());
+        emitter.emit(build::started("c1", crate::event::AgentRef::Internal).event());
+        emitter.emit(build::chunk("c1", "text"));
+        emitter.emit(build::finished("c1", "text").event());
+        let front = received(&mut rx);
+        assert_eq!(front[0], "subagent_started");
+        assert!(front.contains(&"subagent_activity"));
+        let tapped = received(&mut tap);
+        let without_text: Vec<&str> = front
+            .into_iter()
+            .filter(|t| *t != "subagent_activity")
+            .collect();
+        assert_eq!(tapped, without_text);
+        assert!(tapped.contains(&"task_progress") && tapped.contains(&"subagent_finished"));
+        drop(tap);
+        emitter.emit(build::started("c2", crate::event::AgentRef::Internal).event());
+        assert!(emitter.lock().taps.is_empty(), "a closed tap is dropped");
     }
 
     #[tokio::test]
