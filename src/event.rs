@@ -27,6 +27,8 @@ mod checked;
 pub mod finding;
 /// The forms agents ask the person to fill in, and their validation.
 pub mod form;
+/// Notifications: their kinds, and what the event stream makes due.
+pub mod notify;
 /// A review quorum: each reviewer's verdict, and the one they make.
 mod quorum;
 /// The slash commands: one table of names, usage and help.

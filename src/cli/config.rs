@@ -146,6 +146,21 @@ fn section_rows(rows: &mut Vec<Row>, file: &ConfigFile, session: &SessionConfig)
         file.source(&["internal", "terminal_network"]),
     ));
     worktree_rows(rows, file, &session.worktree);
+    notify_rows(rows, file, &session.notify);
+}
+
+/// `[notify]`, as the session and the screen take it.
+fn notify_rows(rows: &mut Vec<Row>, file: &ConfigFile, n: &crate::engine::notify::Settings) {
+    let source = |key: &str| file.source(&["notify", key]);
+    let kinds: Vec<&str> = n.kinds.iter().map(|k| k.as_str()).collect();
+    rows.push(row("notify.events", kinds.join(", "), source("events")));
+    let desktop = file.notify.as_ref().and_then(|n| n.desktop).unwrap_or(true);
+    rows.push(row("notify.desktop", desktop, source("desktop")));
+    let command = n
+        .command
+        .as_ref()
+        .map_or_else(|| "(unset)".to_string(), |c| format!("{c:?}"));
+    rows.push(row("notify.command", command, source("command")));
 }
 
 /// `[worktree]`, as the session takes it.

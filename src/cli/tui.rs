@@ -56,10 +56,15 @@ pub async fn command(args: TuiArgs, model: ModelChoice, config: Option<PathBuf>)
     }
     let (mut session, events) = Session::start(session, Instant::now())?;
     let _tools = crate::serve::offer_tools(&session, &file)?;
-    let (started, ops, bell) = (session.clock(), session.serve(), file.bell());
+    let (started, ops) = (session.clock(), session.serve());
+    let notify = file.notify.clone().unwrap_or_default();
+    let alerts = crate::tui::notify::Alerts {
+        bell: file.bell(),
+        desktop: notify.desktop.unwrap_or(true).then(|| notify.kinds()),
+    };
     let limit = file.limits().max_transcript_line_bytes;
     let files = Files::new(config::history_path(), session.recording(), limit);
-    let result = modes::live(ops, events, earlier, started, bell, files).await;
+    let result = modes::live(ops, events, earlier, started, alerts, files).await;
     session.close_agent_sessions().await;
     session.shutdown();
     if let Some(path) = session.recording() {

@@ -22,7 +22,7 @@ pub use error::{ConfigError, UnknownField, distance, nearest};
 pub use hosts::{HostError, HostSpec, check_host};
 pub use sections::{
     AcpSection, AgentEntry, ArenaSection, BudgetSection, HostEntry, InternalSection, McpSection,
-    McpServerEntry, ModelSection, WorktreeSection,
+    McpServerEntry, ModelSection, NotifySection, WorktreeSection,
 };
 
 use crate::confine::limits::Limits;
@@ -47,6 +47,7 @@ pub struct ConfigFile {
     pub worktree: Option<WorktreeSection>,
     pub arena: Option<ArenaSection>,
     pub budget: Option<BudgetSection>,
+    pub notify: Option<NotifySection>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentEntry>,
     #[serde(default)]
@@ -94,6 +95,7 @@ const SECTIONS: &[&str] = &[
     "worktree",
     "arena",
     "budget",
+    "notify",
     "agents",
     "hosts",
     "mcp_servers",
@@ -128,7 +130,7 @@ impl ConfigFile {
         index(document.get_ref(), &mut Vec::new(), &mut keys);
         let mut file: ConfigFile = toml::from_str(text).map_err(|e| {
             unknown_field(path, text, &keys, &e)
-                .unwrap_or_else(|| bad(describe_toml_error(text, &e)))
+                .unwrap_or_else(|| bad(describe_toml_error(text, &e) + &unknown_value(&e)))
         })?;
         file.origin = Some(Origin {
             path: path.to_path_buf(),
@@ -333,6 +335,25 @@ fn unknown_field(
     })))
 }
 
+/// For a serde "unknown variant" error (a value none of a setting's names,
+/// `[notify] events = ["need_you"]`): `; did you mean `needs_you`?` when
+/// one is near; else nothing (the error lists the names).
+fn unknown_value(e: &toml::de::Error) -> String {
+    let Some(rest) = e.message().strip_prefix("unknown variant `") else {
+        return String::new();
+    };
+    let Some((value, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let known: Vec<String> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    nearest(value, &known).map_or_else(String::new, |n| format!("; did you mean `{n}`?"))
+}
+
 /// A key as TOML writes it: bare when it can be, else quoted.
 fn bare(key: &str) -> String {
     let plain = !key.is_empty()
@@ -457,6 +478,32 @@ mod tests {
         assert!(e.contains("line 2") && e.contains("task_usd"), "{e}");
         let e = error("[budget]\nsesion_usd = 1.0\n");
         assert!(e.contains("line 2") && e.contains("`session_usd`"), "{e}");
+    }
+
+    #[test]
+    fn notify_takes_its_events_and_refuses_unknown_names() {
+        use crate::event::notify::NotifyKind;
+        let f = ConfigFile::parse(
+            Path::new("q.toml"),
+            "[notify]\nevents = [\"task_done\", \"all_idle\"]\ndesktop = false\ncommand = [\"ntfy\", \"publish\", \"me\"]\n",
+        )
+        .unwrap();
+        let n = f.notify.unwrap();
+        assert_eq!(n.kinds(), [NotifyKind::TaskDone, NotifyKind::AllIdle]);
+        assert_eq!((n.desktop, n.command.unwrap().len()), (Some(false), 3));
+        assert_eq!(NotifySection::default().kinds(), NotifyKind::ALL);
+        let e = error("[notify]\nevents = [\"task_done\",\n  \"need_you\"]\n");
+        assert!(
+            e.starts_with("/c/quorum.toml: line 3, column 3: unknown variant `need_you`")
+                && e.ends_with("; did you mean `needs_you`?"),
+            "{e}"
+        );
+        assert!(error("[notify]\nevent = []\n").contains("did you mean `events`?"));
+        assert!(
+            error("[notify]\ncommand = []\n")
+                .contains("line 2, column 11: command needs a program")
+        );
+        assert!(error("[notfy]\n").contains("did you mean [notify]?"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::agent::Permissions;
+use crate::event::notify::NotifyKind;
 use crate::runtime::sandbox::Sandbox;
 
 /// `[model]`: the chat model when neither `--model` nor `$QUORUM_MODEL`
@@ -112,6 +113,30 @@ pub struct WorktreeSection {
     pub check_timeout: Option<u64>,
 }
 
+/// `[notify]`: word when something needs the person or is done.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifySection {
+    /// Which events notify (default: all of them).
+    pub events: Option<Vec<NotifyKind>>,
+    /// Desktop notifications through the terminal while it does not have
+    /// the focus (the TUI only; default true).
+    pub desktop: Option<bool>,
+    /// A program (and its arguments) run with each notification as one
+    /// JSON object on its stdin.
+    #[serde(default, deserialize_with = "program")]
+    pub command: Option<Vec<String>>,
+}
+
+impl NotifySection {
+    /// `events`, or every kind.
+    pub fn kinds(&self) -> Vec<NotifyKind> {
+        self.events
+            .clone()
+            .unwrap_or_else(|| NotifyKind::ALL.to_vec())
+    }
+}
+
 /// `[agents.NAME]`: a new agent, or a built-in one changed field by field.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,4 +230,15 @@ fn check_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, 
         ));
     }
     Ok(Some(n))
+}
+
+/// `[notify] command`: a program, then its arguments.
+fn program<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let argv = <Vec<String> as Deserialize>::deserialize(d)?;
+    if argv.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err(serde::de::Error::custom(
+            "command needs a program: [\"PROGRAM\", \"ARG\", ...]",
+        ));
+    }
+    Ok(Some(argv))
 }

@@ -115,6 +115,8 @@ pub struct SessionConfig {
     pub internal_shell: crate::runtime::sandbox::Policy,
     /// `[worktree]`: isolated writers' setup, check, signing and caches.
     pub worktree: crate::worktree::Settings,
+    /// `[notify]`: which events notify, and the program run for them.
+    pub notify: super::notify::Settings,
     /// What a front end does with a continued session's recorded events
     /// (its screen takes them up): called once, on a thread of its own
     /// while the engine takes them up too. With it, the session keeps
@@ -162,11 +164,12 @@ impl SessionConfig {
             internal_shell: internal_policy(None),
             worktree: crate::worktree::Settings::default(),
             on_history: None,
+            notify: super::notify::Settings::default(),
         }
     }
 
     /// Takes the config file's top-level settings (`max_parallel`), its
-    /// `[limits]` and its `[internal]`.
+    /// `[limits]`, `[internal]`, `[worktree]`, `[arena]`, `[budget]` and `[notify]`.
     pub fn take_settings(&mut self, file: &ConfigFile) {
         self.max_parallel = file
             .max_parallel
@@ -180,6 +183,10 @@ impl SessionConfig {
             session_usd: max_cost.or(b.session_usd),
             task_usd: b.task_usd,
             tokens: max_tokens.or(b.tokens),
+        };
+        self.notify = super::notify::Settings {
+            kinds: file.notify.clone().unwrap_or_default().kinds(),
+            command: file.notify.as_ref().and_then(|n| n.command.clone()),
         };
         let limits = file.limits();
         self.limits = limits;

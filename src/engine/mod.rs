@@ -11,6 +11,7 @@ pub mod chats;
 mod conductor;
 pub mod config;
 mod internal;
+pub mod notify;
 mod ops;
 pub mod resume;
 mod settings;
@@ -68,6 +69,8 @@ pub struct Session {
     conducted: bool,
     /// No chat was chosen and none could be picked: the welcome says so.
     nothing_found: bool,
+    /// Runs `[notify] command` for the session's notifications.
+    notifier: Option<notify::Notifier>,
 }
 
 impl Session {
@@ -153,13 +156,21 @@ impl Session {
         if let Some(recorder) = recorder {
             let _ = emitter.record(recorder);
         }
+        // The notifier reads the session's events from its first.
+        let supervisor = Supervisor::new();
+        let name = config.resume.as_ref().or(config.record.as_ref());
+        let name = name
+            .and_then(|p| p.file_stem())
+            .map(|s| s.to_string_lossy().into_owned());
+        let notifier = notify::Notifier::start(config.notify.clone(), &emitter, &supervisor, name);
         announce(&emitter, &config, continued.is_some());
         // The caps, counted against what was spent (a continued session's
         // too); none given: those it recorded stay.
         if !config.caps.is_empty() {
             emitter.emit(Event::BudgetSet { caps: config.caps });
         }
-        let session = Self::wire(config, (emitter, clock), history, continued)?;
+        let mut session = Self::wire(config, (emitter, clock, supervisor), history, continued)?;
+        session.notifier = notifier;
         Ok((session, events))
     }
 
@@ -167,13 +178,12 @@ impl Session {
     /// agents, the conductors, the chat; a continued session carries on.
     fn wire(
         config: SessionConfig,
-        (emitter, clock): (Emitter, Instant),
+        (emitter, clock, supervisor): (Emitter, Instant, Supervisor),
         history: &[Stamped],
         continued: Option<(resume::Continued, Option<u64>)>,
     ) -> Result<Self, SetupError> {
         let root = config.root.clone();
         let transcript = config.resume.clone().or_else(|| config.record.clone());
-        let supervisor = Supervisor::new();
         let (dispatcher, completions) = Dispatcher::new(
             Arc::new(config.registry),
             config.root,
@@ -239,6 +249,7 @@ impl Session {
             handed,
             conducted,
             nothing_found,
+            notifier: None,
         };
         if let Some((continued, cut)) = continued {
             session.carry_on(continued, cut, history, config.resume.as_deref());
@@ -421,9 +432,13 @@ impl Session {
     }
 
     /// Closes the agents' sessions quorum is done with (`session/close`
-    /// where offered): before [`Session::shutdown`] at the end of a
-    /// headless call or run, and at quit.
+    /// where offered), after `[notify] command` has been run for what is
+    /// due (a few seconds at most): before [`Session::shutdown`] at the end
+    /// of a headless call or run, and at quit.
     pub async fn close_agent_sessions(&self) {
+        if let Some(notifier) = &self.notifier {
+            notifier.drain(&self.emitter).await;
+        }
         self.dispatcher.close_sessions().await;
     }
 

@@ -51,6 +51,14 @@ struct Inner {
     held: Vec<Stamped>,
     /// A timer will flush `held`.
     due: bool,
+    /// Who else is sent the events (those each wants), after the front end.
+    taps: Vec<Tap>,
+}
+
+/// A second reader of the bus's events: only those `wants` takes.
+struct Tap {
+    wants: fn(&Event) -> bool,
+    tx: mpsc::UnboundedSender<Stamped>,
 }
 
 /// Emits events. Cheap to clone; sending never blocks, and a closed
@@ -83,6 +91,7 @@ impl Emitter {
                 recorder: None,
                 held: Vec::new(),
                 due: false,
+                taps: Vec::new(),
             })),
         }
     }
@@ -164,6 +173,16 @@ impl Emitter {
         Ok(())
     }
 
+    /// Every event from now on that `wants` takes, sent on the returned
+    /// channel too, in the same order, after the front end has it (the
+    /// engine's notifier reads them: a reader of its own that never
+    /// holds the bus up).
+    pub fn tap(&self, wants: fn(&Event) -> bool) -> mpsc::UnboundedReceiver<Stamped> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().taps.push(Tap { wants, tx });
+        rx
+    }
+
     /// Where events are being recorded, if they are.
     pub fn recording(&self) -> Option<PathBuf> {
         self.lock()
@@ -199,12 +218,22 @@ impl Inner {
         };
         let t = self.held.last().map_or(0, |s| s.t);
         for stamped in self.held.drain(..) {
+            for tap in &self.taps {
+                if (tap.wants)(&stamped.event) {
+                    let _ = tap.tx.send(stamped.clone());
+                }
+            }
             let _ = self.tx.send(stamped);
         }
+        self.taps.retain(|tap| !tap.tx.is_closed());
         if let Some(text) = failed {
             tracing::warn!("{text}");
             self.recorder = None;
-            let _ = self.tx.send(Stamped::new(t, Event::Error { text }));
+            let error = Stamped::new(t, Event::Error { text });
+            for tap in self.taps.iter().filter(|tap| (tap.wants)(&error.event)) {
+                let _ = tap.tx.send(error.clone());
+            }
+            let _ = self.tx.send(error);
         }
     }
 }
@@ -257,6 +286,31 @@ mod tests {
         let writes = Writes::default();
         emitter.record(writes.clone()).unwrap();
         (emitter, rx, writes)
+    }
+
+    /// A tap gets what it wants of every event, in the bus's order, with
+    /// the board's snapshots; streamed text it does not want never
+    /// reaches it; a closed tap is dropped.
+    #[tokio::test]
+    async fn a_tap_reads_the_events_it_wants_in_order() {
+        let (emitter, mut rx, _writes) = bus();
+        let mut tap = emitter.tap(|e| !e.is_streamed_text());
+        emitter.emit(build::started("c1", crate::event::AgentRef::Internal).event());
+        emitter.emit(build::chunk("c1", "text"));
+        emitter.emit(build::finished("c1", "text").event());
+        let front = received(&mut rx);
+        assert_eq!(front[0], "subagent_started");
+        assert!(front.contains(&"subagent_activity"));
+        let tapped = received(&mut tap);
+        let without_text: Vec<&str> = front
+            .into_iter()
+            .filter(|t| *t != "subagent_activity")
+            .collect();
+        assert_eq!(tapped, without_text);
+        assert!(tapped.contains(&"task_progress") && tapped.contains(&"subagent_finished"));
+        drop(tap);
+        emitter.emit(build::started("c2", crate::event::AgentRef::Internal).event());
+        assert!(emitter.lock().taps.is_empty(), "a closed tap is dropped");
     }
 
     #[tokio::test]

@@ -25,6 +25,8 @@ pub enum Input {
     Mouse(MouseEvent),
     Paste(String),
     Resize,
+    /// The terminal gained (`true`) or lost the focus.
+    Focus(bool),
     /// SIGTERM or SIGHUP: quit now.
     Quit,
 }
@@ -89,6 +91,8 @@ pub struct App {
     pub bells: u64,
     /// Writes the bell to the terminal (the live terminal's writer).
     bell_writer: Option<Box<dyn FnMut() + Send>>,
+    /// Desktop notifications, and what writes them to the terminal.
+    desktop: Option<(super::notify::Desktop, super::notify::Write)>,
     /// The terminal size at the last frame.
     cols: u16,
     rows: u16,
@@ -116,6 +120,7 @@ impl App {
             bell_due: false,
             bells: 0,
             bell_writer: None,
+            desktop: None,
             cols: 0,
             rows: 0,
             stats: FrameStats::default(),
@@ -212,6 +217,30 @@ impl App {
         self.bell_writer = Some(writer);
     }
 
+    /// Desktop notifications (`[notify] desktop`), written by `write`
+    /// (the terminal's own writer) between frames while the terminal does
+    /// not have the focus.
+    pub fn set_desktop(&mut self, desktop: super::notify::Desktop, write: super::notify::Write) {
+        self.desktop = Some((desktop, write));
+    }
+
+    /// The terminal gained or lost the focus.
+    pub(super) fn focus(&mut self, focused: bool) {
+        if let Some((desktop, _)) = &mut self.desktop {
+            desktop.focus(focused);
+        }
+    }
+
+    /// What is due after a frame: the bell, desktop notifications.
+    pub fn alert(&mut self) {
+        self.ring_bell();
+        if let Some((desktop, write)) = &mut self.desktop {
+            for sequence in desktop.take() {
+                write(&sequence);
+            }
+        }
+    }
+
     /// Rings the bell if one is due (called by the loop after a frame).
     pub fn ring_bell(&mut self) {
         // A request answered by policy at once is waiting no more: no bell.
@@ -280,6 +309,9 @@ impl App {
         }
         if matches!(self.mode, Mode::Live { .. }) {
             self.sync_form();
+            if let Some((desktop, _)) = &mut self.desktop {
+                desktop.observe(&event.event);
+            }
         }
     }
 
@@ -522,7 +554,7 @@ where
         let due = last_frame.map(|t| t + FRAME);
         if dirty && (urgent || due.is_none_or(|d| Instant::now() >= d)) {
             frame(terminal, app)?;
-            app.ring_bell();
+            app.alert();
             last_frame = Some(Instant::now());
             shown = animation;
             (dirty, urgent) = (false, false);
@@ -554,7 +586,7 @@ where
                         app.on_event(event);
                     }
                     frame(terminal, app)?;
-                    app.ring_bell();
+                    app.alert();
                     return Ok(());
                 }
             },

@@ -12,6 +12,7 @@ pub mod form;
 pub mod history;
 pub mod markdown;
 pub mod modes;
+pub mod notify;
 mod panel;
 pub mod picker;
 pub mod readback;

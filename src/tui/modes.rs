@@ -53,15 +53,15 @@ impl Files {
 /// An interactive session: commands go to `ops`, `events` are drawn,
 /// after a continued session's recorded events, taken up in `earlier`.
 /// Returns when the person quits (or SIGTERM, SIGHUP), the terminal
-/// restored. `bell`: ring the terminal bell when a task starts waiting;
-/// `files`: where the messages sent are kept, and the session's
+/// restored. `alerts`: the bell when a task starts waiting, and desktop
+/// notifications while the terminal does not have the focus; `files`: where the messages sent are kept, and the session's
 /// transcript.
 pub async fn live(
     ops: mpsc::UnboundedSender<Op>,
     mut events: mpsc::UnboundedReceiver<Stamped>,
     earlier: Earlier,
     started: Instant,
-    bell: bool,
+    alerts: super::notify::Alerts,
     files: Files,
 ) -> Result<()> {
     let mut app = App::live(ops, started);
@@ -70,7 +70,20 @@ pub async fn live(
     }
     // A continued session's conversation shows at once.
     app.take_earlier(&earlier);
-    app.set_bell(bell);
+    app.set_bell(alerts.bell);
+    let target = super::notify::Target::detect(|name| std::env::var(name).ok());
+    if let (Some(kinds), Some(target)) = (alerts.desktop, target) {
+        let desktop = super::notify::Desktop::new(kinds, target);
+        app.set_desktop(
+            desktop,
+            Box::new(|bytes| {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(bytes);
+                let _ = out.flush();
+            }),
+        );
+    }
     if let Some(path) = &files.history {
         app.set_history(path);
     }

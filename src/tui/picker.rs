@@ -97,7 +97,7 @@ impl Picker {
                 }
                 None
             }
-            Input::Paste(_) | Input::Resize => None,
+            Input::Paste(_) | Input::Resize | Input::Focus(_) => None,
         }
     }
 

@@ -6,7 +6,8 @@ use std::io::{self, Stdout};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{
-    self, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    self, DisableBracketedPaste, DisableFocusChange, DisableMouseCapture, EnableBracketedPaste,
+    EnableFocusChange, EnableMouseCapture,
 };
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{
@@ -29,6 +30,7 @@ pub fn restore() {
     let _ = execute!(
         io::stdout(),
         DisableBracketedPaste,
+        DisableFocusChange,
         DisableMouseCapture,
         LeaveAlternateScreen,
         ratatui::crossterm::cursor::Show
@@ -49,7 +51,8 @@ impl TerminalGuard {
             stdout,
             EnterAlternateScreen,
             EnableMouseCapture,
-            EnableBracketedPaste
+            EnableBracketedPaste,
+            EnableFocusChange
         ) {
             restore();
             return Err(e);
@@ -84,7 +87,8 @@ pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
                 Ok(event::Event::Mouse(m)) => Input::Mouse(m),
                 Ok(event::Event::Paste(p)) => Input::Paste(p),
                 Ok(event::Event::Resize(..)) => Input::Resize,
-                Ok(_) => continue,
+                Ok(event::Event::FocusGained) => Input::Focus(true),
+                Ok(event::Event::FocusLost) => Input::Focus(false),
                 Err(e) => {
                     tracing::error!("reading the terminal failed: {e}");
                     return;

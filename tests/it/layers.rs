@@ -19,8 +19,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Untrusted input kept in bounds; below everything that reads it.
     ("confine", &[]),
     // The one config file, typed and checked: its sections use the
-    // permission policy, the caps and the sandbox modes; the registry, the
-    // session and `serve` take their parts of it.
+    // permission policy, the caps, the sandbox modes, the spending caps'
+    // check (`[budget]`) and the kinds of notification (`[notify]
+    // events`); the registry, the session and `serve` take their parts.
     ("config", &["agent", "confine", "event", "runtime::sandbox"]),
     // The model providers (and the one lock helper, in `confine`).
     ("llm", &["confine::lock"]),

@@ -74,6 +74,7 @@ mod mcp_cli;
 mod mcp_endpoint;
 mod mcp_server;
 mod mcp_servers;
+mod notify;
 mod orphans;
 mod panic;
 mod picker;
