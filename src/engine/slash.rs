@@ -37,6 +37,7 @@ impl Ops {
             Slash::Agents => self.agent_info(arg),
             Slash::Mode | Slash::Set => self.agent_setting(command.name, usage, arg),
             Slash::Tasks => self.list_tasks(),
+            Slash::Spend => self.spend(),
             Slash::Record => self.record(usage, arg),
             Slash::Msg => self.message_task(usage, arg),
             Slash::Retry => self.retry(usage, arg),
@@ -76,6 +77,36 @@ impl Ops {
     }
 
     /// `/tasks`: the tasks on the board.
+    /// `/spend`: the session's spending, agent by agent, and its caps.
+    fn spend(&self) {
+        let text = self.emitter.board(|b| {
+            let l = b.ledger();
+            let line =
+                |s: &crate::event::budget::Spent| format!("${:.2} · {} tokens", s.cost, s.tokens);
+            let caps = l.caps();
+            let mut caps_said = Vec::new();
+            if let Some(c) = caps.session_usd {
+                caps_said.push(format!("session ${c:.2}"));
+            }
+            if let Some(c) = caps.task_usd {
+                caps_said.push(format!("each task ${c:.2}"));
+            }
+            if let Some(c) = caps.tokens {
+                caps_said.push(format!("{c} tokens"));
+            }
+            let mut text = format!("Spent: {}", line(&l.spent()));
+            text.push_str(&match caps_said.is_empty() {
+                true => " (no cap: --max-cost, --max-tokens, [budget])".to_string(),
+                false => format!(" (caps: {})", caps_said.join(", ")),
+            });
+            for (agent, s) in l.by_agent() {
+                text.push_str(&format!("\n  {agent}: {}", line(s)));
+            }
+            text
+        });
+        self.notice(&text);
+    }
+
     fn list_tasks(&self) {
         let lines: Vec<String> = self.emitter.board(|b| {
             b.tasks()

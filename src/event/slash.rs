@@ -11,6 +11,7 @@ pub enum Slash {
     Mode,
     Set,
     Tasks,
+    Spend,
     Cancel,
     Msg,
     Retry,
@@ -89,6 +90,14 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         also: &[],
         help: "background tasks",
         host: Some("the background tasks"),
+    },
+    SlashCommand {
+        command: Slash::Spend,
+        name: "spend",
+        usage: "/spend",
+        also: &[],
+        help: "what the session spent, agent by agent, and its caps",
+        host: Some("what the session spent, agent by agent"),
     },
     SlashCommand {
         command: Slash::Cancel,

@@ -55,6 +55,11 @@ impl Ledger {
         self.spent
     }
 
+    /// What each agent spent (`chat` for the chat's model), by name.
+    pub fn by_agent(&self) -> &BTreeMap<String, Spent> {
+        &self.by_agent
+    }
+
     /// A call started, with its own cap (else the session's `task_usd`).
     pub fn call_started(&mut self, call_id: &str, agent: &str, cap: Option<f64>) {
         self.calls.insert(
@@ -143,6 +148,13 @@ impl Ledger {
     }
 
     fn changed(&mut self) {
+        // Sums of reported amounts, kept to a billionth of a dollar (no
+        // `0.8999999999999999` in what is said).
+        let round = |x: f64| (x * 1e9).round() / 1e9;
+        self.spent.cost = round(self.spent.cost);
+        for s in self.by_agent.values_mut() {
+            s.cost = round(s.cost);
+        }
         self.said.push(Event::SessionSpend {
             spent: self.spent,
             by_agent: self.by_agent.clone(),

@@ -621,25 +621,26 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// The session's spending on the status line (` · spent $0.42 · 1.2k tok
-/// of $1.00`): dim, yellow past 80 % of a cap, red once one is reached;
-/// nothing before anything cost money, or while no cap is set.
+/// The session's spending against its caps on the status line (` · cap
+/// $1.20 of $1.00`): dim, yellow past 80 % of a cap, red once one is
+/// reached; nothing without a cap (the totals are on the line already).
 fn spending_span(s: &crate::tui::state::Spending) -> Option<Span<'static>> {
-    // (The chat's own tokens are on the line already.)
-    if s.spent.cost == 0.0 && s.caps.is_empty() {
-        return None;
-    }
-    let mut text = format!(
-        " · spent ${:.2} · {} tok",
-        s.spent.cost,
-        crate::tui::cells::tokens(s.spent.tokens as i64)
-    );
+    let tokens = |n: u64| crate::tui::cells::tokens(n as i64);
+    let mut parts = Vec::new();
     if let Some(cap) = s.caps.session_usd {
-        text.push_str(&format!(" of ${cap:.2}"));
+        parts.push(format!("${:.2} of ${cap:.2}", s.spent.cost));
     }
     if let Some(cap) = s.caps.tokens {
-        text.push_str(&format!(" of {cap} tok"));
+        parts.push(format!(
+            "{} of {} tokens",
+            tokens(s.spent.tokens),
+            tokens(cap)
+        ));
     }
+    if parts.is_empty() {
+        return None;
+    }
+    let text = format!(" · cap {}", parts.join(", "));
     let style = match s.share_of_cap() {
         _ if s.reached => ratatui::style::Style::default().fg(theme::RED),
         Some(share) if share >= 0.8 => ratatui::style::Style::default().fg(theme::YELLOW),

@@ -213,7 +213,7 @@ async fn a_batch_stops_at_the_cap_and_a_continued_session_keeps_the_spend() {
     // cap is reached), and the transcript's line.
     let screen = common::rows(&common::screen(&live, 140, 40, Some(true))).join("\n");
     assert!(screen.contains("agents Σ 4k tokens · $1.20"), "{screen}");
-    assert!(screen.contains("spent $1.20 · 4k tok of $1.00"), "{screen}");
+    assert!(screen.contains("· cap $1.20 of $1.00"), "{screen}");
     assert!(
         screen.contains("budget: the session has spent $1.20 of its $1.00 cap: no new call"),
         "{screen}"
@@ -234,9 +234,30 @@ async fn a_batch_stops_at_the_cap_and_a_continued_session_keeps_the_spend() {
             .contains("the session has spent $1.20 of its $1.00 cap"),
         "{e}"
     );
+    // `/spend` says it agent by agent, with the caps: read back.
+    let mut session = session;
+    let ops = session.serve();
+    ops.send(quorum::event::Op::Submit("/spend".into()))
+        .unwrap();
+    let mut said: Vec<Stamped> = Vec::new();
+    let spend = loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), events.recv())
+            .await
+            .expect("an answer")
+            .expect("the session runs");
+        said.push(e.clone());
+        if let Event::Notice { text, .. } = &e.event
+            && text.starts_with("Spent:")
+        {
+            break text.clone();
+        }
+    };
+    assert_eq!(
+        spend,
+        "Spent: $1.20 · 4000 tokens (caps: session $1.00)\n  fake: $1.20 · 4000 tokens"
+    );
     session.shutdown();
     drop(session);
-    let mut said = Vec::new();
     while let Ok(e) = events.try_recv() {
         said.push(e);
     }

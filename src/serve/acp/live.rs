@@ -579,6 +579,7 @@ mod tests {
                 ("mode".into(), hint("NAME MODE")),
                 ("set".into(), hint("NAME OPTION VALUE")),
                 ("tasks".into(), None),
+                ("spend".into(), None),
                 ("cancel".into(), hint("TASK")),
                 ("msg".into(), hint("TASK message")),
                 ("retry".into(), hint("TASK")),
