@@ -27,13 +27,26 @@ const CAP: f64 = 0.50;
 /// spending is the sum of what claude reported of each call's session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_reported_cost_counts_toward_the_cap() {
+    stops_at_the_cap("expensive plain").await;
+}
+
+/// The same when its model's answers carry no cache counts (as some
+/// Anthropic-compatible servers' do not): claude-agent-acp 0.23.1 then
+/// sends `"used": null` beside its cost, an update the ACP schema refuses
+/// whole; quorum reads its cost all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_reported_cost_counts_when_its_context_is_unknown() {
+    stops_at_the_cap("expensive uncached plain").await;
+}
+
+/// `turn` three times under [`CAP`]: two run, the cap stops the third.
+async fn stops_at_the_cap(turn: &str) {
     let c = Adapter::start("claude", |dir, url, exe| {
         crate::interop_claude::claude_table(dir, url, exe)
     })
     .await;
     let record = c.dir.path().join("spent.jsonl");
     let cap = format!("{CAP:.2}");
-    let turn = "expensive plain";
     let out = c
         .call(&[
             "--new-session",
@@ -95,7 +108,12 @@ async fn claude_reported_cost_counts_toward_the_cap() {
     let sum: f64 = shares.values().sum();
     let last = of("session_spend")
         .last()
-        .map(|l| (l["spent"]["cost"].as_f64(), l["by_agent"]["claude"]["cost"].as_f64()))
+        .map(|l| {
+            (
+                l["spent"]["cost"].as_f64(),
+                l["by_agent"]["claude"]["cost"].as_f64(),
+            )
+        })
         .expect("the spending is recorded");
     assert!(sum >= CAP, "two turns reach the cap: {sum}");
     assert!(
