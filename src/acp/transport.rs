@@ -306,7 +306,10 @@ fn fast_update(line: &str) -> Option<SessionNotification> {
     if !line.contains("\"session/update\"") {
         return None;
     }
-    let frame: Frame = serde_json::from_str(line).ok()?;
+    let frame: Frame = match serde_json::from_str(line) {
+        Ok(frame) => frame,
+        Err(_) => serde_json::from_value(unknown_context(line)?).ok()?,
+    };
     match frame {
         Frame {
             method: Some(m),
@@ -315,6 +318,25 @@ fn fast_update(line: &str) -> Option<SessionNotification> {
         } if m == "session/update" => Some(n),
         _ => None,
     }
+}
+
+/// A `usage_update` whose `used` is not a count (`null`), made one of 0:
+/// claude-agent-acp (0.23.1) sends `"used": null` when its model's answers
+/// carry no cache counts (as some Anthropic-compatible servers' do not),
+/// and the schema, which wants a number, would refuse the whole update:
+/// its cost with it. An unknown context counts as none; the cost is kept.
+fn unknown_context(line: &str) -> Option<serde_json::Value> {
+    if !line.contains("\"usage_update\"") {
+        return None;
+    }
+    let mut frame: serde_json::Value = serde_json::from_str(line).ok()?;
+    let update = frame.pointer_mut("/params/update")?.as_object_mut()?;
+    let bad = update.get("used").is_none_or(|u| !u.is_u64());
+    if update.get("sessionUpdate")? != "usage_update" || !bad {
+        return None;
+    }
+    update.insert("used".into(), 0.into());
+    Some(frame)
 }
 
 #[cfg(test)]
@@ -422,6 +444,41 @@ mod tests {
             let valid = slow(&line).is_some();
             prop_assert_eq!(taken, chunk && content == "text" && id != "\"id\":3," && valid, "{}", line);
         }
+    }
+
+    /// claude-agent-acp's `usage_update` when its model reported no cache
+    /// counts (`used` null): its cost is read, its context as 0. A good
+    /// `used` is read as it is; another bad field is still refused.
+    #[test]
+    fn a_usage_update_of_unknown_context_keeps_its_cost() {
+        use crate::event::{Cost, Usage};
+        let usage = |used: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"usage_update","used":{used},"size":200000,"cost":{{"amount":0.000105,"currency":"USD"}}}}}}}}"#
+            )
+        };
+        let read = |used: u64| {
+            Some((
+                "s1".to_string(),
+                Translated::Activity(Activity::Usage {
+                    usage: Usage {
+                        used,
+                        size: Some(200_000),
+                        cost: Some(Cost {
+                            amount: 0.000105,
+                            currency: "USD".into(),
+                        }),
+                    },
+                }),
+            ))
+        };
+        assert_eq!(slow(&usage("null")), read(0));
+        assert_eq!(slow(&usage("-3")), read(0));
+        assert_eq!(slow(&usage("11")), read(11));
+        let line = usage("null").replace(r#""used":null,"#, "");
+        assert_eq!(slow(&line), read(0));
+        let size = usage("null").replace("200000", "\"big\"");
+        assert_eq!(slow(&size), None);
     }
 
     #[test]

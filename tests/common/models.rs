@@ -19,10 +19,15 @@
 //! | `call AGENT WORDS` | the built-in chat's `subagent` tool call (Anthropic `tool_use` named `subagent`), then `written` |
 //! | `review-quorum A,B WORDS` | quorum's `subagent` over MCP (as `conduct`) with a batch of code reviews, one task per agent, then `The reviewers have spoken: ` and what the tool returned |
 //! | `delegate WORDS` | a sub-agent with the prompt WORDS (claude `Agent`; codex `multi_agent_v1` `spawn_agent`, then `wait_agent` for it), then `Delegated; the sub-agent's report is in.` |
+//! | `expensive WORDS` | the answer to WORDS, its usage [`EXPENSIVE_INPUT`] input tokens (Anthropic) instead of 10 |
+//! | `uncached WORDS` | the answer to WORDS, its usage without cache counts (Anthropic), as some compatible servers send it |
 //! | anything else | `unknown: WORD` |
 //!
 //! Once a tool result has come back for a word that has no next step,
 //! the answer is `written` (claude) or `ran` (codex).
+//!
+//! The Anthropic answers' usage is shaped as the real API's: `message_start`
+//! carries the input, cache and output counts, `message_delta` the output.
 //!
 //! Every request body is kept, for assertions.
 
@@ -192,8 +197,24 @@ fn next_id() -> u64 {
 
 fn answer(turn: &Turn) -> Answer {
     let words: Vec<&str> = turn.prompt.split_whitespace().collect();
-    script(&words, turn.results, turn)
+    let plain = words.iter().take_while(|w| MODIFIERS.contains(w)).count();
+    script(&words[plain..], turn.results, turn)
 }
+
+/// Leading words that change an Anthropic answer's usage, not the answer.
+const MODIFIERS: [&str; 2] = ["expensive", "uncached"];
+
+/// The leading [`MODIFIERS`] of `prompt`.
+fn modifiers(prompt: &str) -> Vec<&str> {
+    prompt
+        .split_whitespace()
+        .take_while(|w| MODIFIERS.contains(w))
+        .collect()
+}
+
+/// The input tokens an Anthropic answer to `expensive ...` reports: at
+/// Sonnet's $3 per million, $0.30 a request.
+pub const EXPENSIVE_INPUT: u64 = 100_000;
 
 /// The answer to `words` once `results` tool results have come back.
 fn script(words: &[&str], results: usize, turn: &Turn) -> Answer {
@@ -488,10 +509,19 @@ fn anthropic(body: &Value) -> Sse {
         custom_patch: false,
     };
     let z = Duration::ZERO;
+    let modifiers = modifiers(&turn.prompt);
+    let input = match modifiers.contains(&"expensive") {
+        true => EXPENSIVE_INPUT,
+        false => 10,
+    };
+    let mut usage = json!({"input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1});
+    if modifiers.contains(&"uncached") {
+        usage = json!({"input_tokens": input, "output_tokens": 1});
+    }
     let mut out: Sse = vec![(
         z,
         "message_start",
-        json!({"type": "message_start", "message": {"id": format!("msg_{}", next_id()), "type": "message", "role": "assistant", "model": "fake", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "message_start", "message": {"id": format!("msg_{}", next_id()), "type": "message", "role": "assistant", "model": "fake", "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage}}),
     )];
     let stop = match answer(&turn) {
         Answer::Text(chunks, delay) => {

@@ -62,6 +62,7 @@ mod fuzz_props;
 mod hardening;
 mod import;
 mod interop_arena;
+mod interop_budget;
 mod interop_claude;
 mod interop_codex;
 mod interop_fast_agent;
