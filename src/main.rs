@@ -59,7 +59,8 @@ enum Command {
     ///
     /// Prints each call's final message. Exit code: 0 when every call ended its turn
     /// normally, 1 when one stopped otherwise (cancelled, refusal, error, ...), 2 when a
-    /// call could not run at all, 143 or 129 when ended by SIGTERM or SIGHUP.
+    /// call could not run at all, 4 when a spending cap (--max-cost, --max-tokens)
+    /// stopped work, 143 or 129 when ended by SIGTERM or SIGHUP.
     Call(CallArgs),
     /// List the known ACP agents and whether they are installed.
     Agents(cli::agents::AgentsArgs),
@@ -76,11 +77,12 @@ enum Command {
     ///
     /// Exit code: 0 when the chat ended its turn, 1 when the model failed or the turn
     /// stopped otherwise, 2 on bad configuration, 3 with --no-wait when tasks still run,
-    /// 143 or 129 when ended by SIGTERM or SIGHUP.
+    /// 4 when a spending cap stopped work, 143 or 129 when ended by SIGTERM or SIGHUP.
     Run(cli::run::RunArgs),
     /// Send `git diff REV` to several agents for review; print each verdict and the quorum.
     ///
-    /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict).
+    /// Exit code: 0 green, 1 yellow, 2 red, 3 error (a reviewer failed or gave no verdict),
+    /// 4 when a spending cap kept a reviewer from its verdict.
     Review(cli::review::ReviewArgs),
     /// One task to several writers, each in a worktree; each branch reviewed
     /// by the others; the writers compared and the winner named.

@@ -231,6 +231,11 @@ pub async fn command(args: ReviewArgs, config: Option<PathBuf>) -> Result<i32> {
     session.close_agent_sessions().await;
     session.shutdown();
     printer.finish().await;
+    // A review left without some reviewer's verdict because a spending cap
+    // stopped it says so (a red verdict still says red).
+    if code == EXIT_ERROR && session.budget_stopped() {
+        return Ok(super::EXIT_BUDGET);
+    }
     Ok(code)
 }
 

@@ -56,6 +56,7 @@ fn repo() -> Repo {
         ("finder", FINDER, None),
         ("refuter", "review green", Some("refuted")),
         ("confirmer", "review green", Some("confirmed")),
+        ("spender", "usage 1000 200000 0.30", None),
     ] {
         let check = check.map_or(String::new(), |v| format!(", \"--check\", \"{v}\""));
         config.push_str(&format!(
@@ -117,6 +118,26 @@ fn exit_codes_follow_the_quorum() {
             text(&o.stderr)
         );
     }
+}
+
+/// A spending cap reached by the first reviewer (one at a time) keeps
+/// the second from starting: the review has no verdict of it, and exits
+/// 4, saying why; a red verdict still exits 2.
+#[test]
+fn a_review_stopped_by_the_budget_exits_4() {
+    let r = repo();
+    let config = std::fs::read_to_string(&r.config).unwrap();
+    std::fs::write(&r.config, format!("max_parallel = 1\n{config}")).unwrap();
+    let o = r.review(&["--agents", "spender,green", "--max-cost", "0.10"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{}\n{err}", text(&o.stdout));
+    assert!(
+        err.contains("budget: the session has spent $0.30 of its $0.10 cap"),
+        "{err}"
+    );
+    assert!(err.contains("green: ■ cancelled"), "{err}");
+    let o = r.review(&["--agents", "red,spender", "--max-cost", "0.10"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
 
 #[test]
