@@ -149,6 +149,22 @@ impl Dispatcher {
         cancel: tokio::sync::watch::Receiver<bool>,
         outcome: &mut Outcome,
     ) {
+        // The session ended under the turn: no git starts after it (nothing
+        // quorum starts may outlive the session). The work stays in the
+        // worktree; the task's next turn commits it.
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            self.emitter.emit(Event::SubagentActivity {
+                call_id: call_id.to_string(),
+                activity: crate::event::Activity::Notice {
+                    text: format!(
+                        "the session ended: the work stays uncommitted in {}; the task's next \
+                         turn commits it",
+                        w.path.display()
+                    ),
+                },
+            });
+            return;
+        }
         let message = format!("{} ({agent})", worktree::first_line(title));
         let sign = self.worktree_settings().sign;
         let wt = w.clone();
