@@ -70,7 +70,18 @@ fn three_hundred_typed_characters_all_show_wrapped_in_the_composer() {
     let draft = words.join(" ") + "!";
     assert_eq!(draft.chars().count(), 300);
     terminal.type_keys(draft.as_bytes());
-    let screen = terminal.wait_for_screen(|s| composer_rows(s).1.concat().ends_with("w059!"));
+    // (Waited for until the cursor is placed too: a frame's text and its
+    // cursor may arrive in two reads of the pty.)
+    let screen = terminal.wait_for_screen(|s| {
+        let (first, shown) = composer_rows(s);
+        let last = shown.len().saturating_sub(1);
+        shown.concat().ends_with("w059!")
+            && s.cursor_position()
+                == (
+                    first + last as u16,
+                    2 + shown.last().map_or(0, |r| r.chars().count()) as u16,
+                )
+    });
     let (first, shown) = composer_rows(&screen);
     // All of it, wrapped between words, no row wider than the screen.
     assert_eq!(shown.join(" "), draft, "{}", screen.contents());
