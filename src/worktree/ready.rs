@@ -106,7 +106,7 @@ impl Repo {
 
     /// The files `branch` changes (added, changed, deleted) since `base`.
     pub fn changed_files(&self, base: &str, branch: &str) -> Result<Vec<String>> {
-        self.diff_names(base, branch, "--diff-filter=ACDMRTUXB")
+        self.diff_names(base, branch, &[])
     }
 
     /// What `branch` does to the tests and the check's configuration since
@@ -115,30 +115,31 @@ impl Repo {
     /// deletes ([`touches_tests`]).
     pub fn tests_touched(&self, base: &str, branch: &str) -> Result<Vec<String>> {
         let changed = self.changed_files(base, branch)?;
-        let added = self.diff_names(base, branch, "--diff-filter=A")?;
+        let added = self.diff_names(base, branch, &["--diff-filter=A"])?;
         Ok(touches_tests(&changed, None)
             .into_iter()
             .filter(|path| !added.contains(path) || is_check_config(path, None))
             .collect())
     }
 
-    /// `git diff --name-only` of `base..branch`, with `filter`.
-    fn diff_names(&self, base: &str, branch: &str, filter: &str) -> Result<Vec<String>> {
+    /// `git diff --name-only` of `base..branch`, with `options` (a
+    /// `--diff-filter`).
+    fn diff_names(&self, base: &str, branch: &str, options: &[&str]) -> Result<Vec<String>> {
+        let mut args = vec!["diff", "--name-only"];
+        args.extend_from_slice(options);
+        args.extend([
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--end-of-options",
+            base,
+            branch,
+            "--",
+        ]);
         let names = self.git(
             &format!("listing what {branch} changes (git diff --name-only)"),
-            &[
-                "diff",
-                "--name-only",
-                filter,
-                "-z",
-                "--no-renames",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--end-of-options",
-                base,
-                branch,
-                "--",
-            ],
+            &args,
         )?;
         Ok(names
             .split('\0')
