@@ -172,6 +172,7 @@ fn replay_event(n: usize) -> Stamped {
             cost: Some(Cost {
                 amount: 0.01,
                 currency: "USD".into(),
+                estimated: false,
             }),
         })
     };

@@ -750,11 +750,20 @@ pub enum Event {
     "budget_set" => BudgetSet {
         caps: budget::Caps,
     },
+    /// The prices quorum estimates costs with, by agent (`chat` for the
+    /// chat's model): for those that report tokens but no cost. Their
+    /// model's entry in the built-in table or `[prices]`.
+    "prices_set" => PricesSet {
+        prices: std::collections::BTreeMap<String, budget::Price>,
+    },
     /// Spending passed 80 % of a cap (said once per cap).
     "budget_warning" => BudgetWarning {
         unit: budget::Unit,
         spent: f64,
         cap: f64,
+        /// Part of `spent` is an estimate (shown `~$0.90`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        estimated: bool,
     },
     /// A cap was reached: the session's (no new call, queued task or
     /// follow-up starts; calls in a turn finish it), or a task's own
@@ -765,6 +774,8 @@ pub enum Event {
         unit: budget::Unit,
         spent: f64,
         cap: f64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        estimated: bool,
     },
     /// An arena's writers (batch `batch_id`), each branch reviewed, compared
     /// by the winner rule (`arena::Comparison::decide`).
@@ -1134,12 +1145,14 @@ pub(crate) mod tests {
                 spent: budget::Spent {
                     cost: 0.9,
                     tokens: 3_000,
+                    estimated: false,
                 },
                 by_agent: [(
                     "fake".to_string(),
                     budget::Spent {
                         cost: 0.9,
                         tokens: 3_000,
+                        estimated: false,
                     },
                 )]
                 .into(),
@@ -1150,16 +1163,28 @@ pub(crate) mod tests {
                     ..budget::Caps::default()
                 },
             },
+            Event::PricesSet {
+                prices: [(
+                    "codex".to_string(),
+                    budget::Price {
+                        input: 1.25,
+                        output: 10.0,
+                    },
+                )]
+                .into(),
+            },
             Event::BudgetWarning {
                 unit: budget::Unit::Usd,
                 spent: 0.9,
                 cap: 1.0,
+                estimated: true,
             },
             Event::BudgetReached {
                 call_id: Some("call-2".into()),
                 unit: budget::Unit::Usd,
                 spent: 1.2,
                 cap: 1.0,
+                estimated: false,
             },
             Event::ArenaCompared {
                 batch_id: "b1".into(),
@@ -1277,6 +1302,7 @@ pub(crate) mod tests {
                 cost: Some(Cost {
                     amount: 0.04,
                     currency: "USD".into(),
+                    estimated: false,
                 }),
             },
         };

@@ -69,6 +69,7 @@ pub(super) fn update(update: SessionUpdate) -> Translated {
                 cost: update.cost.map(|c| Cost {
                     amount: c.amount,
                     currency: c.currency,
+                    estimated: false,
                 }),
             },
         }),
@@ -481,7 +482,8 @@ mod tests {
                     size: Some(200000),
                     cost: Some(Cost {
                         amount: 0.04,
-                        currency: "USD".into()
+                        currency: "USD".into(),
+                        estimated: false,
                     }),
                 },
             }

@@ -467,6 +467,7 @@ mod tests {
                         cost: Some(Cost {
                             amount: 0.000105,
                             currency: "USD".into(),
+                            estimated: false,
                         }),
                     },
                 }),

@@ -245,20 +245,22 @@ fn session_line(event: &Event) -> Option<String> {
             *wait_ms as f64 / 1000.0
         ),
         Event::Error { text } => format!("error: {}", sanitize(text)),
-        Event::BudgetWarning { unit, spent, cap } => format!(
-            "budget: {} of the session's {} cap spent",
-            unit.amount(*spent),
-            unit.amount(*cap)
-        ),
+        Event::BudgetWarning {
+            unit,
+            spent,
+            cap,
+            estimated,
+        } => crate::event::budget::warning_text(*unit, (*spent, *estimated), *cap),
         Event::BudgetReached {
             call_id,
             unit,
             spent,
             cap,
+            estimated,
         } => crate::event::budget::reached_text(
             call_id.as_deref().map(sanitize).as_deref(),
             *unit,
-            *spent,
+            (*spent, *estimated),
             *cap,
         ),
         _ => return None,

@@ -19,8 +19,8 @@ pub struct SessionsArgs {
     #[arg(long)]
     pub all: bool,
     /// One JSON object per session and line: id, path, cwd, started_at,
-    /// last_event_at, first_message, agents, running_tasks, events, bytes,
-    /// open_in.
+    /// last_event_at, first_message, agents, running_tasks, spent (cost,
+    /// tokens, estimated), events, bytes, open_in.
     #[arg(long)]
     pub json: bool,
 }
@@ -93,6 +93,13 @@ pub fn human(info: &SessionInfo, dir: bool, now: SystemTime) -> String {
     } else {
         format!("agents {}", sanitize(&info.agents.join(", ")))
     });
+    if let Some(spent) = &info.spent {
+        second.push(format!(
+            "spent {} · {} tokens",
+            spent.cost_text(),
+            spent.tokens
+        ));
+    }
     if !info.running_tasks.is_empty() {
         second.push(format!(
             "running when it ended: {}",
@@ -129,6 +136,11 @@ mod tests {
             first_message: Some("fix \x1b]0;pwned\x07the bug".into()),
             agents: vec!["claude".into(), "internal".into()],
             running_tasks: vec!["t1".into()],
+            spent: Some(crate::event::budget::Spent {
+                cost: 0.42,
+                tokens: 12_000,
+                estimated: true,
+            }),
             events: 1,
             bytes: 2048,
             open_in: Some(42),
@@ -141,7 +153,8 @@ mod tests {
             text,
             "2026-12-01T18-00-54Z-1234  /home/me/p  last 2026-12-01T18:05:54Z (5m ago)  \
              started 2026-12-01T18:00:54Z  1 event  2.0 KB  open in process 42\n    \
-             agents claude, internal · running when it ended: t1 · “fix the bug”\n"
+             agents claude, internal · spent ~$0.42 · 12000 tokens · running when it ended: t1 · \
+             “fix the bug”\n"
         );
         assert!(!human(&info, false, now).contains("/home/me"));
     }

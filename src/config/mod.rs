@@ -48,6 +48,10 @@ pub struct ConfigFile {
     pub arena: Option<ArenaSection>,
     pub budget: Option<BudgetSection>,
     pub notify: Option<NotifySection>,
+    /// `[prices]`: by model (or agent) name, what a million tokens cost
+    /// (`input`, `output`, USD), over the built-in table.
+    #[serde(default)]
+    pub prices: BTreeMap<String, crate::event::budget::Price>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentEntry>,
     #[serde(default)]
@@ -96,6 +100,7 @@ const SECTIONS: &[&str] = &[
     "arena",
     "budget",
     "notify",
+    "prices",
     "agents",
     "hosts",
     "mcp_servers",
@@ -478,6 +483,24 @@ mod tests {
         assert!(e.contains("line 2") && e.contains("task_usd"), "{e}");
         let e = error("[budget]\nsesion_usd = 1.0\n");
         assert!(e.contains("line 2") && e.contains("`session_usd`"), "{e}");
+    }
+
+    #[test]
+    fn prices_are_per_million_tokens_and_a_bad_one_is_named() {
+        let f = ConfigFile::parse(
+            Path::new("q.toml"),
+            "[prices]\n\"gpt-5-codex\" = { input = 1.25, output = 10.0 }\nopencode = { input = 0, output = 0 }\n",
+        )
+        .unwrap();
+        assert_eq!(f.prices["gpt-5-codex"].output, 10.0);
+        assert_eq!(f.prices["opencode"].input, 0.0);
+        let e = error("[prices]\nm = { input = -1.0, output = 2.0 }\n");
+        assert!(
+            e.contains("line 2") && e.contains("a price is USD per million tokens"),
+            "{e}"
+        );
+        let e = error("[prices.m]\ninput = 1.0\noutptu = 2.0\n");
+        assert!(e.contains("line 3") && e.contains("`output`"), "{e}");
     }
 
     #[test]

@@ -104,6 +104,8 @@ pub struct SessionConfig {
     /// Spending caps (`[budget]`, `--max-cost`, `--max-tokens`); none set:
     /// a continued session keeps those it recorded.
     pub caps: crate::event::budget::Caps,
+    /// `[prices]`, over the built-in table (`engine::prices`).
+    pub prices: std::collections::BTreeMap<String, crate::event::budget::Price>,
     /// Go on with this recorded session (`--continue`, `--resume`): it is
     /// read back, and the session appends to it.
     pub resume: Option<PathBuf>,
@@ -159,6 +161,7 @@ impl SessionConfig {
             arena_reviewers: None,
             limits: Limits::default(),
             caps: crate::event::budget::Caps::default(),
+            prices: std::collections::BTreeMap::new(),
             resume: None,
             elicit: crate::agent::Elicit::Ask,
             internal_shell: internal_policy(None),
@@ -184,6 +187,7 @@ impl SessionConfig {
             task_usd: b.task_usd,
             tokens: max_tokens.or(b.tokens),
         };
+        self.prices = file.prices.clone();
         self.notify = super::notify::Settings {
             kinds: file.notify.clone().unwrap_or_default().kinds(),
             command: file.notify.as_ref().and_then(|n| n.command.clone()),

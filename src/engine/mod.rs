@@ -13,6 +13,7 @@ pub mod config;
 mod internal;
 pub mod notify;
 mod ops;
+pub mod prices;
 pub mod resume;
 mod settings;
 mod slash;
@@ -168,6 +169,11 @@ impl Session {
         // too); none given: those it recorded stay.
         if !config.caps.is_empty() {
             emitter.emit(Event::BudgetSet { caps: config.caps });
+        }
+        let chat_model = config.model.as_ref().map(|m| m.name());
+        let prices = prices::by_agent(&config.registry, &config.prices, chat_model.as_deref());
+        if !prices.is_empty() {
+            emitter.emit(Event::PricesSet { prices });
         }
         let mut session = Self::wire(config, (emitter, clock, supervisor), history, continued)?;
         session.notifier = notifier;

@@ -81,8 +81,9 @@ impl Ops {
     fn spend(&self) {
         let text = self.emitter.board(|b| {
             let l = b.ledger();
-            let line =
-                |s: &crate::event::budget::Spent| format!("${:.2} · {} tokens", s.cost, s.tokens);
+            let line = |s: &crate::event::budget::Spent| {
+                format!("{} · {} tokens", s.cost_text(), s.tokens)
+            };
             let caps = l.caps();
             let mut caps_said = Vec::new();
             if let Some(c) = caps.session_usd {
@@ -101,6 +102,9 @@ impl Ops {
             });
             for (agent, s) in l.by_agent() {
                 text.push_str(&format!("\n  {agent}: {}", line(s)));
+            }
+            if l.spent().estimated {
+                text.push_str("\n  ~: estimated from a price table ([prices], docs/budget.md)");
             }
             text
         });

@@ -191,6 +191,9 @@ pub struct Cost {
     pub amount: f64,
     #[serde(default)]
     pub currency: String,
+    /// quorum's estimate from a price table, not the agent's report.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// One call's part of the session's totals: how far its usage moved its

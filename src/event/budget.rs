@@ -36,6 +36,47 @@ pub struct Spent {
     pub cost: f64,
     #[serde(default)]
     pub tokens: u64,
+    /// Part of the cost is quorum's estimate from a price table (an agent
+    /// that reports tokens but no cost, the chat's model): shown `~$0.42`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl Spent {
+    /// `$1.20`, or `~$1.20` when part of it is an estimate.
+    pub fn cost_text(&self) -> String {
+        format!("{}${:.2}", if self.estimated { "~" } else { "" }, self.cost)
+    }
+}
+
+/// A model's price in USD per million tokens, read (`input`) and written
+/// (`output`): what quorum estimates a cost with when none is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    #[serde(deserialize_with = "per_million")]
+    pub input: f64,
+    #[serde(deserialize_with = "per_million")]
+    pub output: f64,
+}
+
+/// A price is 0 or more dollars a million tokens.
+fn per_million<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let value = <f64 as Deserialize>::deserialize(d)?;
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "a price is USD per million tokens, 0 or more (like 3.0), not {value}"
+        )))
+    }
+}
+
+impl Price {
+    /// What `input` tokens read and `output` tokens written cost, in USD.
+    pub fn of(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input + output as f64 * self.output) / 1e6
+    }
 }
 
 /// What a cap counts.
@@ -54,18 +95,41 @@ impl Unit {
             Unit::Tokens => format!("{} tokens", value as u64),
         }
     }
+
+    /// [`Unit::amount`] of what was spent: `~$1.20` when it is in part
+    /// an estimate (tokens are counted, never estimated).
+    pub fn spent(self, value: f64, estimated: bool) -> String {
+        match (self, estimated) {
+            (Unit::Usd, true) => format!("~{}", self.amount(value)),
+            _ => self.amount(value),
+        }
+    }
 }
 
 /// What a cap reached says: `the session has spent $1.20 of its $1.00 cap`
-/// (or a task, `c3`).
-pub fn reached_text(call_id: Option<&str>, unit: Unit, spent: f64, cap: f64) -> String {
+/// (or a task, `c3`; `~$1.20` when part of it is an estimate).
+pub fn reached_text(
+    call_id: Option<&str>,
+    unit: Unit,
+    (spent, estimated): (f64, bool),
+    cap: f64,
+) -> String {
     let who = match call_id {
         Some(call) => format!("task {}", call.replace("call-", "c")),
         None => "the session".to_string(),
     };
     format!(
         "budget: {who} has spent {} of its {} cap",
-        unit.amount(spent),
+        unit.spent(spent, estimated),
+        unit.amount(cap)
+    )
+}
+
+/// What a cap warned of says: `$0.90 of the session's $1.00 cap spent`.
+pub fn warning_text(unit: Unit, (spent, estimated): (f64, bool), cap: f64) -> String {
+    format!(
+        "budget: {} of the session's {} cap spent",
+        unit.spent(spent, estimated),
         unit.amount(cap)
     )
 }
@@ -98,12 +162,16 @@ mod tests {
     #[test]
     fn a_cap_says_who_spent_what() {
         assert_eq!(
-            reached_text(None, Unit::Usd, 1.2, 1.0),
+            reached_text(None, Unit::Usd, (1.2, false), 1.0),
             "budget: the session has spent $1.20 of its $1.00 cap"
         );
         assert_eq!(
-            reached_text(Some("call-3"), Unit::Tokens, 1200.0, 1000.0),
+            reached_text(Some("call-3"), Unit::Tokens, (1200.0, true), 1000.0),
             "budget: task c3 has spent 1200 tokens of its 1000 tokens cap"
+        );
+        assert_eq!(
+            warning_text(Unit::Usd, (0.9, true), 1.0),
+            "budget: ~$0.90 of the session's $1.00 cap spent"
         );
         assert!(check_usd("--max-cost", 0.0).is_err());
         assert!(check_usd("--max-cost", -1.0).is_err());

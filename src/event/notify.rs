@@ -227,12 +227,13 @@ impl Watch {
             Event::ChatReset => self.unreported.clear(),
             Event::ChatActivity { activity } => out.extend(self.chat_activity(activity)),
             Event::Error { text } => out.push(Notification::new(NotifyKind::Error, text)),
-            Event::BudgetWarning { unit, spent, cap } => out.push(Notification::budget(
-                format!(
-                    "budget: {} of the session's {} cap spent",
-                    unit.amount(*spent),
-                    unit.amount(*cap)
-                ),
+            Event::BudgetWarning {
+                unit,
+                spent,
+                cap,
+                estimated,
+            } => out.push(Notification::budget(
+                super::budget::warning_text(*unit, (*spent, *estimated), *cap),
                 (*unit == super::budget::Unit::Usd).then_some(*spent),
             )),
             Event::BudgetReached {
@@ -240,8 +241,9 @@ impl Watch {
                 unit,
                 spent,
                 cap,
+                estimated,
             } => out.push(Notification::budget(
-                super::budget::reached_text(call_id.as_deref(), *unit, *spent, *cap),
+                super::budget::reached_text(call_id.as_deref(), *unit, (*spent, *estimated), *cap),
                 (*unit == super::budget::Unit::Usd).then_some(*spent),
             )),
             _ => {}
@@ -501,6 +503,7 @@ mod tests {
             unit: super::super::budget::Unit::Usd,
             spent: 1.2,
             cap: 1.0,
+            estimated: false,
         };
         assert!(Watch::wants(&reached));
         let out = w.observe(&reached);
@@ -515,6 +518,7 @@ mod tests {
             unit: super::super::budget::Unit::Tokens,
             spent: 900.0,
             cap: 1000.0,
+            estimated: false,
         });
         assert_eq!(warned[0].event, NotifyKind::Budget);
         assert_eq!(warned[0].cost, None, "tokens are no cost");

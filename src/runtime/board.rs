@@ -10,11 +10,12 @@
 //! disagree. The transcript reader runs version-1 files (which had no
 //! snapshots for calls) through a board too.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::event::{
     Activity, AgentRef, ChildState, Cost, Event, Severity, Stamped, StopReason, Summary, TaskState,
-    Usage, UsageShare, budget::Spent,
+    Usage, UsageShare,
+    budget::{Price, Spent},
 };
 
 /// Longest summary line kept (chars).
@@ -91,6 +92,8 @@ pub struct Board {
     children: HashMap<(String, String), Entry>,
     /// The session's spending, against its caps.
     ledger: super::ledger::Ledger,
+    /// What a cost is estimated with, by agent (`chat`: the chat's model).
+    prices: BTreeMap<String, Price>,
 }
 
 impl Board {
@@ -106,11 +109,23 @@ impl Board {
                 self.ledger.set_caps(*caps);
                 None
             }
+            Event::PricesSet { prices } => {
+                self.prices = prices.clone();
+                None
+            }
             Event::Usage {
                 input_tokens,
                 output_tokens,
             } => {
-                self.ledger.chat_tokens(input_tokens + output_tokens);
+                let cost = self
+                    .prices
+                    .get(CHAT)
+                    .map(|p| p.of(*input_tokens, *output_tokens));
+                self.ledger.chat_spent(
+                    input_tokens + output_tokens,
+                    cost.unwrap_or(0.0),
+                    cost.is_some(),
+                );
                 None
             }
             Event::ChatActivity {
@@ -123,6 +138,7 @@ impl Board {
                     Spent {
                         cost: usage.cost.as_ref().map_or(0.0, |c| c.amount),
                         tokens: usage.used,
+                        estimated: false,
                     },
                 );
                 None
@@ -273,11 +289,17 @@ impl Board {
         if entry.summary.usage.is_none() {
             entry.base = self.sessions.get(&key).cloned();
         }
+        let usage = &estimated(
+            usage,
+            self.sessions.get(&key),
+            self.prices.get(&entry.agent),
+        );
         self.sessions.insert(key, usage.clone());
         let part = share(entry.base.as_ref(), usage);
         let spent = Spent {
             cost: part.cost.as_ref().map_or(0.0, |c| c.amount),
             tokens: part.tokens.max(0) as u64,
+            estimated: part.cost.as_ref().is_some_and(|c| c.estimated),
         };
         entry.summary.share = Some(part);
         entry.summary.usage = Some(usage.clone());
@@ -574,6 +596,30 @@ impl Entry {
     }
 }
 
+/// `usage` with its session's cumulative cost estimated when it reports
+/// none and its agent has a `price`: the session's estimate so far
+/// (`last`, its report before this one) plus this report's context read
+/// once at the input price. A model reads its whole context at each step,
+/// and each report follows a step; cache discounts are not known, so the
+/// estimate errs high, the safe side of a cap.
+fn estimated(usage: &Usage, last: Option<&Usage>, price: Option<&Price>) -> Usage {
+    let (None, Some(price)) = (&usage.cost, price) else {
+        return usage.clone();
+    };
+    let before = last
+        .and_then(|l| l.cost.as_ref())
+        .filter(|c| c.estimated)
+        .map_or(0.0, |c| c.amount);
+    Usage {
+        cost: Some(Cost {
+            amount: before + price.of(usage.used, 0),
+            currency: "USD".into(),
+            estimated: true,
+        }),
+        ..usage.clone()
+    }
+}
+
 /// How far `usage` moved its session's figures from `base` (its report
 /// before this call, if any). A cost in another currency than the base's
 /// counts whole.
@@ -587,6 +633,7 @@ fn share(base: Option<&Usage>, usage: &Usage) -> UsageShare {
         Cost {
             amount: c.amount - before,
             currency: c.currency.clone(),
+            estimated: c.estimated,
         }
     });
     UsageShare {
@@ -652,6 +699,7 @@ pub(crate) mod fixtures {
                 cost: cost.map(|amount| Cost {
                     amount,
                     currency: "USD".into(),
+                    estimated: false,
                 }),
             },
         }
@@ -721,7 +769,8 @@ mod tests {
                 size: Some(200_000),
                 cost: Some(Cost {
                     amount: 0.01,
-                    currency: "USD".into()
+                    currency: "USD".into(),
+                    estimated: false,
                 })
             })
         );

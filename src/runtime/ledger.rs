@@ -90,32 +90,44 @@ impl Ledger {
         let mine = self.by_agent.entry(agent).or_default();
         mine.cost += spent.cost - before.cost;
         mine.tokens = (mine.tokens + spent.tokens).saturating_sub(before.tokens);
+        mine.estimated |= spent.estimated;
         self.spent.cost += spent.cost - before.cost;
         self.spent.tokens = (self.spent.tokens + spent.tokens).saturating_sub(before.tokens);
+        self.spent.estimated |= spent.estimated;
         self.changed();
         self.check_call(call_id);
     }
 
-    /// The chat's model used `tokens` (a turn's input and output).
-    pub fn chat_tokens(&mut self, tokens: u64) {
-        self.spent.tokens += tokens;
-        self.by_agent.entry("chat".into()).or_default().tokens += tokens;
+    /// The chat's model used `tokens` (a turn's input and output), which
+    /// cost `cost` (an estimate from its price when `estimated`).
+    pub fn chat_spent(&mut self, tokens: u64, cost: f64, estimated: bool) {
+        let chat = self.by_agent.entry("chat".into()).or_default();
+        for s in [&mut self.spent, chat] {
+            s.tokens += tokens;
+            s.cost += cost;
+            s.estimated |= estimated;
+        }
         self.changed();
     }
 
     /// Why no new call may start now: the session's cap reached.
     pub fn refusal(&self) -> Option<String> {
-        let text = |unit: Unit, spent: f64, cap: f64| {
+        let text = |unit: Unit, spent: (f64, bool), cap: f64| {
             format!(
                 "{}: no new call starts (raise it with --max-cost, --max-tokens or [budget])",
                 crate::event::budget::reached_text(None, unit, spent, cap)
             )
         };
         if let Some(cap) = self.caps.session_usd.filter(|c| self.spent.cost >= *c) {
-            return Some(text(Unit::Usd, self.spent.cost, cap));
+            let spent = (self.spent.cost, self.spent.estimated);
+            return Some(text(Unit::Usd, spent, cap));
         }
         let cap = self.caps.tokens.filter(|c| self.spent.tokens >= *c)?;
-        Some(text(Unit::Tokens, self.spent.tokens as f64, cap as f64))
+        Some(text(
+            Unit::Tokens,
+            (self.spent.tokens as f64, false),
+            cap as f64,
+        ))
     }
 
     /// Why `call_id` may not go on (a follow-up): its own cap reached, or
@@ -127,7 +139,12 @@ impl Ledger {
         {
             return Some(format!(
                 "{}: nothing more of it starts",
-                crate::event::budget::reached_text(Some(call_id), Unit::Usd, call.spent.cost, cap)
+                crate::event::budget::reached_text(
+                    Some(call_id),
+                    Unit::Usd,
+                    (call.spent.cost, call.spent.estimated),
+                    cap
+                )
             ));
         }
         self.refusal()
@@ -172,15 +189,22 @@ impl Ledger {
             .tokens
             .map(|cap| (Unit::Tokens, self.spent.tokens as f64, cap as f64));
         for (unit, spent, cap) in [usd, tokens].into_iter().flatten() {
+            let estimated = unit == Unit::Usd && self.spent.estimated;
             if spent >= cap && self.reached.insert(unit) {
                 self.said.push(Event::BudgetReached {
                     call_id: None,
                     unit,
                     spent,
                     cap,
+                    estimated,
                 });
             } else if spent >= cap * WARN_AT && spent < cap && self.warned.insert(unit) {
-                self.said.push(Event::BudgetWarning { unit, spent, cap });
+                self.said.push(Event::BudgetWarning {
+                    unit,
+                    spent,
+                    cap,
+                    estimated,
+                });
             }
         }
     }
@@ -199,6 +223,7 @@ impl Ledger {
                 unit: Unit::Usd,
                 spent,
                 cap,
+                estimated: call.spent.estimated,
             });
         }
     }
@@ -209,7 +234,11 @@ mod tests {
     use super::*;
 
     fn spent(cost: f64, tokens: u64) -> Spent {
-        Spent { cost, tokens }
+        Spent {
+            cost,
+            tokens,
+            estimated: false,
+        }
     }
 
     fn kinds(events: &[Event]) -> Vec<&'static str> {
@@ -268,9 +297,9 @@ mod tests {
         assert!(l.refusal_of("call-1").unwrap().contains("task c1"));
         assert_eq!(l.refusal_of("call-2"), None);
         assert_eq!(l.refusal(), None);
-        l.chat_tokens(900);
+        l.chat_spent(900, 0.0, false);
         l.take_said();
-        l.chat_tokens(100);
+        l.chat_spent(100, 0.0, false);
         assert_eq!(kinds(&l.take_said()), ["session_spend", "budget_reached"]);
         assert!(
             l.refusal()

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::{FORMAT, Header};
 use crate::confine::lines;
 use crate::event::AgentRef;
+use crate::event::budget::Spent;
 
 /// The first user message is kept to this many characters.
 pub const FIRST_MESSAGE_CHARS: usize = 200;
@@ -56,6 +57,11 @@ pub struct SessionInfo {
     /// (started or followed up, and neither finished nor interrupted), in
     /// the order they started.
     pub running_tasks: Vec<String>,
+    /// What the session spent, as its last `session_spend` says (the
+    /// chat, every agent, nested sub-agents): `cost` (USD), `tokens`, and
+    /// `estimated` when part of the cost is quorum's estimate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
     /// Events recorded (complete lines after the header).
     pub events: u64,
     /// The transcript's size in bytes.
@@ -394,6 +400,8 @@ struct Fields<'a> {
     agent: Option<AgentRef>,
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    spent: Option<Spent>,
 }
 
 /// What one pass over the events finds.
@@ -408,6 +416,7 @@ struct Tally {
     /// Calls running now, with the order they (re)started in.
     running: HashMap<String, u64>,
     starts: u64,
+    spent: Option<Spent>,
 }
 
 impl Tally {
@@ -426,6 +435,7 @@ impl Tally {
                 | "subagent_backgrounded"
                 | "subagent_finished"
                 | "subagent_interrupted"
+                | "session_spend"
         ) {
             return true;
         }
@@ -462,6 +472,7 @@ impl Tally {
                     self.start(call);
                 }
             }
+            "session_spend" => self.spent = fields.spent.or(self.spent),
             "subagent_finished" | "subagent_interrupted" => {
                 if let Some(call) = call {
                     self.running.remove(call);
@@ -578,6 +589,7 @@ pub fn scan(path: &Path) -> Result<SessionInfo, ScanError> {
         running_tasks: tally.running_tasks(),
         first_message: tally.first_message,
         agents: tally.agents,
+        spent: tally.spent,
         events: tally.events,
         bytes: meta.len(),
         open_in: open_in(path),

@@ -628,7 +628,7 @@ fn spending_span(s: &crate::tui::state::Spending) -> Option<Span<'static>> {
     let tokens = |n: u64| crate::tui::cells::tokens(n as i64);
     let mut parts = Vec::new();
     if let Some(cap) = s.caps.session_usd {
-        parts.push(format!("${:.2} of ${cap:.2}", s.spent.cost));
+        parts.push(format!("{} of ${cap:.2}", s.spent.cost_text()));
     }
     if let Some(cap) = s.caps.tokens {
         parts.push(format!(

@@ -115,7 +115,7 @@ fn task_style(task: &Task) -> Style {
 /// tasks that fit, the selected one among them.
 pub(super) fn draw_panel(
     state: &State,
-    selected: Option<usize>,
+    (selected, spend_open): (Option<usize>, bool),
     area: Rect,
     buf: &mut Buffer,
     now: u64,
@@ -127,16 +127,15 @@ pub(super) fn draw_panel(
     let inner = block.inner(area);
     block.render(area, buf);
     let width = inner.width.saturating_sub(2) as usize;
-    // The session's total, every call's (foreground ones too).
-    let total = state.usage_total().map(|t| {
-        Line::from(truncate(
-            vec![Span::styled(
-                format!("agents {}", cells::total_text(&t)),
-                theme::dim(),
-            )],
-            width,
-        ))
-    });
+    // The session's total, every call's (foreground ones too), and with
+    // `$` what each agent spent.
+    let mut total: Vec<Line<'static>> = state
+        .usage_total()
+        .map(|t| format!("agents {}", cells::total_text(&t)))
+        .into_iter()
+        .chain(spend_open.then(|| spend_lines(state)).into_iter().flatten())
+        .map(|text| Line::from(truncate(vec![Span::styled(text, theme::dim())], width)))
+        .collect();
     // Inside the frame, a column from its left edge.
     let area = Rect {
         x: inner.x + 1,
@@ -144,7 +143,7 @@ pub(super) fn draw_panel(
         ..inner
     };
     if state.tasks.is_empty() {
-        let mut lines: Vec<Line<'static>> = total.into_iter().collect();
+        let mut lines = std::mem::take(&mut total);
         lines.push(Line::from(Span::styled(
             "No background tasks.",
             theme::dim(),
@@ -165,6 +164,26 @@ pub(super) fn draw_panel(
     for (y, line) in (area.y..area.bottom()).zip(lines.iter().skip(skip)) {
         buf.set_line(area.x, y, line, area.width);
     }
+}
+
+/// What `$` shows: the session's spending, then each agent's (`chat`
+/// for the chat's model).
+fn spend_lines(state: &State) -> Vec<String> {
+    let s = &state.spending;
+    let line = |spent: &crate::event::budget::Spent| {
+        format!(
+            "{} · {} tokens",
+            spent.cost_text(),
+            cells::tokens(spent.tokens as i64)
+        )
+    };
+    let mut lines = vec![format!("spent {} ($ hides)", line(&s.spent))];
+    lines.extend(
+        s.by_agent
+            .iter()
+            .map(|(agent, spent)| format!("  {agent}: {}", line(spent))),
+    );
+    lines
 }
 
 /// The panel's frame, titled with how many tasks run, wait and are done;
@@ -201,7 +220,7 @@ fn panel_block(state: &State, selected: Option<usize>) -> Block<'static> {
 fn shown_lines(
     state: &State,
     selected: Option<usize>,
-    total: Option<Line<'static>>,
+    total: Vec<Line<'static>>,
     width: usize,
     height: usize,
     now: u64,
@@ -228,10 +247,8 @@ fn shown_lines(
             }
         }
         None => {
-            if first == 0
-                && let Some(total) = total
-            {
-                lines.push(total);
+            if first == 0 && !total.is_empty() {
+                lines.extend(total);
                 lines.push(Line::default());
             }
             for (i, group) in (first..count).zip(newest.into_iter().rev()) {
@@ -256,7 +273,7 @@ mod tests {
     /// The panel as it was drawn before: every task laid out, then the
     /// lines that show picked.
     fn every_task(state: &State, selected: Option<usize>, area: Rect, buf: &mut Buffer, now: u64) {
-        draw_panel(state, selected, area, buf, now);
+        draw_panel(state, (selected, false), area, buf, now);
         let inner = Block::default().borders(Borders::ALL).inner(area);
         let width = inner.width.saturating_sub(2) as usize;
         let mut lines: Vec<Line<'static>> = Vec::new();
@@ -312,6 +329,7 @@ mod tests {
                 cost: Some(Cost {
                     amount: 0.5,
                     currency: "USD".into(),
+                    estimated: false,
                 }),
             });
             let snapshot = Event::TaskProgress {
@@ -337,7 +355,7 @@ mod tests {
                 Some(40),
             ] {
                 let mut kept = Buffer::empty(area);
-                draw_panel(&s, selected, area, &mut kept, 100);
+                draw_panel(&s, (selected, false), area, &mut kept, 100);
                 let mut all = Buffer::empty(area);
                 every_task(&s, selected, area, &mut all, 100);
                 assert_eq!(kept, all, "{rows} rows, selected {selected:?}");

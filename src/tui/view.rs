@@ -68,6 +68,8 @@ pub struct View {
     pub focus: Option<usize>,
     /// The side panel has the keys: the selected task's index.
     pub panel_focus: Option<usize>,
+    /// The side panel shows the spending agent by agent (`$`).
+    pub spend_open: bool,
     /// A box opened full screen.
     pub opened: Option<Opened>,
     /// A review quorum's findings view, full screen.
@@ -451,7 +453,8 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, view: &mut View, chrome: &Chro
             view.opened = None;
             view.draw_transcript(state, transcript, frame.buffer_mut(), now);
             if let Some(p) = panel {
-                draw_panel(state, view.panel_focus, p, frame.buffer_mut(), now);
+                let shown = (view.panel_focus, view.spend_open);
+                draw_panel(state, shown, p, frame.buffer_mut(), now);
             }
         }
     }

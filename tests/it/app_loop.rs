@@ -825,6 +825,7 @@ fn usage(used: u64, size: Option<u64>, cost: Option<f64>) -> Activity {
             cost: cost.map(|amount| quorum::event::Cost {
                 amount,
                 currency: "USD".into(),
+                estimated: false,
             }),
         },
     }

@@ -267,3 +267,114 @@ async fn a_batch_stops_at_the_cap_and_a_continued_session_keeps_the_spend() {
         "the continued session says the cap is reached"
     );
 }
+
+/// One call's turn on a fresh session of the fake agent, which reports
+/// 1,000 tokens in context and no cost: priced by `[prices]` at $100 a
+/// million read tokens, quorum estimates it at ~$0.10.
+const TOKENS_ONLY: &str = "usage 1000 200000";
+
+/// An agent that reports tokens but no cost is estimated from its price
+/// (`[prices]`), marked `~`, and the estimate counts toward the cap: four
+/// calls under $0.24, the second warns (~$0.20), the third reaches the cap
+/// (~$0.30), the fourth never starts, exit 4. The transcript says which
+/// prices were used; `quorum sessions --json` carries the spending; the
+/// screen marks the estimate, and `$` shows it agent by agent.
+#[test]
+fn a_cost_not_reported_is_estimated_from_its_price_and_counts_toward_the_cap() {
+    let s = shell_with(
+        "[budget]\nsession_usd = 0.24\n[prices]\nfake = { input = 100.0, output = 0.0 }\n",
+    );
+    let sessions = s.dir.path().join("state/quorum/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let record = sessions.join("estimated.jsonl");
+    let mut args = vec![
+        "call",
+        "--agent",
+        "fake",
+        "--new-session",
+        "--record",
+        record.to_str().unwrap(),
+    ];
+    for _ in 0..4 {
+        args.extend(["--input", TOKENS_ONLY]);
+    }
+    let o = s.run(&args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("budget: ~$0.20 of the session's $0.24 cap spent"),
+        "{err}"
+    );
+    assert!(
+        err.contains("budget: the session has spent ~$0.30 of its $0.24 cap"),
+        "{err}"
+    );
+    let events = common::events(&record);
+    let prices = events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::PricesSet { prices } => Some(prices.clone()),
+            _ => None,
+        })
+        .expect("the prices are recorded");
+    assert_eq!(prices["fake"].input, 100.0);
+    // The built-in agents' default models are priced too.
+    assert_eq!(prices["codex"].input, 1.25);
+    let started = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::SubagentStarted { .. }))
+        .count();
+    assert_eq!(started, 3, "the fourth call never started");
+    let shares: Vec<(f64, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TaskProgress { summary, .. } => summary.share.as_ref()?.cost.as_ref(),
+            _ => None,
+        })
+        .map(|c| (c.amount, c.estimated))
+        .collect();
+    assert!(!shares.is_empty() && shares.iter().all(|(a, e)| *e && (a - 0.1).abs() < 1e-9));
+
+    // `quorum sessions --json`: the session's spending.
+    let o = s.run(&["sessions", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
+    assert_eq!(listed["id"], "estimated");
+    assert!(
+        (listed["spent"]["cost"].as_f64().unwrap() - 0.3).abs() < 1e-9,
+        "{listed}"
+    );
+    assert_eq!(listed["spent"]["tokens"], 3000);
+    assert_eq!(listed["spent"]["estimated"], true);
+    let o = s.run(&["sessions"]);
+    assert!(
+        text(&o.stdout).contains("spent ~$0.30 · 3000 tokens"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // The screen: boxes, the total and the cap marked as estimates; `$`
+    // lists the spending by agent in the side panel, `$` again hides it.
+    let mut app = quorum::tui::app::App::still();
+    app.view.set_panel(Some(true));
+    for e in &events {
+        app.on_event(e.clone());
+    }
+    let shot = |app: &mut quorum::tui::app::App| {
+        common::rows(&quorum::tui::screenshot::render(app, 150, 40)).join("\n")
+    };
+    let screen = shot(&mut app);
+    assert!(screen.contains("1k / 200k tokens · ~$0.10"), "{screen}");
+    assert!(screen.contains("agents Σ 3k tokens · ~$0.30"), "{screen}");
+    assert!(screen.contains("· cap ~$0.30 of $0.24"), "{screen}");
+    assert!(!screen.contains("fake: ~$0.30"), "{screen}");
+    let dollar = ratatui::crossterm::event::KeyEvent::new(
+        ratatui::crossterm::event::KeyCode::Char('$'),
+        ratatui::crossterm::event::KeyModifiers::NONE,
+    );
+    app.handle(quorum::tui::app::Input::Key(dollar));
+    let screen = shot(&mut app);
+    assert!(screen.contains("spent ~$0.30 · 3k tokens"), "{screen}");
+    assert!(screen.contains("fake: ~$0.30 · 3k tokens"), "{screen}");
+    app.handle(quorum::tui::app::Input::Key(dollar));
+    assert!(!shot(&mut app).contains("fake: ~$0.30"));
+}

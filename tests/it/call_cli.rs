@@ -97,8 +97,9 @@ fn stdin_review_and_record() {
         &events[0].event,
         Event::SessionInfo { model: None, agents } if agents.contains(&"fake".to_string())
     ));
+    assert!(matches!(&events[1].event, Event::PricesSet { .. }));
     assert!(
-        matches!(&events[1].event, Event::SubagentStarted { code_review: true, input, .. } if input == "review yellow")
+        matches!(&events[2].event, Event::SubagentStarted { code_review: true, input, .. } if input == "review yellow")
     );
     assert!(events.iter().any(|e| matches!(
         &e.event,

@@ -34,6 +34,7 @@ fn session(n: usize, ago: Duration) -> SessionInfo {
         first_message: Some(format!("task number {n}: make the thing work")),
         agents: vec!["claude".into()],
         running_tasks: Vec::new(),
+        spent: None,
         events: 100 * n as u64,
         bytes: 1000,
         open_in: None,

@@ -95,7 +95,10 @@ fn a_review_by_an_acp_agent_in_json_events() {
     assert!(
         matches!(&events[0], Event::SessionInfo { model: Some(m), agents } if m.starts_with("script:") && agents.contains(&"fake".to_string()))
     );
-    assert!(matches!(&events[1], Event::UserMessage { text } if text == "review my change"));
+    // The prices costs are estimated with (the built-in agents'), then
+    // the person's message.
+    assert!(matches!(&events[1], Event::PricesSet { prices } if prices.contains_key("codex")));
+    assert!(matches!(&events[2], Event::UserMessage { text } if text == "review my change"));
     assert_eq!(assistant_text(&events), "Asking fake.|The review is red.|");
     let finished = events.iter().find_map(|e| match e {
         Event::SubagentFinished {

@@ -172,6 +172,15 @@ impl App {
         true
     }
 
+    /// Shows or hides what each agent spent, in the side panel (shown
+    /// with it).
+    fn toggle_spend(&mut self) {
+        self.view.spend_open = !self.view.spend_open;
+        if self.view.spend_open {
+            self.view.set_panel(Some(true));
+        }
+    }
+
     /// Keys of the focused side panel.
     fn panel_key(&mut self, key: KeyEvent) -> bool {
         let Some(selected) = self.view.panel_focus else {
@@ -206,6 +215,7 @@ impl App {
                     let _ = ops.send(Op::CancelTask(task.task_id));
                 }
             }
+            KeyCode::Char('$') => self.toggle_spend(),
             // Ctrl+C still quits.
             KeyCode::Char('c') => return false,
             _ => {}
@@ -283,6 +293,10 @@ impl App {
                 self.open_cell(i);
             }
             KeyCode::Esc if self.view.focus.is_some() => self.view.focus = None,
+            // `$`: the spending agent by agent, in the side panel.
+            KeyCode::Char('$') if composer_empty && !self.state.spending.by_agent.is_empty() => {
+                self.toggle_spend();
+            }
             // Tab: the side panel takes the keys.
             KeyCode::Tab
                 if !self.state.tasks.is_empty() && matches!(self.mode, Mode::Live { .. }) =>

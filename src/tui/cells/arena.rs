@@ -123,6 +123,7 @@ fn table_row(
         cost(&Cost {
             amount,
             currency: String::new(),
+            estimated: false,
         })
     });
     spans.push(Span::raw(pad(money.as_deref().unwrap_or("–"), w(5))));

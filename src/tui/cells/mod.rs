@@ -806,9 +806,10 @@ fn trim_zero(s: String) -> String {
 
 /// `$0.04` for dollars, `0.04 EUR` (or `12 credits`) otherwise.
 pub fn cost(c: &Cost) -> String {
+    let about = if c.estimated { "~" } else { "" };
     match c.currency.as_str() {
-        "USD" | "" => format!("${:.2}", c.amount),
-        other => format!("{:.2} {other}", c.amount),
+        "USD" | "" => format!("{about}${:.2}", c.amount),
+        other => format!("{about}{:.2} {other}", c.amount),
     }
 }
 
@@ -872,6 +873,7 @@ mod tests {
         let c = |amount, currency: &str| Cost {
             amount,
             currency: currency.into(),
+            estimated: false,
         };
         assert_eq!(cost(&c(0.041, "USD")), "$0.04");
         assert_eq!(cost(&c(3.0, "EUR")), "3.00 EUR");

@@ -34,7 +34,10 @@ impl UsageTotal {
             t.tokens += share.tokens;
             if let Some(c) = &share.cost {
                 match t.costs.iter_mut().find(|x| x.currency == c.currency) {
-                    Some(x) => x.amount += c.amount,
+                    Some(x) => {
+                        x.amount += c.amount;
+                        x.estimated |= c.estimated;
+                    }
                     None => t.costs.push(c.clone()),
                 }
             }
@@ -256,6 +259,7 @@ mod tests {
         let cost = Cost {
             amount: cost,
             currency: currency.into(),
+            estimated: false,
         };
         Event::TaskProgress {
             call_id: call.into(),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::State;
-use crate::event::budget::{Caps, Spent, reached_text};
+use crate::event::budget::{Caps, Spent, reached_text, warning_text};
 use crate::event::{Event, NoticeLevel};
 
 /// What the status line and the side panel say of the session's spending.
@@ -50,12 +50,16 @@ impl State {
                 self.spending.caps = *caps;
                 self.spending.reached = false;
             }
-            Event::BudgetWarning { unit, spent, cap } => self.on_notice(
+            Event::BudgetWarning {
+                unit,
+                spent,
+                cap,
+                estimated,
+            } => self.on_notice(
                 NoticeLevel::Warning,
                 &format!(
-                    "budget: {} of the session's {} cap spent ({:.0} %)",
-                    unit.amount(*spent),
-                    unit.amount(*cap),
+                    "{} ({:.0} %)",
+                    warning_text(*unit, (*spent, *estimated), *cap),
                     spent / cap * 100.0
                 ),
             ),
@@ -64,8 +68,9 @@ impl State {
                 unit,
                 spent,
                 cap,
+                estimated,
             } => {
-                let text = reached_text(call_id.as_deref(), *unit, *spent, *cap);
+                let text = reached_text(call_id.as_deref(), *unit, (*spent, *estimated), *cap);
                 let then = match call_id {
                     None => {
                         self.spending.reached = true;

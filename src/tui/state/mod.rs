@@ -251,6 +251,7 @@ impl State {
             } => self.on_arena_compared(batch_id, comparison),
             Event::SessionSpend { .. }
             | Event::BudgetSet { .. }
+            | Event::PricesSet { .. }
             | Event::BudgetWarning { .. }
             | Event::BudgetReached { .. } => self.apply_budget(event),
         }
@@ -1031,6 +1032,7 @@ mod tests {
             "branch_discarded",
             "session_spend",
             "budget_set",
+            "prices_set",
             "budget_warning",
             "budget_reached",
             "arena_compared",

@@ -94,6 +94,7 @@ fn clean_cost(c: &Cost) -> Cost {
     Cost {
         amount: c.amount,
         currency: clean(&c.currency),
+        estimated: c.estimated,
     }
 }
 

@@ -40,6 +40,8 @@ struct CostTally {
     currency: String,
     amount: f64,
     boxes: BTreeSet<usize>,
+    /// How many of them have an estimated cost.
+    estimated: usize,
 }
 
 impl Tally {
@@ -54,11 +56,13 @@ impl Tally {
                 Some(x) => {
                     x.amount += c.amount;
                     x.boxes.insert(index);
+                    x.estimated += usize::from(c.estimated);
                 }
                 None => self.costs.push(CostTally {
                     currency: c.currency.clone(),
                     amount: c.amount,
                     boxes: BTreeSet::from([index]),
+                    estimated: usize::from(c.estimated),
                 }),
             }
         }
@@ -80,6 +84,7 @@ impl Tally {
         let cost = share.cost.as_ref().and_then(|c| {
             let i = self.costs.iter().position(|x| x.currency == c.currency)?;
             self.costs[i].amount -= c.amount;
+            self.costs[i].estimated -= usize::from(c.estimated);
             Some(i)
         });
         Taken { cost }
@@ -100,6 +105,7 @@ impl Tally {
                     } else {
                         x.amount += c.amount;
                     }
+                    x.estimated += usize::from(c.estimated);
                     self.count_share(s);
                     return;
                 }
@@ -151,6 +157,7 @@ impl Tally {
                 .map(|c| Cost {
                     amount: c.amount,
                     currency: c.currency.clone(),
+                    estimated: c.estimated > 0,
                 })
                 .collect(),
         })
@@ -215,6 +222,7 @@ mod tests {
                 cost: Some(Cost {
                     amount,
                     currency: currency.into(),
+                    estimated: false,
                 }),
             }),
             ..Summary::default()
