@@ -87,7 +87,8 @@ enum Command {
     /// One task to several writers, each in a worktree; each branch reviewed
     /// by the others; the writers compared and the winner named.
     ///
-    /// Exit code: 0 a winner, 3 none could be chosen (ties, every writer failed) or an error.
+    /// Exit code: 0 a winner, 3 none could be chosen (ties, every writer failed) or an error,
+    /// 4 a spending cap stopped work.
     Arena(cli::arena::ArenaArgs),
     /// Turn a Claude Code session log or a Codex rollout into a quorum
     /// transcript (`quorum import claude FILE`, `quorum import codex FILE`).

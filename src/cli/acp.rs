@@ -84,6 +84,13 @@ pub async fn command(args: AcpArgs, config: Option<PathBuf>, model: ModelChoice)
     };
     let recorded = server.recordings();
     server.close_all().await;
+    let code = match code {
+        EXIT_OK if server.budget_stopped() => {
+            crate::say!("quorum acp: a spending cap stopped work in a session (exit 4)");
+            super::EXIT_BUDGET
+        }
+        code => code,
+    };
     for path in recorded {
         let id = path.file_stem().unwrap_or_default().to_string_lossy();
         crate::say!(

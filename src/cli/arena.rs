@@ -100,16 +100,48 @@ pub async fn command(args: ArenaArgs, config: Option<PathBuf>) -> Result<i32> {
     let mut progress = Progress::default();
     let printer = Printer::spawn(events, move |event| progress.print(&event.event));
     let compared = run(&session, &args).await;
+    let stopped = session.budget_stopped();
     session.close_agent_sessions().await;
     session.shutdown();
     printer.finish().await;
-    Ok(match compared {
-        Ok(c) => print(&c, if args.json { Format::Json } else { args.format }),
+    let code = match compared {
+        Ok(c) => {
+            let code = match (stopped, c.winner) {
+                (true, _) => super::EXIT_BUDGET,
+                (false, Some(_)) => EXIT_WINNER,
+                (false, None) => EXIT_NONE,
+            };
+            print(&c, if args.json { Format::Json } else { args.format }, code);
+            let unreviewed: Vec<&str> = c
+                .rows
+                .iter()
+                .filter(|r| r.failed.is_none() && r.verdict.is_none())
+                .map(|r| r.label.as_str())
+                .collect();
+            if stopped && !unreviewed.is_empty() {
+                crate::say!(
+                    "quorum: the budget kept {} from being reviewed: {}",
+                    if unreviewed.len() == 1 {
+                        "a branch"
+                    } else {
+                        "branches"
+                    },
+                    unreviewed.join(", ")
+                );
+            }
+            code
+        }
         Err(e) => {
             crate::say!("quorum: {e}");
-            EXIT_NONE
+            // A cap that stopped work: exit 4.
+            if stopped {
+                super::EXIT_BUDGET
+            } else {
+                EXIT_NONE
+            }
         }
-    })
+    };
+    Ok(code)
 }
 
 /// The writers' batch, compared.
@@ -152,13 +184,8 @@ async fn run(session: &Session, args: &ArenaArgs) -> Result<Comparison, String> 
     }
 }
 
-/// Prints the comparison as `format` says; returns the exit code.
-fn print(c: &Comparison, format: Format) -> i32 {
-    let code = if c.winner.is_some() {
-        EXIT_WINNER
-    } else {
-        EXIT_NONE
-    };
+/// Prints the comparison as `format` says, with the exit `code` it gets.
+fn print(c: &Comparison, format: Format, code: i32) {
     match format {
         Format::Json => {
             let value = json!({
@@ -174,7 +201,6 @@ fn print(c: &Comparison, format: Format) -> i32 {
         Format::Markdown => print!("{}", markdown(c)),
         Format::Text => print!("{}", table(c)),
     }
-    code
 }
 
 /// The comparison as a Markdown table: a row per writer, the winner in

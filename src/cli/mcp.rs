@@ -95,6 +95,13 @@ pub async fn command(
     session.wind_down().await;
     session.close_agent_sessions().await;
     session.shutdown();
+    let code = match code {
+        EXIT_OK if session.budget_stopped() => {
+            crate::say!("quorum mcp: a spending cap stopped work (exit 4)");
+            super::EXIT_BUDGET
+        }
+        code => code,
+    };
     let recording = session.recording();
     drop(session);
     let _ = tokio::time::timeout(Duration::from_secs(2), told).await;

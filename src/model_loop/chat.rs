@@ -397,6 +397,8 @@ pub struct Chat {
     /// Background tasks whose reports are still to be delivered (those of
     /// a continued session), delivered with the next turn.
     deferred: Vec<String>,
+    /// The session's cap reached was said to the model.
+    budget_told: bool,
 }
 
 impl Chat {
@@ -456,6 +458,7 @@ impl Chat {
             mirror,
             note: None,
             deferred: Vec::new(),
+            budget_told: false,
         }
     }
 
@@ -568,6 +571,13 @@ impl Chat {
         }
         let emitter = &self.sink.emitter;
         let mut prompt = self.note.take().unwrap_or_default();
+        // The session's cap reached: said once.
+        if !self.budget_told
+            && let Some(said) = emitter.board(|b| b.budget_message())
+        {
+            self.budget_told = true;
+            prompt.push_str(&said);
+        }
         for task_id in delivered {
             let Some(task) = emitter.board(|b| b.task(&task_id).cloned()) else {
                 continue;

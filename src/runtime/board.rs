@@ -405,6 +405,33 @@ impl Board {
     pub fn tasks(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(|e| e.task_id.is_some())
     }
+
+    /// What the chat is told, once, when the session's cap is reached:
+    /// what stopped, and what runs on to the end of its turn.
+    pub fn budget_message(&self) -> Option<String> {
+        let reached = self.ledger.session_reached()?;
+        let name = |e: &Entry| e.task_id.clone().unwrap_or_else(|| e.call_id.clone());
+        let names = |state: TaskState| {
+            let picked: Vec<String> = self
+                .entries
+                .iter()
+                .filter(|e| e.summary.state == state)
+                .map(name)
+                .collect();
+            match picked.is_empty() {
+                true => "none".to_string(),
+                false => picked.join(", "),
+            }
+        };
+        Some(format!(
+            "[automated message] {reached}. The budget stopped the work: no new sub-agent call \
+             starts (the subagent tool refuses it); tasks still queued will not start ({}); \
+             running tasks finish their current turn and take no follow-ups ({}). Tell the \
+             person: they can raise the cap (--max-cost, --max-tokens or [budget]).\n\n",
+            names(TaskState::Queued),
+            names(TaskState::Running),
+        ))
+    }
 }
 
 /// The `child_progress` event of a child session's entry.

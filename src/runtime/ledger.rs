@@ -112,22 +112,24 @@ impl Ledger {
 
     /// Why no new call may start now: the session's cap reached.
     pub fn refusal(&self) -> Option<String> {
-        let text = |unit: Unit, spent: (f64, bool), cap: f64| {
+        self.session_reached().map(|reached| {
             format!(
-                "{}: no new call starts (raise it with --max-cost, --max-tokens or [budget])",
-                crate::event::budget::reached_text(None, unit, spent, cap)
+                "{reached}: no new call starts (raise it with --max-cost, --max-tokens or [budget])"
             )
-        };
+        })
+    }
+
+    /// What the session's cap reached says (`budget: the session has spent
+    /// $1.20 of its $1.00 cap`), once it is.
+    pub fn session_reached(&self) -> Option<String> {
+        let text = crate::event::budget::reached_text;
         if let Some(cap) = self.caps.session_usd.filter(|c| self.spent.cost >= *c) {
             let spent = (self.spent.cost, self.spent.estimated);
-            return Some(text(Unit::Usd, spent, cap));
+            return Some(text(None, Unit::Usd, spent, cap));
         }
         let cap = self.caps.tokens.filter(|c| self.spent.tokens >= *c)?;
-        Some(text(
-            Unit::Tokens,
-            (self.spent.tokens as f64, false),
-            cap as f64,
-        ))
+        let spent = (self.spent.tokens as f64, false);
+        Some(text(None, Unit::Tokens, spent, cap as f64))
     }
 
     /// Why `call_id` may not go on (a follow-up): its own cap reached, or

@@ -65,6 +65,11 @@ static CHECK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// the others' branches).
 static REVIEW_RED_IF: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// `--cost-per-turn USD`: every turn, whatever its scenario, ends with a
+/// `usage_update` that reports its session cost USD (an arena's writers
+/// that spend).
+static COST_PER_TURN: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
 /// `--store DIR`: sessions are kept on disk there (one file per session,
 /// its turns as JSON lines), as real agents keep theirs, so a later process
 /// of the agent can load or resume them.
@@ -1414,7 +1419,13 @@ fn handle_prompt(
     let request_cancellation = responder.cancellation();
     let in_flight = InFlight::start();
     cx.spawn(async move {
-        let result = run_turn(&mut turn, &text, cancel, request_cancellation).await;
+        let mut result = run_turn(&mut turn, &text, cancel, request_cancellation).await;
+        if let (Ok(_), Some(cost)) = (&result, COST_PER_TURN.get()) {
+            let update = UsageUpdate::new(1000, 200_000).cost(Cost::new(*cost, "USD"));
+            if let Err(e) = turn.update(SessionUpdate::UsageUpdate(update)) {
+                result = Err(e);
+            }
+        }
         drop(in_flight);
         {
             let mut state = lock(&state);
@@ -1517,6 +1528,11 @@ fn parse_options() -> Options {
             "--review-red-if" => {
                 if let Some(text) = args.next() {
                     let _ = REVIEW_RED_IF.set(text);
+                }
+            }
+            "--cost-per-turn" => {
+                if let Some(cost) = args.next().and_then(|c| c.parse().ok()) {
+                    let _ = COST_PER_TURN.set(cost);
                 }
             }
             "--check" => {

@@ -583,3 +583,49 @@ fn a_check_whose_program_is_missing_is_named_and_the_rest_compared() {
         "{table}"
     );
 }
+
+/// Writers that spend under a cap: alpha and beta each spend $0.30 of
+/// `--max-cost 0.50`, so once both have written no review starts. The
+/// rows have no verdict, quorum names the branches left unreviewed, and
+/// exits 4 (the JSON's `exit_code` too).
+#[test]
+fn an_arena_stopped_by_the_budget_names_its_unreviewed_branches_and_exits_4() {
+    let s = scratch();
+    let config = std::fs::read_to_string(&s.config).unwrap().replace(
+        "args = [\"--scenario\"",
+        "args = [\"--cost-per-turn\", \"0.30\", \"--scenario\"",
+    );
+    std::fs::write(&s.config, config).unwrap();
+    let out = s.quorum(&[
+        "--max-cost",
+        "0.50",
+        "arena",
+        "--agents",
+        "alpha,beta",
+        "--json",
+        "Write a greeting",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(v["exit_code"], 4, "{v:#}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v:#}");
+    for row in rows {
+        assert!(row["failed"].is_null(), "both wrote: {v:#}");
+        assert!(row["verdict"].is_null(), "no review ran: {v:#}");
+        assert!((row["cost"].as_f64().unwrap() - 0.3).abs() < 1e-9, "{v:#}");
+    }
+    assert!(
+        err.contains("budget: the session has spent $0.60 of its $0.50 cap"),
+        "{err}"
+    );
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert!(
+        err.contains(&format!(
+            "quorum: the budget kept branches from being reviewed: {}",
+            labels.join(", ")
+        )),
+        "{err}"
+    );
+}

@@ -378,3 +378,123 @@ fn a_cost_not_reported_is_estimated_from_its_price_and_counts_toward_the_cap() {
     app.handle(quorum::tui::app::Input::Key(dollar));
     assert!(!shot(&mut app).contains("fake: ~$0.30"));
 }
+
+/// The chat is told once when the session's cap is reached: a background
+/// task's $0.60 under a $0.50 cap, then its report. The next prompt the
+/// chat's model gets starts with one automated message saying what the
+/// budget stopped; a later call is refused, and quorum exits 4.
+#[test]
+fn the_chat_is_told_once_what_the_budget_stopped() {
+    let s = shell();
+    let log = s.dir.path().join("requests.jsonl");
+    let script = serde_json::json!({"turns": [
+        {"text": "Started.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "usage 1000 200000 0.60", "run_in_background": true}}]},
+        {"text": "It runs."},
+        {"text": "Trying again.", "tool_calls": [{"name": "subagent", "arguments": {"agent": "fake", "input": "hello"}}]},
+        {"text": "The budget stopped it."}
+    ], "log": log});
+    let path = s.dir.path().join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let model = format!("script:{}", path.display());
+    let o = s.run(&["run", "--model", &model, "--max-cost", "0.50", "-p", "go"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    let requests = std::fs::read_to_string(&log).unwrap();
+    let told = "[automated message] budget: the session has spent $0.60 of its $0.50 cap. \
+                The budget stopped the work: no new sub-agent call starts";
+    assert_eq!(
+        requests.matches(told).count(),
+        // Each request carries the conversation so far: the message is in
+        // the third and fourth, said once in each.
+        2,
+        "{requests}"
+    );
+    let third = requests.lines().nth(2).expect("a third request");
+    assert_eq!(
+        third.matches("[automated message] budget:").count(),
+        1,
+        "{third}"
+    );
+    assert!(
+        requests.contains("no new call starts (raise it with --max-cost"),
+        "the later call is refused: {requests}"
+    );
+}
+
+/// `quorum mcp` under a cap: a host's first call spends $0.30 of $0.20,
+/// the next is refused with the reason as the tool's error, and when the
+/// host goes quorum exits 4 saying why.
+#[test]
+fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::time::Duration;
+    let s = shell();
+    let mut child = s
+        .command(&["--max-cost", "0.20", "mcp", "--no-record"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut send = |v: serde_json::Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let answer = |id: u64| -> serde_json::Value {
+        loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("an answer");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}}),
+    );
+    answer(1);
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let call = |id: u64| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "subagent", "arguments": {"agent": "fake", "input": THIRTY_CENTS, "continue_session": false}}})
+    };
+    send(call(2));
+    let first = answer(2);
+    assert_ne!(first["result"]["isError"], true, "{first}");
+    send(call(3));
+    let second = answer(3);
+    assert_eq!(second["result"]["isError"], true, "{second}");
+    assert!(
+        second
+            .to_string()
+            .contains("budget: the session has spent $0.30 of its $0.20 cap: no new call starts"),
+        "{second}"
+    );
+    drop(stdin);
+    let ended = common::pty::wait_until(Duration::from_secs(30), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+    }
+    assert!(ended, "quorum mcp did not end when the host went");
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("a spending cap stopped work"), "{err}");
+}

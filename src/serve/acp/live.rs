@@ -94,6 +94,11 @@ pub struct Live {
 }
 
 impl Live {
+    /// Whether a spending cap stopped work in this session.
+    pub fn budget_stopped(&self) -> bool {
+        self.emitter.board(|b| b.ledger().stopped())
+    }
+
     /// Takes a started session: its events go to the host on `cx` from now
     /// on (a loaded one's history first, when `replay`).
     pub fn start(

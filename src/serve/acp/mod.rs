@@ -86,6 +86,9 @@ pub struct AcpServer {
     caps: Mutex<HostCaps>,
     sessions: Mutex<HashMap<String, Arc<Live>>>,
     next: AtomicU64,
+    /// A spending cap stopped work in a session of this connection (one
+    /// closed since too): `quorum acp` exits 4.
+    budget_stopped: std::sync::atomic::AtomicBool,
 }
 
 /// The directory a host names for a session: as given when absolute. ACP
@@ -133,6 +136,7 @@ impl AcpServer {
             caps: Mutex::default(),
             sessions: Mutex::default(),
             next: AtomicU64::new(1),
+            budget_stopped: Default::default(),
         })
     }
 
@@ -316,6 +320,7 @@ impl AcpServer {
         let Some(live) = lock(&self.sessions).remove(&id) else {
             return responder.respond_with_error(unknown_session(&id));
         };
+        self.note_budget(&live);
         // Its agents get a moment to end: not in the dispatch loop.
         tokio::spawn(async move {
             live.close().await;
@@ -531,8 +536,23 @@ impl AcpServer {
     /// given a moment, their processes stopped.
     pub async fn close_all(&self) {
         let sessions: Vec<Arc<Live>> = lock(&self.sessions).drain().map(|(_, l)| l).collect();
+        for live in &sessions {
+            self.note_budget(live);
+        }
         let closing = sessions.iter().map(|live| live.close());
         futures::future::join_all(closing).await;
+    }
+
+    /// Whether a spending cap stopped work in a session of this
+    /// connection: `quorum acp` exits 4 then.
+    pub fn budget_stopped(&self) -> bool {
+        self.budget_stopped.load(Ordering::Relaxed)
+    }
+
+    fn note_budget(&self, live: &Live) {
+        if live.budget_stopped() {
+            self.budget_stopped.store(true, Ordering::Relaxed);
+        }
     }
 
     /// The transcripts of the sessions open now.
