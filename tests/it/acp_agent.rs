@@ -803,3 +803,38 @@ fn the_hosts_mcp_servers_go_to_the_conductor_and_where_the_config_says_to_sub_ag
     let left = common::models::leftovers(shell.dir.path());
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// `quorum acp` under `[budget]`: a prompt's call spends $0.30 of $0.20;
+/// the next call is refused, saying why; when the host goes, quorum exits
+/// 4.
+#[test]
+fn a_session_stopped_by_the_budget_ends_quorum_acp_with_exit_4() {
+    let shell = shell_with("[budget]\nsession_usd = 0.20\n");
+    let work = work(&shell);
+    let mut host = Host::start(&shell, &["--no-record"]);
+    host.initialize(json!({}));
+    let sid = host.new_session(&work);
+    let first = host.prompt(&sid, "@fake usage 1000 200000 0.30");
+    let answer = host.answer(first);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let second = host.prompt(&sid, "@fake hello");
+    host.answer(second);
+    let said = host
+        .updates(&sid)
+        .iter()
+        .map(|u| u.to_string())
+        .collect::<String>();
+    assert!(
+        said.contains("budget: the session has spent $0.30 of its $0.20 cap: no new call starts"),
+        "{said}"
+    );
+    drop(host.stdin.take());
+    assert!(
+        host.ended(Duration::from_secs(30)),
+        "quorum acp did not end"
+    );
+    assert_eq!(
+        host.child.try_wait().unwrap().and_then(|s| s.code()),
+        Some(4)
+    );
+}
