@@ -621,9 +621,10 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// The session's spending against its caps on the status line (` · cap
-/// $1.20 of $1.00`): dim, yellow past 80 % of a cap, red once one is
-/// reached; nothing without a cap (the totals are on the line already).
+/// The session's spending on the status line: its total without a cap
+/// (` · Σ ~$0.42`: the chat, every agent, nested sub-agents), or against
+/// its caps (` · cap $1.20 of $1.00`): dim, yellow past 80 % of a cap, red
+/// once one is reached.
 fn spending_span(s: &crate::tui::state::Spending) -> Option<Span<'static>> {
     let tokens = |n: u64| crate::tui::cells::tokens(n as i64);
     let mut parts = Vec::new();
@@ -638,7 +639,8 @@ fn spending_span(s: &crate::tui::state::Spending) -> Option<Span<'static>> {
         ));
     }
     if parts.is_empty() {
-        return None;
+        return (s.spent.cost > 0.0)
+            .then(|| Span::styled(format!(" · Σ {}", s.spent.cost_text()), theme::dim()));
     }
     let text = format!(" · cap {}", parts.join(", "));
     let style = match s.share_of_cap() {

@@ -133,7 +133,7 @@ pub(super) fn draw_panel(
         .usage_total()
         .map(|t| format!("agents {}", cells::total_text(&t)))
         .into_iter()
-        .chain(spend_open.then(|| spend_lines(state)).into_iter().flatten())
+        .chain(spend_lines(state, spend_open))
         .map(|text| Line::from(truncate(vec![Span::styled(text, theme::dim())], width)))
         .collect();
     // Inside the frame, a column from its left edge.
@@ -166,10 +166,13 @@ pub(super) fn draw_panel(
     }
 }
 
-/// What `$` shows: the session's spending, then each agent's (`chat`
-/// for the chat's model).
-fn spend_lines(state: &State) -> Vec<String> {
+/// The session's spending (the chat, every agent, nested sub-agents),
+/// and with `$` each agent's (`chat` for the chat's model).
+fn spend_lines(state: &State, open: bool) -> Vec<String> {
     let s = &state.spending;
+    if s.by_agent.is_empty() {
+        return Vec::new();
+    }
     let line = |spent: &crate::event::budget::Spent| {
         format!(
             "{} · {} tokens",
@@ -177,12 +180,15 @@ fn spend_lines(state: &State) -> Vec<String> {
             cells::tokens(spent.tokens as i64)
         )
     };
-    let mut lines = vec![format!("spent {} ($ hides)", line(&s.spent))];
-    lines.extend(
-        s.by_agent
-            .iter()
-            .map(|(agent, spent)| format!("  {agent}: {}", line(spent))),
-    );
+    let key = if open { "$ hides" } else { "$ by agent" };
+    let mut lines = vec![format!("spent {} ({key})", line(&s.spent))];
+    if open {
+        lines.extend(
+            s.by_agent
+                .iter()
+                .map(|(agent, spent)| format!("  {agent}: {}", line(spent))),
+        );
+    }
     lines
 }
 
