@@ -19,7 +19,7 @@
 //! | `call AGENT WORDS` | the built-in chat's `subagent` tool call (Anthropic `tool_use` named `subagent`), then `written` |
 //! | `review-quorum A,B WORDS` | quorum's `subagent` over MCP (as `conduct`) with a batch of code reviews, one task per agent, then `The reviewers have spoken: ` and what the tool returned |
 //! | `delegate WORDS` | a sub-agent with the prompt WORDS (claude `Agent`; codex `multi_agent_v1` `spawn_agent`, then `wait_agent` for it), then `Delegated; the sub-agent's report is in.` |
-//! | `expensive WORDS` | the answer to WORDS, its usage [`EXPENSIVE_INPUT`] input tokens (Anthropic) instead of 10 |
+//! | `expensive WORDS` | the answer to WORDS, its usage [`EXPENSIVE_INPUT`] input tokens (Anthropic and Responses) instead of 10 |
 //! | `uncached WORDS` | the answer to WORDS, its usage without cache counts (Anthropic), as some compatible servers send it |
 //! | anything else | `unknown: WORD` |
 //!
@@ -201,7 +201,8 @@ fn answer(turn: &Turn) -> Answer {
     script(&words[plain..], turn.results, turn)
 }
 
-/// Leading words that change an Anthropic answer's usage, not the answer.
+/// Leading words that change an answer's usage (Anthropic's; a Responses
+/// answer's `expensive` too), not the answer.
 const MODIFIERS: [&str; 2] = ["expensive", "uncached"];
 
 /// The leading [`MODIFIERS`] of `prompt`.
@@ -657,7 +658,11 @@ fn responses(body: &Value) -> Sse {
             ));
         }
     }
-    out.push((z, "response.completed", json!({"type": "response.completed", "response": {"id": id, "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}})));
+    let input = match modifiers(&turn.prompt).contains(&"expensive") {
+        true => EXPENSIVE_INPUT,
+        false => 10,
+    };
+    out.push((z, "response.completed", json!({"type": "response.completed", "response": {"id": id, "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + 5}}})));
     out
 }
 

@@ -4,7 +4,8 @@
 //! them itself (Claude Code's `total_cost_usd`, at its default model's
 //! price: $0.300075 a turn with 0.23.1, Sonnet's $3/$15 per million) and
 //! sends the cost in its `usage_update`; quorum counts it against
-//! `--max-cost`.
+//! `--max-cost`. The real codex-acp reports tokens and no cost: quorum
+//! estimates it from the built-in price table.
 #![cfg(target_os = "linux")]
 
 use crate::common;
@@ -142,5 +143,76 @@ async fn stops_at_the_cap(turn: &str) {
             }
         )),
         "the cap reached is recorded"
+    );
+}
+
+/// The real codex-acp reports its context's tokens but no cost: quorum
+/// estimates it from codex's default model's price in the built-in table
+/// (`gpt-5-codex`, $1.25 a million read tokens), marks it `~`, and counts
+/// it toward the cap. Each expensive turn reads 100,000 tokens, so under a
+/// $0.20 cap the second turn reaches it and the third never starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_tokens_are_priced_and_count_toward_the_cap() {
+    let c = Adapter::start("codex", |dir, url, exe| {
+        crate::interop_codex::codex_table(dir, url, exe, "danger-full-access")
+    })
+    .await;
+    let record = c.dir.path().join("spent.jsonl");
+    let turn = "expensive plain";
+    let out = c
+        .call(&[
+            "--new-session",
+            "--max-cost",
+            "0.20",
+            "--record",
+            record.to_str().unwrap(),
+            "--input",
+            turn,
+            "--input",
+            turn,
+            "--input",
+            turn,
+        ])
+        .await;
+    let err = text(&out.stderr);
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| -> Vec<&Value> { lines.iter().filter(|l| l["type"] == kind).collect() };
+    // What codex reported: tokens in context, and no cost.
+    let reports: Vec<&Value> = of("subagent_activity")
+        .into_iter()
+        .filter(|l| l["activity"]["kind"] == "usage")
+        .collect();
+    assert!(!reports.is_empty(), "{}", c.diagnose(&out));
+    for r in &reports {
+        assert!(
+            r["activity"]["cost"].is_null(),
+            "codex reported a cost: {r}"
+        );
+    }
+    // What quorum estimated: each report's context at $1.25 a million.
+    let estimate: f64 = reports
+        .iter()
+        .map(|r| r["activity"]["used"].as_u64().unwrap() as f64 * 1.25e-6)
+        .sum();
+    let last = of("session_spend")
+        .last()
+        .map(|l| l["spent"].clone())
+        .expect("spending");
+    assert_eq!(last["estimated"], true, "{last}");
+    assert!(
+        (last["cost"].as_f64().unwrap() - estimate).abs() < 1e-9,
+        "{last} vs {estimate}"
+    );
+    assert!(estimate >= 0.20, "two turns reach the cap: {estimate}");
+    assert_eq!(out.status.code(), Some(4), "{}", c.diagnose(&out));
+    assert!(err.contains("budget: the session has spent ~$"), "{err}");
+    assert_eq!(
+        of("subagent_started").len(),
+        2,
+        "the third call never started: {err}"
     );
 }
