@@ -50,6 +50,8 @@ pub struct Session {
     /// Background completions when there is no chat to deliver them to.
     completions: Option<mpsc::UnboundedReceiver<String>>,
     base_url: Option<String>,
+    /// `[prices]`, for the chat `/model` picks.
+    prices: std::collections::BTreeMap<String, crate::event::budget::Price>,
     terminal: TerminalSize,
     /// Every process the session starts: agents, their children, the
     /// internal agent's shell commands.
@@ -246,6 +248,7 @@ impl Session {
             chat,
             completions,
             base_url: config.base_url,
+            prices: config.prices,
             terminal: config.terminal,
             supervisor,
             clock,
@@ -384,6 +387,7 @@ impl Session {
             dispatcher: self.dispatcher.clone(),
             chat,
             base_url: self.base_url.clone(),
+            prices: self.prices.clone(),
             terminal: self.terminal,
             chat_answers: self.chat_answers.clone(),
             conductors: self.conductors.clone(),

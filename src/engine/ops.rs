@@ -97,6 +97,8 @@ pub(super) struct Ops {
     pub chat: Option<ChatHandle>,
     /// The base URL for `/model SPEC`.
     pub base_url: Option<String>,
+    /// `[prices]`: the price of the chat `/model` picks.
+    pub prices: std::collections::BTreeMap<String, crate::event::budget::Price>,
     /// For `/record`'s header.
     pub terminal: TerminalSize,
     /// Where the person's answers to the chat conductor's permission

@@ -31,7 +31,7 @@ fn builtin() -> &'static Table {
 
 /// The price of `model` (`provider:name` or `provider/name` too): the
 /// person's `[prices]` entry, else the built-in one.
-fn price_of(model: &str, mine: &BTreeMap<String, Price>) -> Option<Price> {
+pub fn of_model(model: &str, mine: &BTreeMap<String, Price>) -> Option<Price> {
     let bare = model.rsplit([':', '/']).next().unwrap_or(model);
     [model, bare]
         .into_iter()
@@ -58,12 +58,12 @@ pub fn by_agent(
         let price = mine
             .get(name)
             .copied()
-            .or_else(|| model.and_then(|m| price_of(m, mine)));
+            .or_else(|| model.and_then(|m| of_model(m, mine)));
         if let Some(price) = price {
             prices.insert(name.to_string(), price);
         }
     }
-    if let Some(price) = chat_model.and_then(|m| price_of(m, mine)) {
+    if let Some(price) = chat_model.and_then(|m| of_model(m, mine)) {
         prices.insert("chat".to_string(), price);
     }
     prices

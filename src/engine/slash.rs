@@ -325,6 +325,8 @@ impl Ops {
                 Ok(conductor) => {
                     let name = conductor.name();
                     chat.set_conductor(conductor);
+                    // A conductor reports its own cost.
+                    self.reprice(None);
                     self.notice(format!(
                         "Chat: {name} (its session opens with your next message; quorum's tools are handed to it over MCP)"
                     ));
@@ -337,9 +339,24 @@ impl Ops {
             Ok(model) => {
                 let name = model.name();
                 chat.set_model(model);
+                self.reprice(Some(&name));
                 self.notice(format!("Chat model: {name}"));
             }
             Err(e) => self.error(format!("/model: {e}")),
+        }
+    }
+
+    /// The chat's price for a new chat model (`None`: a conductor, which
+    /// reports its cost), sent with the agents' as `prices_set`.
+    fn reprice(&self, model: Option<&str>) {
+        let mut prices = self.emitter.board(|b| b.prices().clone());
+        let before = prices.clone();
+        match model.and_then(|m| super::prices::of_model(m, &self.prices)) {
+            Some(price) => prices.insert("chat".to_string(), price),
+            None => prices.remove("chat"),
+        };
+        if prices != before {
+            self.emitter.emit(Event::PricesSet { prices });
         }
     }
 

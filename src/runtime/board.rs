@@ -308,6 +308,11 @@ impl Board {
         Some(snapshot)
     }
 
+    /// The prices costs are estimated with, by agent (`chat` too).
+    pub fn prices(&self) -> &BTreeMap<String, Price> {
+        &self.prices
+    }
+
     /// The session's spending and caps.
     pub fn ledger(&self) -> &super::ledger::Ledger {
         &self.ledger

@@ -498,3 +498,49 @@ fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("a spending cap stopped work"), "{err}");
 }
+
+/// The chat's own tokens are priced by its model: none for a scripted
+/// model; `/model openai:gpt-5-mini` sends the prices again, the chat's
+/// now the built-in `gpt-5-mini` row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_prices_the_chat_it_picks() {
+    use quorum::acp::registry::Registry;
+    use quorum::confine::fsroot::Root;
+    use quorum::engine::config::ModelChoice;
+    use quorum::engine::{Session, SessionConfig};
+
+    let s = shell_with("[prices]\nfake = { input = 1.0, output = 2.0 }\n");
+    let script = s.dir.path().join("script.json");
+    std::fs::write(&script, r#"[{"text": "hi"}]"#).unwrap();
+    let file = quorum::config::ConfigFile::read(&s.config).unwrap();
+    let mut config = SessionConfig::new(
+        Registry::load_only(&s.config).unwrap(),
+        Root::new(s.dir.path()).unwrap(),
+    );
+    config.take_settings(&file);
+    let choice = ModelChoice {
+        spec: Some(format!("script:{}", script.display())),
+        base_url: Some("http://127.0.0.1:9/v1".into()),
+        ..ModelChoice::default()
+    };
+    config.choose_model(&choice, &file).unwrap();
+    let (mut session, mut events) = Session::start(config, Instant::now()).unwrap();
+    let ops = session.serve();
+    let first = common::events::until(&mut events, |e| matches!(e, Event::PricesSet { .. })).await;
+    let Event::PricesSet { prices } = &first.last().unwrap().event else {
+        unreachable!()
+    };
+    assert!(
+        !prices.contains_key("chat"),
+        "a scripted model has no price"
+    );
+    ops.send(quorum::event::Op::Submit("/model openai:gpt-5-mini".into()))
+        .unwrap();
+    let next = common::events::until(&mut events, |e| matches!(e, Event::PricesSet { .. })).await;
+    let Event::PricesSet { prices } = &next.last().unwrap().event else {
+        unreachable!()
+    };
+    assert_eq!(prices["chat"].input, 0.25);
+    assert_eq!(prices["fake"].output, 2.0, "the agents' prices stay");
+    session.shutdown();
+}
