@@ -46,29 +46,8 @@ async fn stops_at_the_cap(turn: &str) {
         crate::interop_claude::claude_table(dir, url, exe)
     })
     .await;
-    let record = c.dir.path().join("spent.jsonl");
-    let cap = format!("{CAP:.2}");
-    let out = c
-        .call(&[
-            "--new-session",
-            "--max-cost",
-            &cap,
-            "--record",
-            record.to_str().unwrap(),
-            "--input",
-            turn,
-            "--input",
-            turn,
-            "--input",
-            turn,
-        ])
-        .await;
+    let (out, lines) = three_turns(&c, turn, &format!("{CAP:.2}")).await;
     let err = text(&out.stderr);
-    let lines: Vec<Value> = std::fs::read_to_string(&record)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let of = |kind: &str| -> Vec<&Value> { lines.iter().filter(|l| l["type"] == kind).collect() };
 
     // What claude itself reported: its session's cost, per call (each
@@ -132,7 +111,7 @@ async fn stops_at_the_cap(turn: &str) {
     assert!(err.contains("no new call starts"), "{err}");
     let started = of("subagent_started").len();
     assert_eq!(started, 2, "the third call never started: {err}");
-    let events = common::events(&record);
+    let events = common::events(&c.dir.path().join("spent.jsonl"));
     assert!(
         events.iter().any(|e| matches!(
             e.event,
@@ -157,29 +136,8 @@ async fn codex_tokens_are_priced_and_count_toward_the_cap() {
         crate::interop_codex::codex_table(dir, url, exe, "danger-full-access")
     })
     .await;
-    let record = c.dir.path().join("spent.jsonl");
-    let turn = "expensive plain";
-    let out = c
-        .call(&[
-            "--new-session",
-            "--max-cost",
-            "0.20",
-            "--record",
-            record.to_str().unwrap(),
-            "--input",
-            turn,
-            "--input",
-            turn,
-            "--input",
-            turn,
-        ])
-        .await;
+    let (out, lines) = three_turns(&c, "expensive plain", "0.20").await;
     let err = text(&out.stderr);
-    let lines: Vec<Value> = std::fs::read_to_string(&record)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let of = |kind: &str| -> Vec<&Value> { lines.iter().filter(|l| l["type"] == kind).collect() };
     // What codex reported: tokens in context, and no cost.
     let reports: Vec<&Value> = of("subagent_activity")
@@ -215,4 +173,22 @@ async fn codex_tokens_are_priced_and_count_toward_the_cap() {
         2,
         "the third call never started: {err}"
     );
+}
+
+/// `quorum call` of `turn` three times, each a fresh session, under
+/// `--max-cost cap`: its output and the transcript's lines.
+async fn three_turns(c: &Adapter, turn: &str, cap: &str) -> (std::process::Output, Vec<Value>) {
+    let record = c.dir.path().join("spent.jsonl");
+    let mut args = vec!["--new-session", "--max-cost", cap, "--record"];
+    args.push(record.to_str().unwrap());
+    for _ in 0..3 {
+        args.extend(["--input", turn]);
+    }
+    let out = c.call(&args).await;
+    let lines = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, lines)
 }
