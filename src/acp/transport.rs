@@ -82,18 +82,7 @@ struct LineReader {
     reading: Reading,
     /// Lines with bytes that were not UTF-8, so far.
     lossy_lines: u64,
-    /// The last line read was a session update its turn took: the agent
-    /// is streaming.
-    streaming: bool,
-    /// Bytes read since the reading last waited for a beat.
-    unpaced: usize,
 }
-
-/// While an agent streams at a trickle (less than this much a beat), its
-/// reading waits for the bus's next beat before reading again, so that the
-/// updates of every agent are read in one wake-up a beat, not one each; a
-/// flood is read as fast as it comes.
-const PACED_BYTES: usize = 16 * 1024;
 
 impl LineReader {
     fn new(reading: Reading, stdout: tokio::process::ChildStdout) -> Self {
@@ -102,8 +91,6 @@ impl LineReader {
             buf: Vec::with_capacity(1024),
             reading,
             lossy_lines: 0,
-            streaming: false,
-            unpaced: 0,
         }
     }
 
@@ -114,17 +101,8 @@ impl LineReader {
             if self.buf.capacity() > KEPT_BUFFER {
                 self.buf = Vec::with_capacity(1024);
             }
-            // All read that had come: while streaming, the next read waits
-            // for the beat (updates only: an answer is read at once).
-            if self.streaming && self.reader.buffer().is_empty() {
-                if self.unpaced < PACED_BYTES {
-                    crate::runtime::bus::beat().await;
-                }
-                self.unpaced = 0;
-            }
             let max = self.reading.max_frame;
             let read = read_line_async(&mut self.reader, &mut self.buf, max).await;
-            self.unpaced += self.buf.len();
             let e = match read {
                 Ok(Some(Line {
                     too_long: false, ..
@@ -149,8 +127,7 @@ impl LineReader {
                     &self.reading.routes,
                 );
             }
-            self.streaming = self.reading.fast(&line);
-            if !self.streaming {
+            if !self.reading.fast(&line) {
                 return Ok(Some(line.into_owned()));
             }
         }

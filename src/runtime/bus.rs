@@ -5,9 +5,9 @@
 //! transcript, the board and the screen see the same sequence.
 //!
 //! Streamed text (a chunk of a message, a thought or a terminal's output)
-//! may wait up to [`HOLD`] (until the next [`beat`]) to be recorded and
-//! sent with what streams after it: one write to the transcript and one
-//! wake-up of the front end for many chunks, not one each. Any other event takes what waits with it at
+//! may wait up to [`HOLD`] to be recorded and sent with what streams after
+//! it: one write to the transcript and one wake-up of the front end for
+//! many chunks, not one each. Any other event takes what waits with it at
 //! once, in order; nothing is sent before it is recorded, so the screen
 //! never shows what the transcript does not hold.
 //!
@@ -192,25 +192,10 @@ impl Emitter {
     }
 }
 
-/// Waits for the next beat of the process's streaming clock: every
-/// [`HOLD`] from the first use, the same instants for every bus and every
-/// agent's reading. Streamed work waiting for it wakes the runtime once a
-/// beat for all of them (the timers share their instant), not once for
-/// each chunk of each agent.
-pub async fn beat() {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    let period = HOLD.as_nanos();
-    let next = (epoch.elapsed().as_nanos() / period + 1) * period;
-    let at = epoch + Duration::from_nanos(u64::try_from(next).unwrap_or(u64::MAX));
-    tokio::time::sleep_until(at.into()).await;
-}
-
-/// Flushes the bus's held events at the next [`beat`] (at most [`HOLD`]
-/// away), if the bus is still there (its last handle going flushes them
-/// too).
+/// Flushes the bus's held events after [`HOLD`], if the bus is still there
+/// (its last handle going flushes them too).
 async fn flush_after(inner: Weak<Mutex<Inner>>) {
-    beat().await;
+    tokio::time::sleep(HOLD).await;
     if let Some(inner) = inner.upgrade() {
         lock(&inner).flush();
     }
