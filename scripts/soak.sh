@@ -9,7 +9,10 @@
 #   scripts/soak.sh [SECONDS] [RATE] [AGENTS]     (defaults: 30 200 16)
 #
 # QUORUM_BIN_DIR=DIR runs the `quorum` and `quorum-fake-agent` in DIR (another
-# build, e.g. a baseline's) instead of building target/release.
+# build, e.g. a baseline's) instead of building target/release (under
+# CARGO_TARGET_DIR when that is set).
+# SOAK_KEYS=0 types nothing: with AGENTS 0, an idle session (nothing
+# running, the cursor blinking), whose CPU is the figure.
 # SOAK_HOSTS=FILE: a config file of `[hosts.NAME]` tables; the agents run on
 # those hosts in turn (`host = NAME`), not on this machine (see
 # scripts/soak-hosts.sh, which makes two on loopback).
@@ -22,7 +25,7 @@ if [ -n "${QUORUM_BIN_DIR:-}" ]; then
     bindir=$(realpath "$QUORUM_BIN_DIR")
 else
     cargo build --release --quiet --features test-programs --bin quorum --bin quorum-fake-agent
-    bindir="$PWD/target/release"
+    bindir="${CARGO_TARGET_DIR:-$PWD/target}/release"
 fi
 bin="$bindir/quorum"
 fake="$bindir/quorum-fake-agent"
@@ -35,6 +38,7 @@ import fcntl, os, pty, re, select, signal, statistics, struct, sys, termios, tim
 
 bin, fake, work = sys.argv[1], sys.argv[2], sys.argv[3]
 seconds, rate, agents = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+keys = os.environ.get("SOAK_KEYS", "1") != "0"
 tick = os.sysconf("SC_CLK_TCK")
 
 hosts_text = open(os.environ["SOAK_HOSTS"]).read() if os.environ.get("SOAK_HOSTS") else ""
@@ -143,7 +147,7 @@ try:
         now = time.monotonic()
         if rss10 is None and now - t0 >= 10:
             rss10 = mem_kb("VmRSS")
-        if now >= next_key and len(latencies) < 100:
+        if keys and now >= next_key and len(latencies) < 100:
             drain()
             # `z` appears nowhere else on the screen: its echo is the key's.
             sent = time.perf_counter()
@@ -160,7 +164,7 @@ try:
                 os.write(fd, b"\x15")
             next_key = time.monotonic() + 0.55
         else:
-            pump(min(0.05, max(0.0, next_key - now)))
+            pump(min(0.05, max(0.0, next_key - now)) if keys else 0.05)
     elapsed = time.monotonic() - t0
     c1 = cpu_ticks()
     rss_end = mem_kb("VmRSS")
@@ -212,7 +216,7 @@ where = f"on hosts {', '.join(hosts)}" if hosts else "on this machine"
 print(f"soak: {agents} agents {where} x {rate:g} chunks/s for {elapsed:.1f} s, 120x40 pty")
 if hosts:
     print(f"  ssh connections:     {masters} control masters, {clients} ssh sessions (while streaming)")
-print(f"  quorum CPU:          {cpu:.1f}% of one core")
+print(f"  quorum CPU:          {cpu:.2f}% of one core")
 if stats:
     frames, worst, total = (int(x) for x in stats[-1])
     print(f"  frames drawn:        {frames} in the whole run of {run_time:.0f} s "

@@ -9,7 +9,9 @@
 //! `subagent_started`, `subagent_followup`, `subagent_finished`,
 //! `subagent_interrupted`) for the fields they need. A last line cut short
 //! (a crash mid-write) is not counted; a file that is not a quorum
-//! transcript is left out of the listing and said why ([`Skipped`]).
+//! transcript is left out of the listing and said why ([`Skipped`]). What a
+//! listing read is kept in the directory's index (`.index.json`, see
+//! `index`): the next listing reads only the transcripts that changed.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -23,6 +25,8 @@ use super::{FORMAT, Header};
 use crate::confine::lines;
 use crate::event::AgentRef;
 use crate::event::budget::Spent;
+
+mod index;
 
 /// The first user message is kept to this many characters.
 pub const FIRST_MESSAGE_CHARS: usize = 200;
@@ -211,12 +215,27 @@ fn transcripts(dir: &Path) -> Result<Vec<PathBuf>, SessionError> {
 /// files left out. A missing directory lists nothing.
 pub fn list(dir: &Path) -> Result<Listing, SessionError> {
     let mut listing = Listing::default();
+    // What the last listing read of the files unchanged since is not read
+    // again.
+    let mut index = index::Index::read(dir);
+    let mut names = std::collections::HashSet::new();
     for path in transcripts(dir)? {
+        names.extend(index::name(&path).map(str::to_string));
+        let meta = std::fs::metadata(&path).ok();
+        if let Some(info) = meta.as_ref().and_then(|m| index.get(&path, m)) {
+            listing.sessions.push(info);
+            continue;
+        }
         match scan(&path) {
-            Ok(info) => listing.sessions.push(info),
+            Ok(info) => {
+                index.put(&info, meta.and_then(|m| m.modified().ok()));
+                listing.sessions.push(info);
+            }
             Err(error) => listing.skipped.push(Skipped { path, error }),
         }
     }
+    index.keep_only(&names);
+    index.write();
     listing
         .sessions
         .sort_by(|a, b| (b.last_event, &b.id).cmp(&(a.last_event, &a.id)));
@@ -664,6 +683,44 @@ mod tests {
             write(dir, "2026-12-01T18-00-54Z-1299", "/a", &[]),
             write(dir, "2026-12-02T09-10-00Z-77", "/b", &[]),
         ]
+    }
+
+    #[test]
+    fn a_listing_reads_again_only_what_changed_since_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let message = |text: &str| Event::UserMessage { text: text.into() };
+        let a = write(dir.path(), "a", "/a", &[(5, message("first"))]);
+        write(dir.path(), "b", "/b", &[]);
+        let first = list(dir.path()).unwrap().sessions;
+        assert!(dir.path().join(index::FILE).is_file(), "the index is kept");
+        // Unchanged: the same listing, from the index.
+        assert_eq!(list(dir.path()).unwrap().sessions, first);
+        // A session that went on is read again; one removed is gone.
+        write(
+            dir.path(),
+            "a",
+            "/a",
+            &[(5, message("first")), (9000, message("more"))],
+        );
+        std::fs::remove_file(dir.path().join("b.jsonl")).unwrap();
+        let again = list(dir.path()).unwrap().sessions;
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].path.clone(), again[0].events), (a, 2));
+        assert_eq!(again, scan_all(dir.path()));
+        // A broken index is no index.
+        std::fs::write(dir.path().join(index::FILE), "not json").unwrap();
+        assert_eq!(list(dir.path()).unwrap().sessions, again);
+    }
+
+    /// Every transcript of `dir` read afresh, newest first.
+    fn scan_all(dir: &Path) -> Vec<SessionInfo> {
+        let mut all: Vec<SessionInfo> = transcripts(dir)
+            .unwrap()
+            .iter()
+            .map(|p| scan(p).unwrap())
+            .collect();
+        all.sort_by(|a, b| (b.last_event, &b.id).cmp(&(a.last_event, &a.id)));
+        all
     }
 
     #[test]

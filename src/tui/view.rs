@@ -76,6 +76,9 @@ pub struct View {
     pub findings: Option<super::findings_view::FindingsView>,
     /// Cells laid out so far (cache misses).
     laid_out: u64,
+    /// Rows that moved with time alone laid out again so far, their
+    /// cells' other rows kept (see [`cells::animated_row`]).
+    ticked: u64,
     /// The composer's first visible row, when its draft is taller than
     /// its area.
     composer_top: usize,
@@ -145,6 +148,12 @@ impl View {
         self.laid_out
     }
 
+    /// How many times only a cell's animated row was laid out again (the
+    /// spinner turned, an elapsed second passed; nothing else changed).
+    pub fn ticked(&self) -> u64 {
+        self.ticked
+    }
+
     /// Whether new output scrolls into view.
     pub fn following(&self) -> bool {
         self.anchor.is_none()
@@ -160,7 +169,21 @@ impl View {
             .as_ref()
             .filter(|d| state.box_index(&d.call_id) == Some(i));
         let form = draft.map(|d| d.rev);
-        let fresh = matches!(self.cache.get(&i), Some(c) if c.width == width && c.rev == cell.rev && c.at == at && c.form == form);
+        let laid = |c: &Cached| c.width == width && c.rev == cell.rev && c.form == form;
+        let mut fresh = matches!(self.cache.get(&i), Some(c) if laid(c) && c.at == at);
+        // Only time moved: a cell whose first row is all that moves with it
+        // (a running box's title, a batch's header) gets that row again.
+        if !fresh
+            && at.is_some()
+            && let Some(c) = self.cache.get_mut(&i).filter(|c| laid(c))
+            && let Some(row) = cells::animated_row(cell, width, now)
+            && let Some(first) = c.lines.first_mut()
+        {
+            *first = row;
+            c.at = at;
+            self.ticked += 1;
+            fresh = true;
+        }
         if !fresh {
             self.laid_out += 1;
             let lines = cells::render_asking(cell, width, now, draft);

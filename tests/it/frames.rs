@@ -286,11 +286,52 @@ fn only_the_boxes_that_changed_are_laid_out_again() {
         1,
         "the new notice only"
     );
-    // The spinner turns: the running boxes show it, the notice does not.
+    // The spinner turns: the running boxes show it in their title rows,
+    // which alone are laid out again; of the cells only the new notice is.
+    let ticked = app.view.ticked();
     assert_eq!(
         laid_out_by(&mut terminal, &mut app, &[Stamped::new(1100, notice)]),
-        4 + 1
+        1
     );
+    assert_eq!(app.view.ticked() - ticked, 4, "the four titles");
+}
+
+/// A screen drawn frame after frame, whose cells' rows were kept and only
+/// their animated rows laid out again as time moved, is the screen a
+/// fresh layout of the same events draws, colours and all: running boxes,
+/// boxes grouped in a batch, a quorum's header.
+#[test]
+fn a_screen_kept_across_frames_is_the_screen_laid_out_afresh() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in [
+        "assets/demo.jsonl",
+        "tests/fixtures/batch.jsonl",
+        "tests/fixtures/quorum.jsonl",
+    ] {
+        let events = quorum::transcript::load(&root.join(file)).unwrap().events;
+        let mut kept = App::still();
+        let mut terminal = Terminal::new(TestBackend::new(120, 60)).unwrap();
+        for (n, event) in events.iter().enumerate() {
+            kept.on_event(event.clone());
+            terminal.draw(|f| kept.draw(f)).unwrap();
+            let mut fresh = App::still();
+            for e in &events[..=n] {
+                fresh.on_event(e.clone());
+            }
+            let mut again = Terminal::new(TestBackend::new(120, 60)).unwrap();
+            again.draw(|f| fresh.draw(f)).unwrap();
+            assert_eq!(
+                terminal.backend().buffer(),
+                again.backend().buffer(),
+                "{file} after event {}",
+                n + 1
+            );
+        }
+        assert!(
+            kept.view.ticked() > 0,
+            "{file}: no row moved with time alone"
+        );
+    }
 }
 
 #[test]

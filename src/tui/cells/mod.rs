@@ -97,6 +97,43 @@ pub fn render_asking(
     out
 }
 
+/// The first row of an animated cell as [`render`] lays it out at `now`,
+/// when that row is all of it that moves with time (a running box's title,
+/// with its spinner and elapsed time; a batch's header): a spinner's tick
+/// redraws that row, not the cell. `None` when more of it moves (a running
+/// box with child sessions: their marks spin too) or nothing does.
+pub fn animated_row(cell: &Cell, width: usize, now: u64) -> Option<Line<'static>> {
+    let width = width.max(8);
+    match &cell.kind {
+        CellKind::Subagent(b) if b.running() && b.children.is_empty() => {
+            let (width, gutter) = match &b.batch {
+                Some(group) => (
+                    width.saturating_sub(2),
+                    Some(Style::default().fg(theme::group_color(group.tint))),
+                ),
+                None => (width, None),
+            };
+            let border = Style::default().fg(theme::box_color(b.agent.name(), b.severity));
+            let title = title_row(
+                title_left(b, border),
+                title_right(b, now, border),
+                width,
+                border,
+            );
+            Some(match gutter {
+                Some(gutter) => {
+                    let mut spans = vec![Span::styled("┃ ", gutter)];
+                    spans.extend(title.spans);
+                    Line::from(spans)
+                }
+                None => title,
+            })
+        }
+        CellKind::Batch(h) if h.finished.is_none() => Some(batch_header(h, width, now)),
+        _ => None,
+    }
+}
+
 /// `› text`: what the person wrote.
 fn user(text: &str, width: usize, out: &mut Vec<Line<'static>>) {
     let lines: Vec<LLine> = text
