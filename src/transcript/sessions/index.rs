@@ -21,8 +21,8 @@ use super::SessionInfo;
 /// never taken for a transcript).
 pub const FILE: &str = ".index.json";
 
-/// The index's format; another is read as empty.
-const VERSION: u32 = 1;
+/// The index's format; another is read as empty (2: with `spent`).
+const VERSION: u32 = 2;
 
 /// A transcript's summary, as it was at `bytes` and `modified`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,6 +35,8 @@ struct Entry {
     first_message: Option<String>,
     agents: Vec<String>,
     running_tasks: Vec<String>,
+    #[serde(default)]
+    spent: Option<crate::event::budget::Spent>,
     events: u64,
     version: u32,
     quorum_version: String,
@@ -91,6 +93,7 @@ impl Index {
             running_tasks: entry.running_tasks.clone(),
             first_message: entry.first_message.clone(),
             agents: entry.agents.clone(),
+            spent: entry.spent,
             events: entry.events,
             bytes: entry.bytes,
             open_in: super::open_in(path),
@@ -113,6 +116,7 @@ impl Index {
             first_message: info.first_message.clone(),
             agents: info.agents.clone(),
             running_tasks: info.running_tasks.clone(),
+            spent: info.spent,
             events: info.events,
             version: info.version,
             quorum_version: info.quorum_version.clone(),
