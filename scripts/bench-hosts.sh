@@ -3,7 +3,8 @@
 # turn (the scripted agent) on an OpenSSH server on loopback (a key made for
 # the run, a free port, the "host" side in a directory of its own), timed
 # from its start to the first byte of the answer and to its exit:
-#   - on this machine (no host), for comparison;
+#   - `ssh HOST true` (the connection alone: every call's floor), and the
+#     call on this machine (no host), for comparison;
 #   - a cold host (quorum not there yet: it is copied);
 #   - a later call (the host has it);
 #   - a cold host over a link of RATE Mbit/s each way (scripts/ssh-relay.py
@@ -142,6 +143,19 @@ def wait_sent(host):
     time.sleep(0.5)
     return sent(host)
 
+def ssh_floor():
+    """`ssh HOST true`: the connection alone, which every first call on a
+    host pays (quorum's master makes one)."""
+    times = []
+    for _ in range(runs):
+        start = time.monotonic()
+        subprocess.run(["ssh", "-F", f"{lab}/ssh", "direct", "true"], check=True,
+                       stdin=subprocess.DEVNULL)
+        times.append((time.monotonic() - start) * 1000)
+    print(f"{'ssh HOST true (the floor)':<34} {statistics.median(times):18.0f} ms   "
+          f"(min {min(times):.0f}, max {max(times):.0f}; {runs} runs)")
+
+ssh_floor()
 bench("on this machine", "here")
 bench("a cold host (copied there)", "direct", before=lambda: cold("direct"))
 bench("a later call (the host has it)", "direct")
