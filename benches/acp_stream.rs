@@ -23,7 +23,9 @@
 //! and the agent) and prints nothing else: for `valgrind --tool=callgrind`
 //! on the bench binary, whose instruction counts do not depend on the
 //! machine's load (quorum's binary starts its agents through
-//! `/proc/self/exe`, which valgrind cannot run).
+//! `/proc/self/exe`, which valgrind cannot run). Build it with symbols,
+//! `cargo bench --profile profiling --bench acp_stream --no-run` (the
+//! release profile strips them), and run the binary it names.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -32,7 +32,11 @@ export RUST_BACKTRACE=0
 echo "building the test program (release)..."
 # Built once; the batches run the test binary itself, so no batch waits on
 # cargo (its build lock, or a rebuild after an edit) and is taken for a hang.
-binary=$(cargo test --release --test it --no-run --message-format=json 2>/dev/null \
+# Optimised, without the release profile's link-time optimisation in one
+# codegen unit (it makes what people install small; for the whole test
+# program it would take the build tens of minutes).
+binary=$(CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo test --release --test it --no-run --message-format=json 2>/dev/null \
     | grep -o '"executable":"[^"]*/it-[^"]*"' | tail -n 1 | cut -d'"' -f4)
 if [ -z "$binary" ] || [ ! -x "$binary" ]; then
     echo "fuzz: the tests do not build" >&2

@@ -18,6 +18,7 @@
 pub mod git;
 pub mod launch;
 pub mod relay;
+pub mod ship;
 pub mod ssh;
 
 use std::process::ExitStatus;

@@ -5,16 +5,18 @@
 //! host is used it is probed once: its state directory made and resolved,
 //! its system and architecture, whether it has git, and whether it has this
 //! very quorum (copied there, under the state directory's `bin/`, when it
-//! has not and the system and architecture match).
+//! has not and the system and architecture match: [`super::ship`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
+use super::ship;
+pub use super::ship::use_binary;
 use super::{CopyFailure, RemoteError, Unreachable};
 use crate::config::HostSpec;
 use crate::confine::lock;
@@ -174,7 +176,7 @@ impl Link {
     /// supervisor owns: a session that ends ends it. Once the master is
     /// gone (the session closed its hosts) it is not started: ssh would
     /// connect on its own.
-    fn spawn(
+    pub(super) fn spawn(
         &self,
         cmd: tokio::process::Command,
     ) -> std::io::Result<(tokio::process::Child, Group)> {
@@ -197,7 +199,7 @@ impl Link {
 
     /// `work`, or an error once the hosts are closed (what it held, its
     /// ssh among it, dropped and so ended).
-    async fn until_closed<T>(
+    pub(super) async fn until_closed<T>(
         &self,
         work: impl std::future::Future<Output = T>,
     ) -> std::io::Result<T> {
@@ -333,7 +335,7 @@ fn ssh_program() -> PathBuf {
 }
 
 /// The last lines of what a program said on stderr, clean and short.
-fn said(stderr: &[u8]) -> String {
+pub(super) fn said(stderr: &[u8]) -> String {
     let raw = String::from_utf8_lossy(stderr);
     let text = crate::confine::sanitize::sanitize(&raw);
     let lines: Vec<&str> = text
@@ -363,7 +365,7 @@ pub fn quote(word: &str) -> String {
 
 /// The shell expression of a directory given as `~/...`, absolute or
 /// relative (to the home directory there).
-fn dir_expr(dir: Option<&str>) -> String {
+pub(super) fn dir_expr(dir: Option<&str>) -> String {
     let dir = dir.unwrap_or("~/.local/state/quorum");
     match dir.strip_prefix("~/") {
         Some(rest) => format!("\"$HOME\"/{}", quote(rest)),
@@ -492,9 +494,13 @@ async fn connect(
     let socket = private.0.join("m.sock");
     let (child, group, said_so_far) = start_master(&spec, &socket, supervisor)
         .map_err(|e| unreachable(Unreachable::NoSsh(Arc::new(e))))?;
-    master_ready(child, &spec, &socket, &said_so_far)
-        .await
-        .map_err(unreachable)?;
+    // This binary is hashed (once a process) while the host answers: the
+    // probe names it by its hash.
+    let (ready, _) = tokio::join!(
+        master_ready(child, &spec, &socket, &said_so_far),
+        ship::binary_hash()
+    );
+    ready.map_err(unreachable)?;
     let mut link = Link {
         host: spec,
         socket,
@@ -609,166 +615,102 @@ async fn master_ready(
     Ok(())
 }
 
-static BINARY: OnceLock<PathBuf> = OnceLock::new();
-
-/// Names quorum's binary, the one copied to hosts (default: this process's
-/// own): for a program that runs a session in-process but is not quorum
-/// (the test suite).
-pub fn use_binary(path: PathBuf) {
-    let _ = BINARY.set(path);
-}
-
-/// The binary a host is given.
-fn binary() -> std::io::Result<PathBuf> {
-    match BINARY.get() {
-        Some(path) => Ok(path.clone()),
-        None => std::env::current_exe(),
-    }
-}
-
-/// This binary's name on a host: its version, and its size and time of
-/// modification (a build of its own), so that a host keeps one copy of
-/// each build (reading the whole binary for a digest costs seconds).
-fn build_name() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| {
-        let meta = binary().and_then(std::fs::metadata);
-        let (len, modified) = meta.map_or((0, 0), |m| {
-            let modified = m
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            (m.len(), modified)
-        });
-        format!("quorum-{}-{len:x}-{modified:x}", env!("CARGO_PKG_VERSION"))
-    })
-}
-
-/// This machine as `uname -sm` says it.
-fn local_system() -> String {
-    let os = match std::env::consts::OS {
-        "linux" => "Linux",
-        "macos" => "Darwin",
-        other => other,
-    };
-    format!("{os} {}", std::env::consts::ARCH)
-}
-
-/// Makes and resolves the host's state directory, reads its system, git
-/// and quorum, and copies this quorum there when it has none of this build
-/// and is of the same system and architecture.
+/// Makes and resolves the host's state directory, reads its system and
+/// git, and checks its copy of this quorum by its hash, copying this one
+/// there (in the same ssh session) when it has none that checks and is of
+/// the same system and architecture.
 async fn probe(link: &mut Link) -> Result<(), RemoteError> {
-    let build = build_name();
-    let script = format!(
-        "d={}; mkdir -p \"$d/bin\" && cd \"$d\" && pwd -P && uname -sm && \
-         (command -v git || echo -) && \
-         (test -x \"bin/{build}\" && echo have || \
-          (test -x bin/quorum && bin/quorum --version 2>/dev/null || echo -))",
-        dir_expr(link.host.dir.as_deref())
-    );
-    let out = link.run("probing it", &script).await?;
-    let lines: Vec<&str> = out.lines().collect();
-    let [dir, system, git, quorum] = lines[..] else {
-        return Err(RemoteError::Probe {
-            host: link.host.name.clone(),
-            answer: out,
-        });
-    };
-    link.dir = dir.to_string();
-    link.git = (git != "-").then(|| git.to_string());
-    let ours = local_system();
-    link.quorum = match choose(&link.host.name, dir, system, quorum, build, &ours)? {
-        Some(path) => path,
-        None => {
-            copy_self(link, build).await?;
-            format!("{dir}/bin/{build}")
-        }
-    };
-    Ok(())
-}
-
-/// Which quorum runs on a host whose state directory is `dir`, whose
-/// `uname -sm` is `system` and which has this build (`quorum` is `have`) or
-/// not (it is then what its `bin/quorum --version` said, or `-`): this
-/// build there, the person's own `bin/quorum` of this version on a host of
-/// another system, or `None`: copy this one there (same system). Else an
-/// error saying what to install.
-fn choose(
-    host: &str,
-    dir: &str,
-    system: &str,
-    quorum: &str,
-    build: &str,
-    ours: &str,
-) -> Result<Option<String>, RemoteError> {
-    let want = format!("quorum {}", env!("CARGO_PKG_VERSION"));
-    if quorum == "have" {
-        Ok(Some(format!("{dir}/bin/{build}")))
-    } else if system == ours {
-        Ok(None)
-    } else if quorum == want {
-        Ok(Some(format!("{dir}/bin/quorum")))
-    } else {
-        Err(RemoteError::OtherSystem {
-            host: host.to_string(),
-            system: system.to_string(),
-            ours: ours.to_string(),
-            want,
-            dir: dir.to_string(),
-        })
-    }
-}
-
-/// The names of the builds quorum copies to a host (see [`build_name`]),
-/// as `grep -E` takes them.
-const OLD_BUILDS: &str = r"^quorum-[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?-[0-9a-f]+-[0-9a-f]+$";
-
-/// Copies this binary to the host's `bin/` (atomically: a temporary name,
-/// then renamed), and removes the builds of quorum it copied there before
-/// (`quorum-VERSION-SIZE-TIME`) that nothing ran for a day (another quorum
-/// at home, of another build, may still start its proxies with its own):
-/// only those, never the person's own `bin/quorum` nor anything else
-/// there.
-async fn copy_self(link: &Link, build: &str) -> Result<(), RemoteError> {
-    let failed = |why| RemoteError::Copy {
-        host: link.host.name.clone(),
+    let host = link.host.name.clone();
+    let copy_failed = |why| RemoteError::Copy {
+        host: host.clone(),
         why,
     };
-    let exe = binary().map_err(|e| failed(CopyFailure::NoBinary(Arc::new(e))))?;
-    let file = std::fs::File::open(&exe).map_err(|e| {
-        failed(CopyFailure::Binary {
-            path: exe.clone(),
-            error: Arc::new(e),
-        })
-    })?;
-    let dir = quote(&link.dir);
-    let remote = format!(
-        "cd {dir}/bin && cat > .{build}.$$ && chmod 700 .{build}.$$ && mv -f .{build}.$$ {build} && \
-         {{ for old in quorum-*; do \
-         [ \"$old\" = {build} ] && continue; \
-         printf '%s\\n' \"$old\" | grep -Eq {old} || continue; \
-         [ -n \"$(find \"./$old\" -prune -type f -atime +0 2>/dev/null)\" ] && rm -f -- \"./$old\"; \
-         done; true; }}",
-        old = quote(OLD_BUILDS)
-    );
-    let mut cmd = link.command(&remote);
-    cmd.stdin(Stdio::from(file)).stdout(Stdio::null());
-    let out = link
-        .output(cmd)
+    let bin = ship::binary_hash().await.map_err(copy_failed)?;
+    let mut cmd = link.command(&ship::script(&dir_expr(link.host.dir.as_deref()), bin));
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let ssh_failed = |e: std::io::Error| RemoteError::Ssh {
+        host: host.clone(),
+        what: "probing it",
+        error: Arc::new(e),
+    };
+    let (mut child, _group) = link.spawn(cmd).map_err(ssh_failed)?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut lines = Vec::new();
+    let read = async {
+        let mut line = String::new();
+        while lines.len() < 5 && stdout.read_line(&mut line).await? > 0 {
+            lines.push(line.trim_end_matches('\n').to_string());
+            line.clear();
+        }
+        std::io::Result::Ok(())
+    };
+    link.until_closed(read)
         .await
-        .map_err(|e| failed(CopyFailure::Ssh(Arc::new(e))))?;
-    if !out.status.success() {
-        return Err(failed(CopyFailure::Failed {
-            dir: link.dir.clone(),
-            said: said(&out.stderr),
+        .and_then(|r| r)
+        .map_err(ssh_failed)?;
+    let [dir, system, git, packer, quorum] = &lines[..] else {
+        // It said less than it should: what it said on stderr, and its status.
+        drop(stdin);
+        let out = link
+            .until_closed(child.wait_with_output())
+            .await
+            .and_then(|r| r)
+            .map_err(ssh_failed)?;
+        if !out.status.success() {
+            return Err(RemoteError::Failed {
+                host: host.clone(),
+                what: "probing it",
+                status: out.status,
+                said: said(&out.stderr),
+            });
+        }
+        return Err(RemoteError::Probe {
+            host: host.clone(),
+            answer: lines.join("\n"),
+        });
+    };
+    link.dir = dir.clone();
+    link.git = (git != "-").then(|| git.clone());
+    let name = bin.name();
+    let chosen = ship::choose(&host, dir, system, quorum, &name, &ship::local_system())?;
+    let copy = chosen.is_none();
+    if copy {
+        let gzip = packer == "gzip";
+        let sent = link
+            .until_closed(ship::upload(&mut stdin, &bin.path, gzip))
+            .await
+            .and_then(|r| r);
+        if let Err(e) = sent {
+            tracing::warn!("host {host}: copying quorum: {e}");
+        }
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    let finished = async {
+        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut rest).await?;
+        let mut stderr = child.stderr.take().expect("piped");
+        let mut err = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut stderr, &mut err).await?;
+        Ok::<_, std::io::Error>((child.wait().await?, err))
+    };
+    let (status, err) = link
+        .until_closed(finished)
+        .await
+        .and_then(|r| r)
+        .map_err(|e| copy_failed(CopyFailure::Ssh(Arc::new(e))))?;
+    if copy && !(status.success() && rest.trim() == "copied") {
+        return Err(copy_failed(CopyFailure::Failed {
+            dir: dir.clone(),
+            said: said(&err),
         }));
     }
-    tracing::info!(
-        "host {}: copied quorum to {}/bin/{build}",
-        link.host.name,
-        link.dir
-    );
+    if copy {
+        tracing::info!("host {host}: copied quorum to {dir}/bin/{name}");
+    }
+    link.quorum = chosen.unwrap_or_else(|| format!("{dir}/bin/{name}"));
     Ok(())
 }
 
@@ -791,61 +733,6 @@ mod tests {
         assert_eq!(dir_expr(None), "\"$HOME\"/.local/state/quorum");
         assert_eq!(dir_expr(Some("/srv/q")), "/srv/q");
         assert_eq!(dir_expr(Some("~/a b")), "\"$HOME\"/'a b'");
-    }
-
-    #[test]
-    fn a_host_gets_this_build_or_says_what_to_install() {
-        let v = env!("CARGO_PKG_VERSION");
-        let pick = |system: &str, quorum: &str| {
-            choose("big", "/q", system, quorum, "quorum-b", "Linux x86_64")
-        };
-        assert_eq!(
-            pick("Linux x86_64", "have").unwrap(),
-            Some("/q/bin/quorum-b".into())
-        );
-        assert_eq!(pick("Linux x86_64", "-").unwrap(), None);
-        assert_eq!(
-            pick("Darwin arm64", &format!("quorum {v}")).unwrap(),
-            Some("/q/bin/quorum".into())
-        );
-        let e = pick("Linux aarch64", "quorum 0.0.1").unwrap_err();
-        assert!(matches!(e, RemoteError::OtherSystem { .. }), "{e:?}");
-        assert_eq!(
-            e.to_string(),
-            format!(
-                "host big: it is Linux aarch64, this quorum is Linux x86_64: quorum cannot copy \
-                 itself there; install quorum {v} for Linux aarch64 as /q/bin/quorum"
-            )
-        );
-    }
-
-    #[test]
-    fn only_quorums_own_builds_are_old_builds() {
-        let matches = |name: &str| {
-            std::process::Command::new("grep")
-                .args(["-Eq", OLD_BUILDS])
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .and_then(|mut c| {
-                    use std::io::Write;
-                    writeln!(c.stdin.take().unwrap(), "{name}")?;
-                    c.wait()
-                })
-                .unwrap()
-                .success()
-        };
-        assert!(matches(build_name()), "{}", build_name());
-        assert!(matches("quorum-0.1.0-1f00-18b2c3d4e5f60718"));
-        assert!(matches("quorum-1.2.3-rc.1-10-20"));
-        for other in [
-            "quorum",
-            "quorum-old",
-            "quorum-0.1.0",
-            "quorum-0.1.0-x-y",
-            "notes",
-        ] {
-            assert!(!matches(other), "{other}");
-        }
     }
 
     /// The control socket's folder is quorum's own: never one that was

@@ -378,16 +378,13 @@ fn a_call_runs_on_the_host_its_files_and_commands_there() {
         "{}",
         out(2)
     );
-    // quorum was copied there, under its state directory.
+    // quorum was copied there, under its state directory, named by its hash.
     let copied: Vec<_> = std::fs::read_dir(lab.host().join("bin"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(
-        copied.iter().any(|n| n.starts_with("quorum-0.")),
-        "{copied:?}"
-    );
+    assert_eq!(copied, [our_name()]);
     // An agent that dies there is told as one that died here.
     let o = lab.quorum(&["call", "--agent", "far", "--input", "crash"]);
     let said = text(&o.stdout) + &text(&o.stderr);
@@ -756,7 +753,17 @@ fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
     let lab = Lab::with_sshd("", "SetEnv PATH={lab}/nogit-bin\n");
     let bin = lab.path("nogit-bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for tool in ["mkdir", "uname", "cat", "chmod", "mv", "dirname"] {
+    for tool in [
+        "mkdir",
+        "uname",
+        "cat",
+        "chmod",
+        "mv",
+        "rm",
+        "dirname",
+        "sha256sum",
+        "gzip",
+    ] {
         let found = ["/usr/bin", "/bin"]
             .iter()
             .map(|d| Path::new(d).join(tool))
@@ -1252,9 +1259,15 @@ fn copying_a_new_build_removes_the_older_builds_quorum_put_there_and_nothing_ran
     // that ran an hour ago (another quorum at home may still use it), the
     // person's own quorum, and files of theirs whose names are like.
     let now = std::time::SystemTime::now();
+    let (old_hash, recent_hash) = (
+        format!("quorum-{}", "0a".repeat(32)),
+        format!("quorum-{}", "0b".repeat(32)),
+    );
     for (name, ago) in [
         ("quorum-0.0.1-1f00-18b2c3d4e5f60718", 2 * 86400),
         ("quorum-0.0.2-2f00-28b2c3d4e5f60718", 3600),
+        (old_hash.as_str(), 2 * 86400),
+        (recent_hash.as_str(), 3600),
         ("quorum", 3 * 86400),
         ("quorum-notes", 3 * 86400),
         ("quorum-0.0.1", 3 * 86400),
@@ -1276,19 +1289,141 @@ fn copying_a_new_build_removes_the_older_builds_quorum_put_there_and_nothing_ran
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    let build = format!("quorum-{}-", env!("CARGO_PKG_VERSION"));
-    let new: Vec<&String> = left.iter().filter(|n| n.starts_with(&build)).collect();
-    assert_eq!(new.len(), 1, "this build, copied: {left:?}");
-    left.retain(|n| !n.starts_with(&build));
+    let ours = our_name();
+    assert!(left.contains(&ours), "this build, copied: {left:?}");
+    left.retain(|n| *n != ours);
     assert_eq!(
         left,
         [
             "quorum",
             "quorum-0.0.1",
             "quorum-0.0.2-2f00-28b2c3d4e5f60718",
+            recent_hash.as_str(),
             "quorum-notes"
         ]
     );
+    lab.assert_nothing_left(&[]);
+}
+
+/// The SHA-256 of the file at `path`, in hex (`sha256sum`'s).
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output_bounded();
+    assert!(out.status.success(), "sha256sum: {}", text(&out.stderr));
+    text(&out.stdout)[..64].to_string()
+}
+
+/// The name quorum's binary has on a host: `quorum-` and its SHA-256.
+fn our_name() -> String {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| format!("quorum-{}", sha256(Path::new(env!("CARGO_BIN_EXE_quorum")))))
+        .clone()
+}
+
+impl Lab {
+    /// The lab's host reached through `scripts/ssh-relay.py` (as
+    /// `ProxyCommand`), which counts the bytes: what the last connection
+    /// sent the host, once it ended.
+    fn relayed(&self) -> impl Fn() -> u64 + '_ {
+        let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("python3");
+        let relay = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ssh-relay.py");
+        let count = self.path("relayed");
+        let config = self.path("ssh_config");
+        let before = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            before.replace(
+                "Host lab\n",
+                &format!(
+                    "Host lab\n  ProxyCommand {python} {} 127.0.0.1 {} --count {}\n",
+                    relay.display(),
+                    self.port,
+                    count.display()
+                ),
+            ),
+        )
+        .unwrap();
+        move || {
+            // The relay ends with the connection; its last count is final.
+            self.assert_nothing_left(&[]);
+            let counts = std::fs::read_to_string(&count).unwrap();
+            std::fs::remove_file(&count).unwrap();
+            counts.split_whitespace().next().unwrap().parse().unwrap()
+        }
+    }
+}
+
+/// What goes to a new host is quorum compressed, once: the bytes sent are
+/// under half the binary's size, the host's copy is the binary byte for
+/// byte (named by its hash); a later session sends no copy again, nor does
+/// a byte-identical build of quorum installed elsewhere (another path,
+/// another time).
+#[test]
+fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
+    let lab = Lab::new("");
+    let sent = lab.relayed();
+    let binary = Path::new(env!("CARGO_BIN_EXE_quorum"));
+    let size = std::fs::metadata(binary).unwrap().len();
+    let call = |quorum: &Path| {
+        let mut c = Command::new(quorum);
+        c.arg("--config")
+            .arg(&lab.config)
+            .args(["call", "--agent", "far", "--input", "echo hi"])
+            .current_dir(lab.repo());
+        lab.env(&mut c);
+        let o = c.output_bounded();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("hi"), "{}", text(&o.stdout));
+        sent()
+    };
+    let first = call(binary);
+    assert!(
+        first < size / 2,
+        "sent {first} bytes for a binary of {size}"
+    );
+    let bin = lab.host().join("bin");
+    let there: Vec<_> = std::fs::read_dir(&bin)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(there, [our_name()]);
+    assert!(std::fs::read(bin.join(our_name())).unwrap() == std::fs::read(binary).unwrap());
+    // What a call sends without a copy: well under a megabyte.
+    let again = call(binary);
+    assert!(again < 1 << 20, "sent {again} bytes the second time");
+    let elsewhere = lab.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(binary, elsewhere.join("quorum")).unwrap();
+    let other = call(&elsewhere.join("quorum"));
+    assert!(other < 1 << 20, "sent {other} bytes for an identical build");
+    assert_eq!(std::fs::read_dir(&bin).unwrap().count(), 1);
+}
+
+/// A copy on the host that is not the binary any more (changed there, or
+/// cut short) is found by its hash before it runs, and replaced.
+#[test]
+fn a_changed_copy_on_the_host_is_found_by_its_hash_and_replaced() {
+    let lab = Lab::new("");
+    let call = || {
+        let o = lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("hi"), "{}", text(&o.stdout));
+    };
+    call();
+    let copy = lab.host().join("bin").join(our_name());
+    let marker = lab.path("ran-the-changed-copy");
+    for changed in [
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()).into_bytes(),
+        std::fs::read(&copy).unwrap()[..1 << 20].to_vec(),
+    ] {
+        std::fs::write(&copy, changed).unwrap();
+        call();
+        assert!(!marker.exists(), "the changed copy ran");
+        assert_eq!(sha256(&copy), our_name()["quorum-".len()..]);
+    }
     lab.assert_nothing_left(&[]);
 }
 

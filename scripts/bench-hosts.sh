@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# How fast an agent on another machine answers: `quorum call` of a one-line
+# turn (the scripted agent) on an OpenSSH server on loopback (a key made for
+# the run, a free port, the "host" side in a directory of its own), timed
+# from its start to the first byte of the answer and to its exit:
+#   - `ssh HOST true` (the connection alone: every call's floor), and the
+#     call on this machine (no host), for comparison;
+#   - a cold host (quorum not there yet: it is copied);
+#   - a later call (the host has it);
+#   - a cold host over a link of RATE Mbit/s each way (scripts/ssh-relay.py
+#     as the ssh ProxyCommand), once;
+# and the bytes sent to a new host. Medians of RUNS. Needs sshd
+# (scripts/install-sshd.sh). Prints figures, asserts nothing; ends every
+# process it started.
+#
+#   scripts/bench-hosts.sh [RUNS] [RATE]        (defaults: 7 10)
+#
+# QUORUM_BIN_DIR=DIR runs the `quorum` and `quorum-fake-agent` in DIR (another
+# build, e.g. a baseline's) instead of building the release ones.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-7}
+mbit=${2:-10}
+if [ -n "${QUORUM_BIN_DIR:-}" ]; then
+    bindir=$(realpath "$QUORUM_BIN_DIR")
+else
+    cargo build --release --quiet --features test-programs --bin quorum --bin quorum-fake-agent
+    bindir="$(realpath "${CARGO_TARGET_DIR:-target}")/release"
+fi
+sshd=$(scripts/install-sshd.sh | tail -n1)
+lab=$(mktemp -d /var/tmp/quorum-bench-hosts.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    rm -rf "$lab"
+}
+trap cleanup EXIT
+[ "$(id -u)" = 0 ] && mkdir -p /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$lab/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$lab/id"
+cp "$lab/id.pub" "$lab/authorized_keys"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$lab/sshd" <<CONF
+Port $port
+ListenAddress 127.0.0.1
+HostKey $lab/host_key
+AuthorizedKeysFile $lab/authorized_keys
+PidFile $lab/sshd.pid
+UsePAM no
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin yes
+MaxSessions 200
+MaxStartups 200
+CONF
+py=$(for p in /usr/bin/python3 /usr/local/bin/python3 "$(command -v python3)"; do [ -x "$p" ] && echo "$p" && break; done)
+relay="$py $PWD/scripts/ssh-relay.py 127.0.0.1 $port"
+rate=$((mbit * 1000000 / 8))
+: > "$lab/ssh"
+for h in direct counted slow; do
+    case $h in
+    direct) proxy= ;;
+    counted) proxy="ProxyCommand $relay --count $lab/counted.bytes" ;;
+    slow) proxy="ProxyCommand $relay --rate $rate --count $lab/slow.bytes" ;;
+    esac
+    cat >> "$lab/ssh" <<CONF
+Host $h
+  HostName 127.0.0.1
+  Port $port
+  User $(id -un)
+  IdentityFile $lab/id
+  IdentitiesOnly yes
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  LogLevel ERROR
+  $proxy
+CONF
+done
+mkdir -p "$lab/home" "$lab/state" "$lab/config" "$lab/work"
+{
+    for h in direct counted slow; do
+        printf '[hosts.%s]\nssh = "%s"\nssh_args = ["-F", "%s"]\ndir = "%s"\n\n' \
+            "$h" "$h" "$lab/ssh" "$lab/host-$h"
+        printf '[agents.%s]\ncommand = "%s"\nhost = "%s"\n\n' "$h" "$bindir/quorum-fake-agent" "$h"
+    done
+    printf '[agents.here]\ncommand = "%s"\n' "$bindir/quorum-fake-agent"
+} > "$lab/config/quorum.toml"
+"$sshd" -D -e -f "$lab/sshd" 2>"$lab/sshd.log" &
+pids+=($!)
+for _ in $(seq 100); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break
+    sleep 0.1
+done
+echo "binary: $(stat -c %s "$bindir/quorum") bytes ($bindir/quorum)"
+
+python3 - "$bindir/quorum" "$lab" "$runs" "$mbit" <<'PY'
+import os, shutil, statistics, subprocess, sys, time
+
+quorum, lab, runs, mbit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+env = dict(os.environ, HOME=f"{lab}/home", XDG_STATE_HOME=f"{lab}/state",
+           XDG_CONFIG_HOME=f"{lab}/config")
+
+def call(agent):
+    """Milliseconds to the answer's first byte and to the exit."""
+    start = time.monotonic()
+    p = subprocess.Popen([quorum, "--config", f"{lab}/config/quorum.toml", "call",
+                          "--agent", agent, "--input", "echo hi"],
+                         cwd=f"{lab}/work", env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    first = p.stdout.read(1)
+    t_first = time.monotonic() - start
+    rest = p.stdout.read()
+    err = p.stderr.read()
+    code = p.wait()
+    t_end = time.monotonic() - start
+    if code != 0 or not first:
+        sys.exit(f"quorum call --agent {agent} failed ({code}): {err.decode()[-2000:]}")
+    return t_first * 1000, t_end * 1000
+
+def cold(host):
+    shutil.rmtree(f"{lab}/host-{host}", ignore_errors=True)
+
+def bench(label, agent, before=None, n=runs):
+    call(agent)  # warm-up (caches, and for the cold case, nothing)
+    firsts, ends = [], []
+    for _ in range(n):
+        if before:
+            before()
+        f, e = call(agent)
+        firsts.append(f)
+        ends.append(e)
+    print(f"{label:<34} first byte {statistics.median(firsts):7.0f} ms   "
+          f"exit {statistics.median(ends):7.0f} ms   "
+          f"(min {min(firsts):.0f}, max {max(firsts):.0f}; {n} runs)")
+
+def sent(host):
+    with open(f"{lab}/{host}.bytes") as f:
+        return int(f.read().split()[0])
+
+def wait_sent(host):
+    # The relay writes its last count when the connection ends.
+    time.sleep(0.5)
+    return sent(host)
+
+def ssh_floor():
+    """`ssh HOST true`: the connection alone, which every first call on a
+    host pays (quorum's master makes one)."""
+    times = []
+    for _ in range(runs):
+        start = time.monotonic()
+        subprocess.run(["ssh", "-F", f"{lab}/ssh", "direct", "true"], check=True,
+                       stdin=subprocess.DEVNULL)
+        times.append((time.monotonic() - start) * 1000)
+    print(f"{'ssh HOST true (the floor)':<34} {statistics.median(times):18.0f} ms   "
+          f"(min {min(times):.0f}, max {max(times):.0f}; {runs} runs)")
+
+ssh_floor()
+bench("on this machine", "here")
+bench("a cold host (copied there)", "direct", before=lambda: cold("direct"))
+bench("a later call (the host has it)", "direct")
+cold("counted")
+call("counted")
+print(f"bytes sent to a new host: {wait_sent('counted')} "
+      f"(binary {os.path.getsize(quorum)})")
+call("counted")
+print(f"bytes sent on a later call: {wait_sent('counted')}")
+cold("slow")
+f, e = call("slow")
+print(f"a cold host at {mbit} Mbit/s: first byte {f:.0f} ms, exit {e:.0f} ms "
+      f"({wait_sent('slow')} bytes sent)")
+f, e = call("slow")
+print(f"a later call at {mbit} Mbit/s: first byte {f:.0f} ms, exit {e:.0f} ms")
+PY
