@@ -723,39 +723,41 @@ impl Repo {
         .map(drop)
     }
 
+    /// `git diff OPTIONS BASE BRANCH`, with no external diff or textconv
+    /// (what the branch holds never runs), `BASE` and `BRANCH` only ever
+    /// revisions; `step` says what it was for.
+    fn git_diff(&self, step: &str, options: &[&str], base: &str, branch: &str) -> Result<String> {
+        let mut args = vec!["diff"];
+        args.extend_from_slice(options);
+        args.extend([
+            "--no-ext-diff",
+            "--no-textconv",
+            "--end-of-options",
+            base,
+            branch,
+            "--",
+        ]);
+        self.git(step, &args)
+    }
+
     /// `git diff BASE BRANCH` as numbers.
     pub fn diffstat(&self, base: &str, branch: &str) -> Result<Diffstat> {
-        let numstat = self.git(
+        let numstat = self.git_diff(
             &format!("measuring {branch} (git diff --numstat)"),
-            &[
-                "diff",
-                "--numstat",
-                "--no-renames",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--end-of-options",
-                base,
-                branch,
-                "--",
-            ],
+            &["--numstat", "--no-renames"],
+            base,
+            branch,
         )?;
         Ok(parse_numstat(&numstat))
     }
 
     /// `git diff BASE BRANCH`, cut at [`MAX_DIFF_BYTES`].
     pub fn diff(&self, base: &str, branch: &str) -> Result<String> {
-        let mut diff = self.git(
+        let mut diff = self.git_diff(
             &format!("reading the diff of {branch} (git diff)"),
-            &[
-                "diff",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--end-of-options",
-                base,
-                branch,
-                "--",
-            ],
+            &["--no-color"],
+            base,
+            branch,
         )?;
         if diff.len() > MAX_DIFF_BYTES {
             let mut cut = MAX_DIFF_BYTES;

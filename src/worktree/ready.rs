@@ -125,21 +125,13 @@ impl Repo {
     /// `git diff --name-only` of `base..branch`, with `options` (a
     /// `--diff-filter`).
     fn diff_names(&self, base: &str, branch: &str, options: &[&str]) -> Result<Vec<String>> {
-        let mut args = vec!["diff", "--name-only"];
+        let mut args = vec!["--name-only", "-z", "--no-renames"];
         args.extend_from_slice(options);
-        args.extend([
-            "-z",
-            "--no-renames",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--end-of-options",
-            base,
-            branch,
-            "--",
-        ]);
-        let names = self.git(
+        let names = self.git_diff(
             &format!("listing what {branch} changes (git diff --name-only)"),
             &args,
+            base,
+            branch,
         )?;
         Ok(names
             .split('\0')
