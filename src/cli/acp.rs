@@ -84,8 +84,8 @@ pub async fn command(args: AcpArgs, config: Option<PathBuf>, model: ModelChoice)
     };
     let recorded = server.recordings();
     server.close_all().await;
-    let code = match code {
-        EXIT_OK if server.budget_stopped() => {
+    let code = match super::or_budget(code, server.budget_stopped()) {
+        super::EXIT_BUDGET => {
             crate::say!("quorum acp: a spending cap stopped work in a session (exit 4)");
             super::EXIT_BUDGET
         }

@@ -106,11 +106,11 @@ pub async fn command(args: ArenaArgs, config: Option<PathBuf>) -> Result<i32> {
     printer.finish().await;
     let code = match compared {
         Ok(c) => {
-            let code = match (stopped, c.winner) {
-                (true, _) => super::EXIT_BUDGET,
-                (false, Some(_)) => EXIT_WINNER,
-                (false, None) => EXIT_NONE,
+            let code = match c.winner {
+                Some(_) => EXIT_WINNER,
+                None => EXIT_NONE,
             };
+            let code = super::or_budget(code, stopped);
             print(&c, if args.json { Format::Json } else { args.format }, code);
             let unreviewed: Vec<&str> = c
                 .rows
@@ -133,12 +133,7 @@ pub async fn command(args: ArenaArgs, config: Option<PathBuf>) -> Result<i32> {
         }
         Err(e) => {
             crate::say!("quorum: {e}");
-            // A cap that stopped work: exit 4.
-            if stopped {
-                super::EXIT_BUDGET
-            } else {
-                EXIT_NONE
-            }
+            super::or_budget(EXIT_NONE, stopped)
         }
     };
     Ok(code)

@@ -227,9 +227,5 @@ pub async fn call(
     session.close_agent_sessions().await;
     session.shutdown();
     printer.finish().await;
-    // A signal's code (130, 143, 129) says more.
-    if session.budget_stopped() && code < 100 {
-        return super::EXIT_BUDGET;
-    }
-    code
+    super::or_budget(code, session.budget_stopped())
 }

@@ -95,8 +95,8 @@ pub async fn command(
     session.wind_down().await;
     session.close_agent_sessions().await;
     session.shutdown();
-    let code = match code {
-        EXIT_OK if session.budget_stopped() => {
+    let code = match super::or_budget(code, session.budget_stopped()) {
+        super::EXIT_BUDGET => {
             crate::say!("quorum mcp: a spending cap stopped work (exit 4)");
             super::EXIT_BUDGET
         }

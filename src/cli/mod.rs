@@ -48,6 +48,16 @@ pub const EXIT_TASKS_RUNNING: i32 = 3;
 /// Exit code: a spending cap stopped work (`--max-cost`, `--max-tokens`,
 /// `[budget]`, a call's `max_cost`).
 pub const EXIT_BUDGET: i32 = 4;
+
+/// `code`, or [`EXIT_BUDGET`] when a spending cap `stopped` work; a
+/// signal's code (130, 143, 129) says more and stays.
+pub fn or_budget(code: i32, stopped: bool) -> i32 {
+    if stopped && code < 100 {
+        EXIT_BUDGET
+    } else {
+        code
+    }
+}
 /// Exit code after a second Ctrl+C.
 pub const EXIT_INTERRUPTED: i32 = 130;
 

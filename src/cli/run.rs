@@ -181,11 +181,7 @@ pub async fn run(
     session.shutdown();
     drop(chat);
     printer.finish().await;
-    // A signal's code (130, 143, 129) says more.
-    if session.budget_stopped() && code < 100 {
-        return super::EXIT_BUDGET;
-    }
-    code
+    super::or_budget(code, session.budget_stopped())
 }
 
 /// A background task's report, for the chat to answer in a turn. The last

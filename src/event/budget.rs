@@ -45,7 +45,7 @@ pub struct Spent {
 impl Spent {
     /// `$1.20`, or `~$1.20` when part of it is an estimate.
     pub fn cost_text(&self) -> String {
-        format!("{}${:.2}", if self.estimated { "~" } else { "" }, self.cost)
+        Unit::Usd.spent(self.cost, self.estimated)
     }
 }
 
