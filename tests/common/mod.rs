@@ -529,3 +529,18 @@ pub fn output_within(
         stderr: stderr.join().unwrap_or_default(),
     }
 }
+
+/// The lines `out` (a child's stdout) writes, read on a thread of their
+/// own, so that every wait for one can be bounded (`recv_timeout`).
+pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ const WAIT: Duration = Duration::from_secs(60);
 struct Host {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
+    lines: mpsc::Receiver<String>,
     /// Every message read so far, in order.
     seen: Vec<Value>,
     next: u64,
@@ -43,18 +43,7 @@ impl Host {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                let value = serde_json::from_str(&line).unwrap_or_else(|e| {
-                    panic!("quorum acp wrote a line that is not JSON ({e}): {line}")
-                });
-                if tx.send(value).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = common::lines_of(child.stdout.take().unwrap());
         Self {
             child,
             stdin,
@@ -96,7 +85,7 @@ impl Host {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(v) => self.seen.push(v),
+                Ok(line) => self.seen.push(json_line(&line)),
                 Err(_) => panic!("no {what} within {WAIT:?}; seen:\n{:#?}", self.seen),
             }
         }
@@ -147,6 +136,11 @@ impl Host {
     fn ended(&mut self, within: Duration) -> bool {
         common::pty::wait_until(within, || self.child.try_wait().unwrap().is_some())
     }
+}
+
+/// A line the other side wrote, which must be JSON.
+fn json_line(line: &str) -> Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("a line that is not JSON ({e}): {line}"))
 }
 
 impl Drop for Host {
@@ -551,7 +545,7 @@ fn quorum_acp_latency() {
         let mut delays = Vec::new();
         let deadline = Instant::now() + WAIT;
         while delays.len() < CHUNKS && Instant::now() < deadline {
-            let Ok(v) = host.lines.recv_timeout(WAIT) else {
+            let Ok(v) = host.lines.recv_timeout(WAIT).map(|l| json_line(&l)) else {
                 break;
             };
             let arrived = now_us();
@@ -575,31 +569,9 @@ fn quorum_acp_latency() {
     };
 
     // The agent alone.
-    let mut direct = {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quorum-fake-agent"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        Host {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-            next: 1,
-        }
-    };
+    let mut direct = Host::spawn(std::process::Command::new(env!(
+        "CARGO_BIN_EXE_quorum-fake-agent"
+    )));
     direct.initialize(json!({}));
     let session = direct.new_session(&work);
     direct.prompt(&session, &format!("stamps {CHUNKS} 5"));

@@ -426,7 +426,7 @@ fn the_chat_is_told_once_what_the_budget_stopped() {
 /// host goes quorum exits 4 saying why.
 #[test]
 fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     use std::process::Stdio;
     use std::time::Duration;
     let s = shell();
@@ -438,15 +438,7 @@ fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = common::lines_of(child.stdout.take().unwrap());
     let mut send = |v: serde_json::Value| {
         writeln!(stdin, "{v}").unwrap();
         stdin.flush().unwrap();

@@ -185,7 +185,7 @@ fn quorum_mcp_started_by_one_of_quorums_agents_refuses_to_serve() {
 
 #[test]
 fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     for how in ["stdin closed", "SIGTERM", "SIGHUP", "SIGINT"] {
         let shell = shell_with("");
         let record = shell.dir.path().join("session.jsonl");
@@ -198,15 +198,7 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         // Its answers, read on a thread of their own: every wait is bounded.
-        let (lines_tx, lines) = std::sync::mpsc::channel();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if lines_tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = common::lines_of(child.stdout.take().unwrap());
         let mut send = |v: Value| {
             writeln!(stdin, "{v}").unwrap();
             stdin.flush().unwrap();
