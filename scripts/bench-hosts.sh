@@ -27,33 +27,10 @@ else
     cargo build --release --quiet --features test-programs --bin quorum --bin quorum-fake-agent
     bindir="$(realpath "${CARGO_TARGET_DIR:-target}")/release"
 fi
-sshd=$(scripts/install-sshd.sh | tail -n1)
-lab=$(mktemp -d /var/tmp/quorum-bench-hosts.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$lab"
-}
-trap cleanup EXIT
-[ "$(id -u)" = 0 ] && mkdir -p /run/sshd
-ssh-keygen -q -t ed25519 -N '' -f "$lab/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$lab/id"
-cp "$lab/id.pub" "$lab/authorized_keys"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$lab/sshd" <<CONF
-Port $port
-ListenAddress 127.0.0.1
-HostKey $lab/host_key
-AuthorizedKeysFile $lab/authorized_keys
-PidFile $lab/sshd.pid
-UsePAM no
-StrictModes no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin yes
-MaxSessions 200
-MaxStartups 200
-CONF
+. scripts/lib/sshd-lab.sh
+lab_start bench-hosts
+port=$(free_port)
+lab_sshd "$lab/sshd" "$port"
 py=$(for p in /usr/bin/python3 /usr/local/bin/python3 "$(command -v python3)"; do [ -x "$p" ] && echo "$p" && break; done)
 relay="$py $PWD/scripts/ssh-relay.py 127.0.0.1 $port"
 rate=$((mbit * 1000000 / 8))
@@ -64,18 +41,7 @@ for h in direct counted slow; do
     counted) proxy="ProxyCommand $relay --count $lab/counted.bytes" ;;
     slow) proxy="ProxyCommand $relay --rate $rate --count $lab/slow.bytes" ;;
     esac
-    cat >> "$lab/ssh" <<CONF
-Host $h
-  HostName 127.0.0.1
-  Port $port
-  User $(id -un)
-  IdentityFile $lab/id
-  IdentitiesOnly yes
-  UserKnownHostsFile /dev/null
-  StrictHostKeyChecking no
-  LogLevel ERROR
-  $proxy
-CONF
+    lab_host "$h" "$port" "$proxy" >> "$lab/ssh"
 done
 mkdir -p "$lab/home" "$lab/state" "$lab/config" "$lab/work"
 {
