@@ -13,6 +13,7 @@ mod live;
 pub mod mcp;
 pub mod meta;
 mod permission;
+mod pipe;
 mod process;
 pub mod registry;
 mod relayed;

@@ -11,6 +11,7 @@ use agent_client_protocol::Lines;
 use agent_client_protocol::v1::schema::SessionNotification;
 use tokio::io::AsyncWriteExt;
 
+use super::pipe::Pipe;
 use super::route::{Chunk, Incoming, Routes, notify_all, route};
 use crate::confine::lines::{self, KEPT_BUFFER, Line, read_line_async, too_long};
 
@@ -46,7 +47,13 @@ pub(super) fn transport(
     // the connection is gone.
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(SDK_LINES);
     tokio::spawn(async move {
-        let mut reader = LineReader::new(reading, stdout);
+        let mut reader = match Pipe::new(stdout) {
+            Ok(pipe) => LineReader::new(reading, pipe),
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
         loop {
             let next = tokio::select! {
                 next = reader.next() => next,
@@ -77,7 +84,7 @@ const SDK_LINES: usize = 64;
 /// kept from line to line; a line the fast paths take costs no copy of
 /// itself.
 struct LineReader {
-    reader: tokio::io::BufReader<tokio::process::ChildStdout>,
+    reader: tokio::io::BufReader<Pipe>,
     buf: Vec<u8>,
     reading: Reading,
     /// Lines with bytes that were not UTF-8, so far.
@@ -85,7 +92,7 @@ struct LineReader {
 }
 
 impl LineReader {
-    fn new(reading: Reading, stdout: tokio::process::ChildStdout) -> Self {
+    fn new(reading: Reading, stdout: Pipe) -> Self {
         Self {
             reader: tokio::io::BufReader::with_capacity(64 * 1024, stdout),
             buf: Vec::with_capacity(1024),
@@ -129,6 +136,12 @@ impl LineReader {
             }
             if !self.reading.fast(&line) {
                 return Ok(Some(line.into_owned()));
+            }
+            // A streamed update, and all that came read: the agent is
+            // streaming, and its pipe is read again at the next beat
+            // (unless it floods: `Pipe::rest`).
+            if self.reader.buffer().is_empty() {
+                self.reader.get_mut().rest();
             }
         }
     }
