@@ -394,6 +394,14 @@ impl Dispatcher {
                 counter.fetch_max(n + 1, Ordering::SeqCst);
             }
         };
+        // Each agent's runner, looked up once, not once a call: an agent
+        // that is not installed costs a search of `PATH` every time.
+        let mut runners: HashMap<&AgentRef, Option<Arc<dyn Agent>>> = HashMap::new();
+        let mut meta = |agent, code_review, input: &str, session| {
+            let runner = runners.entry(agent).or_insert_with(|| self.runner(agent));
+            let runner = runner.clone()?;
+            Some(task_meta(agent, runner, code_review, input, session))
+        };
         let mut tasks = lock(&self.tasks);
         // Calls not (yet) tasks, and the sessions calls ran on.
         let mut foreground: HashMap<&String, (&AgentRef, bool, &String)> = HashMap::new();
@@ -417,7 +425,7 @@ impl Dispatcher {
                     next(&self.next_task, task_id, "t");
                     // What a follow-up message to the task needs: its
                     // agent, and (below) the session it ran on.
-                    if let Some(meta) = self.task_meta(agent, *code_review, input, None) {
+                    if let Some(meta) = meta(agent, *code_review, input, None) {
                         tasks.insert(call_id.clone(), meta);
                     }
                 }
@@ -427,7 +435,7 @@ impl Dispatcher {
                         continue;
                     };
                     let session = sessions.get(call_id.as_str()).cloned();
-                    if let Some(meta) = self.task_meta(agent, code_review, input, session) {
+                    if let Some(meta) = meta(agent, code_review, input, session) {
                         tasks.insert(call_id.clone(), meta);
                     }
                 }
@@ -452,7 +460,7 @@ impl Dispatcher {
         let mut kept = lock(&self.foreground);
         for (call_id, (agent, code_review, input)) in foreground {
             let session = sessions.get(call_id.as_str()).cloned();
-            if let Some(meta) = self.task_meta(agent, code_review, input, session) {
+            if let Some(meta) = meta(agent, code_review, input, session) {
                 kept.insert(call_id.clone(), meta);
             }
         }
@@ -461,29 +469,12 @@ impl Dispatcher {
         self.restore_arena(events);
     }
 
-    /// What a recorded background task's follow-ups need: its agent (if it
-    /// can still run), and the session it ran on.
-    fn task_meta(
-        &self,
-        agent: &AgentRef,
-        code_review: bool,
-        input: &str,
-        session_id: Option<String>,
-    ) -> Option<TaskMeta> {
-        let runner = match agent {
+    /// What runs `agent`'s turns, if it is known and installed.
+    fn runner(&self, agent: &AgentRef) -> Option<Arc<dyn Agent>> {
+        match agent {
             AgentRef::Acp(name) => self.pool.agent(name).ok(),
             AgentRef::Internal => lock(&self.internal).clone(),
-        }?;
-        Some(TaskMeta {
-            agent: agent.clone(),
-            runner,
-            depth: 1,
-            code_review,
-            exclude: None,
-            session_id,
-            worktree: None,
-            title: crate::worktree::first_line(input).to_string(),
-        })
+        }
     }
 
     /// Closes the agents' sessions quorum is done with: those open on
@@ -523,5 +514,26 @@ impl Dispatcher {
         } else {
             Ok(())
         }
+    }
+}
+
+/// What a recorded background task's follow-ups need: its agent and what
+/// runs it, and the session it ran on.
+fn task_meta(
+    agent: &AgentRef,
+    runner: Arc<dyn Agent>,
+    code_review: bool,
+    input: &str,
+    session_id: Option<String>,
+) -> TaskMeta {
+    TaskMeta {
+        agent: agent.clone(),
+        runner,
+        depth: 1,
+        code_review,
+        exclude: None,
+        session_id,
+        worktree: None,
+        title: crate::worktree::first_line(input).to_string(),
     }
 }

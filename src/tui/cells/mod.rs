@@ -47,18 +47,11 @@ pub fn render_asking(
     match &cell.kind {
         CellKind::User { text } => user(text, width, &mut out),
         CellKind::Assistant { text, .. } => assistant(text, width, &mut out),
-        CellKind::Tool {
-            name,
-            summary,
-            result,
-        } => tool(name, summary, result.as_ref(), width, &mut out),
-        CellKind::ChatPermission {
-            agent,
-            title,
-            options,
-            answer,
-            ..
-        } => chat_permission(agent, title, options, answer.as_deref(), width, &mut out),
+        CellKind::Tool(t) => tool(&t.name, &t.summary, t.result.as_ref(), width, &mut out),
+        CellKind::ChatPermission(p) => {
+            let answer = p.answer.as_deref();
+            chat_permission(&p.agent, &p.title, &p.options, answer, width, &mut out)
+        }
         CellKind::Notice { level, text } => {
             let (mark, style) = match level {
                 NoticeLevel::Info => ("  ℹ ", theme::dim()),
@@ -85,13 +78,14 @@ pub fn render_asking(
             return out;
         }
         CellKind::Arena(a) => arena::arena(a, width, &mut out),
-        CellKind::TaskReport {
-            task_id,
-            agent,
-            output: _,
-            stop_reason,
-            severity,
-        } => task_report(task_id, agent, *stop_reason, *severity, width, &mut out),
+        CellKind::TaskReport(r) => task_report(
+            &r.task_id,
+            &r.agent,
+            r.stop_reason,
+            r.severity,
+            width,
+            &mut out,
+        ),
     }
     out.push(Line::default());
     out

@@ -22,12 +22,9 @@ pub enum CellKind {
         text: String,
         done: bool,
     },
-    Tool {
-        name: String,
-        summary: String,
-        /// `(ok, summary)` once finished.
-        result: Option<(bool, String)>,
-    },
+    /// (Boxed, as the rarer and larger kinds are: a cell costs what its
+    /// commonest kinds do, a long session holding many.)
+    Tool(Box<ToolCell>),
     Notice {
         level: NoticeLevel,
         text: String,
@@ -38,25 +35,44 @@ pub enum CellKind {
     Subagent(Box<SubagentBox>),
     /// The chat's conductor asks the person's permission for one of its
     /// own tool calls; `answer` once answered.
-    ChatPermission {
-        id: String,
-        agent: String,
-        title: String,
-        options: Vec<String>,
-        answer: Option<String>,
-    },
+    ChatPermission(Box<ChatPermission>),
     /// The header of a batch: its tasks' boxes follow, grouped under it.
     Batch(Box<BatchHeader>),
     /// An arena's comparison: a row per writer, the winner marked.
     Arena(Box<super::ArenaCell>),
     /// A background task's completion, reported back into the chat.
-    TaskReport {
-        task_id: String,
-        agent: String,
-        output: String,
-        stop_reason: StopReason,
-        severity: Option<Severity>,
-    },
+    TaskReport(Box<TaskReport>),
+}
+
+/// One of the chat model's own tool calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCell {
+    pub name: String,
+    pub summary: String,
+    /// `(ok, summary)` once finished.
+    pub result: Option<(bool, String)>,
+}
+
+/// The chat's conductor asks the person's permission for one of its own
+/// tool calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatPermission {
+    pub id: String,
+    pub agent: String,
+    pub title: String,
+    pub options: Vec<String>,
+    /// Once answered.
+    pub answer: Option<String>,
+}
+
+/// A background task's completion, reported back into the chat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskReport {
+    pub task_id: String,
+    pub agent: String,
+    pub output: String,
+    pub stop_reason: StopReason,
+    pub severity: Option<Severity>,
 }
 
 impl State {
@@ -112,19 +128,19 @@ impl State {
     pub(super) fn on_tool_call_started(&mut self, id: &str, name: &str, summary: &str) {
         self.open_assistant = None;
         self.writing_call = None;
-        let i = self.push(CellKind::Tool {
+        let i = self.push(CellKind::Tool(Box::new(ToolCell {
             name: clean(name),
             summary: clean(summary),
             result: None,
-        });
+        })));
         self.tools.insert(id.to_string(), i);
     }
 
     pub(super) fn on_tool_call_finished(&mut self, id: &str, ok: bool, summary: &str) {
         if let Some(&i) = self.tools.get(id)
-            && let CellKind::Tool { result, .. } = self.touch(i)
+            && let CellKind::Tool(tool) = self.touch(i)
         {
-            *result = Some((ok, clean(summary)));
+            tool.result = Some((ok, clean(summary)));
         }
     }
 
@@ -203,11 +219,11 @@ mod tests {
         );
         assert_eq!(
             s.cells[0].kind,
-            CellKind::Tool {
+            CellKind::Tool(Box::new(ToolCell {
                 name: "subagent_status".into(),
                 summary: "task_id: t1".into(),
                 result: Some((false, "unknown task".into())),
-            }
+            }))
         );
     }
 

@@ -83,7 +83,7 @@ impl State {
     pub fn pending_question(&self) -> Option<(String, &Question)> {
         let &i = self.eliciting.last()?;
         match &self.cells[i].kind {
-            CellKind::Subagent(b) => b.question.as_ref().map(|q| (b.call_id.clone(), q)),
+            CellKind::Subagent(b) => b.question.as_deref().map(|q| (b.call_id.clone(), q)),
             _ => None,
         }
     }
@@ -119,7 +119,7 @@ pub(super) fn box_question(b: &mut SubagentBox, activity: &Activity) -> bool {
                 url: question.url.clone(),
                 outcome: None,
             });
-            b.question = Some(question);
+            b.question = Some(Box::new(question));
             true
         }
         Activity::ElicitationResolved {

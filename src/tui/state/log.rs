@@ -293,6 +293,14 @@ pub struct Changes {
     pub commands: u32,
     /// Paths let go past [`CHANGED_PATHS`].
     pub more: usize,
+    /// What counts its commands once each: none until it runs one (a
+    /// long session holds many boxes that never do).
+    count: Option<Box<Counting>>,
+}
+
+/// What a box's command count remembers, so no command counts twice.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Counting {
     /// Tool call ids counted as commands (a set: a box that runs many
     /// commands looks each up in the same time).
     counted: HashSet<String>,
@@ -320,21 +328,22 @@ impl Changes {
             Some("move") => &mut self.moved,
             Some("execute") => {
                 let terminals: Vec<&str> = info.terminal_ids().collect();
-                if !terminals.is_empty() && !self.with_terminal.contains(id) {
+                let c = self.count.get_or_insert_default();
+                if !terminals.is_empty() && !c.with_terminal.contains(id) {
                     // Counted as its terminals from now on.
-                    self.with_terminal.insert(id.to_string());
-                    if self.counted.remove(id) {
+                    c.with_terminal.insert(id.to_string());
+                    if c.counted.remove(id) {
                         self.commands -= 1;
                     }
                     for t in terminals {
                         self.terminal(t);
                     }
-                } else if !self.with_terminal.contains(id) && self.counted.insert(id.to_string()) {
+                } else if !c.with_terminal.contains(id) && c.counted.insert(id.to_string()) {
                     self.commands += 1;
-                    if self.running_execute.len() == RUNNING_EXECUTE {
-                        self.running_execute.remove(0);
+                    if c.running_execute.len() == RUNNING_EXECUTE {
+                        c.running_execute.remove(0);
                     }
-                    self.running_execute.push(id.to_string());
+                    c.running_execute.push(id.to_string());
                 }
                 return;
             }
@@ -359,21 +368,24 @@ impl Changes {
 
     /// Tool call `id` ended: a terminal started later is not its.
     pub(super) fn finished(&mut self, id: &str) {
-        self.running_execute.retain(|t| t != id);
+        if let Some(c) = &mut self.count {
+            c.running_execute.retain(|t| t != id);
+        }
     }
 
     /// A command started in terminal `id`: the command of a running
     /// `execute` tool call that shows no terminal (counted already), else
     /// one more.
     pub(super) fn started(&mut self, id: &str) {
-        if self.terminals.contains(id) {
+        let c = self.count.get_or_insert_default();
+        if c.terminals.contains(id) {
             return;
         }
-        match self.running_execute.pop() {
+        match c.running_execute.pop() {
             Some(call) => {
-                self.terminals.insert(id.to_string());
-                self.counted.remove(&call);
-                self.with_terminal.insert(call);
+                c.terminals.insert(id.to_string());
+                c.counted.remove(&call);
+                c.with_terminal.insert(call);
             }
             None => self.terminal(id),
         }
@@ -381,7 +393,12 @@ impl Changes {
 
     /// A command run in terminal `id`: counted once.
     pub(super) fn terminal(&mut self, id: &str) {
-        if self.terminals.insert(id.to_string()) {
+        if self
+            .count
+            .get_or_insert_default()
+            .terminals
+            .insert(id.to_string())
+        {
             self.commands += 1;
         }
     }

@@ -36,7 +36,7 @@ pub use announced::Announced;
 pub use arena::ArenaCell;
 pub use batch::{BatchHeader, Member, UsageTotal};
 pub use budget::Spending;
-pub use cells::{Cell, CellKind};
+pub use cells::{Cell, CellKind, ChatPermission, TaskReport, ToolCell};
 pub use elicit::{Question, answer_line};
 pub use lines::{ACTIVITY_LINES, ActivityLine};
 pub use log::{Changes, LOG_BYTES, LOG_ENTRIES, Log, LogEntry, ToolInfo};
@@ -140,10 +140,10 @@ impl State {
                 .permission
                 .as_ref()
                 .map(|(id, _, options)| (b.call_id.clone(), id.clone(), options.len())),
-            CellKind::ChatPermission { id, options, .. } => Some((
+            CellKind::ChatPermission(p) => Some((
                 crate::event::CHAT_CALL.to_string(),
-                id.clone(),
-                options.len(),
+                p.id.clone(),
+                p.options.len(),
             )),
             _ => None,
         }
@@ -584,23 +584,21 @@ impl State {
             } => {
                 self.open_assistant = None;
                 let agent = self.conductor.clone().unwrap_or_else(|| "chat".into());
-                let i = self.push(CellKind::ChatPermission {
+                let i = self.push(CellKind::ChatPermission(Box::new(cells::ChatPermission {
                     id: clean(id),
                     agent,
                     title: clean(title),
                     options: options.iter().map(|o| clean(o)).collect(),
                     answer: None,
-                });
+                })));
                 self.chat_asking = Some(i);
             }
             Activity::PermissionResolved { id, outcome } => {
                 let Some(i) = self.chat_asking else { return };
-                if let CellKind::ChatPermission {
-                    id: asked, answer, ..
-                } = self.touch(i)
-                    && *asked == clean(id)
+                if let CellKind::ChatPermission(asked) = self.touch(i)
+                    && asked.id == clean(id)
                 {
-                    *answer = Some(clean(outcome));
+                    asked.answer = Some(clean(outcome));
                     self.chat_asking = None;
                 }
             }
@@ -857,8 +855,8 @@ mod tests {
         assert_eq!(s.needs_you(), 1);
         assert!(matches!(
             &s.cells.last().unwrap().kind,
-            cells::CellKind::ChatPermission { agent, title, answer: None, .. }
-                if agent == "claude" && title == "Bash: npm test"
+            cells::CellKind::ChatPermission(p)
+                if p.agent == "claude" && p.title == "Bash: npm test" && p.answer.is_none()
         ));
         // Another request's answer leaves it waiting; its own resolves it.
         for (t, id) in [(3, "p0"), (4, "p1")] {
@@ -877,7 +875,7 @@ mod tests {
         assert_eq!(s.needs_you(), 0);
         assert!(matches!(
             &s.cells.last().unwrap().kind,
-            cells::CellKind::ChatPermission { answer: Some(a), .. } if a == "Allow once"
+            cells::CellKind::ChatPermission(p) if p.answer.as_deref() == Some("Allow once")
         ));
         let usage = Usage {
             used: 12_000,

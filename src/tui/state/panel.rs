@@ -42,13 +42,13 @@ impl State {
                 _ => None,
             });
         let (output, stop_reason, severity) = report.unwrap_or_default();
-        self.push(CellKind::TaskReport {
+        self.push(CellKind::TaskReport(Box::new(super::cells::TaskReport {
             task_id: clean(task_id),
             agent,
             output,
             stop_reason,
             severity,
-        });
+        })));
     }
 }
 
@@ -85,13 +85,13 @@ mod tests {
         assert!(s.tasks[0].reported);
         assert_eq!(
             s.cells.last().unwrap().kind,
-            CellKind::TaskReport {
+            CellKind::TaskReport(Box::new(crate::tui::state::cells::TaskReport {
                 task_id: "t1".into(),
                 agent: "fake".into(),
                 output: "All good.".into(),
                 stop_reason: StopReason::EndTurn,
                 severity: Some(Severity::Green),
-            }
+            }))
         );
         // An unknown task is ignored.
         let cells = s.cells.len();

@@ -60,9 +60,11 @@ pub struct SubagentBox {
     /// Its streamed text and thoughts, cleaned as they arrive.
     pub(super) streams: Streams,
     /// A task with a worktree of its own: its branch and what it changed.
-    pub worktree: Option<WorktreeLine>,
+    /// (Boxed, as the question below: few boxes have one, and a long
+    /// session holds many boxes.)
+    pub worktree: Option<Box<WorktreeLine>>,
     /// A question (an elicitation) waiting for the person.
-    pub question: Option<super::Question>,
+    pub question: Option<Box<super::Question>>,
     /// Its turns before the current one (follow-ups), oldest first: each
     /// shown with its input above its output. At most [`EARLIER_TURNS`];
     /// `earlier_dropped` counts those let go.
@@ -533,11 +535,11 @@ impl State {
             "from HEAD"
         };
         self.edit_box(i, |b| {
-            b.worktree = Some(WorktreeLine {
+            b.worktree = Some(Box::new(WorktreeLine {
                 branch: clean(branch),
                 base: base.to_string(),
                 ..WorktreeLine::default()
-            });
+            }));
         });
     }
 
