@@ -6,7 +6,10 @@
 #   - `ssh HOST true` (the connection alone: every call's floor), and the
 #     call on this machine (no host), for comparison;
 #   - a cold host (quorum not there yet: it is copied);
-#   - a later call (the host has it);
+#   - a later call (the host has it: a new `quorum call`, a new connection);
+#   - later calls in the same session (`quorum run`, a scripted chat that
+#     calls the host's agent, another agent on the host, then the first
+#     again): the connection made once, reused;
 #   - a cold host over a link of RATE Mbit/s each way (scripts/ssh-relay.py
 #     as the ssh ProxyCommand), once;
 # and the bytes sent to a new host. Medians of RUNS. Needs sshd
@@ -50,6 +53,7 @@ mkdir -p "$lab/home" "$lab/state" "$lab/config" "$lab/work"
             "$h" "$h" "$lab/ssh" "$lab/host-$h"
         printf '[agents.%s]\ncommand = "%s"\nhost = "%s"\n\n' "$h" "$bindir/quorum-fake-agent" "$h"
     done
+    printf '[agents.direct2]\ncommand = "%s"\nhost = "direct"\n\n' "$bindir/quorum-fake-agent"
     printf '[agents.here]\ncommand = "%s"\n' "$bindir/quorum-fake-agent"
 } > "$lab/config/quorum.toml"
 "$sshd" -D -e -f "$lab/sshd" 2>"$lab/sshd.log" &
@@ -61,7 +65,7 @@ done
 echo "binary: $(stat -c %s "$bindir/quorum") bytes ($bindir/quorum)"
 
 python3 - "$bindir/quorum" "$lab" "$runs" "$mbit" <<'PY'
-import os, shutil, statistics, subprocess, sys, time
+import json, os, shutil, statistics, subprocess, sys, time
 
 quorum, lab, runs, mbit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 env = dict(os.environ, HOME=f"{lab}/home", XDG_STATE_HOME=f"{lab}/state",
@@ -121,10 +125,49 @@ def ssh_floor():
     print(f"{'ssh HOST true (the floor)':<34} {statistics.median(times):18.0f} ms   "
           f"(min {min(times):.0f}, max {max(times):.0f}; {runs} runs)")
 
+def session():
+    """One `quorum run` whose scripted chat calls `direct`, then `direct2`
+    (another agent on the same host), then `direct` again: milliseconds
+    from each call's start to its first chunk, from the session's record."""
+    calls = [("direct", "echo one"), ("direct2", "echo two"), ("direct", "echo three")]
+    turns = [{"text": "", "tool_calls": [{"name": "subagent",
+                                          "arguments": {"agent": a, "input": i}}]}
+             for a, i in calls] + [{"text": "Done."}]
+    script, record = f"{lab}/session.json", f"{lab}/session.jsonl"
+    with open(script, "w") as f:
+        json.dump({"turns": turns}, f)
+    if os.path.exists(record):
+        os.remove(record)
+    p = subprocess.run([quorum, "--config", f"{lab}/config/quorum.toml", "run", "--approve", "all",
+                        "--model", f"script:{script}", "-p", "go", "--record", record],
+                       cwd=f"{lab}/work", env=env, capture_output=True)
+    if p.returncode != 0:
+        sys.exit(f"quorum run failed ({p.returncode}): {p.stderr.decode()[-2000:]}")
+    started, first = {}, {}
+    with open(record) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("type") == "subagent_started":
+                started[e["call_id"]] = e["t"]
+            elif (e.get("type") == "subagent_activity" and e["call_id"] not in first
+                  and e["activity"].get("kind") == "message_chunk"):
+                first[e["call_id"]] = e["t"]
+    order = sorted(started, key=started.get)
+    return [first[c] - started[c] for c in order]
+
+def bench_session(n=runs):
+    session()  # warm-up
+    rows = list(zip(*[session() for _ in range(n)]))
+    for label, times in zip(["in a session: the first call", "in a session: another agent there",
+                             "in a session: the first agent again"], rows):
+        print(f"{label:<34} first chunk {statistics.median(times):6.0f} ms   "
+              f"(min {min(times)}, max {max(times)}; {n} runs)")
+
 ssh_floor()
 bench("on this machine", "here")
 bench("a cold host (copied there)", "direct", before=lambda: cold("direct"))
 bench("a later call (the host has it)", "direct")
+bench_session()
 cold("counted")
 call("counted")
 print(f"bytes sent to a new host: {wait_sent('counted')} "

@@ -3,13 +3,14 @@
 //! directory), so that a host keeps one copy of each binary, whichever
 //! build or session of quorum sent it, and byte-identical builds share it.
 //!
-//! One ssh session does the probe and the copy (the connection runs it): the host says its
-//! directory, system, git and whether it has `gzip`, checks the binary
-//! it has under that name by its hash (not by its mere presence: a copy
-//! cut short, or changed since, is sent again), and when it has none that
-//! checks it reads the upload from the same session's stdin: compressed
-//! with gzip when the host can unpack it, checked by its hash before it
-//! is renamed into place. Hosts need a POSIX shell and `openssl`,
+//! The connection's own session probes the host (the control master runs
+//! it: `ssh::connect`): the host says its directory, system, git and
+//! whether it has `gzip`, and checks the binary it has under that name by
+//! its hash (not by its mere presence: a copy cut short, or changed since,
+//! is sent again). When it has none that checks, a session of its own
+//! probes again and reads the upload from its stdin: compressed with gzip
+//! when the host can unpack it, checked by its hash before it is renamed
+//! into place. Hosts need a POSIX shell and `openssl`,
 //! `sha256sum` (GNU coreutils) or `shasum` (tried in that order: OpenSSL's
 //! hashes a 21 MB binary in about 15 ms of CPU where coreutils' takes 80,
 //! and the check runs at every session's start); `gzip` is used when they
@@ -45,7 +46,7 @@ fn binary() -> std::io::Result<PathBuf> {
 #[derive(Debug)]
 pub(super) struct Binary {
     pub(super) path: PathBuf,
-    hash: String,
+    pub(super) hash: String,
 }
 
 impl Binary {
@@ -110,27 +111,59 @@ pub(super) fn local_system() -> String {
 const OLD_BUILDS: &str =
     r"^quorum-([0-9a-f]{64}|[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?-[0-9a-f]+-[0-9a-f]+)$";
 
+/// What both probes say first, as shell (`dir`: the state directory's
+/// shell expression): the functions that check a file by its hash (`$h`,
+/// set before they run), then four lines: the directory made and resolved,
+/// `uname -sm`, git's path or `-`, and `gzip` or `-` (how an upload comes).
+fn probe_head(dir: &str) -> String {
+    format!(
+        "d={dir}; \
+         s() {{ if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256; \
+         elif command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi; }}; \
+         ok() {{ r=$(s < \"$1\") && case \" $r \" in *\" $h \"*) true ;; *) false ;; esac; }}; \
+         mkdir -p \"$d/bin\" && cd \"$d\" && pwd -P && uname -sm && (command -v git || echo -) && \
+         if command -v gzip >/dev/null 2>&1; then z=gzip; else z=-; fi && echo $z || exit 1; "
+    )
+}
+
+/// Whether `bin/$n` there is this binary, by its hash (not by its mere
+/// presence: a copy cut short, or changed since, is not).
+const HAVE: &str = "[ -f \"bin/$n\" ] && [ -x \"bin/$n\" ] && ok \"bin/$n\"";
+
+/// What the person's own `bin/quorum --version` says there, or `-`.
+const THEIRS: &str =
+    "(test -x bin/quorum && bin/quorum --version 2>/dev/null </dev/null || echo -)";
+
+/// The probe the control master runs as its own session (`dir`: the state
+/// directory's shell expression): its answer is also the sign that the
+/// connection is up. It prints the four lines of [`probe_head`], reads this
+/// binary's hash from its stdin (home hashes it while the connection is
+/// made), and prints `have` (the binary there is this one, by its hash) or
+/// what the person's own `bin/quorum --version` says (or `-`). Then it
+/// holds the session, and with it the master, until its stdin closes (the
+/// link is dropped, or quorum ends).
+pub(super) fn probe_script(dir: &str) -> String {
+    format!(
+        "{head}IFS= read -r h || exit 1; case $h in ''|*[!0-9a-f]*) exit 1 ;; esac; n=quorum-$h; \
+         if {HAVE}; then echo have; else {THEIRS}; fi; cd / && exec cat >/dev/null",
+        head = probe_head(dir)
+    )
+}
+
 /// The probe and copy, as one shell command on the host (`dir`: the state
-/// directory's shell expression). It prints five lines: the directory
-/// resolved, `uname -sm`, git's path or `-`, `gzip` or `-` (how an upload
-/// comes), and `have` (the binary there is this one, by its hash) or what
-/// the person's own `bin/quorum --version` says (or `-`). Then, unless it
-/// has it, it reads a line: `send` and the upload follow (checked by its
-/// hash, renamed into place, `copied` printed, and the binaries quorum
+/// directory's shell expression), run when the master's probe found no
+/// copy of this binary there. It prints the five lines of
+/// [`probe_script`]. Then, unless it has it (another quorum copied it
+/// meanwhile), it reads a line: `send` and the upload follow (checked by
+/// its hash, renamed into place, `copied` printed, and the binaries quorum
 /// copied there before that nothing ran for a day removed: never the
 /// person's `bin/quorum` nor anything else there), anything else or
 /// nothing, and it ends.
 pub(super) fn script(dir: &str, bin: &Binary) -> String {
     let (name, hash) = (bin.name(), &bin.hash);
     format!(
-        "d={dir}; n={name}; h={hash}; \
-         s() {{ if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256; \
-         elif command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi; }}; \
-         ok() {{ r=$(s < \"$1\") && case \" $r \" in *\" $h \"*) true ;; *) false ;; esac; }}; \
-         mkdir -p \"$d/bin\" && cd \"$d\" && pwd -P && uname -sm && (command -v git || echo -) && \
-         if command -v gzip >/dev/null 2>&1; then z=gzip; else z=-; fi && echo $z || exit 1; \
-         if [ -f \"bin/$n\" ] && [ -x \"bin/$n\" ] && ok \"bin/$n\"; then echo have; exit 0; fi; \
-         (test -x bin/quorum && bin/quorum --version 2>/dev/null </dev/null || echo -); \
+        "h={hash}; n={name}; {head}\
+         if {HAVE}; then echo have; exit 0; fi; {THEIRS}; \
          IFS= read -r go || exit 0; [ \"$go\" = send ] || exit 0; \
          cd bin && t=\".$n.$$\" && \
          if {{ if [ $z = gzip ]; then gzip -dc; else cat; fi > \"$t\" && ok \"$t\"; }}; \
@@ -140,7 +173,8 @@ pub(super) fn script(dir: &str, bin: &Binary) -> String {
          [ \"$old\" = \"$n\" ] && continue; \
          printf '%s\\n' \"$old\" | grep -Eq '{OLD_BUILDS}' || continue; \
          [ -n \"$(find \"./$old\" -prune -type f -atime +0 2>/dev/null)\" ] && rm -f -- \"./$old\"; \
-         done; true; }}"
+         done; true; }}",
+        head = probe_head(dir)
     )
 }
 

@@ -1,11 +1,12 @@
 //! Other machines, reached with the person's own OpenSSH: one connection
 //! per host (a control master, `ssh -M`, owned by the supervisor like every
 //! process quorum starts, so it ends with quorum; its socket in a private
-//! directory of quorum's own), every other ssh a client of it. Before a
-//! host is used it is probed once: its state directory made and resolved,
-//! its system and architecture, whether it has git, and whether it has this
-//! very quorum (copied there, under the state directory's `bin/`, when it
-//! has not and the system and architecture match: [`super::ship`]).
+//! directory of quorum's own), every other ssh a client of it. The
+//! master's own session probes the host, once ([`connect`]): its state
+//! directory made and resolved, its system and architecture, whether it
+//! has git, and whether it has this very quorum, checked by its hash
+//! (copied there, under the state directory's `bin/`, when it has not and
+//! the system and architecture match: [`super::ship`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -13,11 +14,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+mod connect;
 
-use super::ship;
 pub use super::ship::use_binary;
-use super::{CopyFailure, RemoteError, Unreachable};
+use super::{RemoteError, Unreachable};
 use crate::config::HostSpec;
 use crate::confine::lock;
 use crate::runtime::supervisor::{Group, Supervisor};
@@ -41,6 +41,11 @@ pub struct Link {
     /// The hosts were closed (the session ended): an ssh still running
     /// through the master is ended, and none starts.
     closed: tokio::sync::watch::Receiver<bool>,
+    /// The master's exit status, once it exited (the connection is gone).
+    exited: tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>,
+    /// The master's own session's stdin: the probe there holds that
+    /// session open until it closes (with this link).
+    _hold: tokio::process::ChildStdin,
     _master: Group,
     _private: PrivateDir,
 }
@@ -79,7 +84,7 @@ impl Hosts {
             return Err(closing());
         }
         if let Some(link) = self.live(name) {
-            if link.alive().await {
+            if link.alive() {
                 return Ok(link);
             }
             // Its master is gone (the connection was lost): a new one.
@@ -101,7 +106,7 @@ impl Hosts {
         let link = cell
             .get_or_init(|| async {
                 tokio::select! {
-                    made = connect(spec, &self.supervisor, self.closed.subscribe()) => {
+                    made = connect::connect(spec, &self.supervisor, self.closed.subscribe()) => {
                         made.map(Arc::new)
                     }
                     // Closed while it connects: the master being made goes
@@ -300,19 +305,10 @@ impl Link {
             .status();
     }
 
-    /// Whether the master still runs (the connection is up).
-    pub async fn alive(&self) -> bool {
-        let mut cmd = tokio::process::Command::new(ssh_program());
-        cmd.arg("-S")
-            .arg(&self.socket)
-            .args(["-O", "check"])
-            .args(&self.host.ssh_args)
-            .arg("--")
-            .arg(&self.host.ssh)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        cmd.status().await.is_ok_and(|s| s.success())
+    /// Whether the master still runs (the connection is up): its process
+    /// has not exited (no `ssh -O check`: a process of its own each call).
+    pub fn alive(&self) -> bool {
+        self.exited.borrow().is_none() && self.socket.exists()
     }
 }
 
@@ -476,242 +472,6 @@ pub fn version() -> Option<String> {
     .into_owned();
     let first = text.split([',', ' ', '\n']).next()?.trim();
     (!first.is_empty()).then(|| crate::confine::sanitize::one_line(first))
-}
-
-/// Starts the control master for `spec`, waits until it answers, then
-/// probes the host (and copies quorum there when it must).
-async fn connect(
-    spec: HostSpec,
-    supervisor: &Supervisor,
-    closed: tokio::sync::watch::Receiver<bool>,
-) -> Result<Link, RemoteError> {
-    let unreachable = |why: Unreachable| RemoteError::Unreachable {
-        host: spec.name.clone(),
-        ssh: spec.ssh.clone(),
-        why,
-    };
-    let private = private_dir().map_err(|e| unreachable(Unreachable::NoSocketDir(Arc::new(e))))?;
-    let socket = private.0.join("m.sock");
-    let (child, group, said_so_far) = start_master(&spec, &socket, supervisor)
-        .map_err(|e| unreachable(Unreachable::NoSsh(Arc::new(e))))?;
-    // This binary is hashed (once a process) while the host answers: the
-    // probe names it by its hash.
-    let (ready, _) = tokio::join!(
-        master_ready(child, &spec, &socket, &said_so_far),
-        ship::binary_hash()
-    );
-    ready.map_err(unreachable)?;
-    let mut link = Link {
-        host: spec,
-        socket,
-        dir: String::new(),
-        quorum: String::new(),
-        git: None,
-        supervisor: supervisor.clone(),
-        closed,
-        _master: group,
-        _private: private,
-    };
-    probe(&mut link).await?;
-    Ok(link)
-}
-
-/// What a control master said on stderr so far (at most 64 KiB of it).
-type Said = Arc<Mutex<Vec<u8>>>;
-
-/// Starts `spec`'s control master on `socket`, owned by `supervisor`; what
-/// it says on stderr is kept.
-fn start_master(
-    spec: &HostSpec,
-    socket: &Path,
-    supervisor: &Supervisor,
-) -> std::io::Result<(tokio::process::Child, Group, Said)> {
-    let mut cmd = crate::runtime::supervisor::command(ssh_program());
-    // The person's options before quorum's defaults (ssh keeps the first
-    // value it is given), the master's own first of all.
-    cmd.arg("-M")
-        .arg("-N")
-        .arg("-S")
-        .arg(socket)
-        .args(["-o", "ControlPersist=no"])
-        .args(&spec.ssh_args)
-        .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
-        .args([
-            "-o",
-            "ServerAliveInterval=15",
-            "-o",
-            "ServerAliveCountMax=2",
-        ])
-        .arg("--")
-        .arg(&spec.ssh)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let (mut child, group) = supervisor.spawn(cmd, &format!("ssh {}", spec.name))?;
-    let mut stderr = child.stderr.take().expect("piped");
-    let said_so_far: Said = Arc::default();
-    let keep = said_so_far.clone();
-    tokio::spawn(async move {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stderr.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            let mut kept = lock(&keep);
-            if kept.len() < 64 * 1024 {
-                kept.extend_from_slice(&buf[..n]);
-            }
-        }
-    });
-    Ok((child, group, said_so_far))
-}
-
-/// Waits until the master on `socket` answers (it fails by exiting, or by
-/// taking longer than [`CONNECT_TIMEOUT`]); then leaves its process to its
-/// group.
-async fn master_ready(
-    mut child: tokio::process::Child,
-    spec: &HostSpec,
-    socket: &Path,
-    said_so_far: &Said,
-) -> Result<(), Unreachable> {
-    let started = std::time::Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let text = lock(said_so_far).clone();
-            return Err(Unreachable::Refused {
-                status,
-                said: said(&text),
-            });
-        }
-        if socket.exists() {
-            let mut check = tokio::process::Command::new(ssh_program());
-            check
-                .arg("-S")
-                .arg(socket)
-                .args(["-O", "check"])
-                .args(&spec.ssh_args)
-                .arg("--")
-                .arg(&spec.ssh)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            if check.status().await.is_ok_and(|s| s.success()) {
-                break;
-            }
-        }
-        if started.elapsed() > CONNECT_TIMEOUT {
-            return Err(Unreachable::NoAnswer {
-                secs: CONNECT_TIMEOUT.as_secs(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
-    // The child is reaped with the group; nothing waits on it here.
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
-    Ok(())
-}
-
-/// Makes and resolves the host's state directory, reads its system and
-/// git, and checks its copy of this quorum by its hash, copying this one
-/// there (in the same ssh session) when it has none that checks and is of
-/// the same system and architecture.
-async fn probe(link: &mut Link) -> Result<(), RemoteError> {
-    let host = link.host.name.clone();
-    let copy_failed = |why| RemoteError::Copy {
-        host: host.clone(),
-        why,
-    };
-    let bin = ship::binary_hash().await.map_err(copy_failed)?;
-    let mut cmd = link.command(&ship::script(&dir_expr(link.host.dir.as_deref()), bin));
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let ssh_failed = |e: std::io::Error| RemoteError::Ssh {
-        host: host.clone(),
-        what: "probing it",
-        error: Arc::new(e),
-    };
-    let (mut child, _group) = link.spawn(cmd).map_err(ssh_failed)?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped"));
-    let mut lines = Vec::new();
-    let read = async {
-        let mut line = String::new();
-        while lines.len() < 5 && stdout.read_line(&mut line).await? > 0 {
-            lines.push(line.trim_end_matches('\n').to_string());
-            line.clear();
-        }
-        std::io::Result::Ok(())
-    };
-    link.until_closed(read)
-        .await
-        .and_then(|r| r)
-        .map_err(ssh_failed)?;
-    let [dir, system, git, packer, quorum] = &lines[..] else {
-        // It said less than it should: what it said on stderr, and its status.
-        drop(stdin);
-        let out = link
-            .until_closed(child.wait_with_output())
-            .await
-            .and_then(|r| r)
-            .map_err(ssh_failed)?;
-        if !out.status.success() {
-            return Err(RemoteError::Failed {
-                host: host.clone(),
-                what: "probing it",
-                status: out.status,
-                said: said(&out.stderr),
-            });
-        }
-        return Err(RemoteError::Probe {
-            host: host.clone(),
-            answer: lines.join("\n"),
-        });
-    };
-    link.dir = dir.clone();
-    link.git = (git != "-").then(|| git.clone());
-    let name = bin.name();
-    let chosen = ship::choose(&host, dir, system, quorum, &name, &ship::local_system())?;
-    let copy = chosen.is_none();
-    if copy {
-        let gzip = packer == "gzip";
-        let sent = link
-            .until_closed(ship::upload(&mut stdin, &bin.path, gzip))
-            .await
-            .and_then(|r| r);
-        if let Err(e) = sent {
-            tracing::warn!("host {host}: copying quorum: {e}");
-        }
-    }
-    drop(stdin);
-    let mut rest = String::new();
-    let finished = async {
-        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut rest).await?;
-        let mut stderr = child.stderr.take().expect("piped");
-        let mut err = Vec::new();
-        tokio::io::AsyncReadExt::read_to_end(&mut stderr, &mut err).await?;
-        Ok::<_, std::io::Error>((child.wait().await?, err))
-    };
-    let (status, err) = link
-        .until_closed(finished)
-        .await
-        .and_then(|r| r)
-        .map_err(|e| copy_failed(CopyFailure::Ssh(Arc::new(e))))?;
-    if copy && !(status.success() && rest.trim() == "copied") {
-        return Err(copy_failed(CopyFailure::Failed {
-            dir: dir.clone(),
-            said: said(&err),
-        }));
-    }
-    if copy {
-        tracing::info!("host {host}: copied quorum to {dir}/bin/{name}");
-    }
-    link.quorum = chosen.unwrap_or_else(|| format!("{dir}/bin/{name}"));
-    Ok(())
 }
 
 /// The directory a host's task works in: `dir/NAME` (made by the proxy).

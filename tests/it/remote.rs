@@ -1756,3 +1756,84 @@ async fn no_call_opens_after_the_session_is_shut_down() {
     drop(session);
     lab.assert_nothing_left(&[]);
 }
+
+/// What reaching a host costs in ssh: a later call on a host that has this
+/// quorum runs `ssh` twice, its control master (whose own session probes
+/// the host and checks quorum there by its hash: its answer says the
+/// connection is up) and the proxy's session over it, then asks the master
+/// to exit; it polls nothing (`ssh -O check`) and opens no session of its
+/// own for the probe. In a session, another agent on a host already
+/// connected costs one `ssh`: its proxy's. Counted by an `ssh` first on
+/// `PATH` that logs its arguments and runs the real one.
+#[test]
+fn a_later_call_runs_ssh_for_its_master_and_its_proxy_only() {
+    let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+    let lab = Lab::new(&format!(
+        "[agents.near]\ncommand = {fake:?}\nhost = \"lab\"\n"
+    ));
+    let shim = lab.path("ssh-shim");
+    std::fs::create_dir_all(&shim).unwrap();
+    let log = lab.path("ssh.log");
+    let real = ["/usr/bin/ssh", "/usr/local/bin/ssh", "/bin/ssh"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("ssh");
+    let wrapper = shim.join("ssh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\nexec {real} \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        let mut c = lab.command(args);
+        let path = common::hermetic_env(&lab.path("home"))
+            .into_iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        c.env("PATH", format!("{}:{path}", shim.display()));
+        let o = c.output_bounded();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("hi"), "{}", text(&o.stdout));
+        lab.assert_nothing_left(&[]);
+        // What each ssh was for: the master, a session over it, or a
+        // question to the master (`-O check`); not the `-O exit` that ends
+        // it (once or twice: the link's drop asks again while the master's
+        // socket is still there).
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        std::fs::remove_file(&log).unwrap();
+        said.lines()
+            .filter(|l| !l.contains("-O exit"))
+            .map(|l| {
+                if let Some(i) = l.find("-O ") {
+                    format!("-O {}", l[i + 3..].split(' ').next().unwrap_or(""))
+                } else if l.starts_with("-M ") {
+                    "master".to_string()
+                } else {
+                    "session".to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    // The first call copies quorum there (a session of its own for that).
+    let first = run(&["call", "--agent", "far", "--input", "echo hi"]);
+    assert_eq!(first, ["master", "session", "session"]);
+    let later = run(&["call", "--agent", "far", "--input", "echo hi"]);
+    assert_eq!(later, ["master", "session"]);
+    // In one session: the master once, a session per agent.
+    let script = lab.path("two.json");
+    let turns = serde_json::json!({"turns": [
+        {"text": "", "tool_calls": [{"name": "subagent", "arguments": {"agent": "far", "input": "echo hi"}}]},
+        {"text": "", "tool_calls": [{"name": "subagent", "arguments": {"agent": "near", "input": "echo hi"}}]},
+        {"text": "Done, hi."}
+    ]});
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("script:{}", script.display());
+    let session = run(&["run", "--approve", "all", "--model", &model, "-p", "go"]);
+    assert_eq!(session, ["master", "session", "session"]);
+}

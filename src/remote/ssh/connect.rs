@@ -1,0 +1,354 @@
+//! How a host's connection is made: its control master started with the
+//! probe as its own session (so the probe's answer is also the sign that
+//! the connection is up: no polling of `ssh -O check`, no session of its
+//! own for the probe), this binary hashed meanwhile and its hash given to
+//! the probe, and, only when the host has no copy of this binary that
+//! checks, the copy in a session of its own ([`super::super::ship`]).
+//!
+//! A later call on a host that has this quorum so costs one connection
+//! (the master, whose session probes and checks the binary by its hash)
+//! and one session over it (the proxy's, [`super::super::launch`]).
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::{CONNECT_TIMEOUT, Link, dir_expr, private_dir, said, ssh_program};
+use crate::config::HostSpec;
+use crate::confine::lock;
+use crate::remote::ship;
+use crate::remote::{CopyFailure, RemoteError, Unreachable};
+use crate::runtime::supervisor::{Group, Supervisor};
+
+/// What a control master said on stderr so far (at most 64 KiB of it).
+type Said = Arc<Mutex<Vec<u8>>>;
+
+/// A control master just started: its session's stdin (the probe reads
+/// the binary's hash from it, then holds the session until it closes),
+/// its stdout (the probe's answer), what it said on stderr, and its exit
+/// status once it exited.
+struct Master {
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    group: Group,
+    said: Said,
+    exited: watch::Receiver<Option<ExitStatus>>,
+}
+
+/// Starts the control master for `spec` with the probe as its session,
+/// gives the probe this binary's hash, reads its answer (the connection
+/// is then up), and copies quorum there when it must.
+pub(super) async fn connect(
+    spec: HostSpec,
+    supervisor: &Supervisor,
+    closed: watch::Receiver<bool>,
+) -> Result<Link, RemoteError> {
+    let unreachable = |why: Unreachable| RemoteError::Unreachable {
+        host: spec.name.clone(),
+        ssh: spec.ssh.clone(),
+        why,
+    };
+    let private = private_dir().map_err(|e| unreachable(Unreachable::NoSocketDir(Arc::new(e))))?;
+    let socket = private.0.join("m.sock");
+    let probe = ship::probe_script(&dir_expr(spec.dir.as_deref()));
+    let mut master = start_master(&spec, &socket, &probe, supervisor)
+        .map_err(|e| unreachable(Unreachable::NoSsh(Arc::new(e))))?;
+    // This binary is hashed (once a process) while the host answers: the
+    // probe there reads its hash once it said where it is (and ends when
+    // there is none: its stdin closed).
+    let stdin = master.stdin;
+    let give_hash = async move {
+        let bin = ship::binary_hash().await?;
+        let mut stdin = stdin;
+        // A master that is gone says why in its answer (none).
+        let _ = stdin.write_all(format!("{}\n", bin.hash).as_bytes()).await;
+        Ok::<_, CopyFailure>((bin, stdin))
+    };
+    let (given, answer) = tokio::join!(
+        give_hash,
+        read_answer(&mut master.stdout, &master.exited, &master.said)
+    );
+    let copy_failed = |why| RemoteError::Copy {
+        host: spec.name.clone(),
+        why,
+    };
+    // A host not reached says so first; then a binary not hashed (the
+    // probe there ended for want of its hash); then a probe that failed.
+    let (bin, hold, lines) = match (answer, given) {
+        (Err(Failure::Unreachable(why)), _) => return Err(unreachable(why)),
+        (_, Err(why)) => return Err(copy_failed(why)),
+        (
+            Err(Failure::Probe {
+                status,
+                lines,
+                said,
+            }),
+            _,
+        ) => {
+            return Err(probe_failed(&spec.name, status, lines, said));
+        }
+        (Ok(lines), Ok((bin, hold))) => (bin, hold, lines),
+    };
+    let [dir, system, git, _packer, quorum] = lines;
+    let name = bin.name();
+    let chosen = ship::choose(
+        &spec.name,
+        &dir,
+        &system,
+        &quorum,
+        &name,
+        &ship::local_system(),
+    )?;
+    let mut link = Link {
+        dir,
+        git: (git != "-").then_some(git),
+        quorum: chosen.clone().unwrap_or_default(),
+        host: spec,
+        socket,
+        supervisor: supervisor.clone(),
+        closed,
+        exited: master.exited,
+        _hold: hold,
+        _master: master.group,
+        _private: private,
+    };
+    if chosen.is_none() {
+        link.quorum = copy(&link, bin).await?;
+    }
+    Ok(link)
+}
+
+/// Starts `spec`'s control master on `socket`, owned by `supervisor`,
+/// running `probe` as its session; what it says on stderr is kept.
+fn start_master(
+    spec: &HostSpec,
+    socket: &Path,
+    probe: &str,
+    supervisor: &Supervisor,
+) -> std::io::Result<Master> {
+    let mut cmd = crate::runtime::supervisor::command(ssh_program());
+    // The person's options before quorum's defaults (ssh keeps the first
+    // value it is given), the master's own first of all.
+    cmd.arg("-M")
+        .arg("-S")
+        .arg(socket)
+        .args(["-o", "ControlPersist=no"])
+        .args(&spec.ssh_args)
+        .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
+        .args([
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=2",
+            "-T",
+        ])
+        .arg("--")
+        .arg(&spec.ssh)
+        .arg(probe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (mut child, group) = supervisor.spawn(cmd, &format!("ssh {}", spec.name))?;
+    let mut stderr = child.stderr.take().expect("piped");
+    let said: Said = Arc::default();
+    let keep = said.clone();
+    let reading = tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let mut kept = lock(&keep);
+            if kept.len() < 64 * 1024 {
+                kept.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    let (tx, exited) = watch::channel(None);
+    let stdin = child.stdin.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    // Reaped here (the group ends it); its status, once what it said on
+    // stderr is read (a moment at most: a `ProxyCommand` that outlives it
+    // may hold its stderr), tells that the connection is gone.
+    tokio::spawn(async move {
+        let status = child
+            .wait()
+            .await
+            .unwrap_or_else(|_| ExitStatus::from_raw(255 << 8));
+        let _ = tokio::time::timeout(Duration::from_millis(200), reading).await;
+        tx.send_replace(Some(status));
+    });
+    Ok(Master {
+        stdin,
+        stdout,
+        group,
+        said,
+        exited,
+    })
+}
+
+/// Why the master's probe gave no answer.
+enum Failure {
+    /// The connection was not made (ssh's own failure, exit status 255,
+    /// or no answer in time).
+    Unreachable(Unreachable),
+    /// The connection was made; the probe there failed or said too little.
+    Probe {
+        status: ExitStatus,
+        lines: Vec<String>,
+        said: String,
+    },
+}
+
+/// The probe's five lines, read from the master's stdout within
+/// [`CONNECT_TIMEOUT`]; else why not (the master's exit status and what it
+/// said).
+async fn read_answer(
+    stdout: &mut tokio::process::ChildStdout,
+    exited: &watch::Receiver<Option<ExitStatus>>,
+    said_so_far: &Said,
+) -> Result<[String; 5], Failure> {
+    let mut stdout = tokio::io::BufReader::new(stdout);
+    let mut lines = Vec::new();
+    // An error reading counts as the end: the master's status says why.
+    let read = probe_lines(&mut stdout, &mut lines);
+    if tokio::time::timeout(CONNECT_TIMEOUT, read).await.is_err() {
+        return Err(Failure::Unreachable(Unreachable::NoAnswer {
+            secs: CONNECT_TIMEOUT.as_secs(),
+        }));
+    }
+    let lines = match <[String; 5]>::try_from(lines) {
+        Ok(five) => return Ok(five),
+        Err(fewer) => fewer,
+    };
+    // It said less: the master ended (or ends now), its status says why.
+    let mut exited = exited.clone();
+    let status = match tokio::time::timeout(
+        Duration::from_secs(5),
+        exited.wait_for(Option::is_some),
+    )
+    .await
+    {
+        Ok(Ok(status)) => status.expect("some"),
+        _ => ExitStatus::from_raw(255 << 8),
+    };
+    let said = said(&lock(said_so_far));
+    if status.code() == Some(255) || status.code().is_none() {
+        return Err(Failure::Unreachable(Unreachable::Refused { status, said }));
+    }
+    Err(Failure::Probe {
+        status,
+        lines,
+        said,
+    })
+}
+
+/// The probe's five lines (its answer: [`ship::probe_script`]) from
+/// `stdout` into `lines`, as far as they come.
+async fn probe_lines(
+    stdout: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    lines: &mut Vec<String>,
+) -> std::io::Result<()> {
+    let mut line = String::new();
+    while lines.len() < 5 && stdout.read_line(&mut line).await? > 0 {
+        lines.push(line.trim_end_matches('\n').to_string());
+        line.clear();
+    }
+    Ok(())
+}
+
+/// The error of a probe that failed there (`status`) or said too little.
+fn probe_failed(host: &str, status: ExitStatus, lines: Vec<String>, said: String) -> RemoteError {
+    if status.success() {
+        RemoteError::Probe {
+            host: host.to_string(),
+            answer: lines.join("\n"),
+        }
+    } else {
+        RemoteError::Failed {
+            host: host.to_string(),
+            what: "probing it",
+            status,
+            said,
+        }
+    }
+}
+
+/// Copies this binary (`bin`) to `link`'s host, in a session of its own
+/// that probes again (another quorum may have copied it meanwhile) and
+/// reads the upload: gzip-compressed when the host has `gzip`, checked by
+/// its hash there before it is renamed into place. The path of quorum
+/// there.
+async fn copy(link: &Link, bin: &ship::Binary) -> Result<String, RemoteError> {
+    let host = link.host.name.clone();
+    let copy_failed = |why| RemoteError::Copy {
+        host: host.clone(),
+        why,
+    };
+    let mut cmd = link.command(&ship::script(&dir_expr(link.host.dir.as_deref()), bin));
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let ssh_failed = |e: std::io::Error| RemoteError::Ssh {
+        host: host.clone(),
+        what: "copying quorum there",
+        error: Arc::new(e),
+    };
+    let (mut child, _group) = link.spawn(cmd).map_err(ssh_failed)?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut lines = Vec::new();
+    let read = probe_lines(&mut stdout, &mut lines);
+    link.until_closed(read)
+        .await
+        .and_then(|r| r)
+        .map_err(ssh_failed)?;
+    let name = bin.name();
+    let [dir, system, _git, packer, quorum] = &lines[..] else {
+        // It said less than it should: what it said on stderr, and its status.
+        drop(stdin);
+        let out = link
+            .until_closed(child.wait_with_output())
+            .await
+            .and_then(|r| r)
+            .map_err(ssh_failed)?;
+        return Err(probe_failed(&host, out.status, lines, said(&out.stderr)));
+    };
+    if let Some(there) = ship::choose(&host, dir, system, quorum, &name, &ship::local_system())? {
+        return Ok(there);
+    }
+    let sent = link
+        .until_closed(ship::upload(&mut stdin, &bin.path, packer == "gzip"))
+        .await
+        .and_then(|r| r);
+    if let Err(e) = sent {
+        tracing::warn!("host {host}: copying quorum: {e}");
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    let finished = async {
+        stdout.read_to_string(&mut rest).await?;
+        let mut stderr = child.stderr.take().expect("piped");
+        let mut err = Vec::new();
+        stderr.read_to_end(&mut err).await?;
+        Ok::<_, std::io::Error>((child.wait().await?, err))
+    };
+    let (status, err) = link
+        .until_closed(finished)
+        .await
+        .and_then(|r| r)
+        .map_err(|e| copy_failed(CopyFailure::Ssh(Arc::new(e))))?;
+    if !(status.success() && rest.trim() == "copied") {
+        return Err(copy_failed(CopyFailure::Failed {
+            dir: dir.clone(),
+            said: said(&err),
+        }));
+    }
+    tracing::info!("host {host}: copied quorum to {dir}/bin/{name}");
+    Ok(format!("{dir}/bin/{name}"))
+}
