@@ -29,6 +29,8 @@ pub enum Input {
     Focus(bool),
     /// SIGTERM or SIGHUP: quit now.
     Quit,
+    /// The terminal hung up: quit now, drawing nothing more.
+    HungUp,
 }
 
 /// The shortest time between two frames drawn for engine events or
@@ -81,6 +83,8 @@ pub struct App {
     mode: Mode,
     banner: Option<String>,
     quit: bool,
+    /// The terminal is gone: nothing more is drawn.
+    hung_up: bool,
     /// Ctrl+C with tasks running asked once; the next one quits.
     quit_asked: Option<String>,
     /// Ring the terminal bell when a task starts waiting for the person.
@@ -115,6 +119,7 @@ impl App {
             mode,
             banner: None,
             quit: false,
+            hung_up: false,
             quit_asked: None,
             bell: true,
             bell_due: false,
@@ -552,7 +557,7 @@ where
         }
         applied = app.state.applied;
         let due = last_frame.map(|t| t + FRAME);
-        if dirty && (urgent || due.is_none_or(|d| Instant::now() >= d)) {
+        if dirty && !app.hung_up && (urgent || due.is_none_or(|d| Instant::now() >= d)) {
             frame(terminal, app)?;
             app.alert();
             last_frame = Some(Instant::now());
@@ -585,8 +590,10 @@ where
                     while let Ok(event) = events.try_recv() {
                         app.on_event(event);
                     }
-                    frame(terminal, app)?;
-                    app.alert();
+                    if !app.hung_up {
+                        frame(terminal, app)?;
+                        app.alert();
+                    }
                     return Ok(());
                 }
             },

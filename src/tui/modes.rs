@@ -96,7 +96,14 @@ pub async fn live(
     }));
     let mut guard = TerminalGuard::enter().map_err(ScreenError::Setup)?;
     let mut inputs = spawn_input_reader();
-    let result = app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await;
+    let result = match app::run(&mut guard.terminal, &mut app, &mut inputs, &mut events).await {
+        // A frame drawn on a terminal that just hung up: quitting.
+        Err(e) if super::terminal::is_hung_up() => {
+            tracing::debug!("the terminal hung up: {e}");
+            Ok(())
+        }
+        result => result,
+    };
     let stats = app.frame_stats();
     tracing::debug!(
         frames = stats.frames,

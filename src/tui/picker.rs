@@ -87,7 +87,7 @@ impl Picker {
     /// transcript picked, or `None` for cancelled.
     pub fn handle(&mut self, input: &Input) -> Option<Option<PathBuf>> {
         match input {
-            Input::Quit => Some(None),
+            Input::Quit | Input::HungUp => Some(None),
             Input::Key(key) => self.key(key),
             Input::Mouse(m) => {
                 match m.kind {
@@ -364,11 +364,17 @@ pub async fn pick_on_terminal(
     let mut guard = super::terminal::TerminalGuard::enter().map_err(super::ScreenError::Setup)?;
     let (tx, mut inputs) = mpsc::unbounded_channel();
     let stop = Arc::new(AtomicBool::new(false));
+    let hung_up = Arc::new(AtomicBool::new(false));
     let signal = {
         let tx = tx.clone();
+        let hung_up = hung_up.clone();
         tokio::spawn(async move {
-            crate::runtime::cancel::termination_signal().await;
-            let _ = tx.send(Input::Quit);
+            let input = tokio::select! {
+                _ = crate::runtime::cancel::termination_signal() => Input::Quit,
+                () = super::terminal::hung_up() => Input::HungUp,
+            };
+            hung_up.store(matches!(input, Input::HungUp), Ordering::Relaxed);
+            let _ = tx.send(input);
         })
     };
     let reader = {
@@ -378,7 +384,11 @@ pub async fn pick_on_terminal(
     let result = pick(sessions, options, &mut guard.terminal, &mut inputs).await;
     stop.store(true, Ordering::Relaxed);
     signal.abort();
-    let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+    // A reader on a terminal that hung up never returns (crossterm reads
+    // nothing from it on and on): it ends with quorum.
+    if !hung_up.load(Ordering::Relaxed) {
+        let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+    }
     drop(guard);
     result
 }

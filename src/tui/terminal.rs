@@ -68,16 +68,20 @@ impl Drop for TerminalGuard {
     }
 }
 
-/// Reads terminal events on a thread of their own; SIGTERM and SIGHUP
-/// (the terminal closed) arrive as [`Input::Quit`], so the app ends the way
-/// it does on `q`, and the terminal is restored.
+/// Reads terminal events on a thread of their own; SIGTERM, SIGHUP and a
+/// terminal that hung up without it ([`hung_up`]) arrive as
+/// [`Input::Quit`] and [`Input::HungUp`], so the app ends the way it does
+/// on `q`, and the terminal is restored (if it is still there).
 pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
     {
         let tx = tx.clone();
         tokio::spawn(async move {
-            crate::runtime::cancel::termination_signal().await;
-            let _ = tx.send(Input::Quit);
+            let input = tokio::select! {
+                _ = crate::runtime::cancel::termination_signal() => Input::Quit,
+                () = hung_up() => Input::HungUp,
+            };
+            let _ = tx.send(input);
         });
     }
     std::thread::spawn(move || {
@@ -100,4 +104,76 @@ pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
         }
     });
     rx
+}
+
+/// Resolves when the terminal hangs up: closed, with no SIGHUP for quorum
+/// (the kernel sends it to a terminal's session leader only, which may
+/// outlive it ignoring it: `perf`, a debugger; or quorum's terminal is not
+/// its session's). crossterm's reader would read nothing from it on and
+/// on, at 100 % of a core. Watched on a thread of its own that waits in
+/// `poll(2)` for the hang-up alone; never, when there is no terminal.
+pub async fn hung_up() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    #[cfg(unix)]
+    std::thread::spawn(move || {
+        if wait_for_hangup() {
+            let _ = tx.send(());
+        }
+    });
+    #[cfg(not(unix))]
+    drop(tx);
+    if rx.await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Waits for the terminal crossterm reads (stdin, else `/dev/tty`) to
+/// hang up; `false` when there is none to wait on.
+#[cfg(unix)]
+fn wait_for_hangup() -> bool {
+    hangup_within(nix::poll::PollTimeout::NONE)
+}
+
+/// Whether the terminal has hung up: what a frame that could not be drawn
+/// is forgiven for (the hang-up's [`Input::HungUp`] may come after it).
+pub fn is_hung_up() -> bool {
+    #[cfg(unix)]
+    return hangup_within(nix::poll::PollTimeout::ZERO);
+    #[cfg(not(unix))]
+    false
+}
+
+/// Whether the terminal hangs up within `timeout`.
+#[cfg(unix)]
+fn hangup_within(timeout: nix::poll::PollTimeout) -> bool {
+    use std::io::IsTerminal;
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::sync::OnceLock;
+
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // Found once, while it is there: a terminal that hung up is no
+    // terminal to `isatty(3)`.
+    static TTY: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    let tty = TTY.get_or_init(|| {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            stdin.as_fd().try_clone_to_owned().ok()
+        } else {
+            std::fs::File::open("/dev/tty").ok().map(OwnedFd::from)
+        }
+    });
+    let Some(tty) = tty else {
+        return false;
+    };
+    let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+    loop {
+        // No event asked for: poll(2) tells a hang-up and an error anyway.
+        let mut fds = [PollFd::new(tty.as_fd(), PollFlags::empty())];
+        match poll(&mut fds, timeout) {
+            Ok(_) if fds[0].revents().is_some_and(|r| r.intersects(gone)) => return true,
+            Ok(0) if timeout != PollTimeout::NONE => return false,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
 }

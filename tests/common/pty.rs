@@ -21,7 +21,10 @@ pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 }
 
 pub struct Terminal {
-    master: std::fs::File,
+    /// `None` once hung up.
+    master: Option<std::fs::File>,
+    /// Set to hang up: the reader lets go of its end.
+    hung_up: Arc<std::sync::atomic::AtomicBool>,
     slave: std::os::fd::OwnedFd,
     output: Arc<Mutex<Vec<u8>>>,
     cols: u16,
@@ -38,21 +41,42 @@ impl Terminal {
             ws_ypixel: 0,
         };
         let pty = nix::pty::openpty(Some(&size), None).unwrap();
+        // The program must not hold this end open: closing it is how
+        // the terminal hangs up.
+        nix::fcntl::fcntl(
+            &pty.master,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .unwrap();
         let master = std::fs::File::from(pty.master);
         let output = Arc::new(Mutex::new(Vec::new()));
         let mut reader = master.try_clone().unwrap();
         let sink = output.clone();
+        let hung_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = hung_up.clone();
         std::thread::spawn(move || {
+            use std::os::fd::AsFd;
             let mut buf = [0u8; 65536];
-            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
-                if n == 0 {
-                    break;
+            // Read as it comes, looking every 50 ms for a hang-up.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut fds = [nix::poll::PollFd::new(
+                    reader.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(50u8)) {
+                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) => {}
+                    Err(_) => break,
                 }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                match std::io::Read::read(&mut reader, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
+                }
             }
         });
         Terminal {
-            master,
+            master: Some(master),
+            hung_up,
             slave: pty.slave,
             output,
             cols,
@@ -84,7 +108,17 @@ impl Terminal {
     }
 
     pub fn type_keys(&self, keys: &[u8]) {
-        std::io::Write::write_all(&mut &self.master, keys).unwrap();
+        let master = self.master.as_ref().expect("the terminal is there");
+        std::io::Write::write_all(&mut &*master, keys).unwrap();
+    }
+
+    /// Closes the terminal, as a terminal window closed: the program's end
+    /// reads nothing from then on. No signal is sent (that is the kernel's
+    /// to send, and only to a terminal's session).
+    pub fn hang_up(&mut self) {
+        self.hung_up
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.master = None;
     }
 
     /// The screen as a terminal shows it after everything written so far.

@@ -417,6 +417,53 @@ fn sigterm_and_sighup_end_the_tui_and_give_the_terminal_back() {
     }
 }
 
+/// A terminal that goes away with no SIGHUP for quorum (a terminal
+/// without a session, or one whose session's leader outlives it, ignoring
+/// SIGHUP: `perf`, a debugger) ends the TUI as SIGHUP does: it read
+/// nothing, on and on, at 100 % of a core (crossterm's reader), and never
+/// ended.
+#[test]
+fn a_terminal_closed_without_sighup_ends_the_tui_and_its_agents() {
+    // Idle: nothing is drawn that would fail.
+    let dir = tempfile::tempdir().unwrap();
+    let mut terminal = Terminal::open(100, 30);
+    let mut quorum = common::quorum(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("TERM", "xterm-256color")
+        .current_dir(dir.path())
+        .stdin(terminal.slave())
+        .stdout(terminal.slave())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.path().join("stderr")).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    terminal.wait_for("Ctrl+C quits");
+    terminal.hang_up();
+    let mut status = None;
+    wait_until(GONE_WITHIN, || {
+        status = quorum.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = quorum.kill();
+        let _ = quorum.wait();
+    }
+    let stderr = read(&dir.path().join("stderr"));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "quorum's exit once its terminal hung up (None: it ran on); stderr: {stderr}"
+    );
+    // An agent running: its box's spinner is drawn no more.
+    let (mut case, mut terminal) = Case::start_tui(b"@fake! grandchild 600\r");
+    terminal.wait_for("running");
+    terminal.hang_up();
+    let status = case.exit();
+    assert_eq!(status.code(), Some(0), "{}", case.stderr());
+    case.assert_nothing_left();
+}
+
 /// Esc while the internal agent's shell command runs ends the command's
 /// whole process group, its background children too, while quorum goes on.
 #[test]

@@ -36,6 +36,7 @@ impl App {
             Input::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
             Input::Key(_) | Input::Resize => {}
             Input::Quit => self.quit = true,
+            Input::HungUp => (self.quit, self.hung_up) = (true, true),
             Input::Focus(focused) => self.focus(focused),
             Input::Mouse(m) => {
                 let now = self.now();
