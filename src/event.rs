@@ -33,6 +33,8 @@ pub mod notify;
 mod quorum;
 /// The slash commands: one table of names, usage and help.
 mod slash;
+/// Internally tagged enums read without serde's buffering.
+mod tagged;
 
 pub use activity::*;
 pub use check::*;
@@ -364,17 +366,23 @@ macro_rules! events {
         pub enum Event {
             $(
                 $(#[$vmeta:meta])*
-                $name:literal => $variant:ident $({ $($fields:tt)* })?,
+                $name:literal => $variant:ident $({
+                    $( $(#[$fmeta:meta])* $field:ident : $fty:ty ),* $(,)?
+                })?,
             )*
         }
     ) => {
-        $(#[$meta])*
-        pub enum Event {
-            $(
-                $(#[$vmeta])*
-                #[serde(rename = $name)]
-                $variant $({ $($fields)* })?,
-            )*
+        tagged::tagged_enum! {
+            #[tag = "type"]
+            #[twin()]
+            $(#[$meta])*
+            pub enum Event {
+                $(
+                    $(#[$vmeta])*
+                    #[serde(rename = $name)]
+                    $variant $({ $( $(#[$fmeta])* $field : $fty ),* })?,
+                )*
+            }
         }
 
         impl Event {
@@ -393,8 +401,8 @@ macro_rules! events {
 
 events! {
 /// Everything that happens. Serialized with a `type` tag: the name given
-/// to each variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// to each variant (read by [`tagged`], the tag first or not).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum Event {
     /// What this session runs with, for the status line.
@@ -1216,6 +1224,55 @@ pub(crate) mod tests {
             let back: Stamped = serde_json::from_value(json).unwrap();
             assert_eq!(back, stamped);
         }
+    }
+
+    /// An event reads the same with its `type` first (as the recorder
+    /// writes it), last, or among its fields; and a missing, unknown or
+    /// repeated `type` is an error that says so.
+    #[test]
+    fn an_event_reads_the_same_wherever_its_type_is() {
+        for event in samples() {
+            let first = serde_json::to_string(&event).unwrap();
+            assert!(first.starts_with("{\"type\":"), "{first}");
+            let serde_json::Value::Object(mut fields) = serde_json::to_value(&event).unwrap()
+            else {
+                panic!("an object: {first}");
+            };
+            let tag = fields.remove("type").unwrap();
+            let mut last = serde_json::to_string(&fields).unwrap();
+            last.pop();
+            let comma = if fields.is_empty() { "" } else { "," };
+            let last = format!("{last}{comma}\"type\":{tag}}}");
+            for text in [&first, &last] {
+                let back: Event = serde_json::from_str(text).unwrap();
+                assert_eq!(back, event, "{text}");
+                let stamped: Stamped =
+                    serde_json::from_str(&format!("{{\"t\":5,{}", &text[1..])).unwrap();
+                assert_eq!(stamped, Stamped::new(5, event.clone()), "{text}");
+            }
+        }
+        // The same of an activity, tagged by its `kind`.
+        let activity: Event = serde_json::from_str(
+            r#"{"type":"subagent_activity","activity":{"text":"hi","kind":"message_chunk"},"call_id":"c1"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            activity,
+            Event::SubagentActivity {
+                call_id: "c1".into(),
+                activity: Activity::MessageChunk { text: "hi".into() },
+            }
+        );
+        let error = |text: &str| serde_json::from_str::<Event>(text).unwrap_err().to_string();
+        assert!(error(r#"{"text":"hi"}"#).contains("missing field `type`"));
+        assert!(error(r#"{}"#).contains("missing field `type`"));
+        assert!(error(r#"{"type":"no_such"}"#).contains("unknown variant `no_such`"));
+        assert!(error(r#"{"text":"hi","type":"no_such"}"#).contains("unknown variant `no_such`"));
+        assert!(error(r#"{"type":3}"#).contains("invalid type"));
+        assert!(error(r#"{"text":"a","type":3}"#).contains("invalid type"));
+        assert!(error(r#"{"text":"a","type":"error","type":"error"}"#).contains("duplicate field"));
+        assert!(error(r#"{"type":"user_message"}"#).contains("missing field `text`"));
+        assert!(error(r#"{"type":"user_message","text":3}"#).contains("invalid type"));
     }
 
     #[test]

@@ -34,8 +34,11 @@ pub enum PlanStatus {
     Completed,
 }
 
+super::tagged::tagged_enum! {
+#[tag = "kind"]
+#[twin(rename_all = "snake_case")]
 /// What a running sub-agent does, streamed into its box.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Activity {
     /// A chunk of the agent's message text.
@@ -139,6 +142,7 @@ pub enum Activity {
     },
     /// The agent's config options (model, effort, ...), replaced whole.
     Config { options: Vec<ConfigInfo> },
+}
 }
 
 /// A command an agent offers: `/name`, what it does, and a hint of the
