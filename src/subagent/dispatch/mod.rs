@@ -405,7 +405,10 @@ impl Dispatcher {
         let mut tasks = lock(&self.tasks);
         // Calls not (yet) tasks, and the sessions calls ran on.
         let mut foreground: HashMap<&String, (&AgentRef, bool, &String)> = HashMap::new();
-        let mut sessions: HashMap<&str, String> = HashMap::new();
+        let mut sessions: HashMap<&str, &String> = HashMap::new();
+        // Calls that had a worktree: of the foreground ones, the only ones
+        // a follow-up can name once done (as in a live session).
+        let mut isolated: HashSet<&str> = HashSet::new();
         for stamped in events {
             match &stamped.event {
                 Event::SubagentStarted {
@@ -434,17 +437,20 @@ impl Dispatcher {
                     let Some((agent, code_review, input)) = foreground.remove(call_id) else {
                         continue;
                     };
-                    let session = sessions.get(call_id.as_str()).cloned();
+                    let session = sessions.get(call_id.as_str()).map(|id| id.to_string());
                     if let Some(meta) = meta(agent, code_review, input, session) {
                         tasks.insert(call_id.clone(), meta);
                     }
+                }
+                Event::WorktreeReady { call_id, .. } => {
+                    isolated.insert(call_id);
                 }
                 Event::SubagentSession {
                     call_id,
                     session_id: Some(id),
                     ..
                 } => {
-                    sessions.insert(call_id, id.clone());
+                    sessions.insert(call_id, id);
                     if let Some(meta) = tasks.get_mut(call_id) {
                         meta.session_id = Some(id.clone());
                     }
@@ -454,12 +460,15 @@ impl Dispatcher {
             }
         }
         drop(tasks);
-        // Calls that stayed in the foreground: a worktree call's becomes a
-        // task when a follow-up names it (`restore_worktrees` keeps those
-        // whose worktree is still there).
+        // Worktree calls that stayed in the foreground: one becomes a task
+        // when a follow-up names it (`restore_worktrees` keeps those whose
+        // worktree is still there).
         let mut kept = lock(&self.foreground);
         for (call_id, (agent, code_review, input)) in foreground {
-            let session = sessions.get(call_id.as_str()).cloned();
+            if !isolated.contains(call_id.as_str()) {
+                continue;
+            }
+            let session = sessions.get(call_id.as_str()).map(|id| id.to_string());
             if let Some(meta) = meta(agent, code_review, input, session) {
                 kept.insert(call_id.clone(), meta);
             }
