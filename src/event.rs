@@ -40,6 +40,7 @@ pub use activity::*;
 pub use check::*;
 pub use quorum::*;
 pub use slash::*;
+pub(crate) use tagged::Text;
 
 /// An event with its time: milliseconds since the session started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,9 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StrDeserializer};
+use serde::de::value::{
+    BorrowedStrDeserializer, MapAccessDeserializer, MapDeserializer, StrDeserializer,
+};
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess, Unexpected,
     VariantAccess, Visitor,
@@ -130,7 +132,12 @@ impl<'de, B: Deserialize<'de>> Visitor<'de> for Tagged<B> {
             }
             None => return Err(de::Error::missing_field(self.tag)),
         };
-        B::deserialize(Kept { name, fields }).map_err(de::Error::custom)
+        let map = MapDeserializer::<_, serde_json::Error>::new(fields.into_iter());
+        B::deserialize(Rest {
+            name: Cow::Owned(name),
+            map,
+        })
+        .map_err(de::Error::custom)
     }
 }
 
@@ -150,7 +157,7 @@ fn unexpected(value: &serde_json::Value) -> Unexpected<'_> {
 }
 
 /// A key or the tag's value, borrowed from the input when it can be.
-struct Text<'de>(Cow<'de, str>);
+pub(crate) struct Text<'de>(pub(crate) Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -171,7 +178,8 @@ impl<'de> Deserialize<'de> for Text<'de> {
     }
 }
 
-/// The object after its tag, read as the variant the tag names.
+/// The object after its tag (or, when the tag came later, what was kept
+/// of it), read as the variant the tag names.
 struct Rest<'de, A> {
     name: Cow<'de, str>,
     map: A,
@@ -230,71 +238,5 @@ impl<'de, A: MapAccess<'de>> VariantAccess<'de> for Rest<'de, A> {
         visitor: V,
     ) -> Result<V::Value, A::Error> {
         visitor.visit_map(self.map)
-    }
-}
-
-/// An object whose tag came after other fields: its name, and the rest.
-struct Kept {
-    name: String,
-    fields: serde_json::Map<String, serde_json::Value>,
-}
-
-impl<'de> Deserializer<'de> for Kept {
-    type Error = serde_json::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> serde_json::Result<V::Value> {
-        visitor.visit_enum(self)
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf option unit unit_struct newtype_struct seq tuple
-        tuple_struct map struct enum identifier ignored_any
-    }
-}
-
-impl<'de> EnumAccess<'de> for Kept {
-    type Error = serde_json::Error;
-    type Variant = KeptFields;
-
-    fn variant_seed<S: DeserializeSeed<'de>>(
-        self,
-        seed: S,
-    ) -> serde_json::Result<(S::Value, KeptFields)> {
-        let variant = seed.deserialize(StrDeserializer::new(&self.name))?;
-        Ok((variant, KeptFields(self.fields)))
-    }
-}
-
-/// The fields of a [`Kept`] object, its tag taken out.
-struct KeptFields(serde_json::Map<String, serde_json::Value>);
-
-impl<'de> VariantAccess<'de> for KeptFields {
-    type Error = serde_json::Error;
-
-    fn unit_variant(self) -> serde_json::Result<()> {
-        Ok(())
-    }
-
-    fn newtype_variant_seed<S: DeserializeSeed<'de>>(
-        self,
-        seed: S,
-    ) -> serde_json::Result<S::Value> {
-        seed.deserialize(serde_json::Value::Object(self.0))
-    }
-
-    fn tuple_variant<V: Visitor<'de>>(self, _len: usize, _v: V) -> serde_json::Result<V::Value> {
-        Err(de::Error::invalid_type(
-            Unexpected::TupleVariant,
-            &"a variant with named fields",
-        ))
-    }
-
-    fn struct_variant<V: Visitor<'de>>(
-        self,
-        _fields: &'static [&'static str],
-        visitor: V,
-    ) -> serde_json::Result<V::Value> {
-        serde_json::Value::Object(self.0).deserialize_map(visitor)
     }
 }

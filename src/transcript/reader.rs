@@ -475,7 +475,7 @@ mod recorded {
     use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StringDeserializer};
     use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
-    use crate::event::{Event, Stamped};
+    use crate::event::{Event, Stamped, Text};
 
     pub(super) fn parse(text: &str) -> Option<Stamped> {
         let mut de = serde_json::Deserializer::from_str(text);
@@ -494,35 +494,13 @@ mod recorded {
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Stamped, A::Error> {
-            match map.next_key::<Key<'de>>()? {
-                Some(Key(key)) if key == "t" => {}
+            match map.next_key::<Text<'de>>()? {
+                Some(Text(key)) if key == "t" => {}
                 _ => return Err(de::Error::custom("not the time first")),
             }
             let t: u64 = map.next_value()?;
             let event = Event::deserialize(MapAccessDeserializer::new(NoSecondTime(map)))?;
             Ok(Stamped { t, event })
-        }
-    }
-
-    /// A key as text, borrowed from the line when it has no escapes.
-    struct Key<'de>(Cow<'de, str>);
-
-    impl<'de> Deserialize<'de> for Key<'de> {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Text;
-            impl<'de> Visitor<'de> for Text {
-                type Value = Key<'de>;
-                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                    f.write_str("a key")
-                }
-                fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                    Ok(Key(Cow::Borrowed(v)))
-                }
-                fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                    Ok(Key(Cow::Owned(v.to_string())))
-                }
-            }
-            d.deserialize_str(Text)
         }
     }
 
@@ -537,13 +515,13 @@ mod recorded {
             &mut self,
             seed: K,
         ) -> Result<Option<K::Value>, A::Error> {
-            match self.0.next_key::<Key<'de>>()? {
+            match self.0.next_key::<Text<'de>>()? {
                 None => Ok(None),
-                Some(Key(key)) if key == "t" => Err(de::Error::custom("a second time")),
-                Some(Key(Cow::Borrowed(key))) => seed
+                Some(Text(key)) if key == "t" => Err(de::Error::custom("a second time")),
+                Some(Text(Cow::Borrowed(key))) => seed
                     .deserialize(BorrowedStrDeserializer::new(key))
                     .map(Some),
-                Some(Key(Cow::Owned(key))) => {
+                Some(Text(Cow::Owned(key))) => {
                     seed.deserialize(StringDeserializer::new(key)).map(Some)
                 }
             }
