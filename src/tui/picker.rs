@@ -369,10 +369,7 @@ pub async fn pick_on_terminal(
         let tx = tx.clone();
         let hung_up = hung_up.clone();
         tokio::spawn(async move {
-            let input = tokio::select! {
-                _ = crate::runtime::cancel::termination_signal() => Input::Quit,
-                () = super::terminal::hung_up() => Input::HungUp,
-            };
+            let input = super::terminal::ended().await;
             hung_up.store(matches!(input, Input::HungUp), Ordering::Relaxed);
             let _ = tx.send(input);
         })

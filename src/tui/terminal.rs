@@ -69,7 +69,7 @@ impl Drop for TerminalGuard {
 }
 
 /// Reads terminal events on a thread of their own; SIGTERM, SIGHUP and a
-/// terminal that hung up without it ([`hung_up`]) arrive as
+/// terminal that hung up without it ([`ended`]) arrive as
 /// [`Input::Quit`] and [`Input::HungUp`], so the app ends the way it does
 /// on `q`, and the terminal is restored (if it is still there).
 pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
@@ -77,11 +77,7 @@ pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
     {
         let tx = tx.clone();
         tokio::spawn(async move {
-            let input = tokio::select! {
-                _ = crate::runtime::cancel::termination_signal() => Input::Quit,
-                () = hung_up() => Input::HungUp,
-            };
-            let _ = tx.send(input);
+            let _ = tx.send(ended().await);
         });
     }
     std::thread::spawn(move || {
@@ -106,23 +102,40 @@ pub fn spawn_input_reader() -> mpsc::UnboundedReceiver<Input> {
     rx
 }
 
+/// How the terminal's session ends without a key: SIGTERM or SIGHUP
+/// ([`Input::Quit`]), or the terminal hanging up ([`Input::HungUp`]).
+pub async fn ended() -> Input {
+    tokio::select! {
+        _ = crate::runtime::cancel::termination_signal() => Input::Quit,
+        () = hung_up() => Input::HungUp,
+    }
+}
+
 /// Resolves when the terminal hangs up: closed, with no SIGHUP for quorum
 /// (the kernel sends it to a terminal's session leader only, which may
 /// outlive it ignoring it: `perf`, a debugger; or quorum's terminal is not
 /// its session's). crossterm's reader would read nothing from it on and
-/// on, at 100 % of a core. Watched on a thread of its own that waits in
-/// `poll(2)` for the hang-up alone; never, when there is no terminal.
-pub async fn hung_up() {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    #[cfg(unix)]
-    std::thread::spawn(move || {
-        if wait_for_hangup() {
-            let _ = tx.send(());
-        }
-    });
-    #[cfg(not(unix))]
-    drop(tx);
-    if rx.await.is_err() {
+/// on, at 100 % of a core. Watched by one thread for the whole process
+/// (the picker's and the TUI's wait share it) that waits in `poll(2)` for
+/// the hang-up alone; never, when there is no terminal.
+async fn hung_up() {
+    use std::sync::OnceLock;
+    static HUNG_UP: OnceLock<tokio::sync::watch::Receiver<bool>> = OnceLock::new();
+    let mut hung_up = HUNG_UP
+        .get_or_init(|| {
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            #[cfg(unix)]
+            std::thread::spawn(move || {
+                if wait_for_hangup() {
+                    let _ = tx.send(true);
+                }
+            });
+            #[cfg(not(unix))]
+            drop(tx);
+            rx
+        })
+        .clone();
+    if hung_up.wait_for(|gone| *gone).await.is_err() {
         std::future::pending::<()>().await;
     }
 }
