@@ -89,6 +89,22 @@ impl Terminal {
         Stdio::from(self.slave.try_clone().unwrap())
     }
 
+    /// Starts `command` on this terminal (its stdin and stdout), as a
+    /// 256-colour xterm, its stderr going to `stderr`.
+    pub fn spawn(
+        &self,
+        command: &mut std::process::Command,
+        stderr: impl Into<Stdio>,
+    ) -> std::process::Child {
+        command
+            .env("TERM", "xterm-256color")
+            .stdin(self.slave())
+            .stdout(self.slave())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
     /// Everything written to the terminal so far.
     pub fn output(&self) -> String {
         String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()

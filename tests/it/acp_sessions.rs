@@ -272,18 +272,15 @@ fn quitting_closes_the_agents_sessions() {
     )
     .unwrap();
     let terminal = Terminal::open(100, 30);
-    let mut quorum = common::quorum(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .arg("--no-record")
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("TERM", "xterm-256color")
-        .current_dir(dir.path())
-        .stdin(terminal.slave())
-        .stdout(terminal.slave())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut quorum = terminal.spawn(
+        common::quorum(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .arg("--no-record")
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .current_dir(dir.path()),
+        std::process::Stdio::null(),
+    );
     /// Kills quorum if the test fails.
     struct Guard<'a>(&'a mut std::process::Child, bool);
     impl Drop for Guard<'_> {

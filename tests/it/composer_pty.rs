@@ -37,20 +37,15 @@ fn three_hundred_typed_characters_all_show_wrapped_in_the_composer() {
     std::fs::write(&config, "").unwrap();
     let state = dir.path().join("state");
     let terminal = Terminal::open(COLS, ROWS);
-    let mut quorum = common::quorum(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .arg("--no-record")
-        .env("XDG_STATE_HOME", &state)
-        .env("TERM", "xterm-256color")
-        .current_dir(dir.path())
-        .stdin(terminal.slave())
-        .stdout(terminal.slave())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.path().join("stderr")).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
+    let mut quorum = terminal.spawn(
+        common::quorum(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .arg("--no-record")
+            .env("XDG_STATE_HOME", &state)
+            .current_dir(dir.path()),
+        Stdio::from(std::fs::File::create(dir.path().join("stderr")).unwrap()),
+    );
     /// Kills quorum if the test fails.
     struct Guard<'a>(&'a mut std::process::Child, bool);
     impl Drop for Guard<'_> {

@@ -541,14 +541,7 @@ fn the_tui_killed_with_a_task_running_continues_with_the_task_interrupted_and_re
     );
     let terminal = Terminal::open(140, 40);
     let spawn = |terminal: &Terminal, args: &[&str]| {
-        home.quorum(&cwd)
-            .args(args)
-            .env("TERM", "xterm-256color")
-            .stdin(terminal.slave())
-            .stdout(terminal.slave())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
+        terminal.spawn(home.quorum(&cwd).args(args), Stdio::null())
     };
     struct Killed(std::process::Child);
     impl Drop for Killed {

@@ -109,17 +109,10 @@ struct Tui {
 impl Tui {
     fn start(dir: &Dir, env: &[(&str, &str)]) -> Tui {
         let terminal = Terminal::open(COLS, ROWS);
-        let child = dir
-            .quorum(&["--no-record"])
-            .env("TERM", "xterm-256color")
-            .envs(env.iter().copied())
-            .stdin(terminal.slave())
-            .stdout(terminal.slave())
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.path().join("stderr")).unwrap(),
-            ))
-            .spawn()
-            .unwrap();
+        let child = terminal.spawn(
+            dir.quorum(&["--no-record"]).envs(env.iter().copied()),
+            Stdio::from(std::fs::File::create(dir.path().join("stderr")).unwrap()),
+        );
         let tui = Tui { child, terminal };
         tui.terminal.wait_for("Ctrl+C quits");
         tui

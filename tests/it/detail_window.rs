@@ -177,20 +177,17 @@ fn the_tui_reads_an_old_box_back_from_its_recorded_transcript_within_the_configu
     .unwrap();
     let record = dir.path().join("s.jsonl");
     let terminal = Pty::open(240, 50);
-    let mut quorum = common::quorum(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .arg("--model")
-        .arg(format!("script:{}", script.display()))
-        .arg("--record")
-        .arg(&record)
-        .env("TERM", "xterm-256color")
-        .current_dir(dir.path())
-        .stdin(terminal.slave())
-        .stdout(terminal.slave())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut quorum = terminal.spawn(
+        common::quorum(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("--record")
+            .arg(&record)
+            .current_dir(dir.path()),
+        std::process::Stdio::null(),
+    );
     terminal.wait_for("Ctrl+C quits");
     terminal.type_keys(b"go\r");
     terminal.wait_for("All reported.");

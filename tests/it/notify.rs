@@ -60,19 +60,16 @@ fn desktop_notifications_go_out_only_while_the_focus_is_elsewhere() {
     )
     .unwrap();
     let terminal = Terminal::open(120, 36);
-    let mut quorum = common::quorum(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .arg("--no-record")
-        .env("TERM", "xterm-256color")
-        .env("TERM_PROGRAM", "WezTerm")
-        .env_remove("TMUX")
-        .current_dir(dir.path())
-        .stdin(terminal.slave())
-        .stdout(terminal.slave())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut quorum = terminal.spawn(
+        common::quorum(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .arg("--no-record")
+            .env("TERM_PROGRAM", "WezTerm")
+            .env_remove("TMUX")
+            .current_dir(dir.path()),
+        Stdio::null(),
+    );
     struct Guard<'a>(&'a mut std::process::Child);
     impl Drop for Guard<'_> {
         fn drop(&mut self) {

@@ -427,17 +427,12 @@ fn a_terminal_closed_without_sighup_ends_the_tui_and_its_agents() {
     // Idle: nothing is drawn that would fail.
     let dir = tempfile::tempdir().unwrap();
     let mut terminal = Terminal::open(100, 30);
-    let mut quorum = common::quorum(dir.path())
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("TERM", "xterm-256color")
-        .current_dir(dir.path())
-        .stdin(terminal.slave())
-        .stdout(terminal.slave())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.path().join("stderr")).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
+    let mut quorum = terminal.spawn(
+        common::quorum(dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .current_dir(dir.path()),
+        Stdio::from(std::fs::File::create(dir.path().join("stderr")).unwrap()),
+    );
     terminal.wait_for("Ctrl+C quits");
     terminal.hang_up();
     let mut status = None;
@@ -488,21 +483,16 @@ fn esc_ends_an_internal_shell_command_and_its_children() {
     )
     .unwrap();
     let terminal = Terminal::open(120, 40);
-    let mut quorum = common::quorum(dir.path())
-        .arg("--model")
-        .arg(format!("script:{}", script.display()))
-        .arg("--record")
-        .arg(dir.path().join("session.jsonl"))
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("TERM", "xterm-256color")
-        .current_dir(dir.path())
-        .stdin(terminal.slave())
-        .stdout(terminal.slave())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.path().join("stderr")).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
+    let mut quorum = terminal.spawn(
+        common::quorum(dir.path())
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("--record")
+            .arg(dir.path().join("session.jsonl"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .current_dir(dir.path()),
+        Stdio::from(std::fs::File::create(dir.path().join("stderr")).unwrap()),
+    );
     /// Kills what is left if the test fails.
     struct Guard(Vec<i32>);
     impl Drop for Guard {
