@@ -629,6 +629,54 @@ async fn a_foreground_worktree_call_takes_a_follow_up_by_its_name() {
     session.shutdown();
 }
 
+/// A `/msg cN` sent the moment the board shows `cN` finished is taken: a
+/// call whose box says it is done is not "still running" for a follow-up
+/// (its end and its leaving the running calls are one step), and the
+/// follow-up's turn runs. The follow-up comes from a thread watching the
+/// board, as close to the finish as a person typing fast, or a script,
+/// can get.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_sent_as_its_box_finishes_is_taken() {
+    let s = scratch();
+    let (session, ops, mut events) = s.session();
+    let dispatcher = session.dispatcher().clone();
+    for round in 1..=20 {
+        ops.send(Op::Submit(format!("@fake+ write f{round}.txt a")))
+            .unwrap();
+        let started = events
+            .until(|e| matches!(e, Event::SubagentStarted { .. }))
+            .await;
+        let Some(Event::SubagentStarted { call_id, .. }) = started.last().map(|s| &s.event) else {
+            unreachable!()
+        };
+        let (call_id, name) = (call_id.clone(), call_id.replace("call-", "c"));
+        let (watcher, runtime) = (dispatcher.clone(), tokio::runtime::Handle::current());
+        let sent = std::thread::spawn(move || {
+            let _runtime = runtime.enter();
+            let finished = || {
+                watcher
+                    .emitter()
+                    .board(|b| b.call(&call_id).is_some_and(|e| e.finished.is_some()))
+            };
+            while !finished() {
+                std::hint::spin_loop();
+            }
+            watcher.follow_up(&name, &format!("write g{round}.txt b"))
+        });
+        let sent = tokio::task::spawn_blocking(move || sent.join().unwrap())
+            .await
+            .unwrap();
+        assert!(sent.is_ok(), "round {round}: {sent:?}");
+        // Its turn and the follow-up's: two commits, two ends.
+        for _ in 0..2 {
+            events
+                .until(|e| matches!(e, Event::SubagentFinished { .. }))
+                .await;
+        }
+    }
+    session.shutdown();
+}
+
 /// The screen: `@NAME+` in the composer, the box names the branch and its
 /// diffstat, the opened box shows the diff; `/help` lists the spelling
 /// and the merge commands.

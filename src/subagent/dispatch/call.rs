@@ -3,13 +3,14 @@
 //! agent (follow-ups queued meanwhile included), its end reported; and the
 //! sink that turns the agent's activity into the box's events.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tokio::sync::watch;
 
 use super::detach::Detachable;
-use super::{DispatchError, Dispatcher, Reply, TaskMeta, controls};
+use super::{DispatchError, Dispatcher, Handle, Reply, TaskMeta, controls};
 use crate::agent::{Agent, TurnControl, TurnInput, TurnSink};
 use crate::confine::fsroot::Exclude;
 use crate::event::{Activity, AgentRef, Event, NoticeLevel, Outcome, SessionKind, StopReason};
@@ -322,9 +323,7 @@ impl Dispatcher {
                         StopReason::Cancelled,
                         format!("{why}; {} was queued, and did not start", job.agent.name()),
                     );
-                    let outcome = self.finish_turn(&job, outcome);
-                    self.close(&job);
-                    return outcome;
+                    return self.end(&job, outcome);
                 }
                 match permit {
                     Some(permit) => {
@@ -338,19 +337,21 @@ impl Dispatcher {
                             StopReason::Cancelled,
                             format!("{}: cancelled while queued", job.agent.name()),
                         );
-                        let outcome = self.finish_turn(&job, outcome);
-                        self.close(&job);
-                        return outcome;
+                        return self.end(&job, outcome);
                     }
                 }
             }
         };
         loop {
-            let outcome = self.turn(&job, &mut control).await;
-            // Queued follow-ups (checked and taken under the lock that
-            // queues them, so none is lost), else the call is done.
-            let next = {
+            let result = self.turn(&job, &mut control).await;
+            let events = self.finish_events(&job, &result);
+            // The turn's end and what comes after it, in one step under
+            // the lock that queues follow-ups: none is lost, and a call
+            // whose box says it finished no longer counts as running
+            // (unless a follow-up takes it on).
+            let (outcome, next) = {
                 let mut running = lock(&self.running);
+                let outcome = self.finish_turn(&job, result, events);
                 let queued = running
                     .get_mut(&job.call_id)
                     .map(|h| std::mem::take(&mut h.followups))
@@ -372,28 +373,29 @@ impl Dispatcher {
                     || outcome.stop_reason == StopReason::Cancelled
                     || outcome.session_id.is_none()
                 {
-                    drop(running);
-                    self.close(&job);
-                    None
+                    self.close(&mut running, &job);
+                    (outcome, None)
                 } else {
-                    Some(queued.join("\n\n"))
+                    let message = queued.join("\n\n");
+                    let session_id = outcome.session_id.clone().expect("checked above");
+                    lock(&self.busy).insert((job.agent.name().to_string(), session_id.clone()));
+                    self.emitter.emit(Event::SubagentFollowup {
+                        call_id: job.call_id.clone(),
+                        input: message.clone(),
+                    });
+                    (outcome, Some((message, session_id)))
                 }
             };
-            let Some(message) = next else {
+            let Some((message, session_id)) = next else {
                 return outcome;
             };
-            let session_id = outcome.session_id.clone().expect("checked above");
-            lock(&self.busy).insert((job.agent.name().to_string(), session_id.clone()));
-            self.emitter.emit(Event::SubagentFollowup {
-                call_id: job.call_id.clone(),
-                input: message.clone(),
-            });
             job.prompt = prompt_for(message, job.code_review);
             job.resume = Some(session_id);
         }
     }
 
-    /// One turn of a call; its finish events are emitted.
+    /// One turn of a call, up to its end (which [`Self::finish_turn`]
+    /// says).
     async fn turn(self: &Arc<Self>, job: &CallJob, control: &mut TurnControl) -> Outcome {
         // The moment the call is asked to stop, its box says so.
         let watcher = {
@@ -470,12 +472,23 @@ impl Dispatcher {
             // A writer of the last arena: compared again.
             self.recompare(&w.branch);
         }
-        self.finish_turn(job, result)
+        result
     }
 
-    /// Ends a turn: its session is freed (and stored, if the turn got an
-    /// answer), its box closes.
-    fn finish_turn(&self, job: &CallJob, result: Outcome) -> Outcome {
+    /// Ends a call that ran no turn (or no more): its end said and the
+    /// call closed in one step.
+    fn end(&self, job: &CallJob, result: Outcome) -> Outcome {
+        let events = self.finish_events(job, &result);
+        let mut running = lock(&self.running);
+        let outcome = self.finish_turn(job, result, events);
+        self.close(&mut running, job);
+        outcome
+    }
+
+    /// Ends a turn with its finish `events`: its session is freed (and
+    /// stored, if the turn got an answer), its box closes. Called under
+    /// the running calls' lock.
+    fn finish_turn(&self, job: &CallJob, result: Outcome, events: Vec<Event>) -> Outcome {
         {
             let mut busy = lock(&self.busy);
             for id in [&job.resume, &result.session_id].into_iter().flatten() {
@@ -483,7 +496,6 @@ impl Dispatcher {
             }
         }
         let mut outcome = result;
-        let events = self.finish_events(job, &outcome);
         for event in &events {
             if let Event::SubagentFinished {
                 severity, findings, ..
@@ -506,15 +518,16 @@ impl Dispatcher {
         {
             lock(&self.memory).store_session_of(job.era, job.agent.name(), id);
         }
-        for event in events {
-            self.emitter.emit(event);
-        }
+        // A follow-up sent once its box says it finished finds its session.
         if outcome.session_id.is_some() {
             for map in [&self.tasks, &self.foreground] {
                 if let Some(meta) = lock(map).get_mut(&job.call_id) {
                     meta.session_id = outcome.session_id.clone();
                 }
             }
+        }
+        for event in events {
+            self.emitter.emit(event);
         }
         outcome
     }
@@ -543,11 +556,9 @@ impl Dispatcher {
 
     /// Ends a call after its last turn: a background task reports (once),
     /// and only then stops counting as running, so a waiting chat never
-    /// misses the report.
-    fn close(&self, job: &CallJob) {
-        // Under the lock a detach takes: a call sent to the background
-        // meanwhile reports as a task.
-        let mut running = lock(&self.running);
+    /// misses the report. Under the lock a detach takes (`running`): a
+    /// call sent to the background meanwhile reports as a task.
+    fn close(&self, running: &mut HashMap<String, Handle>, job: &CallJob) {
         let detached = running.get(&job.call_id).and_then(|h| h.task_id.clone());
         if let Some(task_id) = job.task_id.clone().or(detached) {
             let _ = self.completions.send(task_id);
