@@ -5,6 +5,7 @@ use std::path::PathBuf;
 pub mod adapter;
 pub mod app;
 pub mod events;
+pub mod mcp;
 pub mod models;
 #[cfg(unix)]
 pub mod pty;

@@ -426,50 +426,16 @@ fn the_chat_is_told_once_what_the_budget_stopped() {
 /// host goes quorum exits 4 saying why.
 #[test]
 fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
-    use std::io::Write;
-    use std::process::Stdio;
-    use std::time::Duration;
     let s = shell();
-    let mut child = s
-        .command(&["--max-cost", "0.20", "mcp", "--no-record"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = common::lines_of(child.stdout.take().unwrap());
-    let mut send = |v: serde_json::Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    let answer = |id: u64| -> serde_json::Value {
-        loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(30))
-                .expect("an answer");
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    };
-    send(
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"}}}),
-    );
-    answer(1);
-    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let call = |id: u64| {
-        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-            "name": "subagent", "arguments": {"agent": "fake", "input": THIRTY_CENTS, "continue_session": false}}})
-    };
-    send(call(2));
-    let first = answer(2);
+    let (mut mcp, _) =
+        common::mcp::Server::start(s.command(&["--max-cost", "0.20", "mcp", "--no-record"]));
+    let call =
+        serde_json::json!({"agent": "fake", "input": THIRTY_CENTS, "continue_session": false});
+    mcp.call(2, call.clone());
+    let first = mcp.answer(2);
     assert_ne!(first["result"]["isError"], true, "{first}");
-    send(call(3));
-    let second = answer(3);
+    mcp.call(3, call);
+    let second = mcp.answer(3);
     assert_eq!(second["result"]["isError"], true, "{second}");
     assert!(
         second
@@ -477,14 +443,9 @@ fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
             .contains("budget: the session has spent $0.30 of its $0.20 cap: no new call starts"),
         "{second}"
     );
-    drop(stdin);
-    let ended = common::pty::wait_until(Duration::from_secs(30), || {
-        child.try_wait().unwrap().is_some()
-    });
-    if !ended {
-        let _ = child.kill();
-    }
-    assert!(ended, "quorum mcp did not end when the host went");
+    mcp.close();
+    assert!(mcp.ended(), "quorum mcp did not end when the host went");
+    let child = mcp.child;
     let out = child.wait_with_output().unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");

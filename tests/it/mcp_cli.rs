@@ -185,37 +185,20 @@ fn quorum_mcp_started_by_one_of_quorums_agents_refuses_to_serve() {
 
 #[test]
 fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
-    use std::io::Write;
     for how in ["stdin closed", "SIGTERM", "SIGHUP", "SIGINT"] {
         let shell = shell_with("");
         let record = shell.dir.path().join("session.jsonl");
-        let mut child = shell
-            .command(&["mcp", "--record", record.to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        // Its answers, read on a thread of their own: every wait is bounded.
-        let lines = common::lines_of(child.stdout.take().unwrap());
-        let mut send = |v: Value| {
-            writeln!(stdin, "{v}").unwrap();
-            stdin.flush().unwrap();
-        };
-        send(
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}}),
+        let (mut mcp, initialized) = common::mcp::Server::start(shell.command(&[
+            "mcp",
+            "--record",
+            record.to_str().unwrap(),
+        ]));
+        assert!(
+            initialized["result"]["serverInfo"].is_object(),
+            "{initialized}"
         );
-        let line = lines.recv_timeout(Duration::from_secs(20)).unwrap();
-        assert!(line.contains("\"serverInfo\""), "{line}");
-        send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         // A call that runs until it is stopped: its agent is running.
-        send(
-            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "subagent", "arguments": {"agent": "fake", "input": "slow 60"}}}),
-        );
+        mcp.call(2, serde_json::json!({"agent": "fake", "input": "slow 60"}));
         let running = common::pty::wait_until(Duration::from_secs(20), || {
             common::models::processes_with_home(shell.dir.path())
                 .iter()
@@ -230,25 +213,19 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
             .unwrap();
         let agent_pid = agent.split(' ').next().unwrap();
         let environ = std::fs::read(format!("/proc/{agent_pid}/environ")).unwrap();
-        let mark = format!("{}={}", quorum::serve::PROCESS_ENV, child.id());
+        let mark = format!("{}={}", quorum::serve::PROCESS_ENV, mcp.child.id());
         assert!(
             environ.split(|b| *b == 0).any(|v| v == mark.as_bytes()),
             "{how}: the agent lacks {mark}"
         );
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let pid = nix::unistd::Pid::from_raw(mcp.child.id() as i32);
         match how {
-            "stdin closed" => drop(stdin),
+            "stdin closed" => mcp.close(),
             "SIGTERM" => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap(),
             "SIGHUP" => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap(),
             _ => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap(),
         }
-        let ended = common::pty::wait_until(Duration::from_secs(30), || {
-            child.try_wait().unwrap().is_some()
-        });
-        if !ended {
-            let _ = child.kill();
-        }
-        assert!(ended, "{how}: quorum mcp did not end");
+        assert!(mcp.ended(), "{how}: quorum mcp did not end");
         let left = common::models::leftovers(shell.dir.path());
         assert!(left.is_empty(), "{how}: left running: {left:?}");
         // Nothing lost: the transcript says the call was cancelled.
