@@ -18,6 +18,10 @@
 #
 #   scripts/bench-hosts.sh [RUNS] [RATE]        (defaults: 7 10)
 #
+# LAB_PLAIN_HOME=1 gives the host's sessions an empty home: the login shell
+# reads no rc file (this machine's ~/.bashrc runs `pyenv init`, ~90 ms a
+# session), as on a host whose shell starts at once.
+#
 # QUORUM_BIN_DIR=DIR runs the `quorum` and `quorum-fake-agent` in DIR (another
 # build, e.g. a baseline's) instead of building the release ones.
 set -euo pipefail

@@ -7,7 +7,10 @@
 #                          `sshd` (the server, from install-sshd.sh) and the
 #                          keys; installs the cleanup
 #   free_port              prints a free loopback port
-#   lab_sshd CONFIG PORT   writes an sshd config to CONFIG for PORT
+#   lab_sshd CONFIG PORT   writes an sshd config to CONFIG for PORT; with
+#                          LAB_PLAIN_HOME=1 its sessions get an empty home
+#                          (`SetEnv HOME=`), so the login shell reads no rc
+#                          file: a host whose shell starts at once
 #   lab_host NAME PORT [LINE]  prints a client Host entry (LINE: one more
 #                          option, e.g. a ProxyCommand)
 
@@ -46,6 +49,10 @@ PermitRootLogin yes
 MaxSessions 200
 MaxStartups 200
 CONF
+    if [ "${LAB_PLAIN_HOME:-}" = 1 ]; then
+        mkdir -p "$lab/plain-home"
+        echo "SetEnv HOME=$lab/plain-home" >> "$1"
+    fi
 }
 
 lab_host() {
