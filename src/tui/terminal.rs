@@ -21,7 +21,8 @@ pub type Term = Terminal<CrosstermBackend<Stdout>>;
 
 /// Owns the terminal's raw mode; restores it when dropped.
 pub struct TerminalGuard {
-    pub terminal: Term,
+    /// Dropped by the guard: not at all once the terminal has hung up.
+    pub terminal: std::mem::ManuallyDrop<Term>,
 }
 
 /// Puts the terminal back as it was. Safe to call more than once.
@@ -58,13 +59,22 @@ impl TerminalGuard {
             return Err(e);
         }
         let terminal = Terminal::new(CrosstermBackend::new(stdout)).inspect_err(|_| restore())?;
-        Ok(Self { terminal })
+        Ok(Self {
+            terminal: std::mem::ManuallyDrop::new(terminal),
+        })
     }
 }
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
+        // ratatui's own drop shows a hidden cursor again, and says on
+        // stderr when it cannot: on a terminal that hung up it cannot, and
+        // there is nothing left to restore.
+        if !is_hung_up() {
+            // SAFETY: dropped once, here, and never used after.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.terminal) }
+        }
     }
 }
 

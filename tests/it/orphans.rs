@@ -459,6 +459,45 @@ fn a_terminal_closed_without_sighup_ends_the_tui_and_its_agents() {
     case.assert_nothing_left();
 }
 
+/// A replay, and a followed session, whose terminal closes: quorum ends
+/// quietly, as the TUI does (a replay hides the cursor, and showing it
+/// again on a terminal that is gone is not an error to print).
+#[test]
+fn a_replay_or_watch_whose_terminal_closes_ends_quietly() {
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.jsonl");
+    for (args, shown) in [(["replay"], "replay 1x"), (["watch"], "watching")] {
+        let dir = tempfile::tempdir().unwrap();
+        let terminal = Terminal::open(100, 30);
+        let stderr = dir.path().join("stderr");
+        let mut quorum = terminal.spawn(
+            common::quorum(dir.path())
+                .args(args)
+                .arg(&demo)
+                .env("XDG_STATE_HOME", dir.path().join("state"))
+                .current_dir(dir.path()),
+            Stdio::from(std::fs::File::create(&stderr).unwrap()),
+        );
+        let mut terminal = terminal;
+        terminal.wait_for(shown);
+        terminal.hang_up();
+        let mut status = None;
+        wait_until(GONE_WITHIN, || {
+            status = quorum.try_wait().unwrap();
+            status.is_some()
+        });
+        if status.is_none() {
+            let _ = quorum.kill();
+            let _ = quorum.wait();
+        }
+        let stderr = read(&stderr);
+        assert_eq!(
+            (status.and_then(|s| s.code()), stderr.as_str()),
+            (Some(0), ""),
+            "{args:?}: quorum's exit and stderr once its terminal hung up"
+        );
+    }
+}
+
 /// Esc while the internal agent's shell command runs ends the command's
 /// whole process group, its background children too, while quorum goes on.
 #[test]
