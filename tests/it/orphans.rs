@@ -435,15 +435,7 @@ fn a_terminal_closed_without_sighup_ends_the_tui_and_its_agents() {
     );
     terminal.wait_for("Ctrl+C quits");
     terminal.hang_up();
-    let mut status = None;
-    wait_until(GONE_WITHIN, || {
-        status = quorum.try_wait().unwrap();
-        status.is_some()
-    });
-    if status.is_none() {
-        let _ = quorum.kill();
-        let _ = quorum.wait();
-    }
+    let status = exit_within(&mut quorum, GONE_WITHIN);
     let stderr = read(&dir.path().join("stderr"));
     assert_eq!(
         status.and_then(|s| s.code()),
@@ -480,15 +472,7 @@ fn a_replay_or_watch_whose_terminal_closes_ends_quietly() {
         let mut terminal = terminal;
         terminal.wait_for(shown);
         terminal.hang_up();
-        let mut status = None;
-        wait_until(GONE_WITHIN, || {
-            status = quorum.try_wait().unwrap();
-            status.is_some()
-        });
-        if status.is_none() {
-            let _ = quorum.kill();
-            let _ = quorum.wait();
-        }
+        let status = exit_within(&mut quorum, GONE_WITHIN);
         let stderr = read(&stderr);
         assert_eq!(
             (status.and_then(|s| s.code()), stderr.as_str()),
@@ -496,6 +480,20 @@ fn a_replay_or_watch_whose_terminal_closes_ends_quietly() {
             "{args:?}: quorum's exit and stderr once its terminal hung up"
         );
     }
+}
+
+/// How `child` exited, if it did within `within`; else it is killed.
+fn exit_within(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    wait_until(within, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
 }
 
 /// Esc while the internal agent's shell command runs ends the command's
