@@ -5,6 +5,7 @@ use std::path::PathBuf;
 pub mod adapter;
 pub mod app;
 pub mod events;
+pub mod jsonrpc;
 pub mod mcp;
 pub mod models;
 #[cfg(unix)]

@@ -6,26 +6,28 @@
 
 use crate::common;
 
-use std::io::Write;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use common::jsonrpc::{Peer, WAIT, json_line};
 use common::shell::{Shell, shell_with};
 
-/// How long any one wait may take.
-const WAIT: Duration = Duration::from_secs(60);
-
 /// `quorum acp` and what it said.
-struct Host {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    /// Every message read so far, in order.
-    seen: Vec<Value>,
-    next: u64,
+struct Host(Peer);
+
+impl std::ops::Deref for Host {
+    type Target = Peer;
+    fn deref(&self) -> &Peer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Host {
+    fn deref_mut(&mut self) -> &mut Peer {
+        &mut self.0
+    }
 }
 
 impl Host {
@@ -35,68 +37,8 @@ impl Host {
         Self::spawn(shell.command(&full))
     }
 
-    fn spawn(mut command: std::process::Command) -> Self {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = common::lines_of(child.stdout.take().unwrap());
-        Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-            next: 1,
-        }
-    }
-
-    fn write(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Sends a request; its id.
-    fn send(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next;
-        self.next += 1;
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.write(&line.to_string());
-        id
-    }
-
-    fn notify(&mut self, method: &str, params: Value) {
-        let line = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        self.write(&line.to_string());
-    }
-
-    /// Waits for the first message (from `from` on) that `pred` takes; its index.
-    fn wait_for(&mut self, from: usize, what: &str, pred: impl Fn(&Value) -> bool) -> usize {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(i) = self.seen[from.min(self.seen.len())..]
-                .iter()
-                .position(&pred)
-            {
-                return from + i;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(json_line(&line)),
-                Err(_) => panic!("no {what} within {WAIT:?}; seen:\n{:#?}", self.seen),
-            }
-        }
-    }
-
-    /// The answer to request `id`.
-    fn answer(&mut self, id: u64) -> Value {
-        let i = self.wait_for(0, &format!("answer to {id}"), |v| {
-            v["id"] == id && v.get("method").is_none()
-        });
-        self.seen[i].clone()
+    fn spawn(command: std::process::Command) -> Self {
+        Self(Peer::spawn(command, Stdio::null(), WAIT))
     }
 
     fn initialize(&mut self, caps: Value) {
@@ -131,16 +73,6 @@ impl Host {
             .map(|v| &v["params"]["update"])
             .collect()
     }
-
-    /// Waits for the process to end.
-    fn ended(&mut self, within: Duration) -> bool {
-        common::pty::wait_until(within, || self.child.try_wait().unwrap().is_some())
-    }
-}
-
-/// A line the other side wrote, which must be JSON.
-fn json_line(line: &str) -> Value {
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("a line that is not JSON ({e}): {line}"))
 }
 
 impl Drop for Host {

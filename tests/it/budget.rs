@@ -427,15 +427,14 @@ fn the_chat_is_told_once_what_the_budget_stopped() {
 #[test]
 fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
     let s = shell();
-    let (mut mcp, _) =
-        common::mcp::Server::start(s.command(&["--max-cost", "0.20", "mcp", "--no-record"]));
+    let (mut mcp, _) = common::mcp::start(s.command(&["--max-cost", "0.20", "mcp", "--no-record"]));
     let call =
         serde_json::json!({"agent": "fake", "input": THIRTY_CENTS, "continue_session": false});
-    mcp.call(2, call.clone());
-    let first = mcp.answer(2);
+    let id = common::mcp::call(&mut mcp, call.clone());
+    let first = mcp.answer(id);
     assert_ne!(first["result"]["isError"], true, "{first}");
-    mcp.call(3, call);
-    let second = mcp.answer(3);
+    let id = common::mcp::call(&mut mcp, call);
+    let second = mcp.answer(id);
     assert_eq!(second["result"]["isError"], true, "{second}");
     assert!(
         second
@@ -444,7 +443,10 @@ fn quorum_mcp_refuses_a_call_over_the_cap_and_exits_4() {
         "{second}"
     );
     mcp.close();
-    assert!(mcp.ended(), "quorum mcp did not end when the host went");
+    assert!(
+        mcp.ended(common::mcp::WAIT),
+        "quorum mcp did not end when the host went"
+    );
     let child = mcp.child;
     let out = child.wait_with_output().unwrap();
     let err = text(&out.stderr);

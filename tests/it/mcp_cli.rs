@@ -188,17 +188,17 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
     for how in ["stdin closed", "SIGTERM", "SIGHUP", "SIGINT"] {
         let shell = shell_with("");
         let record = shell.dir.path().join("session.jsonl");
-        let (mut mcp, initialized) = common::mcp::Server::start(shell.command(&[
-            "mcp",
-            "--record",
-            record.to_str().unwrap(),
-        ]));
+        let (mut mcp, initialized) =
+            common::mcp::start(shell.command(&["mcp", "--record", record.to_str().unwrap()]));
         assert!(
             initialized["result"]["serverInfo"].is_object(),
             "{initialized}"
         );
         // A call that runs until it is stopped: its agent is running.
-        mcp.call(2, serde_json::json!({"agent": "fake", "input": "slow 60"}));
+        common::mcp::call(
+            &mut mcp,
+            serde_json::json!({"agent": "fake", "input": "slow 60"}),
+        );
         let running = common::pty::wait_until(Duration::from_secs(20), || {
             common::models::processes_with_home(shell.dir.path())
                 .iter()
@@ -225,7 +225,10 @@ fn quorum_mcp_ends_with_every_agent_on_sigterm_and_when_the_host_goes() {
             "SIGHUP" => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap(),
             _ => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap(),
         }
-        assert!(mcp.ended(), "{how}: quorum mcp did not end");
+        assert!(
+            mcp.ended(common::mcp::WAIT),
+            "{how}: quorum mcp did not end"
+        );
         let left = common::models::leftovers(shell.dir.path());
         assert!(left.is_empty(), "{how}: left running: {left:?}");
         // Nothing lost: the transcript says the call was cancelled.
