@@ -113,12 +113,18 @@ pub fn hooks_path(dir: &Path) -> Option<PathBuf> {
 /// file) when it exists, and the repository's hooks directory when it lies
 /// inside `root`. Absolute paths, as the sandbox binds them.
 pub fn protected(root: &Path) -> Vec<PathBuf> {
+    protected_with(root, hooks_path(root))
+}
+
+/// [`protected`], given the repository's hooks directory ([`hooks_path`]
+/// of `root`): for a caller that needs it too (git asked once).
+fn protected_with(root: &Path, hooks: Option<PathBuf>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let dot_git = root.join(".git");
     if dot_git.symlink_metadata().is_ok() {
         out.push(dot_git);
     }
-    if let Some(hooks) = hooks_path(root) {
+    if let Some(hooks) = hooks {
         let hooks = hooks.canonicalize().unwrap_or(hooks);
         let canonical_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         if hooks.starts_with(&canonical_root) && !out.contains(&hooks) {
@@ -135,9 +141,10 @@ pub fn protected(root: &Path) -> Vec<PathBuf> {
 /// quorum starts is found on `PATH` inside it ([`super::path::session_dir`]).
 pub fn root(dir: &Path) -> std::io::Result<crate::confine::fsroot::Root> {
     super::path::session_dir(dir);
+    let hooks = hooks_path(dir);
     Ok(crate::confine::fsroot::Root::new(dir)?
-        .guarding(protected(dir))
-        .asking(super::machinery::asking(dir, hooks_path(dir))))
+        .guarding(protected_with(dir, hooks.clone()))
+        .asking(super::machinery::asking(dir, hooks)))
 }
 
 #[cfg(test)]
