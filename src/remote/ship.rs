@@ -7,20 +7,19 @@
 //! it: `ssh::connect`): the host says its directory, system, git and
 //! whether it has `gzip`, and checks the binary it has under that name by
 //! its hash (not by its mere presence: a copy cut short, or changed since,
-//! is sent again). When it has none that checks, a session of its own
-//! probes again and reads the upload from its stdin: compressed with gzip
-//! when the host can unpack it, checked by its hash before it is renamed
-//! into place. Hosts need a POSIX shell and `openssl`,
-//! `sha256sum` (GNU coreutils) or `shasum` (tried in that order: OpenSSL's
-//! hashes a 21 MB binary in about 15 ms of CPU where coreutils' takes 80,
-//! and the check runs at every session's start); `gzip` is used when they
-//! have it.
+//! is sent again). When it has none that checks, the same session reads
+//! the upload from its stdin: compressed with gzip when the host can
+//! unpack it, checked by its hash before it is renamed into place. Hosts
+//! need a POSIX shell, `head`, and `openssl`, `sha256sum` (GNU coreutils)
+//! or `shasum` (tried in that order: OpenSSL's hashes a 21 MB binary in
+//! about 15 ms of CPU where coreutils' takes 80, and the check runs at
+//! every session's start); `gzip` is used when they have it.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{CopyFailure, RemoteError};
 
@@ -139,110 +138,193 @@ const THEIRS: &str =
 /// connection is up. It prints the four lines of [`probe_head`], reads this
 /// binary's hash from its stdin (home hashes it while the connection is
 /// made), and prints `have` (the binary there is this one, by its hash) or
-/// what the person's own `bin/quorum --version` says (or `-`). Then it
-/// holds the session, and with it the master, until its stdin closes (the
-/// link is dropped, or quorum ends).
+/// what the person's own `bin/quorum --version` says (or `-`). When it has
+/// not, it reads a line: `send LEN` and the upload's LEN bytes follow
+/// (the session's stdin stays open: it holds the session; checked by its hash,
+/// renamed into place, `copied` printed (else why not, and it ends),
+/// and the binaries quorum copied
+/// there before that nothing ran for a day removed: never the person's
+/// `bin/quorum` nor anything else there). So a cold host costs no session
+/// but the master's. Then it holds the session, and with it the master,
+/// until its stdin closes (the link is dropped, or quorum ends).
 pub(super) fn probe_script(dir: &str) -> String {
     format!(
         "{head}IFS= read -r h || exit 1; case $h in ''|*[!0-9a-f]*) exit 1 ;; esac; n=quorum-$h; \
-         if {HAVE}; then echo have; else {THEIRS}; fi; cd / && exec cat >/dev/null",
-        head = probe_head(dir)
-    )
-}
-
-/// The probe and copy, as one shell command on the host (`dir`: the state
-/// directory's shell expression), run when the master's probe found no
-/// copy of this binary there. It prints the five lines of
-/// [`probe_script`]. Then, unless it has it (another quorum copied it
-/// meanwhile), it reads a line: `send` and the upload follow (checked by
-/// its hash, renamed into place, `copied` printed, and the binaries quorum
-/// copied there before that nothing ran for a day removed: never the
-/// person's `bin/quorum` nor anything else there), anything else or
-/// nothing, and it ends.
-pub(super) fn script(dir: &str, bin: &Binary) -> String {
-    let (name, hash) = (bin.name(), &bin.hash);
-    format!(
-        "h={hash}; n={name}; {head}\
-         if {HAVE}; then echo have; exit 0; fi; {THEIRS}; \
-         IFS= read -r go || exit 0; [ \"$go\" = send ] || exit 0; \
+         if {HAVE}; then echo have; else {THEIRS}; \
+         IFS= read -r go || exit 0; \
+         case $go in \"send \"*) l=${{go#send }}; case $l in ''|*[!0-9]*) exit 1 ;; esac; \
          cd bin && t=\".$n.$$\" && \
-         if {{ if [ $z = gzip ]; then gzip -dc; else cat; fi > \"$t\" && ok \"$t\"; }}; \
-         then chmod 700 \"$t\" && mv -f \"$t\" \"$n\" && echo copied; \
-         else rm -f \"$t\"; echo \"what arrived is not this quorum (its sha256 differs)\" >&2; exit 1; fi && \
-         {{ for old in quorum-*; do \
+         if {{ head -c \"$l\" | if [ $z = gzip ]; then gzip -dc; else cat; fi > \"$t\" && ok \"$t\"; }}; \
+         then chmod 700 \"$t\" && mv -f \"$t\" \"$n\" && echo copied || exit 1; \
+         else rm -f \"$t\"; echo \"what arrived is not this quorum (its sha256 differs)\"; exit 1; fi; \
+         for old in quorum-*; do \
          [ \"$old\" = \"$n\" ] && continue; \
          printf '%s\\n' \"$old\" | grep -Eq '{OLD_BUILDS}' || continue; \
          [ -n \"$(find \"./$old\" -prune -type f -atime +0 2>/dev/null)\" ] && rm -f -- \"./$old\"; \
-         done; true; }}",
+         done ;; esac; fi; cd / && exec cat >/dev/null",
         head = probe_head(dir)
     )
 }
 
-/// Writes `send` and the binary at `path` to `stdin`: gzip-compressed (the
-/// fastest level: on a link of 10 Mbit/s a third of the bytes, and on
-/// loopback compressing keeps up with the host unpacking it) when `gzip`,
-/// as it is else. Compressed on a blocking thread, sent as it comes.
+/// What a host is sent: this binary gzip-compressed, made once for each
+/// binary on this machine and kept in quorum's cache directory
+/// (`quorum-HASH.gz`), so that only the first new host of a build waits
+/// for it (and not even that one: the connection starts it while the host
+/// answers, [`prepare`]); in memory when there is no cache directory.
+#[derive(Debug)]
+pub(super) enum Packed {
+    Cached { path: PathBuf, len: u64 },
+    Memory(Vec<u8>),
+}
+
+/// The level the upload is compressed at: 2 of 9, about 150 ms of CPU for
+/// a 21 MB binary here (level 1 saves 50 of them and sends a tenth more,
+/// a second more at 10 Mbit/s; 6 takes seven times as long).
+const LEVEL: u32 = 2;
+
+/// This binary packed for a host ([`Packed`]), made the first time it is
+/// asked for (on a blocking thread) and shared by every host after.
+pub(super) async fn prepare(bin: &'static Binary) -> Result<&'static Packed, CopyFailure> {
+    static PACKED: tokio::sync::OnceCell<Packed> = tokio::sync::OnceCell::const_new();
+    PACKED
+        .get_or_try_init(|| async move {
+            tokio::task::spawn_blocking(move || packed(bin, cache_dir()))
+                .await
+                .map_err(|e| CopyFailure::Ssh(Arc::new(std::io::Error::other(e))))?
+        })
+        .await
+}
+
+/// quorum's cache directory: `$XDG_CACHE_HOME/quorum`, else
+/// `~/.cache/quorum`.
+fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache")))?;
+    Some(base.join("quorum"))
+}
+
+/// `bin` packed: its `quorum-HASH.gz` in `cache` when that is there, else
+/// compressed into it (and the others there that nothing used for a day
+/// removed), else, when `cache` cannot be written, into memory.
+fn packed(bin: &Binary, cache: Option<PathBuf>) -> Result<Packed, CopyFailure> {
+    let failed = |e: std::io::Error| CopyFailure::Binary {
+        path: bin.path.clone(),
+        error: Arc::new(e),
+    };
+    let Some(cache) = cache else {
+        let mut out = Vec::new();
+        compress(&bin.path, &mut out).map_err(failed)?;
+        return Ok(Packed::Memory(out));
+    };
+    let path = cache.join(format!("{}.gz", bin.name()));
+    if let Ok(file) = std::fs::File::options().append(true).open(&path) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if len > 0 {
+            // Used now: not one of the old ones another quorum removes.
+            let _ = file.set_modified(std::time::SystemTime::now());
+            return Ok(Packed::Cached { path, len });
+        }
+    }
+    match write_cache(bin, &cache, &path) {
+        Ok(len) => Ok(Packed::Cached { path, len }),
+        Err(e) => {
+            tracing::info!("packing quorum for hosts: {}: {e}", cache.display());
+            packed(bin, None)
+        }
+    }
+}
+
+/// Compresses `bin` to `path` in `cache` (by way of a file of its own
+/// there, renamed: another quorum reads either none or all of it); its
+/// length. Then removes the others there that nothing used for a day.
+fn write_cache(
+    bin: &Binary,
+    cache: &std::path::Path,
+    path: &std::path::Path,
+) -> std::io::Result<u64> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(cache)?;
+    let temp = cache.join(format!(".{}.{}.gz", bin.name(), std::process::id()));
+    let written = std::fs::File::create(&temp).and_then(|mut file| {
+        compress(&bin.path, &mut file)?;
+        file.sync_data()?;
+        std::fs::rename(&temp, path)?;
+        file.metadata().map(|m| m.len())
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    let day = std::time::Duration::from_secs(24 * 3600);
+    for entry in std::fs::read_dir(cache)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let old = name.starts_with("quorum-")
+            && name.ends_with(".gz")
+            && entry.path() != path
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > day));
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    written
+}
+
+/// The file at `path`, gzip-compressed at [`LEVEL`], to `out`.
+fn compress(path: &std::path::Path, out: &mut impl Write) -> std::io::Result<()> {
+    let mut file = std::fs::File::open(path)?;
+    let mut e = flate2::write::GzEncoder::new(out, flate2::Compression::new(LEVEL));
+    std::io::copy(&mut file, &mut e)?;
+    e.finish()?.flush()
+}
+
+/// A packed upload that did not unpack to the binary on a host (the cache
+/// changed since it was written): removed, so that the next connection
+/// makes it again.
+pub(super) fn forget(packed: &Packed) {
+    if let Packed::Cached { path, .. } = packed {
+        tracing::warn!("{}: not this quorum; removed", path.display());
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Writes `send LEN` and the upload to `stdin`: `packed` when the host
+/// unpacks gzip (`gzip`), else the binary at `path` as it is. The session
+/// the host reads it in goes on after it (its stdin stays open): the
+/// length tells it where the upload ends.
 pub(super) async fn upload(
     stdin: &mut tokio::process::ChildStdin,
     path: &std::path::Path,
+    packed: &Packed,
     gzip: bool,
 ) -> std::io::Result<()> {
-    stdin.write_all(b"send\n").await?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
-    let path = path.to_path_buf();
-    let packer = tokio::task::spawn_blocking(move || {
-        let sent = pack(&path, gzip, &tx);
-        if let Err(e) = sent {
-            let _ = tx.blocking_send(Err(e));
-        }
-    });
-    while let Some(chunk) = rx.recv().await {
-        stdin.write_all(&chunk?).await?;
+    if gzip && let Packed::Memory(bytes) = packed {
+        stdin
+            .write_all(format!("send {}\n", bytes.len()).as_bytes())
+            .await?;
+        stdin.write_all(bytes).await?;
+        return stdin.flush().await;
     }
-    packer.await.map_err(std::io::Error::other)?;
+    let (path, len) = match packed {
+        Packed::Cached { path, len } if gzip => (path.as_path(), *len),
+        _ => (path, tokio::fs::metadata(path).await?.len()),
+    };
+    let mut file = tokio::fs::File::open(path).await?;
+    stdin.write_all(format!("send {len}\n").as_bytes()).await?;
+    let sent = tokio::io::copy(&mut (&mut file).take(len), stdin).await?;
+    if sent < len {
+        return Err(std::io::Error::other(format!(
+            "{} ended after {sent} of its {len} bytes",
+            path.display()
+        )));
+    }
     stdin.flush().await
-}
-
-/// Reads the file at `path` and sends it to `tx` in chunks of a megabyte
-/// (stopping when nothing receives any more). When `gzip`, each chunk is a
-/// gzip member of its own (`gzip -dc` unpacks their sequence as one
-/// file), compressed at the fastest level while the link keeps up (nothing
-/// waits to be sent: compressing is what the copy waits for, as on a fast
-/// network) and at the default level while chunks wait (a slow link: the
-/// time it takes is hidden, and it sends a tenth less).
-fn pack(
-    path: &std::path::Path,
-    gzip: bool,
-    tx: &tokio::sync::mpsc::Sender<std::io::Result<Vec<u8>>>,
-) -> std::io::Result<()> {
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let mut n = 0;
-        while n < buf.len() {
-            match file.read(&mut buf[n..])? {
-                0 => break,
-                read => n += read,
-            }
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        let chunk = if gzip {
-            let level = if tx.capacity() == tx.max_capacity() {
-                flate2::Compression::fast()
-            } else {
-                flate2::Compression::default()
-            };
-            let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(n / 2), level);
-            e.write_all(&buf[..n])?;
-            e.finish()?
-        } else {
-            buf[..n].to_vec()
-        };
-        tx.blocking_send(Ok(chunk))
-            .map_err(|_| std::io::Error::other("the host stopped reading"))?;
-    }
 }
 
 /// Which quorum runs on a host whose state directory is `dir`, whose
@@ -343,36 +425,86 @@ mod tests {
         }
     }
 
-    /// What is sent unpacks, with the host's own `gzip -dc`, to the binary.
+    fn gunzip(bytes: Vec<u8>) -> Vec<u8> {
+        let mut c = std::process::Command::new("gzip")
+            .arg("-dc")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = c.stdin.take().unwrap();
+        std::thread::spawn(move || stdin.write_all(&bytes).unwrap());
+        c.wait_with_output().unwrap().stdout
+    }
+
+    /// What a host is sent unpacks, with the host's own `gzip -dc`, to
+    /// the binary; it is made once and kept in the cache directory (what
+    /// is there is what is sent: the host checks it), and made in memory
+    /// when there is no cache directory to keep it in.
     #[test]
-    fn the_upload_unpacks_to_the_binary() {
+    fn the_upload_is_made_once_and_unpacks_to_the_binary() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bin");
         let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &bytes).unwrap();
-        for gzip in [true, false] {
-            let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 10);
-            pack(&path, gzip, &tx).unwrap();
-            drop(tx);
-            let mut sent = Vec::new();
-            while let Ok(chunk) = rx.try_recv() {
-                sent.extend(chunk.unwrap());
+        let bin = Binary {
+            path,
+            hash: "ab".repeat(32),
+        };
+        let cache = dir.path().join("cache");
+        let Packed::Cached { path: kept, len } = packed(&bin, Some(cache.clone())).unwrap() else {
+            panic!("not kept in the cache");
+        };
+        assert_eq!(kept, cache.join(format!("{}.gz", bin.name())));
+        let sent = std::fs::read(&kept).unwrap();
+        assert_eq!(sent.len() as u64, len);
+        assert!(sent.len() < bytes.len() / 10, "{}", sent.len());
+        assert!(gunzip(sent) == bytes);
+        std::fs::write(&kept, b"kept").unwrap();
+        assert!(matches!(
+            packed(&bin, Some(cache.clone())).unwrap(),
+            Packed::Cached { len: 4, .. }
+        ));
+        let Packed::Memory(sent) = packed(&bin, None).unwrap() else {
+            panic!("not in memory");
+        };
+        assert!(gunzip(sent) == bytes);
+        // A cache directory that cannot be made: in memory.
+        let Packed::Memory(_) = packed(&bin, Some(kept.join("sub"))).unwrap() else {
+            panic!("not in memory");
+        };
+    }
+
+    /// Another build's upload that nothing used for a day goes when a new
+    /// one is written; one used since, and anything else there, stay.
+    #[test]
+    fn writing_an_upload_removes_the_ones_nothing_used_for_a_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bin");
+        std::fs::write(&path, b"quorum").unwrap();
+        let cache = dir.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(25 * 3600);
+        for name in ["quorum-old.gz", "quorum-new.gz", "notes.gz"] {
+            let f = std::fs::File::create(cache.join(name)).unwrap();
+            if name != "quorum-new.gz" {
+                f.set_modified(day_ago).unwrap();
             }
-            let unpacked = if gzip {
-                assert!(sent.len() < bytes.len() / 10, "{}", sent.len());
-                let mut c = std::process::Command::new("gzip")
-                    .arg("-dc")
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                let mut stdin = c.stdin.take().unwrap();
-                std::thread::spawn(move || stdin.write_all(&sent).unwrap());
-                c.wait_with_output().unwrap().stdout
-            } else {
-                sent
-            };
-            assert!(unpacked == bytes, "gzip {gzip}");
         }
+        let bin = Binary {
+            path,
+            hash: "cd".repeat(32),
+        };
+        packed(&bin, Some(cache.clone())).unwrap();
+        let mut left: Vec<_> = std::fs::read_dir(&cache)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["notes.gz", &format!("{}.gz", bin.name()), "quorum-new.gz"]
+        );
     }
 }

@@ -211,6 +211,7 @@ pub fn hermetic_env(home: &std::path::Path) -> Vec<(std::ffi::OsString, std::ffi
     let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
         ("XDG_STATE_HOME".into(), home.join("state").into()),
         ("XDG_CONFIG_HOME".into(), home.join("config").into()),
+        ("XDG_CACHE_HOME".into(), home.join("cache").into()),
         ("HOME".into(), home.into()),
         ("PATH".into(), hermetic_path().into()),
         ("GIT_CONFIG_GLOBAL".into(), home.join(".gitconfig").into()),
@@ -303,13 +304,14 @@ pub fn hermetic_process() {
         let mut unset = inherited_git_vars();
         // No provider's key picks a chat (see `QUORUM_MODEL` below).
         unset.extend(NO_KEYS.iter().map(std::ffi::OsString::from));
-        let set: [(&str, std::ffi::OsString); 6] = [
+        let set: [(&str, std::ffi::OsString); 7] = [
             // No chat unless a test chooses one: without it, the first agent
             // a test configures (or finds on PATH) would be the chat.
             ("QUORUM_MODEL", NO_CHAT.into()),
             ("HOME", home.clone().into()),
             ("XDG_CONFIG_HOME", home.join("config").into()),
             ("XDG_STATE_HOME", home.join("state").into()),
+            ("XDG_CACHE_HOME", home.join("cache").into()),
             ("GIT_CONFIG_GLOBAL", home.join(".gitconfig").into()),
             ("GIT_CONFIG_NOSYSTEM", "1".into()),
         ];

@@ -763,6 +763,7 @@ fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
         "dirname",
         "sha256sum",
         "gzip",
+        "head",
     ] {
         let found = ["/usr/bin", "/bin"]
             .iter()
@@ -1407,6 +1408,56 @@ fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
     assert_eq!(std::fs::read_dir(&bin).unwrap().count(), 1);
 }
 
+/// What a new host is sent is made once on this machine and kept in
+/// quorum's cache directory (`quorum-HASH.gz`, unpacking to the binary):
+/// a second new host is sent the same. A kept one that changed since is
+/// no copy of quorum: the host refuses it (by its hash) and says so at
+/// once, it is removed, and the next call makes it again and copies
+/// quorum there.
+#[test]
+fn what_a_new_host_is_sent_is_kept_and_a_changed_one_is_refused_and_made_again() {
+    let lab = Lab::new("");
+    let call = || lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
+    let o = call();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let kept = lab
+        .path("home")
+        .join("cache/quorum")
+        .join(format!("{}.gz", our_name()));
+    let mut gunzip = Command::new("gzip");
+    gunzip.arg("-dc").arg(&kept);
+    let unpacked = gunzip.output_bounded();
+    assert!(unpacked.status.success(), "{}", text(&unpacked.stderr));
+    assert!(unpacked.stdout == std::fs::read(env!("CARGO_BIN_EXE_quorum")).unwrap());
+    let copy = lab.host().join("bin").join(our_name());
+    std::fs::remove_file(&copy).unwrap();
+    // The kept upload, changed: gzip of something else.
+    let mut other = Command::new("sh");
+    other
+        .arg("-c")
+        .arg(format!("echo not quorum | gzip -c > '{}'", kept.display()));
+    assert!(other.output_bounded().status.success());
+    let started = std::time::Instant::now();
+    let o = call();
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("host lab:") && err.contains("its sha256 differs"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(50),
+        "the refusal was not said at once"
+    );
+    assert!(!copy.exists(), "what the host refused was put in place");
+    assert!(!kept.exists(), "the changed upload is still kept");
+    let o = call();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(sha256(&copy), our_name()["quorum-".len()..]);
+    assert!(kept.exists());
+    lab.assert_nothing_left(&[]);
+}
+
 /// A copy on the host that is not the binary any more (changed there, or
 /// cut short) is found by its hash before it runs, and replaced.
 #[test]
@@ -1757,16 +1808,16 @@ async fn no_call_opens_after_the_session_is_shut_down() {
     lab.assert_nothing_left(&[]);
 }
 
-/// What reaching a host costs in ssh: a later call on a host that has this
-/// quorum runs `ssh` twice, its control master (whose own session probes
-/// the host and checks quorum there by its hash: its answer says the
+/// What reaching a host costs in ssh: a call runs `ssh` twice, its
+/// control master (whose own session probes the host, checks quorum there
+/// by its hash, and on a new host takes the copy: its answer says the
 /// connection is up) and the proxy's session over it, then asks the master
 /// to exit; it polls nothing (`ssh -O check`) and opens no session of its
-/// own for the probe. In a session, another agent on a host already
-/// connected costs one `ssh`: its proxy's. Counted by an `ssh` first on
-/// `PATH` that logs its arguments and runs the real one.
+/// own for the probe or the copy. In a session, another agent on a host
+/// already connected costs one `ssh`: its proxy's. Counted by an `ssh`
+/// first on `PATH` that logs its arguments and runs the real one.
 #[test]
-fn a_later_call_runs_ssh_for_its_master_and_its_proxy_only() {
+fn a_call_runs_ssh_for_its_master_and_its_proxy_only() {
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let lab = Lab::new(&format!(
         "[agents.near]\ncommand = {fake:?}\nhost = \"lab\"\n"
@@ -1820,9 +1871,10 @@ fn a_later_call_runs_ssh_for_its_master_and_its_proxy_only() {
             })
             .collect::<Vec<_>>()
     };
-    // The first call copies quorum there (a session of its own for that).
+    // The first call copies quorum there, through the master's own
+    // session (none of its own for that).
     let first = run(&["call", "--agent", "far", "--input", "echo hi"]);
-    assert_eq!(first, ["master", "session", "session"]);
+    assert_eq!(first, ["master", "session"]);
     let later = run(&["call", "--agent", "far", "--input", "echo hi"]);
     assert_eq!(later, ["master", "session"]);
     // In one session: the master once, a session per agent.

@@ -3,10 +3,10 @@
 //! the connection is up: no polling of `ssh -O check`, no session of its
 //! own for the probe), this binary hashed meanwhile and its hash given to
 //! the probe, and, only when the host has no copy of this binary that
-//! checks, the copy in a session of its own ([`super::super::ship`]).
+//! checks, the copy sent to that same session ([`super::super::ship`]).
 //!
-//! A later call on a host that has this quorum so costs one connection
-//! (the master, whose session probes and checks the binary by its hash)
+//! A call on a host so costs one connection (the master, whose session
+//! probes, checks the binary by its hash and takes the copy when it must)
 //! and one session over it (the proxy's, [`super::super::launch`]).
 
 use std::os::unix::process::ExitStatusExt;
@@ -25,16 +25,20 @@ use crate::remote::ship;
 use crate::remote::{CopyFailure, RemoteError, Unreachable};
 use crate::runtime::supervisor::{Group, Supervisor};
 
+/// How long a host may take to unpack and check the copy after its last
+/// byte arrived (a second or so for a 21 MB binary on a slow machine).
+const COPIED: Duration = Duration::from_secs(60);
+
 /// What a control master said on stderr so far (at most 64 KiB of it).
 type Said = Arc<Mutex<Vec<u8>>>;
 
 /// A control master just started: its session's stdin (the probe reads
-/// the binary's hash from it, then holds the session until it closes),
-/// its stdout (the probe's answer), what it said on stderr, and its exit
-/// status once it exited.
+/// the binary's hash from it, and the copy when it must, then holds the
+/// session until it closes), its stdout (the probe's answer), what it said
+/// on stderr, and its exit status once it exited.
 struct Master {
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::process::ChildStdout,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
     group: Group,
     said: Said,
     exited: watch::Receiver<Option<ExitStatus>>,
@@ -61,9 +65,12 @@ pub(super) async fn connect(
     // This binary is hashed (once a process) while the host answers: the
     // probe there reads its hash once it said where it is (and ends when
     // there is none: its stdin closed).
-    let stdin = master.stdin;
+    let stdin = master.stdin.take().expect("given once");
     let give_hash = async move {
         let bin = ship::binary_hash().await?;
+        // What a host without it is sent is made meanwhile too (once a
+        // build on this machine: it is kept), in case this one has not.
+        tokio::spawn(ship::prepare(bin));
         let mut stdin = stdin;
         // A master that is gone says why in its answer (none).
         let _ = stdin.write_all(format!("{}\n", bin.hash).as_bytes()).await;
@@ -79,7 +86,7 @@ pub(super) async fn connect(
     };
     // A host not reached says so first; then a binary not hashed (the
     // probe there ended for want of its hash); then a probe that failed.
-    let (bin, hold, lines) = match (answer, given) {
+    let (bin, mut hold, lines) = match (answer, given) {
         (Err(Failure::Unreachable(why)), _) => return Err(unreachable(why)),
         (_, Err(why)) => return Err(copy_failed(why)),
         (
@@ -94,7 +101,7 @@ pub(super) async fn connect(
         }
         (Ok(lines), Ok((bin, hold))) => (bin, hold, lines),
     };
-    let [dir, system, git, _packer, quorum] = lines;
+    let [dir, system, git, packer, quorum] = lines;
     let name = bin.name();
     let chosen = ship::choose(
         &spec.name,
@@ -104,10 +111,18 @@ pub(super) async fn connect(
         &name,
         &ship::local_system(),
     )?;
-    let mut link = Link {
+    let quorum = match chosen {
+        Some(there) => there,
+        None => {
+            let gzip = packer == "gzip";
+            copy(&spec.name, &dir, &mut hold, &mut master, bin, gzip).await?;
+            format!("{dir}/bin/{name}")
+        }
+    };
+    Ok(Link {
         dir,
         git: (git != "-").then_some(git),
-        quorum: chosen.clone().unwrap_or_default(),
+        quorum,
         host: spec,
         socket,
         supervisor: supervisor.clone(),
@@ -116,11 +131,7 @@ pub(super) async fn connect(
         _hold: hold,
         _master: master.group,
         _private: private,
-    };
-    if chosen.is_none() {
-        link.quorum = copy(&link, bin).await?;
-    }
-    Ok(link)
+    })
 }
 
 /// Starts `spec`'s control master on `socket`, owned by `supervisor`,
@@ -184,8 +195,8 @@ fn start_master(
         tx.send_replace(Some(status));
     });
     Ok(Master {
-        stdin,
-        stdout,
+        stdin: Some(stdin),
+        stdout: tokio::io::BufReader::new(stdout),
         group,
         said,
         exited,
@@ -209,14 +220,13 @@ enum Failure {
 /// [`CONNECT_TIMEOUT`]; else why not (the master's exit status and what it
 /// said).
 async fn read_answer(
-    stdout: &mut tokio::process::ChildStdout,
+    stdout: &mut (impl tokio::io::AsyncBufRead + Unpin),
     exited: &watch::Receiver<Option<ExitStatus>>,
     said_so_far: &Said,
 ) -> Result<[String; 5], Failure> {
-    let mut stdout = tokio::io::BufReader::new(stdout);
     let mut lines = Vec::new();
     // An error reading counts as the end: the master's status says why.
-    let read = probe_lines(&mut stdout, &mut lines);
+    let read = probe_lines(stdout, &mut lines);
     if tokio::time::timeout(CONNECT_TIMEOUT, read).await.is_err() {
         return Err(Failure::Unreachable(Unreachable::NoAnswer {
             secs: CONNECT_TIMEOUT.as_secs(),
@@ -279,76 +289,66 @@ fn probe_failed(host: &str, status: ExitStatus, lines: Vec<String>, said: String
     }
 }
 
-/// Copies this binary (`bin`) to `link`'s host, in a session of its own
-/// that probes again (another quorum may have copied it meanwhile) and
-/// reads the upload: gzip-compressed when the host has `gzip`, checked by
-/// its hash there before it is renamed into place. The path of quorum
-/// there.
-async fn copy(link: &Link, bin: &ship::Binary) -> Result<String, RemoteError> {
-    let host = link.host.name.clone();
+/// Copies this binary (`bin`) to `host` through the master's own session,
+/// whose probe found no copy there that checks: `send` and the upload on
+/// its stdin (`hold`, gzip-compressed when the host has `gzip`: what
+/// [`ship::prepare`] made), checked by its hash there before it is renamed
+/// into place, and `copied` is its answer. Else what the master said on
+/// stderr, once it ended (and a kept upload that failed is made again by
+/// the next connection).
+async fn copy(
+    host: &str,
+    dir: &str,
+    hold: &mut tokio::process::ChildStdin,
+    master: &mut Master,
+    bin: &'static ship::Binary,
+    gzip: bool,
+) -> Result<(), RemoteError> {
     let copy_failed = |why| RemoteError::Copy {
-        host: host.clone(),
+        host: host.to_string(),
         why,
     };
-    let mut cmd = link.command(&ship::script(&dir_expr(link.host.dir.as_deref()), bin));
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let ssh_failed = |e: std::io::Error| RemoteError::Ssh {
-        host: host.clone(),
-        what: "copying quorum there",
-        error: Arc::new(e),
+    let packed = ship::prepare(bin).await.map_err(copy_failed)?;
+    let mut exited = master.exited.clone();
+    let mut answer = String::new();
+    // The upload and its answer, until the master ends (the host's session
+    // ended: it stopped reading, and its answer, if any, is read), or the
+    // host says nothing for COPIED after the last byte. An error writing
+    // or reading counts as no answer: what it said tells why.
+    let copied = async {
+        if let Err(e) = ship::upload(hold, &bin.path, packed, gzip).await {
+            tracing::warn!("host {host}: copying quorum: {e}");
+        }
+        let _ = tokio::time::timeout(COPIED, master.stdout.read_line(&mut answer)).await;
     };
-    let (mut child, _group) = link.spawn(cmd).map_err(ssh_failed)?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped"));
-    let mut lines = Vec::new();
-    let read = probe_lines(&mut stdout, &mut lines);
-    link.until_closed(read)
-        .await
-        .and_then(|r| r)
-        .map_err(ssh_failed)?;
-    let name = bin.name();
-    let [dir, system, _git, packer, quorum] = &lines[..] else {
-        // It said less than it should: what it said on stderr, and its status.
-        drop(stdin);
-        let out = link
-            .until_closed(child.wait_with_output())
-            .await
-            .and_then(|r| r)
-            .map_err(ssh_failed)?;
-        return Err(probe_failed(&host, out.status, lines, said(&out.stderr)));
-    };
-    if let Some(there) = ship::choose(&host, dir, system, quorum, &name, &ship::local_system())? {
-        return Ok(there);
+    tokio::select! {
+        _ = copied => {}
+        _ = async { exited.wait_for(Option::is_some).await.is_ok() } => {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(200),
+                master.stdout.read_line(&mut answer),
+            )
+            .await;
+        }
     }
-    let sent = link
-        .until_closed(ship::upload(&mut stdin, &bin.path, packer == "gzip"))
-        .await
-        .and_then(|r| r);
-    if let Err(e) = sent {
-        tracing::warn!("host {host}: copying quorum: {e}");
+    if answer.trim_end() == "copied" {
+        tracing::info!("host {host}: copied quorum there ({})", bin.name());
+        return Ok(());
     }
-    drop(stdin);
-    let mut rest = String::new();
-    let finished = async {
-        stdout.read_to_string(&mut rest).await?;
-        let mut stderr = child.stderr.take().expect("piped");
-        let mut err = Vec::new();
-        stderr.read_to_end(&mut err).await?;
-        Ok::<_, std::io::Error>((child.wait().await?, err))
-    };
-    let (status, err) = link
-        .until_closed(finished)
-        .await
-        .and_then(|r| r)
-        .map_err(|e| copy_failed(CopyFailure::Ssh(Arc::new(e))))?;
-    if !(status.success() && rest.trim() == "copied") {
-        return Err(copy_failed(CopyFailure::Failed {
-            dir: dir.clone(),
-            said: said(&err),
-        }));
+    if gzip {
+        ship::forget(packed);
     }
-    tracing::info!("host {host}: copied quorum to {dir}/bin/{name}");
-    Ok(format!("{dir}/bin/{name}"))
+    // It ends now: what it said on stderr before its answer, and its
+    // answer (why not), in that order.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        master.exited.wait_for(Option::is_some),
+    )
+    .await;
+    let mut text = lock(&master.said).clone();
+    text.extend_from_slice(answer.as_bytes());
+    Err(copy_failed(CopyFailure::Failed {
+        dir: dir.to_string(),
+        said: said(&text),
+    }))
 }
