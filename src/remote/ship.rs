@@ -238,7 +238,8 @@ fn packed(bin: &Binary, cache: Option<PathBuf>) -> Result<Packed, CopyFailure> {
 
 /// Compresses `bin` to `path` in `cache` (by way of a file of its own
 /// there, renamed: another quorum reads either none or all of it); its
-/// length. Then removes the others there that nothing used for a day.
+/// length. Then removes the others there that nothing used for a day, and
+/// what a quorum that ended meanwhile left half written an hour ago.
 fn write_cache(
     bin: &Binary,
     cache: &std::path::Path,
@@ -259,16 +260,22 @@ fn write_cache(
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
-    let day = std::time::Duration::from_secs(24 * 3600);
     for entry in std::fs::read_dir(cache)?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let old = name.starts_with("quorum-")
-            && name.ends_with(".gz")
+        // Another build's, or one a quorum that ended was still writing.
+        let older_than = if name.starts_with("quorum-") {
+            24 * 3600
+        } else if name.starts_with(".quorum-") {
+            3600
+        } else {
+            continue;
+        };
+        let old = name.ends_with(".gz")
             && entry.path() != path
             && entry
                 .metadata()
                 .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > day));
+                .is_ok_and(|t| t.elapsed().is_ok_and(|e| e.as_secs() > older_than));
         if old {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -476,7 +483,8 @@ mod tests {
     }
 
     /// Another build's upload that nothing used for a day goes when a new
-    /// one is written; one used since, and anything else there, stay.
+    /// one is written, and one left half written an hour ago; one used
+    /// since, one being written, and anything else there, stay.
     #[test]
     fn writing_an_upload_removes_the_ones_nothing_used_for_a_day() {
         let dir = tempfile::tempdir().unwrap();
@@ -485,11 +493,16 @@ mod tests {
         let cache = dir.path().join("cache");
         std::fs::create_dir_all(&cache).unwrap();
         let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(25 * 3600);
-        for name in ["quorum-old.gz", "quorum-new.gz", "notes.gz"] {
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3700);
+        for (name, modified) in [
+            ("quorum-old.gz", day_ago),
+            ("quorum-new.gz", hour_ago),
+            ("notes.gz", day_ago),
+            (".quorum-cut.1.gz", hour_ago),
+            (".quorum-writing.2.gz", std::time::SystemTime::now()),
+        ] {
             let f = std::fs::File::create(cache.join(name)).unwrap();
-            if name != "quorum-new.gz" {
-                f.set_modified(day_ago).unwrap();
-            }
+            f.set_modified(modified).unwrap();
         }
         let bin = Binary {
             path,
@@ -504,7 +517,12 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            ["notes.gz", &format!("{}.gz", bin.name()), "quorum-new.gz"]
+            [
+                ".quorum-writing.2.gz",
+                "notes.gz",
+                &format!("{}.gz", bin.name()),
+                "quorum-new.gz"
+            ]
         );
     }
 }
