@@ -5,7 +5,9 @@
 # from its start to the first byte of the answer and to its exit:
 #   - `ssh HOST true` (the connection alone: every call's floor), and the
 #     call on this machine (no host), for comparison;
-#   - a cold host (quorum not there yet: it is copied);
+#   - a cold host (quorum not there yet: it is copied), the first of its
+#     build (what a new host is sent not made and kept here yet) and a
+#     later one;
 #   - a later call (the host has it: a new `quorum call`, a new connection);
 #   - later calls in the same session (`quorum run`, a scripted chat that
 #     calls the host's agent, another agent on the host, then the first
@@ -73,7 +75,7 @@ import json, os, shutil, statistics, subprocess, sys, time
 
 quorum, lab, runs, mbit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 env = dict(os.environ, HOME=f"{lab}/home", XDG_STATE_HOME=f"{lab}/state",
-           XDG_CONFIG_HOME=f"{lab}/config")
+           XDG_CONFIG_HOME=f"{lab}/config", XDG_CACHE_HOME=f"{lab}/cache")
 
 def call(agent):
     """Milliseconds to the answer's first byte and to the exit."""
@@ -94,6 +96,12 @@ def call(agent):
 
 def cold(host):
     shutil.rmtree(f"{lab}/host-{host}", ignore_errors=True)
+
+def new_build(host):
+    """A cold host, and what a new host is sent not made here yet (as
+    for a build's first new host)."""
+    cold(host)
+    shutil.rmtree(f"{lab}/cache", ignore_errors=True)
 
 def bench(label, agent, before=None, n=runs):
     call(agent)  # warm-up (caches, and for the cold case, nothing)
@@ -169,6 +177,7 @@ def bench_session(n=runs):
 
 ssh_floor()
 bench("on this machine", "here")
+bench("a cold host, a build's first", "direct", before=lambda: new_build("direct"))
 bench("a cold host (copied there)", "direct", before=lambda: cold("direct"))
 bench("a later call (the host has it)", "direct")
 bench_session()

@@ -19,7 +19,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::{CopyFailure, RemoteError};
 
@@ -173,7 +173,7 @@ pub(super) fn probe_script(dir: &str) -> String {
 /// answers, [`prepare`]); in memory when there is no cache directory.
 #[derive(Debug)]
 pub(super) enum Packed {
-    Cached { path: PathBuf, len: u64 },
+    Cached(PathBuf),
     Memory(Vec<u8>),
 }
 
@@ -219,16 +219,15 @@ fn packed(bin: &Binary, cache: Option<PathBuf>) -> Result<Packed, CopyFailure> {
         return Ok(Packed::Memory(out));
     };
     let path = cache.join(format!("{}.gz", bin.name()));
-    if let Ok(file) = std::fs::File::options().append(true).open(&path) {
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if len > 0 {
-            // Used now: not one of the old ones another quorum removes.
-            let _ = file.set_modified(std::time::SystemTime::now());
-            return Ok(Packed::Cached { path, len });
-        }
+    if let Ok(file) = std::fs::File::options().append(true).open(&path)
+        && file.metadata().is_ok_and(|m| m.len() > 0)
+    {
+        // Used now: not one of the old ones another quorum removes.
+        let _ = file.set_modified(std::time::SystemTime::now());
+        return Ok(Packed::Cached(path));
     }
     match write_cache(bin, &cache, &path) {
-        Ok(len) => Ok(Packed::Cached { path, len }),
+        Ok(()) => Ok(Packed::Cached(path)),
         Err(e) => {
             tracing::info!("packing quorum for hosts: {}: {e}", cache.display());
             packed(bin, None)
@@ -237,14 +236,13 @@ fn packed(bin: &Binary, cache: Option<PathBuf>) -> Result<Packed, CopyFailure> {
 }
 
 /// Compresses `bin` to `path` in `cache` (by way of a file of its own
-/// there, renamed: another quorum reads either none or all of it); its
-/// length. Then removes the others there that nothing used for a day, and
+/// there, renamed: another quorum reads either none or all of it). Then removes the others there that nothing used for a day, and
 /// what a quorum that ended meanwhile left half written an hour ago.
 fn write_cache(
     bin: &Binary,
     cache: &std::path::Path,
     path: &std::path::Path,
-) -> std::io::Result<u64> {
+) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -254,8 +252,7 @@ fn write_cache(
     let written = std::fs::File::create(&temp).and_then(|mut file| {
         compress(&bin.path, &mut file)?;
         file.sync_data()?;
-        std::fs::rename(&temp, path)?;
-        file.metadata().map(|m| m.len())
+        std::fs::rename(&temp, path)
     });
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
@@ -295,7 +292,7 @@ fn compress(path: &std::path::Path, out: &mut impl Write) -> std::io::Result<()>
 /// changed since it was written): removed, so that the next connection
 /// makes it again.
 pub(super) fn forget(packed: &Packed) {
-    if let Packed::Cached { path, .. } = packed {
+    if let Packed::Cached(path) = packed {
         tracing::warn!("{}: not this quorum; removed", path.display());
         let _ = std::fs::remove_file(path);
     }
@@ -311,26 +308,22 @@ pub(super) async fn upload(
     packed: &Packed,
     gzip: bool,
 ) -> std::io::Result<()> {
-    if gzip && let Packed::Memory(bytes) = packed {
-        stdin
-            .write_all(format!("send {}\n", bytes.len()).as_bytes())
-            .await?;
-        stdin.write_all(bytes).await?;
-        return stdin.flush().await;
-    }
-    let (path, len) = match packed {
-        Packed::Cached { path, len } if gzip => (path.as_path(), *len),
-        _ => (path, tokio::fs::metadata(path).await?.len()),
+    let read;
+    let bytes = match packed {
+        Packed::Memory(bytes) if gzip => bytes,
+        Packed::Cached(path) if gzip => {
+            read = tokio::fs::read(path).await?;
+            &read
+        }
+        _ => {
+            read = tokio::fs::read(path).await?;
+            &read
+        }
     };
-    let mut file = tokio::fs::File::open(path).await?;
-    stdin.write_all(format!("send {len}\n").as_bytes()).await?;
-    let sent = tokio::io::copy(&mut (&mut file).take(len), stdin).await?;
-    if sent < len {
-        return Err(std::io::Error::other(format!(
-            "{} ended after {sent} of its {len} bytes",
-            path.display()
-        )));
-    }
+    stdin
+        .write_all(format!("send {}\n", bytes.len()).as_bytes())
+        .await?;
+    stdin.write_all(bytes).await?;
     stdin.flush().await
 }
 
@@ -459,19 +452,18 @@ mod tests {
             hash: "ab".repeat(32),
         };
         let cache = dir.path().join("cache");
-        let Packed::Cached { path: kept, len } = packed(&bin, Some(cache.clone())).unwrap() else {
+        let Packed::Cached(kept) = packed(&bin, Some(cache.clone())).unwrap() else {
             panic!("not kept in the cache");
         };
         assert_eq!(kept, cache.join(format!("{}.gz", bin.name())));
         let sent = std::fs::read(&kept).unwrap();
-        assert_eq!(sent.len() as u64, len);
         assert!(sent.len() < bytes.len() / 10, "{}", sent.len());
         assert!(gunzip(sent) == bytes);
         std::fs::write(&kept, b"kept").unwrap();
-        assert!(matches!(
-            packed(&bin, Some(cache.clone())).unwrap(),
-            Packed::Cached { len: 4, .. }
-        ));
+        let Packed::Cached(again) = packed(&bin, Some(cache.clone())).unwrap() else {
+            panic!("not kept in the cache");
+        };
+        assert_eq!(std::fs::read(again).unwrap(), b"kept");
         let Packed::Memory(sent) = packed(&bin, None).unwrap() else {
             panic!("not in memory");
         };
