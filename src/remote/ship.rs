@@ -183,17 +183,23 @@ pub(super) enum Packed {
 const LEVEL: u32 = 2;
 
 /// This binary packed for a host ([`Packed`]), made the first time it is
-/// asked for (on a blocking thread) and shared by every host after.
-pub(super) async fn prepare(bin: &'static Binary) -> Result<&'static Packed, CopyFailure> {
-    static PACKED: tokio::sync::OnceCell<Packed> = tokio::sync::OnceCell::const_new();
-    PACKED
-        .get_or_try_init(|| async move {
-            tokio::task::spawn_blocking(move || packed(bin, cache_dir()))
-                .await
-                .map_err(|e| CopyFailure::Ssh(Arc::new(std::io::Error::other(e))))?
-        })
+/// asked for (on a blocking thread) and shared by every host after, until
+/// a host refuses it ([`forget`]).
+pub(super) async fn prepare(bin: &'static Binary) -> Result<Arc<Packed>, CopyFailure> {
+    let mut made = PACKED.lock().await;
+    if let Some(packed) = &*made {
+        return Ok(packed.clone());
+    }
+    let packed = tokio::task::spawn_blocking(move || packed(bin, cache_dir()))
         .await
+        .map_err(|e| CopyFailure::Ssh(Arc::new(std::io::Error::other(e))))??;
+    let packed = Arc::new(packed);
+    *made = Some(packed.clone());
+    Ok(packed)
 }
+
+/// What [`prepare`] made, once it did.
+static PACKED: tokio::sync::Mutex<Option<Arc<Packed>>> = tokio::sync::Mutex::const_new(None);
 
 /// quorum's cache directory: `$XDG_CACHE_HOME/quorum`, else
 /// `~/.cache/quorum`.
@@ -289,10 +295,14 @@ fn compress(path: &std::path::Path, out: &mut impl Write) -> std::io::Result<()>
 }
 
 /// A packed upload that did not unpack to the binary on a host (the cache
-/// changed since it was written): removed, so that the next connection
-/// makes it again.
-pub(super) fn forget(packed: &Packed) {
-    if let Packed::Cached(path) = packed {
+/// changed since it was written): removed, so that the next copy, in this
+/// process or another, makes it again.
+pub(super) async fn forget(packed: &Arc<Packed>) {
+    let mut made = PACKED.lock().await;
+    if made.as_ref().is_some_and(|m| Arc::ptr_eq(m, packed)) {
+        *made = None;
+    }
+    if let Packed::Cached(path) = &**packed {
         tracing::warn!("{}: not this quorum; removed", path.display());
         let _ = std::fs::remove_file(path);
     }

@@ -1412,8 +1412,8 @@ fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
 /// quorum's cache directory (`quorum-HASH.gz`, unpacking to the binary):
 /// a second new host is sent the same. A kept one that changed since is
 /// no copy of quorum: the host refuses it (by its hash) and says so at
-/// once, it is removed, and the next call makes it again and copies
-/// quorum there.
+/// once, it is removed, and the next call (in a new process, or in the
+/// same session) makes it again and copies quorum there.
 #[test]
 fn what_a_new_host_is_sent_is_kept_and_a_changed_one_is_refused_and_made_again() {
     let lab = Lab::new("");
@@ -1432,11 +1432,14 @@ fn what_a_new_host_is_sent_is_kept_and_a_changed_one_is_refused_and_made_again()
     let copy = lab.host().join("bin").join(our_name());
     std::fs::remove_file(&copy).unwrap();
     // The kept upload, changed: gzip of something else.
-    let mut other = Command::new("sh");
-    other
-        .arg("-c")
-        .arg(format!("echo not quorum | gzip -c > '{}'", kept.display()));
-    assert!(other.output_bounded().status.success());
+    let change = || {
+        let mut other = Command::new("sh");
+        other
+            .arg("-c")
+            .arg(format!("echo not quorum | gzip -c > '{}'", kept.display()));
+        assert!(other.output_bounded().status.success());
+    };
+    change();
     let started = std::time::Instant::now();
     let o = call();
     assert_ne!(o.status.code(), Some(0), "{}", text(&o.stdout));
@@ -1455,6 +1458,42 @@ fn what_a_new_host_is_sent_is_kept_and_a_changed_one_is_refused_and_made_again()
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(sha256(&copy), our_name()["quorum-".len()..]);
     assert!(kept.exists());
+    // In one session: the call after the refused one copies quorum there
+    // (the session does not go on sending what was removed).
+    std::fs::remove_file(&copy).unwrap();
+    change();
+    let script = lab.path("twice.json");
+    let call_far =
+        serde_json::json!({"name": "subagent", "arguments": {"agent": "far", "input": "echo hi"}});
+    let turns = serde_json::json!({"turns": [
+        {"text": "", "tool_calls": [call_far]},
+        {"text": "", "tool_calls": [call_far]},
+        {"text": "Done."}
+    ]});
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("script:{}", script.display());
+    let o = lab.quorum(&[
+        "run",
+        "--approve",
+        "all",
+        "--model",
+        &model,
+        "-p",
+        "go",
+        "--json",
+    ]);
+    let said = text(&o.stdout) + &text(&o.stderr);
+    let finished: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "subagent_finished")
+        .collect();
+    assert_eq!(finished.len(), 2, "{said}");
+    let first = finished[0]["output"].as_str().unwrap_or_default();
+    assert!(first.contains("its sha256 differs"), "{said}");
+    assert_eq!(finished[1]["output"], "hi", "{said}");
+    assert!(copy.exists(), "the second call did not copy quorum: {said}");
+    assert_eq!(sha256(&copy), our_name()["quorum-".len()..]);
     lab.assert_nothing_left(&[]);
 }
 

@@ -313,13 +313,19 @@ async fn copy(
     let mut answer = String::new();
     // The upload and its answer, until the master ends (the host's session
     // ended: it stopped reading, and its answer, if any, is read), or the
-    // host says nothing for COPIED after the last byte. An error writing
-    // or reading counts as no answer: what it said tells why.
+    // host says nothing for COPIED after the last byte (a second once the
+    // upload failed: what was sent, if anything, is answered at once). An
+    // error reading counts as no answer: what it said tells why.
+    let mut failed = None;
     let copied = async {
-        if let Err(e) = ship::upload(hold, &bin.path, packed, gzip).await {
-            tracing::warn!("host {host}: copying quorum: {e}");
-        }
-        let _ = tokio::time::timeout(COPIED, master.stdout.read_line(&mut answer)).await;
+        let wait = match ship::upload(hold, &bin.path, &packed, gzip).await {
+            Ok(()) => COPIED,
+            Err(e) => {
+                failed = Some(e.to_string());
+                Duration::from_secs(1)
+            }
+        };
+        let _ = tokio::time::timeout(wait, master.stdout.read_line(&mut answer)).await;
     };
     tokio::select! {
         _ = copied => {}
@@ -336,7 +342,7 @@ async fn copy(
         return Ok(());
     }
     if gzip {
-        ship::forget(packed);
+        ship::forget(&packed).await;
     }
     // It ends now: what it said on stderr before its answer, and its
     // answer (why not), in that order.
@@ -347,6 +353,9 @@ async fn copy(
     .await;
     let mut text = lock(&master.said).clone();
     text.extend_from_slice(answer.as_bytes());
+    if let Some(e) = failed {
+        text.extend_from_slice(format!("\nsending it: {e}").as_bytes());
+    }
     Err(copy_failed(CopyFailure::Failed {
         dir: dir.to_string(),
         said: said(&text),
