@@ -139,29 +139,31 @@ const THEIRS: &str =
 /// binary's hash from its stdin (home hashes it while the connection is
 /// made), and prints `have` (the binary there is this one, by its hash) or
 /// what the person's own `bin/quorum --version` says (or `-`). When it has
-/// not, it reads a line: `send LEN` and the upload's LEN bytes follow
-/// (the session's stdin stays open: it holds the session; checked by its hash,
-/// renamed into place, `copied` printed (else why not, and it ends),
-/// and the binaries quorum copied
-/// there before that nothing ran for a day removed: never the person's
-/// `bin/quorum` nor anything else there). So a cold host costs no session
-/// but the master's. Then it holds the session, and with it the master,
-/// until its stdin closes (the link is dropped, or quorum ends).
+/// not, it reads lines `send LEN`, each followed by an upload of LEN bytes
+/// (a length: the session's stdin stays open, it holds the session),
+/// unpacks it and checks it by its hash: renamed into place, `copied`
+/// printed, and the binaries quorum copied there before that nothing ran
+/// for a day removed (never the person's `bin/quorum` nor anything else
+/// there); else it says why not and reads the next line (home may send it
+/// again). So a cold host costs no session but the master's. Then it
+/// holds the session, and with it the master, until its stdin closes (the
+/// link is dropped, or quorum ends).
 pub(super) fn probe_script(dir: &str) -> String {
     format!(
         "{head}IFS= read -r h || exit 1; case $h in ''|*[!0-9a-f]*) exit 1 ;; esac; n=quorum-$h; \
-         if {HAVE}; then echo have; else {THEIRS}; \
-         IFS= read -r go || exit 0; \
-         case $go in \"send \"*) l=${{go#send }}; case $l in ''|*[!0-9]*) exit 1 ;; esac; \
-         cd bin && t=\".$n.$$\" && \
+         if {HAVE}; then echo have; else {THEIRS}; cd bin || exit 1; \
+         while IFS= read -r go; do \
+         case $go in \"send \"*) ;; *) break ;; esac; \
+         l=${{go#send }}; case $l in ''|*[!0-9]*) exit 1 ;; esac; t=\".$n.$$\"; \
          if {{ head -c \"$l\" | if [ $z = gzip ]; then gzip -dc; else cat; fi > \"$t\" && ok \"$t\"; }}; \
          then chmod 700 \"$t\" && mv -f \"$t\" \"$n\" && echo copied || exit 1; \
-         else rm -f \"$t\"; echo \"what arrived is not this quorum (its sha256 differs)\"; exit 1; fi; \
          for old in quorum-*; do \
          [ \"$old\" = \"$n\" ] && continue; \
          printf '%s\\n' \"$old\" | grep -Eq '{OLD_BUILDS}' || continue; \
          [ -n \"$(find \"./$old\" -prune -type f -atime +0 2>/dev/null)\" ] && rm -f -- \"./$old\"; \
-         done ;; esac; fi; cd / && exec cat >/dev/null",
+         done; break; \
+         else rm -f \"$t\"; echo \"what arrived is not this quorum (its sha256 differs)\"; fi; \
+         done; fi; cd / && exec cat >/dev/null",
         head = probe_head(dir)
     )
 }
@@ -295,8 +297,9 @@ fn compress(path: &std::path::Path, out: &mut impl Write) -> std::io::Result<()>
 }
 
 /// A packed upload that did not unpack to the binary on a host (the cache
-/// changed since it was written): removed, so that the next copy, in this
-/// process or another, makes it again.
+/// changed since it was written): removed, and what this process holds
+/// dropped, so that the next copy (the same one, sent again, or another,
+/// in this process or another) makes it again.
 pub(super) async fn forget(packed: &Arc<Packed>) {
     let mut made = PACKED.lock().await;
     if made.as_ref().is_some_and(|m| Arc::ptr_eq(m, packed)) {

@@ -293,9 +293,10 @@ fn probe_failed(host: &str, status: ExitStatus, lines: Vec<String>, said: String
 /// whose probe found no copy there that checks: `send` and the upload on
 /// its stdin (`hold`, gzip-compressed when the host has `gzip`: what
 /// [`ship::prepare`] made), checked by its hash there before it is renamed
-/// into place, and `copied` is its answer. Else what the master said on
-/// stderr, once it ended (and a kept upload that failed is made again by
-/// the next connection).
+/// into place, and `copied` is its answer. A kept upload the host refuses
+/// (changed since it was written) is removed, made again from the binary
+/// and sent once more. Else what the master said on stderr and the host's
+/// answer.
 async fn copy(
     host: &str,
     dir: &str,
@@ -308,17 +309,61 @@ async fn copy(
         host: host.to_string(),
         why,
     };
-    let packed = ship::prepare(bin).await.map_err(copy_failed)?;
+    let mut again = gzip;
+    loop {
+        let packed = ship::prepare(bin).await.map_err(copy_failed)?;
+        let (answer, failed) = send(hold, master, bin, &packed, gzip).await;
+        if answer.trim_end() == "copied" {
+            tracing::info!("host {host}: copied quorum there ({})", bin.name());
+            return Ok(());
+        }
+        if gzip {
+            ship::forget(&packed).await;
+        }
+        let refused = failed.is_none() && answer.starts_with("what arrived is not this quorum");
+        if refused && again && matches!(*packed, ship::Packed::Cached(_)) {
+            tracing::warn!("host {host}: it refused the kept upload; made again, sent again");
+            again = false;
+            continue;
+        }
+        // It ends now: what it said on stderr before its answer, and its
+        // answer (why not), in that order.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            master.exited.wait_for(Option::is_some),
+        )
+        .await;
+        let mut text = lock(&master.said).clone();
+        text.extend_from_slice(answer.as_bytes());
+        if let Some(e) = failed {
+            text.extend_from_slice(format!("\nsending it: {e}").as_bytes());
+        }
+        return Err(copy_failed(CopyFailure::Failed {
+            dir: dir.to_string(),
+            said: said(&text),
+        }));
+    }
+}
+
+/// Sends `packed` (or the binary, without `gzip`) on `hold` and reads the
+/// host's answer: until the master ends (the host's session ended: it
+/// stopped reading, and its answer, if any, is read), or the host says
+/// nothing for COPIED after the last byte (a second once the upload
+/// failed: what was sent, if anything, is answered at once). The answer,
+/// and why the upload failed, if it did. An error reading counts as no
+/// answer.
+async fn send(
+    hold: &mut tokio::process::ChildStdin,
+    master: &mut Master,
+    bin: &ship::Binary,
+    packed: &Arc<ship::Packed>,
+    gzip: bool,
+) -> (String, Option<String>) {
     let mut exited = master.exited.clone();
     let mut answer = String::new();
-    // The upload and its answer, until the master ends (the host's session
-    // ended: it stopped reading, and its answer, if any, is read), or the
-    // host says nothing for COPIED after the last byte (a second once the
-    // upload failed: what was sent, if anything, is answered at once). An
-    // error reading counts as no answer: what it said tells why.
     let mut failed = None;
     let copied = async {
-        let wait = match ship::upload(hold, &bin.path, &packed, gzip).await {
+        let wait = match ship::upload(hold, &bin.path, packed, gzip).await {
             Ok(()) => COPIED,
             Err(e) => {
                 failed = Some(e.to_string());
@@ -337,27 +382,5 @@ async fn copy(
             .await;
         }
     }
-    if answer.trim_end() == "copied" {
-        tracing::info!("host {host}: copied quorum there ({})", bin.name());
-        return Ok(());
-    }
-    if gzip {
-        ship::forget(&packed).await;
-    }
-    // It ends now: what it said on stderr before its answer, and its
-    // answer (why not), in that order.
-    let _ = tokio::time::timeout(
-        Duration::from_secs(1),
-        master.exited.wait_for(Option::is_some),
-    )
-    .await;
-    let mut text = lock(&master.said).clone();
-    text.extend_from_slice(answer.as_bytes());
-    if let Some(e) = failed {
-        text.extend_from_slice(format!("\nsending it: {e}").as_bytes());
-    }
-    Err(copy_failed(CopyFailure::Failed {
-        dir: dir.to_string(),
-        said: said(&text),
-    }))
+    (answer, failed)
 }
