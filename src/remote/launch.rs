@@ -25,16 +25,17 @@ pub fn leaf(dir: &Path) -> String {
 /// connected (the first time: `hosts` connects and probes it), quorum
 /// there started as its proxy in `there` (a worktree task's directory on
 /// the host, made before its first turn), else in `leaf` under the
-/// host's state directory. The agent to start here, and the directory it
-/// works in there.
+/// host's state directory (what takes long in connecting told to
+/// `tell`). The agent to start here, and the directory it works in there.
 pub async fn on_host(
     hosts: &Hosts,
     spec: &AgentSpec,
     (there, leaf): (Option<PathBuf>, &str),
     isolated: bool,
+    tell: Option<super::Tell>,
 ) -> Result<(AgentSpec, PathBuf), RemoteError> {
     let host = spec.host.clone().unwrap_or_default();
-    let link = hosts.link(&host).await?;
+    let link = hosts.link_telling(&host, tell).await?;
     let dir = there.unwrap_or_else(|| task_dir(&link, leaf));
     let launch = launch(spec, &link, &dir, isolated).await?;
     Ok((launch, dir))

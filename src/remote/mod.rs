@@ -26,6 +26,10 @@ use std::sync::Arc;
 
 use crate::worktree::WorktreeError;
 
+/// Where what reaching a host takes long for is told (the copy of quorum
+/// to a new host): the box of the call that made the connection shows it.
+pub type Tell = tokio::sync::mpsc::UnboundedSender<String>;
+
 /// Why something on a host could not be done. Each says the host; the
 /// text is what the person reads (in a box, a notice, on stderr).
 #[derive(Debug, Clone, thiserror::Error)]

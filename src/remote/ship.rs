@@ -311,7 +311,7 @@ pub(super) async fn forget(packed: &Arc<Packed>) {
     }
 }
 
-/// Writes `send LEN` and the upload to `stdin`: `packed` when the host
+/// Writes `send LEN` and the upload to `stdin` (its LEN: what it returns): `packed` when the host
 /// unpacks gzip (`gzip`), else the binary at `path` as it is. The session
 /// the host reads it in goes on after it (its stdin stays open): the
 /// length tells it where the upload ends.
@@ -320,7 +320,7 @@ pub(super) async fn upload(
     path: &std::path::Path,
     packed: &Packed,
     gzip: bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<u64> {
     let read;
     let bytes = match packed {
         Packed::Memory(bytes) if gzip => bytes,
@@ -337,7 +337,8 @@ pub(super) async fn upload(
         .write_all(format!("send {}\n", bytes.len()).as_bytes())
         .await?;
     stdin.write_all(bytes).await?;
-    stdin.flush().await
+    stdin.flush().await?;
+    Ok(bytes.len() as u64)
 }
 
 /// Which quorum runs on a host whose state directory is `dir`, whose

@@ -77,6 +77,16 @@ impl Hosts {
     /// The connection to host `name`, made (and the host probed) the first
     /// time; an error names the host and says what ssh said.
     pub async fn link(&self, name: &str) -> Result<Arc<Link>, RemoteError> {
+        self.link_telling(name, None).await
+    }
+
+    /// [`Hosts::link`], what takes long in making it (the copy of quorum
+    /// there) told to `tell` when this call makes the connection.
+    pub async fn link_telling(
+        &self,
+        name: &str,
+        tell: Option<super::Tell>,
+    ) -> Result<Arc<Link>, RemoteError> {
         let closing = || RemoteError::Closing {
             host: name.to_string(),
         };
@@ -106,7 +116,7 @@ impl Hosts {
         let link = cell
             .get_or_init(|| async {
                 tokio::select! {
-                    made = connect::connect(spec, &self.supervisor, self.closed.subscribe()) => {
+                    made = connect::connect(spec, &self.supervisor, self.closed.subscribe(), tell) => {
                         made.map(Arc::new)
                     }
                     // Closed while it connects: the master being made goes

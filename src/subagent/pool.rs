@@ -187,10 +187,11 @@ impl Pool {
         &self,
         agent: &str,
         worktree: Option<&std::path::Path>,
+        tell: crate::remote::Tell,
     ) -> Result<(String, Starting), StartError> {
         let spec = self.registry.get(agent)?.clone();
         if spec.host.is_some() {
-            return Ok(self.remote_connection(spec, worktree));
+            return Ok(self.remote_connection(spec, worktree, tell));
         }
         let policy = spec.process_policy(worktree.is_some());
         let (key, root) = match (worktree, &policy) {
@@ -248,6 +249,7 @@ impl Pool {
         &self,
         spec: crate::acp::registry::AgentSpec,
         worktree: Option<&std::path::Path>,
+        tell: crate::remote::Tell,
     ) -> (String, Starting) {
         let host = spec.host.clone().unwrap_or_default();
         let there = worktree.and_then(|w| lock(&self.remote_workdirs).get(w).cloned());
@@ -279,7 +281,7 @@ impl Pool {
         let start = async move {
             let place = (there, leaf.as_str());
             let (launch, dir) =
-                crate::remote::launch::on_host(&hosts, &spec, place, isolated).await?;
+                crate::remote::launch::on_host(&hosts, &spec, place, isolated, Some(tell)).await?;
             lock(&dirs).insert(k, dir);
             Connection::start(&launch, &root, &supervisor, None)
                 .await
@@ -303,19 +305,30 @@ impl Pool {
         agent: &str,
         worktree: Option<&std::path::Path>,
         cancel: &mut watch::Receiver<bool>,
+        sink: &dyn TurnSink,
     ) -> Result<(Arc<Connection>, Option<std::path::PathBuf>), Outcome> {
-        let (key, start) = self
-            .connection(agent, worktree)
+        // What takes long in starting it (quorum copied to a new host),
+        // told in this call's box while it starts.
+        let (tell, mut told) = tokio::sync::mpsc::unbounded_channel();
+        let (key, mut start) = self
+            .connection(agent, worktree, tell)
             .map_err(|e| Outcome::error(e.to_string()))?;
-        let started = tokio::select! {
-            started = start => started,
-            _ = cancelled(cancel) => {
-                return Err(Outcome::new(
-                    StopReason::Cancelled,
-                    format!("{agent}: cancelled while starting"),
-                ));
+        let started = loop {
+            tokio::select! {
+                biased;
+                Some(text) = told.recv() => sink.activity(Activity::Notice { text }),
+                started = &mut start => break started,
+                _ = cancelled(cancel) => {
+                    return Err(Outcome::new(
+                        StopReason::Cancelled,
+                        format!("{agent}: cancelled while starting"),
+                    ));
+                }
             }
         };
+        while let Ok(text) = told.try_recv() {
+            sink.activity(Activity::Notice { text });
+        }
         let mut connections = lock(&self.connections);
         match started {
             Ok(conn) => {
@@ -388,7 +401,7 @@ impl Agent for AcpAgent {
         async move {
             let pool = &self.pool;
             let agent = self.name.as_str();
-            match pool.connect(agent, input.root, &mut control.cancel).await {
+            match pool.connect(agent, input.root, &mut control.cancel, sink).await {
                 Ok((conn, remote_dir)) => {
                     let spec = pool.registry.get(agent).ok();
                     if input.root.is_some() && remote_dir.is_none() && !conn.sandboxed() {

@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use quorum::acp::registry::Registry;
 use quorum::confine::fsroot::Root;
 use quorum::engine::{Session, SessionConfig};
-use quorum::event::{Event, Op, Stamped, StopReason};
+use quorum::event::{Activity, Event, Op, Stamped, StopReason};
 use quorum::subagent::input::{Isolation, SubAgentCallInput};
 use tokio::sync::mpsc;
 
@@ -811,12 +811,18 @@ fn recorded(path: &Path) -> Vec<Event> {
 
 /// The activity each call's box showed, in order, as its Debug text (the
 /// session's directory `root` written as `ROOT`, the agent's name before a
-/// notice as `AGENT`, terminal ids as `TERM`).
+/// notice as `AGENT`, terminal ids as `TERM`), but what reaching a new host
+/// says (quorum copied there), which is not the agent's.
 fn box_activity(events: &[Event], root: &Path, agent: &str) -> Vec<String> {
     let id = regex::Regex::new(r"term-\d+").unwrap();
+    let copy = regex::Regex::new(r"^host \S+: cop(ying|ied) quorum there").unwrap();
     events
         .iter()
         .filter_map(|e| match e {
+            Event::SubagentActivity {
+                activity: Activity::Notice { text },
+                ..
+            } if copy.is_match(text) => None,
             Event::SubagentActivity { activity, .. } => {
                 let shown = format!("{activity:?}")
                     .replace(&root.display().to_string(), "ROOT")
@@ -1356,7 +1362,8 @@ impl Lab {
     }
 }
 
-/// What goes to a new host is quorum compressed, once: the bytes sent are
+/// What goes to a new host is quorum compressed, once (the call says so
+/// while it copies): the bytes sent are
 /// under half the binary's size, the host's copy is the binary byte for
 /// byte (named by its hash); a later session sends no copy again, nor does
 /// a byte-identical build of quorum installed elsewhere (another path,
@@ -1377,9 +1384,14 @@ fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
         let o = c.output_bounded();
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         assert!(text(&o.stdout).contains("hi"), "{}", text(&o.stdout));
-        sent()
+        // The call's box says what it waits for while quorum is copied.
+        let copying = text(&o.stderr).contains("host lab: copying quorum there");
+        let copied = text(&o.stderr).contains("host lab: copied quorum there (");
+        assert_eq!(copying, copied, "{}", text(&o.stderr));
+        (sent(), copied)
     };
-    let first = call(binary);
+    let (first, told) = call(binary);
+    assert!(told, "the first call did not say it copied quorum");
     assert!(
         first < size / 2,
         "sent {first} bytes for a binary of {size}"
@@ -1393,8 +1405,9 @@ fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
     assert_eq!(there, [our_name()]);
     assert!(std::fs::read(bin.join(our_name())).unwrap() == std::fs::read(binary).unwrap());
     // What a call sends without a copy: well under a megabyte.
-    let again = call(binary);
+    let (again, told) = call(binary);
     assert!(again < 1 << 20, "sent {again} bytes the second time");
+    assert!(!told, "a call that copied nothing said it copied quorum");
     let elsewhere = lab.path("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     // A hard link where it can be: a copy just written can fail to start
@@ -1403,7 +1416,7 @@ fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
     if std::fs::hard_link(binary, elsewhere.join("quorum")).is_err() {
         std::fs::copy(binary, elsewhere.join("quorum")).unwrap();
     }
-    let other = call(&elsewhere.join("quorum"));
+    let (other, _) = call(&elsewhere.join("quorum"));
     assert!(other < 1 << 20, "sent {other} bytes for an identical build");
     assert_eq!(std::fs::read_dir(&bin).unwrap().count(), 1);
 }

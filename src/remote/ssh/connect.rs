@@ -51,6 +51,7 @@ pub(super) async fn connect(
     spec: HostSpec,
     supervisor: &Supervisor,
     closed: watch::Receiver<bool>,
+    tell: Option<crate::remote::Tell>,
 ) -> Result<Link, RemoteError> {
     let unreachable = |why: Unreachable| RemoteError::Unreachable {
         host: spec.name.clone(),
@@ -115,7 +116,23 @@ pub(super) async fn connect(
         Some(there) => there,
         None => {
             let gzip = packer == "gzip";
-            copy(&spec.name, &dir, &mut hold, &mut master, bin, gzip).await?;
+            let say = |text: String| {
+                if let Some(tell) = &tell {
+                    let _ = tell.send(text);
+                }
+            };
+            say(format!(
+                "host {}: copying quorum there (once for each build of quorum)",
+                spec.name
+            ));
+            let started = std::time::Instant::now();
+            let sent = copy(&spec.name, &dir, &mut hold, &mut master, bin, gzip).await?;
+            say(format!(
+                "host {}: copied quorum there ({:.1} MB in {:.1} s)",
+                spec.name,
+                sent as f64 / 1e6,
+                started.elapsed().as_secs_f64()
+            ));
             format!("{dir}/bin/{name}")
         }
     };
@@ -293,7 +310,7 @@ fn probe_failed(host: &str, status: ExitStatus, lines: Vec<String>, said: String
 /// whose probe found no copy there that checks: `send` and the upload on
 /// its stdin (`hold`, gzip-compressed when the host has `gzip`: what
 /// [`ship::prepare`] made), checked by its hash there before it is renamed
-/// into place, and `copied` is its answer. A kept upload the host refuses
+/// into place, and `copied` is its answer: the bytes sent. A kept upload the host refuses
 /// (changed since it was written) is removed, made again from the binary
 /// and sent once more. Else what the master said on stderr and the host's
 /// answer.
@@ -304,7 +321,7 @@ async fn copy(
     master: &mut Master,
     bin: &'static ship::Binary,
     gzip: bool,
-) -> Result<(), RemoteError> {
+) -> Result<u64, RemoteError> {
     let copy_failed = |why| RemoteError::Copy {
         host: host.to_string(),
         why,
@@ -312,10 +329,10 @@ async fn copy(
     let mut again = gzip;
     loop {
         let packed = ship::prepare(bin).await.map_err(copy_failed)?;
-        let (answer, failed) = send(hold, master, bin, &packed, gzip).await;
+        let (answer, failed, sent) = send(hold, master, bin, &packed, gzip).await;
         if answer.trim_end() == "copied" {
             tracing::info!("host {host}: copied quorum there ({})", bin.name());
-            return Ok(());
+            return Ok(sent);
         }
         if gzip {
             ship::forget(&packed).await;
@@ -350,21 +367,25 @@ async fn copy(
 /// stopped reading, and its answer, if any, is read), or the host says
 /// nothing for COPIED after the last byte (a second once the upload
 /// failed: what was sent, if anything, is answered at once). The answer,
-/// and why the upload failed, if it did. An error reading counts as no
-/// answer.
+/// why the upload failed, if it did, and the bytes it sent. An error
+/// reading counts as no answer.
 async fn send(
     hold: &mut tokio::process::ChildStdin,
     master: &mut Master,
     bin: &ship::Binary,
     packed: &Arc<ship::Packed>,
     gzip: bool,
-) -> (String, Option<String>) {
+) -> (String, Option<String>, u64) {
     let mut exited = master.exited.clone();
     let mut answer = String::new();
     let mut failed = None;
+    let mut sent = 0;
     let copied = async {
         let wait = match ship::upload(hold, &bin.path, packed, gzip).await {
-            Ok(()) => COPIED,
+            Ok(n) => {
+                sent = n;
+                COPIED
+            }
             Err(e) => {
                 failed = Some(e.to_string());
                 Duration::from_secs(1)
@@ -382,5 +403,5 @@ async fn send(
             .await;
         }
     }
-    (answer, failed)
+    (answer, failed, sent)
 }
