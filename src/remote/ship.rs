@@ -192,7 +192,7 @@ pub(super) async fn prepare(bin: &'static Binary) -> Result<Arc<Packed>, CopyFai
     if let Some(packed) = &*made {
         return Ok(packed.clone());
     }
-    let packed = tokio::task::spawn_blocking(move || packed(bin, cache_dir()))
+    let packed = tokio::task::spawn_blocking(move || packed(bin, crate::runtime::cache_dir()))
         .await
         .map_err(|e| CopyFailure::Ssh(Arc::new(std::io::Error::other(e))))??;
     let packed = Arc::new(packed);
@@ -202,16 +202,6 @@ pub(super) async fn prepare(bin: &'static Binary) -> Result<Arc<Packed>, CopyFai
 
 /// What [`prepare`] made, once it did.
 static PACKED: tokio::sync::Mutex<Option<Arc<Packed>>> = tokio::sync::Mutex::const_new(None);
-
-/// quorum's cache directory: `$XDG_CACHE_HOME/quorum`, else
-/// `~/.cache/quorum`.
-fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache")))?;
-    Some(base.join("quorum"))
-}
 
 /// `bin` packed: its `quorum-HASH.gz` in `cache` when that is there, else
 /// compressed into it (and the others there that nothing used for a day
@@ -244,8 +234,9 @@ fn packed(bin: &Binary, cache: Option<PathBuf>) -> Result<Packed, CopyFailure> {
 }
 
 /// Compresses `bin` to `path` in `cache` (by way of a file of its own
-/// there, renamed: another quorum reads either none or all of it). Then removes the others there that nothing used for a day, and
-/// what a quorum that ended meanwhile left half written an hour ago.
+/// there, renamed: another quorum reads either none or all of it). Then
+/// removes the others there that nothing used for a day, and what a quorum
+/// that ended meanwhile left half written an hour ago.
 fn write_cache(
     bin: &Binary,
     cache: &std::path::Path,
@@ -311,10 +302,10 @@ pub(super) async fn forget(packed: &Arc<Packed>) {
     }
 }
 
-/// Writes `send LEN` and the upload to `stdin` (its LEN: what it returns): `packed` when the host
-/// unpacks gzip (`gzip`), else the binary at `path` as it is. The session
-/// the host reads it in goes on after it (its stdin stays open): the
-/// length tells it where the upload ends.
+/// Writes `send LEN` and the upload to `stdin`: `packed` when the host
+/// unpacks gzip (`gzip`), else the binary at `path` as it is; LEN is
+/// returned. The session the host reads it in goes on after it (its stdin
+/// stays open): the length tells it where the upload ends.
 pub(super) async fn upload(
     stdin: &mut tokio::process::ChildStdin,
     path: &std::path::Path,

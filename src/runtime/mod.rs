@@ -39,12 +39,22 @@ pub fn builder() -> tokio::runtime::Builder {
 /// quorum's state directory: `$XDG_STATE_HOME/quorum`, else
 /// `~/.local/state/quorum`.
 pub fn state_dir() -> Option<std::path::PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
+    xdg_dir("XDG_STATE_HOME", ".local/state")
+}
+
+/// quorum's cache directory (what it can make again): `$XDG_CACHE_HOME/quorum`,
+/// else `~/.cache/quorum`.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    xdg_dir("XDG_CACHE_HOME", ".cache")
+}
+
+/// quorum's folder in an XDG base directory: `$VAR/quorum` (when set and
+/// not empty), else `~/DEFAULT/quorum`; `None` without `HOME` either.
+pub fn xdg_dir(var: &str, default: &str) -> Option<std::path::PathBuf> {
+    let base = std::env::var_os(var)
         .filter(|d| !d.is_empty())
         .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".local/state"))
-        })?;
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(default)))?;
     Some(base.join("quorum"))
 }
 

@@ -310,10 +310,10 @@ fn probe_failed(host: &str, status: ExitStatus, lines: Vec<String>, said: String
 /// whose probe found no copy there that checks: `send` and the upload on
 /// its stdin (`hold`, gzip-compressed when the host has `gzip`: what
 /// [`ship::prepare`] made), checked by its hash there before it is renamed
-/// into place, and `copied` is its answer: the bytes sent. A kept upload the host refuses
-/// (changed since it was written) is removed, made again from the binary
-/// and sent once more. Else what the master said on stderr and the host's
-/// answer.
+/// into place, and `copied` is its answer; the bytes sent. A kept upload
+/// the host refuses (changed since it was written) is removed, made again
+/// from the binary and sent once more. Else what the master said on stderr
+/// and the host's answer.
 async fn copy(
     host: &str,
     dir: &str,
