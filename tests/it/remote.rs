@@ -70,6 +70,21 @@ impl Lab {
         Lab::with_sshd(extra, "")
     }
 
+    /// A lab whose host runs `script` as `tool`: a shim first on the
+    /// PATH its ssh sessions get, before the system's.
+    fn with_shim(tool: &str, script: &str) -> Self {
+        let lab = Lab::with_sshd("", "SetEnv PATH={lab}/shim:/usr/local/bin:/usr/bin:/bin\n");
+        let shim = lab.path("shim");
+        std::fs::create_dir_all(&shim).unwrap();
+        std::fs::write(shim.join(tool), script).unwrap();
+        std::fs::set_permissions(
+            shim.join(tool),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        lab
+    }
+
     /// As [`Lab::new`], `sshd_extra` added to sshd's config (`{lab}` in
     /// it: the lab's directory).
     fn with_sshd(extra: &str, sshd_extra: &str) -> Lab {
@@ -1465,21 +1480,8 @@ fn what_a_new_host_is_sent_is_kept_and_a_changed_one_is_made_and_sent_again() {
 /// why; nothing of it put in place there.
 #[test]
 fn a_host_that_refuses_the_copy_is_a_clear_error() {
-    // The host's `gzip` unpacks anything to something else: a shim first
-    // on the PATH its ssh sessions get.
-    let lab = Lab::with_sshd("", "SetEnv PATH={lab}/shim:/usr/local/bin:/usr/bin:/bin\n");
-    let shim = lab.path("shim");
-    std::fs::create_dir_all(&shim).unwrap();
-    std::fs::write(
-        shim.join("gzip"),
-        "#!/bin/sh\ncat >/dev/null\necho not quorum\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        shim.join("gzip"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    // The host's `gzip` unpacks anything to something else.
+    let lab = Lab::with_shim("gzip", "#!/bin/sh\ncat >/dev/null\necho not quorum\n");
     let o = lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
     let said = text(&o.stdout) + &text(&o.stderr);
     assert!(!o.status.success(), "{said}");
@@ -1524,25 +1526,17 @@ fn a_changed_copy_on_the_host_is_found_by_its_hash_and_replaced() {
 
 #[test]
 fn a_host_of_another_architecture_is_a_clear_error_and_nothing_is_copied() {
-    // The host's `uname -sm` says another machine: a shim first on the
-    // PATH its ssh sessions get.
-    let lab = Lab::with_sshd("", "SetEnv PATH={lab}/shim:/usr/local/bin:/usr/bin:/bin\n");
-    let shim = lab.path("shim");
-    std::fs::create_dir_all(&shim).unwrap();
+    // The host's `uname -sm` says another machine.
     let uname = ["/usr/bin/uname", "/bin/uname"]
         .into_iter()
         .find(|p| Path::new(p).exists())
         .expect("uname");
-    std::fs::write(
-        shim.join("uname"),
-        format!("#!/bin/sh\ncase \"$*\" in -sm) echo 'Linux riscv64' ;; *) exec {uname} \"$@\" ;; esac\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        shim.join("uname"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let lab = Lab::with_shim(
+        "uname",
+        &format!(
+            "#!/bin/sh\ncase \"$*\" in -sm) echo 'Linux riscv64' ;; *) exec {uname} \"$@\" ;; esac\n"
+        ),
+    );
     let o = lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
     let said = text(&o.stdout) + &text(&o.stderr);
     assert!(!o.status.success(), "{said}");
