@@ -255,7 +255,11 @@ impl Location {
 
 /// `$XDG_CONFIG_HOME/quorum/config.toml`, else `~/.config/quorum/config.toml`.
 pub fn default_path() -> Option<PathBuf> {
-    crate::runtime::xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("config.toml"))
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
+    Some(base.join("quorum/config.toml"))
 }
 
 /// Every key of `table` (and of the tables in it), under `path`.

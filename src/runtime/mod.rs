@@ -50,7 +50,9 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
 
 /// quorum's folder in an XDG base directory: `$VAR/quorum` (when set and
 /// not empty), else `~/DEFAULT/quorum`; `None` without `HOME` either.
-pub fn xdg_dir(var: &str, default: &str) -> Option<std::path::PathBuf> {
+/// (`config::default_path` reads `XDG_CONFIG_HOME` the same way on its
+/// own: the config layer may not import this one.)
+fn xdg_dir(var: &str, default: &str) -> Option<std::path::PathBuf> {
     let base = std::env::var_os(var)
         .filter(|d| !d.is_empty())
         .map(std::path::PathBuf::from)
