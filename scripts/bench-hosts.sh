@@ -9,6 +9,9 @@
 #     build (what a new host is sent not made and kept here yet) and a
 #     later one;
 #   - a later call (the host has it: a new `quorum call`, a new connection);
+#   - a later call, and a call on this machine, from a tree of 50,000 files
+#     (a checkout with its build output): what a call costs there before
+#     and after its turn;
 #   - later calls in the same session (`quorum run`, a scripted chat that
 #     calls the host's agent, another agent on the host, then the first
 #     again): the connection made once, reused;
@@ -77,12 +80,12 @@ quorum, lab, runs, mbit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4
 env = dict(os.environ, HOME=f"{lab}/home", XDG_STATE_HOME=f"{lab}/state",
            XDG_CONFIG_HOME=f"{lab}/config", XDG_CACHE_HOME=f"{lab}/cache")
 
-def call(agent):
+def call(agent, cwd="work"):
     """Milliseconds to the answer's first byte and to the exit."""
     start = time.monotonic()
     p = subprocess.Popen([quorum, "--config", f"{lab}/config/quorum.toml", "call",
                           "--agent", agent, "--input", "echo hi"],
-                         cwd=f"{lab}/work", env=env, stdout=subprocess.PIPE,
+                         cwd=f"{lab}/{cwd}", env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     first = p.stdout.read(1)
     t_first = time.monotonic() - start
@@ -103,13 +106,13 @@ def new_build(host):
     cold(host)
     shutil.rmtree(f"{lab}/cache", ignore_errors=True)
 
-def bench(label, agent, before=None, n=runs):
-    call(agent)  # warm-up (caches, and for the cold case, nothing)
+def bench(label, agent, before=None, n=runs, cwd="work"):
+    call(agent, cwd)  # warm-up (caches, and for the cold case, nothing)
     firsts, ends = [], []
     for _ in range(n):
         if before:
             before()
-        f, e = call(agent)
+        f, e = call(agent, cwd)
         firsts.append(f)
         ends.append(e)
     print(f"{label:<34} first byte {statistics.median(firsts):7.0f} ms   "
@@ -180,6 +183,13 @@ bench("on this machine", "here")
 bench("a cold host, a build's first", "direct", before=lambda: new_build("direct"))
 bench("a cold host (copied there)", "direct", before=lambda: cold("direct"))
 bench("a later call (the host has it)", "direct")
+# A tree of 50,000 files in 500 folders, as a checkout with its build output.
+for d in range(500):
+    os.makedirs(f"{lab}/big/target/d{d}")
+    for i in range(100):
+        open(f"{lab}/big/target/d{d}/f{i}", "w").close()
+bench("a later call, from 50,000 files", "direct", cwd="big")
+bench("on this machine, from 50,000 files", "here", cwd="big")
 bench_session()
 cold("counted")
 call("counted")

@@ -51,12 +51,19 @@ impl Connection {
         sink: &dyn TurnSink,
         control: &mut TurnControl,
     ) -> Outcome {
+        // The turn's directory as file access sees it (made as the session
+        // opens: git is asked for its hooks directory).
+        let root = {
+            let dir = request.root.to_path_buf();
+            tokio::task::spawn_blocking(move || crate::runtime::git::root(&dir).ok())
+        };
         let (session_id, kind) = match self.open_for_turn(&request, sink, control).await {
             Ok(opened) => opened,
             Err(outcome) => return outcome,
         };
         let stream = Arc::new(Stream::new(sink.stream()));
-        let (tx, mut rx) = self.admit(&session_id, request.exclude, request.root, &stream);
+        let root = root.await.ok().flatten();
+        let (tx, mut rx) = self.admit(&session_id, request.exclude, root.clone(), &stream);
         let mut guard = Unfinished {
             conn: self,
             tx: Some(tx.clone()),
@@ -74,7 +81,7 @@ impl Connection {
         );
         let response = self.cx.send_request(prompt).block_task();
         tokio::pin!(response);
-        let mut running = Running::new(self, session_id, &request, sink, stream);
+        let mut running = Running::new(self, session_id, &request, root, sink, stream);
         let result = running.exchange(&mut rx, response, control).await;
         // The turn's terminals end with it; what they wrote is told first.
         let sessions = self.sessions_of(&tx);
@@ -139,20 +146,21 @@ impl Connection {
         Ok((session_id, kind))
     }
 
-    /// Keeps `session_id` from what it may not read, and routes its
-    /// traffic (and, once announced, its children's) to a new channel.
+    /// Keeps `session_id` from what it may not read (and, with `root`,
+    /// confined to that directory), and routes its traffic (and, once
+    /// announced, its children's) to a new channel.
     fn admit(
         &self,
         session_id: &str,
         exclude: Option<&Exclude>,
-        root: &std::path::Path,
+        root: Option<Root>,
         stream: &Arc<Stream>,
     ) -> (Outbox, Inbox) {
         lock(&self.exclusions).insert(
             session_id.to_string(),
             super::fs::Scope {
                 exclude: exclude.cloned(),
-                root: crate::runtime::git::root(root).ok(),
+                root,
             },
         );
         let (tx, rx) = mpsc::unbounded_channel();
@@ -242,6 +250,7 @@ impl<'a> Running<'a> {
         conn: &'a Connection,
         session_id: String,
         request: &TurnRequest<'_>,
+        root: Option<Root>,
         sink: &'a dyn TurnSink,
         stream: Arc<Stream>,
     ) -> Self {
@@ -251,7 +260,7 @@ impl<'a> Running<'a> {
             session_id,
             policy: request.policy,
             trusted_mcp: request.trusted_mcp.map(str::to_string),
-            root: crate::runtime::git::root(request.root).ok(),
+            root,
             stream,
             children: HashMap::new(),
             asked_by: HashMap::new(),

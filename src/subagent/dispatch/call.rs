@@ -443,10 +443,12 @@ impl Dispatcher {
             (there, _) => there,
         };
         // In the person's own tree, what the turn leaves there that other
-        // programs run is named after it.
+        // programs run is named after it (a worktree task works in its
+        // worktree, a host's agent on its host: neither in that tree).
+        let elsewhere = job.worktree.is_some() || self.pool.host_of(job.agent.name()).is_some();
         let before = match there {
             Some(_) => None,
-            None => self.before_turn(job.worktree.is_some()).await,
+            None => self.before_turn(elsewhere).await,
         };
         let mut result = match there {
             Some(e) => Outcome::error(format!("{}: {e}", job.agent.name())),

@@ -9,6 +9,11 @@
 //! before and after each turn (`runtime::machinery::Snapshot`, bounded)
 //! and named in the call's box. A worktree task's turn is not checked
 //! here: its commit refuses a nested `.git`, and `/merge` names the rest.
+//! Nor is the turn of an agent on another machine (`host = ...`): it
+//! works in its directory there, where its file requests and terminals
+//! are answered and confined (`remote::relay`), and the person's tree
+//! here is out of its reach; walking that tree twice would only delay
+//! the call (up to 100,000 entries each time).
 
 use std::sync::atomic::Ordering;
 
@@ -19,9 +24,10 @@ use crate::runtime::machinery::{self, Snapshot};
 
 impl Dispatcher {
     /// The person's tree before a turn that runs in it (`None`: the turn
-    /// runs in a worktree, or the tree could not be read).
-    pub(in crate::subagent) async fn before_turn(&self, in_worktree: bool) -> Option<Snapshot> {
-        if in_worktree {
+    /// runs `elsewhere`, in a worktree or on a host, or the tree could not
+    /// be read).
+    pub(in crate::subagent) async fn before_turn(&self, elsewhere: bool) -> Option<Snapshot> {
+        if elsewhere {
             return None;
         }
         let top = self.root.path().to_path_buf();
