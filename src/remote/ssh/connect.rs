@@ -70,8 +70,9 @@ pub(super) async fn connect(
     let give_hash = async move {
         let bin = ship::binary_hash().await?;
         // What a host without it is sent is made meanwhile too (once a
-        // build on this machine: it is kept), in case this one has not.
-        tokio::spawn(ship::prepare(bin));
+        // build on this machine: it is kept), in case this one has not:
+        // the zstd one (a host with only gzip waits for its own).
+        tokio::spawn(ship::prepare(bin, ship::Pack::Zstd));
         let mut stdin = stdin;
         // A master that is gone says why in its answer (none).
         let _ = stdin.write_all(format!("{}\n", bin.hash).as_bytes()).await;
@@ -115,7 +116,7 @@ pub(super) async fn connect(
     let quorum = match chosen {
         Some(there) => there,
         None => {
-            let gzip = packer == "gzip";
+            let pack = ship::Pack::said(&packer);
             let say = |text: String| {
                 if let Some(tell) = &tell {
                     let _ = tell.send(text);
@@ -126,7 +127,7 @@ pub(super) async fn connect(
                 spec.name
             ));
             let started = std::time::Instant::now();
-            let sent = copy(&spec.name, &dir, &mut hold, &mut master, bin, gzip).await?;
+            let sent = copy(&spec.name, &dir, &mut hold, &mut master, bin, pack).await?;
             say(format!(
                 "host {}: copied quorum there ({:.1} MB in {:.1} s)",
                 spec.name,
@@ -308,7 +309,7 @@ fn probe_failed(host: &str, status: ExitStatus, lines: Vec<String>, said: String
 
 /// Copies this binary (`bin`) to `host` through the master's own session,
 /// whose probe found no copy there that checks: `send` and the upload on
-/// its stdin (`hold`, gzip-compressed when the host has `gzip`: what
+/// its stdin (`hold`, compressed as the host unpacks it: what
 /// [`ship::prepare`] made), checked by its hash there before it is renamed
 /// into place, and `copied` is its answer; the bytes sent. A kept upload
 /// the host refuses (changed since it was written) is removed, made again
@@ -320,25 +321,29 @@ async fn copy(
     hold: &mut tokio::process::ChildStdin,
     master: &mut Master,
     bin: &'static ship::Binary,
-    gzip: bool,
+    pack: Option<ship::Pack>,
 ) -> Result<u64, RemoteError> {
     let copy_failed = |why| RemoteError::Copy {
         host: host.to_string(),
         why,
     };
-    let mut again = gzip;
+    let mut again = pack.is_some();
     loop {
-        let packed = ship::prepare(bin).await.map_err(copy_failed)?;
-        let (answer, failed, sent) = send(hold, master, bin, &packed, gzip).await;
+        let packed = match pack {
+            Some(pack) => Some(ship::prepare(bin, pack).await.map_err(copy_failed)?),
+            None => None,
+        };
+        let (answer, failed, sent) = send(hold, master, bin, packed.as_deref()).await;
         if answer.trim_end() == "copied" {
             tracing::info!("host {host}: copied quorum there ({})", bin.name());
             return Ok(sent);
         }
-        if gzip {
-            ship::forget(&packed).await;
+        if let Some(packed) = &packed {
+            ship::forget(packed).await;
         }
         let refused = failed.is_none() && answer.starts_with("what arrived is not this quorum");
-        if refused && again && matches!(*packed, ship::Packed::Cached(_)) {
+        let kept = matches!(packed.as_deref(), Some(ship::Packed::Cached(_)));
+        if refused && again && kept {
             tracing::warn!("host {host}: it refused the kept upload; made again, sent again");
             again = false;
             continue;
@@ -362,7 +367,7 @@ async fn copy(
     }
 }
 
-/// Sends `packed` (or the binary, without `gzip`) on `hold` and reads the
+/// Sends `packed` (or, without it, the binary) on `hold` and reads the
 /// host's answer: until the master ends (the host's session ended: it
 /// stopped reading, and its answer, if any, is read), or the host says
 /// nothing for COPIED after the last byte (a second once the upload
@@ -373,15 +378,14 @@ async fn send(
     hold: &mut tokio::process::ChildStdin,
     master: &mut Master,
     bin: &ship::Binary,
-    packed: &Arc<ship::Packed>,
-    gzip: bool,
+    packed: Option<&ship::Packed>,
 ) -> (String, Option<String>, u64) {
     let mut exited = master.exited.clone();
     let mut answer = String::new();
     let mut failed = None;
     let mut sent = 0;
     let copied = async {
-        let wait = match ship::upload(hold, &bin.path, packed, gzip).await {
+        let wait = match ship::upload(hold, &bin.path, packed).await {
             Ok(n) => {
                 sent = n;
                 COPIED
