@@ -170,6 +170,8 @@ pub async fn call(
                 }
             }
         };
+        // The call's own lines first, then what is said of its outcome.
+        printer.caught_up().await;
         match reply {
             Ok(Reply::Done(mut outcome)) => {
                 // The verdict is the `severity` field (and a line on

@@ -12,6 +12,7 @@ use crate::event::{Activity, Event, Stamped};
 pub(super) struct Printer {
     task: tokio::task::JoinHandle<()>,
     done: tokio::sync::oneshot::Sender<()>,
+    asked: mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Printer {
@@ -20,6 +21,7 @@ impl Printer {
         mut print: impl FnMut(&Stamped) + Send + 'static,
     ) -> Self {
         let (done, mut finish) = tokio::sync::oneshot::channel();
+        let (asked, mut asks) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
         let task = tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -27,6 +29,12 @@ impl Printer {
                         Some(event) => print(&event),
                         None => return,
                     },
+                    Some(printed) = asks.recv() => {
+                        while let Ok(event) = events.try_recv() {
+                            print(&event);
+                        }
+                        let _ = printed.send(());
+                    }
                     _ = &mut finish => break,
                 }
             }
@@ -35,7 +43,16 @@ impl Printer {
                 print(&event);
             }
         });
-        Self { task, done }
+        Self { task, done, asked }
+    }
+
+    /// Returns once what was emitted before it is printed: a call's own
+    /// lines (its end, `■`) come before what is then said of its outcome.
+    pub(super) async fn caught_up(&self) {
+        let (printed, waited) = tokio::sync::oneshot::channel();
+        if self.asked.send(printed).is_ok() {
+            let _ = waited.await;
+        }
     }
 
     /// Prints what is left, then stops.

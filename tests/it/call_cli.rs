@@ -116,15 +116,21 @@ fn exit_codes_for_other_stop_reasons_and_bad_calls() {
     let o = s.run(&["call", "--agent", "fake", "--input", "stop max_tokens"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("stop reason: max_tokens"));
-    // What went wrong goes to stderr: stdout is the agent's answer.
-    let o = s.run(&["call", "--agent", "fake", "--input", "crash"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_eq!(text(&o.stdout), "");
-    assert!(
-        text(&o.stderr).contains("exited during the turn"),
-        "{}",
-        text(&o.stderr)
-    );
+    // What went wrong goes to stderr: stdout is the agent's answer. It
+    // follows the call's end (its lines are printed by another task: they
+    // came after it in some runs).
+    for _ in 0..10 {
+        let o = s.run(&["call", "--agent", "fake", "--input", "crash"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(text(&o.stdout), "");
+        let err = text(&o.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        let end = lines.iter().position(|l| *l == "fake: ■ error");
+        let why = lines
+            .iter()
+            .position(|l| l.starts_with("fake exited during the turn"));
+        assert!(matches!((end, why), (Some(e), Some(w)) if e < w), "{err}");
+    }
     let o = s.run(&["call", "--agent", "nobody", "--input", "hi"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
