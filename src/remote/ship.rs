@@ -227,9 +227,8 @@ const ZSTD_LEVEL: i32 = 3;
 /// the first time it is asked for (on a blocking thread) and shared by
 /// every host after, until a host refuses it ([`forget`]).
 pub(super) async fn prepare(bin: &'static Binary, pack: Pack) -> Result<Arc<Packed>, CopyFailure> {
-    let mut made = PACKED.lock().await;
-    let slot = &mut made[pack.suffix().1];
-    if let Some(packed) = slot {
+    let mut slot = PACKED[pack.suffix().1].lock().await;
+    if let Some(packed) = &*slot {
         return Ok(packed.clone());
     }
     let cache = crate::runtime::cache_dir();
@@ -241,9 +240,13 @@ pub(super) async fn prepare(bin: &'static Binary, pack: Pack) -> Result<Arc<Pack
     Ok(packed)
 }
 
-/// What [`prepare`] made, once it did: the zstd upload, the gzip one.
-static PACKED: tokio::sync::Mutex<[Option<Arc<Packed>>; 2]> =
-    tokio::sync::Mutex::const_new([None, None]);
+/// What [`prepare`] made, once it did: the zstd upload, the gzip one (each
+/// behind a lock of its own: a host with only gzip does not wait for the
+/// zstd one being made).
+static PACKED: [tokio::sync::Mutex<Option<Arc<Packed>>>; 2] = [
+    tokio::sync::Mutex::const_new(None),
+    tokio::sync::Mutex::const_new(None),
+];
 
 /// `bin` packed as `pack`: its `quorum-HASH.zst` (or `.gz`) in `cache` when
 /// that is there, else compressed into it (and the others there that
@@ -343,8 +346,8 @@ fn compress(path: &std::path::Path, pack: Pack, out: &mut impl Write) -> std::io
 /// dropped, so that the next copy (the same one, sent again, or another,
 /// in this process or another) makes it again.
 pub(super) async fn forget(packed: &Arc<Packed>) {
-    let mut made = PACKED.lock().await;
-    for slot in made.iter_mut() {
+    for slot in &PACKED {
+        let mut slot = slot.lock().await;
         if slot.as_ref().is_some_and(|m| Arc::ptr_eq(m, packed)) {
             *slot = None;
         }
