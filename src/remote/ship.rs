@@ -173,11 +173,11 @@ pub(super) fn probe_script(dir: &str) -> String {
 }
 
 /// How a host unpacks what it is sent, as its probe says: the first of
-/// `zstd` and `gzip` it has.
+/// `zstd` and `gzip` it has (the value: its place in [`PACKED`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Pack {
-    Zstd,
-    Gzip,
+    Zstd = 0,
+    Gzip = 1,
 }
 
 impl Pack {
@@ -191,11 +191,11 @@ impl Pack {
         }
     }
 
-    /// The kept upload's suffix; its place in [`PACKED`].
-    fn suffix(self) -> (&'static str, usize) {
+    /// The kept upload's suffix.
+    fn suffix(self) -> &'static str {
         match self {
-            Self::Zstd => ("zst", 0),
-            Self::Gzip => ("gz", 1),
+            Self::Zstd => "zst",
+            Self::Gzip => "gz",
         }
     }
 }
@@ -227,7 +227,7 @@ const ZSTD_LEVEL: i32 = 3;
 /// the first time it is asked for (on a blocking thread) and shared by
 /// every host after, until a host refuses it ([`forget`]).
 pub(super) async fn prepare(bin: &'static Binary, pack: Pack) -> Result<Arc<Packed>, CopyFailure> {
-    let mut slot = PACKED[pack.suffix().1].lock().await;
+    let mut slot = PACKED[pack as usize].lock().await;
     if let Some(packed) = &*slot {
         return Ok(packed.clone());
     }
@@ -262,7 +262,7 @@ fn packed(bin: &Binary, pack: Pack, cache: Option<PathBuf>) -> Result<Packed, Co
         compress(&bin.path, pack, &mut out).map_err(failed)?;
         return Ok(Packed::Memory(out));
     };
-    let suffix = pack.suffix().0;
+    let suffix = pack.suffix();
     let path = cache.join(format!("{}.{suffix}", bin.name()));
     if let Ok(file) = std::fs::File::options().append(true).open(&path)
         && file.metadata().is_ok_and(|m| m.len() > 0)
@@ -295,7 +295,7 @@ fn write_cache(
         .recursive(true)
         .mode(0o700)
         .create(cache)?;
-    let suffix = pack.suffix().0;
+    let suffix = pack.suffix();
     let temp = cache.join(format!(".{}.{}.{suffix}", bin.name(), std::process::id()));
     let written = std::fs::File::create(&temp).and_then(|mut file| {
         compress(&bin.path, pack, &mut file)?;
@@ -370,8 +370,8 @@ pub(super) async fn upload(
     let read;
     let bytes = match packed {
         Some(Packed::Memory(bytes)) => bytes,
-        Some(Packed::Cached(path)) => {
-            read = tokio::fs::read(path).await?;
+        Some(Packed::Cached(file)) => {
+            read = tokio::fs::read(file).await?;
             &read
         }
         None => {
