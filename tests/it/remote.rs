@@ -44,6 +44,31 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// What a host's shell needs to be given quorum (gzip its only unpacker)
+/// and run it: no git, no zstd.
+const HOST_TOOLS: &[&str] = &[
+    "mkdir",
+    "uname",
+    "cat",
+    "chmod",
+    "mv",
+    "rm",
+    "head",
+    "sha256sum",
+    "gzip",
+];
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Waits up to `limit` for `done`; whether it came.
 fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
@@ -82,6 +107,23 @@ impl Lab {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .unwrap();
+        lab
+    }
+
+    /// A lab whose host's ssh sessions have a PATH of `tools` alone (each
+    /// linked from /usr/bin or /bin, where the test machine has it).
+    fn with_tools(tools: &[&str]) -> Self {
+        let lab = Lab::with_sshd("", "SetEnv PATH={lab}/host-bin\n");
+        let bin = lab.path("host-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for tool in tools {
+            let found = ["/usr/bin", "/bin"]
+                .iter()
+                .map(|d| Path::new(d).join(tool))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| panic!("no {tool}"));
+            std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+        }
         lab
     }
 
@@ -394,12 +436,7 @@ fn a_call_runs_on_the_host_its_files_and_commands_there() {
         out(2)
     );
     // quorum was copied there, under its state directory, named by its hash.
-    let copied: Vec<_> = std::fs::read_dir(lab.host().join("bin"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(copied, [our_name()]);
+    assert_eq!(names(&lab.host().join("bin")), [our_name()]);
     // An agent that dies there is told as one that died here.
     let o = lab.quorum(&["call", "--agent", "far", "--input", "crash"]);
     let said = text(&o.stdout) + &text(&o.stderr);
@@ -422,11 +459,7 @@ fn a_call_runs_on_the_host_its_files_and_commands_there() {
         text(&o.stdout),
         text(&o.stderr)
     );
-    let left: Vec<_> = std::fs::read_dir(lab.host().join("run"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
+    let left = names(&lab.host().join("run"));
     assert!(left.is_empty(), "{left:?}");
     lab.assert_nothing_left(&[]);
 }
@@ -765,28 +798,7 @@ fn doctor_says_a_host_answers_and_what_ssh_said_of_one_that_does_not() {
 #[test]
 fn a_worktree_task_on_a_host_without_git_names_the_host_and_git() {
     // A host whose PATH has the shell's tools but no git.
-    let lab = Lab::with_sshd("", "SetEnv PATH={lab}/nogit-bin\n");
-    let bin = lab.path("nogit-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    for tool in [
-        "mkdir",
-        "uname",
-        "cat",
-        "chmod",
-        "mv",
-        "rm",
-        "dirname",
-        "sha256sum",
-        "gzip",
-        "head",
-    ] {
-        let found = ["/usr/bin", "/bin"]
-            .iter()
-            .map(|d| Path::new(d).join(tool))
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("no {tool}"));
-        let _ = std::os::unix::fs::symlink(found, bin.join(tool));
-    }
+    let lab = Lab::with_tools(&[HOST_TOOLS, &["dirname"]].concat());
     let d = lab.dir.path().display();
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let path = lab.path("config/nogit.toml");
@@ -1305,12 +1317,7 @@ fn copying_a_new_build_removes_the_older_builds_quorum_put_there_and_nothing_ran
     }
     let o = lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let mut left: Vec<String> = std::fs::read_dir(&bin)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
+    let mut left = names(&bin);
     let ours = our_name();
     assert!(left.contains(&ours), "this build, copied: {left:?}");
     left.retain(|n| *n != ours);
@@ -1412,12 +1419,7 @@ fn quorum_goes_to_a_new_host_compressed_and_once_for_every_identical_build() {
         "sent {first} bytes for a binary of {size}"
     );
     let bin = lab.host().join("bin");
-    let there: Vec<_> = std::fs::read_dir(&bin)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(there, [our_name()]);
+    assert_eq!(names(&bin), [our_name()]);
     assert!(std::fs::read(bin.join(our_name())).unwrap() == std::fs::read(binary).unwrap());
     // What a call sends without a copy: well under a megabyte.
     let (again, told) = call(binary);
@@ -1491,11 +1493,7 @@ fn a_host_that_refuses_the_copy_is_a_clear_error() {
             && said.contains("what arrived is not this quorum (its sha256 differs)"),
         "{said}"
     );
-    let there: Vec<_> = std::fs::read_dir(lab.host().join("bin"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
+    let there = names(&lab.host().join("bin"));
     assert!(there.is_empty(), "{there:?}");
     lab.assert_nothing_left(&[]);
 }
@@ -1509,28 +1507,7 @@ fn a_host_that_refuses_the_copy_is_a_clear_error() {
 fn a_new_host_is_sent_zstd_where_it_has_it_else_gzip() {
     let binary = std::fs::read(env!("CARGO_BIN_EXE_quorum")).unwrap();
     // A host whose PATH has the tools a host needs, and gzip, but no zstd.
-    let gzip_only = Lab::with_sshd("", "SetEnv PATH={lab}/host-bin\n");
-    let bin = gzip_only.path("host-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    for tool in [
-        "sh", "mkdir", "uname", "cat", "chmod", "mv", "rm", "head", "gzip",
-    ] {
-        let found = ["/usr/bin", "/bin"]
-            .iter()
-            .map(|d| Path::new(d).join(tool))
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("no {tool}"));
-        let _ = std::os::unix::fs::symlink(found, bin.join(tool));
-    }
-    for tool in ["openssl", "sha256sum"] {
-        if let Some(found) = ["/usr/bin", "/bin"]
-            .iter()
-            .map(|d| Path::new(d).join(tool))
-            .find(|p| p.exists())
-        {
-            let _ = std::os::unix::fs::symlink(found, bin.join(tool));
-        }
-    }
+    let gzip_only = Lab::with_tools(HOST_TOOLS);
     let zst = format!("{}.zst", our_name());
     let gz = format!("{}.gz", our_name());
     for (lab, made) in [
@@ -1540,13 +1517,7 @@ fn a_new_host_is_sent_zstd_where_it_has_it_else_gzip() {
         let o = lab.quorum(&["call", "--agent", "far", "--input", "echo hi"]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         assert!(text(&o.stdout).contains("hi"), "{}", text(&o.stdout));
-        let mut kept: Vec<_> = std::fs::read_dir(lab.path("home").join("cache/quorum"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        kept.sort();
-        assert_eq!(kept, made);
+        assert_eq!(names(&lab.path("home").join("cache/quorum")), made);
         let copy = std::fs::read(lab.host().join("bin").join(our_name())).unwrap();
         assert!(copy == binary, "the host's copy is not the binary");
         lab.assert_nothing_left(&[]);
@@ -1609,11 +1580,7 @@ fn a_host_of_another_architecture_is_a_clear_error_and_nothing_is_copied() {
         "{said}"
     );
     // Nothing of quorum went there.
-    let copied: Vec<_> = std::fs::read_dir(lab.host().join("bin"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
+    let copied = names(&lab.host().join("bin"));
     assert!(copied.is_empty(), "{copied:?}");
     lab.assert_nothing_left(&[]);
 }
