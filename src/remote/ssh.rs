@@ -160,19 +160,29 @@ impl Hosts {
     }
 }
 
+/// What every `ssh` but the master's is given (after `-S SOCKET`): it goes
+/// through the master or fails. Without a master (gone with the session,
+/// or lost) ssh would connect on its own, a connection nothing owns: a
+/// git push still on its way as the session ends would reach the host
+/// anyway. The proxy command is what ssh runs only to connect on its own,
+/// so it is one that fails; given first, it wins over the person's own
+/// (their `ProxyJump` is the master's).
+const THROUGH_MASTER: [&str; 6] = [
+    "-o",
+    "ControlMaster=no",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ProxyCommand=false",
+];
+
 impl Link {
     /// The `ssh` arguments that reach the host through the master (the
     /// remote command follows).
     pub fn ssh_args(&self) -> Vec<String> {
-        let mut args = vec![
-            "-S".to_string(),
-            self.socket.display().to_string(),
-            "-o".into(),
-            "ControlMaster=no".into(),
-            "-o".into(),
-            "BatchMode=yes".into(),
-            "-T".into(),
-        ];
+        let mut args = vec!["-S".to_string(), self.socket.display().to_string()];
+        args.extend(THROUGH_MASTER.map(str::to_string));
+        args.push("-T".into());
         args.extend(self.host.ssh_args.iter().cloned());
         args.push("--".into());
         args.push(self.host.ssh.clone());
@@ -284,18 +294,12 @@ impl Link {
     /// The `ssh` command line git runs to reach the host through the master
     /// (`core.sshCommand`; git adds the destination and its command).
     pub fn git_ssh_command(&self) -> String {
-        let mut words = vec![ssh_program().display().to_string()];
-        words.extend(
-            [
-                "-S",
-                &self.socket.display().to_string(),
-                "-o",
-                "ControlMaster=no",
-                "-o",
-                "BatchMode=yes",
-            ]
-            .map(str::to_string),
-        );
+        let mut words = vec![
+            ssh_program().display().to_string(),
+            "-S".into(),
+            self.socket.display().to_string(),
+        ];
+        words.extend(THROUGH_MASTER.map(str::to_string));
         words.extend(self.host.ssh_args.iter().cloned());
         words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
     }

@@ -313,20 +313,25 @@ impl Lab {
                 continue;
             };
             let cmdline = text(&cmdline).replace('\0', " ");
-            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z'))
-            });
+            // After the command's name: its state (`S`, `D`, `Z`, ...)
+            // and its parent.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+            let (state, parent) = (fields.next().unwrap_or("?"), fields.next().unwrap_or("?"));
             let working_here = std::fs::read_link(format!("/proc/{pid}/cwd"))
                 .is_ok_and(|cwd| cwd.starts_with(lab));
-            if (cmdline.contains(&needle) || working_here) && !zombie {
+            if (cmdline.contains(&needle) || working_here) && state != "Z" {
                 let cwd = if working_here {
                     " (working in the lab)"
                 } else {
                     ""
                 };
-                out.push(format!("{pid}: {cmdline}{cwd}"));
+                // Where it waits, for a stray a failed run names.
+                let wchan =
+                    std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+                out.push(format!(
+                    "{pid}: {cmdline}{cwd} (state {state} in {wchan:?}, parent {parent})"
+                ));
             }
         }
         out
@@ -349,6 +354,24 @@ impl Lab {
         assert!(strays.is_empty(), "still running: {strays:#?}");
         let alive: Vec<&i32> = pids.iter().filter(|p| !gone(p)).collect();
         assert!(alive.is_empty(), "still running on the host: {alive:?}");
+    }
+
+    /// The lab's host alone, as a session's connections to its hosts, with
+    /// a supervisor of their own.
+    fn hosts(&self) -> quorum::remote::ssh::Hosts {
+        // What is copied to the host is quorum, not this test.
+        quorum::remote::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
+        let d = self.dir.path().display().to_string();
+        let spec = quorum::config::HostSpec {
+            name: "lab".into(),
+            ssh: "lab".into(),
+            ssh_args: vec!["-F".into(), format!("{d}/ssh_config")],
+            dir: Some(format!("{d}/host")),
+        };
+        quorum::remote::ssh::Hosts::new(
+            [("lab".to_string(), spec)].into(),
+            quorum::runtime::supervisor::Supervisor::new(),
+        )
     }
 
     /// A session in the person's repository, as the TUI starts one.
@@ -631,7 +654,7 @@ async fn a_connection_lost_mid_turn_is_interrupted_and_retry_fetches_the_work() 
     let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
     let mut lab = Lab::new(&format!(
         "[agents.busy]\ncommand = {fake:?}\nhost = \"lab\"\n\
-         args = [\"--scenario\", \"own run echo kept > made.txt; sleep 30\"]\n"
+         args = [\"--scenario\", \"own run echo kept > made.txt; sleep 600\"]\n"
     ));
     let (session, ops, mut events) = lab.session();
     let d = session.dispatcher().clone();
@@ -641,17 +664,20 @@ async fn a_connection_lost_mid_turn_is_interrupted_and_retry_fetches_the_work() 
         _ => None,
     })
     .await;
+    // How many of the worktrees there the agent wrote in.
     let made = |lab: &Lab| {
-        std::fs::read_dir(lab.host().join("worktrees"))
-            .map(|d| d.flatten().any(|e| e.path().join("made.txt").exists()))
-            .unwrap_or(false)
+        std::fs::read_dir(lab.host().join("worktrees")).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.path().join("made.txt").exists())
+                .count()
+        })
     };
     let mut seen = Vec::new();
     let wrote = wait_until(Duration::from_secs(60), || {
         while let Ok(e) = events.try_recv() {
             seen.push(format!("{:?}", e.event));
         }
-        made(&lab)
+        made(&lab) == 1
     });
     assert!(wrote, "the agent never wrote on the host: {seen:#?}");
     // The host goes away: no new connection, and the one there is cut
@@ -689,14 +715,14 @@ async fn a_connection_lost_mid_turn_is_interrupted_and_retry_fetches_the_work() 
     })
     .await;
     assert_eq!(lab.git(&["show", &format!("{branch}:made.txt")]), "kept");
-    // The retry is a new task with a worktree of its own: quorum is ended
-    // once that is made (a CI run ended it while its `git worktree add`
-    // ran, and that git was still there 15 s later).
-    next_of(&mut events, |e| match e {
-        Event::WorktreeReady { branch: b, .. } if *b != branch => Some(()),
-        _ => None,
-    })
-    .await;
+    // The retry is a new task with a worktree of its own, here and there:
+    // quorum is ended once its agent works there (in its `sleep`), when no
+    // git of quorum's runs. Ended in the middle of its git steps, a loaded
+    // CI machine twice had a git of them (`git worktree add`, then one it
+    // did not name) outlive the 15 s wait below: the git that goes on
+    // until it is done.
+    let both = wait_until(Duration::from_secs(60), || made(&lab) == 2);
+    assert!(both, "the retry's agent never wrote on the host");
     session.shutdown();
     drop(session);
     lab.assert_nothing_left(&[]);
@@ -1792,19 +1818,7 @@ fn a_hosts_worktree_task_goes_on_in_a_continued_session_on_its_session_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
     let lab = Lab::new("");
-    quorum::remote::ssh::use_binary(env!("CARGO_BIN_EXE_quorum").into());
-    let d = lab.dir.path().display().to_string();
-    let spec = quorum::config::HostSpec {
-        name: "lab".into(),
-        ssh: "lab".into(),
-        ssh_args: vec!["-F".into(), format!("{d}/ssh_config")],
-        dir: Some(format!("{d}/host")),
-    };
-    let supervisor = quorum::runtime::supervisor::Supervisor::new();
-    let hosts = std::sync::Arc::new(quorum::remote::ssh::Hosts::new(
-        [("lab".to_string(), spec)].into(),
-        supervisor,
-    ));
+    let hosts = std::sync::Arc::new(lab.hosts());
     let connecting = tokio::spawn({
         let hosts = hosts.clone();
         async move { hosts.link("lab").await.map(drop) }
@@ -1823,6 +1837,42 @@ async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
         "{linked:?}"
     );
     assert!(hosts.live("lab").is_none());
+    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
+        .await
+        .unwrap();
+}
+
+/// Everything quorum runs over ssh goes through the host's master or not
+/// at all: a git push or a step still on its way when the session closes
+/// its hosts fails, where ssh would otherwise open a connection of its own
+/// (its fallback when the master's socket is gone) that nothing owns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_the_hosts_are_closed_nothing_reaches_them_on_a_connection_of_its_own() {
+    let lab = Lab::new("");
+    let hosts = lab.hosts();
+    let link = hosts.link("lab").await.unwrap();
+    // git's ssh command (git adds the host and its command), and a step's.
+    let git_ssh = format!("{} lab echo reached", link.git_ssh_command());
+    let step = || {
+        let mut c = Command::new("ssh");
+        c.args(link.ssh_args()).arg("echo reached");
+        c
+    };
+    let run = |mut c: Command| c.output_bounded();
+    let sh = |line: &str| {
+        let mut c = Command::new("sh");
+        c.args(["-c", line]);
+        c
+    };
+    for out in [run(sh(&git_ssh)), run(step())] {
+        assert_eq!(text(&out.stdout), "reached\n", "{}", text(&out.stderr));
+    }
+    hosts.close();
+    for out in [run(sh(&git_ssh)), run(step())] {
+        assert!(!out.status.success(), "reached without the master");
+        assert_eq!(text(&out.stdout), "", "{}", text(&out.stderr));
+    }
+    drop(link);
     tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
         .await
         .unwrap();
