@@ -212,13 +212,16 @@ impl Link {
     }
 
     /// [`Link::spawn`], run to its end, its stderr (and stdout, when
-    /// piped) collected; ended (an error) when the hosts are closed.
-    pub async fn output(
+    /// piped) collected; ended (an error) when the hosts are closed. A
+    /// piped stdin is held open, unwritten, until then: its end is what
+    /// ends a step there (see [`Link::run`]).
+    async fn output(
         &self,
         mut cmd: tokio::process::Command,
     ) -> std::io::Result<std::process::Output> {
         cmd.stderr(Stdio::piped());
-        let (child, _group) = self.spawn(cmd)?;
+        let (mut child, _group) = self.spawn(cmd)?;
+        let _held = child.stdin.take();
         self.until_closed(child.wait_with_output()).await?
     }
 
@@ -236,10 +239,20 @@ impl Link {
     }
 
     /// Runs `remote` there; its stdout, or an error naming the host, what
-    /// was done (`what`) and what was said.
+    /// was done (`what`) and what was said. It runs under quorum's reaper
+    /// there, which ends it and all it started once its stdin, a pipe
+    /// from here, closes: when this call is dropped, the session closes
+    /// its hosts or the connection is lost. sshd itself would leave it
+    /// running to its end.
     pub async fn run(&self, what: &'static str, remote: &str) -> Result<String, RemoteError> {
-        let mut cmd = self.command(remote);
-        cmd.stdout(Stdio::piped());
+        use crate::runtime::reaper::{ARG, UNTIL_EOF};
+        let step = format!(
+            "exec {} {ARG} {UNTIL_EOF} sh -c {}",
+            quote(&self.quorum),
+            quote(remote)
+        );
+        let mut cmd = self.command(&step);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         let out = self.output(cmd).await.map_err(|e| RemoteError::Ssh {
             host: self.host.name.clone(),
             what,

@@ -33,6 +33,13 @@ use std::time::{Duration, Instant};
 /// The first argument that makes quorum's binary the reaper.
 pub const ARG: &str = "__quorum-reaper";
 
+/// After [`ARG`]: the program's stdin is `/dev/null`, and the reaper's
+/// own stdin closing (read to its end) is a `SIGTERM`: it ends the program
+/// and every descendant. For a step run over ssh on a host (see
+/// `remote::ssh::Link::run`), whose stdin is a pipe from home: when the
+/// connection ends, so does the step, where sshd would leave it running.
+pub const UNTIL_EOF: &str = "--until-eof";
+
 /// How long the reaper's descendants have, after `SIGTERM`, before
 /// `SIGKILL`: within the supervisor's grace.
 pub const GRACE: Duration = Duration::from_millis(1500);
@@ -87,14 +94,20 @@ fn run(args: Vec<OsString>) -> i32 {
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
     use std::os::unix::process::CommandExt;
 
+    let (until_eof, args) = until_eof(&args);
     let Some((program, rest)) = args.split_first() else {
-        eprintln!("quorum reaper: no program to run (usage: quorum {ARG} PROGRAM [ARGS...])");
+        eprintln!(
+            "quorum reaper: no program to run (usage: quorum {ARG} [{UNTIL_EOF}] PROGRAM [ARGS...])"
+        );
         return 2;
     };
     become_subreaper();
     let me = std::process::id();
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
+    if until_eof {
+        cmd.stdin(std::process::Stdio::null());
+    }
     // SAFETY: between fork and exec the closure makes only async-signal-safe
     // system calls (prctl, getppid) and builds its error without allocating.
     unsafe {
@@ -129,7 +142,17 @@ fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let child = nix::unistd::Pid::from_raw(child.id() as i32);
-    drop_stdio();
+    if until_eof {
+        // Started after the mask was set, the thread blocks the same
+        // signals: its `SIGTERM`, sent to the process, waits for the
+        // `wait` below, as one from outside does.
+        let stdin = std::io::stdin();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut stdin.lock(), &mut std::io::sink());
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(me as i32), Signal::SIGTERM);
+        });
+    }
+    drop_stdio(!until_eof);
     let mut status = None;
     loop {
         // Reap what has ended; none left at all: every descendant is gone.
@@ -154,9 +177,19 @@ fn run(args: Vec<OsString>) -> i32 {
     status.unwrap_or(128 + Signal::SIGTERM as i32)
 }
 
+/// Whether the arguments start with [`UNTIL_EOF`], and the rest.
+fn until_eof(args: &[OsString]) -> (bool, &[OsString]) {
+    match args.split_first() {
+        Some((first, rest)) if first == UNTIL_EOF => (true, rest),
+        _ => (false, args),
+    }
+}
+
 #[cfg(not(target_os = "linux"))]
 fn run(args: Vec<OsString>) -> i32 {
-    // Elsewhere the reaper is never asked for; run the program as it is.
+    // Elsewhere the reaper is never asked for; run the program as it is
+    // (a host step's stdin is left to it: it runs to its end).
+    let (_, args) = until_eof(&args);
     let Some((program, rest)) = args.split_first() else {
         return 2;
     };
@@ -166,11 +199,11 @@ fn run(args: Vec<OsString>) -> i32 {
     }
 }
 
-/// Points stdin and stdout at `/dev/null`: the reaper keeps no end of the
-/// agent's pipes (its closed stdin and its stdout's end are the agent's).
-/// Stderr is kept for the reaper's own messages.
+/// Points stdout (and `stdin`, when asked) at `/dev/null`: the reaper
+/// keeps no end of the agent's pipes (its closed stdin and its stdout's
+/// end are the agent's). Stderr is kept for the reaper's own messages.
 #[cfg(target_os = "linux")]
-fn drop_stdio() {
+fn drop_stdio(stdin: bool) {
     use std::os::fd::AsRawFd;
     if let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
@@ -180,7 +213,9 @@ fn drop_stdio() {
         // SAFETY: dup2 onto the standard descriptors of this process; no
         // Rust object owns fds 0 and 1 here.
         unsafe {
-            nix::libc::dup2(null.as_raw_fd(), 0);
+            if stdin {
+                nix::libc::dup2(null.as_raw_fd(), 0);
+            }
             nix::libc::dup2(null.as_raw_fd(), 1);
         }
     }

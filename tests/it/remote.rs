@@ -1878,6 +1878,53 @@ async fn once_the_hosts_are_closed_nothing_reaches_them_on_a_connection_of_its_o
         .unwrap();
 }
 
+/// A step quorum runs on a host (git there, for a worktree task) is ended
+/// there with the call that runs it, and with the session: sshd would let
+/// it run to its end, however long, with nothing here to own it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_on_the_host_ends_there_with_its_call_and_with_the_session() {
+    let lab = Lab::new("");
+    let hosts = lab.hosts();
+    let link = hosts.link("lab").await.unwrap();
+    let ran = link
+        .run("echoing", "echo said; echo told >&2")
+        .await
+        .unwrap();
+    assert_eq!(ran, "said\n");
+    let failed = link
+        .run("failing", "echo why >&2; exit 3")
+        .await
+        .unwrap_err();
+    assert!(failed.to_string().contains("why"), "{failed}");
+    let sleeping = format!("cd {} && exec sleep 600", lab.host().display());
+    let asleep = |lab: &Lab| lab.strays().iter().any(|l| l.contains(": sleep 600"));
+    // Its call dropped (its task aborted).
+    let step = tokio::spawn({
+        let (link, sleeping) = (link.clone(), sleeping.clone());
+        async move { link.run("sleeping", &sleeping).await }
+    });
+    assert!(wait_until(Duration::from_secs(30), || asleep(&lab)));
+    step.abort();
+    let _ = step.await;
+    assert!(
+        wait_until(Duration::from_secs(15), || !asleep(&lab)),
+        "{:#?}",
+        lab.strays()
+    );
+    // The session's hosts closed.
+    let step = tokio::spawn({
+        let link = link.clone();
+        async move { link.run("sleeping", &sleeping).await }
+    });
+    assert!(wait_until(Duration::from_secs(30), || asleep(&lab)));
+    hosts.close();
+    assert!(step.await.unwrap().is_err());
+    drop(link);
+    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_call_opens_after_the_session_is_shut_down() {
     // As a `/retry` winding down after the session ended would: nothing of
