@@ -147,18 +147,16 @@ pub fn exit_code(quorum: &Quorum) -> i32 {
 /// `git diff REV` in `dir`, hardened (`runtime::git`: no hook, fsmonitor
 /// or external diff), without textconv, and `REV` only ever a revision.
 fn diff(dir: &Path, rev: &str) -> Result<String, String> {
-    let out = crate::runtime::git::in_dir(dir)
-        .args([
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--end-of-options",
-            rev,
-            "--",
-        ])
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+    let out = crate::runtime::git::run(crate::runtime::git::in_dir(dir).args([
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--end-of-options",
+        rev,
+        "--",
+    ]))
+    .map_err(|e| format!("cannot run git: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "`git diff {rev}` failed: {}",

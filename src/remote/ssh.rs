@@ -319,8 +319,8 @@ impl Link {
 
     /// Asks the master to exit (at once, ending every session on it).
     fn exit(&self) {
-        let _ = std::process::Command::new(ssh_program())
-            .arg("-S")
+        let mut cmd = std::process::Command::new(ssh_program());
+        cmd.arg("-S")
             .arg(&self.socket)
             .args(["-O", "exit"])
             .args(&self.host.ssh_args)
@@ -328,8 +328,8 @@ impl Link {
             .arg(&self.host.ssh)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+            .stderr(Stdio::null());
+        let _ = crate::runtime::supervisor::status_blocking(&mut cmd, "ssh -O exit");
     }
 
     /// Whether the master still runs (the connection is up): its process
@@ -485,11 +485,9 @@ pub async fn reachable(spec: &HostSpec, supervisor: &Supervisor) -> Result<(), U
 /// `None` when there is no `ssh` on `PATH`, or it does not run.
 pub fn version() -> Option<String> {
     let ssh = crate::runtime::path::locate("ssh")?;
-    let out = std::process::Command::new(ssh)
-        .arg("-V")
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
+    let mut cmd = std::process::Command::new(ssh);
+    cmd.arg("-V").stdin(Stdio::null());
+    let out = crate::runtime::supervisor::output_blocking(&mut cmd, "ssh -V").ok()?;
     // It says it on stderr: `OpenSSH_9.2p1 Debian-2+deb12u3, OpenSSL 3.0.15 3 Sep 2024`.
     let text = String::from_utf8_lossy(if out.stderr.is_empty() {
         &out.stdout

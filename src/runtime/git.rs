@@ -81,9 +81,29 @@ pub fn as_configured(dir: &Path) -> Command {
     cmd
 }
 
+/// Runs `cmd`, a git of this module's, to its end: its output (stdout and
+/// stderr captured). Owned as every process quorum starts: it ends with
+/// quorum, however quorum ends (`supervisor::spawn_blocking`).
+pub fn run(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    super::supervisor::output_blocking(cmd, "git")
+}
+
+/// [`run`], its exit status alone (stdout and stderr as `cmd` set them).
+pub fn status(cmd: &mut Command) -> std::io::Result<std::process::ExitStatus> {
+    super::supervisor::status_blocking(cmd, "git")
+}
+
+/// [`run`], started: the child, and its group's handle to hold until it
+/// is waited for.
+pub fn spawn(
+    cmd: &mut Command,
+) -> std::io::Result<(std::process::Child, super::supervisor::Group)> {
+    super::supervisor::spawn_blocking(cmd, "git")
+}
+
 /// What git printed on stdout, trimmed at the end, if it succeeded.
 pub fn output(mut cmd: Command) -> Option<String> {
-    let out = cmd.stderr(Stdio::null()).output().ok()?;
+    let out = run(&mut cmd).ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_string())

@@ -196,27 +196,9 @@ impl Supervisor {
         #[cfg(all(unix, not(target_os = "linux")))]
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
-        {
-            let parent = std::process::id();
-            // SAFETY: the closure runs in the child between fork and exec;
-            // it only makes three system calls (setsid, prctl, getppid),
-            // which are async-signal-safe, and builds its error without
-            // allocating.
-            unsafe {
-                cmd.pre_exec(move || {
-                    // A session of its own: its group is its id, as
-                    // `process_group(0)` would make it, and it has no
-                    // controlling terminal.
-                    nix::unistd::setsid()?;
-                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
-                    // The parent may have died before prctl: then nobody
-                    // would send the signal. Checking closes that race.
-                    if nix::unistd::getppid().as_raw() as u32 != parent {
-                        return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
-                    }
-                    Ok(())
-                });
-            }
+        // SAFETY: see `in_a_session_of_its_own`.
+        unsafe {
+            cmd.pre_exec(in_a_session_of_its_own());
         }
         let (reply, answer) = mpsc::sync_channel(1);
         spawner()
@@ -266,6 +248,83 @@ impl Supervisor {
             .map(|g| (g.pgid, g.label.clone()))
             .collect()
     }
+}
+
+/// What a child does between fork and exec (Linux): a session of its own
+/// (its group is its id, as `process_group(0)` would make it, and it has
+/// no controlling terminal), and the parent-death signal.
+///
+/// SAFETY (for the `pre_exec` given it): it only makes three system calls
+/// (setsid, prctl, getppid), which are async-signal-safe, and builds its
+/// error without allocating.
+#[cfg(target_os = "linux")]
+fn in_a_session_of_its_own() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    let parent = std::process::id();
+    move || {
+        nix::unistd::setsid()?;
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
+        // The parent may have died before prctl: then nobody would send
+        // the signal. Checking closes that race.
+        if nix::unistd::getppid().as_raw() as u32 != parent {
+            return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+        }
+        Ok(())
+    }
+}
+
+/// A short command of quorum's own, run to its end by the thread that
+/// starts it, outside any runtime (git at home: a worktree made, work
+/// committed, a branch merged or fetched), owned as the supervisor's
+/// children are: a session of its own, the parent-death signal (the
+/// thread waits for it, so the signal fires only when quorum ends), and
+/// its group known, while it runs, to the watchdog and to the exit paths
+/// ([`kill_all_blocking`]): whatever way quorum ends, the command and all
+/// it started end too. It belongs to no session (a session that ends lets
+/// it finish). Its stdin, stdout and stderr are as the caller set them.
+pub fn spawn_blocking(
+    cmd: &mut std::process::Command,
+    label: &str,
+) -> std::io::Result<(std::process::Child, Group)> {
+    static OWNER: OnceLock<Arc<Inner>> = OnceLock::new();
+    #[cfg(all(unix, not(target_os = "linux")))]
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: see `in_a_session_of_its_own`.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, in_a_session_of_its_own());
+    }
+    let child = cmd.spawn()?;
+    let pgid = i32::try_from(child.id()).map_err(std::io::Error::other)?;
+    Ok((
+        child,
+        register(OWNER.get_or_init(Arc::default), pgid, label),
+    ))
+}
+
+/// [`spawn_blocking`], waited for: its output (stdout and stderr
+/// captured, as `Command::output` does).
+pub fn output_blocking(
+    cmd: &mut std::process::Command,
+    label: &str,
+) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (child, group) = spawn_blocking(cmd, label)?;
+    let out = child.wait_with_output();
+    // Forgotten now if it is empty; else what it left is ended.
+    group.is_empty();
+    out
+}
+
+/// [`spawn_blocking`], waited for: its exit status.
+pub fn status_blocking(
+    cmd: &mut std::process::Command,
+    label: &str,
+) -> std::io::Result<std::process::ExitStatus> {
+    let (mut child, group) = spawn_blocking(cmd, label)?;
+    let status = child.wait();
+    group.is_empty();
+    status
 }
 
 /// Ends every group any supervisor of this process started (see

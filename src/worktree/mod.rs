@@ -97,7 +97,7 @@ type Result<T> = std::result::Result<T, WorktreeError>;
 /// captured): its stdout as git printed it, or git's own message as the
 /// error, named by `step`.
 fn run_exact(mut cmd: Command, step: &str) -> Result<String> {
-    let out = cmd.output().map_err(|source| WorktreeError::Spawn {
+    let out = hardened::run(&mut cmd).map_err(|source| WorktreeError::Spawn {
         step: step.to_string(),
         source,
     })?;
@@ -167,10 +167,8 @@ fn git_ok(dir: &Path, args: &[&str]) -> bool {
 
 /// Whether `cmd` runs and succeeds, its output thrown away.
 fn succeeds(mut cmd: Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    hardened::status(&mut cmd).is_ok_and(|s| s.success())
 }
 
 /// What a task's worktree started from.
@@ -260,9 +258,7 @@ pub fn first_line(text: &str) -> &str {
 impl Repo {
     /// The repository `dir` is in: a clear error when it is none, or bare.
     pub fn find(dir: &Path) -> Result<Self> {
-        let bare = hardened::in_dir(dir)
-            .args(["rev-parse", "--is-bare-repository"])
-            .output()
+        let bare = hardened::run(hardened::in_dir(dir).args(["rev-parse", "--is-bare-repository"]))
             .map_err(|source| WorktreeError::Spawn {
                 step: "finding the repository".into(),
                 source,
@@ -625,6 +621,9 @@ impl Repo {
                 files: files.join(", "),
             });
         }
+        // The person's own git, as they would run it: in quorum's session,
+        // where a hook or a signing key's prompt may ask for the terminal
+        // (not one of quorum's owned commands, which have none).
         let out = hardened::as_configured(&self.top)
             .args([
                 "merge",

@@ -73,10 +73,11 @@ impl Repo {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         let io = |e: std::io::Error| WorktreeError::Io(format!("{}: {e}", dir.display()));
-        let mut child = cat.spawn().map_err(|source| WorktreeError::Spawn {
-            step: "reading the commit's files (git cat-file)".into(),
-            source,
-        })?;
+        let (mut child, _group) =
+            hardened::spawn(&mut cat).map_err(|source| WorktreeError::Spawn {
+                step: "reading the commit's files (git cat-file)".into(),
+                source,
+            })?;
         let mut stdin = child.stdin.take().expect("piped");
         let oids: Vec<String> = entries
             .iter()

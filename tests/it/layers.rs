@@ -567,10 +567,14 @@ fn no_folder_has_a_circle_of_imports() {
     assert_eq!(circles(&graph), [["a", "b", "c"]]);
 }
 
-/// A file's lines before its tests (`#[cfg(test)]`), or all of them.
+/// A file's lines before its tests (`#[cfg(test)]`, or tests for some
+/// systems only: `#[cfg(all(test, ...))]`), or all of them.
 fn lines_before_tests(text: &str) -> usize {
     text.lines()
-        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .take_while(|l| {
+            let l = l.trim();
+            l != "#[cfg(test)]" && !l.starts_with("#[cfg(all(test,")
+        })
         .count()
 }
 
@@ -588,6 +592,10 @@ fn no_source_file_is_over_900_lines_before_its_tests() {
     // The count stops at the tests, and only there.
     assert_eq!(lines_before_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
     assert_eq!(lines_before_tests("a\nb\nc\n"), 3);
+    assert_eq!(
+        lines_before_tests("a\n#[cfg(all(test, target_os = \"linux\"))]\nmod tests {}\n"),
+        1
+    );
 }
 
 /// Where `anyhow` may be named in code (not in a comment): the front

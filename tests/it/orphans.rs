@@ -587,3 +587,93 @@ fn find_by_cmdline(argv: &[&str]) -> Option<i32> {
         (cmdline == wanted).then_some(pid)
     })
 }
+
+/// A git quorum runs (here the `git worktree add` of `quorum call
+/// --worktree`) ends with quorum, and so does what that git started,
+/// whether quorum is terminated or killed: it runs in a session of its own
+/// that the exit path and the watchdog end. The git is a shim first on
+/// quorum's PATH that, for `worktree add`, starts a `sleep 600` and waits.
+#[test]
+fn a_git_quorum_runs_ends_with_quorum_and_so_does_what_it_started() {
+    for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let repo = home.join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["commit", "-q", "--allow-empty", "-m", "first"],
+        ] {
+            let out = common::git(home)
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        }
+        let real = common::hermetic_path().join("git");
+        let marks = home.join("marks");
+        let shim = home.join("shim");
+        std::fs::create_dir(&shim).unwrap();
+        std::fs::write(
+            shim.join("git"),
+            format!(
+                "#!/bin/sh\ncase \" $* \" in *\" worktree add \"*)\n  \
+                 echo $$ >> {marks:?}; sleep 600 & echo $! >> {marks:?}; wait; exit 1 ;;\nesac\n\
+                 exec {real:?} \"$@\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            shim.join("git"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let fake = env!("CARGO_BIN_EXE_quorum-fake-agent");
+        let config = home.join("quorum.toml");
+        std::fs::write(&config, format!("[agents.fake]\ncommand = {fake:?}\n")).unwrap();
+        let path = format!("{}:{}", shim.display(), common::hermetic_path().display());
+        let mut quorum = common::quorum(home)
+            .env("PATH", path)
+            .arg("--config")
+            .arg(&config)
+            .args(["call", "--agent", "fake", "--worktree", "--input", "hi"])
+            .current_dir(&repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut pids: Vec<i32> = Vec::new();
+        let started = wait_until(PATIENCE, || {
+            pids = read(&marks)
+                .lines()
+                .filter_map(|l| l.parse().ok())
+                .collect();
+            pids.len() == 2 || quorum.try_wait().unwrap().is_some()
+        });
+        assert!(started && pids.len() == 2, "no git worktree add: {pids:?}");
+        let procs = [
+            Proc::find("the git", pids[0]),
+            Proc::find("the git's sleep", pids[1]),
+        ];
+        kill(Pid::from_raw(quorum.id() as i32), signal).unwrap();
+        // It does not wait for the git: its runtime never does.
+        let status = exit_within(&mut quorum, PATIENCE);
+        let expected = match signal {
+            Signal::SIGTERM => (Some(143), None),
+            _ => (None, Some(9)),
+        };
+        assert_eq!(
+            status.map(|s| (s.code(), s.signal())),
+            Some(expected),
+            "quorum's exit after {signal}"
+        );
+        wait_until(GONE_WITHIN, || procs.iter().all(|p| !p.alive()));
+        let left: Vec<_> = procs.iter().filter(|p| p.alive()).map(|p| p.what).collect();
+        for p in &procs {
+            let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+        }
+        assert!(left.is_empty(), "after {signal}: still running: {left:?}");
+    }
+}

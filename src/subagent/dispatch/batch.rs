@@ -170,7 +170,7 @@ impl Dispatcher {
             detach,
             index,
         };
-        let runs = self.open_all(prepared, detach, launch);
+        let runs = self.open_all(prepared, detach, launch).await;
         // A quorum that checks itself runs its checks as its caller would.
         let verify = (review && input.verify).then(|| Verify {
             depth,
@@ -244,7 +244,7 @@ impl Dispatcher {
     /// Opens the prepared tasks' boxes, each `launch`ed at its place: the
     /// first `max_parallel` take their places at once, in order, the rest
     /// wait for one. One that cannot open is said at once.
-    fn open_all<'a>(
+    async fn open_all<'a>(
         &self,
         prepared: Vec<Task<Prepared>>,
         detach: Option<&Detachable>,
@@ -253,20 +253,23 @@ impl Dispatcher {
         let places = Arc::new(Semaphore::new(self.max_parallel));
         let mut runs = Vec::with_capacity(prepared.len());
         for (index, agent, task) in prepared {
-            let run = task.and_then(|task| {
-                // The first `max_parallel` take their places at once, in order.
-                let place = match places.clone().try_acquire_owned() {
-                    Ok(permit) => Place::Held(permit),
-                    Err(_) => Place::Wait(places.clone()),
-                };
-                self.open(task, launch(index, place)).map_err(|e| {
-                    let e = format!("tasks[{index}]: {e}");
-                    self.emitter.emit(Event::Error {
-                        text: format!("subagent: {e}"),
-                    });
-                    e
-                })
-            });
+            let run = match task {
+                Ok(task) => {
+                    // The first `max_parallel` take their places at once, in order.
+                    let place = match places.clone().try_acquire_owned() {
+                        Ok(permit) => Place::Held(permit),
+                        Err(_) => Place::Wait(places.clone()),
+                    };
+                    self.open(task, launch(index, place)).await.map_err(|e| {
+                        let e = format!("tasks[{index}]: {e}");
+                        self.emitter.emit(Event::Error {
+                            text: format!("subagent: {e}"),
+                        });
+                        e
+                    })
+                }
+                Err(e) => Err(e),
+            };
             if let (Err(e), Some(detach)) = (&run, detach) {
                 detach.failed(index, &agent, e);
             }

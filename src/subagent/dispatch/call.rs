@@ -70,19 +70,21 @@ impl Dispatcher {
         let summary = self
             .summary_for(input.include_main_summary, cancel.as_ref())
             .await;
-        let opened = self.open(
-            prepared,
-            Launch {
-                background: input.run_in_background,
-                batch_id: None,
-                place: None,
-                cancel,
-                summary: summary.as_deref(),
-                exclude: exclude.as_ref(),
-                detach,
-                index: 0,
-            },
-        )?;
+        let opened = self
+            .open(
+                prepared,
+                Launch {
+                    background: input.run_in_background,
+                    batch_id: None,
+                    place: None,
+                    cancel,
+                    summary: summary.as_deref(),
+                    exclude: exclude.as_ref(),
+                    detach,
+                    index: 0,
+                },
+            )
+            .await?;
         match opened.task_id.clone() {
             Some(task_id) => {
                 let call_id = opened.job.call_id.clone();
@@ -218,7 +220,7 @@ impl Dispatcher {
 
     /// Opens a prepared task's box: its ids, its steering handle, its
     /// `subagent_started`.
-    pub(in crate::subagent) fn open(
+    pub(in crate::subagent) async fn open(
         &self,
         task: Prepared,
         launch: Launch<'_>,
@@ -233,12 +235,17 @@ impl Dispatcher {
             background.then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         // A worktree task's worktree and branch, before its box opens.
         let worktree = if task.isolation {
-            Some(self.make_worktree(
-                &call_id,
-                task_id.as_deref(),
-                task.agent.name(),
-                &task.message,
-            )?)
+            let made = self
+                .make_worktree(
+                    &call_id,
+                    task_id.as_deref(),
+                    task.agent.name(),
+                    &task.message,
+                )
+                .await?;
+            // The session may have ended while its git ran.
+            self.open_for_calls()?;
+            Some(made)
         } else {
             None
         };

@@ -71,47 +71,59 @@ impl Dispatcher {
     }
 
     /// Makes a task's worktree on a branch named after it, and says so.
-    pub(in crate::subagent) fn make_worktree(
+    /// Its git runs on a blocking thread: the runtime's threads, the one
+    /// that takes a `SIGTERM` among them, never wait for it.
+    pub(in crate::subagent) async fn make_worktree(
         &self,
         call_id: &str,
         task_id: Option<&str>,
         agent: &str,
         message: &str,
     ) -> Result<Worktree, DispatchError> {
-        let repo = self.repo()?;
         let (state, session) = {
             let w = lock(&self.worktrees);
             (w.state.clone(), w.session.clone())
         };
-        let state = state.ok_or(DispatchError::NoStateDir)?;
         let task = match task_id {
             Some(t) => t.to_string(),
             None => call_id.replace("call-", "c"),
         };
-        // Task ids start again in every session: a name an earlier one
-        // took gets a number.
-        let name = worktree::branch_name(&task, worktree::first_line(message));
-        let mut branch = name.clone();
-        for n in 2..100 {
-            if !repo.branch_exists(&branch) {
-                break;
+        let (dir, agent_name) = (self.root.path().to_path_buf(), agent.to_string());
+        let title = worktree::first_line(message).to_string();
+        let worktree = tokio::task::spawn_blocking(move || {
+            let repo = Repo::find(&dir)?;
+            repo.current_branch()?;
+            let state = state.ok_or(DispatchError::NoStateDir)?;
+            // Task ids start again in every session: a name an earlier one
+            // took gets a number.
+            let name = worktree::branch_name(&task, &title);
+            let mut branch = name.clone();
+            for n in 2..100 {
+                if !repo.branch_exists(&branch) {
+                    break;
+                }
+                branch = format!("{name}-{n}");
             }
-            branch = format!("{name}-{n}");
-        }
-        let session = session.map(|p| p.display().to_string()).unwrap_or_default();
-        let mut meta = vec![("task", task.as_str()), ("agent", agent)];
-        if !session.is_empty() {
-            meta.push(("session", &session));
-        }
-        let worktree = repo
-            .create(&state, &branch, &meta)?
-            .in_dir(self.root.path());
-        // A session folder git does not track yet is made in the worktree.
-        if let Err(e) = std::fs::create_dir_all(&worktree.workdir) {
-            return Err(WorktreeError::Io(format!("{}: {e}", worktree.workdir.display())).into());
-        }
-        // The files other programs run are the project's to change there.
-        crate::runtime::machinery::mark_worktree(&worktree.path);
+            let session = session.map(|p| p.display().to_string()).unwrap_or_default();
+            let mut meta = vec![("task", task.as_str()), ("agent", agent_name.as_str())];
+            if !session.is_empty() {
+                meta.push(("session", &session));
+            }
+            let worktree = repo.create(&state, &branch, &meta)?.in_dir(&dir);
+            // A session folder git does not track yet is made in the worktree.
+            if let Err(e) = std::fs::create_dir_all(&worktree.workdir) {
+                return Err(
+                    WorktreeError::Io(format!("{}: {e}", worktree.workdir.display())).into(),
+                );
+            }
+            // The files other programs run are the project's to change there.
+            crate::runtime::machinery::mark_worktree(&worktree.path);
+            Ok::<_, DispatchError>(worktree)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(WorktreeError::Io(format!("making the worktree stopped: {e}")).into())
+        })?;
         lock(&self.worktrees).by_call.insert(
             call_id.to_string(),
             Isolated {

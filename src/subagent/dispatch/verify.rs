@@ -71,10 +71,11 @@ impl Dispatcher {
                 detach: None,
                 index: 0,
             };
-            match self
-                .prepare(spec, false, with.depth, true)
-                .and_then(|p| self.open(p, launch))
-            {
+            let opened = match self.prepare(spec, false, with.depth, true) {
+                Ok(p) => self.open(p, launch).await,
+                Err(e) => Err(e),
+            };
+            match opened {
                 Ok(opened) => runs.push((index, checker, what, opened)),
                 Err(e) => self.verify_notice(format!(
                     "verify: {checker} cannot check the finding {what} ({e}); it stays unchecked"

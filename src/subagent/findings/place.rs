@@ -191,10 +191,12 @@ fn problem_at(f: &Finding, root: &Path, rev: &str, diff: Option<&DiffRanges>) ->
     if rev.starts_with('-') {
         return None;
     }
-    let out = crate::runtime::git::in_dir(root)
-        .args(["cat-file", "blob", &format!("{rev}:{}", f.file)])
-        .output()
-        .ok()?;
+    let out = crate::runtime::git::run(crate::runtime::git::in_dir(root).args([
+        "cat-file",
+        "blob",
+        &format!("{rev}:{}", f.file),
+    ]))
+    .ok()?;
     if !out.status.success() {
         return Some(format!("{} is not in {rev}", f.file));
     }
