@@ -65,9 +65,7 @@ impl Dispatcher {
     /// starts: not a repository, bare, without a commit or on a detached
     /// HEAD is an error saying so.
     pub fn repo(&self) -> Result<Repo, DispatchError> {
-        let repo = Repo::find(self.root.path())?;
-        repo.current_branch()?;
-        Ok(repo)
+        repo_at(self.root.path())
     }
 
     /// Makes a task's worktree on a branch named after it, and says so.
@@ -91,8 +89,7 @@ impl Dispatcher {
         let (dir, agent_name) = (self.root.path().to_path_buf(), agent.to_string());
         let title = worktree::first_line(message).to_string();
         let worktree = tokio::task::spawn_blocking(move || {
-            let repo = Repo::find(&dir)?;
-            repo.current_branch()?;
+            let repo = repo_at(&dir)?;
             let state = state.ok_or(DispatchError::NoStateDir)?;
             // Task ids start again in every session: a name an earlier one
             // took gets a number.
@@ -493,4 +490,11 @@ pub(in crate::subagent) fn still_there(path: &Path) -> Result<(), WorktreeError>
     } else {
         Err(WorktreeError::Gone(path.to_path_buf()))
     }
+}
+
+/// The repository `dir` is in, checked as [`Dispatcher::repo`] says.
+fn repo_at(dir: &Path) -> Result<Repo, DispatchError> {
+    let repo = Repo::find(dir)?;
+    repo.current_branch()?;
+    Ok(repo)
 }
