@@ -329,7 +329,7 @@ impl Link {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let _ = crate::runtime::supervisor::status_blocking(&mut cmd, "ssh -O exit");
+        let _ = crate::runtime::supervisor::status_owned(&mut cmd, "ssh -O exit");
     }
 
     /// Whether the master still runs (the connection is up): its process
@@ -487,7 +487,7 @@ pub fn version() -> Option<String> {
     let ssh = crate::runtime::path::locate("ssh")?;
     let mut cmd = std::process::Command::new(ssh);
     cmd.arg("-V").stdin(Stdio::null());
-    let out = crate::runtime::supervisor::output_blocking(&mut cmd, "ssh -V").ok()?;
+    let out = crate::runtime::supervisor::output_owned(&mut cmd, "ssh -V").ok()?;
     // It says it on stderr: `OpenSSH_9.2p1 Debian-2+deb12u3, OpenSSL 3.0.15 3 Sep 2024`.
     let text = String::from_utf8_lossy(if out.stderr.is_empty() {
         &out.stdout

@@ -83,14 +83,14 @@ pub fn as_configured(dir: &Path) -> Command {
 
 /// Runs `cmd`, a git of this module's, to its end: its output (stdout and
 /// stderr captured). Owned as every process quorum starts: it ends with
-/// quorum, however quorum ends (`supervisor::spawn_blocking`).
+/// quorum, however quorum ends (`supervisor::spawn_owned`).
 pub fn run(cmd: &mut Command) -> std::io::Result<std::process::Output> {
-    super::supervisor::output_blocking(cmd, "git")
+    super::supervisor::output_owned(cmd, "git")
 }
 
 /// [`run`], its exit status alone (stdout and stderr as `cmd` set them).
 pub fn status(cmd: &mut Command) -> std::io::Result<std::process::ExitStatus> {
-    super::supervisor::status_blocking(cmd, "git")
+    super::supervisor::status_owned(cmd, "git")
 }
 
 /// [`run`], started: the child, and its group's handle to hold until it
@@ -98,7 +98,7 @@ pub fn status(cmd: &mut Command) -> std::io::Result<std::process::ExitStatus> {
 pub fn spawn(
     cmd: &mut Command,
 ) -> std::io::Result<(std::process::Child, super::supervisor::Group)> {
-    super::supervisor::spawn_blocking(cmd, "git")
+    super::supervisor::spawn_owned(cmd, "git")
 }
 
 /// What git printed on stdout, trimmed at the end, if it succeeded.

@@ -281,7 +281,7 @@ fn in_a_session_of_its_own() -> impl FnMut() -> std::io::Result<()> + Send + Syn
 /// ([`kill_all_blocking`]): whatever way quorum ends, the command and all
 /// it started end too. It belongs to no session (a session that ends lets
 /// it finish). Its stdin, stdout and stderr are as the caller set them.
-pub fn spawn_blocking(
+pub fn spawn_owned(
     cmd: &mut std::process::Command,
     label: &str,
 ) -> std::io::Result<(std::process::Child, Group)> {
@@ -301,27 +301,27 @@ pub fn spawn_blocking(
     ))
 }
 
-/// [`spawn_blocking`], waited for: its output (stdout and stderr
+/// [`spawn_owned`], waited for: its output (stdout and stderr
 /// captured, as `Command::output` does).
-pub fn output_blocking(
+pub fn output_owned(
     cmd: &mut std::process::Command,
     label: &str,
 ) -> std::io::Result<std::process::Output> {
     use std::process::Stdio;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let (child, group) = spawn_blocking(cmd, label)?;
+    let (child, group) = spawn_owned(cmd, label)?;
     let out = child.wait_with_output();
     // Forgotten now if it is empty; else what it left is ended.
     group.is_empty();
     out
 }
 
-/// [`spawn_blocking`], waited for: its exit status.
-pub fn status_blocking(
+/// [`spawn_owned`], waited for: its exit status.
+pub fn status_owned(
     cmd: &mut std::process::Command,
     label: &str,
 ) -> std::io::Result<std::process::ExitStatus> {
-    let (mut child, group) = spawn_blocking(cmd, label)?;
+    let (mut child, group) = spawn_owned(cmd, label)?;
     let status = child.wait();
     group.is_empty();
     status
