@@ -219,7 +219,8 @@ impl Dispatcher {
     }
 
     /// Opens a prepared task's box: its ids, its steering handle, its
-    /// `subagent_started`.
+    /// `subagent_started`. A worktree task's worktree is made first (its
+    /// git off the runtime's threads); the rest is [`Dispatcher::open_box`].
     pub(in crate::subagent) async fn open(
         &self,
         task: Prepared,
@@ -230,7 +231,6 @@ impl Dispatcher {
         // A call opened after its caller stopped waiting starts in the
         // background.
         let background = launch.background || launch.detach.is_some_and(Detachable::is_detached);
-        let detach = launch.detach.filter(|_| !background);
         let task_id =
             background.then(|| format!("t{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         // A worktree task's worktree and branch, before its box opens.
@@ -249,6 +249,19 @@ impl Dispatcher {
         } else {
             None
         };
+        Ok(self.open_box(task, launch, (call_id, task_id), worktree))
+    }
+
+    /// [`Dispatcher::open`] once its ids are given and its worktree made.
+    fn open_box(
+        &self,
+        task: Prepared,
+        launch: Launch<'_>,
+        (call_id, task_id): (String, Option<String>),
+        worktree: Option<crate::worktree::Worktree>,
+    ) -> Opened {
+        let background = task_id.is_some();
+        let detach = launch.detach.filter(|_| !background);
         let (mut handle, control) = controls();
         if let (Some(outer), None) = (&launch.cancel, &task_id) {
             handle.forward = Some(forward_cancel(outer.clone(), handle.cancel.clone()));
@@ -300,7 +313,7 @@ impl Dispatcher {
             (worktree, detach),
         );
         opened.job.era = lock(&self.memory).era();
-        Ok(opened)
+        opened
     }
 
     /// Runs a call: it waits for its place in a batch first, then its
