@@ -193,6 +193,7 @@ impl Supervisor {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| std::io::Error::other("a child process needs a tokio runtime"))?;
         cmd.kill_on_drop(true);
+        watchdog_started();
         #[cfg(all(unix, not(target_os = "linux")))]
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
@@ -254,14 +255,27 @@ impl Supervisor {
 /// (its group is its id, as `process_group(0)` would make it, and it has
 /// no controlling terminal), and the parent-death signal.
 ///
-/// SAFETY (for the `pre_exec` given it): it only makes three system calls
-/// (setsid, prctl, getppid), which are async-signal-safe, and builds its
-/// error without allocating.
+/// It also tells the watchdog its group itself (`+PGID` on the watchdog's
+/// pipe, inherited until exec): a quorum killed between this child's exec
+/// and the parent's registering it would otherwise leave the group
+/// unknown to the watchdog, and what the child started running.
+///
+/// SAFETY (for the `pre_exec` given it): it only makes async-signal-safe
+/// system calls (setsid, getpid, write, prctl, getppid), reads an atomic,
+/// and builds its line and its error without allocating.
 #[cfg(target_os = "linux")]
 fn in_a_session_of_its_own() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let parent = std::process::id();
     move || {
-        nix::unistd::setsid()?;
+        let pgid = nix::unistd::setsid()?;
+        let fd = WATCHDOG_FD.load(std::sync::atomic::Ordering::SeqCst);
+        if fd >= 0 {
+            let mut line = [0u8; 24];
+            let n = group_line(pgid.as_raw(), &mut line);
+            // SAFETY: a write of a stack buffer to a descriptor this
+            // process inherited open (see `WATCHDOG_FD`).
+            unsafe { nix::libc::write(fd, line.as_ptr().cast(), n) };
+        }
         nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
         // The parent may have died before prctl: then nobody would send
         // the signal. Checking closes that race.
@@ -270,6 +284,27 @@ fn in_a_session_of_its_own() -> impl FnMut() -> std::io::Result<()> + Send + Syn
         }
         Ok(())
     }
+}
+
+/// `+PGID\n` into `buf`, without allocating; its length.
+#[cfg(target_os = "linux")]
+fn group_line(pgid: i32, buf: &mut [u8; 24]) -> usize {
+    let mut digits = [0u8; 12];
+    let (mut n, mut v) = (0, pgid.unsigned_abs());
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf[0] = b'+';
+    for i in 0..n {
+        buf[1 + i] = digits[n - 1 - i];
+    }
+    buf[1 + n] = b'\n';
+    n + 2
 }
 
 /// A short command of quorum's own, run to its end by the thread that
@@ -286,6 +321,7 @@ pub fn spawn_owned(
     label: &str,
 ) -> std::io::Result<(std::process::Child, Group)> {
     static OWNER: OnceLock<Arc<Inner>> = OnceLock::new();
+    watchdog_started();
     #[cfg(all(unix, not(target_os = "linux")))]
     std::os::unix::process::CommandExt::process_group(cmd, 0);
     #[cfg(target_os = "linux")]
@@ -434,13 +470,45 @@ static LIVE: Mutex<Live> = Mutex::new(Live {
     watchdog_tried: false,
 });
 
+/// The watchdog's end of its pipe here, or -1: what a child writes its own
+/// `+PGID` to between fork and exec (see `in_a_session_of_its_own`), so
+/// that the watchdog knows its group even if quorum is killed before the
+/// parent has registered it. Cleared before that end is closed.
+static WATCHDOG_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Starts the watchdog, the first time: before a child is forked, so that
+/// the child can tell it its group.
+fn watchdog_started() {
+    lock(&LIVE).start_watchdog();
+}
+
 impl Live {
+    /// Starts the watchdog unless that was tried already.
+    fn start_watchdog(&mut self) {
+        if self.watchdog_tried {
+            return;
+        }
+        self.watchdog_tried = true;
+        if let Some((stdin, pid)) = start_watchdog() {
+            #[cfg(unix)]
+            WATCHDOG_FD.store(
+                std::os::fd::AsRawFd::as_raw_fd(&stdin),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+            self.watchdog = Some(stdin);
+            self.watchdog_pid = Some(pid);
+        }
+    }
+
     /// Tells the watchdog a line; a watchdog that is gone is let go.
     fn tell(&mut self, line: &str) {
         if let Some(w) = &mut self.watchdog
             && let Err(e) = w.write_all(line.as_bytes())
         {
             tracing::warn!("the process watchdog is gone ({e}); groups are no longer watched");
+            // Before its end of the pipe is closed: a child forked from
+            // now on does not write to that descriptor (see `WATCHDOG_FD`).
+            WATCHDOG_FD.store(-1, std::sync::atomic::Ordering::SeqCst);
             self.watchdog = None;
         }
     }
@@ -456,13 +524,7 @@ fn register(owner: &Arc<Inner>, pgid: i32, label: &str) -> Group {
     lock(&owner.groups).insert(pgid, state.clone());
     {
         let mut live = lock(&LIVE);
-        if !live.watchdog_tried {
-            live.watchdog_tried = true;
-            if let Some((stdin, pid)) = start_watchdog() {
-                live.watchdog = Some(stdin);
-                live.watchdog_pid = Some(pid);
-            }
-        }
+        live.start_watchdog();
         live.groups.insert(pgid, state.clone());
         live.tell(&format!("+{pgid}\n"));
     }
@@ -714,6 +776,19 @@ mod sys {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_childs_line_to_the_watchdog_is_its_group() {
+        let mut buf = [0u8; 24];
+        for (pgid, line) in [
+            (7, "+7\n"),
+            (4_194_304, "+4194304\n"),
+            (i32::MAX, "+2147483647\n"),
+        ] {
+            let n = group_line(pgid, &mut buf);
+            assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), line);
+        }
+    }
     use std::os::unix::process::ExitStatusExt;
     use tokio::io::AsyncBufReadExt;
 
