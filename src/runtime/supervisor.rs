@@ -197,9 +197,12 @@ impl Supervisor {
         #[cfg(all(unix, not(target_os = "linux")))]
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
+        #[cfg(target_os = "linux")]
+        let told = Told::new()?;
+        #[cfg(target_os = "linux")]
         // SAFETY: see `in_a_session_of_its_own`.
         unsafe {
-            cmd.pre_exec(in_a_session_of_its_own());
+            cmd.pre_exec(in_a_session_of_its_own(&told));
         }
         let (reply, answer) = mpsc::sync_channel(1);
         spawner()
@@ -209,6 +212,8 @@ impl Supervisor {
                 owner: self.inner.clone(),
                 label: label.to_string(),
                 reply,
+                #[cfg(target_os = "linux")]
+                told,
             })
             .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
         answer
@@ -264,17 +269,25 @@ impl Supervisor {
 /// system calls (setsid, getpid, write, prctl, getppid), reads an atomic,
 /// and builds its line and its error without allocating.
 #[cfg(target_os = "linux")]
-fn in_a_session_of_its_own() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+fn in_a_session_of_its_own(
+    told: &Told,
+) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let parent = std::process::id();
+    let told = std::os::fd::AsRawFd::as_raw_fd(&told.write);
     move || {
         let pgid = nix::unistd::setsid()?;
         let fd = WATCHDOG_FD.load(std::sync::atomic::Ordering::SeqCst);
         if fd >= 0 {
             let mut line = [0u8; 24];
             let n = group_line(pgid.as_raw(), &mut line);
-            // SAFETY: a write of a stack buffer to a descriptor this
-            // process inherited open (see `WATCHDOG_FD`).
-            unsafe { nix::libc::write(fd, line.as_ptr().cast(), n) };
+            let id = pgid.as_raw().to_ne_bytes();
+            // SAFETY: writes of stack buffers to descriptors this process
+            // inherited open: the watchdog's pipe (see `WATCHDOG_FD`), then
+            // `Told`'s, so that a spawn that fails takes the line back.
+            unsafe {
+                nix::libc::write(fd, line.as_ptr().cast(), n);
+                nix::libc::write(told, id.as_ptr().cast(), id.len());
+            }
         }
         nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
         // The parent may have died before prctl: then nobody would send
@@ -283,6 +296,36 @@ fn in_a_session_of_its_own() -> impl FnMut() -> std::io::Result<()> + Send + Syn
             return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
         }
         Ok(())
+    }
+}
+
+/// What a child told the watchdog of itself (its group, on a pipe made
+/// for its spawn), taken back when the spawn fails (`exec` did not
+/// happen): the watchdog must never end a group whose number a process
+/// that never ran had, and another may be given later.
+#[cfg(target_os = "linux")]
+struct Told {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+#[cfg(target_os = "linux")]
+impl Told {
+    fn new() -> std::io::Result<Self> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        Ok(Self { read, write })
+    }
+
+    /// After the spawn (`spawned`: whether it succeeded).
+    fn settle(self, spawned: bool) {
+        drop(self.write);
+        if spawned {
+            return;
+        }
+        let mut id = [0u8; 4];
+        if std::io::Read::read_exact(&mut std::fs::File::from(self.read), &mut id).is_ok() {
+            lock(&LIVE).tell(&format!("-{}\n", i32::from_ne_bytes(id)));
+        }
     }
 }
 
@@ -325,11 +368,16 @@ pub fn spawn_owned(
     #[cfg(all(unix, not(target_os = "linux")))]
     std::os::unix::process::CommandExt::process_group(cmd, 0);
     #[cfg(target_os = "linux")]
+    let told = Told::new()?;
+    #[cfg(target_os = "linux")]
     // SAFETY: see `in_a_session_of_its_own`.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(cmd, in_a_session_of_its_own());
+        std::os::unix::process::CommandExt::pre_exec(cmd, in_a_session_of_its_own(&told));
     }
-    let child = cmd.spawn()?;
+    let spawned = cmd.spawn();
+    #[cfg(target_os = "linux")]
+    told.settle(spawned.is_ok());
+    let child = spawned?;
     let pgid = i32::try_from(child.id()).map_err(std::io::Error::other)?;
     Ok((
         child,
@@ -620,6 +668,8 @@ struct Request {
     owner: Arc<Inner>,
     label: String,
     reply: mpsc::SyncSender<Spawned>,
+    #[cfg(target_os = "linux")]
+    told: Told,
 }
 
 /// The one thread every child is forked from; it lives as long as the
@@ -633,7 +683,10 @@ fn spawner() -> &'static mpsc::Sender<Request> {
             .spawn(move || {
                 for mut req in rx {
                     let _runtime = req.runtime.enter();
-                    let spawned = req.cmd.spawn().and_then(|child| {
+                    let spawned = req.cmd.spawn();
+                    #[cfg(target_os = "linux")]
+                    req.told.settle(spawned.is_ok());
+                    let spawned = spawned.and_then(|child| {
                         let pid = child.id().ok_or_else(|| {
                             std::io::Error::other("the child ended before it was seen")
                         })?;
