@@ -374,6 +374,14 @@ impl Lab {
         )
     }
 
+    /// [`Lab::assert_nothing_left`] from an async test, off its runtime's
+    /// threads (the lab is dropped after).
+    async fn nothing_left(self) {
+        tokio::task::spawn_blocking(move || self.assert_nothing_left(&[]))
+            .await
+            .unwrap();
+    }
+
     /// A session in the person's repository, as the TUI starts one.
     fn session(
         &self,
@@ -1665,9 +1673,7 @@ async fn claude_agent_acp_on_a_host_answers_and_is_ended_there() {
     // Nothing of it runs any more.
     let left = common::models::leftovers(&home);
     assert!(left.is_empty(), "still running on the host: {left:?}");
-    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
-        .await
-        .unwrap();
+    lab.nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1837,9 +1843,7 @@ async fn a_connection_being_made_as_the_session_ends_is_ended_too() {
         "{linked:?}"
     );
     assert!(hosts.live("lab").is_none());
-    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
-        .await
-        .unwrap();
+    lab.nothing_left().await;
 }
 
 /// Everything quorum runs over ssh goes through the host's master or not
@@ -1873,9 +1877,7 @@ async fn once_the_hosts_are_closed_nothing_reaches_them_on_a_connection_of_its_o
         assert_eq!(text(&out.stdout), "", "{}", text(&out.stderr));
     }
     drop(link);
-    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
-        .await
-        .unwrap();
+    lab.nothing_left().await;
 }
 
 /// A step quorum runs on a host (git there, for a worktree task) is ended
@@ -1920,9 +1922,7 @@ async fn a_step_on_the_host_ends_there_with_its_call_and_with_the_session() {
     hosts.close();
     assert!(step.await.unwrap().is_err());
     drop(link);
-    tokio::task::spawn_blocking(move || lab.assert_nothing_left(&[]))
-        .await
-        .unwrap();
+    lab.nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
